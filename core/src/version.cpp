@@ -1,0 +1,7 @@
+#include "vgpu/version.h"
+
+namespace vgpu {
+
+const char* versionString() { return "0.1.0"; }
+
+}  // namespace vgpu
