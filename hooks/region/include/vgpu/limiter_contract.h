@@ -1,0 +1,37 @@
+#pragma once
+/*
+ * The contract between the node agent (which writes limits) and libvgpu.so (which
+ * enforces them): variable names and the limits file. C-compatible so any backend can
+ * include it. docs/limiter.md describes the value syntax in full.
+ *
+ * The limits file holds the same KEY=VALUE pairs as the environment, one per line ('#'
+ * starts a comment line, blank lines are ignored, no quoting). A key present in the file
+ * wins over the environment, so a process cannot raise its own limit by changing its
+ * environment. Unknown keys and malformed values are errors naming file and line.
+ */
+
+/* Memory limit for every device / for CUDA ordinal <i> (0..15; the indexed one wins).
+ * Value: a byte count, or a number with a k, m or g suffix (KiB, MiB, GiB). 0 = none. */
+#define VGPU_ENV_MEMORY_LIMIT "CUDA_DEVICE_MEMORY_LIMIT"
+#define VGPU_ENV_MEMORY_LIMIT_PREFIX "CUDA_DEVICE_MEMORY_LIMIT_"
+/* Compute limit in percent of the device, 0..100 (0 and 100 = not throttled). */
+#define VGPU_ENV_SM_LIMIT "CUDA_DEVICE_SM_LIMIT"
+#define VGPU_ENV_SM_LIMIT_PREFIX "CUDA_DEVICE_SM_LIMIT_"
+/* Path of the container's shared region file (vgpu/shared_region.h). */
+#define VGPU_ENV_SHARED_REGION "CUDA_DEVICE_MEMORY_SHARED_CACHE"
+/* true/false: fall back to managed memory when the device is full but the limit is not. */
+#define VGPU_ENV_OVERSUBSCRIBE "CUDA_OVERSUBSCRIBE"
+/* Integer priority of the container's work, published in the region for the agent. */
+#define VGPU_ENV_TASK_PRIORITY "CUDA_TASK_PRIORITY"
+/* default | force | disable: "disable" turns the compute limit off. */
+#define VGPU_ENV_CORE_POLICY "GPU_CORE_UTILIZATION_POLICY"
+/* Diagnostics on stderr: 0 none, 1 errors (default), 2 warnings, 3 info, 4 debug. */
+#define VGPU_ENV_LOG_LEVEL "LIBVGPU_LOG_LEVEL"
+
+/* Where the limits file is read from. The fixed path wins when it exists; otherwise the
+ * path in VGPU_LIMITS_FILE is read (and must exist when set). */
+#define VGPU_LIMITS_FILE_PATH "/etc/vgpu/limits.env"
+#define VGPU_ENV_LIMITS_FILE "VGPU_LIMITS_FILE"
+
+/* Default region path when CUDA_DEVICE_MEMORY_SHARED_CACHE is not set. */
+#define VGPU_DEFAULT_REGION_PATH "/tmp/vgpu-shared-region"

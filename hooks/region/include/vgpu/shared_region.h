@@ -1,0 +1,137 @@
+#pragma once
+/*
+ * The shared region: one file per container, mapped by every process of the container
+ * that loads libvgpu.so, and read by the node agent to export usage.
+ *
+ * C-compatible on purpose: the layout is an ABI between libvgpu.so builds of different
+ * ages and the node agent. It only grows at the end (readers check `header_size` and
+ * `version`); a change of meaning bumps VGPU_REGION_VERSION.
+ *
+ * Concurrency: every write happens under `lock`, a process-shared robust mutex; a process
+ * killed while holding it makes the next locker recover (dead slots are reclaimed and the
+ * per-device sums recomputed from the live slots). 64-bit counters are written with atomic
+ * stores, so a reader (the node agent) may read them without the lock and gets a value
+ * that was true at some instant. The compute fields are updated lock-free (atomics).
+ *
+ * Index space: device i is the CUDA ordinal i as the container sees it (after
+ * CUDA_VISIBLE_DEVICES); `uuid` names the physical device for the agent.
+ */
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VGPU_REGION_MAGIC 0x314e475255504756ULL /* "VGPURGN1" little-endian */
+#define VGPU_REGION_VERSION 1u
+#define VGPU_REGION_MAX_DEVICES 16
+#define VGPU_REGION_MAX_PROCS 1024
+#define VGPU_REGION_UUID_LEN 48
+
+/** Per-device state shared by the container. */
+typedef struct vgpu_region_device {
+  char uuid[VGPU_REGION_UUID_LEN]; /* "GPU-xxxxxxxx-...", NUL-terminated; "" until known */
+  uint64_t memory_limit;           /* bytes, 0 = none; as last published by a process */
+  uint64_t memory_used;            /* bytes, sum of memory_used over live process slots */
+  uint32_t sm_limit;               /* percent, 0 = none; as last published */
+  uint32_t reserved0;
+  int64_t compute_credit_ns;       /* token bucket of GPU time (atomic) */
+  int64_t compute_stamp_ns;        /* CLOCK_MONOTONIC of the last refill (atomic) */
+  uint64_t compute_busy_ns;        /* cumulative measured kernel time (atomic) */
+  uint64_t compute_held_ns;        /* cumulative time launches were held back (atomic) */
+  uint64_t reserved[4];
+} vgpu_region_device;
+
+/** One process of the container. pid 0 marks a free slot. */
+typedef struct vgpu_region_proc {
+  int32_t pid;         /* in the container's PID namespace */
+  uint32_t reserved0;
+  uint64_t start_time; /* /proc/<pid>/stat field 22, tells a reused PID apart */
+  uint64_t memory_used[VGPU_REGION_MAX_DEVICES]; /* bytes this process holds per device */
+} vgpu_region_proc;
+
+/** The whole file. */
+typedef struct vgpu_region {
+  uint64_t magic;       /* VGPU_REGION_MAGIC, written last at creation */
+  uint32_t version;     /* VGPU_REGION_VERSION */
+  uint32_t header_size; /* sizeof(vgpu_region) of the writer */
+  uint32_t max_devices; /* VGPU_REGION_MAX_DEVICES */
+  uint32_t max_procs;   /* VGPU_REGION_MAX_PROCS */
+  int32_t priority;     /* CUDA_TASK_PRIORITY as last published */
+  uint32_t reserved0;
+  union {
+    pthread_mutex_t mutex;
+    char pad[64];
+  } lock;
+  vgpu_region_device devices[VGPU_REGION_MAX_DEVICES];
+  vgpu_region_proc procs[VGPU_REGION_MAX_PROCS];
+} vgpu_region;
+
+/** Results of the region functions; errors also leave a message in `err` where given. */
+enum {
+  VGPU_REGION_OK = 0,
+  VGPU_REGION_OVER_LIMIT = 1, /* check-and-add refused: the limit would be exceeded */
+  VGPU_REGION_ERROR = -1      /* system error or bad file; see the message */
+};
+
+/**
+ * Maps the region at `path`, creating and initialising it if absent or empty.
+ * Refuses a file with another magic, version or size with a message naming the path.
+ * Safe against processes racing to create the same file (flock during initialisation).
+ */
+int vgpu_region_open(const char* path, vgpu_region** out, char* err, size_t err_len);
+
+/** Maps an existing region read-only (for the node agent). Checks magic and version. */
+int vgpu_region_open_readonly(const char* path, const vgpu_region** out, char* err,
+                              size_t err_len);
+
+/** A private, unshared region (anonymous memory), for a process that has no file. */
+int vgpu_region_open_private(vgpu_region** out, char* err, size_t err_len);
+
+/** Unmaps a region returned by one of the open functions. */
+void vgpu_region_close(const vgpu_region* region);
+
+/** Takes the region lock, recovering it if its holder died. 0 or VGPU_REGION_ERROR. */
+int vgpu_region_lock(vgpu_region* region);
+void vgpu_region_unlock(vgpu_region* region);
+
+/**
+ * Registers the calling process (getpid()) and returns its slot index in *slot.
+ * Reclaims dead processes first; a stale slot with the caller's own PID is reset.
+ */
+int vgpu_region_attach(vgpu_region* region, int* slot, char* err, size_t err_len);
+
+/** Releases the slot and everything it holds (at process exit). */
+void vgpu_region_detach(vgpu_region* region, int slot);
+
+/**
+ * Check-and-add under the lock: adds `bytes` to device `dev` for `slot` unless the
+ * device's usage would then exceed `limit` (0 = no limit). On refusal, dead processes
+ * are reclaimed and the check is retried once. Returns VGPU_REGION_OK,
+ * VGPU_REGION_OVER_LIMIT or VGPU_REGION_ERROR.
+ */
+int vgpu_region_try_add(vgpu_region* region, int slot, int dev, uint64_t bytes,
+                        uint64_t limit);
+
+/** Subtracts `bytes` (clamped at what the slot holds) from device `dev` for `slot`. */
+void vgpu_region_sub(vgpu_region* region, int slot, int dev, uint64_t bytes);
+
+/** Device usage as last written (lock-free read). */
+uint64_t vgpu_region_used(const vgpu_region* region, int dev);
+
+/** Frees the slots of processes that no longer exist; returns how many. Takes the lock. */
+int vgpu_region_reclaim_dead(vgpu_region* region);
+
+/** Publishes a device's UUID and limits for the node agent (under the lock). */
+void vgpu_region_publish_device(vgpu_region* region, int dev, const char* uuid,
+                                uint64_t memory_limit, uint32_t sm_limit);
+
+/** Publishes the container's priority (CUDA_TASK_PRIORITY). */
+void vgpu_region_publish_priority(vgpu_region* region, int32_t priority);
+
+#ifdef __cplusplus
+}
+#endif

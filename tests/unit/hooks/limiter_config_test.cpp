@@ -1,0 +1,192 @@
+#include "vgpu/limiter_config.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "vgpu/limiter_contract.h"
+
+namespace vgpu {
+namespace {
+
+// An environment made of a map, so each test states exactly what is set.
+struct FakeEnv {
+  std::map<std::string, std::string> vars;
+  EnvLookup lookup() const {
+    return [this](const char* name) -> const char* {
+      auto it = vars.find(name);
+      return it == vars.end() ? nullptr : it->second.c_str();
+    };
+  }
+};
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/vgpu-limiter-config-XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() { std::system(("rm -rf " + path_).c_str()); }
+  std::string write(const std::string& name, const std::string& content) const {
+    std::string p = path_ + "/" + name;
+    std::ofstream(p) << content;
+    return p;
+  }
+  std::string path(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+const char* kNoFixedFile = "/nonexistent/vgpu/limits.env";
+
+TEST(LimiterConfig, ParsesBytesAndBinarySuffixes) {
+  EXPECT_EQ(*parseMemorySize("1073741824"), 1073741824u);
+  EXPECT_EQ(*parseMemorySize("512k"), 512u << 10);
+  EXPECT_EQ(*parseMemorySize("3000m"), 3000ull << 20);
+  EXPECT_EQ(*parseMemorySize("3000M"), 3000ull << 20);
+  EXPECT_EQ(*parseMemorySize("4g"), 4ull << 30);
+  EXPECT_EQ(*parseMemorySize("4G"), 4ull << 30);
+  EXPECT_EQ(*parseMemorySize(""), 0u);
+  EXPECT_EQ(*parseMemorySize("0"), 0u);
+}
+
+TEST(LimiterConfig, RefusesAnythingElseInsteadOfReadingOneByte) {
+  for (const char* bad : {"1GB", "1Gi", "1gb", "0x10", "-1", "1.5g", "g", "12 34", "1t", "abc"}) {
+    auto r = parseMemorySize(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.error().message.find(bad), std::string::npos) << r.error().message;
+  }
+  EXPECT_FALSE(parseMemorySize("99999999999999999999").ok());
+  EXPECT_FALSE(parseMemorySize("17179869184g").ok());  // 2^34 GiB overflows 64 bits
+}
+
+TEST(LimiterConfig, PercentIsZeroToHundred) {
+  EXPECT_EQ(*parsePercent("30"), 30u);
+  EXPECT_EQ(*parsePercent("100"), 100u);
+  EXPECT_FALSE(parsePercent("101").ok());
+  EXPECT_FALSE(parsePercent("30%").ok());
+  EXPECT_FALSE(parsePercent("-5").ok());
+}
+
+TEST(LimiterConfig, IndexedLimitWinsOverTheOneForAllDevices) {
+  FakeEnv env{{{"CUDA_DEVICE_MEMORY_LIMIT", "2g"},
+               {"CUDA_DEVICE_MEMORY_LIMIT_1", "1024m"},
+               {"CUDA_DEVICE_SM_LIMIT", "40"},
+               {"CUDA_DEVICE_SM_LIMIT_2", "0"}}};
+  auto cfg = loadLimiterConfig(env.lookup(), kNoFixedFile);
+  ASSERT_TRUE(cfg.ok()) << cfg.error().message;
+  EXPECT_EQ(cfg->devices[0].memoryBytes, 2ull << 30);
+  EXPECT_EQ(cfg->devices[1].memoryBytes, 1024ull << 20);
+  EXPECT_EQ(cfg->devices[15].memoryBytes, 2ull << 30);
+  EXPECT_TRUE(cfg->computeLimited(0));
+  EXPECT_FALSE(cfg->computeLimited(2));
+  EXPECT_EQ(cfg->regionPath, VGPU_DEFAULT_REGION_PATH);
+}
+
+TEST(LimiterConfig, ComputeIsOffAtZeroHundredAndWhenDisabled) {
+  FakeEnv env{{{"CUDA_DEVICE_SM_LIMIT_0", "100"}, {"CUDA_DEVICE_SM_LIMIT_1", "50"}}};
+  auto cfg = loadLimiterConfig(env.lookup(), kNoFixedFile);
+  ASSERT_TRUE(cfg.ok());
+  EXPECT_FALSE(cfg->computeLimited(0));
+  EXPECT_TRUE(cfg->computeLimited(1));
+  EXPECT_FALSE(cfg->computeLimited(3));
+  env.vars["GPU_CORE_UTILIZATION_POLICY"] = "DISABLE";
+  cfg = loadLimiterConfig(env.lookup(), kNoFixedFile);
+  ASSERT_TRUE(cfg.ok());
+  EXPECT_FALSE(cfg->computeLimited(1));
+}
+
+TEST(LimiterConfig, BadValuesNameTheVariable) {
+  struct Case {
+    const char* key;
+    const char* value;
+  } cases[] = {{"CUDA_DEVICE_MEMORY_LIMIT", "1GB"},   {"CUDA_DEVICE_MEMORY_LIMIT_3", "lots"},
+               {"CUDA_DEVICE_SM_LIMIT", "150"},        {"CUDA_DEVICE_SM_LIMIT_0", "x"},
+               {"CUDA_OVERSUBSCRIBE", "maybe"},        {"CUDA_TASK_PRIORITY", "high"},
+               {"GPU_CORE_UTILIZATION_POLICY", "max"}};
+  for (const auto& c : cases) {
+    FakeEnv env{{{c.key, c.value}}};
+    auto cfg = loadLimiterConfig(env.lookup(), kNoFixedFile);
+    ASSERT_FALSE(cfg.ok()) << c.key;
+    EXPECT_NE(cfg.error().message.find(c.key), std::string::npos) << cfg.error().message;
+    EXPECT_NE(cfg.error().message.find(c.value), std::string::npos) << cfg.error().message;
+  }
+}
+
+TEST(LimiterConfig, LimitsFileWinsOverEnvironment) {
+  TempDir dir;
+  std::string file = dir.write("limits.env",
+                               "# written by the node agent\n"
+                               "CUDA_DEVICE_MEMORY_LIMIT_0=1024m\n"
+                               "\n"
+                               "CUDA_DEVICE_SM_LIMIT=30\n"
+                               "CUDA_DEVICE_MEMORY_SHARED_CACHE=/run/vgpu/region\n");
+  FakeEnv env{{{"VGPU_LIMITS_FILE", file},
+               {"CUDA_DEVICE_MEMORY_LIMIT_0", "64g"},
+               {"CUDA_DEVICE_SM_LIMIT", "100"},
+               {"CUDA_DEVICE_MEMORY_SHARED_CACHE", "/tmp/mine"},
+               {"CUDA_DEVICE_MEMORY_LIMIT_1", "2g"}}};
+  auto cfg = loadLimiterConfig(env.lookup(), kNoFixedFile);
+  ASSERT_TRUE(cfg.ok()) << cfg.error().message;
+  EXPECT_EQ(cfg->devices[0].memoryBytes, 1024ull << 20);
+  EXPECT_EQ(cfg->devices[0].smPercent, 30u);
+  EXPECT_EQ(cfg->devices[1].memoryBytes, 2ull << 30);  // not in the file: env applies
+  EXPECT_EQ(cfg->regionPath, "/run/vgpu/region");
+  EXPECT_EQ(cfg->limitsFile, file);
+}
+
+TEST(LimiterConfig, FixedFileWinsOverTheNamedOne) {
+  TempDir dir;
+  std::string fixed = dir.write("fixed.env", "CUDA_DEVICE_MEMORY_LIMIT=1g\n");
+  std::string named = dir.write("named.env", "CUDA_DEVICE_MEMORY_LIMIT=9g\n");
+  FakeEnv env{{{"VGPU_LIMITS_FILE", named}}};
+  auto cfg = loadLimiterConfig(env.lookup(), fixed.c_str());
+  ASSERT_TRUE(cfg.ok()) << cfg.error().message;
+  EXPECT_EQ(cfg->devices[0].memoryBytes, 1ull << 30);
+}
+
+TEST(LimiterConfig, FileErrorsNameFileAndLine) {
+  TempDir dir;
+  struct Case {
+    const char* content;
+    const char* expect;
+  } cases[] = {{"CUDA_DEVICE_MEMORY_LIMIT=1g\nnonsense\n", ":2: expected KEY=VALUE"},
+               {"CUDA_DEVICE_MEMORY_LIMT=1g\n", ":1: unknown key 'CUDA_DEVICE_MEMORY_LIMT'"},
+               {"CUDA_DEVICE_MEMORY_LIMIT_16=1g\n", ":1: unknown key"},
+               {"CUDA_DEVICE_SM_LIMIT=1\nCUDA_DEVICE_SM_LIMIT=2\n", ":2: 'CUDA_DEVICE_SM_LIMIT' given twice"},
+               {"CUDA_DEVICE_MEMORY_LIMIT_2=1Gi\n", "CUDA_DEVICE_MEMORY_LIMIT_2 in "}};
+  for (const auto& c : cases) {
+    std::string file = dir.write("bad.env", c.content);
+    FakeEnv env{{{"VGPU_LIMITS_FILE", file}}};
+    auto cfg = loadLimiterConfig(env.lookup(), kNoFixedFile);
+    ASSERT_FALSE(cfg.ok()) << c.content;
+    EXPECT_NE(cfg.error().message.find(c.expect), std::string::npos) << cfg.error().message;
+    EXPECT_NE(cfg.error().message.find(file), std::string::npos) << cfg.error().message;
+  }
+}
+
+TEST(LimiterConfig, NamedFileThatIsMissingIsAnError) {
+  FakeEnv env{{{"VGPU_LIMITS_FILE", "/nonexistent/limits.env"}}};
+  auto cfg = loadLimiterConfig(env.lookup(), kNoFixedFile);
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.error().message.find("/nonexistent/limits.env"), std::string::npos);
+}
+
+TEST(LimiterConfig, ParsesOversubscribePriorityAndPolicy) {
+  FakeEnv env{{{"CUDA_OVERSUBSCRIBE", "TRUE"},
+               {"CUDA_TASK_PRIORITY", "-2"},
+               {"GPU_CORE_UTILIZATION_POLICY", "force"}}};
+  auto cfg = loadLimiterConfig(env.lookup(), kNoFixedFile);
+  ASSERT_TRUE(cfg.ok()) << cfg.error().message;
+  EXPECT_TRUE(cfg->oversubscribe);
+  EXPECT_EQ(cfg->priority, -2);
+  EXPECT_EQ(cfg->corePolicy, CorePolicy::kForce);
+}
+
+}  // namespace
+}  // namespace vgpu
