@@ -1,0 +1,78 @@
+#pragma once
+// A local mirror of one kind of object, fed by list+watch: the scheduler's view of all
+// nodes and pods, the node agent's view of the pods bound to its node. It survives broken
+// watches, 410 Gone and apiserver restarts by relisting and diffing, so callbacks see each
+// change once and a delete is never missed (HAMi's stale-accounting bug).
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vgpu/k8s/client.h"
+#include "vgpu/k8s/object.h"
+#include "vgpu/k8s/resource.h"
+
+namespace vgpu::k8s {
+
+/// Callbacks run on the informer's thread, in order, after the cache reflects the change.
+/// They must not block for long (they delay every later event) and must not call stop().
+struct InformerHandlers {
+  std::function<void(const ObjectPtr& obj)> onAdd;
+  std::function<void(const ObjectPtr& before, const ObjectPtr& after)> onUpdate;
+  /// `last` is the last state known; after a relist it is the cached one.
+  std::function<void(const ObjectPtr& last)> onDelete;
+};
+
+struct InformerOptions {
+  std::string ns;               ///< empty = all namespaces
+  std::string labelSelector;
+  std::string fieldSelector;    ///< e.g. "spec.nodeName=node1"
+  std::int64_t pageSize = 500;
+  int watchTimeoutSeconds = 300;
+  std::chrono::milliseconds backoffMin{200};   ///< after a failed list or watch
+  std::chrono::milliseconds backoffMax{10000};
+};
+
+/// Counters for metrics and tests.
+struct InformerStats {
+  std::uint64_t lists = 0;          ///< successful full lists (1 + relists)
+  std::uint64_t watches = 0;        ///< watch streams opened
+  std::uint64_t watchErrors = 0;    ///< streams that ended in an error
+  std::uint64_t events = 0;         ///< add/update/delete callbacks delivered
+};
+
+class Informer {
+ public:
+  /// `client` must outlive the informer.
+  Informer(Client& client, const ResourceType& type, InformerOptions options,
+           InformerHandlers handlers);
+  ~Informer();  ///< stops
+  Informer(const Informer&) = delete;
+  Informer& operator=(const Informer&) = delete;
+
+  /// Starts the list+watch thread. Call once.
+  void start();
+  /// Ends the thread; safe to call twice. No callback runs after it returns.
+  void stop();
+
+  /// True once the first list has been applied.
+  bool hasSynced() const;
+  bool waitForSync(std::chrono::milliseconds timeout) const;
+
+  /// The cached object for "ns/name" (or "name"), null when absent.
+  ObjectPtr get(const std::string& key) const;
+  std::vector<ObjectPtr> list() const;
+  std::size_t size() const;
+  /// The last resourceVersion seen (list, event or bookmark).
+  std::string resourceVersion() const;
+  InformerStats stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace vgpu::k8s

@@ -1,0 +1,79 @@
+#pragma once
+// HTTP/1.1 over TCP or TLS with a pool of keep-alive connections. Internal to vgpu_k8s:
+// the only place that includes Beast, so the rest of the client compiles quickly.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "vgpu/k8s/watch.h"
+#include "vgpu/result.h"
+
+namespace vgpu::k8s::detail {
+
+struct HttpRequest {
+  std::string method;  ///< GET, POST, PATCH, DELETE
+  std::string target;  ///< path and query
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+};
+
+struct HttpResponse {
+  int status = 0;
+  std::string body;
+  std::string retryAfter;  ///< the Retry-After header, if any
+};
+
+struct Endpoint {
+  bool tls = true;
+  std::string host;  ///< without brackets
+  std::string port;
+  std::string serverName;  ///< name verified in the certificate (and sent as SNI)
+  std::string caPem;
+  bool insecureSkipVerify = false;
+  std::string clientCertPem;
+  std::string clientKeyPem;
+  std::size_t maxIdle = 16;
+};
+
+class HttpTransport {
+ public:
+  static Result<std::unique_ptr<HttpTransport>> create(const Endpoint& endpoint);
+  ~HttpTransport();
+
+  /// One request/response within `timeout`. Errors are transport failures (no response).
+  Result<HttpResponse> send(const HttpRequest& request, std::chrono::milliseconds timeout);
+
+  /// Streams a 200 response's body to `onData` (return false to stop); a non-200
+  /// response is returned whole. `idleTimeout` bounds the wait for each piece of data.
+  /// A cancelled stream returns a 200 response with whatever arrived.
+  Result<HttpResponse> stream(const HttpRequest& request, std::chrono::milliseconds connectTimeout,
+                              std::chrono::milliseconds idleTimeout,
+                              const std::function<bool(std::string_view)>& onData,
+                              CancelToken* cancel);
+
+  std::uint64_t connectionsOpened() const { return opened_.load(); }
+
+ private:
+  struct Connection;
+  struct Tls;
+  HttpTransport() = default;
+  std::unique_ptr<Connection> acquire(bool& reused);
+  void release(std::unique_ptr<Connection> c);
+  Result<std::unique_ptr<Connection>> connect(std::chrono::milliseconds timeout);
+
+  Endpoint endpoint_;
+  std::unique_ptr<Tls> tls_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Connection>> idle_;
+  std::atomic<std::uint64_t> opened_{0};
+};
+
+}  // namespace vgpu::k8s::detail
