@@ -1,9 +1,10 @@
 # Shared build settings for vgpu's own targets.
 
-# Warnings are errors in our code, never in third-party headers.
+# Warnings are errors in our code, never in third-party headers. -Wrestrict is off: GCC 12
+# reports false positives on std::string concatenation at -O2 (GCC bug 105329).
 function(vgpu_warnings target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Werror
-                         $<$<COMPILE_LANGUAGE:CXX>:-Wnon-virtual-dtor>)
+                         $<$<COMPILE_LANGUAGE:CXX>:-Wnon-virtual-dtor -Wno-restrict>)
 endfunction()
 
 # A shared library that exports only what it marks with VGPU_EXPORT (or its version script).
@@ -45,4 +46,19 @@ function(vgpu_gtest name)
   vgpu_warnings(${name})
   include(GoogleTest)
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
+endfunction()
+
+# A loadable backend: libvgpu-backend-<name>.so in VGPU_BACKEND_OUTPUT_DIR, exporting only
+# the entry symbol (hidden visibility, everything else linked statically into it).
+function(vgpu_add_backend name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
+  set(target vgpu_backend_${name})
+  add_library(${target} MODULE ${ARG_SOURCES})
+  target_link_libraries(${target} PRIVATE ${ARG_LIBS})
+  set_target_properties(${target} PROPERTIES OUTPUT_NAME vgpu-backend-${name} PREFIX lib
+                        LIBRARY_OUTPUT_DIRECTORY ${VGPU_BACKEND_OUTPUT_DIR})
+  target_link_options(${target} PRIVATE -Wl,--exclude-libs,ALL -Wl,--no-undefined)
+  vgpu_warnings(${target})
+  vgpu_hidden_visibility(${target})
+  install(TARGETS ${target} LIBRARY DESTINATION lib/vgpu/backends)
 endfunction()

@@ -1,0 +1,49 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "vgpu/backend_abi.h"
+#include "vgpu/device_request.h"
+#include "vgpu/resources.h"
+#include "vgpu/result.h"
+
+namespace vgpu {
+
+/// Scheduler side ("splitting"): which resources a backend owns, how a container's limits
+/// become a DeviceRequest, and whether a request fits one device. The placement engine in
+/// core does everything across devices and nodes and calls `fit` per device.
+/// All methods are const and thread-safe: the scheduler evaluates nodes in parallel.
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+
+  /// The extended resources this backend owns.
+  virtual const std::vector<ResourceName>& resources() const = 0;
+
+  /// The container's request to this backend, or nullopt when it asks for none of its
+  /// resources. Errors: invalid values (memory 0, cores over 100...), in words.
+  virtual Result<std::optional<DeviceRequest>> parseRequest(const ContainerResources& container,
+                                                            const Annotations& podAnnotations) const = 0;
+
+  /// Whether `request` fits a device with `usage` already taken, and what it would take.
+  /// The hot path: plain structs, no allocation, no text.
+  virtual void fit(const vgpu_device_request& request, const vgpu_device& device,
+                   const vgpu_device_usage& usage, vgpu_fit_result& result) const = 0;
+
+  /// Words a user understands for a refusal `fit` returned (any reason code).
+  virtual std::string explain(const vgpu_fit_result& result) const = 0;
+
+  /// Limits the admission webhook should add to the container (e.g. a bare device count
+  /// becomes a whole card). Empty when nothing is to add.
+  virtual Result<std::map<std::string, std::int64_t>> admissionDefaults(
+      const ContainerResources& container, const Annotations& podAnnotations) const = 0;
+};
+
+/// Words for the reasons core knows (codes below VGPU_REASON_BACKEND); empty otherwise.
+std::string explainCoreReason(const vgpu_fit_result& result);
+
+}  // namespace vgpu

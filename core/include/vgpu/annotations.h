@@ -1,0 +1,39 @@
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace vgpu {
+
+/// The Kubernetes annotation and label keys vgpu reads and writes. docs/wire-format.md
+/// specifies each value's format.
+namespace keys {
+
+/// Node: a backend's device inventory (JSON, codec/inventory.h); key = prefix + backend.
+inline constexpr std::string_view kNodeDevicesPrefix = "vgpu.io/devices-";
+/// Node: when the node agent last published (RFC 3339, UTC).
+inline constexpr std::string_view kNodeHeartbeat = "vgpu.io/heartbeat";
+/// Node: comma-separated device ids an operator took out of scheduling.
+inline constexpr std::string_view kNodeDeviceCordon = "vgpu.io/device-cordon";
+
+/// Pod: the placement (JSON, codec/assignment_codec.h), written at bind.
+inline constexpr std::string_view kPodAssignment = "vgpu.io/assignment";
+/// Pod: "allocating" (bound, waiting for Allocate), "success" or "failed".
+inline constexpr std::string_view kPodBindPhase = "vgpu.io/bind-phase";
+/// Pod: when it was bound (RFC 3339, UTC).
+inline constexpr std::string_view kPodBindTime = "vgpu.io/bind-time";
+/// Pod: why Allocate failed, in words.
+inline constexpr std::string_view kPodAllocateError = "vgpu.io/allocate-error";
+/// Pod: per-pod override of the node policy ("binpack" / "spread").
+inline constexpr std::string_view kPodNodePolicy = "vgpu.io/node-scheduler-policy";
+/// Pod: per-pod override of the device policy ("binpack" / "spread").
+inline constexpr std::string_view kPodDevicePolicy = "vgpu.io/device-scheduler-policy";
+/// Pod/namespace label: the webhook leaves pods with this label set to "ignore" alone.
+inline constexpr std::string_view kWebhookOptOutLabel = "vgpu.io/webhook";
+
+inline std::string nodeDevices(std::string_view backend) {
+  return std::string(kNodeDevicesPrefix) + std::string(backend);
+}
+
+}  // namespace keys
+}  // namespace vgpu

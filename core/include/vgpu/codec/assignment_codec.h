@@ -1,0 +1,19 @@
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "vgpu/assignment.h"
+#include "vgpu/result.h"
+
+namespace vgpu {
+
+/// The pod assignment annotation (keys::kPodAssignment) as JSON,
+/// {"version":1,"node":"...","containers":[{"name":..,"init":..,"devices":[...]}]};
+/// docs/wire-format.md has the fields.
+std::string encodeAssignment(const Assignment& assignment);
+
+/// Errors as for decodeInventory: a clear message, never a partial result.
+Result<Assignment> decodeAssignment(std::string_view json);
+
+}  // namespace vgpu

@@ -1,0 +1,35 @@
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace vgpu {
+
+/// A bind mount from the host into the container.
+struct Mount {
+  std::string hostPath;
+  std::string containerPath;
+  bool readOnly = true;
+  bool operator==(const Mount&) const = default;
+};
+
+/// A device node from the host made available in the container.
+struct DeviceNode {
+  std::string hostPath;
+  std::string containerPath;
+  std::string permissions = "rw";  ///< cgroup permissions: some of "r", "w", "m".
+  bool operator==(const DeviceNode&) const = default;
+};
+
+/// What the kubelet must do to start one container with its devices: the vendor-neutral
+/// form of the device plugin's ContainerAllocateResponse.
+struct ContainerSpec {
+  std::map<std::string, std::string> env;
+  std::vector<Mount> mounts;
+  std::vector<DeviceNode> devices;
+  std::map<std::string, std::string> annotations;
+  bool operator==(const ContainerSpec&) const = default;
+};
+
+}  // namespace vgpu

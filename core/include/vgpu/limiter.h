@@ -1,0 +1,50 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "vgpu/assignment.h"
+#include "vgpu/container_spec.h"
+#include "vgpu/resources.h"
+#include "vgpu/result.h"
+
+namespace vgpu {
+
+/// Names a container whose device resources a limiter may hold.
+struct ContainerRef {
+  std::string podUid;
+  std::string containerName;
+  bool operator==(const ContainerRef&) const = default;
+  auto operator<=>(const ContainerRef&) const = default;
+};
+
+/// One container about to start, with the devices of one backend it was granted.
+struct ContainerGrant {
+  ContainerRef container;
+  std::string podNamespace;
+  std::string podName;
+  int containerIndex = 0;
+  std::vector<DeviceGrant> devices;  ///< Only this backend's devices.
+  std::string hostDir;               ///< A host folder the agent made for this container.
+  Annotations podAnnotations;
+};
+
+/// Node side ("enforcement"): what the kubelet must do so the container gets exactly its
+/// slice, and undoing it when the container is gone. Called from the node agent's
+/// Allocate handler; implementations must be safe to call from several threads.
+class Limiter {
+ public:
+  virtual ~Limiter() = default;
+
+  /// Env, mounts and device nodes for the container; may create a partition on the device.
+  /// Errors: the grant names unknown devices, the partition cannot be made (in words).
+  virtual Result<ContainerSpec> containerSpec(const ContainerGrant& grant) = 0;
+
+  /// Undo what containerSpec created for one container. Unknown containers are fine.
+  virtual Status release(const ContainerRef& container) = 0;
+
+  /// Undo what is held for every container not in `live` (after an agent restart too).
+  virtual Status reconcile(const std::vector<ContainerRef>& live) = 0;
+};
+
+}  // namespace vgpu

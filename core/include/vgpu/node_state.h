@@ -1,0 +1,73 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vgpu/allocator.h"
+#include "vgpu/assignment.h"
+#include "vgpu/c_views.h"
+#include "vgpu/device.h"
+#include "vgpu/device_usage.h"
+#include "vgpu/result.h"
+
+namespace vgpu {
+
+class BackendSet;
+
+/// A node's devices across backends, with their C views and allocators resolved once
+/// (the inventory changes rarely; placement reads it for every pod). Immutable.
+class NodeInventory {
+ public:
+  struct Entry {
+    std::unique_ptr<DeviceRecord> record;
+    const Allocator* allocator = nullptr;  ///< Null when the backend is not loaded here.
+    bool cordoned = false;
+  };
+  /// Devices of one backend, as positions in entries().
+  struct BackendGroup {
+    std::string backend;
+    const Allocator* allocator = nullptr;
+    std::vector<std::uint32_t> positions;
+  };
+
+  /// `devices` of any backends; ids in `cordoned` are refused to every pod.
+  NodeInventory(std::vector<Device> devices, const BackendSet& backends, const std::set<std::string>& cordoned = {});
+
+  const std::vector<Entry>& entries() const { return entries_; }
+  const BackendGroup* group(std::string_view backend) const;
+  /// Position of a device in entries(), or -1.
+  int find(std::string_view backend, std::string_view deviceId) const;
+
+ private:
+  std::vector<Entry> entries_;
+  std::vector<BackendGroup> groups_;
+};
+
+/// A node as the placement engine sees it: its inventory and what is taken on each device
+/// (usage[i] belongs to inventory->entries()[i]).
+struct NodeState {
+  std::string name;
+  std::shared_ptr<const NodeInventory> inventory;
+  std::vector<DeviceUsage> usage;
+  /// Non-empty when the node must not get pods at all (e.g. a stale heartbeat): the reason.
+  std::string unavailable;
+
+  NodeState() = default;
+  NodeState(std::string nodeName, std::shared_ptr<const NodeInventory> inv);
+
+  /// Adds what a placed pod takes: per device, the sum over its app containers or the
+  /// largest single init container, whichever is larger (init containers run one at a
+  /// time before the app containers). Errors name a device the node does not have.
+  Status add(const Assignment& assignment);
+  /// Takes back what add() added for the same assignment.
+  Status remove(const Assignment& assignment);
+};
+
+/// Per-device usage of one pod (see NodeState::add), keyed by inventory position.
+Result<std::vector<std::pair<int, DeviceUsage>>> podUsage(const NodeInventory& inventory, const Assignment& assignment);
+
+}  // namespace vgpu

@@ -1,0 +1,291 @@
+#pragma once
+// Header-only adapter: write a backend as an ordinary C++ class, export it over the C ABI
+// with one macro. Only C types cross the boundary; C++ exceptions are caught here.
+//
+//   class MyBackend {
+//    public:
+//     static vgpu::Result<std::unique_ptr<MyBackend>> create(const vgpu::BackendParams&);
+//     const std::vector<vgpu::ResourceName>& resources() const;
+//     vgpu::Result<std::optional<vgpu::DeviceRequest>> parseRequest(
+//         const vgpu::ContainerResources&, const vgpu::Annotations&) const;
+//     void fit(const vgpu_device_request&, const vgpu_device&, const vgpu_device_usage&,
+//              vgpu_fit_result&) const;
+//     // Optional, detected at compile time: explain, admissionDefaults, discover,
+//     // waitForHealthEvents, containerSpec, release, reconcile (same signatures as the
+//     // vgpu::Allocator / Discovery / Limiter interfaces).
+//   };
+//   VGPU_DEFINE_BACKEND(MyBackend, "mine", "What it drives")
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "vgpu/backend_abi.h"
+#include "vgpu/backend_params.h"
+#include "vgpu/c_views.h"
+#include "vgpu/container_spec.h"
+#include "vgpu/discovery.h"
+#include "vgpu/limiter.h"
+#include "vgpu/resources.h"
+#include "vgpu/result.h"
+
+namespace vgpu::sdk {
+
+inline vgpu_status fail(vgpu_error_buf* err, vgpu_status status, const std::string& message) {
+  if (err != nullptr && err->text != nullptr && err->capacity > 0) {
+    const size_t n = std::min(message.size(), err->capacity - 1);
+    std::memcpy(err->text, message.data(), n);
+    err->text[n] = '\0';
+  }
+  return status;
+}
+
+inline ContainerResources containerFromC(const vgpu_container_input& c) {
+  ContainerResources out;
+  out.name = c.name ? c.name : "";
+  out.init = c.init != 0;
+  for (size_t i = 0; i < c.limit_count; ++i)
+    if (c.limits[i].name) out.limits[c.limits[i].name] = c.limits[i].value;
+  return out;
+}
+
+inline Annotations annotationsFromC(const vgpu_kv_list* list) {
+  Annotations out;
+  if (list == nullptr) return out;
+  for (size_t i = 0; i < list->count; ++i)
+    if (list->items[i].key) out[list->items[i].key] = list->items[i].value ? list->items[i].value : "";
+  return out;
+}
+
+inline ContainerGrant grantFromC(const vgpu_container_grant& g, const std::string& backend) {
+  ContainerGrant out;
+  out.container = {g.pod_uid ? g.pod_uid : "", g.container_name ? g.container_name : ""};
+  out.podNamespace = g.pod_namespace ? g.pod_namespace : "";
+  out.podName = g.pod_name ? g.pod_name : "";
+  out.containerIndex = g.container_index;
+  for (size_t i = 0; i < g.device_count; ++i) {
+    const auto& d = g.devices[i];
+    out.devices.push_back({backend, d.device_id ? d.device_id : "", d.device_index, d.memory_mib,
+                           d.compute, d.slot});
+  }
+  out.hostDir = g.host_dir ? g.host_dir : "";
+  out.podAnnotations = annotationsFromC(&g.pod_annotations);
+  return out;
+}
+
+/// Builds the C table for backend class B. Each thunk turns C++ results into C and
+/// exceptions into VGPU_ERROR_INTERNAL, so nothing C++ escapes the library.
+template <class B>
+struct Adapter {
+  static B& self(vgpu_backend* b) { return *reinterpret_cast<B*>(b); }
+  static inline std::string name;
+
+  static vgpu_status create(const vgpu_backend_config* config, vgpu_backend** out, vgpu_error_buf* err) {
+    try {
+      auto created = B::create(paramsFromC(*config));
+      if (!created.ok()) return fail(err, VGPU_ERROR_INVALID, created.error().message);
+      *out = reinterpret_cast<vgpu_backend*>(std::move(created).value().release());
+      return VGPU_OK;
+    } catch (const std::exception& e) {
+      return fail(err, VGPU_ERROR_INTERNAL, std::string("create threw: ") + e.what());
+    }
+  }
+
+  static void destroy(vgpu_backend* b) { delete reinterpret_cast<B*>(b); }
+
+  static void resources(vgpu_backend* b, vgpu_resource_sink sink, void* ctx) {
+    for (const auto& r : self(b).resources()) {
+      const vgpu_resource c{r.name.c_str(), static_cast<uint32_t>(r.role), r.advertised ? 1u : 0u};
+      sink(ctx, &c);
+    }
+  }
+
+  static vgpu_status parseRequest(vgpu_backend* b, const vgpu_container_input* container,
+                                  const vgpu_kv_list* annotations, vgpu_request_sink sink, void* ctx,
+                                  vgpu_error_buf* err) {
+    try {
+      auto parsed = self(b).parseRequest(containerFromC(*container), annotationsFromC(annotations));
+      if (!parsed.ok()) return fail(err, VGPU_ERROR_INVALID, parsed.error().message);
+      if (parsed->has_value()) {
+        const RequestRecord record(**parsed);
+        sink(ctx, &record.c());
+      }
+      return VGPU_OK;
+    } catch (const std::exception& e) {
+      return fail(err, VGPU_ERROR_INTERNAL, std::string("parse_request threw: ") + e.what());
+    }
+  }
+
+  static void fit(vgpu_backend* b, const vgpu_device_request* request, const vgpu_device* device,
+                  const vgpu_device_usage* usage, vgpu_fit_result* result) {
+    *result = vgpu_fit_result{};
+    self(b).fit(*request, *device, *usage, *result);
+  }
+
+  static size_t explain(vgpu_backend* b, const vgpu_fit_result* result, char* buf, size_t capacity) {
+    try {
+      const std::string text = self(b).explain(*result);
+      if (capacity > 0) {
+        const size_t n = std::min(text.size(), capacity - 1);
+        std::memcpy(buf, text.data(), n);
+        buf[n] = '\0';
+      }
+      return text.size();
+    } catch (const std::exception&) {
+      return 0;
+    }
+  }
+
+  static vgpu_status admissionDefaults(vgpu_backend* b, const vgpu_container_input* container,
+                                       const vgpu_kv_list* annotations, vgpu_amount_sink sink, void* ctx,
+                                       vgpu_error_buf* err) {
+    try {
+      auto defaults = self(b).admissionDefaults(containerFromC(*container), annotationsFromC(annotations));
+      if (!defaults.ok()) return fail(err, VGPU_ERROR_INVALID, defaults.error().message);
+      for (const auto& [resource, value] : *defaults) sink(ctx, resource.c_str(), value);
+      return VGPU_OK;
+    } catch (const std::exception& e) {
+      return fail(err, VGPU_ERROR_INTERNAL, std::string("admission_defaults threw: ") + e.what());
+    }
+  }
+
+  static vgpu_status discover(vgpu_backend* b, vgpu_device_sink sink, void* ctx, vgpu_error_buf* err) {
+    try {
+      auto devices = self(b).discover();
+      if (!devices.ok()) return fail(err, VGPU_ERROR_UNAVAILABLE, devices.error().message);
+      for (auto& d : *devices) {
+        const DeviceRecord record(std::move(d));
+        sink(ctx, &record.c());
+      }
+      return VGPU_OK;
+    } catch (const std::exception& e) {
+      return fail(err, VGPU_ERROR_INTERNAL, std::string("discover threw: ") + e.what());
+    }
+  }
+
+  static vgpu_status waitHealth(vgpu_backend* b, uint32_t timeoutMs, vgpu_health_sink sink, void* ctx,
+                                vgpu_error_buf* err) {
+    try {
+      auto events = self(b).waitForHealthEvents(std::chrono::milliseconds(timeoutMs));
+      if (!events.ok()) return fail(err, VGPU_ERROR_UNAVAILABLE, events.error().message);
+      for (const auto& e : *events) {
+        const uint32_t h = e.health == Health::kHealthy     ? VGPU_HEALTHY
+                           : e.health == Health::kUnhealthy ? VGPU_UNHEALTHY
+                                                            : VGPU_HEALTH_UNKNOWN;
+        sink(ctx, e.deviceId.c_str(), h, e.reason.c_str());
+      }
+      return VGPU_OK;
+    } catch (const std::exception& e) {
+      return fail(err, VGPU_ERROR_INTERNAL, std::string("wait_health threw: ") + e.what());
+    }
+  }
+
+  static vgpu_status containerSpec(vgpu_backend* b, const vgpu_container_grant* grant,
+                                   const vgpu_spec_sink* sink, vgpu_error_buf* err) {
+    try {
+      auto spec = self(b).containerSpec(grantFromC(*grant, name));
+      if (!spec.ok()) return fail(err, VGPU_ERROR_INVALID, spec.error().message);
+      for (const auto& [k, v] : spec->env) sink->env(sink->ctx, k.c_str(), v.c_str());
+      for (const auto& m : spec->mounts)
+        sink->mount(sink->ctx, m.hostPath.c_str(), m.containerPath.c_str(), m.readOnly ? 1u : 0u);
+      for (const auto& d : spec->devices)
+        sink->device(sink->ctx, d.hostPath.c_str(), d.containerPath.c_str(), d.permissions.c_str());
+      for (const auto& [k, v] : spec->annotations) sink->annotation(sink->ctx, k.c_str(), v.c_str());
+      return VGPU_OK;
+    } catch (const std::exception& e) {
+      return fail(err, VGPU_ERROR_INTERNAL, std::string("container_spec threw: ") + e.what());
+    }
+  }
+
+  static vgpu_status release(vgpu_backend* b, const vgpu_container_ref* ref, vgpu_error_buf* err) {
+    try {
+      auto status = self(b).release(ContainerRef{ref->pod_uid ? ref->pod_uid : "",
+                                                 ref->container_name ? ref->container_name : ""});
+      return status.ok() ? VGPU_OK : fail(err, VGPU_ERROR_UNAVAILABLE, status.error().message);
+    } catch (const std::exception& e) {
+      return fail(err, VGPU_ERROR_INTERNAL, std::string("release threw: ") + e.what());
+    }
+  }
+
+  static vgpu_status reconcile(vgpu_backend* b, const vgpu_container_ref* live, size_t count,
+                               vgpu_error_buf* err) {
+    try {
+      std::vector<ContainerRef> refs;
+      refs.reserve(count);
+      for (size_t i = 0; i < count; ++i)
+        refs.push_back({live[i].pod_uid ? live[i].pod_uid : "",
+                        live[i].container_name ? live[i].container_name : ""});
+      auto status = self(b).reconcile(refs);
+      return status.ok() ? VGPU_OK : fail(err, VGPU_ERROR_UNAVAILABLE, status.error().message);
+    } catch (const std::exception& e) {
+      return fail(err, VGPU_ERROR_INTERNAL, std::string("reconcile threw: ") + e.what());
+    }
+  }
+};
+
+template <class B>
+concept HasExplain = requires(const B& b, const vgpu_fit_result& r) { { b.explain(r) } -> std::convertible_to<std::string>; };
+template <class B>
+concept HasAdmissionDefaults = requires(const B& b, const ContainerResources& c, const Annotations& a) {
+  b.admissionDefaults(c, a);
+};
+template <class B>
+concept HasDiscovery = requires(B& b) {
+  b.discover();
+  b.waitForHealthEvents(std::chrono::milliseconds(0));
+};
+template <class B>
+concept HasLimiter = requires(B& b, const ContainerGrant& g, const ContainerRef& r,
+                              const std::vector<ContainerRef>& live) {
+  b.containerSpec(g);
+  b.release(r);
+  b.reconcile(live);
+};
+
+/// Fills `table` for backend class B; the body of VGPU_DEFINE_BACKEND's entry function.
+template <class B>
+int fillTable(uint32_t loaderVersion, vgpu_backend_table* table, const char* name, const char* description) {
+  if (table == nullptr || VGPU_ABI_MAJOR_OF(loaderVersion) != VGPU_BACKEND_ABI_MAJOR) return 1;
+  using A = Adapter<B>;
+  A::name = name;
+  vgpu_backend_table t{};
+  t.struct_size = sizeof(vgpu_backend_table);
+  t.abi_version = VGPU_BACKEND_ABI_VERSION;
+  t.name = name;
+  t.description = description;
+  t.create = &A::create;
+  t.destroy = &A::destroy;
+  t.resources = &A::resources;
+  t.parse_request = &A::parseRequest;
+  t.fit = &A::fit;
+  if constexpr (HasExplain<B>) t.explain = &A::explain;
+  if constexpr (HasAdmissionDefaults<B>) t.admission_defaults = &A::admissionDefaults;
+  if constexpr (HasDiscovery<B>) {
+    t.discover = &A::discover;
+    t.wait_health = &A::waitHealth;
+  }
+  if constexpr (HasLimiter<B>) {
+    t.container_spec = &A::containerSpec;
+    t.release = &A::release;
+    t.reconcile = &A::reconcile;
+  }
+  // An older loader knows a shorter table: give it the prefix it knows.
+  const uint32_t size = std::min<uint32_t>(table->struct_size, sizeof(vgpu_backend_table));
+  std::memcpy(table, &t, size);
+  table->struct_size = size;
+  return 0;
+}
+
+}  // namespace vgpu::sdk
+
+#define VGPU_DEFINE_BACKEND(Class, name, description)                                        \
+  extern "C" VGPU_BACKEND_EXPORT int VGPU_BACKEND_ENTRY(uint32_t loaderVersion,               \
+                                                        vgpu_backend_table* table) {          \
+    return ::vgpu::sdk::fillTable<Class>(loaderVersion, table, name, description);            \
+  }

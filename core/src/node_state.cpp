@@ -1,0 +1,87 @@
+#include "vgpu/node_state.h"
+
+#include <algorithm>
+#include <map>
+
+#include "vgpu/backend_loader.h"
+
+namespace vgpu {
+
+NodeInventory::NodeInventory(std::vector<Device> devices, const BackendSet& backends,
+                             const std::set<std::string>& cordoned) {
+  entries_.reserve(devices.size());
+  for (auto& d : devices) {
+    Entry e;
+    e.cordoned = cordoned.contains(d.id);
+    const Backend* backend = backends.find(d.backend);
+    e.allocator = backend ? &backend->allocator() : nullptr;
+    const std::string name = d.backend;
+    e.record = std::make_unique<DeviceRecord>(std::move(d));
+    auto group = std::find_if(groups_.begin(), groups_.end(), [&](const BackendGroup& g) { return g.backend == name; });
+    if (group == groups_.end()) group = groups_.insert(groups_.end(), BackendGroup{name, e.allocator, {}});
+    group->positions.push_back(static_cast<std::uint32_t>(entries_.size()));
+    entries_.push_back(std::move(e));
+  }
+}
+
+const NodeInventory::BackendGroup* NodeInventory::group(std::string_view backend) const {
+  for (const auto& g : groups_)
+    if (g.backend == backend) return &g;
+  return nullptr;
+}
+
+int NodeInventory::find(std::string_view backend, std::string_view deviceId) const {
+  const BackendGroup* g = group(backend);
+  if (g == nullptr) return -1;
+  for (auto pos : g->positions)
+    if (entries_[pos].record->device().id == deviceId) return static_cast<int>(pos);
+  return -1;
+}
+
+NodeState::NodeState(std::string nodeName, std::shared_ptr<const NodeInventory> inv)
+    : name(std::move(nodeName)), inventory(std::move(inv)), usage(inventory->entries().size()) {}
+
+Result<std::vector<std::pair<int, DeviceUsage>>> podUsage(const NodeInventory& inventory, const Assignment& a) {
+  std::map<int, DeviceUsage> apps;
+  std::map<int, DeviceUsage> initPeak;
+  for (const auto& c : a.containers) {
+    for (const auto& g : c.devices) {
+      const int pos = inventory.find(g.backend, g.deviceId);
+      if (pos < 0) return makeError("the node has no " + g.backend + " device " + g.deviceId);
+      const DeviceUsage take{1, g.memoryMiB, g.compute};
+      if (!c.init) {
+        apps[pos] += take;
+      } else {
+        auto& peak = initPeak[pos];
+        peak = {std::max(peak.shares, take.shares), std::max(peak.memoryMiB, take.memoryMiB),
+                std::max(peak.compute, take.compute)};
+      }
+    }
+  }
+  for (const auto& [pos, peak] : initPeak) {
+    auto& u = apps[pos];
+    u = {std::max(u.shares, peak.shares), std::max(u.memoryMiB, peak.memoryMiB), std::max(u.compute, peak.compute)};
+  }
+  return std::vector<std::pair<int, DeviceUsage>>(apps.begin(), apps.end());
+}
+
+Status NodeState::add(const Assignment& assignment) {
+  auto taken = podUsage(*inventory, assignment);
+  if (!taken.ok()) return std::move(taken).error().prefix("node " + name);
+  for (const auto& [pos, u] : *taken) usage[pos] += u;
+  return {};
+}
+
+Status NodeState::remove(const Assignment& assignment) {
+  auto taken = podUsage(*inventory, assignment);
+  if (!taken.ok()) return std::move(taken).error().prefix("node " + name);
+  for (const auto& [pos, u] : *taken) {
+    auto& cur = usage[pos];
+    cur.shares -= std::min(cur.shares, u.shares);
+    cur.memoryMiB -= std::min(cur.memoryMiB, u.memoryMiB);
+    cur.compute -= std::min(cur.compute, u.compute);
+  }
+  return {};
+}
+
+}  // namespace vgpu

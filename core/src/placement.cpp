@@ -1,0 +1,256 @@
+#include "vgpu/placement.h"
+
+#include <algorithm>
+
+#include "vgpu/backend_loader.h"
+
+namespace vgpu {
+namespace {
+
+/// A device that fits one request, with its load before the request (0 = idle, 1 = full).
+struct Candidate {
+  std::uint32_t pos;
+  int numa;
+  double load;
+  vgpu_device_usage take;
+};
+
+/// Per-thread buffers so that evaluating a node allocates nothing once warmed up.
+struct Scratch {
+  std::vector<DeviceUsage> apps;
+  std::vector<DeviceUsage> init;
+  std::vector<Candidate> candidates;
+  std::vector<Candidate> chosen;
+};
+
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+double deviceLoad(const vgpu_device& d, const DeviceUsage& u) {
+  const double shares = d.split_count ? static_cast<double>(u.shares) / d.split_count : 1.0;
+  const double memory = d.memory_mib ? static_cast<double>(u.memoryMiB) / static_cast<double>(d.memory_mib) : 1.0;
+  const double compute = d.compute_units ? static_cast<double>(u.compute) / d.compute_units : 1.0;
+  return (shares + memory + compute) / 3.0;
+}
+
+void noteRefusal(NodeRefusal& refusal, const vgpu_fit_result& r) {
+  for (std::uint8_t i = 0; i < refusal.reasonCount; ++i) {
+    auto& entry = refusal.reasons[i];
+    if (entry.example.reason == r.reason) {
+      ++entry.devices;
+      if (r.available > entry.example.available) entry.example = r;
+      return;
+    }
+  }
+  if (refusal.reasonCount < NodeRefusal::kMaxReasons) {
+    refusal.reasons[refusal.reasonCount++] = {r, 1};
+  } else {
+    ++refusal.reasons[NodeRefusal::kMaxReasons - 1].devices;  // rare: more kinds than slots
+  }
+}
+
+/// Better-first order under the device policy; ties go to the lower position for
+/// deterministic placements.
+bool better(const Candidate& a, const Candidate& b, DevicePolicy policy) {
+  if (a.load != b.load) return policy == DevicePolicy::kSpread ? a.load < b.load : a.load > b.load;
+  return a.pos < b.pos;
+}
+
+/// Chooses the devices for one request given `usage`; fills `chosen` or `refusal`.
+bool chooseDevices(const PreparedPod::Request& request, const NodeInventory& inventory,
+                   const std::vector<DeviceUsage>& usage, DevicePolicy policy, Scratch& s, NodeRefusal& refusal) {
+  const vgpu_device_request& q = request.record->c();
+  const NodeInventory::BackendGroup* group = inventory.group(request.record->request().backend);
+  s.chosen.clear();
+  if (group == nullptr || group->positions.empty() || group->allocator == nullptr) {
+    refusal.kind = NodeRefusal::Kind::kNoDevices;
+    return false;
+  }
+  s.candidates.clear();
+  const auto& entries = inventory.entries();
+  for (const std::uint32_t pos : group->positions) {
+    const auto& entry = entries[pos];
+    const vgpu_device& device = entry.record->c();
+    vgpu_fit_result r{};
+    if (entry.cordoned) {
+      r.reason = VGPU_REASON_CORDONED;
+    } else {
+      const vgpu_device_usage u = toC(usage[pos]);
+      request.allocator->fit(q, device, u, r);
+    }
+    if (r.fits) {
+      s.candidates.push_back({pos, device.numa_node, deviceLoad(device, usage[pos]), r.take});
+    } else {
+      noteRefusal(refusal, r);
+    }
+  }
+  refusal.devicesConsidered = static_cast<std::uint16_t>(group->positions.size());
+  refusal.devicesFitting = static_cast<std::uint16_t>(s.candidates.size());
+  const size_t count = q.count;
+  if (s.candidates.size() < count || count == 0) {
+    refusal.kind = NodeRefusal::Kind::kTooFewDevices;
+    return false;
+  }
+  auto order = [policy](const Candidate& a, const Candidate& b) { return better(a, b, policy); };
+  if (count == 1) {
+    s.chosen.push_back(*std::min_element(s.candidates.begin(), s.candidates.end(), order));
+    return true;
+  }
+  std::sort(s.candidates.begin(), s.candidates.end(), order);
+  if (!q.numa_bind) {
+    s.chosen.assign(s.candidates.begin(), s.candidates.begin() + static_cast<std::ptrdiff_t>(count));
+    return true;
+  }
+  // NUMA binding: the best NUMA node (by its best device) that has enough fitting devices.
+  for (const Candidate& lead : s.candidates) {
+    s.chosen.clear();
+    for (const Candidate& c : s.candidates)
+      if (c.numa == lead.numa && s.chosen.size() < count) s.chosen.push_back(c);
+    if (s.chosen.size() == count) return true;
+  }
+  s.chosen.clear();
+  vgpu_fit_result numa{};
+  numa.reason = VGPU_REASON_NUMA_MISMATCH;
+  numa.needed = count;
+  noteRefusal(refusal, numa);
+  refusal.kind = NodeRefusal::Kind::kTooFewDevices;
+  return false;
+}
+
+void addTake(DeviceUsage& u, const vgpu_device_usage& take) { u += fromC(take); }
+
+/// Places the pod on the node; builds the assignment when `out` is given.
+NodeEvaluation run(const PreparedPod& pod, const NodeState& node, NodePolicy nodePolicy, DevicePolicy devicePolicy,
+                   Assignment* out) {
+  NodeEvaluation eval;
+  if (!node.unavailable.empty()) {
+    eval.refusal.kind = NodeRefusal::Kind::kUnavailable;
+    return eval;
+  }
+  Scratch& s = scratch();
+  const NodeInventory& inventory = *node.inventory;
+  s.apps.assign(node.usage.begin(), node.usage.end());
+  const auto& containers = pod.containers();
+  for (size_t ci = 0; ci < containers.size(); ++ci) {
+    const auto& container = containers[ci];
+    std::vector<DeviceUsage>* target = &s.apps;
+    if (container.init) {  // init containers run alone, before the app containers
+      s.init.assign(node.usage.begin(), node.usage.end());
+      target = &s.init;
+    }
+    ContainerAssignment* placed = nullptr;
+    if (out) {
+      out->containers.push_back({container.name, container.init, {}});
+      placed = &out->containers.back();
+    }
+    for (size_t ri = 0; ri < container.requests.size(); ++ri) {
+      const auto& request = container.requests[ri];
+      if (!chooseDevices(request, inventory, *target, devicePolicy, s, eval.refusal)) {
+        eval.refusal.container = static_cast<std::int16_t>(ci);
+        eval.refusal.request = static_cast<std::int16_t>(ri);
+        return eval;
+      }
+      eval.refusal = NodeRefusal{};
+      for (const Candidate& c : s.chosen) {
+        addTake((*target)[c.pos], c.take);
+        if (placed) {
+          const Device& d = inventory.entries()[c.pos].record->device();
+          placed->devices.push_back({d.backend, d.id, d.index, c.take.memory_mib, c.take.compute, -1});
+        }
+      }
+    }
+  }
+  double load = 0;
+  const auto& entries = inventory.entries();
+  for (size_t i = 0; i < entries.size(); ++i) load += deviceLoad(entries[i].record->c(), s.apps[i]);
+  load = entries.empty() ? 0 : load / static_cast<double>(entries.size());
+  eval.fits = true;
+  eval.score = nodePolicy == NodePolicy::kBinpack ? load : 1.0 - load;
+  if (out) out->node = node.name;
+  return eval;
+}
+
+std::string describeRequest(const DeviceRequest& r) {
+  std::string memory = r.memoryMiB != 0 ? std::to_string(r.memoryMiB) + " MiB"
+                       : r.memoryPercent != 0 && r.memoryPercent != 100 ? std::to_string(r.memoryPercent) + "% of the memory"
+                                                                        : "all the memory";
+  return std::to_string(r.count) + " " + r.backend + " device" + (r.count == 1 ? "" : "s") + " (" + memory + ", " +
+         std::to_string(r.computePercent) + "% compute" + (r.count == 1 ? "" : " each") + ")";
+}
+
+}  // namespace
+
+Result<PreparedPod> PreparedPod::prepare(const PodRequest& pod, const BackendSet& backends) {
+  PreparedPod out;
+  out.pod_ = pod;
+  for (const auto& c : pod.containers) {
+    Container container{c.name, c.init, {}};
+    for (const auto& r : c.requests) {
+      const Backend* backend = backends.find(r.backend);
+      if (backend == nullptr)
+        return makeError("pod " + pod.podNamespace + "/" + pod.podName + ": container \"" + c.name +
+                         "\" asks backend \"" + r.backend + "\", which is not loaded");
+      container.requests.push_back({std::make_unique<RequestRecord>(r), &backend->allocator()});
+    }
+    out.containers_.push_back(std::move(container));
+  }
+  return out;
+}
+
+NodePolicy PlacementEngine::nodePolicyFor(const PreparedPod& pod) const {
+  return pod.pod().nodePolicy.value_or(config_.nodePolicy);
+}
+
+DevicePolicy PlacementEngine::devicePolicyFor(const PreparedPod& pod) const {
+  return pod.pod().devicePolicy.value_or(config_.devicePolicy);
+}
+
+NodeEvaluation PlacementEngine::evaluate(const PreparedPod& pod, const NodeState& node) const {
+  return run(pod, node, nodePolicyFor(pod), devicePolicyFor(pod), nullptr);
+}
+
+Result<Assignment> PlacementEngine::assign(const PreparedPod& pod, const NodeState& node) const {
+  Assignment assignment;
+  const NodeEvaluation eval = run(pod, node, nodePolicyFor(pod), devicePolicyFor(pod), &assignment);
+  if (!eval.fits) return makeError(explain(pod, node, eval));
+  return assignment;
+}
+
+Placement PlacementEngine::place(const PreparedPod& pod, std::span<const NodeState> nodes) const {
+  Placement out;
+  out.evaluations.reserve(nodes.size());
+  const NodePolicy nodePolicy = nodePolicyFor(pod);
+  const DevicePolicy devicePolicy = devicePolicyFor(pod);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    out.evaluations.push_back(run(pod, nodes[i], nodePolicy, devicePolicy, nullptr));
+    const NodeEvaluation& e = out.evaluations.back();
+    if (e.fits && (!out.chosen || e.score > out.evaluations[*out.chosen].score)) out.chosen = i;
+  }
+  if (out.chosen) run(pod, nodes[*out.chosen], nodePolicy, devicePolicy, &out.assignment);
+  return out;
+}
+
+std::string PlacementEngine::explain(const PreparedPod& pod, const NodeState& node, const NodeEvaluation& e) const {
+  const NodeRefusal& r = e.refusal;
+  if (e.fits) return "fits";
+  if (r.kind == NodeRefusal::Kind::kUnavailable) return node.unavailable;
+  if (r.container < 0 || r.request < 0) return "does not fit";
+  const auto& container = pod.containers()[static_cast<size_t>(r.container)];
+  const auto& request = container.requests[static_cast<size_t>(r.request)];
+  const DeviceRequest& q = request.record->request();
+  std::string text = std::string(container.init ? "init container \"" : "container \"") + container.name +
+                     "\" needs " + describeRequest(q);
+  if (r.kind == NodeRefusal::Kind::kNoDevices) return text + ": the node has no " + q.backend + " devices";
+  text += ": " + std::to_string(r.devicesFitting) + " of " + std::to_string(r.devicesConsidered) + " fit";
+  for (std::uint8_t i = 0; i < r.reasonCount; ++i) {
+    const auto& reason = r.reasons[i];
+    text += i == 0 ? "; " : ", ";
+    text += std::to_string(reason.devices) + "/" + std::to_string(r.devicesConsidered) + " " +
+            request.allocator->explain(reason.example);
+  }
+  return text;
+}
+
+}  // namespace vgpu

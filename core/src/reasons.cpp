@@ -1,0 +1,29 @@
+#include "vgpu/allocator.h"
+
+namespace vgpu {
+
+std::string explainCoreReason(const vgpu_fit_result& r) {
+  const auto n = std::to_string(r.needed);
+  const auto a = std::to_string(r.available);
+  switch (r.reason) {
+    case VGPU_REASON_NONE: return "fits";
+    case VGPU_REASON_UNHEALTHY: return "device is unhealthy";
+    case VGPU_REASON_CORDONED: return "device is cordoned by an operator";
+    case VGPU_REASON_MODEL_MISMATCH:
+      return r.needed == 0 ? "device model is not in the pod's list of models"
+                           : "device model is excluded by the pod";
+    case VGPU_REASON_ID_MISMATCH:
+      return r.needed == 0 ? "device is not in the pod's list of device ids" : "device id is excluded by the pod";
+    case VGPU_REASON_SHARES_EXHAUSTED: return "all " + a + " shares of the device are taken";
+    case VGPU_REASON_INSUFFICIENT_MEMORY: return "not enough free memory (needs " + n + " MiB, " + a + " MiB free)";
+    case VGPU_REASON_INSUFFICIENT_COMPUTE: return "not enough free compute (needs " + n + "%, " + a + "% free)";
+    case VGPU_REASON_EXCLUSIVE_CONFLICT:
+      return r.needed >= 100 ? "wants the device alone but " + a + " container(s) already use it"
+                             : "device is held exclusively by another container";
+    case VGPU_REASON_REQUEST_TOO_LARGE: return "asks for " + n + " MiB but the whole device has " + a + " MiB";
+    case VGPU_REASON_NUMA_MISMATCH: return "not enough fitting devices on one NUMA node";
+    default: return {};
+  }
+}
+
+}  // namespace vgpu

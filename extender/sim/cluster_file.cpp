@@ -1,0 +1,171 @@
+#include "cluster_file.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <map>
+
+namespace vgpu::simulator {
+namespace {
+
+class Context {
+ public:
+  explicit Context(std::string file) : file_(std::move(file)) {}
+  Error error(const YAML::Node& node, const std::string& path, const std::string& what) const {
+    std::string message = file_;
+    if (!node.Mark().is_null()) message.append(":").append(std::to_string(node.Mark().line + 1));
+    message.append(": ").append(path).append(": ").append(what);
+    return makeError(std::move(message));
+  }
+
+ private:
+  std::string file_;
+};
+
+template <class T>
+Result<T> number(const Context& ctx, const YAML::Node& node, const std::string& path) {
+  try {
+    if (!node.IsScalar()) return ctx.error(node, path, "expected a number");
+    const T value = node.as<T>();
+    if constexpr (std::is_signed_v<T>) {
+      if (value < 0) return ctx.error(node, path, "must not be negative");
+    }
+    return value;
+  } catch (const YAML::Exception&) {
+    return ctx.error(node, path, "expected a whole number, got \"" + node.Scalar() + "\"");
+  }
+}
+
+Result<std::string> text(const Context& ctx, const YAML::Node& node, const std::string& path) {
+  if (!node.IsScalar() || node.Scalar().empty()) return ctx.error(node, path, "expected a non-empty string");
+  return node.Scalar();
+}
+
+Status parseDeviceGroup(const Context& ctx, const YAML::Node& group, const std::string& path, const std::string& node,
+                        const DeviceConfig& config, std::map<std::string, int>& nextIndex,
+                        std::vector<Device>& out) {
+  if (!group.IsMap()) return ctx.error(group, path, "expected a map");
+  std::string backend, model, idPrefix;
+  std::uint64_t memory = 0;
+  std::uint32_t count = 1, numaNodes = 1, computeUnits = 100;
+  std::optional<std::uint32_t> splitCount;
+  std::set<std::uint32_t> unhealthy;
+  for (const auto& kv : group) {
+    const std::string key = kv.first.Scalar();
+    const std::string at = path + "." + key;
+    if (key == "backend" || key == "model" || key == "idPrefix") {
+      auto v = text(ctx, kv.second, at);
+      if (!v.ok()) return v.error();
+      (key == "backend" ? backend : key == "model" ? model : idPrefix) = *v;
+    } else if (key == "memoryMiB") {
+      auto v = number<std::uint64_t>(ctx, kv.second, at);
+      if (!v.ok()) return v.error();
+      memory = *v;
+    } else if (key == "count" || key == "numaNodes" || key == "computeUnits" || key == "splitCount") {
+      auto v = number<std::uint32_t>(ctx, kv.second, at);
+      if (!v.ok()) return v.error();
+      if (*v == 0) return ctx.error(kv.second, at, "must be at least 1");
+      if (key == "count") count = *v;
+      else if (key == "numaNodes") numaNodes = *v;
+      else if (key == "computeUnits") computeUnits = *v;
+      else splitCount = *v;
+    } else if (key == "unhealthy") {
+      if (!kv.second.IsSequence()) return ctx.error(kv.second, at, "expected a list of device positions");
+      for (size_t i = 0; i < kv.second.size(); ++i) {
+        auto v = number<std::uint32_t>(ctx, kv.second[i], at + "[" + std::to_string(i) + "]");
+        if (!v.ok()) return v.error();
+        unhealthy.insert(*v);
+      }
+    } else {
+      return ctx.error(kv.first, at,
+                       "unknown key (expected backend, model, memoryMiB, count, numaNodes, computeUnits, "
+                       "splitCount, idPrefix, unhealthy)");
+    }
+  }
+  if (backend.empty()) return ctx.error(group, path + ".backend", "is required");
+  if (memory == 0) return ctx.error(group, path + ".memoryMiB", "is required and must be > 0");
+  if (!config.backend(backend))
+    return ctx.error(group, path + ".backend", "\"" + backend + "\" has no section in the device config");
+  if (count > 1024) return ctx.error(group, path + ".count", "more than 1024 devices on one node");
+  const BackendSettings settings = config.settingsFor(backend, node);
+  if (idPrefix.empty()) idPrefix = node + "-" + backend;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    Device d;
+    int& index = nextIndex[backend];
+    d.id = idPrefix + "-" + std::to_string(i);
+    d.index = index++;
+    d.backend = backend;
+    d.model = model.empty() ? backend + " device" : model;
+    d.memoryMiB = static_cast<std::uint64_t>(std::floor(static_cast<double>(memory) * settings.memoryScaling.value_or(1.0)));
+    d.computeUnits = static_cast<std::uint32_t>(std::lround(computeUnits * settings.coreScaling.value_or(1.0)));
+    d.splitCount = splitCount.value_or(settings.splitCount.value_or(10));
+    d.numaNode = static_cast<int>(i * numaNodes / count);
+    d.health = unhealthy.contains(i) ? Health::kUnhealthy : Health::kHealthy;
+    out.push_back(std::move(d));
+  }
+  for (auto pos : unhealthy)
+    if (pos >= count) return ctx.error(group, path + ".unhealthy", "position " + std::to_string(pos) + " is beyond count");
+  return {};
+}
+
+}  // namespace
+
+Result<std::vector<ClusterNode>> parseClusterFile(const std::string& yamlText, const std::string& fileName,
+                                                  const DeviceConfig& config) {
+  const Context ctx(fileName);
+  YAML::Node root;
+  try {
+    root = YAML::Load(yamlText);
+  } catch (const YAML::Exception& e) {
+    return makeError(fileName + ": not valid YAML: " + e.what());
+  }
+  if (!root.IsMap() || !root["nodes"] || !root["nodes"].IsSequence())
+    return ctx.error(root, "nodes", "expected a top-level `nodes:` list");
+  for (const auto& kv : root)
+    if (kv.first.Scalar() != "nodes") return ctx.error(kv.first, kv.first.Scalar(), "unknown key (expected nodes)");
+  std::vector<ClusterNode> out;
+  std::set<std::string> names;
+  const YAML::Node nodes = root["nodes"];
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    const YAML::Node node = nodes[n];
+    const std::string path = "nodes[" + std::to_string(n) + "]";
+    if (!node.IsMap()) return ctx.error(node, path, "expected a map");
+    ClusterNode cn;
+    if (!node["name"]) return ctx.error(node, path + ".name", "is required");
+    auto name = text(ctx, node["name"], path + ".name");
+    if (!name.ok()) return std::move(name).error();
+    cn.name = *name;
+    if (!names.insert(cn.name).second) return ctx.error(node, path + ".name", "duplicate node \"" + cn.name + "\"");
+    std::map<std::string, int> nextIndex;
+    for (const auto& kv : node) {
+      const std::string key = kv.first.Scalar();
+      const std::string at = path + "." + key;
+      if (key == "name") continue;
+      if (key == "devices") {
+        if (!kv.second.IsSequence()) return ctx.error(kv.second, at, "expected a list");
+        for (size_t i = 0; i < kv.second.size(); ++i) {
+          if (auto s = parseDeviceGroup(ctx, kv.second[i], at + "[" + std::to_string(i) + "]", cn.name, config,
+                                        nextIndex, cn.devices);
+              !s.ok())
+            return s.error();
+        }
+      } else if (key == "cordoned") {
+        if (!kv.second.IsSequence()) return ctx.error(kv.second, at, "expected a list of device ids");
+        for (const auto& id : kv.second) cn.cordoned.insert(id.Scalar());
+      } else if (key == "unavailable") {
+        auto v = text(ctx, kv.second, at);
+        if (!v.ok()) return std::move(v).error();
+        cn.unavailable = *v;
+      } else {
+        return ctx.error(kv.first, at, "unknown key (expected name, devices, cordoned, unavailable)");
+      }
+    }
+    std::set<std::string> ids;
+    for (const auto& d : cn.devices)
+      if (!ids.insert(d.id).second) return ctx.error(node, path, "duplicate device id " + d.id);
+    out.push_back(std::move(cn));
+  }
+  return out;
+}
+
+}  // namespace vgpu::simulator

@@ -1,0 +1,34 @@
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "vgpu/config.h"
+#include "vgpu/device.h"
+#include "vgpu/result.h"
+
+namespace vgpu::simulator {
+
+/// One node of a simulated cluster: its published device inventory, as the node agent
+/// would publish it (split count and scaling from device-config.yaml unless given).
+struct ClusterNode {
+  std::string name;
+  std::vector<Device> devices;
+  std::set<std::string> cordoned;
+  std::string unavailable;  ///< Non-empty: the node is offered nothing, for this reason.
+};
+
+/// Parses a cluster file:
+///   nodes:
+///     - name: gpu-1
+///       devices:
+///         - {backend: sim, model: "NVIDIA A100-SXM4-80GB", memoryMiB: 81920, count: 8,
+///            numaNodes: 2, splitCount: 10, computeUnits: 100, idPrefix: GPU-a, unhealthy: [3]}
+///       cordoned: [GPU-a-1]
+///       unavailable: "agent heartbeat is stale"
+/// Errors name the file, the key path and the line.
+Result<std::vector<ClusterNode>> parseClusterFile(const std::string& yamlText, const std::string& fileName,
+                                                  const DeviceConfig& config);
+
+}  // namespace vgpu::simulator

@@ -1,0 +1,114 @@
+// vgpu-sim: where would these pods go, and why is that one pending? The scheduler's
+// placement engine and backends, run offline on a cluster described in YAML.
+#include <boost/program_options.hpp>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cluster_file.h"
+#include "simulator.h"
+#include "vgpu/backend_loader.h"
+#include "vgpu/config.h"
+#include "vgpu/pod_info.h"
+#include "vgpu/version.h"
+#include "vgpu/yaml_json.h"
+
+namespace po = boost::program_options;
+using namespace vgpu;
+
+namespace {
+
+Result<std::string> readFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return makeError(path + ": cannot be read");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+/// Pods from a YAML stream of Pod manifests (a `kind: List` of pods is unrolled).
+Result<std::vector<PodInfo>> loadPods(const std::string& path) {
+  auto text = readFile(path);
+  if (!text.ok()) return std::move(text).error();
+  auto docs = yamlDocumentsToJson(*text, path);
+  if (!docs.ok()) return std::move(docs).error();
+  std::vector<boost::json::value> manifests;
+  for (auto& doc : *docs) {
+    const auto* kind = doc.is_object() ? doc.as_object().if_contains("kind") : nullptr;
+    if (kind && kind->is_string() && kind->as_string() == "List" && doc.as_object().contains("items") &&
+        doc.as_object().at("items").is_array()) {
+      for (auto& item : doc.as_object().at("items").as_array()) manifests.push_back(item);
+    } else {
+      manifests.push_back(std::move(doc));
+    }
+  }
+  std::vector<PodInfo> pods;
+  for (size_t i = 0; i < manifests.size(); ++i) {
+    const auto& m = manifests[i];
+    const auto* kind = m.is_object() ? m.as_object().if_contains("kind") : nullptr;
+    if (!kind || !kind->is_string() || kind->as_string() != "Pod")
+      return makeError(path + ": document " + std::to_string(i + 1) + " is not a Pod (kind: Pod expected)");
+    auto pod = parsePod(m);
+    if (!pod.ok()) return std::move(pod).error().prefix(path + ": document " + std::to_string(i + 1));
+    pods.push_back(std::move(*pod));
+  }
+  return pods;
+}
+
+int fail(const std::string& message) {
+  std::cerr << "vgpu-sim: " << message << "\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  po::options_description options("vgpu-sim: place pods on a simulated cluster with vgpu's scheduler engine");
+  options.add_options()("help,h", "show this help")("version", "print the version")(
+      "cluster", po::value<std::string>(), "cluster YAML (nodes and their devices)")(
+      "pods", po::value<std::string>(), "Pod manifests (YAML, several documents), placed in order")(
+      "config", po::value<std::string>(), "device-config.yaml (default: <cluster dir>/device-config.yaml)")(
+      "backend-dir", po::value<std::string>(), "where libvgpu-backend-<name>.so live")(
+      "output,o", po::value<std::string>()->default_value("text"), "text or json");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, options), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    return fail(std::string(e.what()) + " (see --help)");
+  }
+  if (vm.count("help")) {
+    std::cout << options << "\nExample: vgpu-sim --cluster examples/cluster.yaml --pods examples/pods.yaml\n";
+    return 0;
+  }
+  if (vm.count("version")) {
+    std::cout << "vgpu-sim " << versionString() << "\n";
+    return 0;
+  }
+  if (!vm.count("cluster") || !vm.count("pods")) return fail("--cluster and --pods are required (see --help)");
+  const std::string output = vm["output"].as<std::string>();
+  if (output != "text" && output != "json") return fail("--output must be text or json, got \"" + output + "\"");
+
+  const std::string clusterPath = vm["cluster"].as<std::string>();
+  std::string configPath = vm.count("config") ? vm["config"].as<std::string>()
+                                              : (std::filesystem::path(clusterPath).parent_path() / "device-config.yaml").string();
+  auto config = loadDeviceConfig(configPath);
+  if (!config.ok()) return fail(config.error().message);
+  const std::filesystem::path backendDir =
+      vm.count("backend-dir") ? std::filesystem::path(vm["backend-dir"].as<std::string>()) : defaultBackendDir();
+  BackendLoadOutcome loaded = loadEnabledBackends(*config, backendDir, "");
+  for (const auto& failure : loaded.failures) std::cerr << "vgpu-sim: warning: " << failure.message << "\n";
+  if (loaded.backends.empty()) return fail("no backend could be loaded from " + backendDir.string());
+
+  auto clusterText = readFile(clusterPath);
+  if (!clusterText.ok()) return fail(clusterText.error().message);
+  auto cluster = simulator::parseClusterFile(*clusterText, clusterPath, *config);
+  if (!cluster.ok()) return fail(cluster.error().message);
+  auto pods = loadPods(vm["pods"].as<std::string>());
+  if (!pods.ok()) return fail(pods.error().message);
+
+  const auto result = simulator::simulate(*cluster, *pods, *config, loaded.backends);
+  std::cout << (output == "json" ? simulator::renderJson(result) : simulator::renderText(result));
+  return 0;
+}

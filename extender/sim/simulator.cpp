@@ -1,0 +1,202 @@
+#include "simulator.h"
+
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+
+#include "vgpu/placement.h"
+#include "vgpu/pod_request.h"
+
+namespace vgpu::simulator {
+namespace {
+
+namespace json = boost::json;
+
+std::string pad(std::string s, size_t width) {
+  if (s.size() < width) s.append(width - s.size(), ' ');
+  return s;
+}
+
+/// A text table whose columns fit their widest cell.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header) { rows_.push_back(std::move(header)); }
+  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  std::string render() const {
+    std::vector<size_t> widths;
+    for (const auto& row : rows_) {
+      widths.resize(std::max(widths.size(), row.size()));
+      for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+    }
+    std::string out;
+    for (const auto& row : rows_) {
+      std::string line;
+      for (size_t i = 0; i < row.size(); ++i) line += i + 1 == row.size() ? row[i] : pad(row[i], widths[i] + 2);
+      out += line + "\n";
+    }
+    return out;
+  }
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string percentOf(std::uint64_t part, std::uint64_t whole) {
+  if (whole == 0) return "-";
+  return std::to_string(part * 100 / whole) + "%";
+}
+
+}  // namespace
+
+SimulationResult simulate(const std::vector<ClusterNode>& cluster, const std::vector<PodInfo>& pods,
+                          const DeviceConfig& config, const BackendSet& backends) {
+  SimulationResult result;
+  result.policies = config.scheduler;
+  for (const auto& node : cluster) {
+    auto inventory = std::make_shared<const NodeInventory>(node.devices, backends, node.cordoned);
+    NodeState state(node.name, std::move(inventory));
+    state.unavailable = node.unavailable;
+    result.nodes.push_back(std::move(state));
+  }
+  const PlacementEngine engine(config.scheduler);
+  for (const auto& pod : pods) {
+    PodOutcome outcome;
+    outcome.pod = pod.key();
+    auto request = buildPodRequest(backends, pod.podNamespace, pod.name, pod.containers, pod.annotations);
+    if (!request.ok()) {
+      outcome.kind = PodOutcome::Kind::kInvalid;
+      outcome.error = request.error().message;
+    } else if (request->empty()) {
+      outcome.kind = PodOutcome::Kind::kNotOurs;
+    } else if (auto prepared = PreparedPod::prepare(*request, backends); !prepared.ok()) {
+      outcome.kind = PodOutcome::Kind::kInvalid;
+      outcome.error = prepared.error().message;
+    } else {
+      Placement placement = engine.place(*prepared, result.nodes);
+      if (placement.chosen) {
+        outcome.kind = PodOutcome::Kind::kPlaced;
+        outcome.assignment = std::move(placement.assignment);
+        (void)result.nodes[*placement.chosen].add(outcome.assignment);  // devices come from this node
+      } else {
+        outcome.kind = PodOutcome::Kind::kPending;
+        for (size_t i = 0; i < result.nodes.size(); ++i)
+          outcome.reasons[result.nodes[i].name] = engine.explain(*prepared, result.nodes[i], placement.evaluations[i]);
+      }
+    }
+    result.pods.push_back(std::move(outcome));
+  }
+  return result;
+}
+
+std::string renderText(const SimulationResult& r) {
+  std::string out;
+  size_t placed = 0, pending = 0, invalid = 0, notOurs = 0;
+  out += "Placements (node policy " + std::string(toString(r.policies.nodePolicy)) + ", device policy " +
+         toString(r.policies.devicePolicy) + ")\n";
+  Table placements({"POD", "NODE", "CONTAINER", "DEVICE", "MEMORY", "COMPUTE"});
+  for (const auto& pod : r.pods) {
+    switch (pod.kind) {
+      case PodOutcome::Kind::kPlaced: {
+        ++placed;
+        bool first = true;
+        for (const auto& c : pod.assignment.containers) {
+          for (const auto& d : c.devices) {
+            placements.add({first ? pod.pod : "", first ? pod.assignment.node : "", (c.init ? "init:" : "") + c.name,
+                            d.deviceId, std::to_string(d.memoryMiB) + " MiB", std::to_string(d.compute) + "%"});
+            first = false;
+          }
+        }
+        break;
+      }
+      case PodOutcome::Kind::kPending: ++pending; break;
+      case PodOutcome::Kind::kInvalid: ++invalid; break;
+      case PodOutcome::Kind::kNotOurs: ++notOurs; break;
+    }
+  }
+  out += placements.render();
+
+  out += "\nDevice use\n";
+  Table devices({"NODE", "DEVICE", "MODEL", "HEALTH", "MEMORY USED/TOTAL", "COMPUTE", "SHARES"});
+  for (const auto& node : r.nodes) {
+    const auto& entries = node.inventory->entries();
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const Device& d = entries[i].record->device();
+      const DeviceUsage& u = node.usage[i];
+      std::string health = entries[i].cordoned ? "cordoned" : toString(d.health);
+      devices.add({i == 0 ? node.name + (node.unavailable.empty() ? "" : " (unavailable)") : "", d.id, d.model, health,
+                   std::to_string(u.memoryMiB) + "/" + std::to_string(d.memoryMiB) + " MiB (" +
+                       percentOf(u.memoryMiB, d.memoryMiB) + ")",
+                   std::to_string(u.compute) + "/" + std::to_string(d.computeUnits),
+                   std::to_string(u.shares) + "/" + std::to_string(d.splitCount)});
+    }
+  }
+  out += devices.render();
+
+  if (pending + invalid > 0) {
+    out += "\nNot placed\n";
+    for (const auto& pod : r.pods) {
+      if (pod.kind == PodOutcome::Kind::kInvalid) out += pod.pod + ": invalid request: " + pod.error + "\n";
+      if (pod.kind != PodOutcome::Kind::kPending) continue;
+      out += pod.pod + ": no node fits\n";
+      for (const auto& [node, why] : pod.reasons) out += "  " + node + ": " + why + "\n";
+    }
+  }
+  out += "\n" + std::to_string(placed) + " placed, " + std::to_string(pending) + " pending, " + std::to_string(invalid) +
+         " invalid, " + std::to_string(notOurs) + " without device requests\n";
+  return out;
+}
+
+std::string renderJson(const SimulationResult& r) {
+  json::array pods;
+  for (const auto& pod : r.pods) {
+    json::object o;
+    o["pod"] = pod.pod;
+    switch (pod.kind) {
+      case PodOutcome::Kind::kPlaced: {
+        o["status"] = "placed";
+        o["node"] = pod.assignment.node;
+        json::array containers;
+        for (const auto& c : pod.assignment.containers) {
+          json::array devices;
+          for (const auto& d : c.devices)
+            devices.push_back(json::object{{"backend", d.backend}, {"id", d.deviceId}, {"index", d.deviceIndex},
+                                           {"memoryMiB", d.memoryMiB}, {"compute", d.compute}});
+          containers.push_back(json::object{{"name", c.name}, {"init", c.init}, {"devices", std::move(devices)}});
+        }
+        o["containers"] = std::move(containers);
+        break;
+      }
+      case PodOutcome::Kind::kPending: {
+        o["status"] = "pending";
+        json::object reasons;
+        for (const auto& [node, why] : pod.reasons) reasons[node] = why;
+        o["reasons"] = std::move(reasons);
+        break;
+      }
+      case PodOutcome::Kind::kInvalid:
+        o["status"] = "invalid";
+        o["error"] = pod.error;
+        break;
+      case PodOutcome::Kind::kNotOurs: o["status"] = "no-device-request"; break;
+    }
+    pods.push_back(std::move(o));
+  }
+  json::array devices;
+  for (const auto& node : r.nodes) {
+    const auto& entries = node.inventory->entries();
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const Device& d = entries[i].record->device();
+      const DeviceUsage& u = node.usage[i];
+      devices.push_back(json::object{{"node", node.name}, {"backend", d.backend}, {"id", d.id}, {"model", d.model},
+                                     {"health", entries[i].cordoned ? "cordoned" : toString(d.health)},
+                                     {"memoryMiB", d.memoryMiB}, {"usedMemoryMiB", u.memoryMiB},
+                                     {"computeUnits", d.computeUnits}, {"usedCompute", u.compute},
+                                     {"splitCount", d.splitCount}, {"usedShares", u.shares}});
+    }
+  }
+  return json::serialize(json::object{{"pods", std::move(pods)}, {"devices", std::move(devices)}}) + "\n";
+}
+
+}  // namespace vgpu::simulator

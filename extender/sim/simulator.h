@@ -1,0 +1,44 @@
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cluster_file.h"
+#include "vgpu/assignment.h"
+#include "vgpu/backend_loader.h"
+#include "vgpu/config.h"
+#include "vgpu/node_state.h"
+#include "vgpu/pod_info.h"
+#include "vgpu/result.h"
+
+namespace vgpu::simulator {
+
+/// What happened to one pod.
+struct PodOutcome {
+  std::string pod;  ///< namespace/name
+  enum class Kind { kPlaced, kPending, kInvalid, kNotOurs } kind = Kind::kNotOurs;
+  Assignment assignment;                       ///< kPlaced
+  std::map<std::string, std::string> reasons;  ///< kPending: node -> why, in words
+  std::string error;                           ///< kInvalid: why the request is refused
+};
+
+/// The result of placing a list of pods in order on a cluster.
+struct SimulationResult {
+  std::vector<PodOutcome> pods;
+  std::vector<NodeState> nodes;  ///< With the usage of every placed pod.
+  SchedulerConfig policies;
+};
+
+/// Places `pods` in order on `cluster` with the engine and the backends the scheduler
+/// would use; each placed pod's usage counts for the next.
+SimulationResult simulate(const std::vector<ClusterNode>& cluster, const std::vector<PodInfo>& pods,
+                          const DeviceConfig& config, const BackendSet& backends);
+
+/// The human-readable report: placements, device use, pending pods with reasons.
+std::string renderText(const SimulationResult& result);
+
+/// The same as JSON for machines.
+std::string renderJson(const SimulationResult& result);
+
+}  // namespace vgpu::simulator
