@@ -1,0 +1,153 @@
+// Entry points (cuInit, cuGetProcAddress) and what the container is told about memory
+// (cuMemGetInfo, cuDeviceTotalMem, NVML's memory info).
+
+#include <string.h>
+
+#include "runtime.h"
+
+using namespace vgpu;
+
+namespace {
+
+// What the container may see of a device: total is the limit (never more than the
+// device has, unless oversubscription makes the limit real), free is what is left of it.
+void virtualize(int dev, uint64_t physTotal, uint64_t physFree, uint64_t* total, uint64_t* free) {
+  const Runtime& rt = runtime();
+  uint64_t limit = rt.cfg.devices[dev].memoryBytes;
+  *total = rt.cfg.oversubscribe || limit < physTotal ? limit : physTotal;
+  uint64_t used = containerUsage(dev);
+  *free = used >= *total ? 0 : *total - used;
+  if (!rt.cfg.oversubscribe && *free > physFree) *free = physFree;
+}
+
+bool limited(int dev) { return dev >= 0 && runtime().cfg.devices[dev].memoryBytes != 0; }
+
+// The CUDA ordinal of an NVML device, matched by UUID (the one index space is CUDA's).
+int ordinalOfNvmlDevice(nvmlDevice_t device) {
+  char uuid[96] = "";
+  if (real::nvmlDeviceGetUUID == nullptr ||
+      real::nvmlDeviceGetUUID(device, uuid, sizeof uuid) != NVML_SUCCESS) {
+    return -1;
+  }
+  Runtime& rt = runtime();
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int d = 0; d < kLimiterMaxDevices; ++d) {
+      if (rt.uuids[d][0] != '\0' && strcmp(rt.uuids[d], uuid) == 0) return d;
+      if (rt.region->devices[d].uuid[0] != '\0' && strcmp(rt.region->devices[d].uuid, uuid) == 0) {
+        return d;
+      }
+    }
+    // Not seen yet in this container: ask the driver which ordinal has this UUID.
+    if (pass == 0 && ensureCuda() == CUDA_SUCCESS && real::cuInit(0) == CUDA_SUCCESS) {
+      int count = 0;
+      if (real::cuDeviceGetCount(&count) != CUDA_SUCCESS) return -1;
+      for (int d = 0; d < count && d < kLimiterMaxDevices; ++d) publishDevice(d);
+    }
+  }
+  return -1;
+}
+
+CUresult procAddress(const char* symbol, void** pfn, CUresult rc) {
+  // Whatever variant the driver picked for this version and these flags, hand out the
+  // wrapper of exactly that variant; functions we do not wrap come back untouched.
+  if (rc == CUDA_SUCCESS && pfn != nullptr && *pfn != nullptr) {
+    if (void* w = wrapperForReal(*pfn)) *pfn = w;
+  }
+  (void)symbol;
+  return rc;
+}
+
+}  // namespace
+
+extern "C" {
+
+CUresult cuInit(unsigned int Flags) {
+  VGPU_ENTER_CUDA(cuInit);
+  return real::cuInit(Flags);
+}
+
+CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult* symbolStatus) {
+  VGPU_ENTER_CUDA(cuGetProcAddress_v2);
+  return procAddress(symbol, pfn,
+                     real::cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, symbolStatus));
+}
+
+CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags) {
+  if (CUresult rc = ensureCuda(); rc != CUDA_SUCCESS) return rc;
+  if (real::cuGetProcAddress != nullptr) {
+    return procAddress(symbol, pfn, real::cuGetProcAddress(symbol, pfn, cudaVersion, flags));
+  }
+  if (real::cuGetProcAddress_v2 == nullptr) return CUDA_ERROR_NOT_FOUND;
+  return procAddress(symbol, pfn,
+                     real::cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, nullptr));
+}
+
+CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
+  VGPU_ENTER_CUDA(cuMemGetInfo_v2);
+  CUresult rc = real::cuMemGetInfo_v2(free, total);
+  int dev = currentDevice();
+  if (rc != CUDA_SUCCESS || !limited(dev) || free == nullptr || total == nullptr) return rc;
+  uint64_t t = 0, f = 0;
+  virtualize(dev, *total, *free, &t, &f);
+  *total = t;
+  *free = f;
+  return rc;
+}
+
+CUresult cuMemGetInfo(unsigned int* free, unsigned int* total) {
+  VGPU_ENTER_CUDA(cuMemGetInfo);
+  CUresult rc = real::cuMemGetInfo(free, total);
+  int dev = currentDevice();
+  if (rc != CUDA_SUCCESS || !limited(dev) || free == nullptr || total == nullptr) return rc;
+  uint64_t t = 0, f = 0;
+  virtualize(dev, *total, *free, &t, &f);
+  *total = t > 0xffffffffu ? 0xffffffffu : static_cast<unsigned int>(t);
+  *free = f > 0xffffffffu ? 0xffffffffu : static_cast<unsigned int>(f);
+  return rc;
+}
+
+CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
+  VGPU_ENTER_CUDA(cuDeviceTotalMem_v2);
+  CUresult rc = real::cuDeviceTotalMem_v2(bytes, dev);
+  if (rc != CUDA_SUCCESS || bytes == nullptr || dev < 0 || dev >= kLimiterMaxDevices ||
+      !limited(dev)) {
+    return rc;
+  }
+  uint64_t limit = runtime().cfg.devices[dev].memoryBytes;
+  if (runtime().cfg.oversubscribe || limit < *bytes) *bytes = limit;
+  return rc;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
+  if (nvmlReturn_t rc = ensureNvml(); rc != NVML_SUCCESS) return rc;
+  if (real::nvmlDeviceGetMemoryInfo == nullptr) return NVML_ERROR_FUNCTION_NOT_FOUND;
+  nvmlReturn_t rc = real::nvmlDeviceGetMemoryInfo(device, memory);
+  if (rc != NVML_SUCCESS || memory == nullptr) return rc;
+  int dev = ordinalOfNvmlDevice(device);
+  if (!limited(dev)) return rc;
+  uint64_t t = 0, f = 0;
+  virtualize(dev, memory->total, memory->free, &t, &f);
+  memory->total = t;
+  memory->free = f;
+  memory->used = t - f;
+  return rc;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) {
+  if (nvmlReturn_t rc = ensureNvml(); rc != NVML_SUCCESS) return rc;
+  if (real::nvmlDeviceGetMemoryInfo_v2 == nullptr) return NVML_ERROR_FUNCTION_NOT_FOUND;
+  nvmlReturn_t rc = real::nvmlDeviceGetMemoryInfo_v2(device, memory);
+  if (rc != NVML_SUCCESS || memory == nullptr) return rc;
+  int dev = ordinalOfNvmlDevice(device);
+  if (!limited(dev)) return rc;
+  uint64_t t = 0, f = 0;
+  virtualize(dev, memory->total, memory->free, &t, &f);
+  memory->total = t;
+  memory->reserved = 0;  // the driver's reservation is outside the container's slice
+  memory->free = f;
+  memory->used = t - f;
+  return rc;
+}
+
+}  // extern "C"

@@ -1,0 +1,131 @@
+// The one list of what libvgpu.so wraps. It drives the table of real functions, the
+// wrappers' declarations, the linker version script (exports.map.in) and the
+// exported-symbol test; nothing else names the set.
+//
+// X(name, params): `name` is the exact exported symbol (a versioned or _ptsz name is a
+// distinct ABI and gets its own entry), `params` its parameter list as in cuda.h with
+// __CUDA_API_VERSION_INTERNAL defined. No #include here: the version script is made by
+// running the preprocessor over this file alone.
+
+// clang-format off
+#define VGPU_CUDA_HOOKS(X)                                                                  \
+  /* entry points */                                                                        \
+  X(cuInit, (unsigned int Flags))                                                           \
+  X(cuGetProcAddress, (const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags)) \
+  X(cuGetProcAddress_v2, (const char* symbol, void** pfn, int cudaVersion,                 \
+                          cuuint64_t flags, CUdriverProcAddressQueryResult* symbolStatus)) \
+  /* what the container sees */                                                             \
+  X(cuMemGetInfo, (unsigned int* free, unsigned int* total))                                \
+  X(cuMemGetInfo_v2, (size_t* free, size_t* total))                                         \
+  X(cuDeviceTotalMem_v2, (size_t* bytes, CUdevice dev))                                     \
+  /* linear allocations */                                                                  \
+  X(cuMemAlloc, (CUdeviceptr_v1* dptr, unsigned int bytesize))                              \
+  X(cuMemAlloc_v2, (CUdeviceptr* dptr, size_t bytesize))                                    \
+  X(cuMemAllocPitch_v2, (CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes,           \
+                         size_t Height, unsigned int ElementSizeBytes))                     \
+  X(cuMemAllocManaged, (CUdeviceptr* dptr, size_t bytesize, unsigned int flags))           \
+  X(cuMemFree, (CUdeviceptr_v1 dptr))                                                       \
+  X(cuMemFree_v2, (CUdeviceptr dptr))                                                       \
+  X(cuMemAllocAsync, (CUdeviceptr* dptr, size_t bytesize, CUstream hStream))               \
+  X(cuMemAllocAsync_ptsz, (CUdeviceptr* dptr, size_t bytesize, CUstream hStream))          \
+  X(cuMemAllocFromPoolAsync, (CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,       \
+                              CUstream hStream))                                            \
+  X(cuMemAllocFromPoolAsync_ptsz, (CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,  \
+                                   CUstream hStream))                                       \
+  X(cuMemFreeAsync, (CUdeviceptr dptr, CUstream hStream))                                   \
+  X(cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream hStream))                              \
+  /* arrays */                                                                              \
+  X(cuArrayCreate_v2, (CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* pAllocateArray))     \
+  X(cuArray3DCreate_v2, (CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* pAllocateArray)) \
+  X(cuArrayDestroy, (CUarray hArray))                                                       \
+  X(cuMipmappedArrayCreate, (CUmipmappedArray* pHandle,                                     \
+                             const CUDA_ARRAY3D_DESCRIPTOR* pMipmappedArrayDesc,            \
+                             unsigned int numMipmapLevels))                                 \
+  X(cuMipmappedArrayDestroy, (CUmipmappedArray hMipmappedArray))                            \
+  /* virtual memory management, IPC and shareable handles */                                \
+  X(cuMemCreate, (CUmemGenericAllocationHandle* handle, size_t size,                       \
+                  const CUmemAllocationProp* prop, unsigned long long flags))              \
+  X(cuMemRelease, (CUmemGenericAllocationHandle handle))                                    \
+  X(cuMemMap, (CUdeviceptr ptr, size_t size, size_t offset,                                 \
+               CUmemGenericAllocationHandle handle, unsigned long long flags))              \
+  X(cuMemImportFromShareableHandle, (CUmemGenericAllocationHandle* handle, void* osHandle, \
+                                     CUmemAllocationHandleType shHandleType))               \
+  X(cuIpcOpenMemHandle_v2, (CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags)) \
+  X(cuIpcCloseMemHandle, (CUdeviceptr dptr))                                                \
+  /* graph memory nodes */                                                                  \
+  X(cuGraphAddMemAllocNode, (CUgraphNode* phGraphNode, CUgraph hGraph,                      \
+                             const CUgraphNode* dependencies, size_t numDependencies,       \
+                             CUDA_MEM_ALLOC_NODE_PARAMS* nodeParams))                       \
+  X(cuGraphDestroyNode, (CUgraphNode hNode))                                                \
+  X(cuGraphDestroy, (CUgraph hGraph))                                                       \
+  /* contexts (their overhead counts against the limit) */                                  \
+  X(cuCtxCreate, (CUcontext* pctx, unsigned int flags, CUdevice dev))                       \
+  X(cuCtxCreate_v2, (CUcontext* pctx, unsigned int flags, CUdevice dev))                    \
+  X(cuCtxCreate_v3, (CUcontext* pctx, CUexecAffinityParam* paramsArray, int numParams,     \
+                     unsigned int flags, CUdevice dev))                                     \
+  X(cuCtxCreate_v4, (CUcontext* pctx, CUctxCreateParams* ctxCreateParams,                   \
+                     unsigned int flags, CUdevice dev))                                     \
+  X(cuCtxDestroy_v2, (CUcontext ctx))                                                       \
+  X(cuDevicePrimaryCtxRetain, (CUcontext* pctx, CUdevice dev))                              \
+  X(cuDevicePrimaryCtxRelease_v2, (CUdevice dev))                                           \
+  X(cuDevicePrimaryCtxReset_v2, (CUdevice dev))                                             \
+  /* launches (the compute limit) */                                                        \
+  X(cuLaunchKernel, (CUfunction f, unsigned int gridDimX, unsigned int gridDimY,            \
+                     unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, \
+                     unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, \
+                     void** kernelParams, void** extra))                                    \
+  X(cuLaunchKernel_ptsz, (CUfunction f, unsigned int gridDimX, unsigned int gridDimY,       \
+                          unsigned int gridDimZ, unsigned int blockDimX,                    \
+                          unsigned int blockDimY, unsigned int blockDimZ,                   \
+                          unsigned int sharedMemBytes, CUstream hStream,                    \
+                          void** kernelParams, void** extra))                               \
+  X(cuLaunchKernelEx, (const CUlaunchConfig* config, CUfunction f, void** kernelParams,    \
+                       void** extra))                                                       \
+  X(cuLaunchKernelEx_ptsz, (const CUlaunchConfig* config, CUfunction f,                     \
+                            void** kernelParams, void** extra))                             \
+  X(cuLaunchCooperativeKernel, (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, \
+                                unsigned int gridDimZ, unsigned int blockDimX,              \
+                                unsigned int blockDimY, unsigned int blockDimZ,             \
+                                unsigned int sharedMemBytes, CUstream hStream,              \
+                                void** kernelParams))                                       \
+  X(cuLaunchCooperativeKernel_ptsz, (CUfunction f, unsigned int gridDimX,                   \
+                                     unsigned int gridDimY, unsigned int gridDimZ,          \
+                                     unsigned int blockDimX, unsigned int blockDimY,        \
+                                     unsigned int blockDimZ, unsigned int sharedMemBytes,   \
+                                     CUstream hStream, void** kernelParams))                \
+  X(cuGraphLaunch, (CUgraphExec hGraphExec, CUstream hStream))                              \
+  X(cuGraphLaunch_ptsz, (CUgraphExec hGraphExec, CUstream hStream))
+
+// Driver functions libvgpu.so calls for itself; looked up, never exported.
+#define VGPU_CUDA_INTERNAL(X)                                                               \
+  X(cuCtxGetCurrent, (CUcontext* pctx))                                                     \
+  X(cuCtxGetDevice, (CUdevice* device))                                                     \
+  X(cuDeviceGetCount, (int* count))                                                         \
+  X(cuDeviceGet, (CUdevice* device, int ordinal))                                           \
+  X(cuDeviceGetUuid_v2, (CUuuid* uuid, CUdevice dev))                                       \
+  X(cuEventCreate, (CUevent* phEvent, unsigned int Flags))                                  \
+  X(cuEventDestroy_v2, (CUevent hEvent))                                                    \
+  X(cuEventRecord, (CUevent hEvent, CUstream hStream))                                      \
+  X(cuEventRecord_ptsz, (CUevent hEvent, CUstream hStream))                                 \
+  X(cuEventSynchronize, (CUevent hEvent))                                                   \
+  X(cuEventElapsedTime_v2, (float* pMilliseconds, CUevent hStart, CUevent hEnd))           \
+  X(cuStreamIsCapturing, (CUstream hStream, CUstreamCaptureStatus* captureStatus))          \
+  X(cuStreamIsCapturing_ptsz, (CUstream hStream, CUstreamCaptureStatus* captureStatus))     \
+  X(cuMemGetAddressRange_v2, (CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr))        \
+  X(cuArrayGetMemoryRequirements, (CUDA_ARRAY_MEMORY_REQUIREMENTS* memoryRequirements,      \
+                                   CUarray array, CUdevice device))                         \
+  X(cuMipmappedArrayGetMemoryRequirements,                                                  \
+    (CUDA_ARRAY_MEMORY_REQUIREMENTS* memoryRequirements, CUmipmappedArray mipmap,           \
+     CUdevice device))                                                                      \
+  X(cuMemGetAllocationPropertiesFromHandle, (CUmemAllocationProp* prop,                     \
+                                             CUmemGenericAllocationHandle handle))
+
+#define VGPU_NVML_HOOKS(X)                                                                  \
+  X(nvmlDeviceGetMemoryInfo, (nvmlDevice_t device, nvmlMemory_t* memory))                   \
+  X(nvmlDeviceGetMemoryInfo_v2, (nvmlDevice_t device, nvmlMemory_v2_t* memory))
+
+#define VGPU_NVML_INTERNAL(X)                                                               \
+  X(nvmlInit_v2, ())                                                                        \
+  X(nvmlDeviceGetHandleByUUID, (const char* uuid, nvmlDevice_t* device))                    \
+  X(nvmlDeviceGetUUID, (nvmlDevice_t device, char* uuid, unsigned int length))
+// clang-format on

@@ -1,0 +1,449 @@
+#include "runtime.h"
+
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <new>
+#include <unordered_map>
+
+#include "vgpu/limiter_contract.h"
+
+namespace vgpu::real {
+#define VGPU_DEFINE_REAL(name, params) CUresult (*name) params = nullptr;
+VGPU_CUDA_HOOKS(VGPU_DEFINE_REAL)
+VGPU_CUDA_INTERNAL(VGPU_DEFINE_REAL)
+#undef VGPU_DEFINE_REAL
+#define VGPU_DEFINE_REAL_NVML(name, params) nvmlReturn_t (*name) params = nullptr;
+VGPU_NVML_HOOKS(VGPU_DEFINE_REAL_NVML)
+VGPU_NVML_INTERNAL(VGPU_DEFINE_REAL_NVML)
+#undef VGPU_DEFINE_REAL_NVML
+}  // namespace vgpu::real
+
+namespace vgpu {
+Runtime* detail::gRuntime = nullptr;
+namespace {
+
+std::atomic<int> gLogLevel{kLogError};
+using detail::gRuntime;
+
+// Placement storage: the runtime must exist before any static constructor could call us
+// and must never be destroyed while other libraries' destructors may still call CUDA.
+alignas(Runtime) unsigned char gRuntimeStorage[sizeof(Runtime)];
+
+pthread_once_t gConfigOnce = PTHREAD_ONCE_INIT;
+pthread_once_t gCudaOnce = PTHREAD_ONCE_INIT;
+pthread_once_t gNvmlOnce = PTHREAD_ONCE_INIT;
+std::atomic<bool> gCudaReady{false};
+std::atomic<CUresult> gCudaStatus{CUDA_ERROR_NOT_INITIALIZED};
+std::atomic<nvmlReturn_t> gNvmlStatus{NVML_ERROR_UNINITIALIZED};
+__thread bool tInInit = false;  // dlsym calls made while we load the driver pass through
+
+struct HookEntry {
+  const char* name;
+  void** real;
+  void* wrapper;
+};
+
+const HookEntry kHooks[] = {
+#define VGPU_HOOK_ENTRY(name, params) \
+  {#name, reinterpret_cast<void**>(&real::name), reinterpret_cast<void*>(&::name)},
+    VGPU_CUDA_HOOKS(VGPU_HOOK_ENTRY) VGPU_NVML_HOOKS(VGPU_HOOK_ENTRY)
+#undef VGPU_HOOK_ENTRY
+};
+constexpr size_t kCudaHookCount = 0
+#define VGPU_COUNT(name, params) +1
+    VGPU_CUDA_HOOKS(VGPU_COUNT)
+#undef VGPU_COUNT
+    ;
+
+using DlsymFn = void* (*)(void*, const char*);
+std::atomic<DlsymFn> gRealDlsym{nullptr};
+
+DlsymFn findRealDlsym() {
+  DlsymFn fn = gRealDlsym.load(std::memory_order_acquire);
+  if (fn != nullptr) return fn;
+  for (const char* version : {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"}) {
+    fn = reinterpret_cast<DlsymFn>(dlvsym(RTLD_NEXT, "dlsym", version));
+    if (fn != nullptr) break;
+  }
+  gRealDlsym.store(fn, std::memory_order_release);
+  return fn;
+}
+
+const void* baseOf(const void* addr) {
+  Dl_info info;
+  return addr != nullptr && dladdr(addr, &info) != 0 ? info.dli_fbase : nullptr;
+}
+
+void initConfig() {
+  tInInit = true;
+  new (gRuntimeStorage) Runtime();
+  Runtime& rt = *reinterpret_cast<Runtime*>(gRuntimeStorage);
+  if (const char* level = getenv(VGPU_ENV_LOG_LEVEL)) {
+    char* end = nullptr;
+    long v = strtol(level, &end, 10);
+    if (end != level && *end == '\0' && v >= 0 && v <= 4) gLogLevel.store(static_cast<int>(v));
+  }
+  auto cfg = loadLimiterConfig([](const char* name) { return getenv(name); });
+  if (!cfg.ok()) {
+    logf(kLogError, "refusing to start: %s", cfg.error().message.c_str());
+    __atomic_store_n(&gRuntime, &rt, __ATOMIC_RELEASE);
+    tInInit = false;
+    return;
+  }
+  rt.cfg = std::move(*cfg);
+  rt.configOk = true;
+  for (int d = 0; d < kLimiterMaxDevices; ++d) rt.computeAny |= rt.cfg.computeLimited(d);
+  char err[512] = "";
+  if (vgpu_region_open(rt.cfg.regionPath.c_str(), &rt.region, err, sizeof err) != VGPU_REGION_OK) {
+    logf(kLogError, "%s; limits apply to this process alone", err);
+    if (vgpu_region_open_private(&rt.region, err, sizeof err) != VGPU_REGION_OK) {
+      logf(kLogError, "%s", err);
+      rt.configOk = false;
+    }
+  }
+  if (rt.region != nullptr) {
+    int slot = -1;
+    if (vgpu_region_attach(rt.region, &slot, err, sizeof err) != VGPU_REGION_OK) {
+      logf(kLogError, "%s; limits apply to this process alone", err);
+      vgpu_region_open_private(&rt.region, err, sizeof err);
+      vgpu_region_attach(rt.region, &slot, err, sizeof err);
+    }
+    rt.slot.store(slot);
+    vgpu_region_publish_priority(rt.region, rt.cfg.priority);
+  }
+  logf(kLogInfo, "started: region %s, limits file %s", rt.cfg.regionPath.c_str(),
+       rt.cfg.limitsFile.empty() ? "(none)" : rt.cfg.limitsFile.c_str());
+  __atomic_store_n(&gRuntime, &rt, __ATOMIC_RELEASE);
+  tInInit = false;
+}
+
+void initCuda() {
+  if (!ensureConfig()) {
+    gCudaStatus.store(CUDA_ERROR_INVALID_VALUE);
+    return;
+  }
+  tInInit = true;
+  Runtime& rt = runtime();
+  DlsymFn sym = findRealDlsym();
+  rt.cudaHandle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+  if (rt.cudaHandle == nullptr || sym == nullptr) {
+    logf(kLogError, "cannot load libcuda.so.1: %s", dlerror());
+    gCudaStatus.store(CUDA_ERROR_NOT_INITIALIZED);
+    tInInit = false;
+    return;
+  }
+  for (size_t i = 0; i < kCudaHookCount; ++i) *kHooks[i].real = sym(rt.cudaHandle, kHooks[i].name);
+#define VGPU_RESOLVE_INTERNAL(name, params) \
+  real::name = reinterpret_cast<decltype(real::name)>(sym(rt.cudaHandle, #name));
+  VGPU_CUDA_INTERNAL(VGPU_RESOLVE_INTERNAL)
+#undef VGPU_RESOLVE_INTERNAL
+  rt.cudaBase = baseOf(reinterpret_cast<const void*>(real::cuInit));
+  gCudaStatus.store(CUDA_SUCCESS);
+  gCudaReady.store(true, std::memory_order_release);
+  tInInit = false;
+}
+
+void initNvml() {
+  if (!ensureConfig()) {
+    gNvmlStatus.store(NVML_ERROR_INVALID_ARGUMENT);
+    return;
+  }
+  tInInit = true;
+  Runtime& rt = runtime();
+  DlsymFn sym = findRealDlsym();
+  rt.nvmlHandle = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_GLOBAL);
+  if (rt.nvmlHandle == nullptr || sym == nullptr) {
+    logf(kLogError, "cannot load libnvidia-ml.so.1: %s", dlerror());
+    gNvmlStatus.store(NVML_ERROR_UNINITIALIZED);
+    tInInit = false;
+    return;
+  }
+  for (size_t i = kCudaHookCount; i < sizeof kHooks / sizeof kHooks[0]; ++i) {
+    *kHooks[i].real = sym(rt.nvmlHandle, kHooks[i].name);
+  }
+#define VGPU_RESOLVE_NVML(name, params) \
+  real::name = reinterpret_cast<decltype(real::name)>(sym(rt.nvmlHandle, #name));
+  VGPU_NVML_INTERNAL(VGPU_RESOLVE_NVML)
+#undef VGPU_RESOLVE_NVML
+  rt.nvmlBase = baseOf(reinterpret_cast<const void*>(real::nvmlDeviceGetUUID));
+  gNvmlStatus.store(NVML_SUCCESS);
+  tInInit = false;
+}
+
+void atforkChild() {
+  // The child holds no device memory of its parent and needs a slot of its own.
+  Runtime* rt = __atomic_load_n(&gRuntime, __ATOMIC_ACQUIRE);
+  if (rt == nullptr || rt->region == nullptr) return;
+  ledger::clear();
+  throttle::reset();
+  int slot = -1;
+  rt->slot.store(-1);
+  if (vgpu_region_attach(rt->region, &slot, nullptr, 0) == VGPU_REGION_OK) rt->slot.store(slot);
+}
+
+__attribute__((constructor)) void onLoad() { pthread_atfork(nullptr, nullptr, atforkChild); }
+
+__attribute__((destructor)) void onUnload() {
+  Runtime* rt = __atomic_load_n(&gRuntime, __ATOMIC_ACQUIRE);
+  if (rt == nullptr || rt->region == nullptr) return;
+  // Late frees from other libraries' destructors must not touch a slot someone may reuse.
+  int slot = rt->slot.exchange(-1);
+  vgpu_region_detach(rt->region, slot);
+}
+
+}  // namespace
+
+void logf(int level, const char* fmt, ...) {
+  if (level > gLogLevel.load(std::memory_order_relaxed)) return;
+  // Rate limit: 20 lines per second, so a hot path cannot flood the application's stderr.
+  static std::atomic<int64_t> windowStart{0};
+  static std::atomic<int> linesInWindow{0};
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  int64_t second = ts.tv_sec;
+  if (windowStart.exchange(second) != second) linesInWindow.store(0);
+  if (linesInWindow.fetch_add(1) >= 20) return;
+  char buf[768];
+  int n = snprintf(buf, sizeof buf, "libvgpu[%d]: ", static_cast<int>(getpid()));
+  va_list ap;
+  va_start(ap, fmt);
+  int m = vsnprintf(buf + n, sizeof buf - static_cast<size_t>(n) - 1, fmt, ap);
+  va_end(ap);
+  size_t len = static_cast<size_t>(n) + (m < 0 ? 0 : static_cast<size_t>(m));
+  if (len > sizeof buf - 2) len = sizeof buf - 2;
+  buf[len++] = '\n';
+  ssize_t ignored = write(STDERR_FILENO, buf, len);
+  (void)ignored;
+}
+
+bool ensureConfig() {
+  if (__atomic_load_n(&gRuntime, __ATOMIC_ACQUIRE) == nullptr) pthread_once(&gConfigOnce, initConfig);
+  return gRuntime != nullptr && gRuntime->configOk;
+}
+
+CUresult ensureCuda() {
+  if (__builtin_expect(gCudaReady.load(std::memory_order_acquire), 1)) return CUDA_SUCCESS;
+  if (tInInit) return CUDA_ERROR_NOT_INITIALIZED;
+  pthread_once(&gCudaOnce, initCuda);
+  return gCudaStatus.load();
+}
+
+nvmlReturn_t ensureNvml() {
+  if (tInInit) return NVML_ERROR_UNINITIALIZED;
+  pthread_once(&gNvmlOnce, initNvml);
+  return gNvmlStatus.load();
+}
+
+void* realDlsym(void* handle, const char* name) {
+  DlsymFn fn = findRealDlsym();
+  return fn != nullptr ? fn(handle, name) : nullptr;
+}
+
+void* wrapperByName(const char* name) {
+  for (const HookEntry& h : kHooks) {
+    if (strcmp(h.name, name) == 0) return h.wrapper;
+  }
+  return nullptr;
+}
+
+void* wrapperForReal(const void* realFn) {
+  if (realFn == nullptr) return nullptr;
+  for (const HookEntry& h : kHooks) {
+    if (*h.real == realFn) return h.wrapper;
+  }
+  return nullptr;
+}
+
+int currentDevice() {
+  CUdevice dev = -1;
+  if (real::cuCtxGetDevice == nullptr || real::cuCtxGetDevice(&dev) != CUDA_SUCCESS) return -1;
+  return dev >= 0 && dev < kLimiterMaxDevices ? dev : -1;
+}
+
+void publishDevice(int dev) {
+  Runtime& rt = runtime();
+  uint32_t bit = 1u << dev;
+  if ((rt.publishedDevices.load(std::memory_order_relaxed) & bit) != 0) return;
+  CUuuid u;
+  CUdevice handle = 0;
+  if (real::cuDeviceGet == nullptr || real::cuDeviceGetUuid_v2 == nullptr ||
+      real::cuDeviceGet(&handle, dev) != CUDA_SUCCESS ||
+      real::cuDeviceGetUuid_v2(&u, handle) != CUDA_SUCCESS) {
+    return;
+  }
+  const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
+  char uuid[VGPU_REGION_UUID_LEN];
+  snprintf(uuid, sizeof uuid,
+           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+           b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  memcpy(rt.uuids[dev], uuid, sizeof uuid);
+  vgpu_region_publish_device(rt.region, dev, uuid, rt.cfg.devices[dev].memoryBytes,
+                             rt.cfg.devices[dev].smPercent);
+  rt.publishedDevices.fetch_or(bit);
+}
+
+CUresult reserveMemory(int dev, uint64_t bytes) {
+  Runtime& rt = runtime();
+  publishDevice(dev);
+  uint64_t limit = rt.cfg.devices[dev].memoryBytes;
+  int rc = vgpu_region_try_add(rt.region, rt.slot.load(std::memory_order_relaxed), dev, bytes, limit);
+  if (rc == VGPU_REGION_OK) return CUDA_SUCCESS;
+  if (rc == VGPU_REGION_OVER_LIMIT) {
+    logf(kLogWarn, "device %d: %llu bytes refused, %llu of %llu in use", dev,
+         static_cast<unsigned long long>(bytes),
+         static_cast<unsigned long long>(vgpu_region_used(rt.region, dev)),
+         static_cast<unsigned long long>(limit));
+  } else {
+    logf(kLogError, "device %d: the shared region is unusable; refusing %llu bytes", dev,
+         static_cast<unsigned long long>(bytes));
+  }
+  return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+void releaseMemory(int dev, uint64_t bytes) {
+  if (dev < 0 || bytes == 0) return;
+  Runtime& rt = runtime();
+  vgpu_region_sub(rt.region, rt.slot.load(std::memory_order_relaxed), dev, bytes);
+}
+
+uint64_t containerUsage(int dev) {
+  Runtime& rt = runtime();
+  static std::atomic<int64_t> lastReclaim{0};
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  if (lastReclaim.exchange(ts.tv_sec) != ts.tv_sec) vgpu_region_reclaim_dead(rt.region);
+  return vgpu_region_used(rt.region, dev);
+}
+
+namespace ledger {
+namespace {
+
+struct Key {
+  uintptr_t id;
+  Kind kind;
+  bool operator==(const Key& o) const { return id == o.id && kind == o.kind; }
+};
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    return static_cast<size_t>(k.id * 0x9E3779B97F4A7C15ull) ^ static_cast<size_t>(k.kind);
+  }
+};
+
+pthread_mutex_t gMu = PTHREAD_MUTEX_INITIALIZER;
+std::unordered_map<Key, Record, KeyHash>* gMap = nullptr;
+
+std::unordered_map<Key, Record, KeyHash>& map() {
+  if (gMap == nullptr) {
+    gMap = new std::unordered_map<Key, Record, KeyHash>();
+    gMap->reserve(1024);
+  }
+  return *gMap;
+}
+
+struct Lock {
+  Lock() { pthread_mutex_lock(&gMu); }
+  ~Lock() { pthread_mutex_unlock(&gMu); }
+};
+
+}  // namespace
+
+void put(Kind kind, uintptr_t id, const Record& rec) {
+  Lock l;
+  map()[Key{id, kind}] = rec;
+}
+
+bool take(Kind kind, uintptr_t id, Record* out) {
+  Lock l;
+  auto& m = map();
+  auto it = m.find(Key{id, kind});
+  if (it == m.end()) return false;
+  *out = it->second;
+  m.erase(it);
+  return true;
+}
+
+bool peek(Kind kind, uintptr_t id, Record* out) {
+  Lock l;
+  auto& m = map();
+  auto it = m.find(Key{id, kind});
+  if (it == m.end()) return false;
+  *out = it->second;
+  return true;
+}
+
+bool setBytes(Kind kind, uintptr_t id, uint64_t bytes) {
+  Lock l;
+  auto& m = map();
+  auto it = m.find(Key{id, kind});
+  if (it == m.end()) return false;
+  it->second.bytes = bytes;
+  return true;
+}
+
+void takeOwned(Kind kind, uintptr_t owner, uint64_t bytesPerDevice[kLimiterMaxDevices]) {
+  Lock l;
+  auto& m = map();
+  for (auto it = m.begin(); it != m.end();) {
+    if (it->first.kind == kind && it->second.owner == owner) {
+      if (it->second.dev >= 0) bytesPerDevice[it->second.dev] += it->second.bytes;
+      it = m.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void takeDevice(int dev, uint64_t* bytes) {
+  Lock l;
+  auto& m = map();
+  for (auto it = m.begin(); it != m.end();) {
+    if (it->second.dev == dev && it->first.kind != Kind::kContext) {
+      *bytes += it->second.bytes;
+      it = m.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void clear() {
+  // After fork only this thread exists; the mutex may have been held by a vanished thread.
+  pthread_mutex_init(&gMu, nullptr);
+  if (gMap != nullptr) gMap->clear();
+}
+
+}  // namespace ledger
+}  // namespace vgpu
+
+// dlsym is exported so that dlsym(<libcuda handle>, "cuMemAlloc_v2") - how cudart and many
+// frameworks find the driver - returns the wrapper. Every other lookup goes to the real
+// dlsym as a tail call, so RTLD_NEXT still resolves relative to the real caller.
+extern "C" VGPU_EXPORT void* dlsym(void* handle, const char* name) {
+  using vgpu::gRealDlsym;
+  auto fn = gRealDlsym.load(std::memory_order_acquire);
+  if (fn == nullptr) fn = vgpu::findRealDlsym();
+  // glibc declares `name` nonnull, but a caller may still pass NULL: never crash on it.
+  const char* checked = name;
+  __asm__("" : "+r"(checked));
+  if (handle != RTLD_NEXT && handle != RTLD_DEFAULT && checked != nullptr && !vgpu::tInInit &&
+      ((name[0] == 'c' && name[1] == 'u') || strncmp(name, "nvml", 4) == 0)) {
+    if (void* w = vgpu::wrapperByName(name)) {
+      Dl_info info;
+      void* sym = fn(handle, name);
+      // Only lookups in the real driver are redirected, and not the driver's own.
+      const void* caller = vgpu::baseOf(__builtin_return_address(0));
+      if (sym != nullptr && dladdr(sym, &info) != 0 && info.dli_fbase != vgpu::baseOf(w) &&
+          caller != info.dli_fbase) {
+        return w;
+      }
+      return sym;
+    }
+  }
+  return fn(handle, name);
+}

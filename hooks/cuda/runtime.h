@@ -1,0 +1,145 @@
+#pragma once
+// Process-wide state of libvgpu.so: configuration, the real driver tables, the shared
+// region slot, and the accounting helpers the wrappers share. Nothing here throws, prints
+// to stdout or aborts; failures become CUresult values and (rate-limited) log lines.
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include <atomic>
+
+#include "cuda_api.h"
+#include "vgpu/limiter_config.h"
+#include "vgpu/shared_region.h"
+
+namespace vgpu {
+
+/// Log levels of LIBVGPU_LOG_LEVEL.
+enum LogLevel : int { kLogError = 1, kLogWarn = 2, kLogInfo = 3, kLogDebug = 4 };
+
+/// Writes one line to stderr if `level` is enabled; at most 20 lines per second.
+void logf(int level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/// The state every wrapper reads. Filled once by ensureCuda()/ensureConfig().
+struct Runtime {
+  LimiterConfig cfg;
+  bool configOk = false;
+  vgpu_region* region = nullptr;
+  std::atomic<int> slot{-1};
+  void* cudaHandle = nullptr;
+  void* nvmlHandle = nullptr;
+  const void* cudaBase = nullptr;  // load address of the real libcuda, to recognise it
+  const void* nvmlBase = nullptr;
+  bool computeAny = false;         // some device has a compute limit
+  std::atomic<uint32_t> publishedDevices{0};  // bit i: device i's UUID/limits published
+  char uuids[kLimiterMaxDevices][VGPU_REGION_UUID_LEN] = {};
+};
+
+namespace detail {
+extern Runtime* gRuntime;
+}
+/// The state; valid once ensureConfig() has returned (every wrapper enters through it).
+inline Runtime& runtime() { return *detail::gRuntime; }
+
+/// Loads the configuration and maps the region (once). False if the configuration is bad.
+bool ensureConfig();
+
+/// Loads the real libcuda (once). Returns what a wrapper should return instead of
+/// proceeding: CUDA_SUCCESS to proceed, else the error (bad configuration, no driver).
+CUresult ensureCuda();
+
+/// Same for NVML.
+nvmlReturn_t ensureNvml();
+
+/// The wrapper that libvgpu.so exports under `name`, or nullptr if it wraps no such name.
+void* wrapperByName(const char* name);
+
+/// The wrapper for a real driver function pointer, or nullptr if `real` is not hooked.
+void* wrapperForReal(const void* real);
+
+/// Real dlsym, bypassing libvgpu's own export.
+void* realDlsym(void* handle, const char* name);
+
+/// Ordinal of the current context's device, or -1 when there is no current context.
+int currentDevice();
+
+/// Records the device's UUID and limits in the region for the node agent (once per device).
+void publishDevice(int dev);
+
+/// Check-and-add `bytes` on `dev` against the limit: CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY.
+CUresult reserveMemory(int dev, uint64_t bytes);
+
+/// Gives back what reserveMemory took.
+void releaseMemory(int dev, uint64_t bytes);
+
+/// Usage of `dev` by the whole container, after reclaiming dead processes at most once a second.
+uint64_t containerUsage(int dev);
+
+/// What a kind of tracked object is; the ledger keys records by (kind, id).
+enum class Kind : uint8_t {
+  kPointer,         // cuMemAlloc*, pitch, managed, async, pool
+  kIpc,             // cuIpcOpenMemHandle
+  kArray,           // cuArrayCreate / cuArray3DCreate
+  kMipmap,          // cuMipmappedArrayCreate
+  kVmmHandle,       // cuMemCreate on a device
+  kImportedHandle,  // cuMemImportFromShareableHandle (counted when mapped)
+  kGraphNode,       // cuGraphAddMemAllocNode (owner = graph)
+  kContext,         // cuCtxCreate*
+};
+
+struct Record {
+  int dev = -1;
+  uint64_t bytes = 0;
+  uintptr_t owner = 0;
+};
+
+/// This process's memory objects and what each was charged. Thread-safe.
+namespace ledger {
+void put(Kind kind, uintptr_t id, const Record& rec);
+/// Removes and returns the record; false if there was none.
+bool take(Kind kind, uintptr_t id, Record* out);
+/// Reads the record without removing it.
+bool peek(Kind kind, uintptr_t id, Record* out);
+/// Updates bytes of an existing record; false if there is none.
+bool setBytes(Kind kind, uintptr_t id, uint64_t bytes);
+/// Removes every record of `kind` whose owner is `owner`; returns the bytes per device.
+void takeOwned(Kind kind, uintptr_t owner, uint64_t bytesPerDevice[kLimiterMaxDevices]);
+/// Removes every record on `dev` except contexts (cuDevicePrimaryCtxReset frees them).
+void takeDevice(int dev, uint64_t* bytes);
+/// Forgets everything (a forked child owns none of its parent's device memory).
+void clear();
+}  // namespace ledger
+
+/// Compute throttling around launches (throttle.cpp).
+namespace throttle {
+/// True when some device has a compute limit; false makes launches pure pass-through.
+inline bool active() { return runtime().computeAny; }
+/// Runs `launch` inside the current burst, holding the caller back when the container's
+/// GPU time is over its share. `ptsz` says the launch used the per-thread default stream.
+template <class F>
+CUresult around(CUstream stream, bool ptsz, F&& launch);
+CUresult begin(CUstream stream, bool ptsz, void** state);
+void end(void* state, CUresult launchResult);
+/// Forgets per-context state (in a forked child).
+void reset();
+}  // namespace throttle
+
+template <class F>
+CUresult throttle::around(CUstream stream, bool ptsz, F&& launch) {
+  void* state = nullptr;
+  CUresult rc = begin(stream, ptsz, &state);
+  if (rc != CUDA_SUCCESS) return rc;
+  CUresult result = launch();
+  end(state, result);
+  return result;
+}
+
+}  // namespace vgpu
+
+// First statement of every CUDA wrapper: initialise once, refuse when misconfigured.
+#define VGPU_ENTER_CUDA(name)                                                \
+  do {                                                                       \
+    if (CUresult vgpu_rc_ = ::vgpu::ensureCuda(); vgpu_rc_ != CUDA_SUCCESS) \
+      return vgpu_rc_;                                                       \
+    if (::vgpu::real::name == nullptr) return CUDA_ERROR_NOT_FOUND;          \
+  } while (0)
