@@ -1,0 +1,114 @@
+#pragma once
+// An in-process Kubernetes apiserver double for tests: the real REST paths and JSON shapes
+// for nodes, pods and events over HTTP or HTTPS on loopback, one cluster-wide
+// resourceVersion counter, merge-patch and 409 preconditions, watch streams with history,
+// paging, selectors, the binding subresource, bearer-token checks, and switches a test
+// flips to break things (cut watches, compact history for 410, inject 5xx/429/hangs,
+// restart on the same port). Knows nothing of vgpu's client.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/json/object.hpp>
+
+#include "vgpu/result.h"
+
+namespace vgpu::fakes {
+
+struct FakeApiServerOptions {
+  bool tls = false;
+  std::string token;       ///< bearer token every request must carry; empty = no check
+  std::string certPem;     ///< TLS server certificate; empty = a self-signed one is made
+  std::string keyPem;
+  std::uint16_t port = 0;  ///< 0 = any free port
+  std::string bindAddress = "127.0.0.1";
+  /// Open watches that asked for bookmarks get one this often when idle; 0 = never.
+  std::chrono::milliseconds bookmarkInterval{0};
+};
+
+/// A failure to inject into the next matching requests.
+struct Fault {
+  enum class Action {
+    kStatus,  ///< answer `status` with a Status body (and Retry-After if set)
+    kHang,    ///< accept the request and never answer (until releaseHangs/stop)
+    kDrop,    ///< close the connection without answering
+  };
+  enum class Watch { kAny, kOnly, kNever };
+  std::string method;      ///< "" = any; GET, POST, PATCH, DELETE
+  std::string pathPrefix;  ///< "" = any; compared with the path (no query)
+  Watch watch = Watch::kAny;
+  Action action = Action::kStatus;
+  int status = 500;
+  int retryAfterSeconds = -1;
+  int times = 1;           ///< matching requests affected; -1 = until clearFaults()
+};
+
+struct RequestRecord {
+  std::string method;
+  std::string path;
+  std::string query;
+  int status = 0;  ///< 0 while a watch is streaming, or when dropped/hung
+};
+
+class FakeApiServer {
+ public:
+  /// Listens at once; fails if the port is taken or TLS material is unusable.
+  static Result<std::unique_ptr<FakeApiServer>> start(FakeApiServerOptions options = {});
+  ~FakeApiServer();
+
+  std::string url() const;          ///< http(s)://127.0.0.1:PORT
+  std::uint16_t port() const;
+  const std::string& caPem() const; ///< the certificate a client must trust (TLS only)
+
+  // ---- State, bypassing HTTP (same semantics: new resourceVersion, watch events) ----
+  /// `plural` is "nodes", "pods" or "events". Fills uid, resourceVersion, timestamps.
+  Result<boost::json::object> create(std::string_view plural, boost::json::object obj);
+  /// Replaces an existing object's content (uid kept), as a PUT would.
+  Result<boost::json::object> update(std::string_view plural, boost::json::object obj);
+  /// RFC 7386 merge patch.
+  Result<boost::json::object> patch(std::string_view plural, std::string_view ns,
+                                    std::string_view name, const boost::json::object& patch);
+  Status remove(std::string_view plural, std::string_view ns, std::string_view name);
+  std::optional<boost::json::object> get(std::string_view plural, std::string_view ns,
+                                         std::string_view name) const;
+  std::vector<boost::json::object> list(std::string_view plural) const;
+  /// The cluster-wide counter: the version of the latest write.
+  std::uint64_t resourceVersion() const;
+  /// Loads every *.yaml, *.yml and *.json file in `dir` (objects, multi-document YAML, or
+  /// v1 List kinds). Errors name the file.
+  Status loadFixtures(const std::string& dir);
+  Status loadFixtureText(const std::string& text, const std::string& sourceName);
+
+  // ---- Failure switches ----
+  void addFault(Fault fault);
+  void clearFaults();
+  /// Cuts every open watch stream mid-flight (no final chunk).
+  void breakWatches();
+  /// Forgets the event history: watches from older versions and old continue tokens get 410.
+  void compactHistory();
+  void setToken(std::string token);
+  void releaseHangs();
+  /// Drops every connection, stops listening and listens again on the same port, keeping
+  /// the objects; `keepHistory` false also compacts (as a fresh watch cache would).
+  Status restart(bool keepHistory = true);
+  /// Stops serving; safe to call twice.
+  void stop();
+
+  // ---- Observation ----
+  std::uint64_t connectionsAccepted() const;
+  std::uint64_t requestCount() const;
+  std::vector<RequestRecord> requests() const;  ///< the last 10,000
+  std::size_t openWatches() const;
+
+ private:
+  struct Impl;
+  explicit FakeApiServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace vgpu::fakes

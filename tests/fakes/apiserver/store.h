@@ -1,0 +1,138 @@
+#pragma once
+// The double's state: objects per kind, one resourceVersion counter, the event history
+// that watches replay, list snapshots for paging. HTTP-free so it is quick to compile;
+// every operation answers with the status and JSON body the apiserver would send.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
+
+namespace vgpu::fakes::detail {
+
+using ObjectPtr = std::shared_ptr<const boost::json::object>;
+
+struct Reply {
+  int status = 200;
+  std::string body;  ///< serialized JSON
+  ObjectPtr object;  ///< the object written/read, when there is one
+};
+
+/// A Status error body with the apiserver's shape.
+Reply statusReply(int code, std::string_view reason, std::string_view message);
+std::string_view reasonFor(int code);
+
+/// RFC 7386.
+void applyMergePatch(boost::json::value& target, const boost::json::value& patch);
+
+/// Parsed label and field selectors; `error` is set when they do not parse.
+struct Selectors {
+  struct Requirement {
+    enum class Op { kEq, kNe, kExists, kNotExists, kIn, kNotIn } op;
+    std::string key;
+    std::vector<std::string> values;
+  };
+  std::vector<Requirement> labels;
+  std::vector<Requirement> fields;  ///< kEq / kNe only
+  std::string error;
+
+  static Selectors parse(std::string_view plural, std::string_view label, std::string_view field);
+  bool matches(const boost::json::object& obj) const;
+};
+
+/// Which kinds the double serves.
+struct KindInfo {
+  std::string_view plural;
+  std::string_view kind;
+  std::string_view listKind;
+  bool namespaced;
+};
+const KindInfo* kindByPlural(std::string_view plural);
+const KindInfo* kindByKind(std::string_view kind);
+
+class Store {
+ public:
+  Reply get(std::string_view plural, std::string_view ns, std::string_view name);
+  Reply list(std::string_view plural, std::string_view ns, const Selectors& sel,
+             std::int64_t limit, std::string_view continueToken);
+  /// `ns` from the path ("" for cluster-scoped, or when the body names it).
+  Reply create(std::string_view plural, std::string_view ns, boost::json::value body);
+  Reply update(std::string_view plural, boost::json::object obj);
+  Reply patch(std::string_view plural, std::string_view ns, std::string_view name,
+              const boost::json::value& patch);
+  Reply remove(std::string_view plural, std::string_view ns, std::string_view name);
+  Reply bind(std::string_view ns, std::string_view name, const boost::json::value& body);
+  std::vector<ObjectPtr> all(std::string_view plural);
+  std::uint64_t resourceVersion();
+
+  // ---- watches ----
+  struct Watch {
+    std::string plural;
+    std::string ns;
+    Selectors sel;
+    bool bookmarks = false;
+    std::uint64_t cursor = 0;  ///< last version examined
+    std::uint64_t epoch = 0;   ///< breakWatches() epoch at the start
+  };
+  enum class WaitResult { kLines, kTimeout, kBroken, kGone };
+  /// Positions a watch at `rv` ("" or "0": synthetic ADDED for what exists now, returned in
+  /// `lines`). Returns kGone with an ERROR line when `rv` is older than the history.
+  WaitResult beginWatch(Watch& w, std::string_view rv, std::vector<std::string>& lines);
+  /// Waits for events after the cursor until `deadline`; a bookmark line when idle at
+  /// `bookmarkAt` (if asked for).
+  WaitResult next(Watch& w, std::chrono::steady_clock::time_point deadline,
+                  std::chrono::steady_clock::time_point bookmarkAt, std::vector<std::string>& lines);
+  void breakWatches();
+  void compactHistory();
+  /// Wakes hung requests and ends every watch; `stopping` stays until reset.
+  void setStopping(bool stopping);
+  void releaseHangs();
+  /// Blocks a hung request until releaseHangs()/stop.
+  void hang();
+  std::size_t openWatches();
+  void watchOpened(int delta);
+
+ private:
+  struct Event {
+    std::uint64_t rv;
+    std::string plural;
+    std::string type;  // ADDED MODIFIED DELETED
+    ObjectPtr before;
+    ObjectPtr after;
+  };
+  struct Snapshot {
+    std::uint64_t rv;
+    std::vector<ObjectPtr> items;
+  };
+
+  std::string nextRv();
+  void record(std::string_view plural, std::string type, ObjectPtr before, ObjectPtr after);
+  std::string errorLine(std::uint64_t requested);
+  std::map<std::string, ObjectPtr>& objectsOf(std::string_view plural);
+
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::uint64_t rv_ = 1000;
+  std::map<std::string, std::map<std::string, ObjectPtr>, std::less<>> objects_;
+  std::deque<Event> history_;
+  std::uint64_t compactedRv_ = 0;  ///< versions <= this are no longer replayable
+  std::map<std::uint64_t, Snapshot> snapshots_;
+  std::uint64_t nextSnapshot_ = 1;
+  std::uint64_t epoch_ = 0;
+  std::uint64_t hangEpoch_ = 0;
+  bool stopping_ = false;
+  std::size_t openWatches_ = 0;
+  std::uint64_t uidCounter_ = 0;
+};
+
+}  // namespace vgpu::fakes::detail
