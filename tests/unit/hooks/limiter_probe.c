@@ -1,0 +1,629 @@
+/* A small CUDA application for the limiter's tests, run as its own process with or
+ * without LD_PRELOAD=libvgpu.so. Like a real application it links only libc (and libdl):
+ * it dlopens libcuda.so.1 / libnvidia-ml.so.1 and looks functions up with dlsym.
+ *
+ * Usage: limiter_probe <scenario> [args]. Results go to stdout as "key=value" lines;
+ * failures are explained on stderr and reported by the exit code:
+ *   0 ok, 1 check failed, 2 out of memory where the scenario allows it, 3 setup failed. */
+
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fake_gpu_state.h"
+
+#define MIB (1024ull * 1024ull)
+
+static void* g_cuda;
+static void* g_nvml;
+
+#define FN(name) static __typeof__(&name) p_##name;
+FN(cuInit)
+FN(cuDeviceGet)
+FN(cuDeviceGetCount)
+FN(cuDeviceGetName)
+FN(cuDeviceGetAttribute)
+FN(cuDeviceTotalMem_v2)
+FN(cuDevicePrimaryCtxRetain)
+FN(cuDevicePrimaryCtxRelease_v2)
+FN(cuCtxSetCurrent)
+FN(cuCtxCreate_v4)
+FN(cuCtxDestroy_v2)
+FN(cuCtxSynchronize)
+FN(cuMemGetInfo_v2)
+FN(cuMemAlloc_v2)
+FN(cuMemFree_v2)
+FN(cuMemAllocPitch_v2)
+FN(cuMemAllocManaged)
+FN(cuMemAllocAsync)
+FN(cuMemFreeAsync)
+FN(cuMemAllocFromPoolAsync)
+FN(cuDeviceGetDefaultMemPool)
+FN(cuStreamSynchronize)
+FN(cuArrayCreate_v2)
+FN(cuArray3DCreate_v2)
+FN(cuArrayDestroy)
+FN(cuMipmappedArrayCreate)
+FN(cuMipmappedArrayDestroy)
+FN(cuMemCreate)
+FN(cuMemRelease)
+FN(cuMemMap)
+FN(cuMemUnmap)
+FN(cuMemAddressReserve)
+FN(cuMemAddressFree)
+FN(cuMemGetAllocationGranularity)
+FN(cuMemExportToShareableHandle)
+FN(cuMemImportFromShareableHandle)
+FN(cuIpcGetMemHandle)
+FN(cuIpcOpenMemHandle_v2)
+FN(cuIpcCloseMemHandle)
+FN(cuGraphCreate)
+FN(cuGraphAddMemAllocNode)
+FN(cuGraphDestroy)
+FN(cuMemcpyHtoD_v2)
+FN(cuMemcpyDtoH_v2)
+FN(cuModuleLoadData)
+FN(cuModuleGetFunction)
+FN(cuLaunchKernel)
+FN(cuGetProcAddress_v2)
+FN(cuGetErrorName)
+
+typedef struct {
+  unsigned long long total, free, used;
+} NvmlMemory;
+typedef struct {
+  unsigned int version;
+  unsigned long long total, reserved, free, used;
+} NvmlMemoryV2;
+static int (*p_nvmlInit_v2)(void);
+static int (*p_nvmlDeviceGetHandleByIndex_v2)(unsigned int, void**);
+static int (*p_nvmlDeviceGetMemoryInfo)(void*, NvmlMemory*);
+static int (*p_nvmlDeviceGetMemoryInfo_v2)(void*, NvmlMemoryV2*);
+
+static int fail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "probe: ");
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n");
+  va_end(ap);
+  return 1;
+}
+
+static const char* errName(CUresult rc) {
+  const char* n = "?";
+  if (p_cuGetErrorName) p_cuGetErrorName(rc, &n);
+  return n;
+}
+
+static int loadCuda(void) {
+  g_cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+  if (!g_cuda) {
+    fprintf(stderr, "probe: %s\n", dlerror());
+    return 3;
+  }
+#define LOAD(name) p_##name = (__typeof__(p_##name))dlsym(g_cuda, #name);
+  LOAD(cuInit) LOAD(cuDeviceGet) LOAD(cuDeviceGetCount) LOAD(cuDeviceGetName)
+  LOAD(cuDeviceGetAttribute) LOAD(cuDeviceTotalMem_v2) LOAD(cuDevicePrimaryCtxRetain)
+  LOAD(cuDevicePrimaryCtxRelease_v2) LOAD(cuCtxSetCurrent) LOAD(cuCtxCreate_v4)
+  LOAD(cuCtxDestroy_v2) LOAD(cuCtxSynchronize) LOAD(cuMemGetInfo_v2) LOAD(cuMemAlloc_v2)
+  LOAD(cuMemFree_v2) LOAD(cuMemAllocPitch_v2) LOAD(cuMemAllocManaged) LOAD(cuMemAllocAsync)
+  LOAD(cuMemFreeAsync) LOAD(cuMemAllocFromPoolAsync) LOAD(cuDeviceGetDefaultMemPool)
+  LOAD(cuStreamSynchronize) LOAD(cuArrayCreate_v2) LOAD(cuArray3DCreate_v2) LOAD(cuArrayDestroy)
+  LOAD(cuMipmappedArrayCreate) LOAD(cuMipmappedArrayDestroy) LOAD(cuMemCreate) LOAD(cuMemRelease)
+  LOAD(cuMemMap) LOAD(cuMemUnmap) LOAD(cuMemAddressReserve) LOAD(cuMemAddressFree)
+  LOAD(cuMemGetAllocationGranularity) LOAD(cuMemExportToShareableHandle)
+  LOAD(cuMemImportFromShareableHandle) LOAD(cuIpcGetMemHandle) LOAD(cuIpcOpenMemHandle_v2)
+  LOAD(cuIpcCloseMemHandle) LOAD(cuGraphCreate) LOAD(cuGraphAddMemAllocNode) LOAD(cuGraphDestroy)
+  LOAD(cuMemcpyHtoD_v2) LOAD(cuMemcpyDtoH_v2) LOAD(cuModuleLoadData) LOAD(cuModuleGetFunction)
+  LOAD(cuLaunchKernel) LOAD(cuGetProcAddress_v2) LOAD(cuGetErrorName)
+#undef LOAD
+  return 0;
+}
+
+static int loadNvml(void) {
+  g_nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_GLOBAL);
+  if (!g_nvml) return 3;
+  p_nvmlInit_v2 = (int (*)(void))dlsym(g_nvml, "nvmlInit_v2");
+  p_nvmlDeviceGetHandleByIndex_v2 =
+      (int (*)(unsigned int, void**))dlsym(g_nvml, "nvmlDeviceGetHandleByIndex_v2");
+  p_nvmlDeviceGetMemoryInfo = (int (*)(void*, NvmlMemory*))dlsym(g_nvml, "nvmlDeviceGetMemoryInfo");
+  p_nvmlDeviceGetMemoryInfo_v2 =
+      (int (*)(void*, NvmlMemoryV2*))dlsym(g_nvml, "nvmlDeviceGetMemoryInfo_v2");
+  return p_nvmlInit_v2 && p_nvmlDeviceGetHandleByIndex_v2 && p_nvmlDeviceGetMemoryInfo ? 0 : 3;
+}
+
+/* cuInit and the primary context of device 0, current on this thread. */
+static int setup(void) {
+  if (loadCuda() != 0) return 3;
+  CUresult rc = p_cuInit(0);
+  if (rc != CUDA_SUCCESS) {
+    fprintf(stderr, "probe: cuInit failed: %d %s\n", rc, errName(rc));
+    return 3;
+  }
+  CUdevice dev;
+  CUcontext ctx;
+  if (p_cuDeviceGet(&dev, 0) || p_cuDevicePrimaryCtxRetain(&ctx, dev) || p_cuCtxSetCurrent(ctx)) {
+    fprintf(stderr, "probe: no context on device 0\n");
+    return 3;
+  }
+  return 0;
+}
+
+/* Bytes the simulated device really holds, from the fake driver's state file. */
+static uint64_t physicalUsed(void) {
+  const char* path = getenv("VGPU_FAKE_GPU_STATE");
+  int fd = path ? open(path, O_RDONLY) : -1;
+  if (fd < 0) return 0;
+  void* m = mmap(NULL, sizeof(vgpu_fake_gpu_state), PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  if (m == MAP_FAILED) return 0;
+  uint64_t used = __atomic_load_n(&((vgpu_fake_gpu_state*)m)->devices[0].used_bytes, __ATOMIC_ACQUIRE);
+  munmap(m, sizeof(vgpu_fake_gpu_state));
+  return used;
+}
+
+static uint64_t containerUsed(void) {
+  size_t free = 0, total = 0;
+  if (p_cuMemGetInfo_v2(&free, &total) != CUDA_SUCCESS) return UINT64_MAX;
+  return total - free;
+}
+
+/* ---- one allocation path: allocate `bytes` into *obj, free it ---- */
+
+typedef struct {
+  CUdeviceptr ptr;
+  CUarray array;
+  CUmipmappedArray mipmap;
+  CUmemGenericAllocationHandle handle;
+  CUgraph graph;
+  size_t reserved;
+} Obj;
+
+static int g_ipcSock = -1; /* to the exporting child (ipc, import paths) */
+
+/* Asks the exporting child for a buffer of `bytes`; gets back an IPC handle or an fd. */
+static int requestExport(char kind, size_t bytes, CUipcMemHandle* ipc, int* fd) {
+  char req[32];
+  snprintf(req, sizeof req, "%c%zu", kind, bytes);
+  if (write(g_ipcSock, req, strlen(req) + 1) < 0) return -1;
+  char buf[CU_IPC_HANDLE_SIZE + 1];
+  struct iovec iov = {buf, sizeof buf};
+  char ctrl[CMSG_SPACE(sizeof(int))];
+  struct msghdr msg = {0};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = ctrl;
+  msg.msg_controllen = sizeof ctrl;
+  ssize_t n = recvmsg(g_ipcSock, &msg, 0);
+  if (n <= 0 || buf[0] != 'o') return -1;
+  if (kind == 'i') {
+    memcpy(ipc->reserved, buf + 1, CU_IPC_HANDLE_SIZE);
+  } else {
+    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    if (!c || c->cmsg_type != SCM_RIGHTS) return -1;
+    memcpy(fd, CMSG_DATA(c), sizeof(int));
+  }
+  return 0;
+}
+
+static void exporterLoop(int sock) {
+  /* Its own region and no limit: the exporter stands for another container. */
+  setenv("CUDA_DEVICE_MEMORY_SHARED_CACHE", getenv("PROBE_EXPORTER_REGION") ? getenv("PROBE_EXPORTER_REGION") : "/tmp/probe-exporter-region", 1);
+  unsetenv("CUDA_DEVICE_MEMORY_LIMIT");
+  unsetenv("CUDA_DEVICE_MEMORY_LIMIT_0");
+  if (setup() != 0) _exit(3);
+  char req[32];
+  while (read(sock, req, sizeof req) > 0) {
+    char kind = req[0];
+    size_t bytes = strtoull(req + 1, NULL, 10);
+    char reply[CU_IPC_HANDLE_SIZE + 1];
+    reply[0] = 'x';
+    struct iovec iov = {reply, sizeof reply};
+    struct msghdr msg = {0};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    char ctrl[CMSG_SPACE(sizeof(int))];
+    if (kind == 'i') {
+      CUdeviceptr p;
+      CUipcMemHandle h;
+      if (p_cuMemAlloc_v2(&p, bytes) == CUDA_SUCCESS && p_cuIpcGetMemHandle(&h, p) == CUDA_SUCCESS) {
+        reply[0] = 'o';
+        memcpy(reply + 1, h.reserved, CU_IPC_HANDLE_SIZE);
+      }
+    } else {
+      CUmemAllocationProp prop;
+      memset(&prop, 0, sizeof prop);
+      prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+      prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+      CUmemGenericAllocationHandle h;
+      int fd = -1;
+      if (p_cuMemCreate(&h, bytes, &prop, 0) == CUDA_SUCCESS &&
+          p_cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) == CUDA_SUCCESS) {
+        reply[0] = 'o';
+        msg.msg_control = ctrl;
+        msg.msg_controllen = sizeof ctrl;
+        struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+      }
+    }
+    if (sendmsg(sock, &msg, 0) < 0) _exit(3);
+  }
+  _exit(0);
+}
+
+static CUresult allocPath(const char* path, size_t bytes, Obj* o) {
+  memset(o, 0, sizeof *o);
+  if (!strcmp(path, "plain")) return p_cuMemAlloc_v2(&o->ptr, bytes);
+  if (!strcmp(path, "managed")) return p_cuMemAllocManaged(&o->ptr, bytes, CU_MEM_ATTACH_GLOBAL);
+  if (!strcmp(path, "pitch")) {
+    size_t pitch = 0;
+    return p_cuMemAllocPitch_v2(&o->ptr, &pitch, MIB, bytes / MIB, 4);
+  }
+  if (!strcmp(path, "async")) {
+    CUresult rc = p_cuMemAllocAsync(&o->ptr, bytes, NULL);
+    return rc == CUDA_SUCCESS ? p_cuStreamSynchronize(NULL) : rc;
+  }
+  if (!strcmp(path, "pool")) {
+    CUmemoryPool pool;
+    CUresult rc = p_cuDeviceGetDefaultMemPool(&pool, 0);
+    if (rc == CUDA_SUCCESS) rc = p_cuMemAllocFromPoolAsync(&o->ptr, bytes, pool, NULL);
+    return rc == CUDA_SUCCESS ? p_cuStreamSynchronize(NULL) : rc;
+  }
+  if (!strcmp(path, "array")) {
+    CUDA_ARRAY_DESCRIPTOR d = {bytes / 4 / 1024, 1024, CU_AD_FORMAT_FLOAT, 1};
+    return p_cuArrayCreate_v2(&o->array, &d);
+  }
+  if (!strcmp(path, "array3d")) {
+    CUDA_ARRAY3D_DESCRIPTOR d = {bytes / 4 / 256 / 4, 256, 4, CU_AD_FORMAT_FLOAT, 1, 0};
+    return p_cuArray3DCreate_v2(&o->array, &d);
+  }
+  if (!strcmp(path, "mipmap")) {
+    CUDA_ARRAY3D_DESCRIPTOR d = {bytes / 4 / 1024, 1024, 0, CU_AD_FORMAT_FLOAT, 1, 0};
+    return p_cuMipmappedArrayCreate(&o->mipmap, &d, 3);
+  }
+  if (!strcmp(path, "vmm")) {
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CUresult rc = p_cuMemCreate(&o->handle, bytes, &prop, 0);
+    if (rc != CUDA_SUCCESS) return rc;
+    o->reserved = bytes;
+    rc = p_cuMemAddressReserve(&o->ptr, bytes, 0, 0, 0);
+    return rc == CUDA_SUCCESS ? p_cuMemMap(o->ptr, bytes, 0, o->handle, 0) : rc;
+  }
+  if (!strcmp(path, "graph")) {
+    CUresult rc = p_cuGraphCreate(&o->graph, 0);
+    if (rc != CUDA_SUCCESS) return rc;
+    CUDA_MEM_ALLOC_NODE_PARAMS params;
+    memset(&params, 0, sizeof params);
+    params.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    params.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    params.bytesize = bytes;
+    CUgraphNode node;
+    rc = p_cuGraphAddMemAllocNode(&node, o->graph, NULL, 0, &params);
+    if (rc != CUDA_SUCCESS) p_cuGraphDestroy(o->graph), o->graph = NULL;
+    return rc;
+  }
+  if (!strcmp(path, "ipc")) {
+    CUipcMemHandle h;
+    if (requestExport('i', bytes, &h, NULL) != 0) return CUDA_ERROR_UNKNOWN;
+    return p_cuIpcOpenMemHandle_v2(&o->ptr, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+  }
+  if (!strcmp(path, "import")) {
+    int fd = -1;
+    if (requestExport('f', bytes, NULL, &fd) != 0) return CUDA_ERROR_UNKNOWN;
+    CUresult rc = p_cuMemImportFromShareableHandle(&o->handle, (void*)(uintptr_t)fd,
+                                                   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    close(fd);
+    if (rc != CUDA_SUCCESS) return rc;
+    o->reserved = bytes;
+    rc = p_cuMemAddressReserve(&o->ptr, bytes, 0, 0, 0);
+    if (rc == CUDA_SUCCESS) rc = p_cuMemMap(o->ptr, bytes, 0, o->handle, 0);
+    if (rc != CUDA_SUCCESS) {
+      if (o->ptr) p_cuMemAddressFree(o->ptr, bytes);
+      p_cuMemRelease(o->handle);
+      memset(o, 0, sizeof *o);
+    }
+    return rc;
+  }
+  if (!strcmp(path, "context")) {
+    CUcontext ctx;
+    CUresult rc = p_cuCtxCreate_v4(&ctx, NULL, 0, 0);
+    if (rc == CUDA_SUCCESS) {
+      o->ptr = (CUdeviceptr)(uintptr_t)ctx;
+      CUcontext primary;
+      CUdevice dev;
+      p_cuDeviceGet(&dev, 0);
+      p_cuDevicePrimaryCtxRetain(&primary, dev); /* back to the primary for the queries */
+      p_cuCtxSetCurrent(primary);
+      p_cuDevicePrimaryCtxRelease_v2(dev);
+    }
+    return rc;
+  }
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+static CUresult freePath(const char* path, Obj* o) {
+  if (!strcmp(path, "array") || !strcmp(path, "array3d")) return p_cuArrayDestroy(o->array);
+  if (!strcmp(path, "mipmap")) return p_cuMipmappedArrayDestroy(o->mipmap);
+  if (!strcmp(path, "async") || !strcmp(path, "pool")) {
+    CUresult rc = p_cuMemFreeAsync(o->ptr, NULL);
+    return rc == CUDA_SUCCESS ? p_cuStreamSynchronize(NULL) : rc;
+  }
+  if (!strcmp(path, "vmm") || !strcmp(path, "import")) {
+    p_cuMemUnmap(o->ptr, o->reserved);
+    p_cuMemAddressFree(o->ptr, o->reserved);
+    return p_cuMemRelease(o->handle);
+  }
+  if (!strcmp(path, "graph")) return p_cuGraphDestroy(o->graph);
+  if (!strcmp(path, "ipc")) return p_cuIpcCloseMemHandle(o->ptr);
+  if (!strcmp(path, "context")) return p_cuCtxDestroy_v2((CUcontext)(uintptr_t)o->ptr);
+  return p_cuMemFree_v2(o->ptr);
+}
+
+/* path <name> <a_mib> <b_mib>: A fits, B on top of A does not, B alone does. */
+static int scenarioPath(const char* path, size_t a, size_t b) {
+  if (!strcmp(path, "ipc") || !strcmp(path, "import")) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) != 0) return 3;
+    pid_t kid = fork();
+    if (kid == 0) {
+      close(sv[0]);
+      exporterLoop(sv[1]);
+    }
+    close(sv[1]);
+    g_ipcSock = sv[0];
+  }
+  int rc = setup();
+  if (rc != 0) return rc;
+  uint64_t used0 = containerUsed();
+  Obj A, B;
+  CUresult r = allocPath(path, a, &A);
+  if (r != CUDA_SUCCESS) return fail("%s: %zu bytes within the limit failed: %s", path, a, errName(r));
+  uint64_t used1 = containerUsed();
+  if (used1 < used0 + a) return fail("%s: usage went %llu -> %llu for %zu bytes", path, (unsigned long long)used0, (unsigned long long)used1, a);
+  uint64_t phys = physicalUsed();
+  r = allocPath(path, b, &B);
+  if (r != CUDA_ERROR_OUT_OF_MEMORY) return fail("%s: %zu bytes over the limit gave %s, not out of memory", path, b, errName(r));
+  if (physicalUsed() != phys) return fail("%s: the refused request changed device memory %llu -> %llu", path, (unsigned long long)phys, (unsigned long long)physicalUsed());
+  if (containerUsed() != used1) return fail("%s: the refused request changed the usage", path);
+  r = freePath(path, &A);
+  if (r != CUDA_SUCCESS) return fail("%s: free failed: %s", path, errName(r));
+  if (containerUsed() != used0) return fail("%s: usage after free %llu, before %llu", path, (unsigned long long)containerUsed(), (unsigned long long)used0);
+  r = allocPath(path, b, &B);
+  if (r != CUDA_SUCCESS) return fail("%s: %zu bytes alone failed: %s", path, b, errName(r));
+  printf("charged_a=%llu\n", (unsigned long long)(used1 - used0));
+  freePath(path, &B);
+  return 0;
+}
+
+/* ---- the other scenarios ---- */
+
+static int scenarioMeminfo(void) {
+  int rc = setup();
+  if (rc) return rc;
+  size_t free = 0, total = 0, devTotal = 0;
+  if (p_cuMemGetInfo_v2(&free, &total) != CUDA_SUCCESS) return fail("cuMemGetInfo failed");
+  p_cuDeviceTotalMem_v2(&devTotal, 0);
+  printf("total=%zu\nfree=%zu\ndevice_total=%zu\n", total, free, devTotal);
+  return 0;
+}
+
+/* alloc <mib> [hold]: one allocation; "hold" keeps it until killed. */
+static int scenarioAlloc(size_t bytes, int hold) {
+  int rc = setup();
+  if (rc) return rc;
+  CUdeviceptr p;
+  CUresult r = p_cuMemAlloc_v2(&p, bytes);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) return 2;
+  if (r != CUDA_SUCCESS) return fail("alloc: %s", errName(r));
+  if (hold) {
+    printf("held\n");
+    fflush(stdout);
+    for (;;) pause();
+  }
+  return 0;
+}
+
+/* race <chunk_mib>: allocate until refused, report how much, keep it until stdin closes. */
+static int scenarioRace(size_t chunk) {
+  int rc = setup();
+  if (rc) return rc;
+  unsigned long long got = 0;
+  CUdeviceptr p;
+  CUresult r;
+  while ((r = p_cuMemAlloc_v2(&p, chunk)) == CUDA_SUCCESS) got += chunk;
+  if (r != CUDA_ERROR_OUT_OF_MEMORY) return fail("race: %s", errName(r));
+  printf("got=%llu\n", got);
+  fflush(stdout);
+  char c;
+  while (read(0, &c, 1) > 0) {
+  }
+  return 0;
+}
+
+static int scenarioNvml(size_t bytes) {
+  int rc = setup();
+  if (rc) return rc;
+  CUdeviceptr p;
+  if (bytes && p_cuMemAlloc_v2(&p, bytes) != CUDA_SUCCESS) return fail("nvml: alloc failed");
+  if (loadNvml() != 0 || p_nvmlInit_v2() != 0) return fail("nvml: cannot initialise NVML");
+  void* dev = NULL;
+  NvmlMemory m;
+  NvmlMemoryV2 m2;
+  memset(&m2, 0, sizeof m2);
+  m2.version = (unsigned)(sizeof(NvmlMemoryV2) | (2u << 24));
+  if (p_nvmlDeviceGetHandleByIndex_v2(0, &dev) != 0 || p_nvmlDeviceGetMemoryInfo(dev, &m) != 0) {
+    return fail("nvml: memory info failed");
+  }
+  printf("total=%llu\nfree=%llu\nused=%llu\n", m.total, m.free, m.used);
+  if (p_nvmlDeviceGetMemoryInfo_v2 && p_nvmlDeviceGetMemoryInfo_v2(dev, &m2) == 0) {
+    printf("v2_total=%llu\nv2_free=%llu\nv2_used=%llu\n", m2.total, m2.free, m2.used);
+  }
+  return 0;
+}
+
+/* procaddr: which exported variant each (symbol, version, flags) request resolves to. */
+static int scenarioProcAddr(void) {
+  int rc = setup();
+  if (rc) return rc;
+  struct {
+    const char* symbol;
+    int version;
+    cuuint64_t flags;
+  } cases[] = {
+      {"cuMemAlloc", 12000, CU_GET_PROC_ADDRESS_DEFAULT},
+      {"cuMemAlloc", 3000, CU_GET_PROC_ADDRESS_DEFAULT},
+      {"cuMemFree", 12000, CU_GET_PROC_ADDRESS_DEFAULT},
+      {"cuMemGetInfo", 12000, CU_GET_PROC_ADDRESS_DEFAULT},
+      {"cuMemGetInfo", 3000, CU_GET_PROC_ADDRESS_DEFAULT},
+      {"cuLaunchKernel", 12000, CU_GET_PROC_ADDRESS_LEGACY_STREAM},
+      {"cuLaunchKernel", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM},
+      {"cuLaunchKernelEx", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM},
+      {"cuLaunchCooperativeKernel", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM},
+      {"cuGraphLaunch", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM},
+      {"cuMemAllocAsync", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM},
+      {"cuMemAllocAsync", 12000, CU_GET_PROC_ADDRESS_LEGACY_STREAM},
+      {"cuMemFreeAsync", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM},
+      {"cuCtxCreate", 3000, CU_GET_PROC_ADDRESS_DEFAULT},
+      {"cuCtxCreate", 11000, CU_GET_PROC_ADDRESS_DEFAULT},
+      {"cuCtxCreate", 12000, CU_GET_PROC_ADDRESS_DEFAULT},
+      {"cuCtxCreate", 13000, CU_GET_PROC_ADDRESS_DEFAULT},
+      {"cuGetProcAddress", 12000, CU_GET_PROC_ADDRESS_DEFAULT},
+      {"cuDeviceGetName", 12000, CU_GET_PROC_ADDRESS_DEFAULT},
+      {"cuMemcpyHtoD", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM},
+  };
+  static const char* suffixes[] = {"", "_v2", "_v3", "_v4", "_ptsz", "_ptds", "_v2_ptsz", "_v2_ptds"};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    void* fn = NULL;
+    CUdriverProcAddressQueryResult status;
+    CUresult r = p_cuGetProcAddress_v2(cases[i].symbol, &fn, cases[i].version, cases[i].flags, &status);
+    const char* which = "none";
+    char name[128];
+    for (size_t s = 0; r == CUDA_SUCCESS && s < sizeof suffixes / sizeof suffixes[0]; ++s) {
+      snprintf(name, sizeof name, "%s%s", cases[i].symbol, suffixes[s]);
+      if (fn != NULL && dlsym(RTLD_DEFAULT, name) == fn) {
+        which = name;
+        break;
+      }
+    }
+    Dl_info info;
+    const char* lib = fn && dladdr(fn, &info) && strstr(info.dli_fname, "libvgpu") ? "vgpu" : "driver";
+    printf("%s@%d/%llu -> rc=%d %s %s\n", cases[i].symbol, cases[i].version,
+           (unsigned long long)cases[i].flags, (int)r, which, lib);
+  }
+  return 0;
+}
+
+/* passthrough: calls libvgpu does not wrap; the output must not depend on the preload. */
+static int scenarioPassthrough(void) {
+  int rc = setup();
+  if (rc) return rc;
+  int count = 0;
+  char name[256] = "";
+  int sms = 0, major = 0;
+  printf("count rc=%d n=%d\n", (int)p_cuDeviceGetCount(&count), count);
+  printf("name rc=%d %s\n", (int)p_cuDeviceGetName(name, sizeof name, 0), name);
+  printf("sms rc=%d %d\n", (int)p_cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0), sms);
+  printf("cc rc=%d %d\n", (int)p_cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0), major);
+  printf("bad attribute rc=%d\n", (int)p_cuDeviceGetAttribute(&major, (CUdevice_attribute)100000, 0));
+  printf("bad device rc=%d\n", (int)p_cuDeviceGetName(name, sizeof name, 99));
+  CUdeviceptr p;
+  int in[4] = {1, 2, 3, 4}, out[4] = {0};
+  printf("alloc rc=%d\n", (int)p_cuMemAlloc_v2(&p, sizeof in));
+  printf("h2d rc=%d\n", (int)p_cuMemcpyHtoD_v2(p, in, sizeof in));
+  printf("d2h rc=%d %d %d %d %d\n", (int)p_cuMemcpyDtoH_v2(out, p, sizeof out), out[0], out[1], out[2], out[3]);
+  printf("sync rc=%d\n", (int)p_cuCtxSynchronize());
+  printf("free rc=%d\n", (int)p_cuMemFree_v2(p));
+  printf("free again rc=%d\n", (int)p_cuMemFree_v2(p));
+  printf("free unknown rc=%d\n", (int)p_cuMemFree_v2((CUdeviceptr)0x1234));
+  Dl_info info;
+  void* fn = dlsym(g_cuda, "cuDeviceGetName");
+  printf("unwrapped symbol from %s\n", fn && dladdr(fn, &info) && strstr(info.dli_fname, "libvgpu") ? "vgpu" : "driver");
+  return 0;
+}
+
+static uint64_t nowNs(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* compute <ms> <kernel_us>: keep the device busy with "spin" kernels; report the share
+ * of wall time the device was busy with them (the fake's schedule, not our own figure). */
+static int scenarioCompute(unsigned ms, unsigned long long kernelUs) {
+  int rc = setup();
+  if (rc) return rc;
+  uint64_t (*busyNs)(int) = (uint64_t(*)(int))dlsym(g_cuda, "vgpuFakeDeviceBusyNs");
+  if (!busyNs) return fail("compute: the driver has no vgpuFakeDeviceBusyNs");
+  CUmodule mod;
+  CUfunction spin;
+  static const char image[] = "spin";
+  if (p_cuModuleLoadData(&mod, image) != CUDA_SUCCESS || p_cuModuleGetFunction(&spin, mod, "spin") != CUDA_SUCCESS) {
+    return fail("compute: no spin kernel");
+  }
+  void* params[] = {&kernelUs};
+  /* Warm up one burst so the measurement starts in the steady state. */
+  for (int i = 0; i < 3; ++i) p_cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
+  p_cuCtxSynchronize();
+  uint64_t b0 = busyNs(0), t0 = nowNs();
+  unsigned launches = 0;
+  while (nowNs() - t0 < (uint64_t)ms * 1000000ull) {
+    CUresult r = p_cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
+    if (r != CUDA_SUCCESS) return fail("compute: launch failed: %s", errName(r));
+    ++launches;
+  }
+  p_cuCtxSynchronize();
+  uint64_t b1 = busyNs(0), t1 = nowNs();
+  printf("share=%.4f\nlaunches=%u\n", (double)(b1 - b0) / (double)(t1 - t0), launches);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: limiter_probe <scenario> [args]\n");
+    return 3;
+  }
+  const char* s = argv[1];
+  size_t arg = argc > 2 ? strtoull(argv[2], NULL, 10) : 0;
+  size_t arg2 = argc > 3 ? strtoull(argv[3], NULL, 10) : 0;
+  if (!strcmp(s, "init")) {
+    if (loadCuda()) return 3;
+    CUresult r = p_cuInit(0);
+    if (r != CUDA_SUCCESS) {
+      fprintf(stderr, "probe: cuInit failed: %d\n", (int)r);
+      return 3;
+    }
+    return 0;
+  }
+  if (!strcmp(s, "path") && argc > 4) return scenarioPath(argv[2], arg2 * MIB, strtoull(argv[4], NULL, 10) * MIB);
+  if (!strcmp(s, "meminfo")) return scenarioMeminfo();
+  if (!strcmp(s, "alloc")) return scenarioAlloc(arg * MIB, 0);
+  if (!strcmp(s, "hold")) return scenarioAlloc(arg * MIB, 1);
+  if (!strcmp(s, "race")) return scenarioRace(arg * MIB);
+  if (!strcmp(s, "nvml")) return scenarioNvml(arg * MIB);
+  if (!strcmp(s, "procaddr")) return scenarioProcAddr();
+  if (!strcmp(s, "passthrough")) return scenarioPassthrough();
+  if (!strcmp(s, "compute")) return scenarioCompute((unsigned)arg, arg2);
+  fprintf(stderr, "probe: unknown scenario %s\n", s);
+  return 3;
+}
