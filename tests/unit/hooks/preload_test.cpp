@@ -1,0 +1,387 @@
+// libvgpu.so as a container runs it: each scenario is a separate process (limiter_probe)
+// started with LD_PRELOAD and the limiter's environment, against the fake driver.
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "fake_gpu_state.h"
+#include "vgpu/shared_region.h"
+
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr int kDeviceMiB = 1024;
+constexpr int kContextMiB = 8;
+
+struct ProbeResult {
+  int exitCode = -1;  // -1: killed or timed out
+  std::string out;
+  std::string err;
+};
+
+std::string readAll(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// The value of `key=` in the probe's output, or "" if absent.
+std::string field(const std::string& out, const std::string& key) {
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key + "=", 0) == 0) return line.substr(key.size() + 1);
+  }
+  return "";
+}
+
+uint64_t fieldU64(const std::string& out, const std::string& key) {
+  return strtoull(field(out, key).c_str(), nullptr, 10);
+}
+
+// A probe started in the background (its stdin and stdout are pipes).
+struct Running {
+  pid_t pid = -1;
+  int in = -1;   // write end of its stdin
+  int out = -1;  // read end of its stdout
+  std::string errPath;
+};
+
+class LimiterPreload : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/vgpu-preload-test-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    config_ = dir_ + "/gpus.conf";
+    std::ofstream(config_) << "gpu uuid=GPU-6b1f7c2a-0f4e-4a8e-9d2c-3a5b7e9f1c20 name=\"Fake H100\" "
+                           << "memory_mib=" << kDeviceMiB << " sm_count=132 cc=9.0 context_mib="
+                           << kContextMiB << "\n";
+  }
+  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+
+  std::map<std::string, std::string> env(const std::map<std::string, std::string>& extra,
+                                         bool preload) const {
+    std::map<std::string, std::string> e{
+        {"PATH", "/usr/bin:/bin"},
+        {"LD_LIBRARY_PATH", VGPU_FAKE_LIB_PATH},
+        {"VGPU_FAKE_GPU_CONFIG", config_},
+        {"VGPU_FAKE_GPU_STATE", dir_ + "/fake-state"},
+        {"CUDA_DEVICE_MEMORY_SHARED_CACHE", dir_ + "/region"},
+        {"PROBE_EXPORTER_REGION", dir_ + "/exporter-region"},
+    };
+    if (preload) e["LD_PRELOAD"] = VGPU_LIBVGPU;
+    for (const auto& [k, v] : extra) e[k] = v;
+    return e;
+  }
+
+  Running start(const std::vector<std::string>& args, const std::map<std::string, std::string>& extra,
+                bool preload = true) {
+    std::vector<std::string> envStrings;
+    for (const auto& [k, v] : env(extra, preload)) envStrings.push_back(k + "=" + v);
+    int inPipe[2], outPipe[2];
+    EXPECT_EQ(pipe(inPipe), 0);
+    EXPECT_EQ(pipe(outPipe), 0);
+    Running r;
+    r.errPath = dir_ + "/stderr." + std::to_string(++runs_);
+    r.pid = fork();
+    if (r.pid == 0) {
+      dup2(inPipe[0], 0);
+      dup2(outPipe[1], 1);
+      int err = open(r.errPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(err, 2);
+      std::vector<char*> argv{const_cast<char*>(VGPU_PROBE)};
+      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      std::vector<char*> envp;
+      for (auto& s : envStrings) envp.push_back(s.data());
+      envp.push_back(nullptr);
+      execve(VGPU_PROBE, argv.data(), envp.data());
+      _exit(127);
+    }
+    close(inPipe[0]);
+    close(outPipe[1]);
+    r.in = inPipe[1];
+    r.out = outPipe[0];
+    return r;
+  }
+
+  // Reads the probe's stdout until `marker` appears or `timeoutMs` passes.
+  static std::string readUntil(Running& r, const std::string& marker, int timeoutMs) {
+    std::string out;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+    while (out.find(marker) == std::string::npos) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      deadline - std::chrono::steady_clock::now()).count();
+      pollfd p{r.out, POLLIN, 0};
+      if (left <= 0 || poll(&p, 1, static_cast<int>(left)) <= 0) break;
+      char buf[512];
+      ssize_t n = read(r.out, buf, sizeof buf);
+      if (n <= 0) break;
+      out.append(buf, static_cast<size_t>(n));
+    }
+    return out;
+  }
+
+  // Closes its stdin, collects the rest of stdout and the exit status (killed after timeout).
+  static ProbeResult finish(Running& r, int timeoutMs, std::string out = "") {
+    if (r.in >= 0) close(r.in);
+    r.in = -1;
+    out += readUntil(r, "\x01never", timeoutMs);  // to EOF or the deadline
+    close(r.out);
+    ProbeResult res;
+    int status = 0;
+    if (waitpid(r.pid, &status, WNOHANG) == 0) {
+      kill(r.pid, SIGKILL);
+      waitpid(r.pid, &status, 0);
+      ADD_FAILURE() << "probe timed out";
+    }
+    res.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    res.out = out;
+    res.err = readAll(r.errPath);
+    return res;
+  }
+
+  ProbeResult run(const std::vector<std::string>& args,
+                  const std::map<std::string, std::string>& extra = {}, bool preload = true,
+                  int timeoutMs = 30000) {
+    Running r = start(args, extra, preload);
+    return finish(r, timeoutMs);
+  }
+
+  // Device memory the fake driver really holds (its shared state file).
+  uint64_t physicalUsed() const {
+    int fd = open((dir_ + "/fake-state").c_str(), O_RDONLY);
+    if (fd < 0) return 0;
+    void* m = mmap(nullptr, sizeof(vgpu_fake_gpu_state), PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) return 0;
+    uint64_t used = __atomic_load_n(&static_cast<vgpu_fake_gpu_state*>(m)->devices[0].used_bytes,
+                                    __ATOMIC_ACQUIRE);
+    munmap(m, sizeof(vgpu_fake_gpu_state));
+    return used;
+  }
+
+  std::string dir_;
+  std::string config_;
+  int runs_ = 0;
+};
+
+// ---- every allocation path: counted, refused at the limit with nothing allocated ----
+
+struct PathCase {
+  const char* path;
+  const char* limit;
+  int aMiB;  // fits
+  int bMiB;  // does not fit on top of A, fits alone
+};
+
+class LimiterAllocationPath : public LimiterPreload,
+                              public ::testing::WithParamInterface<PathCase> {};
+
+TEST_P(LimiterAllocationPath, IsCountedAndRefusedAtTheLimit) {
+  const PathCase& c = GetParam();
+  ProbeResult r = run({"path", c.path, std::to_string(c.aMiB), std::to_string(c.bMiB)},
+                      {{"CUDA_DEVICE_MEMORY_LIMIT", c.limit}});
+  EXPECT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_GE(fieldU64(r.out, "charged_a"), static_cast<uint64_t>(c.aMiB) * kMiB) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Paths, LimiterAllocationPath,
+    ::testing::Values(PathCase{"plain", "64m", 24, 36}, PathCase{"pitch", "64m", 24, 36},
+                      PathCase{"managed", "64m", 24, 36}, PathCase{"async", "64m", 24, 36},
+                      PathCase{"pool", "64m", 24, 36}, PathCase{"array", "64m", 24, 36},
+                      PathCase{"array3d", "64m", 24, 36}, PathCase{"mipmap", "64m", 24, 36},
+                      PathCase{"vmm", "64m", 24, 36}, PathCase{"graph", "64m", 24, 36},
+                      PathCase{"ipc", "64m", 24, 36}, PathCase{"import", "64m", 24, 36},
+                      PathCase{"context", "20m", kContextMiB, kContextMiB}),
+    [](const ::testing::TestParamInfo<PathCase>& info) { return std::string(info.param.path); });
+
+// ---- what the container is told ----
+
+TEST_F(LimiterPreload, MemGetInfoReportsTheLimitAndWhatIsLeftOfIt) {
+  ProbeResult r = run({"meminfo"}, {{"CUDA_DEVICE_MEMORY_LIMIT_0", "256m"}});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_EQ(fieldU64(r.out, "total"), 256 * kMiB);
+  EXPECT_EQ(fieldU64(r.out, "free"), (256 - kContextMiB) * kMiB);  // the context is charged
+  EXPECT_EQ(fieldU64(r.out, "device_total"), 256 * kMiB);
+}
+
+TEST_F(LimiterPreload, WithoutALimitTheDeviceLooksPhysical) {
+  ProbeResult with = run({"meminfo"});
+  ProbeResult without = run({"meminfo"}, {}, false);
+  ASSERT_EQ(with.exitCode, 0) << with.err;
+  EXPECT_EQ(fieldU64(with.out, "total"), kDeviceMiB * kMiB);
+  EXPECT_EQ(with.out, without.out);
+}
+
+TEST_F(LimiterPreload, LimitsFileBeatsTheEnvironment) {
+  std::string file = dir_ + "/limits.env";
+  std::ofstream(file) << "CUDA_DEVICE_MEMORY_LIMIT=128m\n";
+  ProbeResult r = run({"meminfo"}, {{"VGPU_LIMITS_FILE", file},
+                                    {"CUDA_DEVICE_MEMORY_LIMIT", "512m"},
+                                    {"CUDA_DEVICE_MEMORY_LIMIT_0", "768m"}});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_EQ(fieldU64(r.out, "total"), 128 * kMiB);
+}
+
+TEST_F(LimiterPreload, BadLimitValuesAreRefusedClearlyAtStart) {
+  for (const char* bad : {"1GB", "1Gi", "lots", "-5", "0x100"}) {
+    ProbeResult r = run({"init"}, {{"CUDA_DEVICE_MEMORY_LIMIT", bad}});
+    EXPECT_EQ(r.exitCode, 3) << bad;  // cuInit fails: no silently different limit
+    EXPECT_NE(r.err.find("CUDA_DEVICE_MEMORY_LIMIT"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(bad), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+}
+
+TEST_F(LimiterPreload, NvmlReportsTheLimitAndTheContainersUsage) {
+  ProbeResult r = run({"nvml", "100"}, {{"CUDA_DEVICE_MEMORY_LIMIT", "256m"}});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_EQ(fieldU64(r.out, "total"), 256 * kMiB);
+  EXPECT_EQ(fieldU64(r.out, "used"), (100 + kContextMiB) * kMiB);
+  EXPECT_EQ(fieldU64(r.out, "free"), (256 - 100 - kContextMiB) * kMiB);
+  if (!field(r.out, "v2_total").empty()) {
+    EXPECT_EQ(fieldU64(r.out, "v2_total"), 256 * kMiB);
+    EXPECT_EQ(fieldU64(r.out, "v2_used"), (100 + kContextMiB) * kMiB);
+  }
+}
+
+TEST_F(LimiterPreload, OversubscriptionFallsBackToManagedMemory) {
+  // 1.5 GiB on a 1 GiB device: the driver refuses, unless the limit allows oversubscription.
+  ProbeResult refused = run({"alloc", "1536"}, {{"CUDA_DEVICE_MEMORY_LIMIT", "4g"}});
+  EXPECT_EQ(refused.exitCode, 2) << refused.err;
+  ProbeResult over = run({"alloc", "1536"},
+                         {{"CUDA_DEVICE_MEMORY_LIMIT", "4g"}, {"CUDA_OVERSUBSCRIBE", "true"}});
+  EXPECT_EQ(over.exitCode, 0) << over.err;
+  ProbeResult beyondLimit = run({"alloc", "5000"},
+                                {{"CUDA_DEVICE_MEMORY_LIMIT", "4g"}, {"CUDA_OVERSUBSCRIBE", "true"}});
+  EXPECT_EQ(beyondLimit.exitCode, 2) << beyondLimit.err;
+}
+
+// ---- several processes of one container ----
+
+TEST_F(LimiterPreload, EightRacingProcessesNeverExceedTheLimitTogether) {
+  constexpr uint64_t kLimit = 200 * kMiB;
+  std::vector<Running> probes;
+  for (int i = 0; i < 8; ++i) probes.push_back(start({"race", "7"}, {{"CUDA_DEVICE_MEMORY_LIMIT", "200m"}}));
+  uint64_t total = 0;
+  std::vector<std::string> outs;
+  for (auto& p : probes) {
+    std::string out = readUntil(p, "\n", 30000);
+    outs.push_back(out);
+    total += fieldU64(out, "got");
+  }
+  // All eight hold their memory now: neither the charged sum nor the device exceeds it.
+  EXPECT_LE(total + 8 * kContextMiB * kMiB, kLimit);
+  EXPECT_GT(total, kLimit / 2);  // and they did fill it
+  const vgpu_region* region = nullptr;
+  ASSERT_EQ(vgpu_region_open_readonly((dir_ + "/region").c_str(), &region, nullptr, 0), VGPU_REGION_OK);
+  EXPECT_LE(region->devices[0].memory_used, kLimit);
+  EXPECT_GE(region->devices[0].memory_used, total + 8 * kContextMiB * kMiB);
+  vgpu_region_close(region);
+  EXPECT_LE(physicalUsed(), kLimit) << "the simulated device holds more than the limit";
+  for (size_t i = 0; i < probes.size(); ++i) {
+    ProbeResult r = finish(probes[i], 30000, outs[i]);
+    EXPECT_EQ(r.exitCode, 0) << r.err;
+  }
+}
+
+TEST_F(LimiterPreload, KilledProcessDoesNotBlockOthersAndItsMemoryIsReclaimed) {
+  Running holder = start({"hold", "150"}, {{"CUDA_DEVICE_MEMORY_LIMIT", "200m"}});
+  ASSERT_NE(readUntil(holder, "held", 30000).find("held"), std::string::npos);
+  kill(holder.pid, SIGKILL);
+  finish(holder, 5000);
+  auto t0 = std::chrono::steady_clock::now();
+  ProbeResult r = run({"alloc", "150"}, {{"CUDA_DEVICE_MEMORY_LIMIT", "200m"}}, true, 15000);
+  EXPECT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+}
+
+// ---- interposition ----
+
+TEST_F(LimiterPreload, ProcAddressReturnsTheWrapperOfExactlyTheRequestedVariant) {
+  ProbeResult with = run({"procaddr"});
+  ProbeResult without = run({"procaddr"}, {}, false);
+  ASSERT_EQ(with.exitCode, 0) << with.err;
+  ASSERT_EQ(without.exitCode, 0) << without.err;
+  // Line by line: the same variant as the driver picks, ours where we wrap it.
+  std::istringstream a(with.out), b(without.out);
+  std::string la, lb;
+  int lines = 0;
+  while (std::getline(a, la) && std::getline(b, lb)) {
+    ++lines;
+    std::string va = la.substr(0, la.rfind(' ')), vb = lb.substr(0, lb.rfind(' '));
+    EXPECT_EQ(va, vb);
+    bool wrapped = la.find(" none ") == std::string::npos &&
+                   la.rfind("cuDeviceGetName", 0) != 0 && la.rfind("cuMemcpyHtoD", 0) != 0;
+    EXPECT_EQ(la.substr(la.rfind(' ') + 1), wrapped ? "vgpu" : "driver") << la;
+  }
+  EXPECT_EQ(lines, 20);
+  EXPECT_NE(with.out.find("cuLaunchKernel@12000/2 -> rc=0 cuLaunchKernel_ptsz vgpu"), std::string::npos)
+      << with.out;
+  EXPECT_NE(with.out.find("cuLaunchKernel@12000/1 -> rc=0 cuLaunchKernel vgpu"), std::string::npos);
+  EXPECT_NE(with.out.find("cuMemAlloc@12000/0 -> rc=0 cuMemAlloc_v2 vgpu"), std::string::npos);
+}
+
+TEST_F(LimiterPreload, PassthroughFunctionsBehaveExactlyAsWithoutTheLibrary) {
+  ProbeResult with = run({"passthrough"}, {{"CUDA_DEVICE_MEMORY_LIMIT", "512m"}});
+  ProbeResult without = run({"passthrough"}, {}, false);
+  ASSERT_EQ(without.exitCode, 0) << without.err;
+  EXPECT_EQ(with.exitCode, 0) << with.err;
+  EXPECT_EQ(with.out, without.out);
+  EXPECT_NE(with.out.find("unwrapped symbol from driver"), std::string::npos);
+}
+
+TEST_F(LimiterPreload, StdoutStaysCleanEvenWithDebugLogging) {
+  ProbeResult ok = run({"alloc", "10"}, {{"CUDA_DEVICE_MEMORY_LIMIT", "64m"}, {"LIBVGPU_LOG_LEVEL", "4"}});
+  EXPECT_EQ(ok.exitCode, 0) << ok.err;
+  EXPECT_EQ(ok.out, "");
+  EXPECT_NE(ok.err.find("libvgpu"), std::string::npos);  // the log went to stderr
+  ProbeResult refused = run({"alloc", "100"}, {{"CUDA_DEVICE_MEMORY_LIMIT", "64m"}, {"LIBVGPU_LOG_LEVEL", "4"}});
+  EXPECT_EQ(refused.exitCode, 2);
+  EXPECT_EQ(refused.out, "");
+  ProbeResult quiet = run({"alloc", "100"}, {{"CUDA_DEVICE_MEMORY_LIMIT", "64m"}});
+  EXPECT_EQ(quiet.exitCode, 2);
+  EXPECT_EQ(quiet.out, "");
+  EXPECT_EQ(quiet.err.find("libvgpu"), std::string::npos) << "diagnostics must be off by default";
+}
+
+// ---- compute ----
+
+class LimiterCompute : public LimiterPreload, public ::testing::WithParamInterface<int> {};
+
+TEST_P(LimiterCompute, BusyWorkloadTracksTheLimitWithinFivePoints) {
+  int limit = GetParam();
+  ProbeResult r = run({"compute", "1500", "1000"}, {{"CUDA_DEVICE_SM_LIMIT", std::to_string(limit)}});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  double share = strtod(field(r.out, "share").c_str(), nullptr) * 100;
+  EXPECT_NEAR(share, limit, 5.0) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Limits, LimiterCompute, ::testing::Values(10, 30, 50, 90));
+
+TEST_F(LimiterPreload, ComputeLimitOfHundredOrZeroDoesNotThrottle) {
+  for (const char* limit : {"100", "0"}) {
+    ProbeResult r = run({"compute", "500", "1000"}, {{"CUDA_DEVICE_SM_LIMIT", limit}});
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_GT(strtod(field(r.out, "share").c_str(), nullptr), 0.95) << limit << ": " << r.out;
+  }
+}
+
+}  // namespace
