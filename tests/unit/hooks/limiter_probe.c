@@ -590,7 +590,8 @@ static int scenarioCompute(unsigned ms, unsigned long long kernelUs) {
   while (nowNs() - t0 < (uint64_t)ms * 1000000ull) {
     CUresult r = p_cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
     if (r != CUDA_SUCCESS) return fail("compute: launch failed: %s", errName(r));
-    ++launches;
+    /* Like a training step: a few kernels, then wait for them (bounds the queue). */
+    if (++launches % 8 == 0) p_cuCtxSynchronize();
   }
   p_cuCtxSynchronize();
   uint64_t b1 = busyNs(0), t1 = nowNs();
