@@ -22,7 +22,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fake_gpu_state.h"
 
 #define MIB (1024ull * 1024ull)
 
@@ -163,17 +162,10 @@ static int setup(void) {
   return 0;
 }
 
-/* Bytes the simulated device really holds, from the fake driver's state file. */
+/* Bytes the simulated device really holds (all processes), from the fake's test API. */
 static uint64_t physicalUsed(void) {
-  const char* path = getenv("VGPU_FAKE_GPU_STATE");
-  int fd = path ? open(path, O_RDONLY) : -1;
-  if (fd < 0) return 0;
-  void* m = mmap(NULL, sizeof(vgpu_fake_gpu_state), PROT_READ, MAP_SHARED, fd, 0);
-  close(fd);
-  if (m == MAP_FAILED) return 0;
-  uint64_t used = __atomic_load_n(&((vgpu_fake_gpu_state*)m)->devices[0].used_bytes, __ATOMIC_ACQUIRE);
-  munmap(m, sizeof(vgpu_fake_gpu_state));
-  return used;
+  uint64_t (*used)(int) = (uint64_t(*)(int))dlsym(g_cuda, "vgpuFakeDeviceUsedBytes");
+  return used ? used(0) : 0;
 }
 
 static uint64_t containerUsed(void) {
@@ -456,7 +448,9 @@ static int scenarioRace(size_t chunk) {
   printf("got=%llu\n", got);
   fflush(stdout);
   char c;
-  while (read(0, &c, 1) > 0) {
+  while (read(0, &c, 1) > 0) { /* "p": report the device's physical usage now */
+    if (c == 'p') printf("phys=%llu\n", (unsigned long long)physicalUsed());
+    fflush(stdout);
   }
   return 0;
 }

@@ -4,8 +4,7 @@
 
 # The probe is C and links only libc/libdl, like an application that dlopens the driver.
 add_executable(vgpu_limiter_probe limiter_probe.c)
-target_include_directories(vgpu_limiter_probe PRIVATE ${VGPU_CUDA_INCLUDE_DIR}
-                           ${CMAKE_SOURCE_DIR}/tests/fakes/gpu)
+target_include_directories(vgpu_limiter_probe PRIVATE ${VGPU_CUDA_INCLUDE_DIR})
 target_link_libraries(vgpu_limiter_probe PRIVATE ${CMAKE_DL_LIBS})
 set_target_properties(vgpu_limiter_probe PROPERTIES C_STANDARD 11 C_EXTENSIONS ON)
 # Not vgpu_warnings: ISO C (-Wpedantic) forbids casting dlsym's void* to a function pointer,
@@ -13,7 +12,6 @@ set_target_properties(vgpu_limiter_probe PROPERTIES C_STANDARD 11 C_EXTENSIONS O
 target_compile_options(vgpu_limiter_probe PRIVATE -Wall -Wextra -Werror)
 
 vgpu_gtest(vgpu_limiter_preload_test SOURCES preload_test.cpp LIBS vgpu_region)
-target_include_directories(vgpu_limiter_preload_test PRIVATE ${CMAKE_SOURCE_DIR}/tests/fakes/gpu)
 add_dependencies(vgpu_limiter_preload_test vgpu_limiter_probe vgpu vgpu_fake_cuda vgpu_fake_nvml)
 target_compile_definitions(vgpu_limiter_preload_test PRIVATE
   VGPU_PROBE="$<TARGET_FILE:vgpu_limiter_probe>"
