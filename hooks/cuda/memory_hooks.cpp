@@ -134,8 +134,9 @@ bool nvmlDeviceUsed(int dev, uint64_t* used) {
 // Primary contexts are recorded under these ids, others under their handle.
 constexpr uintptr_t kPrimaryContextId = uintptr_t{1} << 63;
 
-template <class F>
-CUresult createContext(CUcontext* pctx, CUdevice dev, F&& create, bool primary = false) {
+// Charges the context overhead; a context that does not fit is destroyed again (`undo`).
+template <class F, class U>
+CUresult createContext(CUcontext* pctx, CUdevice dev, F&& create, U&& undo, bool primary = false) {
   int d = static_cast<int>(dev);
   if (d < 0 || d >= kLimiterMaxDevices) return create();
   int64_t overhead = gContextOverhead[d].load();
@@ -147,9 +148,10 @@ CUresult createContext(CUcontext* pctx, CUdevice dev, F&& create, bool primary =
   uint64_t after = 0;
   if (measure && nvmlDeviceUsed(d, &after)) {
     uint64_t grew = after > before ? after - before : 0;
-    if (grew > (2ull << 30)) grew = 0;  // someone else allocated meanwhile: not a measurement
+    if (grew > (2ull << 30)) grew = 0;  // not a plausible overhead: someone else allocated
     gContextOverhead[d].store(static_cast<int64_t>(grew));
-    if (grew != charge && trueUp(d, charge, grew, [] {}) == CUDA_SUCCESS) charge = grew;
+    if (CUresult t = trueUp(d, charge, grew, undo); t != CUDA_SUCCESS) return t;
+    charge = grew;
   }
   if (primary) {
     ledger::put(Kind::kContext, kPrimaryContextId + static_cast<uintptr_t>(d), {d, charge, 0});
@@ -456,25 +458,32 @@ CUresult cuGraphDestroy(CUgraph hGraph) {
 
 CUresult cuCtxCreate(CUcontext* pctx, unsigned int flags, CUdevice dev) {
   VGPU_ENTER_CUDA(cuCtxCreate);
-  return createContext(pctx, dev, [&] { return real::cuCtxCreate(pctx, flags, dev); });
+  return createContext(
+      pctx, dev, [&] { return real::cuCtxCreate(pctx, flags, dev); },
+      [&] { real::cuCtxDestroy_v2(*pctx); });
 }
 
 CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
   VGPU_ENTER_CUDA(cuCtxCreate_v2);
-  return createContext(pctx, dev, [&] { return real::cuCtxCreate_v2(pctx, flags, dev); });
+  return createContext(
+      pctx, dev, [&] { return real::cuCtxCreate_v2(pctx, flags, dev); },
+      [&] { real::cuCtxDestroy_v2(*pctx); });
 }
 
 CUresult cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* paramsArray, int numParams,
                         unsigned int flags, CUdevice dev) {
   VGPU_ENTER_CUDA(cuCtxCreate_v3);
   return createContext(
-      pctx, dev, [&] { return real::cuCtxCreate_v3(pctx, paramsArray, numParams, flags, dev); });
+      pctx, dev, [&] { return real::cuCtxCreate_v3(pctx, paramsArray, numParams, flags, dev); },
+      [&] { real::cuCtxDestroy_v2(*pctx); });
 }
 
 CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int flags,
                         CUdevice dev) {
   VGPU_ENTER_CUDA(cuCtxCreate_v4);
-  return createContext(pctx, dev, [&] { return real::cuCtxCreate_v4(pctx, params, flags, dev); });
+  return createContext(
+      pctx, dev, [&] { return real::cuCtxCreate_v4(pctx, params, flags, dev); },
+      [&] { real::cuCtxDestroy_v2(*pctx); });
 }
 
 CUresult cuCtxDestroy_v2(CUcontext ctx) {
@@ -495,7 +504,8 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   }
   CUcontext ctx = nullptr;
   CUresult rc = createContext(
-      &ctx, dev, [&] { return real::cuDevicePrimaryCtxRetain(&ctx, dev); }, true);
+      &ctx, dev, [&] { return real::cuDevicePrimaryCtxRetain(&ctx, dev); },
+      [&] { real::cuDevicePrimaryCtxRelease_v2(dev); }, true);
   if (rc == CUDA_SUCCESS) {
     if (pctx != nullptr) *pctx = ctx;
     gPrimaryRefs[d].fetch_add(1);

@@ -176,15 +176,29 @@ void initNvml() {
   tInInit = false;
 }
 
+constexpr int kSlotGone = -2;  // detached at exit: never attach again
+
 void atforkChild() {
   // The child holds no device memory of its parent and needs a slot of its own.
   Runtime* rt = __atomic_load_n(&gRuntime, __ATOMIC_ACQUIRE);
   if (rt == nullptr || rt->region == nullptr) return;
   ledger::clear();
   throttle::reset();
-  int slot = -1;
-  rt->slot.store(-1);
-  if (vgpu_region_attach(rt->region, &slot, nullptr, 0) == VGPU_REGION_OK) rt->slot.store(slot);
+  rt->slot.store(-1);  // attached lazily at its first charge: most forks exec at once
+}
+
+// The process's slot, attaching first if this is a forked child that has none yet.
+int ensureSlot(Runtime& rt) {
+  int slot = rt.slot.load(std::memory_order_relaxed);
+  if (__builtin_expect(slot >= 0, 1) || slot == kSlotGone) return slot;
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&mu);
+  slot = rt.slot.load();
+  if (slot == -1 && vgpu_region_attach(rt.region, &slot, nullptr, 0) == VGPU_REGION_OK) {
+    rt.slot.store(slot);
+  }
+  pthread_mutex_unlock(&mu);
+  return slot;
 }
 
 __attribute__((constructor)) void onLoad() { pthread_atfork(nullptr, nullptr, atforkChild); }
@@ -193,7 +207,7 @@ __attribute__((destructor)) void onUnload() {
   Runtime* rt = __atomic_load_n(&gRuntime, __ATOMIC_ACQUIRE);
   if (rt == nullptr || rt->region == nullptr) return;
   // Late frees from other libraries' destructors must not touch a slot someone may reuse.
-  int slot = rt->slot.exchange(-1);
+  int slot = rt->slot.exchange(kSlotGone);
   vgpu_region_detach(rt->region, slot);
 }
 
@@ -292,7 +306,7 @@ CUresult reserveMemory(int dev, uint64_t bytes) {
   Runtime& rt = runtime();
   publishDevice(dev);
   uint64_t limit = rt.cfg.devices[dev].memoryBytes;
-  int rc = vgpu_region_try_add(rt.region, rt.slot.load(std::memory_order_relaxed), dev, bytes, limit);
+  int rc = vgpu_region_try_add(rt.region, ensureSlot(rt), dev, bytes, limit);
   if (rc == VGPU_REGION_OK) return CUDA_SUCCESS;
   if (rc == VGPU_REGION_OVER_LIMIT) {
     logf(kLogWarn, "device %d: %llu bytes refused, %llu of %llu in use", dev,
