@@ -4,6 +4,7 @@
 
 #include "vgpu/config.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
@@ -441,19 +442,55 @@ class Parser {
   std::map<std::string, std::vector<Where>> resourceMarks_;
 };
 
+// Counts a stream's documents from parser events, stopping at the first one whose root is
+// null. YAML::LoadAll cannot be used: yaml-cpp 0.7 loops forever, allocating, on a stray
+// ',' in block context (jbeder/yaml-cpp#1040; fixed upstream in LoadAll by stopping at
+// the first empty root, which is what this does).
+class DocumentCounter : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark&) override { depth_ = 0; nullRoot_ = false; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override { nullRoot_ = nullRoot_ || depth_ == 0; }
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    ++depth_;
+  }
+  void OnSequenceEnd() override { --depth_; }
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    ++depth_;
+  }
+  void OnMapEnd() override { --depth_; }
+
+  static int count(const std::string& text) {
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    DocumentCounter counter;
+    int documents = 0;
+    while (documents < 2 && parser.HandleNextDocument(counter)) {
+      if (counter.nullRoot_) break;
+      ++documents;
+    }
+    return documents;
+  }
+
+ private:
+  int depth_ = 0;
+  bool nullRoot_ = false;
+};
+
 }  // namespace
 
 Result<DeviceConfig> parseDeviceConfig(const std::string& yamlText, const std::string& fileName) {
   try {
-    std::vector<YAML::Node> docs = YAML::LoadAll(yamlText);
-    if (docs.empty() || (docs.size() == 1 && docs[0].IsNull())) {
-      return makeError(fileName + ": the file is empty; expected a map with keys version, scheduler, backends, nodes");
+    int documents = DocumentCounter::count(yamlText);
+    if (documents == 0) {
+      return makeError(fileName + ": holds no settings (the file is empty or its document is null); expected a "
+                                  "map with keys version, scheduler, backends, nodes");
     }
-    if (docs.size() > 1) {
-      return makeError(fileName + ": holds " + std::to_string(docs.size()) +
-                       " YAML documents; expected exactly one");
-    }
-    return Parser(fileName).document(docs[0]);
+    if (documents > 1) return makeError(fileName + ": holds more than one YAML document; expected exactly one");
+    YAML::Node root = YAML::Load(yamlText);
+    return Parser(fileName).document(root);
   } catch (const ConfigError& e) {
     return makeError(e.message);
   } catch (const YAML::Exception& e) {

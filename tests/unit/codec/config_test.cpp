@@ -170,9 +170,10 @@ TEST_P(ConfigInvalid, NamesFileLineKeyAndExpectation) { expectError(GetParam().y
 INSTANTIATE_TEST_SUITE_P(
     ConfigTable, ConfigInvalid,
     ::testing::Values(
-        BadConfig{"", "test.yaml: the file is empty"}, BadConfig{"# only a comment\n", "the file is empty"},
+        BadConfig{"", "test.yaml: holds no settings"}, BadConfig{"# only a comment\n", "holds no settings"},
+        BadConfig{",", "holds no settings"}, BadConfig{"- a\n,\n", "expected a map"}, BadConfig{"~", "holds no settings"},
         BadConfig{"- a\n- b\n", "test.yaml:1:1: expected a map with keys version"},
-        BadConfig{"just text", "expected a map"}, BadConfig{"a: 1\n---\nb: 2\n", "2 YAML documents"},
+        BadConfig{"just text", "expected a map"}, BadConfig{"a: 1\n---\nb: 2\n", "holds more than one YAML document"},
         BadConfig{"backends: [\n", "test.yaml:2:1: not valid YAML"},
         BadConfig{"version: 2\n", "test.yaml:1:1: version: unsupported version 2"},
         BadConfig{"version: one\n", "version: expected an integer"},
@@ -243,6 +244,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"backends: {sim: {}}\nnodes:\n  - name: a\n    backends:\n      sim: 3\n",
                   "nodes[0].backends.sim: expected a map of settings"}),
     [](const auto& info) { return std::to_string(info.index); });
+
+TEST(ConfigParse, StrayCommasEndInAnErrorNotAHang) {
+  // yaml-cpp 0.7's LoadAll loops forever on these (jbeder/yaml-cpp#1040).
+  for (const char* text : {",", "  ,", "# c\n,", "---\n,", "- a\n,", ",backends: 4"}) {
+    EXPECT_FALSE(parseDeviceConfig(text, "t").ok()) << text;
+  }
+}
 
 TEST(ConfigParse, NodeOverridesMayPrecedeTheirBackendSection) {
   auto r = parseDeviceConfig("nodes:\n  - name: a\n    backends: {sim: {splitCount: 2}}\nbackends:\n  sim: {}\n", "t");
