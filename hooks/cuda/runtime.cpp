@@ -159,7 +159,7 @@ void initNvml() {
   DlsymFn sym = findRealDlsym();
   rt.nvmlHandle = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_GLOBAL);
   if (rt.nvmlHandle == nullptr || sym == nullptr) {
-    logf(kLogError, "cannot load libnvidia-ml.so.1: %s", dlerror());
+    logf(kLogWarn, "cannot load libnvidia-ml.so.1: %s", dlerror());
     gNvmlStatus.store(NVML_ERROR_UNINITIALIZED);
     tInInit = false;
     return;
