@@ -13,7 +13,9 @@ namespace vgpu {
 /// docs/wire-format.md has the fields.
 std::string encodeAssignment(const Assignment& assignment);
 
-/// Errors as for decodeInventory: a clear message, never a partial result.
+/// Errors as for decodeInventory: a clear message, never a partial result; also duplicate
+/// container names, or one device granted twice to one container. Unknown fields are
+/// ignored.
 Result<Assignment> decodeAssignment(std::string_view json);
 
 }  // namespace vgpu
