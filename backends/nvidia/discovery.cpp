@@ -1,0 +1,317 @@
+#include "discovery.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <thread>
+
+#include "smi_xml.h"
+#include "vgpu/sdk/standard_rules.h"
+
+namespace vgpu::nvidia {
+namespace {
+
+std::optional<unsigned long long> parseXid(const std::string& s) {
+  unsigned long long v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+const char* migText(MigMode m) { return m == MigMode::kEnabled ? "enabled" : "disabled"; }
+
+}  // namespace
+
+Result<HealthCheckPolicy> HealthCheckPolicy::fromEnvironment(const char* disable, const char* enable) {
+  HealthCheckPolicy p;
+  for (const auto& item : sdk::splitList(disable ? disable : "")) {
+    const std::string word = lower(item);
+    if (word == "all" || word == "xids") {
+      p.enabled = false;
+    } else if (auto xid = parseXid(item)) {
+      p.ignoredXids.insert(*xid);
+    } else {
+      return makeError("DP_DISABLE_HEALTHCHECKS: \"" + item + "\" is neither all, xids nor an Xid number");
+    }
+  }
+  for (const auto& item : sdk::splitList(enable ? enable : "")) {
+    if (lower(item) == "all") {
+      p.ignoredXids.clear();
+    } else if (auto xid = parseXid(item)) {
+      p.ignoredXids.erase(*xid);
+    } else {
+      return makeError("DP_ENABLE_HEALTHCHECKS: \"" + item + "\" is neither all nor an Xid number");
+    }
+  }
+  return p;
+}
+
+std::string sysfsPciName(const std::string& busId) {
+  std::string id = lower(busId);
+  const auto colon = id.find(':');
+  if (colon == 8) id.erase(0, 4);  // NVML's 8-digit domain; sysfs uses 4
+  return id;
+}
+
+Device toDevice(const GpuInfo& gpu, const DiscoverySettings& s, const std::string& discoveredBy) {
+  Device d;
+  d.id = gpu.uuid;
+  d.index = gpu.index;
+  d.backend = s.backend;
+  d.model = gpu.name;
+  d.memoryMiB = static_cast<std::uint64_t>(std::floor(static_cast<double>(gpu.memoryMiB) * s.memoryScaling));
+  d.computeUnits = static_cast<std::uint32_t>(std::lround(100.0 * s.coreScaling));
+  d.splitCount = s.splitCount;
+  d.numaNode = gpu.numaNode;
+  d.health = gpu.error.empty() ? Health::kHealthy : Health::kUnhealthy;
+  d.attributes[attr::kDiscoveredBy] = discoveredBy;
+  if (gpu.mig != MigMode::kUnknown) d.attributes[attr::kMigMode] = migText(gpu.mig);
+  if (gpu.minor >= 0) d.attributes[attr::kMinor] = std::to_string(gpu.minor);
+  if (!gpu.pciBusId.empty()) d.attributes[attr::kPciBusId] = gpu.pciBusId;
+  if (!gpu.computeCapability.empty()) d.attributes[attr::kComputeCapability] = gpu.computeCapability;
+  if (!gpu.error.empty()) d.attributes[attr::kHealthReason] = gpu.error;
+  return d;
+}
+
+NvidiaDiscovery::NvidiaDiscovery(DiscoverySettings settings) : settings_(std::move(settings)) {}
+
+NvidiaDiscovery::~NvidiaDiscovery() {
+  if (events_ != nullptr && nvml_ && nvml_->fn().eventSetFree) nvml_->fn().eventSetFree(events_);
+}
+
+int NvidiaDiscovery::numaFromSysfs(const std::string& busId) const {
+  if (busId.empty()) return -1;
+  std::ifstream in(settings_.sysRoot + "/bus/pci/devices/" + sysfsPciName(busId) + "/numa_node");
+  int node = -1;
+  if (!(in >> node) || node < 0) return -1;
+  return node;
+}
+
+Result<std::vector<GpuInfo>> NvidiaDiscovery::listWithNvml() {
+  if (!nvml_) {
+    auto session = NvmlSession::open(settings_.nvmlLibrary);
+    if (!session.ok()) return std::move(session).error();
+    nvml_ = std::move(session).value();
+    if (settings_.health.enabled && nvml_->fn().eventSetCreate && nvml_->fn().eventSetWait) {
+      if (nvml_->fn().eventSetCreate(&events_) != nvml::kSuccess) events_ = nullptr;
+    }
+  }
+  const NvmlFunctions& f = nvml_->fn();
+  unsigned count = 0;
+  if (const auto rc = f.deviceGetCount(&count); rc != nvml::kSuccess)
+    return makeError(nvml_->describe("nvmlDeviceGetCount_v2", rc));
+
+  std::vector<GpuInfo> gpus;
+  for (unsigned i = 0; i < count; ++i) {
+    GpuInfo g;
+    g.index = static_cast<int>(i);
+    const std::string where = "GPU " + std::to_string(i) + ": ";
+    nvml::Device h = nullptr;
+    if (auto rc = f.deviceGetHandleByIndex(i, &h); rc != nvml::kSuccess) {
+      g.error = where + nvml_->describe("nvmlDeviceGetHandleByIndex_v2", rc);
+      gpus.push_back(std::move(g));
+      continue;
+    }
+    char text[nvml::kUuidBufferSize] = {};
+    if (auto rc = f.deviceGetUUID(h, text, sizeof text); rc != nvml::kSuccess) {
+      g.error = where + nvml_->describe("nvmlDeviceGetUUID", rc);
+      gpus.push_back(std::move(g));
+      continue;
+    }
+    g.uuid = text;
+    char name[nvml::kNameBufferSize] = {};
+    if (auto rc = f.deviceGetName(h, name, sizeof name); rc != nvml::kSuccess)
+      g.error = where + nvml_->describe("nvmlDeviceGetName", rc);
+    g.name = name;
+    nvml::Memory memory{};
+    if (auto rc = f.deviceGetMemoryInfo(h, &memory); rc != nvml::kSuccess) {
+      if (g.error.empty()) g.error = where + nvml_->describe("nvmlDeviceGetMemoryInfo", rc);
+    } else {
+      g.memoryMiB = memory.total >> 20;
+    }
+    unsigned value = 0;
+    if (f.deviceGetIndex && f.deviceGetIndex(h, &value) == nvml::kSuccess) g.index = static_cast<int>(value);
+    if (f.deviceGetMinorNumber && f.deviceGetMinorNumber(h, &value) == nvml::kSuccess)
+      g.minor = static_cast<int>(value);
+    nvml::PciInfo pci{};
+    if (f.deviceGetPciInfo && f.deviceGetPciInfo(h, &pci) == nvml::kSuccess) {
+      pci.busId[sizeof pci.busId - 1] = '\0';
+      g.pciBusId = pci.busId;
+    }
+    int major = 0, minor = 0;
+    if (f.deviceGetCudaComputeCapability && f.deviceGetCudaComputeCapability(h, &major, &minor) == nvml::kSuccess)
+      g.computeCapability = std::to_string(major) + "." + std::to_string(minor);
+    unsigned current = 0, pending = 0;
+    if (f.deviceGetMigMode) {
+      const auto rc = f.deviceGetMigMode(h, &current, &pending);
+      if (rc == nvml::kSuccess) g.mig = current == nvml::kMigEnable ? MigMode::kEnabled : MigMode::kDisabled;
+      else if (rc == nvml::kErrorNotSupported) g.mig = MigMode::kDisabled;  // a GPU without MIG
+    }
+    // NVML knows NUMA only where GPUs are NUMA nodes themselves; sysfs knows it for PCIe GPUs.
+    if (f.deviceGetNumaNodeId && f.deviceGetNumaNodeId(h, &value) == nvml::kSuccess)
+      g.numaNode = static_cast<int>(value);
+    if (g.error.empty() && settings_.health.enabled) {
+      std::vector<std::string> failures;
+      watchForXids(h, g.uuid, failures);
+      if (!failures.empty()) g.error = where + failures.front();
+    }
+    gpus.push_back(std::move(g));
+  }
+  return gpus;
+}
+
+void NvidiaDiscovery::watchForXids(nvml::Device handle, const std::string& uuid, std::vector<std::string>& failures) {
+  if (handles_.contains(handle)) return;
+  if (auto it = watchFailures_.find(uuid); it != watchFailures_.end()) {
+    failures.push_back(it->second);
+    return;
+  }
+  const NvmlFunctions& f = nvml_->fn();
+  if (events_ == nullptr || !f.deviceRegisterEvents) return;
+  unsigned long long mask = nvml::kEventXidCritical | nvml::kEventDoubleBitEcc | nvml::kEventSingleBitEcc;
+  unsigned long long supported = 0;
+  if (f.deviceGetSupportedEventTypes) {
+    const auto rc = f.deviceGetSupportedEventTypes(handle, &supported);
+    if (rc == nvml::kSuccess) {
+      mask &= supported;
+    } else if (rc != nvml::kErrorNotSupported) {
+      watchFailures_[uuid] = nvml_->describe("nvmlDeviceGetSupportedEventTypes", rc);
+      failures.push_back(watchFailures_[uuid]);
+      return;
+    }
+  }
+  const auto rc = f.deviceRegisterEvents(handle, mask, events_);
+  if (rc == nvml::kSuccess) {
+    handles_[handle] = uuid;
+  } else if (rc != nvml::kErrorNotSupported) {
+    // As NVIDIA's plugin: a GPU whose errors cannot be watched is not trusted.
+    watchFailures_[uuid] = "cannot watch for Xid errors: " + nvml_->describe("nvmlDeviceRegisterEvents", rc);
+    failures.push_back(watchFailures_[uuid]);
+  }
+}
+
+Result<std::vector<GpuInfo>> NvidiaDiscovery::listWithNvidiaSmi() const {
+  auto xml = runProgram(settings_.nvidiaSmiPath, {"-q", "-x"}, settings_.nvidiaSmiTimeout);
+  if (!xml.ok()) return std::move(xml).error();
+  return parseSmiXml(*xml);
+}
+
+Result<std::vector<Device>> NvidiaDiscovery::discover() {
+  Result<std::vector<GpuInfo>> listed = makeError("no discovery source tried");
+  std::string source;
+  nvmlWhy_.clear();
+  if (settings_.source != DiscoverySource::kNvidiaSmi) {
+    listed = listWithNvml();
+    source = "nvml";
+    if (!listed.ok()) {
+      nvmlWhy_ = listed.error().message;
+      if (settings_.source == DiscoverySource::kNvml)
+        return makeError("backend " + settings_.backend + ": " + nvmlWhy_ + " (backends." + settings_.backend +
+                         ".options.discovery is nvml, so nvidia-smi is not tried)");
+    }
+  } else {
+    nvmlWhy_ = "backends." + settings_.backend + ".options.discovery is nvidia-smi";
+  }
+  if (!listed.ok()) {
+    listed = listWithNvidiaSmi();
+    source = "nvidia-smi";
+    if (!listed.ok()) {
+      std::string message = "backend " + settings_.backend + " found no GPUs: ";
+      if (settings_.source == DiscoverySource::kAuto) message += "NVML: " + nvmlWhy_ + "; fallback ";
+      return makeError(message + "nvidia-smi (" + settings_.nvidiaSmiPath + "): " + listed.error().message);
+    }
+  }
+
+  std::lock_guard lock(mutex_);
+  std::vector<Device> out;
+  std::set<std::string> seen;
+  for (GpuInfo& g : *listed) {
+    if (g.numaNode < 0) g.numaNode = numaFromSysfs(g.pciBusId);
+    if (g.uuid.empty()) {
+      // Keep the identity a GPU had when it last answered, so the scheduler sees the same
+      // device turn unhealthy rather than a stranger appear.
+      for (const auto& [uuid, d] : known_) {
+        auto pci = d.attributes.find(attr::kPciBusId);
+        const bool samePci = !g.pciBusId.empty() && pci != d.attributes.end() && pci->second == g.pciBusId;
+        if (samePci || (g.pciBusId.empty() && d.index == g.index)) g.uuid = uuid;
+      }
+      if (g.uuid.empty()) g.uuid = "unidentified-gpu-" + std::to_string(g.index);
+    }
+    if (!seen.insert(g.uuid).second) continue;
+    Device d = toDevice(g, settings_, source);
+    if (auto sticky = stickyUnhealthy_.find(g.uuid); sticky != stickyUnhealthy_.end()) {
+      d.health = Health::kUnhealthy;
+      d.attributes[attr::kHealthReason] = sticky->second;
+    }
+    if (d.health == Health::kUnhealthy && d.attributes[attr::kHealthReason].empty())
+      d.attributes[attr::kHealthReason] = "unhealthy";
+    out.push_back(d);
+  }
+  for (auto& [uuid, d] : known_) {
+    if (seen.contains(uuid)) continue;
+    Device gone = d;
+    gone.health = Health::kUnhealthy;
+    gone.attributes[attr::kHealthReason] = "no longer reported by " + source;
+    out.push_back(gone);
+  }
+  for (const auto& d : out) known_[d.id] = d;
+  std::sort(out.begin(), out.end(), [](const Device& a, const Device& b) {
+    return a.index != b.index ? a.index < b.index : a.id < b.id;
+  });
+  return out;
+}
+
+void NvidiaDiscovery::markUnhealthy(const std::string& uuid, const std::string& reason, std::vector<HealthEvent>& out) {
+  if (stickyUnhealthy_.contains(uuid)) return;
+  stickyUnhealthy_[uuid] = reason;
+  out.push_back({uuid, Health::kUnhealthy, reason});
+}
+
+Result<std::vector<HealthEvent>> NvidiaDiscovery::waitForHealthEvents(std::chrono::milliseconds timeout) {
+  std::vector<HealthEvent> out;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  if (!settings_.health.enabled || !nvml_ || events_ == nullptr) {
+    std::this_thread::sleep_until(deadline);
+    return out;
+  }
+  const NvmlFunctions& f = nvml_->fn();
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    // Once something was found, only drain what is already queued.
+    const unsigned waitMs = out.empty() ? static_cast<unsigned>(std::max<long long>(0, left.count())) : 0;
+    nvml::EventData event{};
+    const auto rc = f.eventSetWait(events_, &event, waitMs);
+    if (rc == nvml::kErrorTimeout) return out;
+    if (rc != nvml::kSuccess) {
+      const std::string reason = "waiting for NVML events failed: " + nvml_->describe("nvmlEventSetWait_v2", rc);
+      {
+        std::lock_guard lock(mutex_);
+        for (const auto& [uuid, d] : known_) markUnhealthy(uuid, reason, out);
+      }
+      // A broken event set fails at once; do not spin.
+      std::this_thread::sleep_until(deadline);
+      return out;
+    }
+    if ((event.eventType & nvml::kEventXidCritical) == 0) continue;
+    if (!settings_.health.critical(event.eventData)) continue;
+    const std::string reason = "critical Xid " + std::to_string(event.eventData) + " reported by NVML";
+    std::lock_guard lock(mutex_);
+    auto it = handles_.find(event.device);
+    if (it == handles_.end()) {
+      // An event NVML cannot attribute: every GPU is suspect.
+      for (const auto& [uuid, d] : known_) markUnhealthy(uuid, reason, out);
+    } else {
+      markUnhealthy(it->second, reason, out);
+    }
+    if (std::chrono::steady_clock::now() >= deadline && !out.empty()) return out;
+  }
+}
+
+}  // namespace vgpu::nvidia

@@ -1,0 +1,35 @@
+#pragma once
+// What discovery learns about one physical GPU, before the config's scaling is applied.
+
+#include <cstdint>
+#include <string>
+
+namespace vgpu::nvidia {
+
+enum class MigMode : std::uint8_t { kUnknown, kDisabled, kEnabled };
+
+struct GpuInfo {
+  std::string uuid;  ///< "GPU-..."; empty when the driver could not say
+  int index = 0;
+  std::string name;  ///< as NVML reports it ("NVIDIA H100 80GB HBM3")
+  std::uint64_t memoryMiB = 0;
+  int minor = -1;          ///< /dev/nvidia<minor>; -1 unknown
+  std::string pciBusId;    ///< NVML form, "00000000:3B:00.0"; empty unknown
+  int numaNode = -1;       ///< -1 unknown or none
+  std::string computeCapability;  ///< "9.0"; empty unknown
+  MigMode mig = MigMode::kUnknown;
+  std::string error;  ///< non-empty: the GPU answered badly and is reported unhealthy, with this reason
+};
+
+/// Device attribute keys this backend publishes (and its fit reads back).
+namespace attr {
+inline constexpr const char* kMigMode = "migMode";  ///< "enabled" / "disabled"
+inline constexpr const char* kMinor = "minor";
+inline constexpr const char* kPciBusId = "pciBusId";
+inline constexpr const char* kComputeCapability = "computeCapability";
+inline constexpr const char* kDiscoveredBy = "discoveredBy";  ///< "nvml" / "nvidia-smi"
+inline constexpr const char* kHealthReason = "healthReason";
+inline constexpr const char* kKernelMemoryLimit = "kernelMemoryLimit";
+}  // namespace attr
+
+}  // namespace vgpu::nvidia

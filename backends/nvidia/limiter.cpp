@@ -1,0 +1,206 @@
+#include "limiter.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "vgpu/limiter_contract.h"
+#include "vgpu/sdk/standard_rules.h"
+
+namespace vgpu::nvidia {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr size_t kMaxDevices = 16;  // libvgpu.so knows CUDA ordinals 0..15
+
+bool optedOut(const ContainerGrant& grant) {
+  auto it = grant.podAnnotations.find(kOptOutAnnotation);
+  if (it == grant.podAnnotations.end()) return false;
+  for (const auto& item : sdk::splitList(it->second))
+    if (item == "true" || item == "*" || item == grant.container.containerName) return true;
+  return false;
+}
+
+/// Writes `text` to `path` so a reader never sees half a file, then makes it read-only.
+Status writeFileAtomically(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) return makeError("cannot write " + tmp.string());
+  }
+  std::error_code ec;
+  fs::permissions(tmp, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read, ec);
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    return makeError("cannot write " + path.string() + ": " + ec.message());
+  }
+  return {};
+}
+
+}  // namespace
+
+Status kernelMemoryCapSupport(bool nvmlHasSetMemoryLimits, const std::string& sysRoot) {
+  if (!nvmlHasSetMemoryLimits)
+    return makeError("the NVIDIA driver's NVML has no nvmlDeviceSetMemoryLimits_v1 (the kernel memory cap "
+                     "needs driver r615 or newer)");
+  const fs::path cgroup = fs::path(sysRoot) / "fs/cgroup";
+  std::error_code ec;
+  if (!fs::exists(cgroup / "cgroup.controllers", ec))
+    return makeError("cgroup v2 is not mounted at " + cgroup.string() + " (the kernel memory cap needs cgroup v2)");
+  return {};
+}
+
+NvidiaLimiter::NvidiaLimiter(LimiterSettings settings, std::function<Status()> kernelCapSupport)
+    : settings_(std::move(settings)), probe_(std::move(kernelCapSupport)) {}
+
+const Status& NvidiaLimiter::kernelCap() {
+  if (!kernelCap_) kernelCap_ = probe_ ? probe_() : Status(makeError("no way to check the driver's memory cap"));
+  return *kernelCap_;
+}
+
+Result<ContainerSpec> NvidiaLimiter::containerSpec(const ContainerGrant& grant) {
+  const std::string who = "container \"" + grant.container.containerName + "\" of pod " + grant.podNamespace + "/" +
+                          grant.podName;
+  if (grant.devices.empty()) return makeError(who + " was granted no " + settings_.backend + " GPUs");
+  if (grant.devices.size() > kMaxDevices)
+    return makeError(who + " was granted " + std::to_string(grant.devices.size()) + " GPUs; libvgpu.so limits at most " +
+                     std::to_string(kMaxDevices));
+  if (grant.hostDir.empty() || !fs::path(grant.hostDir).is_absolute())
+    return makeError(who + ": the agent gave no absolute host folder for the container's files (got \"" +
+                     grant.hostDir + "\")");
+  std::set<std::string> ids;
+  for (const auto& d : grant.devices) {
+    if (d.deviceId.empty() || d.deviceId.find_first_of(", \t\n=") != std::string::npos)
+      return makeError(who + ": device id \"" + d.deviceId + "\" cannot be passed in NVIDIA_VISIBLE_DEVICES");
+    if (!ids.insert(d.deviceId).second) return makeError(who + " was granted GPU " + d.deviceId + " twice");
+  }
+  const bool optOut = optedOut(grant);
+  if (optOut && !settings_.allowOptOut)
+    return makeError(who + ": the pod annotation " + std::string(kOptOutAnnotation) +
+                     " asks to run without libvgpu.so, but backends." + settings_.backend +
+                     ".options.allowOptOut is false on this node");
+
+  bool driverCap = false;
+  if (settings_.memory == MemoryEnforcement::kDriver) {
+    std::lock_guard lock(mutex_);
+    if (const Status& s = kernelCap(); !s.ok())
+      return makeError(who + ": backends." + settings_.backend +
+                       ".options.memoryEnforcement is driver, but this node cannot cap GPU memory in the kernel: " +
+                       s.error().message);
+    driverCap = true;
+  } else if (settings_.memory == MemoryEnforcement::kAuto) {
+    std::lock_guard lock(mutex_);
+    driverCap = kernelCap().ok();
+  }
+
+  ContainerSpec spec;
+  std::vector<std::pair<std::string, std::string>> limits;  // also written to the limits file
+  std::string visible;
+  std::uint64_t smallestMemory = UINT64_MAX;
+  bool computeLimited = false;
+  for (size_t i = 0; i < grant.devices.size(); ++i) {
+    const auto& d = grant.devices[i];
+    visible += (i ? "," : "") + d.deviceId;
+    smallestMemory = std::min(smallestMemory, d.memoryMiB);
+    const std::uint32_t sm = std::min<std::uint32_t>(d.compute, 100);
+    computeLimited = computeLimited || (sm > 0 && sm < 100);
+    const std::string n = std::to_string(i);
+    if (!driverCap) limits.emplace_back(VGPU_ENV_MEMORY_LIMIT_PREFIX + n, std::to_string(d.memoryMiB) + "m");
+    limits.emplace_back(VGPU_ENV_SM_LIMIT_PREFIX + n, std::to_string(sm));
+  }
+  // HAMi-core reads only the unindexed compute limit, taken from the first GPU.
+  limits.emplace_back(VGPU_ENV_SM_LIMIT, std::to_string(std::min<std::uint32_t>(grant.devices[0].compute, 100)));
+  limits.emplace_back(VGPU_ENV_SHARED_REGION, kContainerRegionFile);
+  if (!driverCap && settings_.memoryScaling > 1.0) limits.emplace_back(VGPU_ENV_OVERSUBSCRIBE, "true");
+  if (!settings_.corePolicy.empty()) limits.emplace_back(VGPU_ENV_CORE_POLICY, settings_.corePolicy);
+
+  spec.env["NVIDIA_VISIBLE_DEVICES"] = visible;
+  for (const auto& [k, v] : limits) spec.env[k] = v;
+  if (!settings_.logLevel.empty()) spec.env[VGPU_ENV_LOG_LEVEL] = settings_.logLevel;
+  if (driverCap) {
+    // The toolkit hook applies one request/limit pair to every GPU of the container: the
+    // smallest grant is the one no GPU may exceed. With oversubscription only the physical
+    // part is protected (the request); the limit is what the container was promised.
+    const std::uint64_t limit = smallestMemory;
+    const auto request = settings_.memoryScaling > 1.0
+                             ? static_cast<std::uint64_t>(std::floor(static_cast<double>(limit) / settings_.memoryScaling))
+                             : limit;
+    spec.env["NVIDIA_GPU_MEMORY_REQUEST"] = std::to_string(request);
+    spec.env["NVIDIA_GPU_MEMORY_LIMIT"] = std::to_string(limit);
+  }
+
+  // Files first: a container must never start with its limits missing.
+  const fs::path hostDir(grant.hostDir);
+  std::error_code ec;
+  if (!fs::is_directory(hostDir, ec))
+    return makeError(who + ": host folder " + hostDir.string() + " does not exist");
+  const fs::path regionDir = hostDir / kHostRegionDir;
+  fs::create_directories(regionDir, ec);
+  if (ec) return makeError(who + ": cannot create " + regionDir.string() + ": " + ec.message());
+  // Any user id in the container must be able to create the region file.
+  if (chmod(regionDir.c_str(), 0777) != 0) return makeError(who + ": cannot make " + regionDir.string() + " writable");
+  std::ostringstream file;
+  file << "# Limits of " << who << ", written by the vgpu " << settings_.backend
+       << " backend. Read-only in the container; wins over its environment.\n";
+  for (const auto& [k, v] : limits) file << k << "=" << v << "\n";
+  const fs::path limitsFile = hostDir / kHostLimitsFile;
+  if (auto s = writeFileAtomically(limitsFile, file.str()); !s.ok()) return s.error();
+
+  spec.mounts.push_back({regionDir.string(), kContainerRegionDir, false});
+  spec.mounts.push_back({limitsFile.string(), VGPU_LIMITS_FILE_PATH, true});
+  // With the driver capping memory, libvgpu.so is needed only to throttle compute.
+  const bool preload = !optOut && (!driverCap || computeLimited || settings_.corePolicy == "force");
+  if (preload) {
+    spec.mounts.push_back({settings_.libvgpuHostPath, settings_.libvgpuContainerPath, true});
+    spec.mounts.push_back({settings_.ldPreloadHostPath, kContainerPreloadFile, true});
+  }
+
+  std::lock_guard lock(mutex_);
+  held_[grant.container] = grant.hostDir;
+  return spec;
+}
+
+Status NvidiaLimiter::release(const ContainerRef& container) {
+  std::string hostDir;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = held_.find(container);
+    if (it == held_.end()) return {};
+    hostDir = it->second;
+    held_.erase(it);
+  }
+  std::error_code ec;
+  fs::remove(fs::path(hostDir) / kHostLimitsFile, ec);
+  fs::remove_all(fs::path(hostDir) / kHostRegionDir, ec);
+  if (ec) return makeError("releasing " + container.podUid + "/" + container.containerName + ": " + ec.message());
+  return {};
+}
+
+Status NvidiaLimiter::reconcile(const std::vector<ContainerRef>& live) {
+  const std::set<ContainerRef> keep(live.begin(), live.end());
+  std::vector<ContainerRef> gone;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [c, dir] : held_)
+      if (!keep.contains(c)) gone.push_back(c);
+  }
+  Status result;
+  for (const auto& c : gone)
+    if (auto s = release(c); !s.ok() && result.ok()) result = s;
+  return result;
+}
+
+std::map<ContainerRef, std::string> NvidiaLimiter::held() const {
+  std::lock_guard lock(mutex_);
+  return held_;
+}
+
+}  // namespace vgpu::nvidia

@@ -1,0 +1,80 @@
+#pragma once
+// Node side: what the kubelet must do so a container gets exactly its slice of its GPUs:
+// NVIDIA_VISIBLE_DEVICES, libvgpu.so preloaded with its limits (vgpu/limiter_contract.h),
+// or, on r615+ drivers with cgroup v2, the driver's own memory cap.
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "vgpu/container_spec.h"
+#include "vgpu/limiter.h"
+#include "vgpu/result.h"
+
+namespace vgpu::nvidia {
+
+enum class MemoryEnforcement : std::uint8_t {
+  kLibvgpu,  ///< libvgpu.so counts every allocation against CUDA_DEVICE_MEMORY_LIMIT_<i>
+  kDriver,   ///< NVIDIA_GPU_MEMORY_REQUEST/LIMIT for the toolkit's cgroup hook; refused if unsupported
+  kAuto,     ///< the driver's cap where supported, libvgpu.so elsewhere
+};
+
+/// Pod annotation naming the containers (comma list, or "true" / "*" for all) that run
+/// without libvgpu.so preloaded. Their limits are still written, for programs that load it.
+inline constexpr const char* kOptOutAnnotation = "nvidia.com/disable-control";
+
+/// Where things appear inside the container.
+inline constexpr const char* kContainerRegionDir = "/var/run/vgpu";
+inline constexpr const char* kContainerRegionFile = "/var/run/vgpu/shared-region";
+inline constexpr const char* kContainerPreloadFile = "/etc/ld.so.preload";
+/// Inside the grant's host folder: the limits file, and the folder holding the shared region
+/// (kept apart so the container's writable mount cannot reach the limits file).
+inline constexpr const char* kHostLimitsFile = "limits.env";
+inline constexpr const char* kHostRegionDir = "shared";
+
+struct LimiterSettings {
+  std::string backend = "nvidia";
+  MemoryEnforcement memory = MemoryEnforcement::kLibvgpu;
+  std::string libvgpuHostPath = "/usr/local/vgpu/libvgpu.so";
+  std::string libvgpuContainerPath = "/usr/local/vgpu/libvgpu.so";  ///< what ld.so.preload names
+  std::string ldPreloadHostPath = "/usr/local/vgpu/ld.so.preload";
+  double memoryScaling = 1.0;  ///< > 1: memory is oversubscribed
+  std::string corePolicy;      ///< GPU_CORE_UTILIZATION_POLICY; empty = libvgpu's default
+  std::string logLevel;        ///< LIBVGPU_LOG_LEVEL; empty = libvgpu's default
+  bool allowOptOut = true;
+};
+
+/// Whether this node can cap GPU memory in the kernel: the driver exports
+/// nvmlDeviceSetMemoryLimits_v1 (r615+) and cgroup v2 is mounted at <sysRoot>/fs/cgroup.
+/// The error says what is missing.
+Status kernelMemoryCapSupport(bool nvmlHasSetMemoryLimits, const std::string& sysRoot);
+
+class NvidiaLimiter {
+ public:
+  /// `kernelCapSupport` is asked (once) whether the driver's memory cap is usable here.
+  NvidiaLimiter(LimiterSettings settings, std::function<Status()> kernelCapSupport);
+
+  /// Errors: no devices, no host folder, more than 16 GPUs, a device id that cannot be put
+  /// in NVIDIA_VISIBLE_DEVICES, a forbidden opt-out, the driver cap asked for but unsupported,
+  /// or the limits file cannot be written.
+  Result<ContainerSpec> containerSpec(const ContainerGrant& grant);
+  Status release(const ContainerRef& container);
+  Status reconcile(const std::vector<ContainerRef>& live);
+  /// Containers whose files this limiter wrote, with their host folders.
+  std::map<ContainerRef, std::string> held() const;
+
+ private:
+  /// The cached answer of kernelCapSupport.
+  const Status& kernelCap();
+
+  LimiterSettings settings_;
+  std::function<Status()> probe_;
+  mutable std::mutex mutex_;
+  std::optional<Status> kernelCap_;
+  std::map<ContainerRef, std::string> held_;
+};
+
+}  // namespace vgpu::nvidia

@@ -1,0 +1,125 @@
+#include "nvidia_backend.h"
+
+#include <charconv>
+#include <cstdlib>
+
+namespace vgpu::nvidia {
+namespace {
+
+constexpr const char* kKnownOptions =
+    "discovery, nvmlLibrary, nvidiaSmiPath, nvidiaSmiTimeout, hostSysRoot, memoryEnforcement, libvgpuPath, "
+    "libvgpuContainerPath, ldPreloadPath, corePolicy, logLevel, allowOptOut";
+
+std::optional<std::chrono::milliseconds> parseDuration(std::string_view text) {
+  std::uint64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end == text.data() || v > 3600000) return std::nullopt;
+  const std::string_view unit(end, static_cast<size_t>(text.data() + text.size() - end));
+  if (unit == "ms") return std::chrono::milliseconds(v);
+  if (unit == "s") return std::chrono::milliseconds(v * 1000);
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<NvidiaOptions> parseOptions(const BackendParams& params, const char* disableHealthChecks,
+                                   const char* enableHealthChecks) {
+  NvidiaOptions o;
+  const std::string name = params.name.empty() ? "nvidia" : params.name;
+  const std::string section = "backends." + name;
+  o.discovery.backend = o.limiter.backend = name;
+  const auto& s = params.settings;
+  if (s.memoryScaling && !(*s.memoryScaling > 0))
+    return makeError(section + ".memoryScaling must be greater than 0");
+  if (s.coreScaling && !(*s.coreScaling > 0)) return makeError(section + ".coreScaling must be greater than 0");
+  if (s.splitCount && *s.splitCount == 0) return makeError(section + ".splitCount must be at least 1");
+  o.discovery.splitCount = s.splitCount.value_or(10);
+  o.discovery.memoryScaling = o.limiter.memoryScaling = s.memoryScaling.value_or(1.0);
+  o.discovery.coreScaling = s.coreScaling.value_or(1.0);
+
+  for (const auto& [key, value] : s.options) {
+    const std::string at = section + ".options." + key;
+    auto bad = [&](const std::string& expected) {
+      return makeError(at + ": expected " + expected + ", got \"" + value + "\"");
+    };
+    if (key == "discovery") {
+      if (value == "auto") o.discovery.source = DiscoverySource::kAuto;
+      else if (value == "nvml") o.discovery.source = DiscoverySource::kNvml;
+      else if (value == "nvidia-smi") o.discovery.source = DiscoverySource::kNvidiaSmi;
+      else return bad("auto, nvml or nvidia-smi");
+    } else if (key == "nvmlLibrary" || key == "nvidiaSmiPath" || key == "hostSysRoot" || key == "libvgpuPath" ||
+               key == "libvgpuContainerPath" || key == "ldPreloadPath") {
+      if (value.empty()) return bad("a path");
+      const bool mustBeAbsolute = key != "nvmlLibrary" && key != "nvidiaSmiPath";
+      if (mustBeAbsolute && value.front() != '/') return bad("an absolute path");
+      if (key == "nvmlLibrary") o.discovery.nvmlLibrary = value;
+      else if (key == "nvidiaSmiPath") o.discovery.nvidiaSmiPath = value;
+      else if (key == "hostSysRoot") o.discovery.sysRoot = value;
+      else if (key == "libvgpuPath") o.limiter.libvgpuHostPath = value;
+      else if (key == "libvgpuContainerPath") o.limiter.libvgpuContainerPath = value;
+      else o.limiter.ldPreloadHostPath = value;
+    } else if (key == "nvidiaSmiTimeout") {
+      auto d = parseDuration(value);
+      if (!d || d->count() == 0) return bad("a duration such as 10s or 500ms (at most 3600s)");
+      o.discovery.nvidiaSmiTimeout = *d;
+    } else if (key == "memoryEnforcement") {
+      if (value == "libvgpu") o.limiter.memory = MemoryEnforcement::kLibvgpu;
+      else if (value == "driver") o.limiter.memory = MemoryEnforcement::kDriver;
+      else if (value == "auto") o.limiter.memory = MemoryEnforcement::kAuto;
+      else return bad("libvgpu, driver or auto");
+    } else if (key == "corePolicy") {
+      if (value != "default" && value != "force" && value != "disable") return bad("default, force or disable");
+      o.limiter.corePolicy = value == "default" ? "" : value;
+    } else if (key == "logLevel") {
+      if (value.size() != 1 || value[0] < '0' || value[0] > '4') return bad("0 (none) to 4 (debug)");
+      o.limiter.logLevel = value;
+    } else if (key == "allowOptOut") {
+      if (value != "true" && value != "false") return bad("true or false");
+      o.limiter.allowOptOut = value == "true";
+    } else {
+      return makeError(at + ": unknown option (the nvidia backend knows " + kKnownOptions + ")");
+    }
+  }
+  auto health = HealthCheckPolicy::fromEnvironment(disableHealthChecks, enableHealthChecks);
+  if (!health.ok()) return std::move(health).error().prefix("backend " + name);
+  o.discovery.health = *health;
+  return o;
+}
+
+NvidiaBackend::NvidiaBackend(const BackendParams& params, NvidiaOptions options)
+    : options_(std::move(options)), allocator_(params) {
+  discovery_ = std::make_unique<NvidiaDiscovery>(options_.discovery);
+  limiter_ = std::make_unique<NvidiaLimiter>(options_.limiter, [this] { return kernelMemoryCap(); });
+}
+
+Result<std::unique_ptr<NvidiaBackend>> NvidiaBackend::create(const BackendParams& params) {
+  auto options = parseOptions(params, std::getenv("DP_DISABLE_HEALTHCHECKS"), std::getenv("DP_ENABLE_HEALTHCHECKS"));
+  if (!options.ok()) return std::move(options).error();
+  // Nothing is probed here: the scheduler creates the backend too, on machines without GPUs.
+  return std::unique_ptr<NvidiaBackend>(new NvidiaBackend(params, std::move(options).value()));
+}
+
+Status NvidiaBackend::kernelMemoryCap() {
+  bool hasSymbol = false;
+  if (const NvmlSession* session = discovery_->nvml()) {
+    hasSymbol = session->fn().deviceSetMemoryLimits != nullptr;
+  } else {
+    auto probe = NvmlSession::open(options_.discovery.nvmlLibrary);
+    if (!probe.ok()) return makeError("cannot ask the driver: " + probe.error().message);
+    hasSymbol = (*probe)->fn().deviceSetMemoryLimits != nullptr;
+  }
+  return kernelMemoryCapSupport(hasSymbol, options_.discovery.sysRoot);
+}
+
+Result<std::vector<Device>> NvidiaBackend::discover() {
+  auto devices = discovery_->discover();
+  if (!devices.ok() || options_.limiter.memory == MemoryEnforcement::kLibvgpu) return devices;
+  // Publish whether the driver cap asked for in the config works here, so it shows in the
+  // node's inventory rather than only when a container fails to start.
+  const Status cap = kernelMemoryCap();
+  const std::string value = cap.ok() ? "supported" : "unsupported: " + cap.error().message;
+  for (auto& d : *devices) d.attributes[attr::kKernelMemoryLimit] = value;
+  return devices;
+}
+
+}  // namespace vgpu::nvidia

@@ -1,0 +1,78 @@
+#pragma once
+// The NVIDIA backend: allocator (scheduler side), discovery and limiter (node side), with the
+// options of its device-config.yaml section. docs/backends/nvidia.md describes them.
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "allocator.h"
+#include "discovery.h"
+#include "limiter.h"
+#include "vgpu/backend_params.h"
+#include "vgpu/container_spec.h"
+#include "vgpu/discovery.h"
+#include "vgpu/limiter.h"
+#include "vgpu/resources.h"
+#include "vgpu/result.h"
+
+namespace vgpu::nvidia {
+
+/// Everything the options and settings of a config section say, checked.
+struct NvidiaOptions {
+  DiscoverySettings discovery;
+  LimiterSettings limiter;
+};
+
+/// Parses `params` (options included; unknown option keys are refused naming
+/// backends.<name>.options.<key>) and the health-check environment variables.
+Result<NvidiaOptions> parseOptions(const BackendParams& params, const char* disableHealthChecks,
+                                   const char* enableHealthChecks);
+
+class NvidiaBackend {
+ public:
+  static Result<std::unique_ptr<NvidiaBackend>> create(const BackendParams& params);
+
+  // Allocator
+  const std::vector<ResourceName>& resources() const { return allocator_.resources(); }
+  Result<std::optional<DeviceRequest>> parseRequest(const ContainerResources& container,
+                                                    const Annotations& annotations) const {
+    return allocator_.parseRequest(container, annotations);
+  }
+  void fit(const vgpu_device_request& request, const vgpu_device& device, const vgpu_device_usage& usage,
+           vgpu_fit_result& result) const {
+    allocator_.fit(request, device, usage, result);
+  }
+  std::string explain(const vgpu_fit_result& result) const { return allocator_.explain(result); }
+  Result<std::map<std::string, std::int64_t>> admissionDefaults(const ContainerResources& container,
+                                                                const Annotations& annotations) const {
+    return allocator_.admissionDefaults(container, annotations);
+  }
+
+  // Discovery
+  Result<std::vector<Device>> discover();
+  Result<std::vector<HealthEvent>> waitForHealthEvents(std::chrono::milliseconds timeout) {
+    return discovery_->waitForHealthEvents(timeout);
+  }
+
+  // Limiter
+  Result<ContainerSpec> containerSpec(const ContainerGrant& grant) { return limiter_->containerSpec(grant); }
+  Status release(const ContainerRef& container) { return limiter_->release(container); }
+  Status reconcile(const std::vector<ContainerRef>& live) { return limiter_->reconcile(live); }
+
+  /// Whether the driver's kernel memory cap can be used on this node (asks NVML and cgroupfs).
+  Status kernelMemoryCap();
+
+ private:
+  NvidiaBackend(const BackendParams& params, NvidiaOptions options);
+
+  NvidiaOptions options_;
+  NvidiaAllocator allocator_;
+  std::unique_ptr<NvidiaDiscovery> discovery_;
+  std::unique_ptr<NvidiaLimiter> limiter_;
+};
+
+}  // namespace vgpu::nvidia

@@ -1,0 +1,79 @@
+#include "nvml.h"
+
+#include <dlfcn.h>
+
+namespace vgpu::nvidia {
+namespace {
+
+template <class F>
+bool resolve(void* handle, const char* symbol, F& out) {
+  out = reinterpret_cast<F>(dlsym(handle, symbol));
+  return out != nullptr;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<NvmlSession>> NvmlSession::open(const std::string& library) {
+  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    return makeError("cannot load NVML (" + library + "): " + (why ? why : "unknown dlopen error") +
+                     "; is the NVIDIA driver installed and the library on the loader path?");
+  }
+  NvmlFunctions fn;
+  struct Required {
+    const char* symbol;
+    bool ok;
+  };
+  const Required required[] = {
+      {"nvmlInit_v2", resolve(handle, "nvmlInit_v2", fn.init)},
+      {"nvmlShutdown", resolve(handle, "nvmlShutdown", fn.shutdown)},
+      {"nvmlErrorString", resolve(handle, "nvmlErrorString", fn.errorString)},
+      {"nvmlDeviceGetCount_v2", resolve(handle, "nvmlDeviceGetCount_v2", fn.deviceGetCount)},
+      {"nvmlDeviceGetHandleByIndex_v2", resolve(handle, "nvmlDeviceGetHandleByIndex_v2", fn.deviceGetHandleByIndex)},
+      {"nvmlDeviceGetUUID", resolve(handle, "nvmlDeviceGetUUID", fn.deviceGetUUID)},
+      {"nvmlDeviceGetName", resolve(handle, "nvmlDeviceGetName", fn.deviceGetName)},
+      {"nvmlDeviceGetMemoryInfo", resolve(handle, "nvmlDeviceGetMemoryInfo", fn.deviceGetMemoryInfo)},
+  };
+  for (const auto& r : required) {
+    if (!r.ok) {
+      dlclose(handle);
+      return makeError("NVML library " + library + " lacks the symbol " + r.symbol +
+                       " (the driver is too old or this is not libnvidia-ml)");
+    }
+  }
+  resolve(handle, "nvmlSystemGetDriverVersion", fn.systemGetDriverVersion);
+  resolve(handle, "nvmlDeviceGetIndex", fn.deviceGetIndex);
+  resolve(handle, "nvmlDeviceGetMinorNumber", fn.deviceGetMinorNumber);
+  resolve(handle, "nvmlDeviceGetPciInfo_v3", fn.deviceGetPciInfo);
+  resolve(handle, "nvmlDeviceGetCudaComputeCapability", fn.deviceGetCudaComputeCapability);
+  resolve(handle, "nvmlDeviceGetMigMode", fn.deviceGetMigMode);
+  resolve(handle, "nvmlDeviceGetNumaNodeId", fn.deviceGetNumaNodeId);
+  resolve(handle, "nvmlEventSetCreate", fn.eventSetCreate);
+  resolve(handle, "nvmlDeviceGetSupportedEventTypes", fn.deviceGetSupportedEventTypes);
+  resolve(handle, "nvmlDeviceRegisterEvents", fn.deviceRegisterEvents);
+  resolve(handle, "nvmlEventSetWait_v2", fn.eventSetWait);
+  resolve(handle, "nvmlEventSetFree", fn.eventSetFree);
+  fn.deviceSetMemoryLimits = dlsym(handle, "nvmlDeviceSetMemoryLimits_v1");
+
+  const nvml::Return rc = fn.init();
+  if (rc != nvml::kSuccess) {
+    const char* text = fn.errorString(rc);
+    dlclose(handle);
+    return makeError("nvmlInit_v2 in " + library + " returned " + std::to_string(rc) + " (" +
+                     (text ? text : "unknown error") + ")");
+  }
+  return std::unique_ptr<NvmlSession>(new NvmlSession(handle, library, fn));
+}
+
+NvmlSession::~NvmlSession() {
+  fn_.shutdown();
+  dlclose(handle_);
+}
+
+std::string NvmlSession::describe(const char* function, nvml::Return rc) const {
+  const char* text = fn_.errorString(rc);
+  return std::string(function) + " returned " + std::to_string(rc) + " (" + (text ? text : "unknown error") + ")";
+}
+
+}  // namespace vgpu::nvidia
