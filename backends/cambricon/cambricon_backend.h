@@ -1,0 +1,103 @@
+#pragma once
+// The Cambricon MLU backend. Splitting: the standard rules plus "a card not in sMLU mode is
+// given only whole". Discovery: cnDev (libcndev.so, opened with dlopen on first use, so the
+// scheduler never needs it). Enforcement: the driver's sMLU partitions: one profile
+// (compute quota + memory) and one instance of it per partially granted card; the
+// container gets the card's device nodes and the instance's node.
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cndev_library.h"
+#include "smlu_state.h"
+#include "vgpu/backend_abi.h"
+#include "vgpu/backend_params.h"
+#include "vgpu/container_spec.h"
+#include "vgpu/device.h"
+#include "vgpu/discovery.h"
+#include "vgpu/limiter.h"
+#include "vgpu/resources.h"
+#include "vgpu/result.h"
+#include "vgpu/sdk/standard_rules.h"
+
+namespace vgpu::cambricon {
+
+/// Device attribute: "on" when the card is in sMLU mode, "off" when it is offered whole.
+inline constexpr const char* kSmluAttribute = "smluMode";
+/// Device attribute: number of MLULink ports, when the card has any.
+inline constexpr const char* kMluLinkAttribute = "mlulinkPorts";
+
+/// Refusal: a partial request on a card that is not in sMLU mode.
+inline constexpr int kReasonNotSmlu = VGPU_REASON_BACKEND + 1;
+
+/// Pod annotations Cambricon's own device plugin (dynamic-smlu mode) reads. The plugin's
+/// key really is spelled ASSIGHED.
+inline constexpr const char* kVendorProfileKey = "CAMBRICON_DSMLU_PROFILE";
+inline constexpr const char* kVendorAssignedKey = "CAMBRICON_DSMLU_ASSIGHED";
+inline constexpr const char* kVendorInstanceKey = "CAMBRICON_DSMLU_PROFILE_INSTANCE";
+
+struct CambriconOptions {
+  std::vector<std::string> libraryPaths{"libcndev.so", "/usr/local/neuware/lib64/libcndev.so"};
+  std::filesystem::path stateDir = "/var/lib/vgpu/cambricon";
+  bool vendorAnnotations = false;
+};
+
+class CambriconBackend {
+ public:
+  static Result<std::unique_ptr<CambriconBackend>> create(const BackendParams& params);
+  ~CambriconBackend();
+
+  // Allocator
+  const std::vector<ResourceName>& resources() const { return resources_; }
+  Result<std::optional<DeviceRequest>> parseRequest(const ContainerResources& container,
+                                                    const Annotations& annotations) const;
+  void fit(const vgpu_device_request& request, const vgpu_device& device, const vgpu_device_usage& usage,
+           vgpu_fit_result& result) const;
+  std::string explain(const vgpu_fit_result& result) const;
+  Result<std::map<std::string, std::int64_t>> admissionDefaults(const ContainerResources& container,
+                                                                const Annotations& annotations) const;
+
+  // Discovery
+  Result<std::vector<Device>> discover();
+  Result<std::vector<HealthEvent>> waitForHealthEvents(std::chrono::milliseconds timeout);
+
+  // Limiter
+  Result<ContainerSpec> containerSpec(const ContainerGrant& grant);
+  Status release(const ContainerRef& container);
+  Status reconcile(const std::vector<ContainerRef>& live);
+
+  const sdk::StandardRequestRules& rules() const { return rules_; }
+  const CambriconOptions& options() const { return options_; }
+  std::filesystem::path statePath() const { return options_.stateDir / "smlu-instances.json"; }
+
+ private:
+  CambriconBackend(BackendParams params, sdk::StandardRequestRules rules, CambriconOptions options);
+
+  Result<CndevLibrary*> library();
+  Result<std::vector<CardInfo>> cards();
+  Device toDevice(const CardInfo& card) const;
+  std::uint64_t publishedMemoryMiB(const CardInfo& card) const;
+  /// Destroys `records`' instances and then the profiles this backend created that no
+  /// instance uses any more; removes from `state` what it destroyed. Keeps going after an
+  /// error and returns the first.
+  Status destroyRecords(const std::vector<InstanceRecord>& records, const std::vector<CardInfo>& cards,
+                        SmluState& state);
+
+  BackendParams params_;
+  sdk::StandardRequestRules rules_;
+  CambriconOptions options_;
+  std::vector<ResourceName> resources_;
+
+  std::mutex libraryMutex_;
+  std::unique_ptr<CndevLibrary> library_;
+  std::mutex limiterMutex_;
+  std::map<std::string, Health> lastHealth_;
+};
+
+}  // namespace vgpu::cambricon
