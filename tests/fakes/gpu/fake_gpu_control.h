@@ -1,0 +1,23 @@
+#pragma once
+/* Test-only entry points of the fake libcuda.so.1. They read the simulated physical device
+ * state (shared across processes when VGPU_FAKE_GPU_STATE is set). Product code never calls
+ * them; tests dlsym them from the fake. They initialise the fake as cuInit would. */
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Busy time of device `dev` so far (kernels that have run, from all processes), in ns. */
+uint64_t vgpuFakeDeviceBusyNs(int dev);
+/** Device memory in use on `dev` by all processes, in bytes. */
+uint64_t vgpuFakeDeviceUsedBytes(int dev);
+/** Device memory this process holds on `dev`, in bytes. */
+uint64_t vgpuFakeProcessUsedBytes(int dev);
+/** Number of simulated devices, or -1 if the fake cannot initialise. */
+int vgpuFakeDeviceCount(void);
+
+#ifdef __cplusplus
+}
+#endif

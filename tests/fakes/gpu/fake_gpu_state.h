@@ -1,0 +1,67 @@
+#pragma once
+/* Layout of the fake GPU driver's shared state file (VGPU_FAKE_GPU_STATE).
+ *
+ * The file holds the simulated *physical* state of the machine's GPUs, shared by every process
+ * that loads the fake libcuda.so.1 or libnvidia-ml.so.1: device memory in use, the kernel
+ * schedule (busy time), and per-process usage. It is created on first use, sized to
+ * sizeof(vgpu_fake_gpu_state) and mmap'd MAP_SHARED.
+ *
+ * Concurrency: the counters are only touched with atomic operations (GCC __atomic builtins,
+ * C11 atomics or C++ std::atomic_ref), so a process that dies mid-update leaves a consistent
+ * value; the per-device schedule is guarded by a robust, process-shared mutex (a holder that
+ * dies hands EOWNERDEAD to the next locker, which marks it consistent). Creation is serialised
+ * with flock() on the file, which the kernel drops when the holder dies. */
+
+#include <pthread.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VGPU_FAKE_STATE_MAGIC 0x31475046u /* "FPG1" */
+#define VGPU_FAKE_STATE_VERSION 1u
+#define VGPU_FAKE_STATE_MAX_DEVICES 16
+#define VGPU_FAKE_STATE_MAX_PROCS 256
+#define VGPU_FAKE_STATE_RING 1024
+
+/** One stretch of time a device was (or will be) running kernels of one process. Times are
+ *  CLOCK_MONOTONIC nanoseconds, which every process on the host shares. */
+typedef struct vgpu_fake_busy_interval {
+  uint64_t start_ns;
+  uint64_t end_ns;
+  uint32_t pid;
+  uint32_t reserved;
+} vgpu_fake_busy_interval;
+
+/** Physical state of one simulated device. */
+typedef struct vgpu_fake_device_state {
+  uint64_t total_bytes;        /* set once when the file is created */
+  uint64_t used_bytes;         /* atomic: device memory held by all processes */
+  pthread_mutex_t sched_lock;  /* robust, process-shared; guards the fields below */
+  uint64_t busy_until_ns;      /* end of the last kernel scheduled on the device */
+  uint64_t scheduled_ns;       /* sum of the run times of every kernel ever scheduled */
+  uint64_t ring_next;          /* count of intervals ever written; ring[ring_next % RING] is next */
+  vgpu_fake_busy_interval ring[VGPU_FAKE_STATE_RING];
+} vgpu_fake_device_state;
+
+/** Usage of one process (pid as seen by that process). */
+typedef struct vgpu_fake_process_slot {
+  int32_t pid;                 /* atomic: 0 free, -1 being reclaimed after its process died */
+  uint32_t context_mask;       /* atomic: bit d set while the process holds a context on device d */
+  uint64_t used_bytes[VGPU_FAKE_STATE_MAX_DEVICES]; /* atomic */
+} vgpu_fake_process_slot;
+
+/** The whole file. */
+typedef struct vgpu_fake_gpu_state {
+  uint32_t magic;              /* VGPU_FAKE_STATE_MAGIC, stored last (release) once initialised */
+  uint32_t version;            /* VGPU_FAKE_STATE_VERSION */
+  uint32_t device_count;
+  uint32_t size;               /* sizeof(vgpu_fake_gpu_state) */
+  vgpu_fake_device_state devices[VGPU_FAKE_STATE_MAX_DEVICES];
+  vgpu_fake_process_slot procs[VGPU_FAKE_STATE_MAX_PROCS];
+} vgpu_fake_gpu_state;
+
+#ifdef __cplusplus
+}
+#endif

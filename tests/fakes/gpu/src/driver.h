@@ -1,0 +1,208 @@
+#pragma once
+// Internal state of the fake libcuda.so.1: objects behind the CUDA handles and the process-wide
+// driver. Only the fake's own sources include this.
+
+#define __CUDA_API_VERSION_INTERNAL 1  // cuda.h then declares every versioned symbol by its own name
+#include <cuda.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "config.h"
+#include "shared_state.h"
+
+namespace vgpu::fakegpu {
+
+struct Context;
+
+/// Work-completion tracking for one stream (kernels run back to back on the device).
+struct StreamState {
+  Context* ctx = nullptr;
+  unsigned flags = 0;
+  uint64_t lastEndNs = 0;
+};
+
+struct Context {
+  int dev = 0;
+  unsigned flags = 0;
+  bool primary = false;
+  bool active = false;          ///< false: a primary context that is not retained / was reset
+  uint64_t lastEndNs = 0;       ///< end of the last work submitted in this context
+  StreamState legacyStream;     ///< the NULL stream
+  std::map<long, StreamState> perThreadStreams;  ///< by thread id: CU_STREAM_PER_THREAD
+};
+
+struct Event {
+  Context* ctx = nullptr;
+  unsigned flags = 0;
+  bool recorded = false;
+  uint64_t timeNs = 0;          ///< when the device reaches the record point
+};
+
+struct Module {
+  Context* ctx = nullptr;
+};
+
+struct Function {
+  Module* mod = nullptr;
+  std::string name;
+};
+
+struct Pool;
+
+enum class AllocKind { kDevice, kPitch, kManaged, kAsync, kGraph, kIpcImport, kLegacy32 };
+
+/// One device-memory allocation, backed by a memfd mapping so copies, IPC and sharing work.
+struct Allocation {
+  uintptr_t base = 0;
+  size_t size = 0;        ///< bytes usable from base
+  size_t mapLen = 0;
+  uint64_t charged = 0;   ///< bytes charged to the device (0 for imports)
+  int dev = 0;
+  int fd = -1;
+  Context* ctx = nullptr;
+  AllocKind kind = AllocKind::kDevice;
+  Pool* pool = nullptr;
+  int ipcRefs = 0;
+};
+
+struct Pool {
+  int dev = 0;
+  bool isDefault = false;
+  bool destroyed = false;
+  uint64_t releaseThreshold = 0;
+  uint64_t reserved = 0;      ///< bytes charged to the device by this pool
+  uint64_t used = 0;          ///< bytes handed out
+  uint64_t reservedHigh = 0;
+  uint64_t usedHigh = 0;
+};
+
+struct ArrayObj {
+  Context* ctx = nullptr;
+  int dev = 0;
+  uint64_t bytes = 0;
+  bool mipmapped = false;
+  CUDA_ARRAY3D_DESCRIPTOR desc{};
+  unsigned levels = 1;
+};
+
+struct VmmHandle {
+  int fd = -1;
+  size_t size = 0;
+  int dev = -1;               ///< device charged, -1 for host allocations
+  bool imported = false;
+  uint64_t charged = 0;
+  int refs = 1;               ///< the handle itself plus each mapping
+  CUmemAllocationProp prop{};
+};
+
+struct VmmReservation {
+  uintptr_t base = 0;
+  size_t size = 0;
+};
+
+struct VmmMapping {
+  uintptr_t base = 0;
+  size_t size = 0;
+  CUmemGenericAllocationHandle handle = 0;
+};
+
+enum class NodeKind { kMemAlloc, kMemFree, kKernel, kEmpty };
+
+struct GraphNode {
+  NodeKind kind = NodeKind::kEmpty;
+  uintptr_t dptr = 0;         ///< alloc/free nodes
+  size_t size = 0;            ///< alloc nodes
+  int dev = 0;                ///< alloc nodes
+  uint64_t kernelNs = 0;      ///< kernel nodes
+};
+
+struct Graph {
+  std::vector<std::unique_ptr<GraphNode>> nodes;
+};
+
+struct GraphExec {
+  Context* ctx = nullptr;
+  std::vector<GraphNode> nodes;
+};
+
+/// The process-wide fake driver.
+class Driver {
+ public:
+  static Driver& get();
+
+  /// cuInit's work; the result is remembered and returned on every later call.
+  CUresult init();
+  bool initialised() const { return initResult_ == CUDA_SUCCESS && initDone_; }
+  const MachineConfig& config() const { return cfg_; }
+  SharedState* shared() const { return shared_; }
+  /// Attaches the shared state without cuInit (for the test-only control functions).
+  SharedState* sharedForControl();
+
+  std::mutex mu;
+  std::set<Context*> contexts;
+  std::vector<Context*> primary;            ///< one per device, created with the driver
+  std::vector<int> primaryRefs;
+  std::set<StreamState*> streams;
+  std::set<Event*> events;
+  std::set<Module*> modules;
+  std::set<Function*> functions;
+  std::map<uintptr_t, Allocation> allocations;  ///< by base address
+  std::set<void*> hostAllocs;
+  std::map<void*, size_t> hostAllocSizes;
+  std::set<Pool*> pools;
+  std::vector<Pool*> defaultPools;
+  std::vector<Pool*> currentPools;
+  std::set<ArrayObj*> arrays;
+  std::map<CUmemGenericAllocationHandle, VmmHandle> vmmHandles;
+  CUmemGenericAllocationHandle nextVmmHandle = 1;
+  std::map<uintptr_t, VmmReservation> reservations;
+  std::map<uintptr_t, VmmMapping> mappings;
+  std::set<Graph*> graphs;
+  std::set<GraphExec*> graphExecs;
+  std::map<uintptr_t, bool> graphAllocLive;    ///< graph allocation address -> memory taken
+
+ private:
+  CUresult initResult_ = CUDA_SUCCESS;
+  bool initDone_ = false;
+  MachineConfig cfg_;
+  SharedState* shared_ = nullptr;
+  std::once_flag once_;
+};
+
+}  // namespace vgpu::fakegpu
+
+namespace vgpu::fakegpu {
+
+/// CUDA_ERROR_NOT_INITIALIZED unless cuInit succeeded.
+CUresult checkInit();
+/// The calling thread's current context (nullptr if none).
+Context* currentContext();
+void setCurrentContext(Context* ctx);
+std::vector<Context*>& contextStack();
+/// The current context if cuInit succeeded and it is usable, else the error a real driver gives.
+CUresult requireContext(Context*& out);
+/// The stream behind a handle: NULL means the legacy stream, or the per-thread stream for the
+/// _ptsz/_ptds entry points. Caller holds Driver::mu.
+CUresult resolveStream(CUstream handle, bool perThread, Context*& ctx, StreamState*& out);
+/// Sleeps until CLOCK_MONOTONIC reaches `ns`.
+void waitUntil(uint64_t ns);
+/// Schedules a kernel of `durNs` on the stream's device; returns its end. Caller holds Driver::mu.
+uint64_t submitKernel(StreamState* stream, uint64_t durNs);
+/// When all work submitted so far on `stream` is done (legacy stream: all work of the context).
+uint64_t streamDoneAt(const StreamState* stream);
+/// Releases everything a context owns (allocations, overhead). Caller holds Driver::mu.
+void releaseContextResources(Context* ctx);
+/// Frees one allocation (unmap, uncharge). Caller holds Driver::mu.
+void freeAllocation(std::map<uintptr_t, Allocation>::iterator it);
+/// The allocation containing [p, p+len), or end().
+std::map<uintptr_t, Allocation>::iterator findAllocation(uintptr_t p, size_t len);
+/// True if [p, p+len) is device memory the process may touch (allocations, VMM mappings).
+bool deviceRangeValid(uintptr_t p, size_t len);
+
+}  // namespace vgpu::fakegpu

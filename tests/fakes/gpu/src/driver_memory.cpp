@@ -1,0 +1,926 @@
+// Fake libcuda.so.1: every path that takes device memory, and copies.
+//
+// Device memory is host memory backed by a memfd (so copies work, VMM can map it several times
+// and IPC can open it from another process) and charged against the simulated device's
+// physical memory in the shared state; an allocation beyond what is free fails with
+// CUDA_ERROR_OUT_OF_MEMORY as on the real driver.
+
+#include "driver.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+namespace vgpu::fakegpu {
+namespace {
+
+constexpr size_t kPitchAlignment = 512;
+constexpr size_t kVmmGranularity = 2u << 20;
+constexpr uint32_t kIpcMagic = 0x56495043;  // "VIPC"
+
+struct IpcPayload {
+  uint32_t magic;
+  int32_t pid;
+  int32_t fd;
+  int32_t dev;
+  uint64_t size;
+};
+static_assert(sizeof(IpcPayload) <= CU_IPC_HANDLE_SIZE);
+
+size_t pageRound(size_t n) {
+  size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return (n + page - 1) / page * page;
+}
+
+// A shareable, lazily populated mapping of `size` bytes.
+bool makeBacking(size_t size, bool low32, const char* name, int& fd, void*& addr, size_t& len) {
+  len = pageRound(std::max<size_t>(size, 1));
+  fd = memfd_create(name, MFD_CLOEXEC);
+  if (fd < 0) return false;
+  if (ftruncate(fd, static_cast<off_t>(len)) != 0) {
+    close(fd);
+    return false;
+  }
+  int flags = MAP_SHARED | MAP_NORESERVE;
+#ifdef MAP_32BIT
+  if (low32) flags |= MAP_32BIT;
+#endif
+  addr = mmap(nullptr, len, PROT_READ | PROT_WRITE, flags, fd, 0);
+  if (addr == MAP_FAILED) {
+    close(fd);
+    return false;
+  }
+  return true;
+}
+
+// Takes `bytes` for a pool allocation, reusing memory the pool still holds.
+bool poolTake(Pool* pool, uint64_t bytes) {
+  auto& drv = Driver::get();
+  uint64_t cached = pool->reserved - pool->used;
+  if (cached < bytes) {
+    uint64_t grow = bytes - cached;
+    if (!drv.shared()->charge(pool->dev, grow)) return false;
+    pool->reserved += grow;
+  }
+  pool->used += bytes;
+  pool->reservedHigh = std::max(pool->reservedHigh, pool->reserved);
+  pool->usedHigh = std::max(pool->usedHigh, pool->used);
+  return true;
+}
+
+// Returns memory the pool holds beyond max(keep, used) to the device.
+void poolTrim(Pool* pool, uint64_t keep) {
+  uint64_t floor = std::max(keep, pool->used);
+  if (pool->reserved > floor) {
+    Driver::get().shared()->uncharge(pool->dev, pool->reserved - floor);
+    pool->reserved = floor;
+  }
+}
+
+CUresult allocate(CUdeviceptr* out, size_t bytes, uint64_t charge, AllocKind kind, Pool* pool, Context* ctx) {
+  auto& drv = Driver::get();
+  int dev = pool ? pool->dev : ctx->dev;
+  std::lock_guard lock(drv.mu);
+  if (pool != nullptr) {
+    if (!poolTake(pool, charge)) return CUDA_ERROR_OUT_OF_MEMORY;
+  } else if (!drv.shared()->charge(dev, charge)) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  int fd = -1;
+  void* addr = nullptr;
+  size_t len = 0;
+  char name[32];
+  std::snprintf(name, sizeof name, "vgpu-fake-dev%d", dev);
+  if (!makeBacking(bytes, kind == AllocKind::kLegacy32, name, fd, addr, len)) {
+    if (pool != nullptr) {
+      pool->used -= charge;
+    } else {
+      drv.shared()->uncharge(dev, charge);
+    }
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  Allocation a;
+  a.base = reinterpret_cast<uintptr_t>(addr);
+  a.size = bytes;
+  a.mapLen = len;
+  a.charged = pool ? 0 : charge;
+  a.dev = dev;
+  a.fd = fd;
+  a.ctx = ctx;
+  a.kind = kind;
+  a.pool = pool;
+  if (pool != nullptr) a.charged = charge;
+  drv.allocations[a.base] = a;
+  *out = static_cast<CUdeviceptr>(a.base);
+  return CUDA_SUCCESS;
+}
+
+CUresult allocChecked(CUdeviceptr* dptr, size_t bytes, AllocKind kind) {
+  Context* ctx = nullptr;
+  if (CUresult r = requireContext(ctx)) return r;
+  if (dptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  return allocate(dptr, bytes, bytes, kind, nullptr, ctx);
+}
+
+CUresult pitchAlloc(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height, unsigned elem, AllocKind kind) {
+  Context* ctx = nullptr;
+  if (CUresult r = requireContext(ctx)) return r;
+  if (dptr == nullptr || pitch == nullptr || width == 0 || height == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (elem != 4 && elem != 8 && elem != 16) return CUDA_ERROR_INVALID_VALUE;
+  size_t p = (width + kPitchAlignment - 1) / kPitchAlignment * kPitchAlignment;
+  if (height > SIZE_MAX / p) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = allocate(dptr, p * height, p * height, kind, nullptr, ctx);
+  if (r == CUDA_SUCCESS) *pitch = p;
+  return r;
+}
+
+CUresult freeDevice(CUdeviceptr dptr) {
+  if (CUresult r = checkInit()) return r;
+  if (dptr == 0) return CUDA_SUCCESS;
+  auto& drv = Driver::get();
+  uint64_t waitFor = 0;
+  {
+    std::lock_guard lock(drv.mu);
+    auto it = drv.allocations.find(static_cast<uintptr_t>(dptr));
+    if (it == drv.allocations.end() || it->second.kind == AllocKind::kIpcImport) return CUDA_ERROR_INVALID_VALUE;
+    waitFor = it->second.ctx ? it->second.ctx->lastEndNs : 0;
+  }
+  waitUntil(waitFor);  // cuMemFree synchronises with work that may still use the memory
+  std::lock_guard lock(drv.mu);
+  auto it = drv.allocations.find(static_cast<uintptr_t>(dptr));
+  if (it == drv.allocations.end()) return CUDA_ERROR_INVALID_VALUE;
+  freeAllocation(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult asyncAlloc(CUdeviceptr* dptr, size_t bytes, Pool* pool, CUstream stream, bool perThread) {
+  if (CUresult r = checkInit()) return r;
+  if (dptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  auto& drv = Driver::get();
+  Context* ctx = nullptr;
+  {
+    std::lock_guard lock(drv.mu);
+    StreamState* s = nullptr;
+    if (CUresult r = resolveStream(stream, perThread, ctx, s)) return r;
+    if (pool == nullptr) pool = drv.currentPools[ctx->dev];
+    if (!drv.pools.count(pool) || pool->destroyed) return CUDA_ERROR_INVALID_VALUE;
+  }
+  return allocate(dptr, bytes, bytes, AllocKind::kAsync, pool, ctx);
+}
+
+CUresult asyncFree(CUdeviceptr dptr, CUstream stream, bool perThread) {
+  if (CUresult r = checkInit()) return r;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  Context* ctx = nullptr;
+  StreamState* s = nullptr;
+  if (CUresult r = resolveStream(stream, perThread, ctx, s)) return r;
+  auto it = drv.allocations.find(static_cast<uintptr_t>(dptr));
+  if (it == drv.allocations.end() || it->second.kind == AllocKind::kIpcImport) return CUDA_ERROR_INVALID_VALUE;
+  // Stream order: the memory is reusable once the stream's earlier work is done. The fake
+  // returns it at once; only a limiter that reads usage mid-kernel could tell.
+  freeAllocation(it);
+  return CUDA_SUCCESS;
+}
+
+size_t formatBytes(CUarray_format f) {
+  switch (f) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+    case CU_AD_FORMAT_UNORM_INT8X1:
+    case CU_AD_FORMAT_SNORM_INT8X1:
+      return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+    case CU_AD_FORMAT_UNORM_INT16X1:
+    case CU_AD_FORMAT_SNORM_INT16X1:
+      return 2;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT:
+      return 4;
+    default:
+      return 0;
+  }
+}
+
+// Documented charge of an array level: rows padded to the pitch alignment, times rows, times depth.
+uint64_t arrayLevelBytes(size_t w, size_t h, size_t d, size_t elem, unsigned channels) {
+  uint64_t row = (static_cast<uint64_t>(w) * elem * channels + kPitchAlignment - 1) / kPitchAlignment * kPitchAlignment;
+  return row * std::max<size_t>(h, 1) * std::max<size_t>(d, 1);
+}
+
+CUresult createArray(CUarray* out, const CUDA_ARRAY3D_DESCRIPTOR& desc, unsigned levels, bool mip) {
+  Context* ctx = nullptr;
+  if (CUresult r = requireContext(ctx)) return r;
+  if (out == nullptr || desc.Width == 0) return CUDA_ERROR_INVALID_VALUE;
+  size_t elem = formatBytes(desc.Format);
+  if (elem == 0 || (desc.NumChannels != 1 && desc.NumChannels != 2 && desc.NumChannels != 4))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (desc.Width > (1u << 17) || desc.Height > (1u << 16) || desc.Depth > (1u << 14)) return CUDA_ERROR_INVALID_VALUE;
+  uint64_t bytes = 0;
+  size_t w = desc.Width, h = desc.Height, d = desc.Depth;
+  for (unsigned l = 0; l < levels; ++l) {
+    bytes += arrayLevelBytes(w, h, d, elem, desc.NumChannels);
+    w = std::max<size_t>(w / 2, 1);
+    h = h ? std::max<size_t>(h / 2, 1) : 0;
+    d = d ? std::max<size_t>(d / 2, 1) : 0;
+  }
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  if (!drv.shared()->charge(ctx->dev, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+  auto* a = new ArrayObj();
+  a->ctx = ctx;
+  a->dev = ctx->dev;
+  a->bytes = bytes;
+  a->desc = desc;
+  a->levels = levels;
+  a->mipmapped = mip;
+  drv.arrays.insert(a);
+  *out = reinterpret_cast<CUarray>(a);
+  return CUDA_SUCCESS;
+}
+
+CUresult destroyArray(void* handle, bool mip) {
+  if (CUresult r = checkInit()) return r;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  auto* a = static_cast<ArrayObj*>(handle);
+  if (!drv.arrays.count(a) || a->mipmapped != mip) return CUDA_ERROR_INVALID_HANDLE;
+  drv.shared()->uncharge(a->dev, a->bytes);
+  drv.arrays.erase(a);
+  delete a;
+  return CUDA_SUCCESS;
+}
+
+// Synchronous copies on the NULL stream wait for the stream's earlier work, as on hardware.
+CUresult syncPoint(bool perThread) {
+  auto& drv = Driver::get();
+  uint64_t until = 0;
+  {
+    std::lock_guard lock(drv.mu);
+    Context* ctx = nullptr;
+    StreamState* s = nullptr;
+    if (CUresult r = resolveStream(nullptr, perThread, ctx, s)) return r;
+    until = streamDoneAt(s);
+  }
+  waitUntil(until);
+  return CUDA_SUCCESS;
+}
+
+CUresult copy(void* dst, const void* src, size_t n, uintptr_t devDst, uintptr_t devSrc, bool perThread) {
+  Context* ctx = nullptr;
+  if (CUresult r = requireContext(ctx)) return r;
+  if (n == 0) return CUDA_SUCCESS;
+  if (dst == nullptr || src == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  {
+    std::lock_guard lock(Driver::get().mu);
+    if (devDst != 0 && !deviceRangeValid(devDst, n)) return CUDA_ERROR_INVALID_VALUE;
+    if (devSrc != 0 && !deviceRangeValid(devSrc, n)) return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (CUresult r = syncPoint(perThread)) return r;
+  std::memmove(dst, src, n);
+  return CUDA_SUCCESS;
+}
+
+CUresult memsetD8(CUdeviceptr dst, unsigned char v, size_t n, bool perThread) {
+  Context* ctx = nullptr;
+  if (CUresult r = requireContext(ctx)) return r;
+  {
+    std::lock_guard lock(Driver::get().mu);
+    if (n != 0 && !deviceRangeValid(static_cast<uintptr_t>(dst), n)) return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (CUresult r = syncPoint(perThread)) return r;
+  if (n != 0) std::memset(reinterpret_cast<void*>(dst), v, n);
+  return CUDA_SUCCESS;
+}
+
+VmmHandle* findVmm(CUmemGenericAllocationHandle h) {
+  auto& drv = Driver::get();
+  auto it = drv.vmmHandles.find(h);
+  return it == drv.vmmHandles.end() ? nullptr : &it->second;
+}
+
+void dropVmmRef(CUmemGenericAllocationHandle h) {
+  auto& drv = Driver::get();
+  auto it = drv.vmmHandles.find(h);
+  if (it == drv.vmmHandles.end() || --it->second.refs > 0) return;
+  if (it->second.charged != 0) drv.shared()->uncharge(it->second.dev, it->second.charged);
+  close(it->second.fd);
+  drv.vmmHandles.erase(it);
+}
+
+CUresult ipcOpen(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned flags) {
+  Context* ctx = nullptr;
+  if (CUresult r = requireContext(ctx)) return r;
+  if (pdptr == nullptr || (flags & ~static_cast<unsigned>(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  IpcPayload p{};
+  std::memcpy(&p, handle.reserved, sizeof p);
+  if (p.magic != kIpcMagic || p.size == 0) return CUDA_ERROR_INVALID_HANDLE;
+  if (p.pid == static_cast<int32_t>(getpid())) return CUDA_ERROR_INVALID_CONTEXT;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/fd/%d", p.pid, p.fd);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return CUDA_ERROR_INVALID_HANDLE;  // the exporting process or allocation is gone
+  size_t len = pageRound(p.size);
+  void* addr = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (addr == MAP_FAILED) {
+    close(fd);
+    return CUDA_ERROR_MAP_FAILED;
+  }
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  Allocation a;
+  a.base = reinterpret_cast<uintptr_t>(addr);
+  a.size = p.size;
+  a.mapLen = len;
+  a.dev = p.dev;
+  a.fd = fd;
+  a.ctx = ctx;
+  a.kind = AllocKind::kIpcImport;
+  drv.allocations[a.base] = a;
+  *pdptr = static_cast<CUdeviceptr>(a.base);
+  return CUDA_SUCCESS;
+}
+
+CUresult poolAttr(CUmemoryPool pool, CUmemPool_attribute attr, void* value, bool set) {
+  if (CUresult r = checkInit()) return r;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  auto* p = reinterpret_cast<Pool*>(pool);
+  if (!drv.pools.count(p) || value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto* v64 = static_cast<cuuint64_t*>(value);
+  switch (attr) {
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+      if (set) {
+        p->releaseThreshold = *v64;
+        poolTrim(p, p->releaseThreshold);
+      } else {
+        *v64 = p->releaseThreshold;
+      }
+      return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+      if (set) return CUDA_ERROR_INVALID_VALUE;
+      *v64 = p->reserved;
+      return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+      if (set) {
+        if (*v64 != 0) return CUDA_ERROR_INVALID_VALUE;
+        p->reservedHigh = p->reserved;
+      } else {
+        *v64 = p->reservedHigh;
+      }
+      return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+      if (set) return CUDA_ERROR_INVALID_VALUE;
+      *v64 = p->used;
+      return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+      if (set) {
+        if (*v64 != 0) return CUDA_ERROR_INVALID_VALUE;
+        p->usedHigh = p->used;
+      } else {
+        *v64 = p->usedHigh;
+      }
+      return CUDA_SUCCESS;
+    default:
+      if (!set) std::memset(value, 0, sizeof(int));
+      return CUDA_SUCCESS;  // reuse policies do not change what the fake charges
+  }
+}
+
+}  // namespace
+
+void freeAllocation(std::map<uintptr_t, Allocation>::iterator it) {
+  auto& drv = Driver::get();
+  Allocation& a = it->second;
+  if (a.kind == AllocKind::kGraph) {
+    // The address stays reserved by the graph's allocation node; only the memory goes back.
+    drv.shared()->uncharge(a.dev, a.charged);
+    drv.graphAllocLive[a.base] = false;
+    drv.allocations.erase(it);
+    return;
+  }
+  if (a.pool != nullptr) {
+    a.pool->used -= a.charged;
+    poolTrim(a.pool, a.pool->destroyed ? 0 : a.pool->releaseThreshold);
+  } else if (a.charged != 0) {
+    drv.shared()->uncharge(a.dev, a.charged);
+  }
+  munmap(reinterpret_cast<void*>(a.base), a.mapLen);
+  if (a.fd >= 0) close(a.fd);
+  drv.allocations.erase(it);
+}
+
+std::map<uintptr_t, Allocation>::iterator findAllocation(uintptr_t p, size_t len) {
+  auto& drv = Driver::get();
+  auto it = drv.allocations.upper_bound(p);
+  if (it == drv.allocations.begin()) return drv.allocations.end();
+  --it;
+  if (p + len < p || p + len > it->second.base + it->second.size) return drv.allocations.end();
+  return it;
+}
+
+bool deviceRangeValid(uintptr_t p, size_t len) {
+  auto& drv = Driver::get();
+  if (findAllocation(p, len) != drv.allocations.end()) return true;
+  auto it = drv.mappings.upper_bound(p);
+  if (it == drv.mappings.begin()) return false;
+  --it;
+  return p + len >= p && p + len <= it->second.base + it->second.size;
+}
+
+}  // namespace vgpu::fakegpu
+
+using namespace vgpu::fakegpu;
+
+extern "C" {
+
+CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) { return allocChecked(dptr, bytesize, AllocKind::kDevice); }
+
+CUresult cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize) {
+  CUdeviceptr p = 0;
+  if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = allocChecked(&p, bytesize, AllocKind::kLegacy32);
+  if (r == CUDA_SUCCESS) *dptr = static_cast<CUdeviceptr_v1>(p);
+  return r;
+}
+
+CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t width, size_t height, unsigned int elem) {
+  return pitchAlloc(dptr, pPitch, width, height, elem, AllocKind::kPitch);
+}
+
+CUresult cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pPitch, unsigned int width, unsigned int height,
+                         unsigned int elem) {
+  if (dptr == nullptr || pPitch == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUdeviceptr p = 0;
+  size_t pitch = 0;
+  CUresult r = pitchAlloc(&p, &pitch, width, height, elem, AllocKind::kLegacy32);
+  if (r == CUDA_SUCCESS) {
+    *dptr = static_cast<CUdeviceptr_v1>(p);
+    *pPitch = static_cast<unsigned int>(pitch);
+  }
+  return r;
+}
+
+CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
+  if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
+  return allocChecked(dptr, bytesize, AllocKind::kManaged);
+}
+
+CUresult cuMemFree_v2(CUdeviceptr dptr) { return freeDevice(dptr); }
+CUresult cuMemFree(CUdeviceptr_v1 dptr) { return freeDevice(dptr); }
+
+CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
+  Context* ctx = nullptr;
+  if (CUresult r = requireContext(ctx)) return r;
+  if (free == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto* s = Driver::get().shared();
+  uint64_t t = s->totalBytes(ctx->dev), u = s->usedBytes(ctx->dev);
+  *total = t;
+  *free = u >= t ? 0 : t - u;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetInfo(unsigned int* free, unsigned int* total) {
+  size_t f = 0, t = 0;
+  if (CUresult r = cuMemGetInfo_v2(&f, &t)) return r;
+  *free = static_cast<unsigned int>(std::min<size_t>(f, 0xffffffffu));
+  *total = static_cast<unsigned int>(std::min<size_t>(t, 0xffffffffu));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr) {
+  if (CUresult r = checkInit()) return r;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  auto it = findAllocation(static_cast<uintptr_t>(dptr), 1);
+  if (it == drv.allocations.end()) return CUDA_ERROR_NOT_FOUND;
+  if (pbase) *pbase = it->second.base;
+  if (psize) *psize = it->second.size;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) {
+  Context* ctx = nullptr;
+  if (CUresult r = requireContext(ctx)) return r;
+  if (pp == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  void* p = mmap(nullptr, bytesize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  drv.hostAllocSizes[p] = bytesize;
+  *pp = p;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAllocHost(void** pp, unsigned int bytesize) { return cuMemAllocHost_v2(pp, bytesize); }
+
+CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int flags) {
+  unsigned known = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED;
+  if ((flags & ~known) != 0) return CUDA_ERROR_INVALID_VALUE;
+  return cuMemAllocHost_v2(pp, bytesize);
+}
+
+CUresult cuMemFreeHost(void* p) {
+  if (CUresult r = checkInit()) return r;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  auto it = drv.hostAllocSizes.find(p);
+  if (it == drv.hostAllocSizes.end()) return CUDA_ERROR_INVALID_VALUE;
+  munmap(p, it->second);
+  drv.hostAllocSizes.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
+  return asyncAlloc(dptr, bytesize, nullptr, hStream, false);
+}
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
+  return asyncAlloc(dptr, bytesize, nullptr, hStream, true);
+}
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return asyncAlloc(dptr, bytesize, reinterpret_cast<Pool*>(pool), hStream, false);
+}
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return asyncAlloc(dptr, bytesize, reinterpret_cast<Pool*>(pool), hStream, true);
+}
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) { return asyncFree(dptr, hStream, false); }
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) { return asyncFree(dptr, hStream, true); }
+
+CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
+  if (CUresult r = checkInit()) return r;
+  if (pool == nullptr || props == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto& drv = Driver::get();
+  if (props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED || props->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+      props->location.id < 0 || static_cast<size_t>(props->location.id) >= drv.config().gpus.size())
+    return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(drv.mu);
+  auto* p = new Pool();
+  p->dev = props->location.id;
+  drv.pools.insert(p);
+  *pool = reinterpret_cast<CUmemoryPool>(p);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+  if (CUresult r = checkInit()) return r;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  auto* p = reinterpret_cast<Pool*>(pool);
+  if (!drv.pools.count(p) || p->isDefault || p->destroyed) return CUDA_ERROR_INVALID_VALUE;
+  // Outstanding allocations stay valid until freed; what the pool holds beyond them goes back now.
+  p->destroyed = true;
+  poolTrim(p, 0);
+  for (auto& cur : drv.currentPools)
+    if (cur == p) cur = drv.defaultPools[p->dev];
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
+  if (CUresult r = checkInit()) return r;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  auto* p = reinterpret_cast<Pool*>(pool);
+  if (!drv.pools.count(p)) return CUDA_ERROR_INVALID_VALUE;
+  poolTrim(p, minBytesToKeep);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
+  return poolAttr(pool, attr, value, true);
+}
+CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
+  return poolAttr(pool, attr, value, false);
+}
+
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) {
+  if (CUresult r = checkInit()) return r;
+  auto& drv = Driver::get();
+  if (pool == nullptr || dev < 0 || static_cast<size_t>(dev) >= drv.config().gpus.size()) return CUDA_ERROR_INVALID_VALUE;
+  *pool = reinterpret_cast<CUmemoryPool>(drv.defaultPools[dev]);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
+  if (CUresult r = checkInit()) return r;
+  auto& drv = Driver::get();
+  if (pool == nullptr || dev < 0 || static_cast<size_t>(dev) >= drv.config().gpus.size()) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(drv.mu);
+  *pool = reinterpret_cast<CUmemoryPool>(drv.currentPools[dev]);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
+  if (CUresult r = checkInit()) return r;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  auto* p = reinterpret_cast<Pool*>(pool);
+  if (!drv.pools.count(p) || p->destroyed || p->dev != dev) return CUDA_ERROR_INVALID_VALUE;
+  drv.currentPools[dev] = p;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* d) {
+  if (d == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUDA_ARRAY3D_DESCRIPTOR desc{};
+  desc.Width = d->Width;
+  desc.Height = d->Height;
+  desc.Format = d->Format;
+  desc.NumChannels = d->NumChannels;
+  return createArray(pHandle, desc, 1, false);
+}
+
+CUresult cuArray3DCreate_v2(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* d) {
+  if (d == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return createArray(pHandle, *d, 1, false);
+}
+
+CUresult cuArrayDestroy(CUarray hArray) { return destroyArray(hArray, false); }
+
+CUresult cuMipmappedArrayCreate(CUmipmappedArray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* d, unsigned int levels) {
+  if (d == nullptr || pHandle == nullptr || levels == 0) return CUDA_ERROR_INVALID_VALUE;
+  CUarray a = nullptr;
+  CUresult r = createArray(&a, *d, levels, true);
+  if (r == CUDA_SUCCESS) *pHandle = reinterpret_cast<CUmipmappedArray>(a);
+  return r;
+}
+
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray h) { return destroyArray(h, true); }
+
+CUresult cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* req, CUarray array, CUdevice dev) {
+  if (CUresult r = checkInit()) return r;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  auto* a = reinterpret_cast<ArrayObj*>(array);
+  if (req == nullptr || !drv.arrays.count(a) || a->dev != dev) return CUDA_ERROR_INVALID_VALUE;
+  std::memset(req, 0, sizeof *req);
+  req->size = a->bytes;
+  req->alignment = kPitchAlignment;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t n) {
+  return copy(reinterpret_cast<void*>(dst), src, n, static_cast<uintptr_t>(dst), 0, false);
+}
+CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void* src, size_t n) {
+  return copy(reinterpret_cast<void*>(dst), src, n, static_cast<uintptr_t>(dst), 0, true);
+}
+CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t n) {
+  return copy(dst, reinterpret_cast<const void*>(src), n, 0, static_cast<uintptr_t>(src), false);
+}
+CUresult cuMemcpyDtoH_v2_ptds(void* dst, CUdeviceptr src, size_t n) {
+  return copy(dst, reinterpret_cast<const void*>(src), n, 0, static_cast<uintptr_t>(src), true);
+}
+CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  return copy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n, static_cast<uintptr_t>(dst),
+              static_cast<uintptr_t>(src), false);
+}
+CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  return copy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n, static_cast<uintptr_t>(dst),
+              static_cast<uintptr_t>(src), true);
+}
+CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char uc, size_t n) { return memsetD8(dst, uc, n, false); }
+CUresult cuMemsetD8_v2_ptds(CUdeviceptr dst, unsigned char uc, size_t n) { return memsetD8(dst, uc, n, true); }
+
+CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop,
+                                       CUmemAllocationGranularity_flags option) {
+  if (CUresult r = checkInit()) return r;
+  if (granularity == nullptr || prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM && option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
+    return CUDA_ERROR_INVALID_VALUE;
+  *granularity = kVmmGranularity;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
+                     unsigned long long flags) {
+  if (CUresult r = checkInit()) return r;
+  auto& drv = Driver::get();
+  if (handle == nullptr || prop == nullptr || flags != 0 || size == 0 || size % kVmmGranularity != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED) return CUDA_ERROR_INVALID_VALUE;
+  int dev = -1;
+  if (prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+    if (prop->location.id < 0 || static_cast<size_t>(prop->location.id) >= drv.config().gpus.size())
+      return CUDA_ERROR_INVALID_DEVICE;
+    dev = prop->location.id;
+  } else if (prop->location.type != CU_MEM_LOCATION_TYPE_HOST &&
+             prop->location.type != CU_MEM_LOCATION_TYPE_HOST_NUMA &&
+             prop->location.type != CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::lock_guard lock(drv.mu);
+  if (dev >= 0 && !drv.shared()->charge(dev, size)) return CUDA_ERROR_OUT_OF_MEMORY;
+  char name[32];
+  std::snprintf(name, sizeof name, "vgpu-fake-vmm-dev%d", dev);
+  int fd = memfd_create(name, MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    if (fd >= 0) close(fd);
+    if (dev >= 0) drv.shared()->uncharge(dev, size);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  VmmHandle h;
+  h.fd = fd;
+  h.size = size;
+  h.dev = dev;
+  h.charged = dev >= 0 ? size : 0;
+  h.prop = *prop;
+  CUmemGenericAllocationHandle id = drv.nextVmmHandle++;
+  drv.vmmHandles[id] = h;
+  *handle = id;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  if (CUresult r = checkInit()) return r;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  if (findVmm(handle) == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  dropVmmRef(handle);  // physical memory goes back once no mapping uses it either
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                             unsigned long long flags) {
+  if (CUresult r = checkInit()) return r;
+  if (ptr == nullptr || size == 0 || size % kVmmGranularity != 0 || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  size_t align = std::max(alignment, kVmmGranularity);
+  if ((align & (align - 1)) != 0) return CUDA_ERROR_INVALID_VALUE;
+  // Over-reserve so an aligned start can be carved out; `addr` is only a hint, as documented.
+  (void)addr;
+  size_t span = size + align;
+  void* raw = mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  uintptr_t start = (reinterpret_cast<uintptr_t>(raw) + align - 1) & ~(align - 1);
+  if (start > reinterpret_cast<uintptr_t>(raw)) munmap(raw, start - reinterpret_cast<uintptr_t>(raw));
+  uintptr_t end = start + size, rawEnd = reinterpret_cast<uintptr_t>(raw) + span;
+  if (rawEnd > end) munmap(reinterpret_cast<void*>(end), rawEnd - end);
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  drv.reservations[start] = {start, size};
+  *ptr = start;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  if (CUresult r = checkInit()) return r;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  auto it = drv.reservations.find(static_cast<uintptr_t>(ptr));
+  if (it == drv.reservations.end() || it->second.size != size) return CUDA_ERROR_INVALID_VALUE;
+  for (auto& [base, m] : drv.mappings)
+    if (base >= it->second.base && base < it->second.base + size) return CUDA_ERROR_INVALID_VALUE;  // still mapped
+  munmap(reinterpret_cast<void*>(ptr), size);
+  drv.reservations.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                  unsigned long long flags) {
+  if (CUresult r = checkInit()) return r;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  VmmHandle* h = findVmm(handle);
+  if (h == nullptr || flags != 0 || size == 0 || offset != 0 || size > h->size) return CUDA_ERROR_INVALID_VALUE;
+  uintptr_t p = static_cast<uintptr_t>(ptr);
+  auto r = drv.reservations.upper_bound(p);
+  if (r == drv.reservations.begin()) return CUDA_ERROR_INVALID_VALUE;
+  --r;
+  if (p + size > r->second.base + r->second.size) return CUDA_ERROR_INVALID_VALUE;
+  for (auto& [base, m] : drv.mappings)
+    if (p < base + m.size && base < p + size) return CUDA_ERROR_ALREADY_MAPPED;
+  void* got = mmap(reinterpret_cast<void*>(p), size, PROT_NONE, MAP_SHARED | MAP_FIXED, h->fd, 0);
+  if (got == MAP_FAILED) return CUDA_ERROR_MAP_FAILED;
+  drv.mappings[p] = {p, size, handle};
+  ++h->refs;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  if (CUresult r = checkInit()) return r;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  auto it = drv.mappings.find(static_cast<uintptr_t>(ptr));
+  if (it == drv.mappings.end() || it->second.size != size) return CUDA_ERROR_INVALID_VALUE;
+  mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  CUmemGenericAllocationHandle h = it->second.handle;
+  drv.mappings.erase(it);
+  dropVmmRef(h);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count) {
+  if (CUresult r = checkInit()) return r;
+  if (desc == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  if (!deviceRangeValid(static_cast<uintptr_t>(ptr), size)) return CUDA_ERROR_INVALID_VALUE;
+  int prot = PROT_NONE;
+  for (size_t i = 0; i < count; ++i) {
+    if (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE) prot = PROT_READ | PROT_WRITE;
+    else if (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READ && prot == PROT_NONE) prot = PROT_READ;
+  }
+  if (mprotect(reinterpret_cast<void*>(ptr), size, prot) != 0) return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemExportToShareableHandle(void* shareableHandle, CUmemGenericAllocationHandle handle,
+                                      CUmemAllocationHandleType handleType, unsigned long long flags) {
+  if (CUresult r = checkInit()) return r;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  VmmHandle* h = findVmm(handle);
+  if (h == nullptr || shareableHandle == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+  if ((h->prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == 0) return CUDA_ERROR_INVALID_VALUE;
+  int fd = fcntl(h->fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return CUDA_ERROR_OPERATING_SYSTEM;
+  *static_cast<int*>(shareableHandle) = fd;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* osHandle,
+                                        CUmemAllocationHandleType shHandleType) {
+  if (CUresult r = checkInit()) return r;
+  if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+  int src = static_cast<int>(reinterpret_cast<intptr_t>(osHandle));
+  struct stat st{};
+  if (src < 0 || fstat(src, &st) != 0) return CUDA_ERROR_INVALID_VALUE;
+  // The exporter named the memfd after the device; that is how the importer learns it.
+  char link[64], target[256] = {};
+  std::snprintf(link, sizeof link, "/proc/self/fd/%d", src);
+  ssize_t n = readlink(link, target, sizeof target - 1);
+  int dev = -1;
+  if (n <= 0 || std::sscanf(target, "/memfd:vgpu-fake-vmm-dev%d", &dev) != 1) return CUDA_ERROR_INVALID_VALUE;
+  int fd = fcntl(src, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return CUDA_ERROR_OPERATING_SYSTEM;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  VmmHandle h;
+  h.fd = fd;
+  h.size = static_cast<size_t>(st.st_size);
+  h.dev = dev;
+  h.imported = true;
+  h.prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  h.prop.location.type = dev >= 0 ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST;
+  h.prop.location.id = dev >= 0 ? dev : 0;
+  h.prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  CUmemGenericAllocationHandle id = drv.nextVmmHandle++;
+  drv.vmmHandles[id] = h;
+  *handle = id;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop, CUmemGenericAllocationHandle handle) {
+  if (CUresult r = checkInit()) return r;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  VmmHandle* h = findVmm(handle);
+  if (h == nullptr || prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *prop = h->prop;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr) {
+  if (CUresult r = checkInit()) return r;
+  if (pHandle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  auto it = drv.allocations.find(static_cast<uintptr_t>(dptr));
+  if (it == drv.allocations.end() || (it->second.kind != AllocKind::kDevice && it->second.kind != AllocKind::kPitch))
+    return CUDA_ERROR_INVALID_VALUE;  // only cuMemAlloc'd memory can be exported this way
+  IpcPayload p{kIpcMagic, static_cast<int32_t>(getpid()), it->second.fd, it->second.dev, it->second.size};
+  std::memset(pHandle, 0, sizeof *pHandle);
+  std::memcpy(pHandle->reserved, &p, sizeof p);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuIpcOpenMemHandle(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int flags) {
+  return ipcOpen(pdptr, handle, flags);
+}
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int flags) {
+  return ipcOpen(pdptr, handle, flags);
+}
+
+CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
+  if (CUresult r = checkInit()) return r;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  auto it = drv.allocations.find(static_cast<uintptr_t>(dptr));
+  if (it == drv.allocations.end() || it->second.kind != AllocKind::kIpcImport) return CUDA_ERROR_INVALID_VALUE;
+  freeAllocation(it);
+  return CUDA_SUCCESS;
+}
+
+}  // extern "C"

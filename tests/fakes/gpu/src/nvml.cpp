@@ -1,0 +1,1 @@
+extern "C" int vgpuFakeNvmlPlaceholder() { return 0; }

@@ -1,0 +1,54 @@
+#pragma once
+// Access to the simulated physical device state (../fake_gpu_state.h), shared across processes.
+
+#include <cstdint>
+#include <string>
+
+#include "../fake_gpu_state.h"
+#include "config.h"
+
+namespace vgpu::fakegpu {
+
+/// CLOCK_MONOTONIC in nanoseconds (the clock every process shares).
+uint64_t monotonicNs();
+
+/// The mapped state. One per loaded fake library; both fakes in a process see the same memory.
+class SharedState {
+ public:
+  /// Maps VGPU_FAKE_GPU_STATE (or a per-process region, found through `peerSoname` if the other
+  /// fake already made one). On failure returns nullptr and sets `error`.
+  static SharedState* attach(const MachineConfig& cfg, const char* peerSoname, std::string& error);
+
+  vgpu_fake_gpu_state* raw() const { return state_; }
+  unsigned deviceCount() const { return state_->device_count; }
+
+  /// Takes `bytes` of device memory for this process if the device has them free.
+  bool charge(int dev, uint64_t bytes);
+  /// Gives back memory taken with charge().
+  void uncharge(int dev, uint64_t bytes);
+  uint64_t usedBytes(int dev) const;
+  uint64_t totalBytes(int dev) const { return state_->devices[dev].total_bytes; }
+  /// Marks whether this process holds a context on `dev` (for NVML's process list).
+  void setContext(int dev, bool held);
+  /// Releases this process's slot and everything it still holds (process exit).
+  void releaseSelf();
+
+  /// Schedules a kernel of `durNs` on `dev` after everything already scheduled there by any
+  /// process; returns its end time.
+  uint64_t scheduleKernel(int dev, uint64_t durNs);
+  /// Busy time of `dev` up to `nowNs` (only kernels that have run so far count).
+  uint64_t busyNs(int dev, uint64_t nowNs);
+  /// Busy nanoseconds of `dev` within [from, to), optionally only those of `pid` (0: all).
+  uint64_t busyWithin(int dev, uint64_t fromNs, uint64_t toNs, uint32_t pid);
+
+  /// Frees the slots (and memory) of processes that no longer exist.
+  void reclaimDead();
+
+ private:
+  vgpu_fake_process_slot* mySlot();
+
+  vgpu_fake_gpu_state* state_ = nullptr;
+  vgpu_fake_process_slot* slot_ = nullptr;
+};
+
+}  // namespace vgpu::fakegpu
