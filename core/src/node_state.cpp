@@ -9,18 +9,19 @@ namespace vgpu {
 
 NodeInventory::NodeInventory(std::vector<Device> devices, const BackendSet& backends,
                              const std::set<std::string>& cordoned) {
+  auto inverse = [](double capacity) { return capacity > 0 ? 1.0 / capacity : 0.0; };
   entries_.reserve(devices.size());
   for (auto& d : devices) {
-    Entry e;
-    e.cordoned = cordoned.contains(d.id);
     const Backend* backend = backends.find(d.backend);
-    e.allocator = backend ? &backend->allocator() : nullptr;
     const std::string name = d.backend;
-    e.record = std::make_unique<DeviceRecord>(std::move(d));
+    const bool isCordoned = cordoned.contains(d.id);
+    const double perShare = inverse(d.splitCount), perMiB = inverse(static_cast<double>(d.memoryMiB)),
+                 perComputeUnit = inverse(d.computeUnits);
+    entries_.push_back(Entry{DeviceRecord(std::move(d)), backend ? &backend->allocator() : nullptr, isCordoned,
+                             perShare, perMiB, perComputeUnit});
     auto group = std::find_if(groups_.begin(), groups_.end(), [&](const BackendGroup& g) { return g.backend == name; });
-    if (group == groups_.end()) group = groups_.insert(groups_.end(), BackendGroup{name, e.allocator, {}});
-    group->positions.push_back(static_cast<std::uint32_t>(entries_.size()));
-    entries_.push_back(std::move(e));
+    if (group == groups_.end()) group = groups_.insert(groups_.end(), BackendGroup{name, entries_.back().allocator, {}});
+    group->positions.push_back(static_cast<std::uint32_t>(entries_.size() - 1));
   }
 }
 
@@ -34,7 +35,7 @@ int NodeInventory::find(std::string_view backend, std::string_view deviceId) con
   const BackendGroup* g = group(backend);
   if (g == nullptr) return -1;
   for (auto pos : g->positions)
-    if (entries_[pos].record->device().id == deviceId) return static_cast<int>(pos);
+    if (entries_[pos].record.device().id == deviceId) return static_cast<int>(pos);
   return -1;
 }
 

@@ -21,18 +21,12 @@ struct Scratch {
   std::vector<DeviceUsage> init;
   std::vector<Candidate> candidates;
   std::vector<Candidate> chosen;
+  NodeRefusal refusal;  // filled while choosing; copied out only when the node is refused
 };
 
 Scratch& scratch() {
   thread_local Scratch s;
   return s;
-}
-
-double deviceLoad(const vgpu_device& d, const DeviceUsage& u) {
-  const double shares = d.split_count ? static_cast<double>(u.shares) / d.split_count : 1.0;
-  const double memory = d.memory_mib ? static_cast<double>(u.memoryMiB) / static_cast<double>(d.memory_mib) : 1.0;
-  const double compute = d.compute_units ? static_cast<double>(u.compute) / d.compute_units : 1.0;
-  return (shares + memory + compute) / 3.0;
 }
 
 void noteRefusal(NodeRefusal& refusal, const vgpu_fit_result& r) {
@@ -66,13 +60,14 @@ bool chooseDevices(const PreparedPod::Request& request, const NodeInventory& inv
   s.chosen.clear();
   if (group == nullptr || group->positions.empty() || group->allocator == nullptr) {
     refusal.kind = NodeRefusal::Kind::kNoDevices;
+    refusal.devicesConsidered = refusal.devicesFitting = 0;
     return false;
   }
   s.candidates.clear();
   const auto& entries = inventory.entries();
   for (const std::uint32_t pos : group->positions) {
     const auto& entry = entries[pos];
-    const vgpu_device& device = entry.record->c();
+    const vgpu_device& device = entry.record.c();
     vgpu_fit_result r{};
     if (entry.cordoned) {
       r.reason = VGPU_REASON_CORDONED;
@@ -81,7 +76,7 @@ bool chooseDevices(const PreparedPod::Request& request, const NodeInventory& inv
       request.allocator->fit(q, device, u, r);
     }
     if (r.fits) {
-      s.candidates.push_back({pos, device.numa_node, deviceLoad(device, usage[pos]), r.take});
+      s.candidates.push_back({pos, device.numa_node, entry.load(usage[pos]), r.take});
     } else {
       noteRefusal(refusal, r);
     }
@@ -147,16 +142,17 @@ NodeEvaluation run(const PreparedPod& pod, const NodeState& node, NodePolicy nod
     }
     for (size_t ri = 0; ri < container.requests.size(); ++ri) {
       const auto& request = container.requests[ri];
-      if (!chooseDevices(request, inventory, *target, devicePolicy, s, eval.refusal)) {
+      s.refusal.reasonCount = 0;
+      if (!chooseDevices(request, inventory, *target, devicePolicy, s, s.refusal)) {
+        eval.refusal = s.refusal;
         eval.refusal.container = static_cast<std::int16_t>(ci);
         eval.refusal.request = static_cast<std::int16_t>(ri);
         return eval;
       }
-      eval.refusal = NodeRefusal{};
       for (const Candidate& c : s.chosen) {
         addTake((*target)[c.pos], c.take);
         if (placed) {
-          const Device& d = inventory.entries()[c.pos].record->device();
+          const Device& d = inventory.entries()[c.pos].record.device();
           placed->devices.push_back({d.backend, d.id, d.index, c.take.memory_mib, c.take.compute, -1});
         }
       }
@@ -164,7 +160,7 @@ NodeEvaluation run(const PreparedPod& pod, const NodeState& node, NodePolicy nod
   }
   double load = 0;
   const auto& entries = inventory.entries();
-  for (size_t i = 0; i < entries.size(); ++i) load += deviceLoad(entries[i].record->c(), s.apps[i]);
+  for (size_t i = 0; i < entries.size(); ++i) load += entries[i].load(s.apps[i]);
   load = entries.empty() ? 0 : load / static_cast<double>(entries.size());
   eval.fits = true;
   eval.score = nodePolicy == NodePolicy::kBinpack ? load : 1.0 - load;
@@ -172,12 +168,17 @@ NodeEvaluation run(const PreparedPod& pod, const NodeState& node, NodePolicy nod
   return eval;
 }
 
-std::string describeRequest(const DeviceRequest& r) {
-  std::string memory = r.memoryMiB != 0 ? std::to_string(r.memoryMiB) + " MiB"
-                       : r.memoryPercent != 0 && r.memoryPercent != 100 ? std::to_string(r.memoryPercent) + "% of the memory"
-                                                                        : "all the memory";
-  return std::to_string(r.count) + " " + r.backend + " device" + (r.count == 1 ? "" : "s") + " (" + memory + ", " +
-         std::to_string(r.computePercent) + "% compute" + (r.count == 1 ? "" : " each") + ")";
+/// "2 nvidia.com/gpu (3000 MiB, 30% compute each)": in the resource names the user wrote.
+std::string describeRequest(const DeviceRequest& r, const Allocator& allocator) {
+  std::string unit = r.backend + " device" + (r.count == 1 ? "" : "s");
+  for (const auto& resource : allocator.resources())
+    if (resource.role == VGPU_RESOURCE_COUNT) unit = resource.name;
+  const std::string memory = r.memoryMiB != 0 ? std::to_string(r.memoryMiB) + " MiB"
+                             : r.memoryPercent != 0 && r.memoryPercent != 100
+                                 ? std::to_string(r.memoryPercent) + "% of the memory"
+                                 : "all the memory";
+  return std::to_string(r.count) + " " + unit + " (" + memory + ", " + std::to_string(r.computePercent) +
+         "% compute" + (r.count == 1 ? "" : " each") + ")";
 }
 
 }  // namespace
@@ -241,7 +242,7 @@ std::string PlacementEngine::explain(const PreparedPod& pod, const NodeState& no
   const auto& request = container.requests[static_cast<size_t>(r.request)];
   const DeviceRequest& q = request.record->request();
   std::string text = std::string(container.init ? "init container \"" : "container \"") + container.name +
-                     "\" needs " + describeRequest(q);
+                     "\" needs " + describeRequest(q, *request.allocator);
   if (r.kind == NodeRefusal::Kind::kNoDevices) return text + ": the node has no " + q.backend + " devices";
   text += ": " + std::to_string(r.devicesFitting) + " of " + std::to_string(r.devicesConsidered) + " fit";
   for (std::uint8_t i = 0; i < r.reasonCount; ++i) {

@@ -16,12 +16,14 @@ bool containsIgnoringCase(std::string_view haystack, std::string_view needle) {
 }
 
 bool anyModelMatches(const vgpu_str_list& list, const char* model) {
+  if (list.count == 0) return false;
   for (size_t i = 0; i < list.count; ++i)
     if (containsIgnoringCase(model, list.items[i])) return true;
   return false;
 }
 
 bool anyIdEquals(const vgpu_str_list& list, const char* id) {
+  if (list.count == 0) return false;
   for (size_t i = 0; i < list.count; ++i)
     if (std::string_view(list.items[i]) == id) return true;
   return false;

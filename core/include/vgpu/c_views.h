@@ -13,13 +13,16 @@
 
 namespace vgpu {
 
-/// A Device with its vgpu_device view. The view points into the Device, so the pair is
-/// neither copied nor moved; hold it by unique_ptr or in stable storage.
+/// A Device with its vgpu_device view. The view points into the Device, so a move
+/// re-points it (kept inline in vectors for locality: placement reads every device of
+/// every node); copies are not needed and not allowed.
 class DeviceRecord {
  public:
   explicit DeviceRecord(Device device);
+  DeviceRecord(DeviceRecord&& other) noexcept : DeviceRecord(std::move(other.device_)) {}
   DeviceRecord(const DeviceRecord&) = delete;
   DeviceRecord& operator=(const DeviceRecord&) = delete;
+  DeviceRecord& operator=(DeviceRecord&&) = delete;
 
   const Device& device() const { return device_; }
   const vgpu_device& c() const { return view_; }

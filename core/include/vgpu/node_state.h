@@ -23,9 +23,18 @@ class BackendSet;
 class NodeInventory {
  public:
   struct Entry {
-    std::unique_ptr<DeviceRecord> record;
+    DeviceRecord record;
     const Allocator* allocator = nullptr;  ///< Null when the backend is not loaded here.
     bool cordoned = false;
+    /// 1/splitCount, 1/memory, 1/compute (0 when the capacity is 0), so that the load of a
+    /// device, evaluated for every device of every node, costs no division.
+    double perShare = 0, perMiB = 0, perComputeUnit = 0;
+
+    /// How full the device is with `usage`: 0 idle, 1 full (the mean of the three ratios).
+    double load(const DeviceUsage& usage) const {
+      return (usage.shares * perShare + static_cast<double>(usage.memoryMiB) * perMiB +
+              usage.compute * perComputeUnit) / 3.0;
+    }
   };
   /// Devices of one backend, as positions in entries().
   struct BackendGroup {

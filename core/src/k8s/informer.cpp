@@ -84,11 +84,16 @@ struct Informer::Impl {
       }
       cache = std::move(next);
       rv = list.resourceVersion;
-      synced = true;
       ++stats.lists;
     }
-    cv.notify_all();
     for (const auto& n : out) notify(n);
+    {
+      // Synced only once the first list's callbacks have run, so a caller that waited
+      // for sync sees its handlers' view complete.
+      std::lock_guard lock(mu);
+      synced = true;
+    }
+    cv.notify_all();
   }
 
   void apply(WatchEvent&& event) {

@@ -206,12 +206,14 @@ struct FakeApiServer::Impl {
   }
 
   // Returns the fault to apply to this request, if any.
-  std::optional<Fault> takeFault(const std::string& method, const std::string& path, bool watch) {
+  std::optional<Fault> takeFault(const std::string& method, const std::string& path,
+                                 const std::string& query, bool watch) {
     std::lock_guard lock(mu);
     for (auto& f : faults) {
       if (f.times == 0) continue;
       if (!f.method.empty() && f.method != method) continue;
       if (!f.pathPrefix.empty() && path.rfind(f.pathPrefix, 0) != 0) continue;
+      if (!f.queryContains.empty() && query.find(f.queryContains) == std::string::npos) continue;
       if (f.watch == Fault::Watch::kOnly && !watch) continue;
       if (f.watch == Fault::Watch::kNever && watch) continue;
       if (f.times > 0) --f.times;
@@ -250,7 +252,7 @@ struct FakeApiServer::Impl {
         return respond(s, req, statusReply(401, "Unauthorized", "Unauthorized"), path, query);
       }
     }
-    if (auto fault = takeFault(method, path, watch)) {
+    if (auto fault = takeFault(method, path, query, watch)) {
       switch (fault->action) {
         case Fault::Action::kStatus: {
           int code = fault->status;

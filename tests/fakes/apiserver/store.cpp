@@ -340,7 +340,8 @@ Reply Store::list(std::string_view plural, std::string_view ns, const Selectors&
         return statusReply(400, "BadRequest", "continue key is not valid: " + std::string(continueToken));
       }
       auto it = snapshots_.find(id);
-      if (it == snapshots_.end() || it->second.rv <= compactedRv_) {
+      if (it == snapshots_.end() || it->second.rv < compactedRv_ ||
+          it->second.compaction != compactions_) {
         if (it != snapshots_.end()) snapshots_.erase(it);
         return statusReply(410, "Expired",
                            "The provided continue parameter is too old to display a consistent "
@@ -366,7 +367,7 @@ Reply Store::list(std::string_view plural, std::string_view ns, const Selectors&
     if (remaining > 0) {
       if (snapId == 0) {
         snapId = nextSnapshot_++;
-        snapshots_[snapId] = Snapshot{rv, std::move(items)};
+        snapshots_[snapId] = Snapshot{rv, compactions_, std::move(items)};
         while (snapshots_.size() > kSnapshotLimit) snapshots_.erase(snapshots_.begin());
       }
       cont = "snap-" + std::to_string(snapId) + "-" + std::to_string(end);
@@ -695,6 +696,7 @@ void Store::compactHistory() {
   std::lock_guard lock(mu_);
   history_.clear();
   compactedRv_ = rv_;
+  ++compactions_;
   changed_.notify_all();
 }
 

@@ -112,6 +112,7 @@ class Store {
   };
   struct Snapshot {
     std::uint64_t rv;
+    std::uint64_t compaction;  ///< compactHistory() count when taken: any later one expires it
     std::vector<ObjectPtr> items;
   };
 
@@ -125,7 +126,8 @@ class Store {
   std::uint64_t rv_ = 1000;
   std::map<std::string, std::map<std::string, ObjectPtr>, std::less<>> objects_;
   std::deque<Event> history_;
-  std::uint64_t compactedRv_ = 0;  ///< versions <= this are no longer replayable
+  std::uint64_t compactedRv_ = 0;
+  std::uint64_t compactions_ = 0;  ///< versions <= this are no longer replayable
   std::map<std::uint64_t, Snapshot> snapshots_;
   std::uint64_t nextSnapshot_ = 1;
   std::uint64_t epoch_ = 0;

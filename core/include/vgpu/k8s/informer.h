@@ -58,7 +58,7 @@ class Informer {
   /// Ends the thread; safe to call twice. No callback runs after it returns.
   void stop();
 
-  /// True once the first list has been applied.
+  /// True once the first list has been applied and its callbacks have run.
   bool hasSynced() const;
   bool waitForSync(std::chrono::milliseconds timeout) const;
 

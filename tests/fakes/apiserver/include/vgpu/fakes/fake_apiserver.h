@@ -41,6 +41,7 @@ struct Fault {
   enum class Watch { kAny, kOnly, kNever };
   std::string method;      ///< "" = any; GET, POST, PATCH, DELETE
   std::string pathPrefix;  ///< "" = any; compared with the path (no query)
+  std::string queryContains;  ///< "" = any; a substring of the raw query, e.g. "continue="
   Watch watch = Watch::kAny;
   Action action = Action::kStatus;
   int status = 500;

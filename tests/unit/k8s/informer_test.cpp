@@ -1,0 +1,288 @@
+// The informer keeps an exact mirror of the double through watch breaks, 410s and restarts.
+
+#include <map>
+#include <mutex>
+#include <random>
+
+#include "test_support.h"
+#include "vgpu/k8s/informer.h"
+#include "vgpu/k8s/object.h"
+
+namespace vgpu::k8s {
+namespace {
+
+namespace json = boost::json;
+using testing::clientFor;
+using testing::eventually;
+using testing::fastOptions;
+using testing::makePod;
+using testing::startServer;
+
+InformerOptions quick(std::string fieldSelector = "") {
+  InformerOptions o;
+  o.fieldSelector = std::move(fieldSelector);
+  o.backoffMin = std::chrono::milliseconds(5);
+  o.backoffMax = std::chrono::milliseconds(50);
+  o.pageSize = 7;  // several pages even for small tests
+  return o;
+}
+
+/// A map maintained only from callbacks; flags duplicates and impossible transitions.
+class Mirror {
+ public:
+  InformerHandlers handlers() {
+    InformerHandlers h;
+    h.onAdd = [this](const ObjectPtr& o) {
+      std::lock_guard lock(mu_);
+      auto key = objectKey(*o);
+      if (state_.count(key)) problems_.push_back("duplicate add " + key);
+      state_[key] = std::string(resourceVersion(*o));
+      log_.push_back("add " + key);
+    };
+    h.onUpdate = [this](const ObjectPtr& before, const ObjectPtr& after) {
+      std::lock_guard lock(mu_);
+      auto key = objectKey(*after);
+      auto it = state_.find(key);
+      if (it == state_.end()) {
+        problems_.push_back("update of unknown " + key);
+      } else if (it->second != resourceVersion(*before)) {
+        problems_.push_back("update of " + key + " from a version never delivered");
+      }
+      if (resourceVersion(*before) == resourceVersion(*after)) problems_.push_back("no-op update " + key);
+      state_[key] = std::string(resourceVersion(*after));
+      log_.push_back("update " + key);
+    };
+    h.onDelete = [this](const ObjectPtr& last) {
+      std::lock_guard lock(mu_);
+      auto key = objectKey(*last);
+      if (!state_.erase(key)) problems_.push_back("delete of unknown " + key);
+      log_.push_back("delete " + key);
+    };
+    return h;
+  }
+  std::map<std::string, std::string> state() {
+    std::lock_guard lock(mu_);
+    return state_;
+  }
+  std::vector<std::string> problems() {
+    std::lock_guard lock(mu_);
+    return problems_;
+  }
+  std::vector<std::string> takeLog() {
+    std::lock_guard lock(mu_);
+    return std::exchange(log_, {});
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::string> state_;
+  std::vector<std::string> problems_;
+  std::vector<std::string> log_;
+};
+
+std::map<std::string, std::string> serverState(const fakes::FakeApiServer& server,
+                                               const std::string& node = "*") {
+  std::map<std::string, std::string> out;
+  for (const auto& p : server.list("pods")) {
+    if (node != "*" && nodeName(p) != node) continue;
+    out[objectKey(p)] = std::string(resourceVersion(p));
+  }
+  return out;
+}
+
+std::map<std::string, std::string> cacheState(const Informer& informer) {
+  std::map<std::string, std::string> out;
+  for (const auto& o : informer.list()) out[objectKey(*o)] = std::string(resourceVersion(*o));
+  return out;
+}
+
+TEST(K8sInformer, MirrorsTheListAndLaterChangesInOrder) {
+  auto server = startServer();
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(server->create("pods", makePod("ns", "p" + std::to_string(i))));
+  auto client = clientFor(*server);
+  Mirror mirror;
+  Informer informer(*client, kPods, quick(), mirror.handlers());
+  informer.start();
+  ASSERT_TRUE(informer.waitForSync(std::chrono::seconds(10)));
+  EXPECT_EQ(informer.size(), 10u);
+  EXPECT_EQ(mirror.takeLog().size(), 10u);
+  ASSERT_TRUE(server->create("pods", makePod("ns", "new")));
+  ASSERT_TRUE(server->patch("pods", "ns", "p1", json::parse(R"({"metadata":{"annotations":{"a":"b"}}})").as_object()));
+  ASSERT_TRUE(server->remove("pods", "ns", "p2"));
+  ASSERT_TRUE(eventually([&] { return informer.resourceVersion() == std::to_string(server->resourceVersion()); }));
+  EXPECT_EQ(mirror.takeLog(), (std::vector<std::string>{"add ns/new", "update ns/p1", "delete ns/p2"}));
+  EXPECT_EQ(annotation(*informer.get("ns/p1"), "a"), "b");
+  EXPECT_EQ(informer.get("ns/p2"), nullptr);
+  EXPECT_EQ(cacheState(informer), serverState(*server));
+  EXPECT_TRUE(mirror.problems().empty());
+}
+
+TEST(K8sInformer, AFieldSelectedInformerSeesPodsArriveAndLeaveItsNode) {
+  auto server = startServer();
+  auto client = clientFor(*server);
+  ASSERT_TRUE(server->create("pods", makePod("ns", "mine", "n1")));
+  ASSERT_TRUE(server->create("pods", makePod("ns", "other", "n2")));
+  ASSERT_TRUE(server->create("pods", makePod("ns", "pending")));
+  Mirror mirror;
+  Informer informer(*client, kPods, quick("spec.nodeName=n1"), mirror.handlers());
+  informer.start();
+  ASSERT_TRUE(informer.waitForSync(std::chrono::seconds(10)));
+  EXPECT_EQ(mirror.takeLog(), std::vector<std::string>{"add ns/mine"});
+  ASSERT_TRUE(client->bind({"ns", "pending", "n1", "", {{"vgpu.io/a", "1"}}}));
+  ASSERT_TRUE(eventually([&] { return informer.size() == 2; }));
+  EXPECT_EQ(annotation(*informer.get("ns/pending"), "vgpu.io/a"), "1");
+  ASSERT_TRUE(server->remove("pods", "ns", "mine"));
+  ASSERT_TRUE(eventually([&] { return informer.size() == 1; }));
+  EXPECT_EQ(mirror.takeLog(), (std::vector<std::string>{"add ns/pending", "delete ns/mine"}));
+}
+
+TEST(K8sInformer, RelistAfterGoneReportsExactlyWhatWasMissed) {
+  auto server = startServer();
+  auto client = clientFor(*server);
+  for (const char* n : {"keep", "change", "drop"}) ASSERT_TRUE(server->create("pods", makePod("ns", n)));
+  Mirror mirror;
+  Informer informer(*client, kPods, quick(), mirror.handlers());
+  informer.start();
+  ASSERT_TRUE(informer.waitForSync(std::chrono::seconds(10)));
+  mirror.takeLog();
+  // Keep the informer disconnected while things change and history is compacted.
+  fakes::Fault down;
+  down.watch = fakes::Fault::Watch::kOnly;
+  down.status = 503;
+  down.times = -1;
+  server->addFault(down);
+  server->breakWatches();
+  ASSERT_TRUE(eventually([&] { return informer.stats().watchErrors >= 2; }));
+  ASSERT_TRUE(server->remove("pods", "ns", "drop"));
+  ASSERT_TRUE(server->patch("pods", "ns", "change", json::parse(R"({"metadata":{"labels":{"v":"2"}}})").as_object()));
+  ASSERT_TRUE(server->create("pods", makePod("ns", "born")));
+  server->compactHistory();
+  server->clearFaults();
+  ASSERT_TRUE(eventually([&] { return cacheState(informer) == serverState(*server); }));
+  auto log = mirror.takeLog();
+  std::sort(log.begin(), log.end());
+  EXPECT_EQ(log, (std::vector<std::string>{"add ns/born", "delete ns/drop", "update ns/change"}));
+  EXPECT_EQ(informer.stats().lists, 2u);
+  EXPECT_TRUE(mirror.problems().empty());
+}
+
+TEST(K8sInformer, ResumesFromItsVersionAfterAnApiserverRestart) {
+  auto server = startServer();
+  auto client = clientFor(*server);
+  ASSERT_TRUE(server->create("pods", makePod("ns", "a")));
+  Mirror mirror;
+  Informer informer(*client, kPods, quick(), mirror.handlers());
+  informer.start();
+  ASSERT_TRUE(informer.waitForSync(std::chrono::seconds(10)));
+  ASSERT_TRUE(eventually([&] { return server->openWatches() == 1; }));
+  ASSERT_TRUE(server->restart(/*keepHistory=*/true));
+  ASSERT_TRUE(server->create("pods", makePod("ns", "b")));
+  ASSERT_TRUE(eventually([&] { return informer.size() == 2; }));
+  EXPECT_EQ(informer.stats().lists, 1u) << "history was kept: no relist needed";
+  EXPECT_TRUE(mirror.problems().empty());
+}
+
+TEST(K8sInformer, StopIsPromptAndSafeTwice) {
+  auto server = startServer();
+  auto client = clientFor(*server);
+  Informer informer(*client, kPods, quick(), {});
+  informer.start();
+  ASSERT_TRUE(informer.waitForSync(std::chrono::seconds(10)));
+  ASSERT_TRUE(eventually([&] { return server->openWatches() == 1; }));
+  auto start = std::chrono::steady_clock::now();
+  informer.stop();
+  informer.stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+}
+
+TEST(K8sInformer, RandomizedRunKeepsAnExactMirrorThroughBreaksGoneAndRestarts) {
+  auto server = startServer();
+  auto client = clientFor(*server);  // its backoff runs on a fake clock: instant retries
+  std::mt19937 rng(20261202);
+  const std::vector<std::string> namespaces = {"a", "b", "c"};
+  const std::vector<std::string> nodes = {"", "n1", "n2"};
+  int counter = 0;
+  auto pick = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
+  auto createPod = [&] {
+    auto ns = namespaces[pick(3)];
+    ASSERT_TRUE(server->create("pods", makePod(ns, "pod-" + std::to_string(counter++), nodes[pick(3)])));
+  };
+  for (int i = 0; i < 30; ++i) createPod();
+
+  Mirror all;
+  Mirror onN1;
+  Informer everything(*client, kPods, quick(), all.handlers());
+  Informer nodeAgent(*client, kPods, quick("spec.nodeName=n1"), onN1.handlers());
+  everything.start();
+  nodeAgent.start();
+  ASSERT_TRUE(everything.waitForSync(std::chrono::seconds(10)));
+  ASSERT_TRUE(nodeAgent.waitForSync(std::chrono::seconds(10)));
+
+  int breaks = 0, compactions = 0, restarts = 0, faults = 0;
+  for (int step = 0; step < 600; ++step) {
+    auto pods = server->list("pods");
+    int op = static_cast<int>(pick(100));
+    if (op < 30 || pods.empty()) {
+      createPod();
+    } else if (op < 55) {
+      const auto& p = pods[pick(pods.size())];
+      json::object patch{{"metadata", {{"annotations", {{"step", std::to_string(step)}}}}}};
+      ASSERT_TRUE(server->patch("pods", namespaceOf(p), name(p), patch));
+    } else if (op < 70) {
+      const auto& p = pods[pick(pods.size())];
+      ASSERT_TRUE(server->remove("pods", namespaceOf(p), name(p)));
+    } else if (op < 80) {
+      const auto& p = pods[pick(pods.size())];
+      if (nodeName(p).empty()) {
+        ASSERT_TRUE(client->bind({std::string(namespaceOf(p)), std::string(name(p)), nodes[1 + pick(2)], "", {}}));
+      }
+    } else if (op < 85) {
+      server->breakWatches();
+      ++breaks;
+    } else if (op < 89) {
+      server->compactHistory();
+      if (pick(2) == 0) server->breakWatches();
+      ++compactions;
+    } else if (op < 91) {
+      ASSERT_TRUE(server->restart(/*keepHistory=*/pick(2) == 0));
+      ++restarts;
+    } else if (op < 94) {
+      fakes::Fault f;
+      f.watch = pick(2) == 0 ? fakes::Fault::Watch::kOnly : fakes::Fault::Watch::kNever;
+      f.method = "GET";
+      f.status = pick(2) == 0 ? 500 : 429;
+      f.times = 2;
+      server->addFault(f);
+      server->breakWatches();
+      ++faults;
+    }
+    if (step % 50 == 49) {
+      // Let both catch up now and then so faults also land on settled streams.
+      ASSERT_TRUE(eventually([&] { return cacheState(everything) == serverState(*server); }))
+          << "step " << step;
+    }
+  }
+  server->clearFaults();
+  ASSERT_TRUE(eventually([&] { return cacheState(everything) == serverState(*server); }));
+  ASSERT_TRUE(eventually([&] { return cacheState(nodeAgent) == serverState(*server, "n1"); }));
+  everything.stop();
+  nodeAgent.stop();
+
+  EXPECT_EQ(all.state(), serverState(*server)) << "callbacks alone rebuild the exact state";
+  EXPECT_EQ(onN1.state(), serverState(*server, "n1"));
+  EXPECT_TRUE(all.problems().empty()) << all.problems().front();
+  EXPECT_TRUE(onN1.problems().empty()) << onN1.problems().front();
+  for (const auto& p : server->list("pods")) {
+    auto cached = everything.get(objectKey(p));
+    ASSERT_TRUE(cached);
+    EXPECT_EQ(*cached, p) << objectKey(p);
+  }
+  auto stats = everything.stats();
+  EXPECT_GT(stats.lists, 1u) << "410s forced relists";
+  EXPECT_GT(stats.watchErrors, 5u);
+  EXPECT_GT(breaks + compactions + restarts + faults, 40);
+  EXPECT_GT(restarts, 2);
+}
+
+}  // namespace
+}  // namespace vgpu::k8s
