@@ -6,6 +6,8 @@
 #include <fstream>
 #include <string>
 
+#include <unistd.h>
+
 namespace vgpu {
 namespace {
 
@@ -269,7 +271,7 @@ TEST(ConfigLoad, MissingOrUnreadableFilesAreErrors) {
 
 TEST(ConfigLoad, ErrorsNameTheFilePath) {
   auto path = std::filesystem::temp_directory_path() /
-              ("vgpu-config-test-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + ".yaml");
+              ("vgpu-config-test-" + std::to_string(::getpid()) + ".yaml");
   {
     std::ofstream out(path);
     out << "backends:\n  sim:\n    splitCount: 0\n";

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <random>
 #include <string>
 
 namespace vgpu {
@@ -91,6 +92,55 @@ TEST(QuantityLimits, ValuesBeyondInt64AreErrorsNeverWrapped) {
   auto exa = parseQuantityValue("9E");
   ASSERT_TRUE(exa.ok());
   EXPECT_EQ(*exa, 9000000000000000000);
+}
+
+TEST(QuantityRandom, WholeNumbersWithEverySuffixMatchPlainArithmetic) {
+  struct Suffix {
+    const char* text;
+    std::int64_t multiplier;
+  };
+  const Suffix suffixes[] = {{"", 1},
+                             {"k", 1000},
+                             {"M", 1000000},
+                             {"G", 1000000000},
+                             {"T", 1000000000000},
+                             {"P", 1000000000000000},
+                             {"E", 1000000000000000000},
+                             {"Ki", std::int64_t{1} << 10},
+                             {"Mi", std::int64_t{1} << 20},
+                             {"Gi", std::int64_t{1} << 30},
+                             {"Ti", std::int64_t{1} << 40},
+                             {"Pi", std::int64_t{1} << 50},
+                             {"Ei", std::int64_t{1} << 60},
+                             {"e0", 1},
+                             {"e6", 1000000},
+                             {"E15", 1000000000000000}};
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 3000; ++i) {
+    // Magnitudes from 1 digit to 19, so both sides of the int64 limit are exercised.
+    std::int64_t n = static_cast<std::int64_t>(rng() >> (1 + rng() % 63));
+    bool negative = rng() % 4 == 0;
+    for (const Suffix& s : suffixes) {
+      std::string text = (negative ? "-" : "") + std::to_string(n) + s.text;
+      std::int64_t expected = 0;
+      // Signed, so that -8Ei (exactly int64 min) fits while 8Ei does not.
+      bool overflows = __builtin_mul_overflow(negative ? -n : n, s.multiplier, &expected);
+      auto v = parseQuantityValue(text);
+      if (overflows) {
+        EXPECT_FALSE(v.ok()) << text;
+      } else {
+        ASSERT_TRUE(v.ok()) << text << ": " << v.error().message;
+        EXPECT_EQ(*v, expected) << text;
+      }
+    }
+    // Sub-unit suffixes: the value rounds up, away from zero.
+    for (auto [suffix, divisor] : {std::pair{"m", 1000}, std::pair{"u", 1000000}, std::pair{"n", 1000000000}}) {
+      std::string text = std::to_string(n) + suffix;
+      auto v = parseQuantityValue(text);
+      ASSERT_TRUE(v.ok()) << text;
+      EXPECT_EQ(*v, n / divisor + (n % divisor != 0 ? 1 : 0)) << text;
+    }
+  }
 }
 
 struct BadCase {
