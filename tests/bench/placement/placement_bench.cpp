@@ -1,0 +1,97 @@
+// Placing one pod over N nodes of 8 devices each, through the real sim backend loaded with
+// dlopen: the per-device fit crosses the C ABI exactly as in the scheduler.
+#include <benchmark/benchmark.h>
+
+#include <random>
+
+#include "vgpu/backend_loader.h"
+#include "vgpu/placement.h"
+
+namespace vgpu {
+namespace {
+
+struct Cluster {
+  BackendSet backends;
+  std::vector<NodeState> nodes;
+};
+
+/// N nodes of 8 x 80 GiB devices, each device already partly used (fixed seed), so most
+/// nodes fit and the engine does its full work on every node.
+Cluster& cluster(size_t nodes) {
+  static std::map<size_t, std::unique_ptr<Cluster>> cache;
+  auto& slot = cache[nodes];
+  if (slot) return *slot;
+  slot = std::make_unique<Cluster>();
+  BackendParams params;
+  params.name = "sim";
+  params.resources.count = "nvidia.com/gpu";
+  params.resources.memory = "nvidia.com/gpumem";
+  params.resources.cores = "nvidia.com/gpucores";
+  auto sim = loadBackend(backendLibraryPath(VGPU_BACKEND_DIR, "sim"), params);
+  if (!sim.ok()) throw std::runtime_error(sim.error().message);
+  (void)slot->backends.add(std::move(sim).value());
+  std::mt19937 rng(42);
+  std::uniform_int_distribution<int> shares(0, 6);
+  for (size_t n = 0; n < nodes; ++n) {
+    std::vector<Device> devices;
+    const std::string name = "node-" + std::to_string(n);
+    for (int i = 0; i < 8; ++i) {
+      Device d;
+      d.id = "GPU-" + std::to_string(n) + "-" + std::to_string(i);
+      d.index = i;
+      d.backend = "sim";
+      d.model = i % 2 ? "NVIDIA H100 80GB HBM3" : "NVIDIA A100-SXM4-80GB";
+      d.memoryMiB = 81920;
+      d.splitCount = 10;
+      d.numaNode = i / 4;
+      d.health = Health::kHealthy;
+      devices.push_back(std::move(d));
+    }
+    NodeState state(name, std::make_shared<const NodeInventory>(std::move(devices), slot->backends));
+    for (auto& u : state.usage) {
+      const auto k = static_cast<std::uint32_t>(shares(rng));
+      u = {k, k * 8000ull, k * 10};
+    }
+    slot->nodes.push_back(std::move(state));
+  }
+  return *slot;
+}
+
+PreparedPod singleGpuPod(const BackendSet& backends) {
+  ContainerResources c{"main", false, {{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", 10000}, {"nvidia.com/gpucores", 20}}};
+  auto request = buildPodRequest(backends, "default", "bench", {c}, {});
+  return std::move(PreparedPod::prepare(*request, backends)).value();
+}
+
+void BM_PlaceSingleGpuPod(benchmark::State& state) {
+  Cluster& c = cluster(static_cast<size_t>(state.range(0)));
+  const PreparedPod pod = singleGpuPod(c.backends);
+  const PlacementEngine engine;
+  benchmark::IterationCount placed = 0;
+  for (auto _ : state) {
+    Placement p = engine.place(pod, c.nodes);
+    placed += p.chosen.has_value();
+    benchmark::DoNotOptimize(p);
+  }
+  if (placed != state.iterations()) state.SkipWithError("pod did not fit");
+  state.SetComplexityN(state.range(0));
+  state.counters["devices"] = static_cast<double>(state.range(0) * 8);
+}
+BENCHMARK(BM_PlaceSingleGpuPod)->Arg(100)->Arg(1000)->Arg(5000)->Unit(benchmark::kMicrosecond)->Complexity(benchmark::oN);
+
+/// Evaluation alone (what the extender's filter does per node), without the assignment.
+void BM_EvaluateNode(benchmark::State& state) {
+  Cluster& c = cluster(1000);
+  const PreparedPod pod = singleGpuPod(c.backends);
+  const PlacementEngine engine;
+  size_t i = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(engine.evaluate(pod, c.nodes[i++ % c.nodes.size()]));
+  }
+}
+BENCHMARK(BM_EvaluateNode)->Unit(benchmark::kNanosecond);
+
+}  // namespace
+}  // namespace vgpu
+
+BENCHMARK_MAIN();

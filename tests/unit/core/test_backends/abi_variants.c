@@ -1,0 +1,54 @@
+/* Broken and foreign backends, built from this one file with different macros, to test
+ * that the loader refuses each kind with a clear message. Written in C on purpose: a
+ * backend needs nothing of vgpu's C++. */
+#include <string.h>
+
+#include "vgpu/backend_abi.h"
+
+static vgpu_status create(const vgpu_backend_config* c, vgpu_backend** out, vgpu_error_buf* e) {
+  (void)c;
+  (void)e;
+  static int instance;
+  *out = (vgpu_backend*)&instance;
+  return VGPU_OK;
+}
+static void destroy(vgpu_backend* b) { (void)b; }
+static void resources(vgpu_backend* b, vgpu_resource_sink sink, void* ctx) {
+  (void)b;
+  vgpu_resource r = {"example.com/thing", VGPU_RESOURCE_COUNT, 1};
+  sink(ctx, &r);
+}
+static vgpu_status parse(vgpu_backend* b, const vgpu_container_input* c, const vgpu_kv_list* a,
+                         vgpu_request_sink sink, void* ctx, vgpu_error_buf* e) {
+  (void)b; (void)c; (void)a; (void)sink; (void)ctx; (void)e;
+  return VGPU_OK;
+}
+static void fit(vgpu_backend* b, const vgpu_device_request* q, const vgpu_device* d,
+                const vgpu_device_usage* u, vgpu_fit_result* r) {
+  (void)b; (void)q; (void)d; (void)u;
+  r->fits = 1;
+}
+
+#ifndef NO_ENTRY
+VGPU_BACKEND_EXPORT int VGPU_BACKEND_ENTRY(unsigned loader, vgpu_backend_table* t) {
+  (void)loader;
+#ifdef REFUSE_LOADER
+  return 1;
+#endif
+  vgpu_backend_table table;
+  memset(&table, 0, sizeof table);
+  table.struct_size = sizeof table;
+  table.abi_version = TABLE_ABI_VERSION;
+  table.name = TABLE_NAME;
+  table.description = "a test backend";
+  table.create = create;
+  table.destroy = destroy;
+  table.resources = resources;
+  table.parse_request = parse;
+#ifndef NO_FIT
+  table.fit = fit;
+#endif
+  memcpy(t, &table, t->struct_size < sizeof table ? t->struct_size : sizeof table);
+  return 0;
+}
+#endif

@@ -1,0 +1,140 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+
+#include <array>
+#include <cstdio>
+#include <map>
+
+#include "cluster_file.h"
+#include "test_support.h"
+
+namespace vgpu {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::TempDir;
+
+struct SimRun {
+  int exitCode;
+  std::string out;
+};
+
+/// Runs vgpu-sim as a user would, stdout captured (stderr goes to the test log).
+SimRun runSim(const std::string& args) {
+  const std::string command = std::string(VGPU_SIM_BINARY) + " --backend-dir " + VGPU_BACKEND_DIR + " " + args;
+  SimRun run{-1, {}};
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return run;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) run.out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  run.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run;
+}
+
+std::uint64_t u64(const boost::json::value& v) { return boost::json::value_to<std::uint64_t>(v); }
+
+const std::string kExamples = std::string("--cluster ") + VGPU_EXAMPLES_DIR + "/cluster.yaml --pods " +
+                              VGPU_EXAMPLES_DIR + "/pods.yaml";
+
+TEST(VgpuSim, PlacesTheExampleWorkloadWithinEveryDevicesCapacity) {
+  const SimRun run = runSim(kExamples + " --output json");
+  ASSERT_EQ(run.exitCode, 0) << run.out;
+  const auto doc = boost::json::parse(run.out).as_object();
+  std::map<std::string, std::string> status;
+  for (const auto& p : doc.at("pods").as_array())
+    status[std::string(p.at("pod").as_string())] = std::string(p.at("status").as_string());
+  EXPECT_EQ(status.size(), 34u);
+  EXPECT_EQ(status["inference/llm-serve-0"], "placed");
+  EXPECT_EQ(status["class/student-09"], "placed");
+  EXPECT_EQ(status["research/train-ddp-2"], "placed");
+  EXPECT_EQ(status["default/web-frontend"], "no-device-request");
+  EXPECT_EQ(status["research/too-big"], "pending");
+  EXPECT_EQ(status["research/bad-cores"], "invalid");
+  std::map<std::string, std::uint64_t> memoryById;
+  for (const auto& d : doc.at("devices").as_array()) {
+    const auto& o = d.as_object();
+    EXPECT_LE(u64(o.at("usedMemoryMiB")), u64(o.at("memoryMiB"))) << o.at("id");
+    EXPECT_LE(u64(o.at("usedCompute")), u64(o.at("computeUnits")));
+    EXPECT_LE(u64(o.at("usedShares")), u64(o.at("splitCount")));
+    if (o.at("health") != "healthy") {
+      EXPECT_EQ(u64(o.at("usedShares")), 0) << o.at("id");
+    }
+  }
+  for (const auto& p : doc.at("pods").as_array()) {
+    if (p.at("pod") != "research/h100-finetune-0") continue;
+    for (const auto& c : p.at("containers").as_array())
+      for (const auto& d : c.at("devices").as_array()) EXPECT_THAT(std::string(d.at("id").as_string()), HasSubstr("h100"));
+  }
+}
+
+TEST(VgpuSim, TextReportSaysWhyPodsArePending) {
+  const SimRun run = runSim(kExamples);
+  ASSERT_EQ(run.exitCode, 0);
+  EXPECT_THAT(run.out, HasSubstr("Placements (node policy binpack, device policy spread)"));
+  EXPECT_THAT(run.out, HasSubstr("research/too-big: no node fits"));
+  EXPECT_THAT(run.out, HasSubstr("asks for 100000 MiB but the whole device has 81920 MiB"));
+  EXPECT_THAT(run.out, HasSubstr("research/bad-cores: invalid request"));
+  EXPECT_THAT(run.out, HasSubstr("nvidia.com/gpucores must be between 0 and 100, got 150"));
+  EXPECT_THAT(run.out, HasSubstr("GPU-h100-2-0"));
+  EXPECT_THAT(run.out, HasSubstr("cordoned"));
+}
+
+TEST(VgpuSim, BadInputIsAClearErrorAndExitCode2) {
+  TempDir dir;
+  const auto cluster = dir.write("cluster.yaml", "nodes:\n  - name: n\n    devices:\n      - {backend: sim, memoryMiB: x}\n");
+  dir.write("device-config.yaml", "version: 1\nbackends:\n  sim:\n    enabled: true\n");
+  const auto pods = dir.write("pods.yaml", "kind: Pod\nmetadata: {name: p}\nspec: {containers: []}\n");
+  EXPECT_EQ(runSim("--cluster " + cluster.string() + " --pods " + pods.string()).exitCode, 2);
+  EXPECT_EQ(runSim("--cluster " + cluster.string()).exitCode, 2);
+  EXPECT_EQ(runSim(kExamples + " --output yaml").exitCode, 2);
+  const auto notPod = dir.write("deploy.yaml", "kind: Deployment\nmetadata: {name: d}\n");
+  EXPECT_EQ(runSim(std::string("--cluster ") + VGPU_EXAMPLES_DIR + "/cluster.yaml --pods " + notPod.string()).exitCode, 2);
+}
+
+TEST(ClusterFile, ExpandsDeviceGroupsWithConfigDefaults) {
+  DeviceConfig config;
+  BackendConfig sim{"sim", true, {}, {}};
+  sim.settings.splitCount = 4;
+  sim.settings.memoryScaling = 2.0;
+  config.backends.push_back(sim);
+  auto nodes = simulator::parseClusterFile(
+      "nodes:\n  - name: n1\n    devices:\n      - {backend: sim, model: M, memoryMiB: 1000, count: 4, numaNodes: 2, "
+      "unhealthy: [1]}\n    cordoned: [n1-sim-3]\n",
+      "c.yaml", config);
+  ASSERT_TRUE(nodes.ok()) << nodes.error().message;
+  ASSERT_EQ(nodes->size(), 1u);
+  const auto& d = (*nodes)[0].devices;
+  ASSERT_EQ(d.size(), 4u);
+  EXPECT_EQ(d[0].id, "n1-sim-0");
+  EXPECT_EQ(d[0].memoryMiB, 2000u);
+  EXPECT_EQ(d[0].splitCount, 4u);
+  EXPECT_EQ(d[1].health, Health::kUnhealthy);
+  EXPECT_EQ(d[2].numaNode, 1);
+  EXPECT_TRUE((*nodes)[0].cordoned.contains("n1-sim-3"));
+}
+
+TEST(ClusterFile, ErrorsNameFileKeyAndLine) {
+  DeviceConfig config;
+  config.backends.push_back({"sim", true, {}, {}});
+  const std::pair<const char*, const char*> cases[] = {
+      {"nodes: 5", "c.yaml:1: nodes: expected a top-level `nodes:` list"},
+      {"nodes:\n  - name: a\n  - name: a\n", "duplicate node \"a\""},
+      {"nodes:\n  - name: a\n    devices:\n      - {backend: other, memoryMiB: 5}\n", "\"other\" has no section"},
+      {"nodes:\n  - name: a\n    devices:\n      - {backend: sim, memoryMiB: -5}\n", "c.yaml:4: nodes[0].devices[0].memoryMiB"},
+      {"nodes:\n  - name: a\n    gpus: 3\n", "nodes[0].gpus: unknown key"},
+      {"nodes:\n  - name: a\n    devices:\n      - {backend: sim, memoryMiB: 5, count: 2, unhealthy: [9]}\n",
+       "position 9 is beyond count"},
+  };
+  for (const auto& [yaml, expected] : cases) {
+    auto r = simulator::parseClusterFile(yaml, "c.yaml", config);
+    ASSERT_FALSE(r.ok()) << yaml;
+    EXPECT_THAT(r.error().message, HasSubstr(expected)) << yaml;
+  }
+}
+
+}  // namespace
+}  // namespace vgpu
