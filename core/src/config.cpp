@@ -7,6 +7,7 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <fstream>
@@ -159,7 +160,46 @@ class Parser {
   }
 
   [[noreturn]] void unknownKey(const std::string& key, const Where& at, const char* allowed) const {
-    fail(at, "unknown key " + detail::quoteForMessage(key) + " (expected one of: " + std::string(allowed) + ")");
+    std::string hint;
+    if (auto near = nearestKey(key, allowed); !near.empty()) hint = "; did you mean " + near + "?";
+    fail(at, "unknown key " + detail::quoteForMessage(key) + " (expected one of: " + std::string(allowed) + ")" +
+                 hint);
+  }
+
+  // The allowed key closest to a misspelt one (at most two edits away), or "".
+  static std::string nearestKey(const std::string& key, std::string_view allowed) {
+    std::string best;
+    std::size_t bestDistance = 3;
+    while (!allowed.empty()) {
+      std::size_t end = allowed.find_first_of(", ");
+      std::string_view word = allowed.substr(0, end);
+      allowed.remove_prefix(end == std::string_view::npos ? allowed.size() : end + 1);
+      if (word.empty() || key.size() > 64) continue;
+      std::size_t d = editDistance(key, word);
+      if (d < bestDistance) {
+        bestDistance = d;
+        best = std::string(word);
+      }
+    }
+    return best;
+  }
+
+  static std::size_t editDistance(std::string_view a, std::string_view b) {
+    auto lower = [](char c) { return static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c); };
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+      std::size_t diagonal = row[0];
+      row[0] = i;
+      for (std::size_t j = 1; j <= b.size(); ++j) {
+        std::size_t above = row[j];
+        // Case differences are free: "nodepolicy" is plainly "nodePolicy".
+        std::size_t substitute = diagonal + (lower(a[i - 1]) == lower(b[j - 1]) ? 0 : 1);
+        row[j] = std::min({above + 1, row[j - 1] + 1, substitute});
+        diagonal = above;
+      }
+    }
+    return row[b.size()];
   }
 
   // Calls f(key, value, where) for each entry of a map; nothing is a valid empty map. Keys

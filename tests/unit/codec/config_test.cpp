@@ -247,6 +247,15 @@ INSTANTIATE_TEST_SUITE_P(
                   "nodes[0].backends.sim: expected a map of settings"}),
     [](const auto& info) { return std::to_string(info.index); });
 
+TEST(ConfigParse, UnknownKeysSuggestTheNearestKnownOne) {
+  expectError("scheduler:\n  heartbeatTimout: 90s\n", "did you mean heartbeatTimeout?");
+  expectError("scheduler:\n  nodepolicy: spread\n", "did you mean nodePolicy?");
+  expectError("backends:\n  sim:\n    splitcount: 2\n", "did you mean splitCount?");
+  expectError("backends:\n  sim:\n    resources: {memoryPercent: a.io/x}\n", "unknown key \"memoryPercent\"");
+  std::string far = errorOf("backends:\n  sim:\n    colour: blue\n");
+  EXPECT_EQ(far.find("did you mean"), std::string::npos) << far;
+}
+
 TEST(ConfigParse, StrayCommasEndInAnErrorNotAHang) {
   // yaml-cpp 0.7's LoadAll loops forever on these (jbeder/yaml-cpp#1040).
   for (const char* text : {",", "  ,", "# c\n,", "---\n,", "- a\n,", ",backends: 4"}) {
