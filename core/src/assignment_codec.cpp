@@ -83,8 +83,8 @@ std::string encodeAssignment(const Assignment& assignment) {
     devices.reserve(c.devices.size());
     for (const DeviceGrant& g : c.devices) {
       json::object o;
-      o["backend"] = g.backend;
-      o["id"] = g.deviceId;
+      o["backend"] = detail::toValidUtf8(g.backend);
+      o["id"] = detail::toValidUtf8(g.deviceId);
       o["index"] = g.deviceIndex;
       o["memoryMiB"] = g.memoryMiB;
       o["compute"] = g.compute;
@@ -92,14 +92,14 @@ std::string encodeAssignment(const Assignment& assignment) {
       devices.emplace_back(std::move(o));
     }
     json::object o;
-    o["name"] = c.name;
+    o["name"] = detail::toValidUtf8(c.name);
     o["init"] = c.init;
     o["devices"] = std::move(devices);
     containers.emplace_back(std::move(o));
   }
   json::object root;
   root["version"] = kAssignmentVersion;
-  root["node"] = assignment.node;
+  root["node"] = detail::toValidUtf8(assignment.node);
   root["containers"] = std::move(containers);
   return json::serialize(root);
 }

@@ -77,11 +77,11 @@ std::string encodeInventory(const std::vector<Device>& devices) {
   list.reserve(devices.size());
   for (const Device& d : devices) {
     json::object attrs;
-    for (const auto& [k, v] : d.attributes) attrs[k] = v;
+    for (const auto& [k, v] : d.attributes) attrs[detail::toValidUtf8(k)] = detail::toValidUtf8(v);
     json::object o;
-    o["id"] = d.id;
+    o["id"] = detail::toValidUtf8(d.id);
     o["index"] = d.index;
-    o["model"] = d.model;
+    o["model"] = detail::toValidUtf8(d.model);
     o["memoryMiB"] = d.memoryMiB;
     o["computeUnits"] = d.computeUnits;
     o["splitCount"] = d.splitCount;

@@ -49,6 +49,11 @@ class JsonFields {
   std::string path_;
 };
 
+/// `text` with every byte sequence that is not valid UTF-8 replaced by U+FFFD, so that an
+/// encoder never writes JSON its own decoder refuses (a vendor library may hand us
+/// Latin-1 in a model name). Valid text comes back unchanged.
+std::string toValidUtf8(std::string_view text);
+
 /// Short printable rendering of a JSON value for error messages.
 std::string describeJson(const boost::json::value& value);
 

@@ -222,5 +222,21 @@ TEST(CodecInventory, InvalidUtf8IsRefused) {
   expectError(withDevice(std::string("\"id\":\"\xff\"")), "not valid JSON");
 }
 
+TEST(CodecInventory, InvalidUtf8FromAVendorIsReplacedSoTheOutputStillDecodes) {
+  Device d = sampleDevice(0);
+  d.model = "Caf\xe9 GPU";                      // Latin-1
+  d.attributes = {{"k\xc0\xaf", "\xed\xa0\x80"}};  // overlong '/', a UTF-16 surrogate
+  auto back = decodeInventory(encodeInventory({d}), "nvidia");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ((*back)[0].model, "Caf\xef\xbf\xbd GPU");
+  EXPECT_EQ((*back)[0].attributes.begin()->first, "k\xef\xbf\xbd\xef\xbf\xbd");
+  EXPECT_EQ((*back)[0].attributes.begin()->second, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+  d.model = "日本 \xf0\x9f\x98\x80";  // valid multi-byte text is kept as is
+  d.attributes.clear();
+  back = decodeInventory(encodeInventory({d}), "nvidia");
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ((*back)[0].model, d.model);
+}
+
 }  // namespace
 }  // namespace vgpu
