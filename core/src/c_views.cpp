@@ -40,19 +40,25 @@ Health healthFromC(std::uint32_t h) {
 
 }  // namespace
 
+vgpu_device DeviceRecord::viewOf(const Device& d, const std::vector<vgpu_kv>& attributes) {
+  vgpu_device view{};
+  view.struct_size = sizeof(vgpu_device);
+  view.id = d.id.c_str();
+  view.index = d.index;
+  view.model = d.model.c_str();
+  view.memory_mib = d.memoryMiB;
+  view.compute_units = d.computeUnits;
+  view.split_count = d.splitCount;
+  view.numa_node = d.numaNode;
+  view.health = healthToC(d.health);
+  view.attributes = {attributes.data(), attributes.size()};
+  return view;
+}
+
 DeviceRecord::DeviceRecord(Device device) : device_(std::move(device)) {
   attributes_.reserve(device_.attributes.size());
   for (const auto& [k, v] : device_.attributes) attributes_.push_back({k.c_str(), v.c_str()});
-  view_.struct_size = sizeof(vgpu_device);
-  view_.id = device_.id.c_str();
-  view_.index = device_.index;
-  view_.model = device_.model.c_str();
-  view_.memory_mib = device_.memoryMiB;
-  view_.compute_units = device_.computeUnits;
-  view_.split_count = device_.splitCount;
-  view_.numa_node = device_.numaNode;
-  view_.health = healthToC(device_.health);
-  view_.attributes = {attributes_.data(), attributes_.size()};
+  view_ = viewOf(device_, attributes_);
 }
 
 RequestRecord::RequestRecord(DeviceRequest request) : request_(std::move(request)) {

@@ -8,20 +8,27 @@
 namespace vgpu {
 
 NodeInventory::NodeInventory(std::vector<Device> devices, const BackendSet& backends,
-                             const std::set<std::string>& cordoned) {
+                             const std::set<std::string>& cordoned)
+    : devices_(std::move(devices)) {
   auto inverse = [](double capacity) { return capacity > 0 ? 1.0 / capacity : 0.0; };
-  entries_.reserve(devices.size());
-  for (auto& d : devices) {
+  attributes_.resize(devices_.size());
+  entries_.reserve(devices_.size());
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    const Device& d = devices_[i];
+    for (const auto& [k, v] : d.attributes) attributes_[i].push_back({k.c_str(), v.c_str()});
     const Backend* backend = backends.find(d.backend);
-    const std::string name = d.backend;
-    const bool isCordoned = cordoned.contains(d.id);
-    const double perShare = inverse(d.splitCount), perMiB = inverse(static_cast<double>(d.memoryMiB)),
-                 perComputeUnit = inverse(d.computeUnits);
-    entries_.push_back(Entry{DeviceRecord(std::move(d)), backend ? &backend->allocator() : nullptr, isCordoned,
-                             perShare, perMiB, perComputeUnit});
-    auto group = std::find_if(groups_.begin(), groups_.end(), [&](const BackendGroup& g) { return g.backend == name; });
-    if (group == groups_.end()) group = groups_.insert(groups_.end(), BackendGroup{name, entries_.back().allocator, {}});
-    group->positions.push_back(static_cast<std::uint32_t>(entries_.size() - 1));
+    Entry e;
+    e.view = DeviceRecord::viewOf(d, attributes_[i]);
+    e.perShare = inverse(d.splitCount);
+    e.perMiB = inverse(static_cast<double>(d.memoryMiB));
+    e.perComputeUnit = inverse(d.computeUnits);
+    e.allocator = backend ? &backend->allocator() : nullptr;
+    e.cordoned = cordoned.contains(d.id);
+    e.full = &d;
+    entries_.push_back(e);
+    auto group = std::find_if(groups_.begin(), groups_.end(), [&](const BackendGroup& g) { return g.backend == d.backend; });
+    if (group == groups_.end()) group = groups_.insert(groups_.end(), BackendGroup{d.backend, e.allocator, {}});
+    group->positions.push_back(static_cast<std::uint32_t>(i));
   }
 }
 
@@ -35,7 +42,7 @@ int NodeInventory::find(std::string_view backend, std::string_view deviceId) con
   const BackendGroup* g = group(backend);
   if (g == nullptr) return -1;
   for (auto pos : g->positions)
-    if (entries_[pos].record.device().id == deviceId) return static_cast<int>(pos);
+    if (entries_[pos].device().id == deviceId) return static_cast<int>(pos);
   return -1;
 }
 

@@ -67,7 +67,7 @@ bool chooseDevices(const PreparedPod::Request& request, const NodeInventory& inv
   const auto& entries = inventory.entries();
   for (const std::uint32_t pos : group->positions) {
     const auto& entry = entries[pos];
-    const vgpu_device& device = entry.record.c();
+    const vgpu_device& device = entry.c();
     vgpu_fit_result r{};
     if (entry.cordoned) {
       r.reason = VGPU_REASON_CORDONED;
@@ -152,7 +152,7 @@ NodeEvaluation run(const PreparedPod& pod, const NodeState& node, NodePolicy nod
       for (const Candidate& c : s.chosen) {
         addTake((*target)[c.pos], c.take);
         if (placed) {
-          const Device& d = inventory.entries()[c.pos].record.device();
+          const Device& d = inventory.entries()[c.pos].device();
           placed->devices.push_back({d.backend, d.id, d.index, c.take.memory_mib, c.take.compute, -1});
         }
       }

@@ -122,7 +122,7 @@ std::string renderText(const SimulationResult& r) {
   for (const auto& node : r.nodes) {
     const auto& entries = node.inventory->entries();
     for (size_t i = 0; i < entries.size(); ++i) {
-      const Device& d = entries[i].record.device();
+      const Device& d = entries[i].device();
       const DeviceUsage& u = node.usage[i];
       std::string health = entries[i].cordoned ? "cordoned" : toString(d.health);
       devices.add({i == 0 ? node.name + (node.unavailable.empty() ? "" : " (unavailable)") : "", d.id, d.model, health,
@@ -187,7 +187,7 @@ std::string renderJson(const SimulationResult& r) {
   for (const auto& node : r.nodes) {
     const auto& entries = node.inventory->entries();
     for (size_t i = 0; i < entries.size(); ++i) {
-      const Device& d = entries[i].record.device();
+      const Device& d = entries[i].device();
       const DeviceUsage& u = node.usage[i];
       devices.push_back(json::object{{"node", node.name}, {"backend", d.backend}, {"id", d.id}, {"model", d.model},
                                      {"health", entries[i].cordoned ? "cordoned" : toString(d.health)},

@@ -27,6 +27,9 @@ class DeviceRecord {
   const Device& device() const { return device_; }
   const vgpu_device& c() const { return view_; }
 
+  /// The view of `device` whose attributes are `attributes` (both must outlive it).
+  static vgpu_device viewOf(const Device& device, const std::vector<vgpu_kv>& attributes);
+
  private:
   Device device_;
   std::vector<vgpu_kv> attributes_;

@@ -19,18 +19,21 @@ namespace vgpu {
 class BackendSet;
 
 /// A node's devices across backends, with their C views and allocators resolved once
-/// (the inventory changes rarely; placement reads it for every pod). Immutable.
+/// (the inventory changes rarely; placement reads it for every pod). Immutable, and laid
+/// out for the hot path: what `fit` and the policies read sits in one compact array.
 class NodeInventory {
  public:
   struct Entry {
-    DeviceRecord record;
+    vgpu_device view{};                    ///< Points into device().
+    double perShare = 0, perMiB = 0, perComputeUnit = 0;  ///< 1/capacity, 0 for none
     const Allocator* allocator = nullptr;  ///< Null when the backend is not loaded here.
     bool cordoned = false;
-    /// 1/splitCount, 1/memory, 1/compute (0 when the capacity is 0), so that the load of a
-    /// device, evaluated for every device of every node, costs no division.
-    double perShare = 0, perMiB = 0, perComputeUnit = 0;
+    const Device* full = nullptr;
 
-    /// How full the device is with `usage`: 0 idle, 1 full (the mean of the three ratios).
+    const vgpu_device& c() const { return view; }
+    const Device& device() const { return *full; }
+    /// How full the device is with `usage`: 0 idle, 1 full (the mean of the three ratios),
+    /// without a division: evaluated for every device of every node.
     double load(const DeviceUsage& usage) const {
       return (usage.shares * perShare + static_cast<double>(usage.memoryMiB) * perMiB +
               usage.compute * perComputeUnit) / 3.0;
@@ -45,6 +48,8 @@ class NodeInventory {
 
   /// `devices` of any backends; ids in `cordoned` are refused to every pod.
   NodeInventory(std::vector<Device> devices, const BackendSet& backends, const std::set<std::string>& cordoned = {});
+  NodeInventory(const NodeInventory&) = delete;
+  NodeInventory& operator=(const NodeInventory&) = delete;
 
   const std::vector<Entry>& entries() const { return entries_; }
   const BackendGroup* group(std::string_view backend) const;
@@ -52,6 +57,8 @@ class NodeInventory {
   int find(std::string_view backend, std::string_view deviceId) const;
 
  private:
+  std::vector<Device> devices_;  // never resized after construction: views point into it
+  std::vector<std::vector<vgpu_kv>> attributes_;
   std::vector<Entry> entries_;
   std::vector<BackendGroup> groups_;
 };

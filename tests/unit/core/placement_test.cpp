@@ -179,8 +179,8 @@ TEST_F(PlacementTest, NumaBindKeepsAContainerOnOneNumaNode) {
   auto a = place(pod({gpu(2, 1000, 10)}, bind), n);
   const auto& d = a.containers[0].devices;
   ASSERT_EQ(d.size(), 2u);
-  EXPECT_EQ(n.inventory->entries()[n.inventory->find("sim", d[0].deviceId)].record.device().numaNode,
-            n.inventory->entries()[n.inventory->find("sim", d[1].deviceId)].record.device().numaNode);
+  EXPECT_EQ(n.inventory->entries()[n.inventory->find("sim", d[0].deviceId)].device().numaNode,
+            n.inventory->entries()[n.inventory->find("sim", d[1].deviceId)].device().numaNode);
   EXPECT_THAT(refusal(pod({gpu(3, 1000, 10)}, bind), n), HasSubstr("not enough fitting devices on one NUMA node"));
 }
 
