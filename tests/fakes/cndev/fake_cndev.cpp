@@ -71,7 +71,8 @@ struct State {
 };
 
 std::mutex gMutex;
-bool gInitialized = false;
+// cndevInit/cndevRelease pair up per user, so two users in one process do not end each other.
+int gInitCount = 0;
 
 std::map<std::string, std::string> fields(std::istringstream& in) {
   std::map<std::string, std::string> out;
@@ -173,7 +174,7 @@ void saveState(const State& s) {
 /// Checks that the library is initialised, the struct version and the device handle;
 /// returns the card index through `card` when `device` is given.
 cndevRet_t check(const Config& c, int version, const cndevDevice_t* device, int* card) {
-  if (!gInitialized) return CNDEV_ERROR_UNINITIALIZED;
+  if (gInitCount == 0) return CNDEV_ERROR_UNINITIALIZED;
   if (version != c.apiVersion) return CNDEV_ERROR_UNSUPPORTED_API_VERSION;
   if (device) {
     const int index = *device - kHandleBase;
@@ -248,13 +249,13 @@ FAKE_EXPORT cndevRet_t cndevInit(int reserved) {
   if (reserved != 0) return CNDEV_ERROR_INVALID_ARGUMENT;
   const Config c = loadConfig();
   if (!c.ok || c.noDriver) return CNDEV_ERROR_NO_DRIVER;
-  gInitialized = true;
+  ++gInitCount;
   return CNDEV_SUCCESS;
 }
 
 FAKE_EXPORT cndevRet_t cndevRelease() {
   std::lock_guard lock(gMutex);
-  gInitialized = false;
+  if (gInitCount > 0) --gInitCount;
   return CNDEV_SUCCESS;
 }
 
@@ -269,7 +270,7 @@ FAKE_EXPORT cndevRet_t cndevGetDeviceCount(cndevCardInfo_t* info) {
 
 FAKE_EXPORT cndevRet_t cndevGetDeviceHandleByIndex(int index, cndevDevice_t* handle) {
   std::lock_guard lock(gMutex);
-  if (!gInitialized) return CNDEV_ERROR_UNINITIALIZED;
+  if (gInitCount == 0) return CNDEV_ERROR_UNINITIALIZED;
   const Config c = loadConfig();
   if (!handle || index < 0 || index >= static_cast<int>(c.cards.size())) return CNDEV_ERROR_INVALID_DEVICE_ID;
   *handle = kHandleBase + index;
@@ -293,7 +294,7 @@ FAKE_EXPORT const char* cndevGetCardNameStringByDevId(cndevDevice_t device) {
   static std::map<int, std::string> names;
   const Config c = loadConfig();
   const int index = device - kHandleBase;
-  if (!gInitialized || index < 0 || index >= static_cast<int>(c.cards.size())) return "Unknown";
+  if (gInitCount == 0 || index < 0 || index >= static_cast<int>(c.cards.size())) return "Unknown";
   return (names[index] = c.cards[index].name).c_str();
 }
 
@@ -343,7 +344,7 @@ FAKE_EXPORT int cndevGetMLULinkPortNumber(cndevDevice_t device) {
   std::lock_guard lock(gMutex);
   const Config c = loadConfig();
   const int index = device - kHandleBase;
-  if (!gInitialized || index < 0 || index >= static_cast<int>(c.cards.size())) return 0;
+  if (gInitCount == 0 || index < 0 || index >= static_cast<int>(c.cards.size())) return 0;
   return c.cards[index].mlulink;
 }
 
@@ -477,7 +478,7 @@ FAKE_EXPORT cndevRet_t cndevCreateSMluInstanceByProfileId(cndevMluInstance_t* ha
 
 FAKE_EXPORT cndevRet_t cndevDestroySMluInstanceByHandle(cndevMluInstance_t handle) {
   std::lock_guard lock(gMutex);
-  if (!gInitialized) return CNDEV_ERROR_UNINITIALIZED;
+  if (gInitCount == 0) return CNDEV_ERROR_UNINITIALIZED;
   State s = loadState();
   const auto before = s.instances.size();
   std::erase_if(s.instances, [&](const Instance& i) { return i.handle == handle; });

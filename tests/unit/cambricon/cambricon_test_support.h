@@ -1,0 +1,100 @@
+#pragma once
+// Shared by the Cambricon tests: a temp folder, the fake libcndev.so's config, and params.
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cambricon_backend.h"
+#include "vgpu/backend_params.h"
+
+namespace vgpu::cambricon::testing {
+
+inline constexpr const char* kUuid0 = "0a1b2c3d-0000-4000-8000-000000000000";
+inline constexpr const char* kUuid1 = "0a1b2c3d-0000-4000-8000-000000000001";
+inline constexpr const char* kUuid2 = "0a1b2c3d-0000-4000-8000-000000000002";
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "vgpu-cambricon-XXXXXX").string();
+    path_ = mkdtemp(pattern.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// The fake libcndev.so's cards and options, written to a temp file that
+/// VGPU_FAKE_CNDEV_CONFIG names; the fake keeps its sMLU state beside it.
+class FakeCndev {
+ public:
+  explicit FakeCndev(std::string cards) {
+    config_ = dir_.path() / "cndev.conf";
+    write(std::move(cards));
+    setenv("VGPU_FAKE_CNDEV_CONFIG", config_.c_str(), 1);
+    unsetenv("VGPU_FAKE_CNDEV_STATE");
+  }
+  ~FakeCndev() { unsetenv("VGPU_FAKE_CNDEV_CONFIG"); }
+
+  void write(std::string text) {
+    text_ = std::move(text);
+    std::ofstream(config_, std::ios::trunc) << text_;
+  }
+  void append(const std::string& line) { write(text_ + line + "\n"); }
+  const std::filesystem::path& dir() const { return dir_.path(); }
+  std::filesystem::path stateDir() const { return dir_.path() / "agent-state"; }
+
+  /// The fake driver's sMLU state lines of one kind ("profile" or "instance").
+  std::vector<std::string> driverState(const std::string& kind) const {
+    std::ifstream in(config_.string() + ".state");
+    std::vector<std::string> out;
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind(kind + " ", 0) == 0) out.push_back(line);
+    return out;
+  }
+
+  /// Params for a backend that uses this fake.
+  BackendParams params(std::map<std::string, std::string> options = {}) const {
+    BackendParams p;
+    p.name = "cambricon";
+    p.nodeName = "node-1";
+    p.settings.options = std::move(options);
+    p.settings.options.try_emplace("libraryPath", VGPU_FAKE_CNDEV_LIBRARY);
+    p.settings.options.try_emplace("stateDir", stateDir().string());
+    return p;
+  }
+
+ private:
+  TempDir dir_;
+  std::filesystem::path config_;
+  std::string text_;
+};
+
+/// Three cards: 0 in sMLU mode on NUMA 0, 1 in sMLU mode with MLULink on NUMA 1, 2 whole-only.
+inline std::string threeCards() {
+  return std::string("card uuid=") + kUuid0 + " name=MLU370-X4 memoryMB=24576 numa=0 health=1 smlu=on\n" +
+         "card uuid=" + kUuid1 + " name=MLU370-X8 memoryMB=49152 numa=1 health=1 smlu=on mlulink=4\n" +
+         "card uuid=" + kUuid2 + " name=MLU590-H8 memoryMB=81920 numa=1 health=1 smlu=off\n";
+}
+
+inline std::string mluId(const char* uuid) { return std::string("MLU-") + uuid; }
+
+inline std::unique_ptr<CambriconBackend> makeBackend(const BackendParams& params) {
+  auto created = CambriconBackend::create(params);
+  if (!created.ok()) {
+    ADD_FAILURE() << created.error().message;
+    return nullptr;
+  }
+  return std::move(created).value();
+}
+
+}  // namespace vgpu::cambricon::testing
