@@ -91,3 +91,18 @@ TEST(YamlJson, KeepsQuotedScalarsAsStringsAndSkipsEmptyDocuments) {
 
 }  // namespace
 }  // namespace vgpu
+
+#include "vgpu/virtual_device_id.h"
+
+namespace vgpu {
+namespace {
+
+TEST(VirtualDeviceId, RoundTripsAndRefusesMalformedIds) {
+  EXPECT_EQ(formatVirtualDeviceId("GPU-1::x", 3), "GPU-1::x::3");
+  EXPECT_EQ(parseVirtualDeviceId("GPU-1::x::3"), (VirtualDeviceId{"GPU-1::x", 3}));
+  for (const char* bad : {"GPU-1", "::3", "GPU-1::", "GPU-1::-1", "GPU-1::3a", "GPU-1::99999", ""})
+    EXPECT_FALSE(parseVirtualDeviceId(bad).has_value()) << bad;
+}
+
+}  // namespace
+}  // namespace vgpu
