@@ -1,0 +1,119 @@
+// cuGetProcAddress in the fake libcuda.so.1 returns the variant the real driver would.
+
+#include <gtest/gtest.h>
+
+#include "child.h"
+
+namespace vgpu::fakegpu {
+namespace {
+
+struct ProcCase {
+  const char* symbol;
+  int version;
+  cuuint64_t flags;
+  const char* expect;  // exported name of the function returned; nullptr: none
+  CUresult result;
+  CUdriverProcAddressQueryResult status;
+};
+
+constexpr cuuint64_t kDefault = CU_GET_PROC_ADDRESS_DEFAULT;
+constexpr cuuint64_t kLegacy = CU_GET_PROC_ADDRESS_LEGACY_STREAM;
+constexpr cuuint64_t kPtds = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+
+const ProcCase kCases[] = {
+    {"cuMemAlloc", 3000, kDefault, "cuMemAlloc", CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemAlloc", 3020, kDefault, "cuMemAlloc_v2", CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemAlloc", 13000, kPtds, "cuMemAlloc_v2", CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemGetInfo", 3000, kDefault, "cuMemGetInfo", CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemGetInfo", 12000, kDefault, "cuMemGetInfo_v2", CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuCtxCreate", 3000, kDefault, "cuCtxCreate", CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuCtxCreate", 11000, kDefault, "cuCtxCreate_v2", CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuCtxCreate", 12000, kDefault, "cuCtxCreate_v3", CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuCtxCreate", 13000, kDefault, "cuCtxCreate_v4", CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuLaunchKernel", 12000, kLegacy, "cuLaunchKernel", CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuLaunchKernel", 12000, kDefault, "cuLaunchKernel", CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuLaunchKernel", 12000, kPtds, "cuLaunchKernel_ptsz", CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuLaunchKernel", 6050, kPtds, "cuLaunchKernel", CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuLaunchKernelEx", 12000, kPtds, "cuLaunchKernelEx_ptsz", CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemcpyHtoD", 12000, kPtds, "cuMemcpyHtoD_v2_ptds", CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemcpyHtoD", 12000, kLegacy, "cuMemcpyHtoD_v2", CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemAllocAsync", 12000, kPtds, "cuMemAllocAsync_ptsz", CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemAllocAsync", 12000, kLegacy, "cuMemAllocAsync", CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuGraphLaunch", 12000, kPtds, "cuGraphLaunch_ptsz", CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuStreamSynchronize", 12000, kPtds, "cuStreamSynchronize_ptsz", CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuEventElapsedTime", 12000, kDefault, "cuEventElapsedTime", CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuEventElapsedTime", 12080, kDefault, "cuEventElapsedTime_v2", CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuIpcOpenMemHandle", 10000, kDefault, "cuIpcOpenMemHandle", CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuIpcOpenMemHandle", 11000, kDefault, "cuIpcOpenMemHandle_v2", CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuGraphInstantiate", 11000, kDefault, "cuGraphInstantiate_v2", CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuGraphInstantiate", 12000, kDefault, "cuGraphInstantiateWithFlags", CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuGetProcAddress", 11030, kDefault, "cuGetProcAddress", CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuGetProcAddress", 12000, kDefault, "cuGetProcAddress_v2", CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemAllocAsync", 11000, kDefault, nullptr, CUDA_ERROR_NOT_FOUND, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT},
+    {"cuNoSuchFunction", 12000, kDefault, nullptr, CUDA_ERROR_NOT_FOUND, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND},
+    {"cuMemAlloc_v2", 12000, kDefault, nullptr, CUDA_ERROR_NOT_FOUND, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND},
+    {"cuMemAlloc", 14000, kDefault, nullptr, CUDA_ERROR_INVALID_VALUE, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND},
+    {"cuMemAlloc", 12000, 1u << 5, nullptr, CUDA_ERROR_INVALID_VALUE, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND},
+};
+
+TEST(FakeGpuProcAddress, ReturnsTheVariantForVersionAndFlags) {
+  auto r = test::runChild({}, [] {
+    void* cuda = test::openLib("libcuda.so.1");
+    CU_FN(cuda, cuGetProcAddress_v2);
+    using V1 = CUresult(const char*, void**, int, cuuint64_t);
+    auto* v1 = test::sym<V1>(cuda, "cuGetProcAddress");
+    CHILD_CHECK(v1 != nullptr);
+    int failures = 0;
+    for (const ProcCase& c : kCases) {
+      void* fn = reinterpret_cast<void*>(1);
+      CUdriverProcAddressQueryResult status = static_cast<CUdriverProcAddressQueryResult>(99);
+      CUresult res = cuGetProcAddress_v2(c.symbol, &fn, c.version, c.flags, &status);
+      void* want = c.expect ? dlsym(cuda, c.expect) : nullptr;
+      void* fn1 = reinterpret_cast<void*>(1);
+      CUresult res1 = v1(c.symbol, &fn1, c.version, c.flags);
+      if (res != c.result || status != c.status || fn != want || res1 != c.result || fn1 != want ||
+          (c.expect && want == nullptr)) {
+        std::fprintf(stderr, "%s %d flags=%llu: got %d/%d/%p (v1 %d/%p), want %d/%d/%s\n", c.symbol, c.version,
+                     static_cast<unsigned long long>(c.flags), res, status, fn, res1, fn1, c.result, c.status,
+                     c.expect ? c.expect : "null");
+        ++failures;
+      }
+    }
+    void* fn = nullptr;
+    CHILD_CHECK(cuGetProcAddress_v2(nullptr, &fn, 12000, kDefault, nullptr) == CUDA_ERROR_INVALID_VALUE);
+    CHILD_CHECK(cuGetProcAddress_v2("cuInit", nullptr, 12000, kDefault, nullptr) == CUDA_ERROR_INVALID_VALUE);
+    return failures;
+  });
+  EXPECT_EQ(r.exitCode, 0) << r.stderrText;
+}
+
+TEST(FakeGpuProcAddress, WorksBeforeCuInit) {
+  auto r = test::runChild({}, [] {
+    void* cuda = test::openLib("libcuda.so.1");
+    CU_FN(cuda, cuGetProcAddress_v2);
+    void* fn = nullptr;
+    CHILD_CHECK(cuGetProcAddress_v2("cuInit", &fn, 12000, kDefault, nullptr) == CUDA_SUCCESS);
+    CHILD_CHECK(fn == dlsym(cuda, "cuInit"));
+    CHILD_CHECK(reinterpret_cast<CUresult (*)(unsigned)>(fn)(0) == CUDA_SUCCESS);
+    return 0;
+  });
+  EXPECT_EQ(r.exitCode, 0) << r.stderrText;
+}
+
+TEST(FakeGpuProcAddress, ErrorNamesAndStrings) {
+  auto r = test::runChild({}, [] {
+    void* cuda = test::openLib("libcuda.so.1");
+    CU_FN(cuda, cuGetErrorName);
+    CU_FN(cuda, cuGetErrorString);
+    const char* s = nullptr;
+    CHILD_CHECK(cuGetErrorName(CUDA_ERROR_OUT_OF_MEMORY, &s) == CUDA_SUCCESS &&
+                std::string(s) == "CUDA_ERROR_OUT_OF_MEMORY");
+    CHILD_CHECK(cuGetErrorString(CUDA_ERROR_OUT_OF_MEMORY, &s) == CUDA_SUCCESS && std::string(s) == "out of memory");
+    CHILD_CHECK(cuGetErrorName(static_cast<CUresult>(12345), &s) == CUDA_ERROR_INVALID_VALUE && s == nullptr);
+    return 0;
+  });
+  EXPECT_EQ(r.exitCode, 0) << r.stderrText;
+}
+
+}  // namespace
+}  // namespace vgpu::fakegpu
