@@ -549,6 +549,28 @@ TEST(K8sClientConfig, RejectsAMalformedServerAndBadPem) {
   EXPECT_NE(c.error().message.find("CA certificate"), std::string::npos) << c.error().message;
 }
 
+TEST_F(K8sClient, TheDocumentedCallFormsWork) {
+  // The forms shown in docs/kubernetes-client.md, so the examples stay compilable.
+  seedPod("ml", "p");
+  auto pod = client_->get(kPods, "ml", "p");
+  ASSERT_TRUE(pod);
+  MetadataPatch patch;
+  patch.annotations["vgpu.io/assigned"] = "{}";
+  patch.annotations["vgpu.io/bind-phase"] = std::nullopt;
+  patch.resourceVersion = std::string(resourceVersion(*pod));
+  ASSERT_TRUE(client_->patchMetadata(kPods, "ml", "p", patch));
+  auto s = client_->bind({.ns = "ml", .pod = "p", .node = "gpu-1",
+                          .uid = std::string(uid(*pod)),
+                          .annotations = {{"vgpu.io/assigned", "{}"}}});
+  ASSERT_TRUE(s) << s.error().describe();
+  auto e = client_->createEvent({.kind = "Pod", .ns = "ml", .name = "p", .uid = std::string(uid(*pod)),
+                                 .type = "Warning", .reason = "FilteringFailed",
+                                 .message = "no node has 3000 MiB free on one GPU",
+                                 .component = "vgpu-scheduler", .host = "sched-0"});
+  ASSERT_TRUE(e) << e.error().describe();
+  EXPECT_EQ(nodeName(*server_->get("pods", "ml", "p")), "gpu-1");
+}
+
 // ---- watch ----
 
 TEST_F(K8sClient, WatchDeliversChangesAfterTheListVersion) {
