@@ -1,6 +1,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "cambricon_test_support.h"
 
 namespace vgpu::cambricon {
@@ -262,6 +264,24 @@ TEST_F(CambriconLimiter, ReportsACorruptStateFileByName) {
   EXPECT_THAT(spec.error().message, HasSubstr("podUid"));
   EXPECT_FALSE(backend->reconcile({}).ok());
   EXPECT_THAT(fake_.driverState("instance"), IsEmpty());
+}
+
+TEST_F(CambriconLimiter, ServesContainersFromSeveralThreadsAtOnce) {
+  auto backend = makeBackend(fake_.params());
+  std::vector<std::thread> threads;
+  std::vector<int> ok(4, 0);
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&, i] {
+      ok[static_cast<size_t>(i)] =
+          backend->containerSpec(grantFor("p" + std::to_string(i), "c", {onCard(kUuid0, 0, 2048, 20)})).ok();
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_THAT(ok, ::testing::Each(1));
+  EXPECT_THAT(fake_.driverState("instance"), SizeIs(4));
+  EXPECT_THAT(fake_.driverState("profile"), SizeIs(1));
+  auto state = loadSmluState(backend->statePath());
+  ASSERT_TRUE(state.ok());
+  EXPECT_THAT(state->instances, SizeIs(4));
 }
 
 TEST(CambriconState, RoundTripsThroughTheFile) {
