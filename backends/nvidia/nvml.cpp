@@ -59,9 +59,11 @@ Result<std::unique_ptr<NvmlSession>> NvmlSession::open(const std::string& librar
   const nvml::Return rc = fn.init();
   if (rc != nvml::kSuccess) {
     const char* text = fn.errorString(rc);
+    // The text lives in the library: copy it before unloading.
+    std::string message = "nvmlInit_v2 in " + library + " returned " + std::to_string(rc) + " (" +
+                          (text ? text : "unknown error") + ")";
     dlclose(handle);
-    return makeError("nvmlInit_v2 in " + library + " returned " + std::to_string(rc) + " (" +
-                     (text ? text : "unknown error") + ")");
+    return makeError(std::move(message));
   }
   return std::unique_ptr<NvmlSession>(new NvmlSession(handle, library, fn));
 }

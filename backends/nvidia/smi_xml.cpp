@@ -116,11 +116,17 @@ Result<std::string> runProgram(const std::string& program, const std::vector<std
   argv.push_back(const_cast<char*>(program.c_str()));
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  // Its own process group, so a timeout also kills whatever a wrapper script started.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
   pid_t pid = 0;
   const bool searchPath = program.find('/') == std::string::npos;
-  const int rc = searchPath ? posix_spawnp(&pid, program.c_str(), &actions, nullptr, argv.data(), environ)
-                            : posix_spawn(&pid, program.c_str(), &actions, nullptr, argv.data(), environ);
+  const int rc = searchPath ? posix_spawnp(&pid, program.c_str(), &actions, &attr, argv.data(), environ)
+                            : posix_spawn(&pid, program.c_str(), &actions, &attr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
   close(out[1]);
   close(err[1]);
   if (rc != 0) {
@@ -160,7 +166,7 @@ Result<std::string> runProgram(const std::string& program, const std::vector<std
   }
   for (auto& f : fds)
     if (f.fd >= 0) close(f.fd);
-  if (timedOut) kill(pid, SIGKILL);
+  if (timedOut) kill(-pid, SIGKILL);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }

@@ -1,0 +1,329 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include "limiter.h"
+#include "nvidia_test_support.h"
+#include "vgpu/limiter_contract.h"
+#ifdef VGPU_HAVE_LIMITER_CONFIG
+#include "vgpu/limiter_config.h"
+#endif
+
+namespace vgpu::nvidia {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::TempDir;
+
+const std::string kGpu0 = "GPU-11111111-0000-0000-0000-000000000000";
+const std::string kGpu1 = "GPU-22222222-0000-0000-0000-000000000000";
+
+ContainerGrant grantOf(const TempDir& dir, std::vector<DeviceGrant> devices, Annotations annotations = {}) {
+  ContainerGrant g;
+  g.container = {"pod-uid-1", "train"};
+  g.podNamespace = "ml";
+  g.podName = "trainer";
+  g.devices = std::move(devices);
+  g.hostDir = dir.path().string();
+  g.podAnnotations = std::move(annotations);
+  return g;
+}
+
+DeviceGrant dev(const std::string& id, std::uint64_t memoryMiB, std::uint32_t compute, int index = 0) {
+  return {"nvidia", id, index, memoryMiB, compute, 0};
+}
+
+Status supported() { return {}; }
+Status unsupported() { return makeError("the NVIDIA driver's NVML has no nvmlDeviceSetMemoryLimits_v1"); }
+
+NvidiaLimiter limiter(LimiterSettings s = {}, std::function<Status()> probe = unsupported) {
+  return NvidiaLimiter(std::move(s), std::move(probe));
+}
+
+bool hasMount(const ContainerSpec& spec, const std::string& containerPath) {
+  for (const auto& m : spec.mounts)
+    if (m.containerPath == containerPath) return true;
+  return false;
+}
+
+TEST(NvidiaLimiter, GivesASingleGpuContainerItsUuidLimitsAndLibvgpu) {
+  TempDir dir;
+  auto l = limiter();
+  auto spec = l.containerSpec(grantOf(dir, {dev(kGpu0, 10000, 30, 3)}));
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  const std::map<std::string, std::string> env{
+      {"NVIDIA_VISIBLE_DEVICES", kGpu0},
+      {"CUDA_DEVICE_MEMORY_LIMIT_0", "10000m"},
+      {"CUDA_DEVICE_SM_LIMIT_0", "30"},
+      {"CUDA_DEVICE_SM_LIMIT", "30"},
+      {"CUDA_DEVICE_MEMORY_SHARED_CACHE", "/var/run/vgpu/shared-region"}};
+  EXPECT_EQ(spec->env, env);
+  const std::vector<Mount> mounts{
+      {(dir.path() / "shared").string(), "/var/run/vgpu", false},
+      {(dir.path() / "limits.env").string(), "/etc/vgpu/limits.env", true},
+      {"/usr/local/vgpu/libvgpu.so", "/usr/local/vgpu/libvgpu.so", true},
+      {"/usr/local/vgpu/ld.so.preload", "/etc/ld.so.preload", true}};
+  EXPECT_EQ(spec->mounts, mounts);
+  EXPECT_TRUE(spec->devices.empty());
+}
+
+TEST(NvidiaLimiter, IndexesLimitsByTheContainersOwnOrdinalsForSeveralGpus) {
+  TempDir dir;
+  auto l = limiter();
+  auto spec = l.containerSpec(grantOf(dir, {dev(kGpu1, 20000, 50, 5), dev(kGpu0, 30000, 50, 2)}));
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_EQ(spec->env["NVIDIA_VISIBLE_DEVICES"], kGpu1 + "," + kGpu0);
+  EXPECT_EQ(spec->env["CUDA_DEVICE_MEMORY_LIMIT_0"], "20000m");
+  EXPECT_EQ(spec->env["CUDA_DEVICE_MEMORY_LIMIT_1"], "30000m");
+  EXPECT_EQ(spec->env["CUDA_DEVICE_SM_LIMIT_1"], "50");
+  EXPECT_FALSE(spec->env.contains("CUDA_DEVICE_MEMORY_LIMIT_5"));
+}
+
+TEST(NvidiaLimiter, WritesTheLimitsFileReadOnlyAndOutsideTheWritableMount) {
+  TempDir dir;
+  auto l = limiter();
+  auto spec = l.containerSpec(grantOf(dir, {dev(kGpu0, 10000, 30)}));
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  const auto file = dir.path() / "limits.env";
+  const std::string text = testing::readFile(file);
+  EXPECT_THAT(text, HasSubstr("\nCUDA_DEVICE_MEMORY_LIMIT_0=10000m\n"));
+  EXPECT_THAT(text, HasSubstr("\nCUDA_DEVICE_SM_LIMIT=30\n"));
+  EXPECT_THAT(text, Not(HasSubstr("NVIDIA_VISIBLE_DEVICES")));
+  struct stat st {};
+  ASSERT_EQ(stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0444u);
+  ASSERT_EQ(stat((dir.path() / "shared").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0777u);
+  for (const auto& m : spec->mounts) {
+    if (!m.readOnly) {
+      EXPECT_NE(m.hostPath, dir.path().string()) << "the container could rewrite its limits";
+    }
+  }
+}
+
+#ifdef VGPU_HAVE_LIMITER_CONFIG
+TEST(NvidiaLimiter, LimitsFileIsWhatLibvgpuReads) {
+  TempDir dir;
+  LimiterSettings s;
+  s.memoryScaling = 1.5;
+  s.corePolicy = "force";
+  auto l = limiter(s);
+  auto spec = l.containerSpec(grantOf(dir, {dev(kGpu0, 10000, 30), dev(kGpu1, 12000, 30)}));
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  // A process that clears its environment still gets the limits: the file wins.
+  auto config = loadLimiterConfig([](const char*) -> const char* { return nullptr; },
+                                  (dir.path() / "limits.env").c_str());
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  EXPECT_EQ(config->devices[0].memoryBytes, 10000ull << 20);
+  EXPECT_EQ(config->devices[1].memoryBytes, 12000ull << 20);
+  EXPECT_EQ(config->devices[0].smPercent, 30u);
+  EXPECT_EQ(config->devices[1].smPercent, 30u);
+  EXPECT_EQ(config->regionPath, "/var/run/vgpu/shared-region");
+  EXPECT_TRUE(config->oversubscribe);
+  EXPECT_EQ(config->corePolicy, CorePolicy::kForce);
+}
+#endif
+
+TEST(NvidiaLimiter, OversubscribedMemoryLetsLibvgpuSpillToManagedMemory) {
+  TempDir dir;
+  LimiterSettings s;
+  s.memoryScaling = 2.0;
+  auto l = limiter(s);
+  auto spec = l.containerSpec(grantOf(dir, {dev(kGpu0, 100000, 30)}));
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_EQ(spec->env["CUDA_OVERSUBSCRIBE"], "true");
+  EXPECT_EQ(spec->env["CUDA_DEVICE_MEMORY_LIMIT_0"], "100000m");
+  EXPECT_THAT(testing::readFile(dir.path() / "limits.env"), HasSubstr("CUDA_OVERSUBSCRIBE=true"));
+
+  TempDir plain;
+  auto l2 = limiter();
+  auto spec2 = l2.containerSpec(grantOf(plain, {dev(kGpu0, 10000, 30)}));
+  ASSERT_TRUE(spec2.ok());
+  EXPECT_FALSE(spec2->env.contains("CUDA_OVERSUBSCRIBE"));
+}
+
+TEST(NvidiaLimiter, DriverModeCapsMemoryInTheKernelAndPreloadsOnlyForCompute) {
+  LimiterSettings s;
+  s.memory = MemoryEnforcement::kDriver;
+  auto l = limiter(s, supported);
+  TempDir slice;
+  auto spec = l.containerSpec(grantOf(slice, {dev(kGpu0, 10000, 30), dev(kGpu1, 8000, 30)}));
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_EQ(spec->env["NVIDIA_GPU_MEMORY_REQUEST"], "8000");
+  EXPECT_EQ(spec->env["NVIDIA_GPU_MEMORY_LIMIT"], "8000");
+  EXPECT_FALSE(spec->env.contains("CUDA_DEVICE_MEMORY_LIMIT_0"));
+  EXPECT_EQ(spec->env["CUDA_DEVICE_SM_LIMIT"], "30");
+  EXPECT_TRUE(hasMount(*spec, "/etc/ld.so.preload"));  // compute still needs libvgpu.so
+
+  TempDir whole;
+  auto wholeSpec = l.containerSpec(grantOf(whole, {dev(kGpu0, 81920, 100)}));
+  ASSERT_TRUE(wholeSpec.ok()) << wholeSpec.error().message;
+  EXPECT_EQ(wholeSpec->env["NVIDIA_GPU_MEMORY_LIMIT"], "81920");
+  EXPECT_FALSE(hasMount(*wholeSpec, "/etc/ld.so.preload"));
+  EXPECT_FALSE(hasMount(*wholeSpec, "/usr/local/vgpu/libvgpu.so"));
+}
+
+TEST(NvidiaLimiter, DriverModeWithOversubscriptionProtectsOnlyThePhysicalShare) {
+  LimiterSettings s;
+  s.memory = MemoryEnforcement::kDriver;
+  s.memoryScaling = 2.0;
+  auto l = limiter(s, supported);
+  TempDir dir;
+  auto spec = l.containerSpec(grantOf(dir, {dev(kGpu0, 10000, 0)}));
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_EQ(spec->env["NVIDIA_GPU_MEMORY_REQUEST"], "5000");
+  EXPECT_EQ(spec->env["NVIDIA_GPU_MEMORY_LIMIT"], "10000");
+  EXPECT_FALSE(spec->env.contains("CUDA_OVERSUBSCRIBE"));
+}
+
+TEST(NvidiaLimiter, DriverModeAskedForButUnsupportedIsRefusedSayingWhy) {
+  LimiterSettings s;
+  s.memory = MemoryEnforcement::kDriver;
+  auto l = limiter(s, unsupported);
+  TempDir dir;
+  auto spec = l.containerSpec(grantOf(dir, {dev(kGpu0, 10000, 30)}));
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(spec.error().message, HasSubstr("memoryEnforcement is driver"));
+  EXPECT_THAT(spec.error().message, HasSubstr("nvmlDeviceSetMemoryLimits_v1"));
+  EXPECT_THAT(spec.error().message, HasSubstr("ml/trainer"));
+}
+
+TEST(NvidiaLimiter, AutoModeUsesTheDriverCapOnlyWhereSupportedAndAsksOnce) {
+  int asked = 0;
+  LimiterSettings s;
+  s.memory = MemoryEnforcement::kAuto;
+  auto without = limiter(s, [&] {
+    ++asked;
+    return unsupported();
+  });
+  TempDir a, b;
+  auto first = without.containerSpec(grantOf(a, {dev(kGpu0, 10000, 30)}));
+  auto second = without.containerSpec(grantOf(b, {dev(kGpu0, 10000, 30)}));
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(first->env["CUDA_DEVICE_MEMORY_LIMIT_0"], "10000m");
+  EXPECT_FALSE(first->env.contains("NVIDIA_GPU_MEMORY_LIMIT"));
+  EXPECT_EQ(asked, 1);
+
+  auto with = limiter(s, supported);
+  TempDir c;
+  auto spec = with.containerSpec(grantOf(c, {dev(kGpu0, 10000, 30)}));
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->env["NVIDIA_GPU_MEMORY_LIMIT"], "10000");
+  EXPECT_FALSE(spec->env.contains("CUDA_DEVICE_MEMORY_LIMIT_0"));
+}
+
+TEST(NvidiaLimiter, AContainerThatOptsOutRunsWithoutThePreloadButKeepsItsLimits) {
+  auto l = limiter();
+  const struct {
+    const char* annotation;
+    bool preloaded;
+  } cases[] = {{"train", false}, {"debug, train", false}, {"true", false}, {"*", false}, {"debug", true}, {"", true}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.annotation);
+    TempDir dir;
+    auto spec = l.containerSpec(grantOf(dir, {dev(kGpu0, 10000, 30)}, {{kOptOutAnnotation, c.annotation}}));
+    ASSERT_TRUE(spec.ok()) << spec.error().message;
+    EXPECT_EQ(hasMount(*spec, "/etc/ld.so.preload"), c.preloaded);
+    EXPECT_EQ(hasMount(*spec, "/usr/local/vgpu/libvgpu.so"), c.preloaded);
+    EXPECT_EQ(spec->env["CUDA_DEVICE_MEMORY_LIMIT_0"], "10000m");
+    EXPECT_TRUE(hasMount(*spec, "/etc/vgpu/limits.env"));
+  }
+}
+
+TEST(NvidiaLimiter, RefusesAnOptOutTheOperatorForbids) {
+  LimiterSettings s;
+  s.allowOptOut = false;
+  auto l = limiter(s);
+  TempDir dir;
+  auto spec = l.containerSpec(grantOf(dir, {dev(kGpu0, 10000, 30)}, {{kOptOutAnnotation, "train"}}));
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(spec.error().message, HasSubstr("allowOptOut is false"));
+}
+
+TEST(NvidiaLimiter, TakesPathsPolicyAndLogLevelFromSettings) {
+  LimiterSettings s;
+  s.libvgpuHostPath = "/opt/vgpu/lib/libvgpu.so.1";
+  s.libvgpuContainerPath = "/opt/vgpu/libvgpu.so";
+  s.ldPreloadHostPath = "/opt/vgpu/ld.so.preload";
+  s.corePolicy = "disable";
+  s.logLevel = "3";
+  auto l = limiter(s);
+  TempDir dir;
+  auto spec = l.containerSpec(grantOf(dir, {dev(kGpu0, 10000, 30)}));
+  ASSERT_TRUE(spec.ok());
+  EXPECT_THAT(spec->mounts, ::testing::Contains(Mount{"/opt/vgpu/lib/libvgpu.so.1", "/opt/vgpu/libvgpu.so", true}));
+  EXPECT_THAT(spec->mounts, ::testing::Contains(Mount{"/opt/vgpu/ld.so.preload", "/etc/ld.so.preload", true}));
+  EXPECT_EQ(spec->env["GPU_CORE_UTILIZATION_POLICY"], "disable");
+  EXPECT_EQ(spec->env["LIBVGPU_LOG_LEVEL"], "3");
+}
+
+TEST(NvidiaLimiter, RefusesGrantsItCannotEnforce) {
+  TempDir dir;
+  std::vector<DeviceGrant> seventeen;
+  for (int i = 0; i < 17; ++i) seventeen.push_back(dev("GPU-" + std::to_string(i), 1000, 10, i));
+  const struct {
+    const char* description;
+    ContainerGrant grant;
+    const char* mentions;
+  } cases[] = {
+      {"no devices", grantOf(dir, {}), "was granted no nvidia GPUs"},
+      {"17 devices", grantOf(dir, seventeen), "at most 16"},
+      {"a comma in an id", grantOf(dir, {dev("GPU-a,GPU-b", 1000, 10)}), "cannot be passed in NVIDIA_VISIBLE_DEVICES"},
+      {"the same GPU twice", grantOf(dir, {dev(kGpu0, 1000, 10), dev(kGpu0, 1000, 10)}), "twice"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.description);
+    auto l = limiter();
+    auto spec = l.containerSpec(c.grant);
+    ASSERT_FALSE(spec.ok());
+    EXPECT_THAT(spec.error().message, HasSubstr(c.mentions));
+  }
+  for (const std::string hostDir : {"", "relative/dir", "/nonexistent/vgpu-host-dir"}) {
+    auto g = grantOf(dir, {dev(kGpu0, 1000, 10)});
+    g.hostDir = hostDir;
+    auto l = limiter();
+    auto spec = l.containerSpec(g);
+    ASSERT_FALSE(spec.ok()) << hostDir;
+    EXPECT_THAT(spec.error().message, HasSubstr("host folder"));
+  }
+}
+
+TEST(NvidiaLimiter, ReleaseAndReconcileRemoveWhatItWrote) {
+  TempDir a, b;
+  auto l = limiter();
+  auto ga = grantOf(a, {dev(kGpu0, 1000, 10)});
+  auto gb = grantOf(b, {dev(kGpu1, 1000, 10)});
+  gb.container = {"pod-uid-2", "serve"};
+  ASSERT_TRUE(l.containerSpec(ga).ok());
+  ASSERT_TRUE(l.containerSpec(gb).ok());
+  EXPECT_EQ(l.held().size(), 2u);
+
+  ASSERT_TRUE(l.reconcile({gb.container}).ok());
+  EXPECT_FALSE(std::filesystem::exists(a.path() / "limits.env"));
+  EXPECT_FALSE(std::filesystem::exists(a.path() / "shared"));
+  EXPECT_TRUE(std::filesystem::exists(b.path() / "limits.env"));
+  EXPECT_EQ(l.held().size(), 1u);
+
+  ASSERT_TRUE(l.release(gb.container).ok());
+  ASSERT_TRUE(l.release(gb.container).ok());  // twice, and unknown containers, are fine
+  EXPECT_FALSE(std::filesystem::exists(b.path() / "limits.env"));
+  EXPECT_TRUE(l.held().empty());
+}
+
+TEST(NvidiaLimiter, DetectsTheKernelMemoryCapFromDriverAndCgroupV2) {
+  TempDir sys;
+  auto noSymbol = kernelMemoryCapSupport(false, sys.path().string());
+  ASSERT_FALSE(noSymbol.ok());
+  EXPECT_THAT(noSymbol.error().message, HasSubstr("r615"));
+
+  auto noCgroup2 = kernelMemoryCapSupport(true, sys.path().string());
+  ASSERT_FALSE(noCgroup2.ok());
+  EXPECT_THAT(noCgroup2.error().message, HasSubstr("cgroup v2"));
+
+  sys.write("fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids dmem\n");
+  EXPECT_TRUE(kernelMemoryCapSupport(true, sys.path().string()).ok());
+}
+
+}  // namespace
+}  // namespace vgpu::nvidia

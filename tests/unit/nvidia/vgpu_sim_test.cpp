@@ -1,0 +1,97 @@
+// vgpu-sim places the pods of examples/nvidia on NVIDIA devices with this backend's allocator
+// (loaded from libvgpu-backend-nvidia.so by the simulator itself).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <boost/json.hpp>
+#include <cstdio>
+#include <string>
+
+namespace {
+
+using ::testing::HasSubstr;
+
+struct SimRun {
+  int status = -1;
+  std::string out;
+};
+
+SimRun runSim(const std::string& output) {
+  const std::string dir = VGPU_EXAMPLES_DIR "/nvidia";
+  const std::string cmd = std::string(VGPU_SIM_BINARY) + " --cluster " + dir + "/cluster.yaml --pods " + dir +
+                          "/pods.yaml --config " + dir + "/device-config.yaml --backend-dir " + VGPU_BACKEND_DIR +
+                          " -o " + output + " 2>&1";
+  SimRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+const boost::json::object& podNamed(const boost::json::value& doc, const std::string& name) {
+  for (const auto& p : doc.at("pods").as_array())
+    if (p.at("pod").as_string() == name) return p.as_object();
+  throw std::runtime_error("no pod " + name);
+}
+
+TEST(NvidiaVgpuSim, PlacesTheExamplePodsOnNvidiaDevices) {
+  const SimRun run = runSim("json");
+  ASSERT_EQ(run.status, 0) << run.out;
+  boost::json::value doc;
+  ASSERT_NO_THROW(doc = boost::json::parse(run.out)) << run.out;
+
+  const auto& small = podNamed(doc, "serving/small-inference");
+  EXPECT_EQ(small.at("status").as_string(), "placed");
+  EXPECT_EQ(small.at("node").as_string(), "t4-node");
+  const auto& smallDevice = small.at("containers").as_array()[0].at("devices").as_array()[0];
+  EXPECT_EQ(smallDevice.at("backend").as_string(), "nvidia");
+  EXPECT_EQ(smallDevice.at("id").as_string(), "GPU-t4-0");
+  EXPECT_EQ(smallDevice.at("memoryMiB").to_number<std::int64_t>(), 8000);
+  EXPECT_EQ(smallDevice.at("compute").to_number<std::int64_t>(), 20);
+
+  const auto& train = podNamed(doc, "research/train-two-h100");
+  EXPECT_EQ(train.at("status").as_string(), "placed");
+  EXPECT_EQ(train.at("node").as_string(), "h100-node");
+  const auto& trainDevices = train.at("containers").as_array()[0].at("devices").as_array();
+  ASSERT_EQ(trainDevices.size(), 2u);
+  // numa-bind: both GPUs from one NUMA node (0-1 on node 0, 2-3 on node 1).
+  const auto a = std::string(trainDevices[0].at("id").as_string());
+  const auto b = std::string(trainDevices[1].at("id").as_string());
+  EXPECT_EQ((a.back() - '0') / 2, (b.back() - '0') / 2) << a << " " << b;
+
+  const auto& whole = podNamed(doc, "research/whole-a100");
+  EXPECT_EQ(whole.at("status").as_string(), "placed");
+  EXPECT_EQ(whole.at("node").as_string(), "a100-node");
+  const auto& wholeDevice = whole.at("containers").as_array()[0].at("devices").as_array()[0];
+  EXPECT_EQ(wholeDevice.at("id").as_string(), "GPU-a100-0");
+  EXPECT_EQ(wholeDevice.at("memoryMiB").to_number<std::int64_t>(), 40960);
+  EXPECT_EQ(wholeDevice.at("compute").to_number<std::int64_t>(), 100);
+
+  const auto& half = podNamed(doc, "research/half-an-a100");
+  EXPECT_EQ(half.at("status").as_string(), "pending");
+  const std::string halfWhy = boost::json::serialize(half.at("reasons"));
+  EXPECT_THAT(halfWhy, HasSubstr("a100-node"));
+  EXPECT_THAT(halfWhy, HasSubstr("unhealthy"));
+
+  const auto& large = podNamed(doc, "research/too-large");
+  EXPECT_EQ(large.at("status").as_string(), "pending");
+  EXPECT_THAT(boost::json::serialize(large.at("reasons")), HasSubstr("90000 MiB"));
+
+  const auto& bad = podNamed(doc, "research/bad-cores");
+  EXPECT_EQ(bad.at("status").as_string(), "invalid");
+  EXPECT_THAT(std::string(bad.at("error").as_string()), HasSubstr("nvidia.com/gpucores must be between 0 and 100"));
+}
+
+TEST(NvidiaVgpuSim, TheTextReportSaysWhyPodsArePending) {
+  const SimRun run = runSim("text");
+  ASSERT_EQ(run.status, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("research/too-large: no node fits"));
+  EXPECT_THAT(run.out, HasSubstr("3 placed, 2 pending, 1 invalid"));
+}
+
+}  // namespace
