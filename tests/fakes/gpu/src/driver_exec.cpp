@@ -578,3 +578,54 @@ CUresult cuGraphExecDestroy(CUgraphExec e) {
 }
 
 }  // extern "C"
+
+extern "C" {
+
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                                   unsigned int by, unsigned int bz, unsigned int sharedMemBytes, CUstream s,
+                                   void** params) {
+  (void)sharedMemBytes;
+  if (params == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return launch(f, gx, gy, gz, bx, by, bz, s, params, nullptr, false);
+}
+
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                        unsigned int bx, unsigned int by, unsigned int bz, unsigned int sharedMemBytes,
+                                        CUstream s, void** params) {
+  (void)sharedMemBytes;
+  if (params == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return launch(f, gx, gy, gz, bx, by, bz, s, params, nullptr, true);
+}
+
+// Stream capture is not simulated, so no stream is ever capturing.
+static CUresult isCapturing(CUstream s, CUstreamCaptureStatus* status, bool perThread) {
+  if (CUresult r = checkInit()) return r;
+  if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  Context* ctx = nullptr;
+  StreamState* st = nullptr;
+  if (CUresult r = resolveStream(s, perThread, ctx, st)) return r;
+  *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus* status) { return isCapturing(s, status, false); }
+CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus* status) { return isCapturing(s, status, true); }
+
+CUresult cuGraphDestroyNode(CUgraphNode node) {
+  if (CUresult r = checkInit()) return r;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  for (Graph* g : drv.graphs) {
+    for (auto it = g->nodes.begin(); it != g->nodes.end(); ++it) {
+      if (reinterpret_cast<CUgraphNode>(it->get()) == node) {
+        g->nodes.erase(it);
+        return CUDA_SUCCESS;
+      }
+    }
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+}  // extern "C"

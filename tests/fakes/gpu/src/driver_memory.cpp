@@ -669,6 +669,19 @@ CUresult cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* req, CUarr
   return CUDA_SUCCESS;
 }
 
+CUresult cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* req, CUmipmappedArray mipmap,
+                                               CUdevice dev) {
+  if (CUresult r = checkInit()) return r;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  auto* a = reinterpret_cast<ArrayObj*>(mipmap);
+  if (req == nullptr || !drv.arrays.count(a) || !a->mipmapped || a->dev != dev) return CUDA_ERROR_INVALID_VALUE;
+  std::memset(req, 0, sizeof *req);
+  req->size = a->bytes;
+  req->alignment = kPitchAlignment;
+  return CUDA_SUCCESS;
+}
+
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t n) {
   return copy(reinterpret_cast<void*>(dst), src, n, static_cast<uintptr_t>(dst), 0, false);
 }
