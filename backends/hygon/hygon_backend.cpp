@@ -222,8 +222,8 @@ std::string HygonBackend::explain(const vgpu_fit_result& r) const {
   switch (r.reason) {
     case kReasonComputeUnits:
       return "needs " + std::to_string(r.needed) +
-             " whole compute units (the compute percent rounded up to whole CUs of this DCU) but only " +
-             std::to_string(r.available) + " are free";
+             " whole compute units (the compute percent rounded up to whole CUs of this DCU) but the DCU has only " +
+             std::to_string(r.available) + " free";
     case kReasonUnknownComputeUnits:
       return "the DCU's compute-unit count is unknown (model not in the table, no cuCount attribute), so only "
              "whole DCUs can be given";
