@@ -75,9 +75,10 @@ Result<std::unique_ptr<CambriconBackend>> CambriconBackend::create(const Backend
   if (params.settings.memoryScaling && *params.settings.memoryScaling > 1.0)
     return makeError(section + ".memoryScaling: sMLU memory is enforced by the driver and cannot be oversubscribed; "
                      "use a value of at most 1");
-  if (params.settings.coreScaling && *params.settings.coreScaling > 1.0)
-    return makeError(section + ".coreScaling: sMLU compute quotas are enforced by the driver and cannot be "
-                     "oversubscribed; use a value of at most 1");
+  // A quota is a percentage of the card, and a whole card must remain possible (100%).
+  if (params.settings.coreScaling && *params.settings.coreScaling != 1.0)
+    return makeError(section + ".coreScaling: sMLU compute quotas are percentages of a card enforced by the "
+                     "driver; coreScaling must be 1 (it cannot oversubscribe, and below 1 no whole card would fit)");
 
   sdk::StandardRequestRules rules;
   rules.backend = params.name;
@@ -166,7 +167,7 @@ Device CambriconBackend::toDevice(const CardInfo& card) const {
   d.backend = params_.name;
   d.model = card.model;
   d.memoryMiB = publishedMemoryMiB(card);
-  d.computeUnits = static_cast<std::uint32_t>(std::lround(100 * params_.settings.coreScaling.value_or(1.0)));
+  d.computeUnits = 100;
   d.splitCount = card.smlu ? params_.settings.splitCount.value_or(kDefaultSplitCount) : 1;
   d.numaNode = card.numaNode;
   d.health = !card.healthKnown ? Health::kUnknown : card.healthy ? Health::kHealthy : Health::kUnhealthy;

@@ -126,15 +126,13 @@ Result<std::unique_ptr<CndevLibrary>> CndevLibrary::open(const std::vector<std::
     lib->createProfile_ = nullptr;
     lib->smluMode_ = nullptr;
   }
-  if (const cndevRet_t r = lib->init_(0); r != CNDEV_SUCCESS) {
-    lib->init_ = nullptr;  // nothing to release
-    return lib->fail("cndevInit", r);
-  }
+  if (const cndevRet_t r = lib->init_(0); r != CNDEV_SUCCESS) return lib->fail("cndevInit", r);
+  lib->initialized_ = true;
   return lib;
 }
 
 CndevLibrary::~CndevLibrary() {
-  if (init_ && release_) release_();
+  if (initialized_) release_();
   if (handle_) dlclose(handle_);
 }
 

@@ -78,6 +78,7 @@ class CndevLibrary {
   Error fail(const char* call, cndevRet_t code) const;
 
   void* handle_ = nullptr;
+  bool initialized_ = false;
   std::string path_;
   cndevInit_fn init_ = nullptr;
   cndevRelease_fn release_ = nullptr;

@@ -162,6 +162,9 @@ TEST(CambriconConfig, RefusesUnknownOptionsAndOversubscription) {
   p = schedulerParams();
   p.settings.coreScaling = 2;
   cases.push_back({"compute oversubscription", p, "backends.cambricon.coreScaling"});
+  p = schedulerParams();
+  p.settings.coreScaling = 0.5;
+  cases.push_back({"compute reserve (no whole card could fit)", p, "backends.cambricon.coreScaling"});
   for (const auto& c : cases) {
     auto created = CambriconBackend::create(c.params);
     ASSERT_FALSE(created.ok()) << c.what;
