@@ -472,7 +472,12 @@ CUresult cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pPitch, unsigned in
 
 CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
   if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
-  return allocChecked(dptr, bytesize, AllocKind::kManaged);
+  Context* ctx = nullptr;
+  if (CUresult r = requireContext(ctx)) return r;
+  if (dptr == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  // Managed memory lives in host memory until the device touches it and the driver migrates
+  // and evicts it on demand, so it may exceed the device's memory and takes none of it here.
+  return allocate(dptr, bytesize, 0, AllocKind::kManaged, nullptr, ctx);
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr) { return freeDevice(dptr); }
