@@ -168,6 +168,8 @@ Result<std::vector<GpuInfo>> NvidiaDiscovery::listWithNvml() {
 }
 
 void NvidiaDiscovery::watchForXids(nvml::Device handle, const std::string& uuid, std::vector<std::string>& failures) {
+  // The health wait reads handles_ while an event is being attributed.
+  std::lock_guard lock(mutex_);
   if (handles_.contains(handle)) return;
   if (auto it = watchFailures_.find(uuid); it != watchFailures_.end()) {
     failures.push_back(it->second);

@@ -66,7 +66,8 @@ class NvidiaDiscovery {
   Result<std::vector<Device>> discover();
 
   /// Waits up to `timeout` for critical Xid events; an NVML failure while waiting marks every
-  /// GPU unhealthy. Without NVML (or with health checks off) it just waits.
+  /// GPU unhealthy. Without NVML (or with health checks off) it just waits. It may run on a
+  /// thread of its own once discover() has run; the NVML session is opened by discover().
   Result<std::vector<HealthEvent>> waitForHealthEvents(std::chrono::milliseconds timeout);
 
   /// The NVML session, once discovery opened one (null before, or on the nvidia-smi path).
@@ -85,10 +86,10 @@ class NvidiaDiscovery {
   std::unique_ptr<NvmlSession> nvml_;
   std::string nvmlWhy_;
   nvml::EventSet events_ = nullptr;
-  std::map<nvml::Device, std::string> handles_;       ///< registered for events -> uuid
-  std::map<std::string, std::string> watchFailures_;  ///< uuid -> why events cannot be watched
 
   std::mutex mutex_;  ///< guards the maps below (the health wait runs beside discover)
+  std::map<nvml::Device, std::string> handles_;       ///< registered for events -> uuid
+  std::map<std::string, std::string> watchFailures_;  ///< uuid -> why events cannot be watched
   std::map<std::string, Device> known_;               ///< last published, by uuid
   std::map<std::string, std::string> stickyUnhealthy_;  ///< uuid -> reason (critical Xid)
 };

@@ -293,7 +293,11 @@ TEST(NvidiaDiscovery, ListsGpusThroughNvml) {
                                                                "gpu uuid=GPU-44444444-4444-4444-4444-444444444444 "
                                                                "name=\"NVIDIA A100-SXM4-80GB\" memory_mib=81920 mig=on\n")
                                      .string());
-  NvidiaDiscovery discovery(settings(VGPU_FAKE_NVML_LIBRARY));
+  // The T4 is no NUMA node to NVML; sysfs knows its PCI slot's node.
+  dir.write("sys/bus/pci/devices/0000:af:00.0/numa_node", "1\n");
+  DiscoverySettings s = settings(VGPU_FAKE_NVML_LIBRARY);
+  s.sysRoot = (dir.path() / "sys").string();
+  NvidiaDiscovery discovery(s);
   auto devices = discovery.discover();
   ASSERT_TRUE(devices.ok()) << devices.error().message;
   EXPECT_TRUE(discovery.nvmlUnavailableReason().empty());
@@ -311,6 +315,8 @@ TEST(NvidiaDiscovery, ListsGpusThroughNvml) {
   EXPECT_EQ(attribute(h100, "discoveredBy"), "nvml");
   EXPECT_EQ((*devices)[1].numaNode, 1);
   EXPECT_EQ(attribute((*devices)[2], "computeCapability"), "7.5");
+  EXPECT_EQ((*devices)[2].numaNode, 1);
+  EXPECT_EQ((*devices)[3].numaNode, -1);
   EXPECT_EQ(attribute((*devices)[3], "migMode"), "enabled");
 }
 
