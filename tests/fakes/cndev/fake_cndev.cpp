@@ -5,6 +5,7 @@
 //
 // Config (file named by VGPU_FAKE_CNDEV_CONFIG), one item per line, '#' starts a comment:
 //   card uuid=<36 chars> name=MLU370-X8 memoryMB=24576 numa=0 health=1 smlu=on mlulink=0
+//        (healthError=1: cndevGetCardHealthState fails for the card)
 //   option apiVersion=6          struct version the library accepts (others: UNSUPPORTED_API_VERSION)
 //   option noDriver=1            cndevInit answers NO_DRIVER
 //   option failProfileCreate=N   the Nth profile creation (counted in the state) fails
@@ -37,6 +38,7 @@ struct Card {
   int health = 1;
   bool smlu = true;
   int mlulink = 0;
+  bool healthError = false;  // cndevGetCardHealthState fails for this card
 };
 
 struct Config {
@@ -121,6 +123,7 @@ Config loadConfig() {
       card.health = static_cast<int>(number(f, "health", 1));
       card.smlu = f.count("smlu") == 0 || f["smlu"] == "on";
       card.mlulink = static_cast<int>(number(f, "mlulink", 0));
+      card.healthError = number(f, "healthError", 0) != 0;
       c.cards.push_back(card);
     } else if (kind == "option") {
       c.apiVersion = static_cast<int>(number(f, "apiVersion", c.apiVersion));
@@ -323,6 +326,7 @@ FAKE_EXPORT cndevRet_t cndevGetCardHealthState(cndevCardHealthState_t* state, cn
   const Config c = loadConfig();
   int card = 0;
   if (auto r = check(c, state->version, &device, &card); r != CNDEV_SUCCESS) return r;
+  if (c.cards[card].healthError) return CNDEV_ERROR_UNKNOWN;
   const bool good = c.cards[card].health == 1;
   state->health = c.cards[card].health;
   state->deviceState = good ? CNDEV_HEALTH_STATE_DEVICE_GOOD : CNDEV_HEALTH_STATE_DEVICE_IN_PROBLEM;

@@ -56,6 +56,14 @@ TEST(CambriconDiscovery, ReportsAnUnhealthyCardWithTheReason) {
   EXPECT_THAT((*devices)[1].attributes.at("healthDetail"), HasSubstr("health 0"));
 }
 
+TEST(CambriconDiscovery, ReportsHealthItCannotReadAsUnknown) {
+  FakeCndev fake(std::string("card uuid=") + kUuid0 + " healthError=1\n");
+  auto devices = makeBackend(fake.params())->discover();
+  ASSERT_TRUE(devices.ok()) << devices.error().message;
+  EXPECT_EQ((*devices)[0].health, Health::kUnknown);
+  EXPECT_THAT((*devices)[0].attributes.at("healthDetail"), HasSubstr("cndevGetCardHealthState"));
+}
+
 TEST(CambriconDiscovery, KeepsAnMluPrefixTheLibraryAlreadyGives) {
   FakeCndev fake("card uuid=MLU-abc\n");
   auto devices = makeBackend(fake.params())->discover();
