@@ -523,10 +523,16 @@ Result<Holding> HygonBackend::createVdev(const ContainerGrant& grant, const Devi
     if (!before.ok()) return std::move(before).error();
     int cuArg = static_cast<int>(cus);
     int memArg = static_cast<int>(std::min<std::uint64_t>(g.memoryMiB, 0x7fffffff));
-    if (const auto st = hydmi_->createVDevices(devIndex, 1, &cuArg, &memArg); st != DMI_STATUS_SUCCESS)
+    if (const auto st = hydmi_->createVDevices(devIndex, 1, &cuArg, &memArg); st != DMI_STATUS_SUCCESS) {
+      std::string left;
+      size_t freeCus = 0, freeBytes = 0;
+      if (hydmi_->getDeviceRemainingInfo(devIndex, &freeCus, &freeBytes) == DMI_STATUS_SUCCESS)
+        left = " (the driver has " + std::to_string(freeCus) + " compute units and " +
+               std::to_string(freeBytes / (1024 * 1024)) + " MiB left on it)";
       return makeError("cannot create a vDCU with " + std::to_string(cus) + " compute units and " +
                        std::to_string(g.memoryMiB) + " MiB on DCU " + h.deviceId + ": " +
-                       hydmi_->describe("dmiCreateVDevices", devIndex, st));
+                       hydmi_->describe("dmiCreateVDevices", devIndex, st) + left);
+    }
     auto after = hydmiVdevIds(devIndex);
     std::vector<int> created;
     if (after.ok())

@@ -191,6 +191,9 @@ TEST(HygonLimiter, ManyContainersComeAndGoWithoutOverlapOrLeaks) {
   EXPECT_TRUE(held->empty());
   EXPECT_TRUE(filesIn(node.copyDir()).empty());
   for (const auto& [name, dev] : booking) EXPECT_FALSE(fs::exists(node.hostDir(name) / "hygon-vdev")) << name;
+  // Every CU came back: each DCU can be given whole again.
+  EXPECT_TRUE(b->containerSpec(grant(node, "after-a", {slice("DCU-A", 0, 16368, 100)})).ok());
+  EXPECT_TRUE(b->containerSpec(grant(node, "after-b", {slice("DCU-B", 1, 65520, 100)})).ok());
 }
 
 TEST(HygonLimiter, HydmiModeCreatesAndDestroysDriverVdevs) {
@@ -235,6 +238,7 @@ TEST(HygonLimiter, TheFakeDriverEnforcesRemainingCus) {
   auto spec = b->containerSpec(grant(node, "two", {slice("DCU-A", 0, 1000, 50)}));
   ASSERT_FALSE(spec.ok());
   EXPECT_THAT(spec.error().message, HasSubstr("out of resources"));
+  EXPECT_THAT(spec.error().message, HasSubstr("the driver has 10 compute units"));
   EXPECT_EQ(node.hydmiVdevCount(), 1);
 }
 
