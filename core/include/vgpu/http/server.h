@@ -1,0 +1,107 @@
+#pragma once
+// A small HTTP/1.1 server for the daemons' endpoints (scheduler extender, webhook,
+// /metrics, /healthz): routes by method and exact path, a body size cap, read/write
+// timeouts, optional TLS from PEM files, port 0 for tests and a graceful stop. Handlers
+// are plain functions from Request to Response; no Beast type appears here.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "vgpu/result.h"
+
+namespace vgpu::http {
+
+struct Request {
+  std::string method;  ///< "GET", "POST", ...
+  std::string path;    ///< the target without its query, e.g. "/filter"
+  std::string query;   ///< after '?', undecoded; empty when absent
+  std::string body;
+  std::string remote;  ///< "address:port" of the peer, for logs
+  /// Header names in lower case.
+  std::map<std::string, std::string> headers;
+
+  /// A header's value by lower-case name, or "" when absent.
+  std::string_view header(std::string_view lowerName) const;
+};
+
+struct Response {
+  int status = 200;
+  std::string contentType = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;  ///< extra headers
+
+  static Response json(std::string body, int status = 200);
+  static Response text(std::string body, int status = 200);
+};
+
+/// Runs on one of the server's threads; may block (e.g. on the apiserver) for as long as
+/// the peer's timeout allows, and must be thread-safe. An exception it throws is answered
+/// with 500 and never reaches the server.
+using Handler = std::function<Response(const Request&)>;
+
+struct ServerOptions {
+  std::string address = "127.0.0.1";  ///< "0.0.0.0" / "::" to listen everywhere
+  std::uint16_t port = 0;             ///< 0 = any free port (see Server::port)
+  /// Both set: HTTPS with this PEM certificate chain and private key (TLS 1.2+).
+  std::string certFile;
+  std::string keyFile;
+  std::size_t maxBodyBytes = 4u << 20;  ///< larger bodies are answered 413
+  std::chrono::milliseconds readTimeout{10000};   ///< a request's headers and body; also keep-alive idle
+  std::chrono::milliseconds writeTimeout{10000};
+  int threads = 4;  ///< I/O threads; handlers run on them
+};
+
+/// Routes by method and exact path. Unknown paths get 404, a known path with another
+/// method 405 with an Allow header.
+class Router {
+ public:
+  void add(std::string method, std::string path, Handler handler);
+  Router& get(std::string path, Handler handler) { add("GET", std::move(path), std::move(handler)); return *this; }
+  Router& post(std::string path, Handler handler) { add("POST", std::move(path), std::move(handler)); return *this; }
+  Response dispatch(const Request& request) const;
+
+ private:
+  std::map<std::string, std::map<std::string, Handler>> routes_;  // path -> method -> handler
+};
+
+/// Counters for tests and metrics.
+struct ServerStats {
+  std::uint64_t connections = 0;  ///< accepted so far
+  std::uint64_t requests = 0;     ///< answered so far (any status)
+};
+
+class Server {
+ public:
+  /// Listens and starts the threads. Errors: the address cannot be parsed or bound, the
+  /// certificate or key cannot be read or do not match (the file is named).
+  static Result<std::unique_ptr<Server>> start(ServerOptions options, Router router);
+  ~Server();  ///< stop()
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  std::uint16_t port() const;
+  /// "http(s)://address:port", for tests and logs.
+  std::string url() const;
+  bool tls() const;
+  ServerStats stats() const;
+
+  /// Stops accepting, lets requests being handled finish and answer (closing their
+  /// connections afterwards), closes idle connections, waits up to `grace` and then
+  /// cuts whatever is left. Safe to call twice and from any thread but a handler's.
+  void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(5000));
+
+  struct Impl;  ///< Implementation detail (named by server.cpp's sessions).
+
+ private:
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace vgpu::http

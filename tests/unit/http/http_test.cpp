@@ -1,0 +1,276 @@
+// vgpu_http: routing, limits, timeouts, TLS and graceful stop, over real loopback sockets.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "test_http_client.h"
+#include "vgpu/http/server.h"
+
+namespace vgpu::http {
+namespace {
+
+using testing::TestHttpClient;
+namespace fs = std::filesystem;
+
+std::unique_ptr<Server> startOrDie(Router router, ServerOptions options = {}) {
+  auto server = Server::start(std::move(options), std::move(router));
+  if (!server.ok()) {
+    ADD_FAILURE() << server.error().message;
+    return nullptr;
+  }
+  return std::move(server).value();
+}
+
+Router echoRouter() {
+  Router r;
+  r.post("/echo", [](const Request& req) {
+    return Response::json("{\"path\":\"" + req.path + "\",\"query\":\"" + req.query + "\",\"body\":\"" + req.body +
+                          "\",\"ctype\":\"" + std::string(req.header("content-type")) + "\"}");
+  });
+  r.get("/healthz", [](const Request&) { return Response::text("ok\n"); });
+  r.get("/boom", [](const Request&) -> Response { throw std::runtime_error("kaboom"); });
+  return r;
+}
+
+/// Raw bytes to the server and whatever comes back until it closes (or 5 s pass).
+std::string rawExchange(std::uint16_t port, const std::string& bytes) {
+  namespace net = boost::asio;
+  net::io_context ioc;
+  net::ip::tcp::socket sock(ioc);
+  sock.connect({net::ip::make_address("127.0.0.1"), port});
+  struct timeval tv{5, 0};
+  setsockopt(sock.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  net::write(sock, net::buffer(bytes));
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    boost::system::error_code ec;
+    size_t n = sock.read_some(net::buffer(buf), ec);
+    out.append(buf, n);
+    if (ec) break;
+  }
+  return out;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    path_ = fs::temp_directory_path() / ("vgpu-http-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  static inline int counter_ = 0;
+  fs::path path_;
+};
+
+/// A self-signed EC certificate made with the openssl tool into `dir`.
+bool makeCert(const fs::path& dir) {
+  const std::string cmd = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj /CN=localhost"
+                          " -addext subjectAltName=IP:127.0.0.1 -keyout " + (dir / "tls.key").string() + " -out " +
+                          (dir / "tls.crt").string() + " >/dev/null 2>&1";
+  return std::system(cmd.c_str()) == 0;
+}
+
+TEST(HttpServer, RoutesByMethodAndExactPath) {
+  auto server = startOrDie(echoRouter());
+  ASSERT_TRUE(server);
+  TestHttpClient client(server->port());
+  auto ok = client.post("/echo?timeout=5s", "hello");
+  EXPECT_EQ(ok.status, 200);
+  EXPECT_EQ(ok.body, R"({"path":"/echo","query":"timeout=5s","body":"hello","ctype":"application/json"})");
+  EXPECT_EQ(ok.headers["Content-Type"], "application/json");
+  EXPECT_EQ(client.get("/healthz").body, "ok\n");
+  EXPECT_EQ(client.get("/nothing").status, 404);
+  EXPECT_EQ(client.post("/echo/", "").status, 404);
+  auto wrongMethod = client.get("/echo");
+  EXPECT_EQ(wrongMethod.status, 405);
+  EXPECT_EQ(wrongMethod.headers["Allow"], "POST");
+}
+
+TEST(HttpServer, HandlerExceptionBecomes500AndServerKeepsServing) {
+  auto server = startOrDie(echoRouter());
+  ASSERT_TRUE(server);
+  TestHttpClient client(server->port());
+  auto r = client.get("/boom");
+  EXPECT_EQ(r.status, 500);
+  EXPECT_NE(r.body.find("kaboom"), std::string::npos);
+  EXPECT_EQ(client.get("/healthz").status, 200);
+}
+
+TEST(HttpServer, KeepAliveReusesOneConnection) {
+  auto server = startOrDie(echoRouter());
+  ASSERT_TRUE(server);
+  TestHttpClient client(server->port());
+  for (int i = 0; i < 20; ++i) ASSERT_EQ(client.get("/healthz").status, 200);
+  EXPECT_EQ(server->stats().connections, 1u);
+  EXPECT_EQ(server->stats().requests, 20u);
+}
+
+TEST(HttpServer, BodyOverTheCapIsAnswered413) {
+  ServerOptions options;
+  options.maxBodyBytes = 1024;
+  auto server = startOrDie(echoRouter(), options);
+  ASSERT_TRUE(server);
+  TestHttpClient client(server->port());
+  EXPECT_EQ(client.post("/echo", std::string(1024, 'a')).status, 200);
+  auto big = client.post("/echo", std::string(2 << 20, 'a'));
+  EXPECT_EQ(big.status, 413) << big.error;
+  EXPECT_EQ(client.get("/healthz").status, 200);  // a fresh connection still works
+}
+
+TEST(HttpServer, MalformedRequestIsAnswered400) {
+  auto server = startOrDie(echoRouter());
+  ASSERT_TRUE(server);
+  std::string reply = rawExchange(server->port(), "GARBAGE\x01\x02 / HTTP/9\r\n\r\n");
+  EXPECT_EQ(reply.rfind("HTTP/1.1 400", 0), 0u) << reply;
+  reply = rawExchange(server->port(), "POST /echo HTTP/1.1\r\nContent-Length: nope\r\n\r\n");
+  EXPECT_EQ(reply.rfind("HTTP/1.1 400", 0), 0u) << reply;
+  TestHttpClient client(server->port());
+  EXPECT_EQ(client.get("/healthz").status, 200);
+}
+
+TEST(HttpServer, SlowClientIsCutAfterReadTimeout) {
+  ServerOptions options;
+  options.readTimeout = std::chrono::milliseconds(200);
+  auto server = startOrDie(echoRouter(), options);
+  ASSERT_TRUE(server);
+  const auto start = std::chrono::steady_clock::now();
+  std::string reply = rawExchange(server->port(), "POST /echo HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc");
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(reply, "");
+  EXPECT_GE(waited, std::chrono::milliseconds(150));
+  EXPECT_LT(waited, std::chrono::seconds(4));
+}
+
+TEST(HttpServer, ServesHttpsFromCertAndKeyFiles) {
+  TempDir dir;
+  ASSERT_TRUE(makeCert(dir.path()));
+  ServerOptions options;
+  options.certFile = (dir.path() / "tls.crt").string();
+  options.keyFile = (dir.path() / "tls.key").string();
+  auto server = startOrDie(echoRouter(), options);
+  ASSERT_TRUE(server);
+  EXPECT_TRUE(server->tls());
+  EXPECT_EQ(server->url().rfind("https://127.0.0.1:", 0), 0u);
+  TestHttpClient client(server->port(), true);
+  auto r = client.post("/echo", "over tls");
+  EXPECT_EQ(r.status, 200) << r.error;
+  EXPECT_NE(r.body.find("over tls"), std::string::npos);
+  // Plain HTTP to the TLS port gets no answer, and the server carries on.
+  TestHttpClient plain(server->port());
+  EXPECT_EQ(plain.get("/healthz").status, 0);
+  EXPECT_EQ(client.get("/healthz").status, 200);
+}
+
+TEST(HttpServer, RefusesUnusableTlsMaterialNamingTheFile) {
+  TempDir dir;
+  ASSERT_TRUE(makeCert(dir.path()));
+  std::ofstream(dir.path() / "junk.pem") << "not a pem\n";
+  struct Case {
+    const char* description;
+    std::string cert, key, expect;
+  } cases[] = {
+      {"missing certificate", (dir.path() / "absent.crt").string(), (dir.path() / "tls.key").string(), "absent.crt"},
+      {"garbage key", (dir.path() / "tls.crt").string(), (dir.path() / "junk.pem").string(), "junk.pem"},
+      {"key without certificate", "", (dir.path() / "tls.key").string(), "both a certificate and a key"},
+  };
+  for (const auto& c : cases) {
+    ServerOptions options;
+    options.certFile = c.cert;
+    options.keyFile = c.key;
+    auto server = Server::start(options, echoRouter());
+    ASSERT_FALSE(server.ok()) << c.description;
+    EXPECT_NE(server.error().message.find(c.expect), std::string::npos) << c.description << ": " << server.error().message;
+  }
+}
+
+TEST(HttpServer, RefusesBadAddressAndTakenPort) {
+  ServerOptions bad;
+  bad.address = "not-an-ip";
+  EXPECT_FALSE(Server::start(bad, echoRouter()).ok());
+  auto first = startOrDie(echoRouter());
+  ASSERT_TRUE(first);
+  ServerOptions same;
+  same.port = first->port();
+  auto second = Server::start(same, echoRouter());
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.error().message.find(std::to_string(first->port())), std::string::npos);
+}
+
+TEST(HttpServer, StopLetsTheRequestInFlightFinishAndIsSafeTwice) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool entered = false, release = false;
+  Router r;
+  r.get("/slow", [&](const Request&) {
+    std::unique_lock lock(mu);
+    entered = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+    return Response::text("done");
+  });
+  auto server = startOrDie(std::move(r));
+  ASSERT_TRUE(server);
+  TestHttpClient idle(server->port());
+  ASSERT_EQ(idle.get("/nothing").status, 404);  // an idle keep-alive connection to close
+  auto inFlight = std::async(std::launch::async, [port = server->port()] { return TestHttpClient(port).get("/slow"); });
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return entered; });
+  }
+  auto stopping = std::async(std::launch::async, [&] { server->stop(); });
+  EXPECT_EQ(stopping.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  {
+    std::lock_guard lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  auto reply = inFlight.get();
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.body, "done");
+  EXPECT_EQ(reply.headers["Connection"], "close");
+  stopping.get();
+  server->stop();
+  EXPECT_EQ(TestHttpClient(server->port()).get("/slow").status, 0);
+}
+
+TEST(HttpServer, ManyClientsConcurrently) {
+  std::atomic<int> handled{0};
+  Router r;
+  r.post("/count", [&](const Request& req) {
+    handled.fetch_add(1);
+    return Response::json(req.body);
+  });
+  auto server = startOrDie(std::move(r));
+  ASSERT_TRUE(server);
+  std::vector<std::thread> threads;
+  std::atomic<int> good{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      TestHttpClient client(server->port());
+      for (int i = 0; i < 50; ++i) {
+        std::string body = std::to_string(t * 1000 + i);
+        auto reply = client.post("/count", body);
+        if (reply.status == 200 && reply.body == body) good.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(good.load(), 400);
+  EXPECT_EQ(handled.load(), 400);
+}
+
+}  // namespace
+}  // namespace vgpu::http
