@@ -294,6 +294,22 @@ Result<ContainerSpec> CambriconBackend::containerSpec(const ContainerGrant& gran
     const std::string ipcm = "/dev/cambricon_ipcm" + idx;
     const std::uint64_t published = publishedMemoryMiB(*card);
     const bool whole = g.compute >= 100 && (g.memoryMiB == 0 || g.memoryMiB >= published);
+    const std::uint32_t quota = std::min<std::uint32_t>(g.compute, 100);
+    const std::uint64_t memoryMiB = g.memoryMiB == 0 ? published : g.memoryMiB;
+    const std::string size = std::to_string(quota) + "% and " + std::to_string(memoryMiB) + " MiB";
+
+    // A repeated Allocate for the same container reuses its instance; one of another size
+    // (or one left from a slice when the card is now given whole) goes.
+    std::optional<InstanceRecord> reuse;
+    std::vector<InstanceRecord> stale;
+    for (const auto& r : state.instances) {
+      if (r.owner != grant.container || r.cardId != g.deviceId) continue;
+      if (!whole && !reuse && r.quota == quota && r.memoryMiB == memoryMiB && (*lib)->instance(r.handle).ok()) reuse = r;
+      else stale.push_back(r);
+    }
+    if (!stale.empty()) {
+      if (auto s = destroyRecords(stale, *cards, state); !s.ok()) return abandon(s.error());
+    }
     spec.devices.push_back({dev, dev, "rw"});
     spec.devices.push_back({ipcm, ipcm, "rw"});
     if (whole) {
@@ -304,21 +320,6 @@ Result<ContainerSpec> CambriconBackend::containerSpec(const ContainerGrant& gran
       return abandon(makeError("card " + g.deviceId + " (index " + idx + ") is not in sMLU mode, so it cannot be "
                                "shared: ask for the whole card, or enable sMLU (cnmon set -c " + idx + " -smlu on)"));
     if (g.compute == 0) return abandon(makeError("card " + g.deviceId + ": an sMLU instance needs a compute quota of at least 1%"));
-    const std::uint32_t quota = std::min<std::uint32_t>(g.compute, 100);
-    const std::uint64_t memoryMiB = g.memoryMiB == 0 ? published : g.memoryMiB;
-    const std::string size = std::to_string(quota) + "% and " + std::to_string(memoryMiB) + " MiB";
-
-    // A repeated Allocate for the same container reuses its instance; one of another size goes.
-    std::optional<InstanceRecord> reuse;
-    std::vector<InstanceRecord> stale;
-    for (const auto& r : state.instances) {
-      if (r.owner != grant.container || r.cardId != g.deviceId) continue;
-      if (!reuse && r.quota == quota && r.memoryMiB == memoryMiB && (*lib)->instance(r.handle).ok()) reuse = r;
-      else stale.push_back(r);
-    }
-    if (!stale.empty()) {
-      if (auto s = destroyRecords(stale, *cards, state); !s.ok()) return abandon(s.error());
-    }
     InstanceRecord record;
     if (reuse) {
       record = *reuse;

@@ -123,6 +123,16 @@ TEST_F(CambriconLimiter, ReplacesTheInstanceWhenTheSameContainerGetsAnotherSize)
   EXPECT_THAT(profiles[0], HasSubstr("quota=50 "));
 }
 
+TEST_F(CambriconLimiter, DropsTheSliceWhenTheSameContainerGetsTheCardWhole) {
+  auto backend = makeBackend(fake_.params());
+  ASSERT_TRUE(backend->containerSpec(grantFor("p1", "c", {onCard(kUuid0, 0, 4096, 25)})).ok());
+  auto spec = backend->containerSpec(grantFor("p1", "c", {onCard(kUuid0, 0, 24576, 100)}));
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_THAT(hostPaths(*spec), ::testing::ElementsAre("/dev/cambricon_dev0", "/dev/cambricon_ipcm0"));
+  EXPECT_THAT(fake_.driverState("instance"), IsEmpty());
+  EXPECT_THAT(fake_.driverState("profile"), IsEmpty());
+}
+
 TEST_F(CambriconLimiter, ReleaseDestroysTheInstanceAndTheProfileOnceUnused) {
   auto backend = makeBackend(fake_.params());
   ASSERT_TRUE(backend->containerSpec(grantFor("p1", "c", {onCard(kUuid0, 0, 4096, 25)})).ok());
