@@ -159,14 +159,18 @@ struct Client::Impl {
 
   ApiResult<HttpResponse> execute(const std::string& method, const std::string& target,
                                   const std::string& body = "",
-                                  const std::string& contentType = "") {
+                                  const std::string& contentType = "",
+                                  CancelToken* cancel = nullptr) {
     bool refreshed = false;
     bool forceToken = false;
+    auto cancelled = [&] { return cancel != nullptr && cancel->cancelled(); };
     for (int attempt = 0;; ++attempt) {
       throttle();
+      if (cancelled()) return ApiError{method, target, 0, "", "cancelled"};
       detail::HttpRequest req{method, basePath + target, headers(contentType, forceToken), body};
       forceToken = false;
-      auto r = transport->send(req, options.requestTimeout);
+      auto r = transport->send(req, options.requestTimeout, cancel);
+      if (cancelled()) return ApiError{method, target, 0, "", "cancelled"};
       if (!r) {
         if (attempt < options.maxRetries) {
           clock->sleepFor(backoff(attempt));
@@ -272,13 +276,14 @@ ApiResult<json::object> Client::get(const ResourceType& type, std::string_view n
   return impl_->parseObject("GET", target, *r);
 }
 
-ApiResult<ListResult> Client::listPage(const ResourceType& type, const ListOptions& options) {
+ApiResult<ListResult> Client::listPage(const ResourceType& type, const ListOptions& options,
+                                      CancelToken* cancel) {
   Query q;
   q.add("labelSelector", options.labelSelector).add("fieldSelector", options.fieldSelector);
   if (options.limit > 0) q.add("limit", std::to_string(options.limit));
   q.add("continue", options.continueToken).add("resourceVersion", options.resourceVersion);
   std::string target = type.collectionPath(options.ns) + q.str();
-  auto r = impl_->execute("GET", target);
+  auto r = impl_->execute("GET", target, "", "", cancel);
   if (!r) return std::move(r).error();
   auto obj = impl_->parseObject("GET", target, *r);
   if (!obj) return std::move(obj).error();
@@ -307,7 +312,8 @@ ApiResult<ListResult> Client::listPage(const ResourceType& type, const ListOptio
   return out;
 }
 
-ApiResult<ListResult> Client::list(const ResourceType& type, ListOptions options) {
+ApiResult<ListResult> Client::list(const ResourceType& type, ListOptions options,
+                                  CancelToken* cancel) {
   // A continue token that expires (410) means the snapshot is gone: start a fresh list.
   for (int restart = 0;; ++restart) {
     ListResult all;
@@ -315,7 +321,7 @@ ApiResult<ListResult> Client::list(const ResourceType& type, ListOptions options
     page.continueToken.clear();
     bool expired = false;
     for (;;) {
-      auto r = listPage(type, page);
+      auto r = listPage(type, page, cancel);
       if (!r) {
         if (r.error().isGone() && !page.continueToken.empty() && restart < 3) {
           expired = true;
@@ -404,6 +410,7 @@ ApiStatus Client::watch(const ResourceType& type, const WatchOptions& options,
   detail::HttpRequest req{"GET", impl_->basePath + target, impl_->headers("", false), ""};
   auto idle = std::chrono::seconds(options.timeoutSeconds > 0 ? options.timeoutSeconds + 30 : 3600);
   auto r = impl_->transport->stream(req, impl_->options.requestTimeout, idle, onData, cancel);
+  if (cancel && cancel->cancelled()) return {};
   if (!r) return ApiError{"GET", target, 0, "", r.error().message};
   if (r->status != 200) {
     if (r->status == 401) impl_->bearer(true);

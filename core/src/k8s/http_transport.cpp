@@ -68,6 +68,34 @@ struct HttpTransport::Connection {
   }
 };
 
+namespace {
+
+// While alive, lets `token` interrupt whatever operation runs on `c`. Reset it before the
+// connection goes back to the pool or away.
+class CancelGuard {
+ public:
+  template <class Conn>
+  CancelGuard(CancelToken* token, Conn* c) : token_(token) {
+    if (token_) {
+      token_->setCanceller([c] { net::post(c->ioc, [c] { c->lowest().cancel(); }); });
+    }
+  }
+  ~CancelGuard() { reset(); }
+  void reset() {
+    if (token_) token_->setCanceller(nullptr);
+    token_ = nullptr;
+  }
+  CancelGuard(const CancelGuard&) = delete;
+  CancelGuard& operator=(const CancelGuard&) = delete;
+
+ private:
+  CancelToken* token_;
+};
+
+bool isCancelled(CancelToken* token) { return token != nullptr && token->cancelled(); }
+
+}  // namespace
+
 Result<std::unique_ptr<HttpTransport>> HttpTransport::create(const Endpoint& endpoint) {
   std::unique_ptr<HttpTransport> t(new HttpTransport());
   t->endpoint_ = endpoint;
@@ -167,7 +195,7 @@ http::request<http::string_body> buildMessage(const HttpRequest& r, const Endpoi
 }  // namespace
 
 Result<HttpResponse> HttpTransport::send(const HttpRequest& request,
-                                         std::chrono::milliseconds timeout) {
+                                         std::chrono::milliseconds timeout, CancelToken* cancel) {
   auto msg = buildMessage(request, endpoint_);
   // A pooled connection may have been closed by the server while idle: one retry on a
   // fresh connection covers that without counting as a failure.
@@ -179,6 +207,8 @@ Result<HttpResponse> HttpTransport::send(const HttpRequest& request,
       if (!fresh) return std::move(fresh).error();
       c = std::move(*fresh);
     }
+    CancelGuard guard(cancel, c.get());
+    if (isCancelled(cancel)) return makeError("cancelled");
     c->lowest().expires_after(timeout);
     ErrorCode ec = runOp(c->ioc, [&](auto h) {
       c->visit([&](auto& s) { http::async_write(s, msg, h); });
@@ -186,11 +216,12 @@ Result<HttpResponse> HttpTransport::send(const HttpRequest& request,
     http::response_parser<http::string_body> parser;
     parser.body_limit(boost::none);
     parser.header_limit(1 << 20);
-    if (!ec) {
+    if (!ec && !isCancelled(cancel)) {
       ec = runOp(c->ioc, [&](auto h) {
         c->visit([&](auto& s) { http::async_read(s, c->buffer, parser, h); });
       });
     }
+    if (isCancelled(cancel)) return makeError("cancelled");
     if (ec) {
       if (reused && ec != beast::error::timeout) continue;
       if (ec == beast::error::timeout) {
@@ -203,6 +234,7 @@ Result<HttpResponse> HttpTransport::send(const HttpRequest& request,
     out.status = static_cast<int>(res.result_int());
     out.retryAfter = std::string(res[http::field::retry_after]);
     out.body = std::move(res.body());
+    guard.reset();
     if (res.keep_alive()) release(std::move(c));
     return out;
   }
@@ -222,6 +254,9 @@ Result<HttpResponse> HttpTransport::stream(const HttpRequest& request,
       if (!fresh) return std::move(fresh).error();
       c = std::move(*fresh);
     }
+    CancelGuard guard(cancel, c.get());
+    HttpResponse out;
+    if (isCancelled(cancel)) return out;  // status 0: nothing was asked
     c->lowest().expires_after(connectTimeout);
     ErrorCode ec = runOp(c->ioc, [&](auto h) {
       c->visit([&](auto& s) { http::async_write(s, msg, h); });
@@ -229,25 +264,18 @@ Result<HttpResponse> HttpTransport::stream(const HttpRequest& request,
     http::response_parser<http::buffer_body> parser;
     parser.body_limit(boost::none);
     parser.header_limit(1 << 20);
-    if (!ec) {
+    if (!ec && !isCancelled(cancel)) {
       ec = runOp(c->ioc, [&](auto h) {
         c->visit([&](auto& s) { http::async_read_header(s, c->buffer, parser, h); });
       });
     }
+    if (isCancelled(cancel)) return out;
     if (ec) {
       if (reused && ec != beast::error::timeout) continue;
       return makeError("connection to " + hostHeader(endpoint_) + " failed: " + ec.message());
     }
-    HttpResponse out;
     out.status = static_cast<int>(parser.get().result_int());
     out.retryAfter = std::string(parser.get()[http::field::retry_after]);
-
-    Connection* raw = c.get();
-    if (cancel) {
-      cancel->setCanceller([raw] {
-        net::post(raw->ioc, [raw] { raw->lowest().cancel(); });
-      });
-    }
     std::string buf(64 * 1024, '\0');
     bool stopped = false;
     Result<HttpResponse> result = out;
@@ -285,7 +313,7 @@ Result<HttpResponse> HttpTransport::stream(const HttpRequest& request,
         break;
       }
     }
-    if (cancel) cancel->setCanceller(nullptr);
+    guard.reset();
     if (!stopped && parser.get().keep_alive()) release(std::move(c));
     return result;
   }

@@ -48,12 +48,14 @@ class HttpTransport {
   static Result<std::unique_ptr<HttpTransport>> create(const Endpoint& endpoint);
   ~HttpTransport();
 
-  /// One request/response within `timeout`. Errors are transport failures (no response).
-  Result<HttpResponse> send(const HttpRequest& request, std::chrono::milliseconds timeout);
+  /// One request/response within `timeout`. Errors are transport failures (no response),
+  /// or "cancelled" when `cancel` fired.
+  Result<HttpResponse> send(const HttpRequest& request, std::chrono::milliseconds timeout,
+                            CancelToken* cancel = nullptr);
 
   /// Streams a 200 response's body to `onData` (return false to stop); a non-200
   /// response is returned whole. `idleTimeout` bounds the wait for each piece of data.
-  /// A cancelled stream returns a 200 response with whatever arrived.
+  /// A cancelled stream returns what arrived (status 0 if cancelled before the header).
   Result<HttpResponse> stream(const HttpRequest& request, std::chrono::milliseconds connectTimeout,
                               std::chrono::milliseconds idleTimeout,
                               const std::function<bool(std::string_view)>& onData,

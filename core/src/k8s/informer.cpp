@@ -143,17 +143,27 @@ struct Informer::Impl {
     bool needList = true;
     auto backoff = options.backoffMin;
     for (;;) {
+      // One token per round, so stop() can interrupt the list as well as the watch.
+      CancelToken cancel;
       {
         std::lock_guard lock(mu);
         if (stopping) return;
+        activeCancel = &cancel;
       }
+      struct Clear {
+        Impl& impl;
+        ~Clear() {
+          std::lock_guard lock(impl.mu);
+          impl.activeCancel = nullptr;
+        }
+      } clear{*this};
       if (needList) {
         ListOptions lo;
         lo.ns = options.ns;
         lo.labelSelector = options.labelSelector;
         lo.fieldSelector = options.fieldSelector;
         lo.limit = options.pageSize;
-        auto r = client.list(type, lo);
+        auto r = client.list(type, lo, &cancel);
         if (!r) {
           if (!pause(nextBackoff(backoff))) return;
           continue;
@@ -167,12 +177,10 @@ struct Informer::Impl {
       wo.labelSelector = options.labelSelector;
       wo.fieldSelector = options.fieldSelector;
       wo.timeoutSeconds = options.watchTimeoutSeconds;
-      CancelToken cancel;
       {
         std::lock_guard lock(mu);
         if (stopping) return;
         wo.resourceVersion = rv;
-        activeCancel = &cancel;
         ++stats.watches;
       }
       bool gotEvent = false;
@@ -183,7 +191,6 @@ struct Informer::Impl {
       }, &cancel);
       {
         std::lock_guard lock(mu);
-        activeCancel = nullptr;
         if (stopping) return;
         if (!status) ++stats.watchErrors;
       }

@@ -112,7 +112,11 @@ struct FakeApiServer::Impl {
       ErrorCode ec;
       acceptor->accept(*sock, ec);
       if (acceptStopping) return;
-      if (ec) continue;
+      if (ec) {
+        // Out of descriptors or the like: do not spin while it lasts.
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        continue;
+      }
       accepted.fetch_add(1);
       sock->set_option(tcp::no_delay(true), ec);
       auto done = std::make_shared<std::atomic<bool>>(false);

@@ -195,6 +195,23 @@ TEST(K8sInformer, StopIsPromptAndSafeTwice) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
 }
 
+TEST(K8sInformer, StopInterruptsAListTheServerNeverAnswers) {
+  auto server = startServer();
+  fakes::Fault hang;
+  hang.action = fakes::Fault::Action::kHang;
+  hang.watch = fakes::Fault::Watch::kNever;
+  server->addFault(hang);
+  auto client = clientFor(*server);  // 5 s request timeout: stop must not wait for it
+  Informer informer(*client, kPods, quick(), {});
+  informer.start();
+  ASSERT_TRUE(eventually([&] { return server->requestCount() == 1; }));
+  auto start = std::chrono::steady_clock::now();
+  informer.stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  EXPECT_FALSE(informer.hasSynced());
+  server->releaseHangs();
+}
+
 TEST(K8sInformer, RandomizedRunKeepsAnExactMirrorThroughBreaksGoneAndRestarts) {
   auto server = startServer();
   auto client = clientFor(*server);  // its backoff runs on a fake clock: instant retries

@@ -104,10 +104,12 @@ class Client {
 
   ApiResult<boost::json::object> get(const ResourceType& type, std::string_view ns,
                                      std::string_view name);
-  /// One page (follow `continueToken` yourself).
-  ApiResult<ListResult> listPage(const ResourceType& type, const ListOptions& options);
+  /// One page (follow `continueToken` yourself). `cancel` ends it early with an error.
+  ApiResult<ListResult> listPage(const ResourceType& type, const ListOptions& options,
+                                 CancelToken* cancel = nullptr);
   /// All pages. If a continue token expires (410) mid-way it starts over, a few times.
-  ApiResult<ListResult> list(const ResourceType& type, ListOptions options);
+  ApiResult<ListResult> list(const ResourceType& type, ListOptions options,
+                             CancelToken* cancel = nullptr);
   /// Blocks while the stream lasts, calling `handler` per event. Returns ok when the server
   /// ended the stream (re-watch from the last resourceVersion), when the handler returned
   /// false or when `cancel` fired; an ApiError on a failure status, an ERROR event (410:
