@@ -100,6 +100,13 @@ Result<std::unique_ptr<NvidiaBackend>> NvidiaBackend::create(const BackendParams
 }
 
 Status NvidiaBackend::kernelMemoryCap() {
+  std::lock_guard lock(capMutex_);
+  if (kernelCap_) return *kernelCap_;
+  kernelCap_ = probeKernelMemoryCap();
+  return *kernelCap_;
+}
+
+Status NvidiaBackend::probeKernelMemoryCap() {
   bool hasSymbol = false;
   if (const NvmlSession* session = discovery_->nvml()) {
     hasSymbol = session->fn().deviceSetMemoryLimits != nullptr;

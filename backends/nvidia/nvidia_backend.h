@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <string>
@@ -68,11 +69,14 @@ class NvidiaBackend {
 
  private:
   NvidiaBackend(const BackendParams& params, NvidiaOptions options);
+  Status probeKernelMemoryCap();
 
   NvidiaOptions options_;
   NvidiaAllocator allocator_;
   std::unique_ptr<NvidiaDiscovery> discovery_;
   std::unique_ptr<NvidiaLimiter> limiter_;
+  std::mutex capMutex_;
+  std::optional<Status> kernelCap_;  ///< asked once: support changes only with a driver upgrade
 };
 
 }  // namespace vgpu::nvidia

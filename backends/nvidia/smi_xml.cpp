@@ -166,9 +166,21 @@ Result<std::string> runProgram(const std::string& program, const std::vector<std
   }
   for (auto& f : fds)
     if (f.fd >= 0) close(f.fd);
-  if (timedOut) kill(-pid, SIGKILL);
+  // A child may close its output and keep running: the deadline holds for its exit too.
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  while (!timedOut) {
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid || (r < 0 && errno != EINTR)) break;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      timedOut = true;
+      break;
+    }
+    usleep(5000);
+  }
+  if (timedOut) {
+    kill(-pid, SIGKILL);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
   }
   if (timedOut)
     return makeError(program + " did not finish within " + std::to_string(timeout.count()) + " ms and was killed");

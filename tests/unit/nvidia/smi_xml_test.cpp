@@ -144,6 +144,12 @@ TEST(NvidiaSmiXml, RunProgramReportsFailuresAndTimeouts) {
   ASSERT_FALSE(slow.ok());
   EXPECT_THAT(slow.error().message, HasSubstr("did not finish within 200 ms"));
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+
+  const auto start2 = std::chrono::steady_clock::now();
+  auto silent = runProgram("/bin/sh", {"-c", "exec >/dev/null 2>&1; sleep 30"}, std::chrono::milliseconds(200));
+  ASSERT_FALSE(silent.ok());
+  EXPECT_THAT(silent.error().message, HasSubstr("did not finish within 200 ms"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start2, std::chrono::seconds(5));
 }
 
 }  // namespace
