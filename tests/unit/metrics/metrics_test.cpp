@@ -1,0 +1,134 @@
+// vgpu_metrics: exposition text, escaping, histogram buckets, and promtool's verdict.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <thread>
+
+#include "promtool_check.h"
+#include "vgpu/metrics/registry.h"
+
+namespace vgpu::metrics {
+namespace {
+
+TEST(MetricsText, CounterWithLabelsRendersHelpTypeAndSeries) {
+  Registry r;
+  auto& c = r.counter("vgpu_pods_placed_total", "Pods placed.", {"backend"});
+  c.inc({"nvidia"});
+  c.inc({"nvidia"}, 2);
+  c.inc({"sim"});
+  c.inc({"sim"}, -5);  // counters never go down
+  EXPECT_EQ(r.render(),
+            "# HELP vgpu_pods_placed_total Pods placed.\n"
+            "# TYPE vgpu_pods_placed_total counter\n"
+            "vgpu_pods_placed_total{backend=\"nvidia\"} 3\n"
+            "vgpu_pods_placed_total{backend=\"sim\"} 1\n");
+  EXPECT_EQ(c.value({"nvidia"}), 3);
+}
+
+TEST(MetricsText, EscapesHelpAndLabelValues) {
+  Registry r;
+  auto& g = r.gauge("vgpu_x", "a \\ b\nc \"q\"", {"reason"});
+  g.set({"say \"no\"\\\nnow"}, 1.5);
+  EXPECT_EQ(r.render(),
+            "# HELP vgpu_x a \\\\ b\\nc \"q\"\n"
+            "# TYPE vgpu_x gauge\n"
+            "vgpu_x{reason=\"say \\\"no\\\"\\\\\\nnow\"} 1.5\n");
+}
+
+TEST(MetricsText, ValuesUseShortestFormAndSpecialNames) {
+  EXPECT_EQ(formatValue(0), "0");
+  EXPECT_EQ(formatValue(42), "42");
+  EXPECT_EQ(formatValue(0.1), "0.1");
+  EXPECT_EQ(formatValue(1e21), "1e+21");
+  EXPECT_EQ(formatValue(std::numeric_limits<double>::infinity()), "+Inf");
+  EXPECT_EQ(formatValue(-std::numeric_limits<double>::infinity()), "-Inf");
+  EXPECT_EQ(formatValue(std::nan("")), "NaN");
+}
+
+TEST(MetricsText, HistogramBucketsAreCumulativeWithInfSumAndCount) {
+  Registry r;
+  auto& h = r.histogram("vgpu_filter_duration_seconds", "Filter latency.", {0.001, 0.01}, {"verb"});
+  h.observe({"filter"}, 0.0005);
+  h.observe({"filter"}, 0.001);  // on the bound: counts in that bucket (le)
+  h.observe({"filter"}, 0.005);
+  h.observe({"filter"}, 3);
+  EXPECT_EQ(r.render(),
+            "# HELP vgpu_filter_duration_seconds Filter latency.\n"
+            "# TYPE vgpu_filter_duration_seconds histogram\n"
+            "vgpu_filter_duration_seconds_bucket{verb=\"filter\",le=\"0.001\"} 2\n"
+            "vgpu_filter_duration_seconds_bucket{verb=\"filter\",le=\"0.01\"} 3\n"
+            "vgpu_filter_duration_seconds_bucket{verb=\"filter\",le=\"+Inf\"} 4\n"
+            "vgpu_filter_duration_seconds_sum{verb=\"filter\"} 3.0065\n"
+            "vgpu_filter_duration_seconds_count{verb=\"filter\"} 4\n");
+  EXPECT_EQ(h.count({"filter"}), 4u);
+}
+
+TEST(MetricsText, CollectorsRunBeforeRenderAndClearDropsSeries) {
+  Registry r;
+  auto& g = r.gauge("vgpu_device_memory_allocated_bytes", "Allocated.", {"node", "device"});
+  int calls = 0;
+  r.addCollector([&] {
+    ++calls;
+    g.clear();
+    g.set({"n1", "GPU-" + std::to_string(calls)}, calls);
+  });
+  EXPECT_NE(r.render().find("device=\"GPU-1\"} 1"), std::string::npos);
+  const std::string second = r.render();
+  EXPECT_EQ(second.find("GPU-1"), std::string::npos);
+  EXPECT_NE(second.find("device=\"GPU-2\"} 2"), std::string::npos);
+  g.remove({"n1", "GPU-3"});  // absent: nothing happens
+}
+
+TEST(MetricsText, ConcurrentUpdatesAreAllCounted) {
+  Registry r;
+  auto& c = r.counter("vgpu_things_total", "Things.");
+  auto& h = r.histogram("vgpu_wait_seconds", "Waits.", Histogram::latencyBuckets());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 10000; ++i) {
+        c.inc();
+        h.observe(0.002);
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(c.value(), 40000);
+  EXPECT_EQ(h.count(), 40000u);
+}
+
+TEST(MetricsDeath, BadNamesAndWrongLabelCountsAbortWithAMessage) {
+  Registry r;
+  EXPECT_DEATH(r.counter("9bad", "x"), "invalid metric name");
+  EXPECT_DEATH(r.gauge("ok_name", "x", {"__reserved"}), "reserved label");
+  EXPECT_DEATH(r.histogram("h_seconds", "x", {1, 1}), "strictly increasing");
+  auto& c = r.counter("vgpu_c_total", "x", {"a"});
+  EXPECT_DEATH(c.inc({}), "takes 1 label values");
+  EXPECT_DEATH(r.counter("vgpu_c_total", "again"), "registered twice");
+}
+
+#ifdef VGPU_PROMTOOL
+TEST(MetricsPromtool, CheckMetricsAcceptsOurOutput) {
+  Registry r;
+  r.counter("vgpu_scheduler_pods_refused_total", "Pods refused, by reason.", {"reason"})
+      .inc({"no node has a device with \"enough\" memory\nsecond line \\ slash"});
+  r.gauge("vgpu_device_compute_allocated_percent", "Compute allocated.", {"node", "device"}).set({"n", "d"}, 30);
+  auto& h = r.histogram("vgpu_scheduler_bind_duration_seconds", "Bind latency.", Histogram::latencyBuckets(), {"result"});
+  h.observe({"ok"}, 0.004);
+  h.observe({"error"}, 12);
+  r.gauge("vgpu_empty_family", "No series yet.");
+  auto result = testing::promtoolCheck(VGPU_PROMTOOL, r.render());
+  EXPECT_EQ(result.exitCode, 0) << result.output << "\n" << r.render();
+  EXPECT_EQ(result.output, "");
+}
+
+TEST(MetricsPromtool, ComplainsAboutALintProblemSoTheCheckIsReal) {
+  Registry r;
+  r.counter("vgpu_requests", "Counter without _total.").inc();
+  auto result = testing::promtoolCheck(VGPU_PROMTOOL, r.render());
+  EXPECT_NE(result.output.find("_total"), std::string::npos) << result.output;
+}
+#endif
+
+}  // namespace
+}  // namespace vgpu::metrics
