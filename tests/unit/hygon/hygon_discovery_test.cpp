@@ -153,6 +153,14 @@ TEST(HygonDiscovery, RsmiInitFailureIsReportedWithItsStatus) {
   EXPECT_THAT(devices.error().message, HasSubstr("rsmi_init failed: status 8 (RSMI_STATUS_INIT_ERROR)"));
 }
 
+TEST(HygonDiscovery, ALibraryCallThatFailsIsNamedWithItsStatus) {
+  FakeNode node({{.serial = "A"}});
+  node.writeConfig("fail rsmi_num_monitor_devices 3\n");
+  auto devices = make(node.params())->discover();
+  ASSERT_FALSE(devices.ok());
+  EXPECT_THAT(devices.error().message, HasSubstr("rsmi_num_monitor_devices failed: status 3 (RSMI_STATUS_FILE_ERROR)"));
+}
+
 TEST(HygonDiscovery, HealthEventsFollowADeviceThatIsLostAndComesBack) {
   FakeNode node({{.serial = "A"}, {.serial = "B"}});
   auto b = make(node.params());

@@ -318,6 +318,41 @@ TEST(HygonLimiter, ACorruptStateFileIsReportedNotTrusted) {
   EXPECT_THAT(rel.error().message, HasSubstr("not valid JSON"));
 }
 
+TEST(HygonLimiter, PipeIdsOfOneDcuRunOutWithAClearError) {
+  FakeNode node({{.serial = "A", .cus = 60}});
+  auto b = agent(node.params());
+  for (int i = 0; i < kMaxPipeIds; ++i)
+    ASSERT_TRUE(b->containerSpec(grant(node, "c" + std::to_string(i), {slice("DCU-A", 0, 100, 2)})).ok()) << i;
+  auto spec = b->containerSpec(grant(node, "one-too-many", {slice("DCU-A", 0, 100, 2)}));
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(spec.error().message, HasSubstr("all 20 pipe ids of DCU DCU-A are in use"));
+  EXPECT_EQ(b->holdings()->size(), static_cast<size_t>(kMaxPipeIds));
+  EXPECT_FALSE(fs::exists(node.hostDir("one-too-many") / "hygon-vdev"));
+}
+
+TEST(HygonLimiter, ReleasingAnUnknownContainerIsFine) {
+  FakeNode node({{.serial = "A"}});
+  auto b = agent(node.params());
+  EXPECT_TRUE(b->release({"no-such-pod", "c"}).ok());
+  EXPECT_TRUE(b->reconcile({{"no-such-pod", "c"}}).ok());
+}
+
+TEST(HygonLimiter, AVdevThatCannotBeDestroyedStaysRecordedForTheNextTry) {
+  FakeNode node({{.serial = "A"}});
+  auto b = agent(node.params("hydmi"));
+  ASSERT_TRUE(b->containerSpec(grant(node, "app", {slice("DCU-A", 0, 1000, 20)})).ok());
+  node.writeConfig("fail dmiDestroySingleVDevice 9\n");
+  auto failed = b->release({"pod-app", "app"});
+  ASSERT_FALSE(failed.ok());
+  EXPECT_THAT(failed.error().message, HasSubstr("dmiDestroySingleVDevice(0) failed: status 9"));
+  EXPECT_EQ(b->holdings()->size(), 1u);
+  EXPECT_EQ(node.hydmiVdevCount(), 1);
+  node.writeConfig();
+  ASSERT_TRUE(b->reconcile({}).ok());
+  EXPECT_TRUE(b->holdings()->empty());
+  EXPECT_EQ(node.hydmiVdevCount(), 0);
+}
+
 TEST(HygonLimiter, NoneEnforcementOnlyPassesDeviceNodes) {
   FakeNode node({{.serial = "A"}});
   auto b = agent(node.params("none"));
