@@ -175,3 +175,53 @@ TEST(FakeGpuConfig, InjectedCuInitErrorIsReturned) {
 
 }  // namespace
 }  // namespace vgpu::fakegpu
+
+namespace vgpu::fakegpu {
+namespace {
+
+TEST(FakeGpuConfig, AMachineWithoutGpusHasNoDevice) {
+  TempDir dir;
+  std::string conf = dir.write("empty.conf", "# nothing here\n");
+  auto r = runChild({{"VGPU_FAKE_GPU_CONFIG", conf}}, [] {
+    void* cuda = test::openLib("libcuda.so.1");
+    void* nvml = test::openLib("libnvidia-ml.so.1");
+    CU_FN(cuda, cuInit);
+    NVML_FN(nvml, nvmlInit_v2);
+    NVML_FN(nvml, nvmlInitWithFlags);
+    NVML_FN(nvml, nvmlDeviceGetCount_v2);
+    CHILD_CHECK(cuInit(0) == CUDA_ERROR_NO_DEVICE);
+    CHILD_CHECK(nvmlInit_v2() == NVML_ERROR_NOT_FOUND);
+    CHILD_CHECK(nvmlInitWithFlags(NVML_INIT_FLAG_NO_GPUS) == NVML_SUCCESS);
+    unsigned n = 7;
+    CHILD_CHECK(nvmlDeviceGetCount_v2(&n) == NVML_SUCCESS && n == 0);
+    return 0;
+  });
+  EXPECT_EQ(r.exitCode, 0) << r.stderrText;
+}
+
+TEST(FakeGpuConfig, AStateFileOfAnotherMachineIsRefusedWithAReason) {
+  TempDir dir;
+  std::string one = dir.write("one.conf", "gpu memory_mib=1024\n");
+  std::string two = dir.write("two.conf", "gpu memory_mib=1024\ngpu memory_mib=1024\n");
+  std::string state = dir.path() + "/state";
+  auto init = [] {
+    void* cuda = test::openLib("libcuda.so.1");
+    CU_FN(cuda, cuInit);
+    CUresult rc = cuInit(0);
+    return rc == CUDA_SUCCESS ? 0 : rc == CUDA_ERROR_UNKNOWN ? 1 : 2;  // exit codes are 8-bit
+  };
+  EXPECT_EQ(runChild({{"VGPU_FAKE_GPU_CONFIG", one}, {"VGPU_FAKE_GPU_STATE", state}}, init).exitCode, 0);
+  auto r = runChild({{"VGPU_FAKE_GPU_CONFIG", two}, {"VGPU_FAKE_GPU_STATE", state}}, init);
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_NE(r.stderrText.find("holds 1 devices but the config"), std::string::npos) << r.stderrText;
+  std::string junk = dir.write("junk", "not a state file");
+  r = runChild({{"VGPU_FAKE_GPU_CONFIG", one}, {"VGPU_FAKE_GPU_STATE", junk}}, init);
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_NE(r.stderrText.find("wrong size"), std::string::npos) << r.stderrText;
+  r = runChild({{"VGPU_FAKE_GPU_CONFIG", one}, {"VGPU_FAKE_GPU_STATE", dir.path() + "/no/such/dir/state"}}, init);
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_NE(r.stderrText.find("cannot open VGPU_FAKE_GPU_STATE"), std::string::npos) << r.stderrText;
+}
+
+}  // namespace
+}  // namespace vgpu::fakegpu

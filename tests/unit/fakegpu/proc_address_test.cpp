@@ -122,3 +122,71 @@ TEST(FakeGpuProcAddress, ErrorNamesAndStrings) {
 
 }  // namespace
 }  // namespace vgpu::fakegpu
+
+#include <elf.h>
+
+#include <fstream>
+#include <iterator>
+#include <regex>
+#include <vector>
+
+namespace vgpu::fakegpu {
+namespace {
+
+// The dynamic symbols a shared library defines, read from its ELF file.
+std::vector<std::string> definedDynamicSymbols(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::vector<char> img((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::vector<std::string> out;
+  if (img.size() < sizeof(Elf64_Ehdr)) return out;
+  auto* eh = reinterpret_cast<const Elf64_Ehdr*>(img.data());
+  auto* sh = reinterpret_cast<const Elf64_Shdr*>(img.data() + eh->e_shoff);
+  for (int i = 0; i < eh->e_shnum; ++i) {
+    if (sh[i].sh_type != SHT_DYNSYM) continue;
+    const char* names = img.data() + sh[sh[i].sh_link].sh_offset;
+    auto* syms = reinterpret_cast<const Elf64_Sym*>(img.data() + sh[i].sh_offset);
+    for (size_t k = 0; k < sh[i].sh_size / sizeof(Elf64_Sym); ++k) {
+      if (syms[k].st_shndx != SHN_UNDEF && ELF64_ST_TYPE(syms[k].st_info) == STT_FUNC)
+        out.emplace_back(names + syms[k].st_name);
+    }
+  }
+  return out;
+}
+
+// Every driver function the fake exports is what cuGetProcAddress gives for its base name at
+// some version, with or without the per-thread flag: the table misses nothing that exists.
+TEST(FakeGpuProcAddress, ReachesEveryExportedDriverFunction) {
+  auto r = test::runChild({}, [] {
+    void* cuda = test::openLib("libcuda.so.1");
+    Dl_info info{};
+    CHILD_CHECK(dladdr(dlsym(cuda, "cuInit"), &info) != 0);
+    std::vector<std::string> exported = definedDynamicSymbols(info.dli_fname);
+    CHILD_CHECK(exported.size() > 100);
+    CU_FN(cuda, cuGetProcAddress_v2);
+    std::regex suffix("(_v[0-9]+)?(_ptsz|_ptds)?$");
+    int missing = 0;
+    for (const std::string& name : exported) {
+      if (name.rfind("cu", 0) != 0) continue;
+      void* want = dlsym(cuda, name.c_str());
+      std::string base = std::regex_replace(name, suffix, "");
+      if (name == "cuGraphInstantiateWithFlags") base = name;
+      bool found = false;
+      for (int version = 2000; version <= 13000 && !found; version += 10) {
+        for (cuuint64_t flags : {CU_GET_PROC_ADDRESS_LEGACY_STREAM, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM}) {
+          void* fn = nullptr;
+          if (cuGetProcAddress_v2(base.c_str(), &fn, version, flags, nullptr) == CUDA_SUCCESS && fn == want) found = true;
+        }
+      }
+      if (!found) {
+        std::fprintf(stderr, "%s (base %s) is exported but cuGetProcAddress never returns it\n", name.c_str(),
+                     base.c_str());
+        ++missing;
+      }
+    }
+    return missing;
+  });
+  EXPECT_EQ(r.exitCode, 0) << r.stderrText;
+}
+
+}  // namespace
+}  // namespace vgpu::fakegpu
