@@ -123,6 +123,12 @@ Result<ContainerSpec> NvidiaLimiter::containerSpec(const ContainerGrant& grant) 
   if (!settings_.corePolicy.empty()) limits.emplace_back(VGPU_ENV_CORE_POLICY, settings_.corePolicy);
 
   spec.env["NVIDIA_VISIBLE_DEVICES"] = visible;
+  if (!settings_.cdiKind.empty()) {
+    std::string devices;
+    for (size_t i = 0; i < grant.devices.size(); ++i)
+      devices += (i ? "," : "") + settings_.cdiKind + "=" + grant.devices[i].deviceId;
+    spec.annotations[kCdiAnnotation] = devices;
+  }
   for (const auto& [k, v] : limits) spec.env[k] = v;
   if (!settings_.logLevel.empty()) spec.env[VGPU_ENV_LOG_LEVEL] = settings_.logLevel;
   if (driverCap) {

@@ -45,7 +45,14 @@ struct LimiterSettings {
   std::string corePolicy;      ///< GPU_CORE_UTILIZATION_POLICY; empty = libvgpu's default
   std::string logLevel;        ///< LIBVGPU_LOG_LEVEL; empty = libvgpu's default
   bool allowOptOut = true;
+  /// Non-empty: also ask the runtime for the GPUs as CDI devices of this kind (e.g.
+  /// "k8s.device-plugin.nvidia.com/gpu", whose spec carries the toolkit's memory-limit hook),
+  /// through the annotation kCdiAnnotation.
+  std::string cdiKind;
 };
+
+/// The CDI annotation (containerd / CRI-O read `cdi.k8s.io/*` as CDI device requests).
+inline constexpr const char* kCdiAnnotation = "cdi.k8s.io/vgpu-nvidia";
 
 /// Whether this node can cap GPU memory in the kernel: the driver exports
 /// nvmlDeviceSetMemoryLimits_v1 (r615+) and cgroup v2 is mounted at <sysRoot>/fs/cgroup.

@@ -8,7 +8,7 @@ namespace {
 
 constexpr const char* kKnownOptions =
     "discovery, nvmlLibrary, nvidiaSmiPath, nvidiaSmiTimeout, hostSysRoot, memoryEnforcement, libvgpuPath, "
-    "libvgpuContainerPath, ldPreloadPath, corePolicy, logLevel, allowOptOut";
+    "libvgpuContainerPath, ldPreloadPath, corePolicy, logLevel, allowOptOut, cdiKind";
 
 std::optional<std::chrono::milliseconds> parseDuration(std::string_view text) {
   std::uint64_t v = 0;
@@ -73,6 +73,13 @@ Result<NvidiaOptions> parseOptions(const BackendParams& params, const char* disa
     } else if (key == "logLevel") {
       if (value.size() != 1 || value[0] < '0' || value[0] > '4') return bad("0 (none) to 4 (debug)");
       o.limiter.logLevel = value;
+    } else if (key == "cdiKind") {
+      // vendor.com/class, as the CDI spec names devices
+      const auto slash = value.find('/');
+      if (slash == std::string::npos || slash == 0 || slash + 1 == value.size() ||
+          value.find_first_of("=, \t") != std::string::npos || value.find('/', slash + 1) != std::string::npos)
+        return bad("a CDI kind such as k8s.device-plugin.nvidia.com/gpu");
+      o.limiter.cdiKind = value;
     } else if (key == "allowOptOut") {
       if (value != "true" && value != "false") return bad("true or false");
       o.limiter.allowOptOut = value == "true";

@@ -55,7 +55,8 @@ TEST(NvidiaOptions, ReadsEveryOption) {
                             {"ldPreloadPath", "/opt/vgpu/ld.so.preload"},
                             {"corePolicy", "force"},
                             {"logLevel", "4"},
-                            {"allowOptOut", "false"}});
+                            {"allowOptOut", "false"},
+                            {"cdiKind", "k8s.device-plugin.nvidia.com/gpu"}});
   p.settings.memoryScaling = 2.0;
   p.settings.coreScaling = 1.5;
   p.settings.splitCount = 3;
@@ -77,6 +78,7 @@ TEST(NvidiaOptions, ReadsEveryOption) {
   EXPECT_EQ(o->limiter.corePolicy, "force");
   EXPECT_EQ(o->limiter.logLevel, "4");
   EXPECT_FALSE(o->limiter.allowOptOut);
+  EXPECT_EQ(o->limiter.cdiKind, "k8s.device-plugin.nvidia.com/gpu");
 }
 
 TEST(NvidiaOptions, RefusesUnknownKeysAndBadValuesNamingTheKey) {
@@ -94,6 +96,8 @@ TEST(NvidiaOptions, RefusesUnknownKeysAndBadValuesNamingTheKey) {
       {{{"corePolicy", "strict"}}, "backends.nvidia.options.corePolicy"},
       {{{"logLevel", "9"}}, "backends.nvidia.options.logLevel"},
       {{{"allowOptOut", "yes"}}, "backends.nvidia.options.allowOptOut: expected true or false"},
+      {{{"cdiKind", "nvidia.com"}}, "backends.nvidia.options.cdiKind: expected a CDI kind"},
+      {{{"cdiKind", "nvidia.com/gpu=all"}}, "backends.nvidia.options.cdiKind"},
   };
   for (const auto& c : cases) {
     auto o = parseOptions(params(c.options), nullptr, nullptr);

@@ -164,6 +164,25 @@ TEST(NvidiaLimiter, DriverModeCapsMemoryInTheKernelAndPreloadsOnlyForCompute) {
   EXPECT_FALSE(hasMount(*wholeSpec, "/usr/local/vgpu/libvgpu.so"));
 }
 
+TEST(NvidiaLimiter, AsksForCdiDevicesWhenAKindIsConfigured) {
+  LimiterSettings s;
+  s.memory = MemoryEnforcement::kDriver;
+  s.cdiKind = "k8s.device-plugin.nvidia.com/gpu";
+  auto l = limiter(s, supported);
+  TempDir dir;
+  auto spec = l.containerSpec(grantOf(dir, {dev(kGpu0, 10000, 100), dev(kGpu1, 10000, 100)}));
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_EQ(spec->annotations, (std::map<std::string, std::string>{
+                                   {"cdi.k8s.io/vgpu-nvidia", "k8s.device-plugin.nvidia.com/gpu=" + kGpu0 +
+                                                                  ",k8s.device-plugin.nvidia.com/gpu=" + kGpu1}}));
+
+  auto plain = limiter();
+  TempDir other;
+  auto noCdi = plain.containerSpec(grantOf(other, {dev(kGpu0, 10000, 30)}));
+  ASSERT_TRUE(noCdi.ok());
+  EXPECT_TRUE(noCdi->annotations.empty());
+}
+
 TEST(NvidiaLimiter, DriverModeWithOversubscriptionProtectsOnlyThePhysicalShare) {
   LimiterSettings s;
   s.memory = MemoryEnforcement::kDriver;
