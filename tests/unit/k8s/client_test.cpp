@@ -661,6 +661,22 @@ TEST_F(K8sClient, CancellingAWatchReturnsPromptly) {
   EXPECT_TRUE(result);
 }
 
+TEST_F(K8sClient, AHungWatchTimesOut) {
+  Fault f;
+  f.action = Fault::Action::kHang;
+  f.watch = Fault::Watch::kOnly;
+  server_->addFault(f);
+  auto options = fastOptions();
+  options.requestTimeout = std::chrono::milliseconds(200);
+  auto client = clientFor(*server_, options);
+  WatchOptions wo;
+  wo.resourceVersion = "1";
+  auto s = client->watch(kPods, wo, [](WatchEvent&&) { return true; });
+  server_->releaseHangs();
+  ASSERT_FALSE(s);
+  EXPECT_TRUE(s.error().isTransport()) << s.error().describe();
+}
+
 TEST_F(K8sClient, WatchEndsCleanlyWhenTheServerTimesItOut) {
   WatchOptions wo;
   wo.resourceVersion = std::to_string(server_->resourceVersion());

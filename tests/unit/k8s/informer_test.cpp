@@ -182,6 +182,21 @@ TEST(K8sInformer, ResumesFromItsVersionAfterAnApiserverRestart) {
   EXPECT_TRUE(mirror.problems().empty());
 }
 
+TEST(K8sInformer, WorksOverTlsWithABearerToken) {
+  fakes::FakeApiServerOptions o;
+  o.tls = true;
+  o.token = "sa-token";
+  auto server = startServer(o);
+  ASSERT_TRUE(server->create("nodes", testing::makeNode("gpu-1")));
+  auto client = clientFor(*server, fastOptions(), "sa-token");
+  Informer nodes(*client, kNodes, quick(), {});
+  nodes.start();
+  ASSERT_TRUE(nodes.waitForSync(std::chrono::seconds(10)));
+  ASSERT_TRUE(server->create("nodes", testing::makeNode("gpu-2")));
+  ASSERT_TRUE(eventually([&] { return nodes.size() == 2; }));
+  EXPECT_NE(nodes.get("gpu-2"), nullptr);
+}
+
 TEST(K8sInformer, StopIsPromptAndSafeTwice) {
   auto server = startServer();
   auto client = clientFor(*server);
