@@ -304,13 +304,22 @@ Result<std::vector<HealthEvent>> NvidiaDiscovery::waitForHealthEvents(std::chron
     if ((event.eventType & nvml::kEventXidCritical) == 0) continue;
     if (!settings_.health.critical(event.eventData)) continue;
     const std::string reason = "critical Xid " + std::to_string(event.eventData) + " reported by NVML";
+    std::string uuid;
+    {
+      std::lock_guard lock(mutex_);
+      if (auto it = handles_.find(event.device); it != handles_.end()) uuid = it->second;
+    }
+    if (uuid.empty() && event.device != nullptr) {
+      // NVIDIA's plugin names the GPU by asking the event's handle for its UUID.
+      char text[nvml::kUuidBufferSize] = {};
+      if (f.deviceGetUUID(event.device, text, sizeof text) == nvml::kSuccess) uuid = text;
+    }
     std::lock_guard lock(mutex_);
-    auto it = handles_.find(event.device);
-    if (it == handles_.end()) {
+    if (uuid.empty() || !known_.contains(uuid)) {
       // An event NVML cannot attribute: every GPU is suspect.
-      for (const auto& [uuid, d] : known_) markUnhealthy(uuid, reason, out);
+      for (const auto& [id, d] : known_) markUnhealthy(id, reason, out);
     } else {
-      markUnhealthy(it->second, reason, out);
+      markUnhealthy(uuid, reason, out);
     }
     if (std::chrono::steady_clock::now() >= deadline && !out.empty()) return out;
   }
