@@ -49,6 +49,8 @@ typedef struct vgpu_fake_device_state {
 typedef struct vgpu_fake_process_slot {
   int32_t pid;                 /* atomic: 0 free, -1 being reclaimed after its process died */
   uint32_t context_mask;       /* atomic: bit d set while the process holds a context on device d */
+  uint64_t start_ticks;        /* atomic: the process's start time (/proc/<pid>/stat field 22), so a
+                                  new process that reuses a dead one's pid is told apart; 0 unknown */
   uint64_t used_bytes[VGPU_FAKE_STATE_MAX_DEVICES]; /* atomic */
 } vgpu_fake_process_slot;
 

@@ -1,6 +1,8 @@
 // Device memory in the fake libcuda.so.1: finite, shared across processes, every path charged.
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -8,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "child.h"
+#include "fake_gpu_state.h"
 
 namespace vgpu::fakegpu {
 namespace {
@@ -420,6 +423,36 @@ TEST_F(FakeGpuMemory, MemoryOfAKilledProcessComesBack) {
   EXPECT_EQ(r.exitCode, 0) << r.stderrText;
   close(fromHolder[0]);
   close(fromHolder[1]);
+}
+
+// A slot left by a dead process whose pid was since reused (here: our own pid with another
+// start time) is that dead process's, and its memory comes back.
+TEST_F(FakeGpuMemory, AStaleSlotOfAReusedPidIsReclaimed) {
+  auto create = runChild(env(), [] {
+    OPEN_DEVICE0();
+    return 0;
+  });
+  ASSERT_EQ(create.exitCode, 0) << create.stderrText;
+  auto r = runChild(env(), [this] {
+    int fd = open(state_.c_str(), O_RDWR);
+    CHILD_CHECK(fd >= 0);
+    void* m = mmap(nullptr, sizeof(vgpu_fake_gpu_state), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    CHILD_CHECK(m != MAP_FAILED);
+    auto* st = static_cast<vgpu_fake_gpu_state*>(m);
+    CHILD_CHECK(st->magic == VGPU_FAKE_STATE_MAGIC && st->device_count == 2);
+    vgpu_fake_process_slot& slot = st->procs[VGPU_FAKE_STATE_MAX_PROCS - 1];
+    slot.start_ticks = 1;  // no process of ours started one tick after boot
+    slot.used_bytes[0] = 900 * kMiB;
+    __atomic_add_fetch(&st->devices[0].used_bytes, 900 * kMiB, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&slot.pid, static_cast<int32_t>(getpid()), __ATOMIC_SEQ_CST);
+    OPEN_DEVICE0();
+    CU_FN(cuda, cuMemAlloc_v2);
+    CUdeviceptr p = 0;
+    CHILD_CHECK(cuMemAlloc_v2(&p, 1000 * kMiB) == CUDA_SUCCESS);
+    CHILD_CHECK(st->devices[0].used_bytes == 1000 * kMiB);
+    return 0;
+  });
+  EXPECT_EQ(r.exitCode, 0) << r.stderrText;
 }
 
 TEST_F(FakeGpuMemory, IpcImportMapsTheExportersMemoryWithoutCharging) {

@@ -64,9 +64,15 @@ CUresult destroyContext(CUcontext c) {
   if (CUresult r = checkInit()) return r;
   auto& drv = Driver::get();
   auto* ctx = reinterpret_cast<Context*>(c);
+  uint64_t until = 0;
+  {
+    std::lock_guard lock(drv.mu);
+    if (ctx == nullptr || !drv.contexts.count(ctx) || ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
+    until = ctx->lastEndNs;
+  }
+  waitUntil(until);  // its work finishes first, without holding up other threads meanwhile
   std::lock_guard lock(drv.mu);
-  if (ctx == nullptr || !drv.contexts.count(ctx) || ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
-  waitUntil(ctx->lastEndNs);
+  if (!drv.contexts.count(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
   releaseContextResources(ctx);
   drv.contexts.erase(ctx);
   tStack.erase(std::remove(tStack.begin(), tStack.end(), ctx), tStack.end());
@@ -95,25 +101,31 @@ CUresult popContext(CUcontext* out) {
 CUresult primaryRelease(CUdevice dev) {
   if (CUresult r = checkDevice(dev)) return r;
   auto& drv = Driver::get();
+  uint64_t until = 0;
+  {
+    std::lock_guard lock(drv.mu);
+    if (drv.primaryRefs[dev] == 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (drv.primaryRefs[dev] == 1) until = drv.primary[dev]->lastEndNs;
+  }
+  waitUntil(until);
   std::lock_guard lock(drv.mu);
   if (drv.primaryRefs[dev] == 0) return CUDA_ERROR_INVALID_CONTEXT;
-  if (--drv.primaryRefs[dev] == 0) {
-    Context* ctx = drv.primary[dev];
-    waitUntil(ctx->lastEndNs);
-    releaseContextResources(ctx);
-  }
+  if (--drv.primaryRefs[dev] == 0) releaseContextResources(drv.primary[dev]);
   return CUDA_SUCCESS;
 }
 
 CUresult primaryReset(CUdevice dev) {
   if (CUresult r = checkDevice(dev)) return r;
   auto& drv = Driver::get();
+  uint64_t until = 0;
+  {
+    std::lock_guard lock(drv.mu);
+    until = drv.primary[dev]->lastEndNs;
+  }
+  waitUntil(until);
   std::lock_guard lock(drv.mu);
   Context* ctx = drv.primary[dev];
-  if (ctx->active) {
-    waitUntil(ctx->lastEndNs);
-    releaseContextResources(ctx);
-  }
+  if (ctx->active) releaseContextResources(ctx);
   drv.primaryRefs[dev] = 0;
   return CUDA_SUCCESS;
 }

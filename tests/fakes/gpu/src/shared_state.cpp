@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -70,6 +72,42 @@ std::string checkMatches(const vgpu_fake_gpu_state* s, const MachineConfig& cfg,
       return where + "device " + std::to_string(d) + " memory differs from the config (" + cfg.source + ")";
   }
   return {};
+}
+
+// Start time of a process in clock ticks since boot (0 if it cannot be read).
+uint64_t startTicks(int32_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE* f = std::fopen(path, "re");
+  if (f == nullptr) return 0;
+  char buf[1024];
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  const char* p = std::strrchr(buf, ')');  // the command name may contain spaces
+  if (p == nullptr) return 0;
+  // Fields after ")" start with field 3 (state); starttime is field 22.
+  unsigned long long v = 0;
+  int field = 2;
+  for (const char* q = p + 1; *q != '\0'; ++q) {
+    if (*q == ' ') {
+      ++field;
+      if (field == 22) {
+        v = std::strtoull(q + 1, nullptr, 10);
+        break;
+      }
+    }
+  }
+  return v;
+}
+
+// A slot's process is gone: no such pid, or the pid now belongs to a newer process.
+bool slotOwnerDead(const vgpu_fake_process_slot& p, int32_t pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+  uint64_t recorded = std::atomic_ref<const uint64_t>(p.start_ticks).load();
+  if (recorded == 0) return false;
+  uint64_t now = startTicks(pid);
+  return now != 0 && now != recorded;
 }
 
 }  // namespace
@@ -145,13 +183,18 @@ SharedState* SharedState::attach(const MachineConfig& cfg, const char* peerSonam
 vgpu_fake_process_slot* SharedState::mySlot() {
   if (slot_ != nullptr) return slot_;
   int32_t pid = static_cast<int32_t>(getpid());
+  uint64_t start = startTicks(pid);
+  reclaimDead();  // also frees a slot an earlier process with this pid left behind
   for (auto& p : state_->procs) {
     if (at(p.pid).load() == pid) return slot_ = &p;
   }
   for (int attempt = 0; attempt < 2; ++attempt) {
     for (auto& p : state_->procs) {
       int32_t expected = 0;
-      if (at(p.pid).compare_exchange_strong(expected, pid)) return slot_ = &p;
+      if (at(p.pid).compare_exchange_strong(expected, pid)) {
+        at(p.start_ticks).store(start);
+        return slot_ = &p;
+      }
     }
     reclaimDead();
   }
@@ -161,13 +204,14 @@ vgpu_fake_process_slot* SharedState::mySlot() {
 void SharedState::reclaimDead() {
   for (auto& p : state_->procs) {
     int32_t pid = at(p.pid).load();
-    if (pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH) continue;
+    if (pid <= 0 || !slotOwnerDead(p, pid)) continue;
     if (!at(p.pid).compare_exchange_strong(pid, -1)) continue;
     for (unsigned d = 0; d < VGPU_FAKE_STATE_MAX_DEVICES; ++d) {
       uint64_t held = at(p.used_bytes[d]).exchange(0);
       if (held != 0) at(state_->devices[d].used_bytes).fetch_sub(held);
     }
     at(p.context_mask).store(0);
+    at(p.start_ticks).store(0);
     at(p.pid).store(0);
   }
 }
@@ -219,6 +263,7 @@ void SharedState::releaseSelf() {
     if (held != 0) at(state_->devices[d].used_bytes).fetch_sub(held);
   }
   at(slot_->context_mask).store(0);
+  at(slot_->start_ticks).store(0);
   at(slot_->pid).store(0);
   slot_ = nullptr;
 }
