@@ -555,7 +555,7 @@ Result<Holding> HygonBackend::createVdev(const ContainerGrant& grant, const Devi
 
   if (grant.hostDir.empty())
     return makeError("container " + grant.container.containerName + " has no host folder for its vDCU configuration");
-  const fs::path confDir = fs::path(grant.hostDir) / "hygon-vdev";
+  const fs::path confDir = fs::path(grant.hostDir) / kConfDirName;
   std::error_code ec;
   const bool existed = fs::exists(confDir, ec);
   fs::create_directories(confDir, ec);

@@ -93,6 +93,14 @@ Result<Holding> fromJson(const json::value& v, const std::string& where) {
   if (!high.ok()) return std::move(high).error().prefix(where + ".cuMask[1]");
   h.mask = {*low, *high};
   if (h.container.podUid.empty() || h.deviceId.empty()) return makeError(where + ": podUid and deviceId must be set");
+  // Release deletes these paths: never trust the file with anything but our own names.
+  if (!h.confDir.empty() && std::filesystem::path(h.confDir).filename() != kConfDirName)
+    return makeError(where + ".confDir: \"" + h.confDir + "\" is not a " + kConfDirName + " folder");
+  if (!h.copyPath.empty()) {
+    const std::string name = std::filesystem::path(h.copyPath).filename().string();
+    if (name.size() < 10 || name.rfind("vdev", 0) != 0 || name.substr(name.size() - 5) != ".conf")
+      return makeError(where + ".copyPath: \"" + h.copyPath + "\" is not a vdev<id>.conf file");
+  }
   return h;
 }
 

@@ -28,6 +28,9 @@ struct Holding {
   bool operator==(const Holding&) const = default;
 };
 
+/// The folder under a container's host dir that holds its vdev0.conf.
+inline constexpr const char* kConfDirName = "hygon-vdev";
+
 /// The state file: `<stateDir>/holdings.json`.
 std::filesystem::path stateFilePath(const std::filesystem::path& stateDir);
 

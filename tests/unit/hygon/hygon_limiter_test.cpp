@@ -311,6 +311,16 @@ TEST(HygonLimiter, ACorruptStateFileIsReportedNotTrusted) {
   EXPECT_THAT(spec.error().message, HasSubstr("holdings.json: holdings[0].podUid: expected a string"));
   auto rec = b->reconcile({});
   ASSERT_FALSE(rec.ok());
+  // An entry pointing release at a folder that is not ours is refused, not followed.
+  const std::string evil =
+      "{\"version\":1,\"holdings\":[{\"podUid\":\"p\",\"container\":\"c\",\"deviceId\":\"DCU-A\","
+      "\"deviceIndex\":0,\"whole\":false,\"cuMask\":[\"0x1\",\"0x0\"],\"memoryMiB\":1,\"vdevId\":0,"
+      "\"pipeId\":0,\"hydmi\":false,\"confDir\":\"" + node.root().string() + "\",\"copyPath\":\"\"}]}";
+  fake::writeText(node.stateDir() / "holdings.json", evil);
+  auto guarded = agent(node.params())->reconcile({});
+  ASSERT_FALSE(guarded.ok());
+  EXPECT_THAT(guarded.error().message, HasSubstr("holdings[0].confDir"));
+  EXPECT_TRUE(fs::exists(node.config()));
   fake::writeText(node.stateDir() / "holdings.json", "not json");
   auto fresh = agent(node.params());
   auto rel = fresh->release({"p", "c"});
