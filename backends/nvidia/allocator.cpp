@@ -62,10 +62,6 @@ void NvidiaAllocator::fit(const vgpu_device_request& q, const vgpu_device& d, co
   if (const char* mig = attribute(d, attr::kMigMode); mig != nullptr && std::strcmp(mig, "enabled") == 0)
     return refuse(r, kReasonMigEnabled);
   sdk::standardFit(q, d, u, r);
-  if (!r.fits) return;
-  // A single GPU is always on one NUMA node; several must be known to share one, and core
-  // groups GPUs by their NUMA id, where -1 would wrongly look like a common node.
-  if (q.numa_bind != 0 && q.count > 1 && d.numa_node < 0) return refuse(r, kReasonNumaUnknown);
 }
 
 std::string NvidiaAllocator::explain(const vgpu_fit_result& r) const {
@@ -73,8 +69,6 @@ std::string NvidiaAllocator::explain(const vgpu_fit_result& r) const {
     case kReasonMigEnabled:
       return "GPU is in MIG mode; vgpu shares whole GPUs through libvgpu.so, so a MIG-partitioned GPU "
              "takes no shared containers (disable MIG with nvidia-smi -mig 0)";
-    case kReasonNumaUnknown:
-      return "pod sets nvidia.com/numa-bind for several GPUs, but this GPU's NUMA node is unknown";
     default:
       break;
   }

@@ -1,6 +1,6 @@
 #pragma once
 // Scheduler side: NVIDIA's resource names and annotations on top of the standard rules, and
-// the fit rules that are NVIDIA's own (MIG mode, NUMA binding with an unknown NUMA node).
+// the fit rule that is NVIDIA's own (MIG mode). NUMA binding is core's: it needs all GPUs.
 
 #include <cstdint>
 #include <map>
@@ -21,8 +21,6 @@ namespace vgpu::nvidia {
 enum NvidiaReason : std::int32_t {
   /// The GPU is in MIG mode: it is partitioned in hardware and cannot be shared by libvgpu.so.
   kReasonMigEnabled = VGPU_REASON_BACKEND + 1,
-  /// The pod binds to one NUMA node and asks for several GPUs, but this GPU's node is unknown.
-  kReasonNumaUnknown = VGPU_REASON_BACKEND + 2,
 };
 
 /// The default resource names and annotation keys (HAMi's, so pods move over unchanged).
@@ -37,7 +35,8 @@ class NvidiaAllocator {
   Result<std::optional<DeviceRequest>> parseRequest(const ContainerResources& container,
                                                     const Annotations& annotations) const;
   /// Checks in order: health, MIG mode, the standard rules (model and UUID filters, size,
-  /// shares, exclusive use, memory, compute), then NUMA binding.
+  /// shares, exclusive use, memory, compute). A GPU whose NUMA node is unknown (-1) is left
+  /// to core's grouping: sysfs says -1 on single-node machines, where binding always holds.
   void fit(const vgpu_device_request& request, const vgpu_device& device, const vgpu_device_usage& usage,
            vgpu_fit_result& result) const;
   std::string explain(const vgpu_fit_result& result) const;

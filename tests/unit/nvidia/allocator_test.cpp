@@ -88,9 +88,9 @@ std::vector<FitCase> fitCases() {
        VGPU_REASON_NONE, {1, 10000, 30}},
       {"a memory percentage is of the published memory", {{"nvidia.com/gpumem-percentage", 50}}, {}, gpu(kUuid), {},
        VGPU_REASON_NONE, {1, 40960, 0}},
-      {"numa-bind for several GPUs needs a known NUMA node",
+      {"numa-bind leaves a GPU of unknown NUMA node to core's grouping",
        {{"nvidia.com/gpu", 2}, {"nvidia.com/gpumem", 1000}, {"nvidia.com/gpucores", 10}},
-       {{"nvidia.com/numa-bind", "true"}}, gpu(kUuid, 81920, -1), {}, kReasonNumaUnknown, {}},
+       {{"nvidia.com/numa-bind", "true"}}, gpu(kUuid, 81920, -1), {}, VGPU_REASON_NONE, {1, 1000, 10}},
       {"numa-bind for several GPUs on a known node",
        {{"nvidia.com/gpu", 2}, {"nvidia.com/gpumem", 1000}, {"nvidia.com/gpucores", 10}},
        {{"nvidia.com/numa-bind", "true"}}, gpu(kUuid, 81920, 1), {}, VGPU_REASON_NONE, {1, 1000, 10}},
@@ -132,8 +132,6 @@ TEST(NvidiaAllocator, ExplainsItsOwnReasonsInWords) {
   vgpu_fit_result r{};
   r.reason = kReasonMigEnabled;
   EXPECT_THAT(allocator.explain(r), HasSubstr("MIG mode"));
-  r.reason = kReasonNumaUnknown;
-  EXPECT_THAT(allocator.explain(r), HasSubstr("NUMA node is unknown"));
   r.reason = VGPU_REASON_INSUFFICIENT_MEMORY;
   r.needed = 10000;
   r.available = 6920;
