@@ -18,6 +18,9 @@ int spawnChild(const std::map<std::string, std::string>& env, const std::functio
   int pid = fork();
   if (pid == 0) {
     dup2(errFd, 2);
+    // Hermetic: the fakes see only what the test sets, whatever the caller's shell had.
+    unsetenv("VGPU_FAKE_GPU_CONFIG");
+    unsetenv("VGPU_FAKE_GPU_STATE");
     for (const auto& [k, v] : env) {
       if (v.empty()) {
         unsetenv(k.c_str());
