@@ -1,0 +1,754 @@
+#include "agent.h"
+
+#include <sys/stat.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <boost/json.hpp>
+
+#include "plugin_server.h"
+#include "pod_resources_client.h"
+#include "vgpu/annotations.h"
+#include "vgpu/backend_loader.h"
+#include "vgpu/codec/assignment_codec.h"
+#include "vgpu/codec/inventory.h"
+#include "vgpu/codec/timestamp.h"
+#include "vgpu/config.h"
+#include "vgpu/http/server.h"
+#include "vgpu/k8s/client.h"
+#include "vgpu/k8s/informer.h"
+#include "vgpu/k8s/object.h"
+#include "vgpu/metrics/registry.h"
+#include "vgpu/pod_info.h"
+#include "vgpu/shared_region.h"
+#include "vgpu/virtual_device_id.h"
+
+namespace vgpu::deviceplugin {
+namespace fs = std::filesystem;
+namespace {
+
+void logLine(const char* level, const std::string& text) {
+  std::fprintf(stderr, "%s vgpu-device-plugin %s: %s\n", formatTimestamp(std::chrono::system_clock::now()).c_str(),
+               level, text.c_str());
+}
+
+constexpr const char* kComponent = "vgpu-device-plugin";
+
+}  // namespace
+
+std::string pluginSocketName(const std::string& resource) {
+  std::string name = "vgpu-";
+  for (char c : resource) name += (c == '/' ? '-' : c);
+  return name + ".sock";
+}
+
+struct Agent::Impl final : PluginHandler {
+  struct BackendState {
+    Backend* backend = nullptr;
+    std::vector<Device> devices;
+    std::uint64_t version = 1;
+    std::vector<std::string> resources;
+    std::thread health;
+  };
+
+  AgentOptions options;
+  BackendSet backends;
+  std::vector<std::string> warnings;
+  std::map<std::string, BackendState> served;          // backend -> state (backends with devices)
+  std::map<std::string, std::string> resourceToBackend;
+  mutable std::mutex devMu;
+  std::condition_variable devCv;
+
+  std::unique_ptr<k8s::Client> client;       // watch, node publishing, corrections
+  std::unique_ptr<k8s::Client> allocClient;  // Allocate's bounded writes
+  std::unique_ptr<k8s::Informer> informer;
+  PodTracker tracker;
+  std::vector<std::unique_ptr<PluginServer>> plugins;
+  std::unique_ptr<http::Server> httpServer;
+
+  metrics::Registry registry;
+  metrics::Gauge& devMemory;
+  metrics::Gauge& devCompute;
+  metrics::Gauge& devSplit;
+  metrics::Gauge& devHealthy;
+  metrics::Gauge& devMemAllocated;
+  metrics::Gauge& devComputeAllocated;
+  metrics::Gauge& ctrMemUsed;
+  metrics::Gauge& ctrMemLimit;
+  metrics::Gauge& ctrComputeLimit;
+  metrics::Gauge& ctrBusy;
+  metrics::Gauge& ctrProcs;
+  metrics::Counter& allocateTotal;
+  metrics::Histogram& allocateSeconds;
+  metrics::Gauge& pluginRegistered;
+
+  std::mutex bgMu;
+  std::condition_variable bgCv;
+  bool stopping = false;
+  bool started = false;
+  bool nodeDirty = true;
+  std::deque<std::pair<int, std::function<bool()>>> tasks;  // attempts left, task
+  std::thread nodeThread, maintThread, recorderThread;
+  AgentStats stats;
+
+  explicit Impl(AgentOptions o)
+      : options(std::move(o)),
+        tracker(options.nodeName),
+        devMemory(registry.gauge("vgpu_device_memory_bytes", "Device memory offered to containers (after scaling).",
+                                 {"backend", "device_id", "device_index", "model"})),
+        devCompute(registry.gauge("vgpu_device_compute_units", "Compute units of the device (100 = whole device).",
+                                  {"backend", "device_id", "device_index", "model"})),
+        devSplit(registry.gauge("vgpu_device_split_count", "How many containers may share the device.",
+                                {"backend", "device_id", "device_index", "model"})),
+        devHealthy(registry.gauge("vgpu_device_healthy", "1 when the device is healthy.",
+                                  {"backend", "device_id", "device_index", "model"})),
+        devMemAllocated(registry.gauge("vgpu_device_memory_allocated_bytes",
+                                       "Device memory granted to containers this agent allocated.",
+                                       {"backend", "device_id", "device_index", "model"})),
+        devComputeAllocated(registry.gauge("vgpu_device_compute_allocated_units",
+                                           "Compute granted to containers this agent allocated.",
+                                           {"backend", "device_id", "device_index", "model"})),
+        ctrMemUsed(registry.gauge("vgpu_container_memory_used_bytes",
+                                  "Device memory a container's processes hold (libvgpu.so shared region).",
+                                  {"namespace", "pod", "container", "device_uuid", "device_index"})),
+        ctrMemLimit(registry.gauge("vgpu_container_memory_limit_bytes", "A container's device memory limit.",
+                                   {"namespace", "pod", "container", "device_uuid", "device_index"})),
+        ctrComputeLimit(registry.gauge("vgpu_container_compute_limit_percent",
+                                       "A container's compute share of the device (0 = not limited).",
+                                       {"namespace", "pod", "container", "device_uuid", "device_index"})),
+        ctrBusy(registry.gauge("vgpu_container_compute_busy_seconds",
+                               "Kernel time a container used on the device since its region was created.",
+                               {"namespace", "pod", "container", "device_uuid", "device_index"})),
+        ctrProcs(registry.gauge("vgpu_container_processes", "Processes of the container attached to libvgpu.so.",
+                                {"namespace", "pod", "container"})),
+        allocateTotal(registry.counter("vgpu_allocate_total", "Allocate calls answered, by resource and result.",
+                                       {"resource", "result"})),
+        allocateSeconds(registry.histogram("vgpu_allocate_duration_seconds", "Time to answer one Allocate call.",
+                                           metrics::Histogram::latencyBuckets(), {"resource"})),
+        pluginRegistered(registry.gauge("vgpu_plugin_registered",
+                                        "1 when the resource's plugin is registered with the kubelet.",
+                                        {"resource"})) {}
+
+  // ---- PluginHandler ----
+  std::vector<VirtualDevice> devices(const std::string& resource, std::uint64_t& version) override {
+    std::lock_guard lock(devMu);
+    std::vector<VirtualDevice> out;
+    auto b = resourceToBackend.find(resource);
+    if (b == resourceToBackend.end()) return out;
+    const auto& st = served.at(b->second);
+    version = st.version;
+    for (const auto& d : st.devices)
+      for (std::uint32_t slot = 0; slot < std::max<std::uint32_t>(d.splitCount, 1); ++slot)
+        out.push_back({formatVirtualDeviceId(d.id, static_cast<int>(slot)), d.health != Health::kUnhealthy, d.numaNode});
+    return out;
+  }
+
+  bool waitForDevices(const std::string& resource, std::uint64_t seen, std::chrono::milliseconds timeout) override {
+    std::unique_lock lock(devMu);
+    auto b = resourceToBackend.find(resource);
+    if (b == resourceToBackend.end()) return false;
+    const auto& st = served.at(b->second);
+    return devCv.wait_for(lock, timeout, [&] { return st.version != seen; });
+  }
+
+  std::vector<std::string> preferred(const std::string& resource, const std::vector<std::string>& available,
+                                     const std::vector<std::string>& mustInclude, std::size_t size) override {
+    return tracker.preferred(resource, available, mustInclude, size);
+  }
+
+  std::variant<ContainerSpec, RpcError> allocate(const std::string& resource,
+                                                 const std::vector<std::string>& ids) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto result = allocateImpl(resource, ids);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    allocateSeconds.observe({resource}, secs);
+    const bool ok = std::holds_alternative<ContainerSpec>(result);
+    allocateTotal.inc({resource, ok ? "success" : "failure"});
+    std::lock_guard lock(bgMu);
+    ++(ok ? stats.allocations : stats.allocateFailures);
+    return result;
+  }
+
+  std::string hostDirOf(const std::string& uid, const std::string& container) const {
+    return (fs::path(options.stateDir) / "containers" / (uid + "_" + container)).string();
+  }
+
+  void releaseContainer(const std::string& uid, const std::string& container) {
+    for (const auto& [name, st] : served)
+      if (auto* lim = st.backend->limiter())
+        if (auto s = lim->release({uid, container}); !s.ok()) logLine("warning", s.error().message);
+    std::error_code ec;
+    fs::remove_all(hostDirOf(uid, container), ec);
+  }
+
+  std::variant<ContainerSpec, RpcError> allocateImpl(const std::string& resource, const std::vector<std::string>& ids) {
+    const auto deadline = std::chrono::steady_clock::now() + options.podWait;
+    std::variant<Claim, ClaimError> got;
+    for (;;) {
+      const auto seen = tracker.generation();
+      got = tracker.claim(resource, ids);
+      auto* err = std::get_if<ClaimError>(&got);
+      // The kubelet may see a pod before our watch does: wait a bounded time for it.
+      if (!err || err->failure != ClaimFailure::kNoPod || std::chrono::steady_clock::now() >= deadline) break;
+      tracker.waitForChange(seen, deadline);
+    }
+    if (auto* err = std::get_if<ClaimError>(&got)) {
+      logLine("error", "Allocate " + resource + ": " + err->message);
+      if (err->failure == ClaimFailure::kBadRequest) return RpcError{RpcCode::kInvalidArgument, err->message};
+      if (err->failure == ClaimFailure::kPodUnusable) {
+        tracker.failPod(err->podUid);
+        recordFailure(err->podUid, err->message);
+      }
+      return RpcError{RpcCode::kFailedPrecondition, err->message};
+    }
+    const Claim claim = std::get<Claim>(std::move(got));
+    const std::string who = "pod " + claim.podNamespace + "/" + claim.podName + " container " + claim.container;
+    Backend* backend = served.at(claim.backend).backend;
+
+    const std::string hostDir = hostDirOf(claim.podUid, claim.container);
+    std::error_code ec;
+    fs::create_directories(hostDir, ec);
+    if (ec) {
+      tracker.abort(claim, true);
+      const std::string msg = who + ": cannot create the container's host folder " + hostDir + ": " + ec.message();
+      recordFailure(claim.podUid, msg);
+      return RpcError{RpcCode::kInternal, msg};
+    }
+    ContainerSpec spec;
+    if (Limiter* limiter = backend->limiter()) {
+      ContainerGrant grant;
+      grant.container = {claim.podUid, claim.container};
+      grant.podNamespace = claim.podNamespace;
+      grant.podName = claim.podName;
+      grant.containerIndex = claim.containerIndex;
+      grant.devices = claim.devices;
+      grant.hostDir = hostDir;
+      grant.podAnnotations = claim.podAnnotations;
+      auto s = limiter->containerSpec(grant);
+      if (!s.ok()) {
+        tracker.abort(claim, true);
+        releaseContainer(claim.podUid, claim.container);
+        const std::string msg = who + ": backend " + claim.backend + " cannot set up the devices: " + s.error().message;
+        recordFailure(claim.podUid, msg);
+        return RpcError{RpcCode::kFailedPrecondition, msg};
+      }
+      spec = std::move(s).value();
+    }
+    auto outcome = tracker.commit(claim);
+    if (outcome) {
+      // The pod's last container: record the outcome before the kubelet starts it, so the
+      // annotations never claim what did not happen.
+      k8s::MetadataPatch patch;
+      patch.annotations[std::string(keys::kPodBindPhase)] = "success";
+      patch.annotations[std::string(keys::kPodAllocateError)] = std::nullopt;
+      if (outcome->changed) patch.annotations[std::string(keys::kPodAssignment)] = encodeAssignment(outcome->assignment);
+      auto r = allocClient->patchMetadata(k8s::kPods, claim.podNamespace, claim.podName, patch);
+      if (!r.ok()) {
+        for (const auto& c : tracker.rollbackPod(claim.podUid)) releaseContainer(c.podUid, c.container);
+        releaseContainer(claim.podUid, claim.container);
+        const std::string msg = who + ": cannot record the allocation on the pod (" + r.error().describe() +
+                                "); nothing was handed out, the kubelet will reject the pod. Check that the "
+                                "apiserver is reachable from the node.";
+        logLine("error", msg);
+        recordFailure(claim.podUid, msg, claim.podNamespace, claim.podName);
+        return RpcError{RpcCode::kUnavailable, msg};
+      }
+    }
+    return spec;
+  }
+
+  /// Marks a pod failed (bind phase, reason) and emits a Warning Event, in the background
+  /// and retried: the apiserver may be the very thing that failed.
+  void recordFailure(const std::string& uid, const std::string& reason, std::string ns = {}, std::string name = {}) {
+    if (ns.empty())
+      for (const auto& p : tracker.pods())
+        if (p.info.uid == uid) {
+          ns = p.info.podNamespace;
+          name = p.info.name;
+        }
+    if (name.empty()) return;
+    auto patched = std::make_shared<bool>(false);
+    enqueue([this, ns, name, uid, reason, patched] {
+      if (!*patched) {
+        k8s::MetadataPatch patch;
+        patch.annotations[std::string(keys::kPodBindPhase)] = "failed";
+        patch.annotations[std::string(keys::kPodAllocateError)] = reason;
+        auto r = client->patchMetadata(k8s::kPods, ns, name, patch);
+        if (!r.ok()) return r.error().isNotFound();
+        *patched = true;
+      }
+      k8s::EventSpec ev{"Pod", ns, name, uid, "v1", "Warning", "VgpuAllocateFailed", reason, kComponent,
+                        options.nodeName};
+      auto e = client->createEvent(ev);
+      return e.ok();
+    });
+  }
+
+  void enqueue(std::function<bool()> task) {
+    std::lock_guard lock(bgMu);
+    tasks.emplace_back(20, std::move(task));
+    bgCv.notify_all();
+  }
+
+  void recorderLoop() {
+    std::unique_lock lock(bgMu);
+    while (!stopping) {
+      if (tasks.empty()) {
+        bgCv.wait(lock, [&] { return stopping || !tasks.empty(); });
+        continue;
+      }
+      auto [left, task] = std::move(tasks.front());
+      tasks.pop_front();
+      lock.unlock();
+      const bool done = task();
+      lock.lock();
+      if (!done && left > 1) {
+        tasks.emplace_back(left - 1, std::move(task));
+        bgCv.wait_for(lock, std::chrono::milliseconds(500), [&] { return stopping; });
+      }
+    }
+  }
+
+  // ---- Pods ----
+  void onPod(const boost::json::object& obj) {
+    auto info = parsePod(boost::json::value(obj));
+    if (!info.ok()) {
+      logLine("warning", "ignoring a pod the agent cannot read: " + info.error().message);
+      return;
+    }
+    TrackedPod p{std::move(info).value(), {}, {}, {}};
+    if (const auto* ts = k8s::findPath(obj, {"metadata", "creationTimestamp"}); ts && ts->is_string())
+      if (auto t = parseTimestamp(ts->as_string()); t.ok()) p.created = *t;
+    tracker.upsert(std::move(p));
+  }
+
+  void onPodDeleted(const boost::json::object& obj) {
+    const std::string uid(k8s::uid(obj));
+    std::vector<std::string> containers;
+    for (const auto& p : tracker.pods())
+      if (p.info.uid == uid)
+        for (const auto& c : p.info.containers) containers.push_back(c.name);
+    tracker.remove(uid);
+    for (const auto& c : containers) releaseContainer(uid, c);
+  }
+
+  // ---- Node ----
+  Status publishNode(bool remove) {
+    k8s::MetadataPatch patch;
+    {
+      std::lock_guard lock(devMu);
+      for (const auto& [name, st] : served) {
+        if (remove) patch.annotations[keys::nodeDevices(name)] = std::nullopt;
+        else patch.annotations[keys::nodeDevices(name)] = encodeInventory(st.devices);
+      }
+    }
+    if (remove) patch.annotations[std::string(keys::kNodeHeartbeat)] = std::nullopt;
+    else patch.annotations[std::string(keys::kNodeHeartbeat)] = formatTimestamp(std::chrono::system_clock::now());
+    auto* c = remove ? allocClient.get() : client.get();
+    auto r = c->patchMetadata(k8s::kNodes, "", options.nodeName, patch);
+    if (!r.ok()) return makeError("publishing the devices of node " + options.nodeName + ": " + r.error().describe());
+    std::lock_guard lock(bgMu);
+    ++stats.nodePublishes;
+    return {};
+  }
+
+  void nodeLoop() {
+    std::string lastError;
+    std::unique_lock lock(bgMu);
+    while (!stopping) {
+      bgCv.wait_for(lock, nodeDirty ? std::chrono::milliseconds(0) : options.heartbeatInterval,
+                    [&] { return stopping || nodeDirty; });
+      if (stopping) return;
+      nodeDirty = false;
+      lock.unlock();
+      auto s = publishNode(false);
+      lock.lock();
+      if (!s.ok()) {
+        if (s.error().message != lastError) logLine("error", s.error().message);
+        lastError = s.error().message;
+        nodeDirty = true;
+        bgCv.wait_for(lock, std::chrono::seconds(1), [&] { return stopping; });
+      } else {
+        lastError.clear();
+      }
+    }
+  }
+
+  void markNodeDirty() {
+    std::lock_guard lock(bgMu);
+    nodeDirty = true;
+    bgCv.notify_all();
+  }
+
+  void healthLoop(const std::string& name) {
+    Discovery* discovery = served.at(name).backend->discovery();
+    std::string lastError;
+    for (;;) {
+      {
+        std::lock_guard lock(bgMu);
+        if (stopping) return;
+      }
+      auto events = discovery->waitForHealthEvents(std::chrono::milliseconds(300));
+      if (!events.ok()) {
+        if (events.error().message != lastError) logLine("warning", "health of " + name + ": " + events.error().message);
+        lastError = events.error().message;
+        std::unique_lock lock(bgMu);
+        bgCv.wait_for(lock, std::chrono::seconds(1), [&] { return stopping; });
+        continue;
+      }
+      if (events->empty()) continue;
+      std::vector<Device> copy;
+      {
+        std::lock_guard lock(devMu);
+        auto& st = served.at(name);
+        for (const auto& e : *events) {
+          for (auto& d : st.devices)
+            if (d.id == e.deviceId) d.health = e.health;
+          logLine("info", "device " + e.deviceId + " of " + name + " is now " + toString(e.health) +
+                              (e.reason.empty() ? "" : " (" + e.reason + ")"));
+        }
+        ++st.version;
+        copy = st.devices;
+      }
+      devCv.notify_all();
+      tracker.setDevices(name, copy);
+      markNodeDirty();
+    }
+  }
+
+  // ---- Maintenance ----
+  void correctFromPodResources() {
+    if (options.podResourcesSocket.empty() || !fs::exists(options.podResourcesSocket)) return;
+    auto listed = listPodResources(options.podResourcesSocket, std::chrono::seconds(2));
+    if (!listed.ok()) {
+      logLine("warning", listed.error().message);
+      return;
+    }
+    std::map<std::string, std::string> uidByKey;
+    for (const auto& p : tracker.pods()) uidByKey[p.info.key()] = p.info.uid;
+    for (const auto& [key, held] : *listed) {
+      auto uid = uidByKey.find(key);
+      if (uid == uidByKey.end()) continue;
+      auto outcome = tracker.correction(uid->second, held);
+      if (!outcome) continue;
+      k8s::MetadataPatch patch;
+      patch.annotations[std::string(keys::kPodAssignment)] = encodeAssignment(outcome->assignment);
+      patch.annotations[std::string(keys::kPodBindPhase)] = "success";
+      patch.annotations[std::string(keys::kPodAllocateError)] = std::nullopt;
+      auto r = client->patchMetadata(k8s::kPods, outcome->podNamespace, outcome->podName, patch);
+      if (!r.ok()) {
+        logLine("warning", "correcting the assignment of pod " + key + ": " + r.error().describe());
+        continue;
+      }
+      logLine("info", "pod " + key + ": assignment corrected to the devices the kubelet gave it");
+      std::lock_guard lock(bgMu);
+      ++stats.corrections;
+    }
+  }
+
+  void cleanup() {
+    if (!informer || !informer->hasSynced()) return;
+    std::set<std::pair<std::string, std::string>> live;
+    std::vector<ContainerRef> refs;
+    for (const auto& c : tracker.liveContainers()) {
+      live.insert(c);
+      refs.push_back({c.first, c.second});
+    }
+    std::error_code ec;
+    const fs::path root = fs::path(options.stateDir) / "containers";
+    std::uint64_t removed = 0;
+    for (const auto& entry : fs::directory_iterator(root, ec)) {
+      const std::string name = entry.path().filename().string();
+      const auto sep = name.find('_');
+      if (sep == std::string::npos) continue;
+      if (live.contains({name.substr(0, sep), name.substr(sep + 1)})) continue;
+      std::error_code rec;
+      fs::remove_all(entry.path(), rec);
+      if (!rec) ++removed;
+    }
+    for (const auto& [name, st] : served)
+      if (auto* lim = st.backend->limiter())
+        if (auto s = lim->reconcile(refs); !s.ok()) logLine("warning", "reconcile " + name + ": " + s.error().message);
+    std::lock_guard lock(bgMu);
+    stats.regionsCleaned += removed;
+  }
+
+  void maintLoop() {
+    auto nextCleanup = std::chrono::steady_clock::now();
+    std::unique_lock lock(bgMu);
+    while (!stopping) {
+      lock.unlock();
+      correctFromPodResources();
+      if (std::chrono::steady_clock::now() >= nextCleanup) {
+        cleanup();
+        nextCleanup = std::chrono::steady_clock::now() + options.cleanupInterval;
+      }
+      lock.lock();
+      bgCv.wait_for(lock, options.podResourcesInterval, [&] { return stopping; });
+    }
+  }
+
+  // ---- Metrics ----
+  void collect() {
+    for (auto* g : {&devMemory, &devCompute, &devSplit, &devHealthy, &devMemAllocated, &devComputeAllocated,
+                    &ctrMemUsed, &ctrMemLimit, &ctrComputeLimit, &ctrBusy, &ctrProcs})
+      g->clear();
+    const auto usage = tracker.usageByDevice();
+    {
+      std::lock_guard lock(devMu);
+      for (const auto& [name, st] : served)
+        for (const auto& d : st.devices) {
+          const metrics::LabelValues l{name, d.id, std::to_string(d.index), d.model};
+          devMemory.set(l, static_cast<double>(d.memoryMiB) * 1048576.0);
+          devCompute.set(l, d.computeUnits);
+          devSplit.set(l, d.splitCount);
+          devHealthy.set(l, d.health == Health::kUnhealthy ? 0 : 1);
+          auto u = usage.find(d.id);
+          devMemAllocated.set(l, u == usage.end() ? 0.0 : static_cast<double>(u->second.first) * 1048576.0);
+          devComputeAllocated.set(l, u == usage.end() ? 0.0 : static_cast<double>(u->second.second));
+        }
+    }
+    std::size_t i = 0;
+    for (const auto& [resource, b] : resourceToBackend)
+      if (i < plugins.size()) pluginRegistered.set({resource}, plugins[i++]->registered() ? 1 : 0);
+    collectRegions();
+  }
+
+  void collectRegions() {
+    std::map<std::string, std::pair<std::string, std::string>> podByUid;
+    for (const auto& p : tracker.pods()) podByUid[p.info.uid] = {p.info.podNamespace, p.info.name};
+    std::error_code ec;
+    const fs::path root = fs::path(options.stateDir) / "containers";
+    for (const auto& dir : fs::directory_iterator(root, ec)) {
+      const std::string name = dir.path().filename().string();
+      const auto sep = name.find('_');
+      if (sep == std::string::npos || !dir.is_directory()) continue;
+      auto pod = podByUid.find(name.substr(0, sep));
+      if (pod == podByUid.end()) continue;
+      const std::string container = name.substr(sep + 1);
+      std::error_code iec;
+      for (fs::recursive_directory_iterator it(dir.path(), iec), end; it != end; it.increment(iec)) {
+        if (iec) break;
+        if (it.depth() > 2) it.disable_recursion_pending();
+        std::error_code sec;
+        if (!it->is_regular_file(sec) || it->file_size(sec) < sizeof(vgpu_region)) continue;
+        const vgpu_region* region = nullptr;
+        char err[256];
+        if (vgpu_region_open_readonly(it->path().c_str(), &region, err, sizeof err) != VGPU_REGION_OK) continue;
+        std::uint32_t procs = 0;
+        for (std::uint32_t i = 0; i < VGPU_REGION_MAX_PROCS; ++i)
+          if (__atomic_load_n(&region->procs[i].pid, __ATOMIC_RELAXED) != 0) ++procs;
+        ctrProcs.set({pod->second.first, pod->second.second, container}, procs);
+        for (int i = 0; i < VGPU_REGION_MAX_DEVICES; ++i) {
+          const auto& d = region->devices[i];
+          const std::string uuid(d.uuid, strnlen(d.uuid, VGPU_REGION_UUID_LEN));
+          const auto limit = __atomic_load_n(&d.memory_limit, __ATOMIC_RELAXED);
+          const auto used = __atomic_load_n(&d.memory_used, __ATOMIC_RELAXED);
+          if (uuid.empty() && limit == 0 && used == 0) continue;
+          const metrics::LabelValues l{pod->second.first, pod->second.second, container, uuid, std::to_string(i)};
+          ctrMemUsed.set(l, static_cast<double>(used));
+          ctrMemLimit.set(l, static_cast<double>(limit));
+          ctrComputeLimit.set(l, __atomic_load_n(&d.sm_limit, __ATOMIC_RELAXED));
+          ctrBusy.set(l, static_cast<double>(__atomic_load_n(&d.compute_busy_ns, __ATOMIC_RELAXED)) / 1e9);
+        }
+        vgpu_region_close(region);
+      }
+    }
+  }
+};
+
+Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Agent::~Agent() { stop(); }
+
+Result<std::unique_ptr<Agent>> Agent::create(AgentOptions options) {
+  if (options.nodeName.empty()) return makeError("no node name (NODE_NAME or --node-name)");
+  auto config = loadDeviceConfig(options.configPath);
+  if (!config.ok()) return makeError("device config: " + config.error().message);
+  auto impl = std::make_unique<Impl>(std::move(options));
+  auto& o = impl->options;
+  const fs::path dir = o.backendDir.empty() ? defaultBackendDir() : fs::path(o.backendDir);
+  auto loaded = loadEnabledBackends(*config, dir, o.nodeName);
+  for (const auto& f : loaded.failures) impl->warnings.push_back("backend skipped: " + f.message);
+  impl->backends = std::move(loaded.backends);
+  if (impl->backends.empty())
+    return makeError("no backend could be loaded from " + dir.string() + " (enabled in " + o.configPath + ")" +
+                     (impl->warnings.empty() ? "" : ": " + impl->warnings.front()));
+  std::map<std::string, std::string> resourceToBackend;
+  for (const auto& b : impl->backends.all()) {
+    Discovery* discovery = b->discovery();
+    if (!discovery) {
+      impl->warnings.push_back("backend " + b->name() + " has no discovery on the node side; skipped");
+      continue;
+    }
+    auto devices = discovery->discover();
+    if (!devices.ok()) {
+      impl->warnings.push_back("backend " + b->name() + " skipped: " + devices.error().message);
+      continue;
+    }
+    if (devices->empty()) {
+      impl->warnings.push_back("backend " + b->name() + " found no devices on this node; skipped");
+      continue;
+    }
+    Impl::BackendState st;
+    st.backend = b.get();
+    st.devices = std::move(devices).value();
+    for (auto& d : st.devices) d.backend = b->name();
+    for (const auto& r : b->allocator().resources())
+      if (r.advertised) {
+        st.resources.push_back(r.name);
+        resourceToBackend[r.name] = b->name();
+      }
+    impl->tracker.setDevices(b->name(), st.devices);
+    impl->served.emplace(b->name(), std::move(st));
+  }
+  impl->resourceToBackend = resourceToBackend;
+  impl->tracker.setResources(resourceToBackend);
+  for (const auto& w : impl->warnings) logLine("warning", w);
+
+  k8s::ClientConfig api = o.apiConfig;
+  if (api.server.empty()) {
+    auto loadedApi = k8s::loadDefaultConfig(o.kubeconfig);
+    if (!loadedApi.ok()) return makeError("Kubernetes API: " + loadedApi.error().message);
+    api = std::move(loadedApi).value();
+  }
+  auto client = k8s::Client::create(api);
+  if (!client.ok()) return makeError("Kubernetes API client: " + client.error().message);
+  impl->client = std::move(client).value();
+  k8s::ClientOptions bounded;
+  bounded.requestTimeout = o.apiTimeout;
+  bounded.maxRetries = o.apiRetries;
+  bounded.backoffBase = std::chrono::milliseconds(100);
+  bounded.backoffMax = std::chrono::milliseconds(500);
+  auto allocClient = k8s::Client::create(api, bounded);
+  if (!allocClient.ok()) return makeError("Kubernetes API client: " + allocClient.error().message);
+  impl->allocClient = std::move(allocClient).value();
+  return std::unique_ptr<Agent>(new Agent(std::move(impl)));
+}
+
+Status Agent::start() {
+  auto& im = *impl_;
+  std::error_code ec;
+  fs::create_directories(fs::path(im.options.stateDir) / "containers", ec);
+  if (ec) return makeError("cannot create the state folder " + im.options.stateDir + ": " + ec.message());
+
+  k8s::InformerOptions io;
+  io.fieldSelector = "spec.nodeName=" + im.options.nodeName;
+  k8s::InformerHandlers handlers;
+  handlers.onAdd = [&im](const k8s::ObjectPtr& o) { im.onPod(*o); };
+  handlers.onUpdate = [&im](const k8s::ObjectPtr&, const k8s::ObjectPtr& o) { im.onPod(*o); };
+  handlers.onDelete = [&im](const k8s::ObjectPtr& o) { im.onPodDeleted(*o); };
+  im.informer = std::make_unique<k8s::Informer>(*im.client, k8s::kPods, io, handlers);
+  im.informer->start();
+
+  {
+    std::lock_guard lock(im.bgMu);
+    im.started = true;
+  }
+  im.recorderThread = std::thread([&im] { im.recorderLoop(); });
+  im.nodeThread = std::thread([&im] { im.nodeLoop(); });
+  im.maintThread = std::thread([&im] { im.maintLoop(); });
+  for (auto& [name, st] : im.served) {
+    const std::string n = name;
+    st.health = std::thread([&im, n] { im.healthLoop(n); });
+  }
+
+  if (!im.options.metricsAddress.empty()) {
+    const auto colon = im.options.metricsAddress.rfind(':');
+    if (colon == std::string::npos) return makeError("--metrics-address must be host:port, got " + im.options.metricsAddress);
+    http::ServerOptions so;
+    so.address = im.options.metricsAddress.substr(0, colon);
+    try {
+      so.port = static_cast<std::uint16_t>(std::stoi(im.options.metricsAddress.substr(colon + 1)));
+    } catch (...) {
+      return makeError("--metrics-address must be host:port, got " + im.options.metricsAddress);
+    }
+    so.threads = 1;
+    im.registry.addCollector([&im] { im.collect(); });
+    http::Router router;
+    router.get("/metrics", [&im](const http::Request&) {
+      http::Response r = http::Response::text(im.registry.render());
+      r.contentType = metrics::Registry::kContentType;
+      return r;
+    });
+    router.get("/healthz", [this](const http::Request&) {
+      return registered() ? http::Response::text("ok\n") : http::Response::text("not registered with the kubelet\n", 503);
+    });
+    auto server = http::Server::start(so, std::move(router));
+    if (!server.ok()) return makeError("metrics endpoint: " + server.error().message);
+    im.httpServer = std::move(server).value();
+  }
+
+  for (const auto& [resource, backend] : im.resourceToBackend) {
+    PluginServerOptions po;
+    po.resource = resource;
+    po.pluginDir = im.options.pluginDir;
+    po.socketName = pluginSocketName(resource);
+    auto server = std::make_unique<PluginServer>(po, im);
+    if (auto s = server->start(); !s.ok()) return s;
+    im.plugins.push_back(std::move(server));
+  }
+  return {};
+}
+
+void Agent::stop() {
+  auto& im = *impl_;
+  {
+    std::lock_guard lock(im.bgMu);
+    if (im.stopping) return;
+    im.stopping = true;
+  }
+  im.bgCv.notify_all();
+  im.devCv.notify_all();
+  for (auto& p : im.plugins) p->stop();
+  if (im.httpServer) im.httpServer->stop(std::chrono::milliseconds(500));
+  for (auto* t : {&im.nodeThread, &im.maintThread, &im.recorderThread})
+    if (t->joinable()) t->join();
+  for (auto& [name, st] : im.served)
+    if (st.health.joinable()) st.health.join();
+  if (im.informer) im.informer->stop();
+  bool started;
+  {
+    std::lock_guard lock(im.bgMu);
+    started = im.started;
+  }
+  if (started)
+    if (auto s = im.publishNode(true); !s.ok()) logLine("warning", "on shutdown: " + s.error().message);
+}
+
+std::vector<std::string> Agent::resources() const {
+  std::vector<std::string> out;
+  for (const auto& [r, b] : impl_->resourceToBackend) out.push_back(r);
+  return out;
+}
+
+std::vector<std::string> Agent::warnings() const { return impl_->warnings; }
+std::string Agent::metricsUrl() const { return impl_->httpServer ? impl_->httpServer->url() : ""; }
+std::string Agent::renderMetrics() {
+  if (!impl_->httpServer) impl_->collect();
+  return impl_->registry.render();
+}
+void Agent::maintainNow() {
+  impl_->correctFromPodResources();
+  impl_->cleanup();
+}
+bool Agent::podsSynced() const { return impl_->informer && impl_->informer->hasSynced(); }
+PodTracker& Agent::tracker() { return impl_->tracker; }
+AgentStats Agent::stats() const {
+  std::lock_guard lock(impl_->bgMu);
+  return impl_->stats;
+}
+bool Agent::registered() const {
+  for (const auto& p : impl_->plugins)
+    if (!p->registered()) return false;
+  return !impl_->plugins.empty();
+}
+
+}  // namespace vgpu::deviceplugin

@@ -1,0 +1,99 @@
+#pragma once
+// The node agent: loads the enabled backends, discovers devices, publishes them on the
+// Node, serves one kubelet device plugin per advertised resource, answers Allocate by
+// finding the pod (DESIGN.md 6a, PodTracker), asks the backend's limiter for the container
+// spec, records the outcome on the pod, corrects annotations from the kubelet's
+// PodResources API, exports usage from libvgpu.so's shared regions on /metrics and cleans
+// up after containers that are gone.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pod_tracker.h"
+#include "vgpu/k8s/config.h"
+#include "vgpu/result.h"
+
+namespace vgpu::deviceplugin {
+
+struct AgentOptions {
+  std::string nodeName;
+  std::string configPath = "/etc/vgpu/device-config.yaml";
+  std::string backendDir;  ///< empty = defaultBackendDir()
+  std::string pluginDir = "/var/lib/kubelet/device-plugins";
+  std::string podResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock";  ///< empty = not read
+  std::string metricsAddress = "0.0.0.0:9394";  ///< host:port for /metrics and /healthz; empty = off
+  std::string stateDir = "/var/lib/vgpu";       ///< per-container folders: <stateDir>/containers/<uid>_<name>
+  std::string kubeconfig;                       ///< empty = in-cluster, else $KUBECONFIG
+  k8s::ClientConfig apiConfig;                  ///< set by main (or a test); server empty = load from kubeconfig
+  std::chrono::milliseconds heartbeatInterval{30000};
+  /// How long Allocate waits for the watch to show a pod it cannot find yet.
+  std::chrono::milliseconds podWait{3000};
+  /// Per apiserver request while Allocate records its outcome, and how often it retries.
+  std::chrono::milliseconds apiTimeout{2000};
+  int apiRetries = 1;
+  std::chrono::milliseconds podResourcesInterval{2000};
+  std::chrono::milliseconds cleanupInterval{10000};
+};
+
+/// Flags override environment variables, which override defaults. `--help` yields an
+/// Error whose message is the usage text (and `help` set).
+struct ParsedOptions {
+  AgentOptions options;
+  bool help = false;
+  std::string usage;
+};
+Result<ParsedOptions> parseAgentOptions(int argc, const char* const* argv, const k8s::EnvLookup& env);
+
+/// Counters for tests and /metrics.
+struct AgentStats {
+  std::uint64_t allocations = 0;        ///< Allocate calls answered with devices
+  std::uint64_t allocateFailures = 0;
+  std::uint64_t corrections = 0;        ///< pods whose assignment PodResources corrected
+  std::uint64_t nodePublishes = 0;
+  std::uint64_t regionsCleaned = 0;
+};
+
+class Agent {
+ public:
+  /// Reads the config (a bad file is an error naming it), loads the backends and
+  /// discovers devices: a backend that fails to load or finds no devices is reported and
+  /// skipped. Errors: config, apiserver client, no backend loaded at all.
+  static Result<std::unique_ptr<Agent>> create(AgentOptions options);
+  ~Agent();  ///< stop()
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  /// Starts the pod watch, node publishing, the plugin servers, health watching, metrics.
+  Status start();
+  /// Clean shutdown: plugins stop, the node's device annotations are removed.
+  void stop();
+
+  /// The resources served to the kubelet.
+  std::vector<std::string> resources() const;
+  /// Problems found at start-up (backends skipped), for logs and tests.
+  std::vector<std::string> warnings() const;
+  /// http://address:port of /metrics, empty when off.
+  std::string metricsUrl() const;
+  std::string renderMetrics();
+  /// One PodResources correction pass and one cleanup pass, now.
+  void maintainNow();
+  bool podsSynced() const;
+  PodTracker& tracker();
+  AgentStats stats() const;
+  /// Whether every plugin is registered with the kubelet.
+  bool registered() const;
+
+  struct Impl;
+
+ private:
+  explicit Agent(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+/// The socket file name of a resource's plugin: "vgpu-nvidia.com-gpu.sock".
+std::string pluginSocketName(const std::string& resource);
+
+}  // namespace vgpu::deviceplugin

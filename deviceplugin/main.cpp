@@ -1,0 +1,44 @@
+// vgpu-device-plugin: the node agent (see agent.h and docs/node-agent.md).
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include "agent.h"
+
+int main(int argc, char** argv) {
+  using namespace vgpu::deviceplugin;
+  auto parsed = parseAgentOptions(argc, argv, vgpu::k8s::processEnv());
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "vgpu-device-plugin: %s\n", parsed.error().message.c_str());
+    return 2;
+  }
+  if (parsed->help) {
+    std::cout << parsed->usage;
+    return 0;
+  }
+  // Block the stop signals in every thread; this one waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto agent = Agent::create(parsed->options);
+  if (!agent.ok()) {
+    std::fprintf(stderr, "vgpu-device-plugin: %s\n", agent.error().message.c_str());
+    return 1;
+  }
+  if (auto s = (*agent)->start(); !s.ok()) {
+    std::fprintf(stderr, "vgpu-device-plugin: %s\n", s.error().message.c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "vgpu-device-plugin: serving");
+  for (const auto& r : (*agent)->resources()) std::fprintf(stderr, " %s", r.c_str());
+  if (!(*agent)->metricsUrl().empty()) std::fprintf(stderr, "; metrics on %s", (*agent)->metricsUrl().c_str());
+  std::fprintf(stderr, "\n");
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::fprintf(stderr, "vgpu-device-plugin: signal %d, shutting down\n", sig);
+  (*agent)->stop();
+  return 0;
+}

@@ -1,0 +1,65 @@
+#include <boost/program_options.hpp>
+
+#include <sstream>
+
+#include "agent.h"
+
+namespace vgpu::deviceplugin {
+namespace po = boost::program_options;
+
+Result<ParsedOptions> parseAgentOptions(int argc, const char* const* argv, const k8s::EnvLookup& env) {
+  ParsedOptions out;
+  AgentOptions& o = out.options;
+  auto envOr = [&](const char* name, std::string fallback) { return env(name).value_or(std::move(fallback)); };
+  o.nodeName = envOr("NODE_NAME", "");
+  o.configPath = envOr("VGPU_CONFIG", o.configPath);
+  o.backendDir = envOr("VGPU_BACKEND_DIR", "");
+  o.pluginDir = envOr("VGPU_DEVICE_PLUGIN_DIR", o.pluginDir);
+  o.podResourcesSocket = envOr("VGPU_POD_RESOURCES_SOCKET", o.podResourcesSocket);
+  o.metricsAddress = envOr("VGPU_METRICS_ADDRESS", o.metricsAddress);
+  o.stateDir = envOr("VGPU_STATE_DIR", o.stateDir);
+  o.kubeconfig = envOr("KUBECONFIG_FILE", "");
+  std::int64_t heartbeat = o.heartbeatInterval.count() / 1000, podWait = o.podWait.count(),
+               apiTimeout = o.apiTimeout.count();
+
+  po::options_description desc("vgpu-device-plugin: the vgpu node agent\nOptions (environment variable in brackets)");
+  desc.add_options()
+      ("help,h", "print this help")
+      ("node-name", po::value(&o.nodeName), "this node's name [NODE_NAME] (required)")
+      ("config", po::value(&o.configPath), "device-config.yaml [VGPU_CONFIG]")
+      ("backend-dir", po::value(&o.backendDir), "folder of libvgpu-backend-*.so [VGPU_BACKEND_DIR]")
+      ("device-plugin-dir", po::value(&o.pluginDir), "the kubelet's device plugin folder [VGPU_DEVICE_PLUGIN_DIR]")
+      ("pod-resources-socket", po::value(&o.podResourcesSocket),
+       "the kubelet's PodResources socket, empty = not read [VGPU_POD_RESOURCES_SOCKET]")
+      ("metrics-address", po::value(&o.metricsAddress), "host:port of /metrics and /healthz, empty = off [VGPU_METRICS_ADDRESS]")
+      ("state-dir", po::value(&o.stateDir), "host folder for per-container files [VGPU_STATE_DIR]")
+      ("kubeconfig", po::value(&o.kubeconfig), "kubeconfig file; default: in-cluster, then $KUBECONFIG")
+      ("heartbeat-seconds", po::value(&heartbeat), "republish the node's devices this often")
+      ("pod-wait-ms", po::value(&podWait), "how long Allocate waits for a pod the watch has not shown yet")
+      ("api-timeout-ms", po::value(&apiTimeout), "per apiserver request while Allocate records its outcome")
+      ("api-retries", po::value(&o.apiRetries), "retries of that request");
+  std::ostringstream usage;
+  usage << desc;
+  out.usage = usage.str();
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    return makeError(std::string(e.what()) + " (see --help)");
+  }
+  if (vm.count("help")) {
+    out.help = true;
+    return out;
+  }
+  if (o.nodeName.empty()) return makeError("no node name: set NODE_NAME (from the pod's spec.nodeName) or --node-name");
+  if (heartbeat <= 0) return makeError("--heartbeat-seconds must be > 0");
+  if (podWait < 0 || apiTimeout <= 0 || o.apiRetries < 0)
+    return makeError("--pod-wait-ms must be >= 0, --api-timeout-ms > 0 and --api-retries >= 0");
+  o.heartbeatInterval = std::chrono::seconds(heartbeat);
+  o.podWait = std::chrono::milliseconds(podWait);
+  o.apiTimeout = std::chrono::milliseconds(apiTimeout);
+  return out;
+}
+
+}  // namespace vgpu::deviceplugin

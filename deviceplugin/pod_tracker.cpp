@@ -1,0 +1,496 @@
+#include "pod_tracker.h"
+
+#include <algorithm>
+
+#include "vgpu/annotations.h"
+#include "vgpu/codec/assignment_codec.h"
+#include "vgpu/virtual_device_id.h"
+
+namespace vgpu::deviceplugin {
+namespace {
+
+std::string annotationOr(const PodInfo& pod, std::string_view key) {
+  auto it = pod.annotations.find(std::string(key));
+  return it == pod.annotations.end() ? std::string() : it->second;
+}
+
+std::int64_t limitOf(const ContainerResources& c, const std::string& resource) {
+  auto it = c.limits.find(resource);
+  return it == c.limits.end() ? 0 : it->second;
+}
+
+std::vector<DeviceGrant> devicesOf(const Assignment* a, const std::string& container, const std::string& backend) {
+  std::vector<DeviceGrant> out;
+  if (!a) return out;
+  if (const auto* c = a->container(container))
+    for (const auto& d : c->devices)
+      if (d.backend == backend) out.push_back(d);
+  return out;
+}
+
+bool sameDevices(std::vector<DeviceGrant> a, std::vector<DeviceGrant> b) {
+  auto order = [](const DeviceGrant& x, const DeviceGrant& y) {
+    return std::tie(x.backend, x.deviceId, x.slot) < std::tie(y.backend, y.deviceId, y.slot);
+  };
+  std::sort(a.begin(), a.end(), order);
+  std::sort(b.begin(), b.end(), order);
+  return a == b;
+}
+
+/// Replaces `backend`'s devices of `container` in `a` (adding the container if absent).
+void replaceDevices(Assignment& a, const std::string& container, const std::string& backend,
+                    const std::vector<DeviceGrant>& devices) {
+  auto it = std::find_if(a.containers.begin(), a.containers.end(),
+                         [&](const ContainerAssignment& c) { return c.name == container; });
+  if (it == a.containers.end()) {
+    a.containers.push_back({container, false, {}});
+    it = std::prev(a.containers.end());
+  }
+  if (sameDevices(devicesOf(&a, container, backend), devices)) return;
+  std::erase_if(it->devices, [&](const DeviceGrant& d) { return d.backend == backend; });
+  it->devices.insert(it->devices.end(), devices.begin(), devices.end());
+}
+
+}  // namespace
+
+std::string idsKey(const std::string& resource, std::vector<std::string> ids) {
+  std::sort(ids.begin(), ids.end());
+  std::string key = resource + "|";
+  for (size_t i = 0; i < ids.size(); ++i) key += (i ? "," : "") + ids[i];
+  return key;
+}
+
+void PodTracker::setResources(std::map<std::string, std::string> resourceToBackend) {
+  std::lock_guard lock(mu_);
+  resources_ = std::move(resourceToBackend);
+}
+
+void PodTracker::setDevices(const std::string& backend, const std::vector<Device>& devices) {
+  std::lock_guard lock(mu_);
+  std::erase_if(devices_, [&](const auto& kv) { return kv.second.backend == backend; });
+  for (const auto& d : devices) {
+    Device copy = d;
+    copy.backend = backend;
+    devices_[d.id] = std::move(copy);
+  }
+}
+
+void PodTracker::bumpLocked() {
+  ++generation_;
+  changed_.notify_all();
+}
+
+void PodTracker::upsert(TrackedPod pod) {
+  pod.assignment.reset();
+  pod.assignmentError.clear();
+  if (auto it = pod.info.annotations.find(std::string(keys::kPodAssignment)); it != pod.info.annotations.end()) {
+    auto decoded = decodeAssignment(it->second);
+    if (decoded.ok()) pod.assignment = std::move(decoded).value();
+    else pod.assignmentError = decoded.error().message;
+  }
+  std::lock_guard lock(mu_);
+  const std::string uid = pod.info.uid;
+  pods_[uid] = std::move(pod);
+  bumpLocked();
+}
+
+void PodTracker::remove(const std::string& uid) {
+  std::lock_guard lock(mu_);
+  pods_.erase(uid);
+  progress_.erase(uid);
+  written_.erase(uid);
+  bumpLocked();
+}
+
+std::vector<TrackedPod> PodTracker::pods() const {
+  std::lock_guard lock(mu_);
+  std::vector<TrackedPod> out;
+  for (const auto& [uid, p] : pods_) out.push_back(p);
+  return out;
+}
+
+std::uint64_t PodTracker::generation() const {
+  std::lock_guard lock(mu_);
+  return generation_;
+}
+
+bool PodTracker::waitForChange(std::uint64_t seen, std::chrono::steady_clock::time_point deadline) const {
+  std::unique_lock lock(mu_);
+  return changed_.wait_until(lock, deadline, [&] { return generation_ != seen; });
+}
+
+std::vector<const TrackedPod*> PodTracker::waitingLocked() const {
+  std::vector<const TrackedPod*> out;
+  for (const auto& [uid, p] : pods_) {
+    if (p.info.terminated() || p.info.deleting) continue;
+    if (!node_.empty() && p.info.nodeName != node_) continue;
+    auto pr = progress_.find(uid);
+    if (pr != progress_.end() && (pr->second.failed || pr->second.done)) continue;
+    const std::string phase = annotationOr(p.info, keys::kPodBindPhase);
+    if (pr == progress_.end() && (phase == "success" || phase == "failed")) continue;
+    bool ours = false;
+    for (const auto& c : p.info.containers)
+      for (const auto& [r, b] : resources_) ours = ours || limitOf(c, r) > 0;
+    if (ours) out.push_back(&p);
+  }
+  // The kubelet admits pods in creation order; bind time and name break ties.
+  std::sort(out.begin(), out.end(), [](const TrackedPod* a, const TrackedPod* b) {
+    const std::string ta = annotationOr(a->info, keys::kPodBindTime), tb = annotationOr(b->info, keys::kPodBindTime);
+    return std::tie(a->created, ta, a->info.podNamespace, a->info.name) <
+           std::tie(b->created, tb, b->info.podNamespace, b->info.name);
+  });
+  return out;
+}
+
+std::optional<PodTracker::Candidate> PodTracker::nextContainerLocked(const TrackedPod& pod,
+                                                                     const std::string& resource) const {
+  const Progress* pr = nullptr;
+  if (auto it = progress_.find(pod.info.uid); it != progress_.end()) pr = &it->second;
+  for (size_t i = 0; i < pod.info.containers.size(); ++i) {
+    const auto& c = pod.info.containers[i];
+    if (limitOf(c, resource) <= 0) continue;
+    const auto key = std::make_pair(c.name, resource);
+    if (pr && (pr->served.contains(key) || pr->reserved.contains(key))) continue;
+    return Candidate{&pod, &c, static_cast<int>(i)};
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> PodTracker::preferred(const std::string& resource, const std::vector<std::string>& available,
+                                               const std::vector<std::string>& mustInclude, std::size_t size) const {
+  std::lock_guard lock(mu_);
+  auto backend = resources_.find(resource);
+  if (backend == resources_.end()) return {};
+  const std::set<std::string> avail(available.begin(), available.end());
+  for (const TrackedPod* pod : waitingLocked()) {
+    auto c = nextContainerLocked(*pod, resource);
+    if (!c || !pod->assignment) continue;
+    std::vector<std::string> ids;
+    for (const auto& g : devicesOf(&*pod->assignment, c->container->name, backend->second))
+      ids.push_back(formatVirtualDeviceId(g.deviceId, g.slot));
+    if (ids.size() != size) continue;
+    if (!std::all_of(ids.begin(), ids.end(), [&](const std::string& id) { return avail.contains(id); })) continue;
+    if (!std::all_of(mustInclude.begin(), mustInclude.end(),
+                     [&](const std::string& id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }))
+      continue;
+    return ids;
+  }
+  return {};
+}
+
+std::optional<std::string> PodTracker::roomLocked(const std::string& uid, const std::vector<DeviceGrant>& devices) const {
+  std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> add;
+  for (const auto& d : devices) {
+    add[d.deviceId].first += d.memoryMiB;
+    add[d.deviceId].second += d.compute;
+  }
+  for (const auto& [id, want] : add) {
+    auto dev = devices_.find(id);
+    if (dev == devices_.end()) return "device " + id + " is not on this node";
+    std::uint64_t mem = 0, compute = 0;
+    for (const auto& [puid, pr] : progress_) {
+      if (pr.failed || !pods_.contains(puid) || pods_.at(puid).info.terminated()) continue;
+      for (const auto& [c, grants] : pr.given)
+        for (const auto& g : grants)
+          if (g.deviceId == id) {
+            mem += g.memoryMiB;
+            compute += g.compute;
+          }
+    }
+    (void)uid;
+    if (mem + want.first > dev->second.memoryMiB)
+      return "device " + id + " has " + std::to_string(dev->second.memoryMiB - std::min(mem, dev->second.memoryMiB)) +
+             " MiB free, the container needs " + std::to_string(want.first) + " MiB";
+    if (compute + want.second > dev->second.computeUnits)
+      return "device " + id + " has " +
+             std::to_string(dev->second.computeUnits - std::min<std::uint64_t>(compute, dev->second.computeUnits)) +
+             "% compute free, the container needs " + std::to_string(want.second) + "%";
+  }
+  return std::nullopt;
+}
+
+std::variant<Claim, ClaimError> PodTracker::claim(const std::string& resource, const std::vector<std::string>& ids) {
+  std::lock_guard lock(mu_);
+  auto backendIt = resources_.find(resource);
+  if (backendIt == resources_.end())
+    return ClaimError{ClaimFailure::kBadRequest, "resource " + resource + " is not served by this agent", {}};
+  const std::string backend = backendIt->second;
+  if (ids.empty()) return ClaimError{ClaimFailure::kBadRequest, "Allocate named no device IDs", {}};
+  std::vector<VirtualDeviceId> parsed;
+  for (const auto& id : ids) {
+    auto v = parseVirtualDeviceId(id);
+    if (!v) return ClaimError{ClaimFailure::kBadRequest, "device ID \"" + id + "\" is not <device id>::<slot>", {}};
+    parsed.push_back(*v);
+  }
+  if (std::set<std::string>(ids.begin(), ids.end()).size() != ids.size())
+    return ClaimError{ClaimFailure::kBadRequest, "Allocate named a device ID twice", {}};
+  const std::set<std::string> want(ids.begin(), ids.end());
+
+  std::optional<Candidate> exact, signature, unusable;
+  std::string unusableWhy;
+  for (const TrackedPod* pod : waitingLocked()) {
+    auto c = nextContainerLocked(*pod, resource);
+    if (!c) continue;
+    const bool countMatches = limitOf(*c->container, resource) == static_cast<std::int64_t>(ids.size());
+    if (!pod->assignment) {
+      if (countMatches && !unusable) {
+        unusable = c;
+        unusableWhy = pod->assignmentError.empty()
+                          ? "pod " + pod->info.key() + " has no " + std::string(keys::kPodAssignment) +
+                                " annotation: it was not placed by vgpu-scheduler (check its schedulerName "
+                                "and that the vgpu webhook is reachable)"
+                          : "pod " + pod->info.key() + ": its " + std::string(keys::kPodAssignment) +
+                                " annotation cannot be read: " + pod->assignmentError;
+      }
+      continue;
+    }
+    const auto grants = devicesOf(&*pod->assignment, c->container->name, backend);
+    if (grants.size() != ids.size()) {
+      if (countMatches && !unusable) {
+        unusable = c;
+        unusableWhy = "pod " + pod->info.key() + " container " + c->container->name + " asks for " +
+                      std::to_string(ids.size()) + " " + resource + " but its assignment grants " +
+                      std::to_string(grants.size()) + " " + backend + " devices";
+      }
+      continue;
+    }
+    std::set<std::string> have;
+    for (const auto& g : grants) have.insert(formatVirtualDeviceId(g.deviceId, g.slot));
+    if (have == want) {
+      exact = c;
+      break;
+    }
+    if (countMatches && !signature) signature = c;
+  }
+
+  std::optional<Candidate> chosen = exact ? exact : signature;
+  if (!chosen) {
+    if (unusable) return ClaimError{ClaimFailure::kPodUnusable, unusableWhy, unusable->pod->info.uid};
+    return ClaimError{ClaimFailure::kNoPod,
+                      "no pod bound to node " + node_ + " is waiting for " + std::to_string(ids.size()) + " " +
+                          resource + " (device IDs " + idsKey(resource, ids).substr(resource.size() + 1) + ")",
+                      {}};
+  }
+  const TrackedPod& pod = *chosen->pod;
+  const auto grants = devicesOf(&*pod.assignment, chosen->container->name, backend);
+  // Pair the kubelet's IDs with the assignment's grants: the same device where possible,
+  // the rest in order, so each device keeps the memory and compute the scheduler gave it.
+  std::vector<DeviceGrant> devices(ids.size());
+  std::vector<bool> used(grants.size(), false), placed(ids.size(), false);
+  for (size_t i = 0; i < parsed.size(); ++i)
+    for (size_t j = 0; j < grants.size(); ++j)
+      if (!used[j] && grants[j].deviceId == parsed[i].deviceId && (exact ? grants[j].slot == parsed[i].slot : true)) {
+        devices[i] = grants[j];
+        used[j] = placed[i] = true;
+        break;
+      }
+  for (size_t i = 0, j = 0; i < parsed.size(); ++i) {
+    if (placed[i]) continue;
+    while (used[j]) ++j;
+    devices[i] = grants[j];
+    used[j] = true;
+  }
+  for (size_t i = 0; i < parsed.size(); ++i) {
+    devices[i].backend = backend;
+    devices[i].deviceId = parsed[i].deviceId;
+    devices[i].slot = parsed[i].slot;
+    if (auto d = devices_.find(parsed[i].deviceId); d != devices_.end()) devices[i].deviceIndex = d->second.index;
+  }
+  if (!exact) {
+    if (auto why = roomLocked(pod.info.uid, devices))
+      return ClaimError{ClaimFailure::kPodUnusable,
+                        "pod " + pod.info.key() + " container " + chosen->container->name +
+                            ": the kubelet handed over devices other than its assignment and " + *why,
+                        pod.info.uid};
+  }
+  Progress& pr = progress_[pod.info.uid];
+  pr.reserved.insert({chosen->container->name, resource});
+  auto& given = pr.given[chosen->container->name];
+  std::erase_if(given, [&](const DeviceGrant& g) { return g.backend == backend; });
+  given.insert(given.end(), devices.begin(), devices.end());
+
+  Claim out;
+  out.podUid = pod.info.uid;
+  out.podNamespace = pod.info.podNamespace;
+  out.podName = pod.info.name;
+  out.container = chosen->container->name;
+  out.containerIndex = chosen->index;
+  out.resource = resource;
+  out.backend = backend;
+  out.ids = ids;
+  out.devices = std::move(devices);
+  out.exact = exact.has_value();
+  out.podAnnotations = pod.info.annotations;
+  return out;
+}
+
+bool PodTracker::podCompleteLocked(const TrackedPod& pod, const Progress& progress) const {
+  for (const auto& c : pod.info.containers)
+    for (const auto& [r, b] : resources_)
+      if (limitOf(c, r) > 0 && !progress.served.contains({c.name, r})) return false;
+  return true;
+}
+
+Assignment PodTracker::outcomeLocked(const TrackedPod& pod, const Progress& progress) const {
+  Assignment a = pod.assignment ? *pod.assignment : Assignment{node_, {}};
+  for (const auto& [container, grants] : progress.given) {
+    std::set<std::string> backends;
+    for (const auto& g : grants) backends.insert(g.backend);
+    for (const auto& b : backends) {
+      std::vector<DeviceGrant> mine;
+      for (const auto& g : grants)
+        if (g.backend == b) mine.push_back(g);
+      replaceDevices(a, container, b, mine);
+    }
+  }
+  return a;
+}
+
+std::optional<PodOutcome> PodTracker::commit(const Claim& claim) {
+  std::lock_guard lock(mu_);
+  auto pod = pods_.find(claim.podUid);
+  Progress& pr = progress_[claim.podUid];
+  pr.reserved.erase({claim.container, claim.resource});
+  pr.served.insert({claim.container, claim.resource});
+  givenByIds_[idsKey(claim.resource, claim.ids)] = claim.devices;
+  bumpLocked();
+  if (pod == pods_.end() || !podCompleteLocked(pod->second, pr)) return std::nullopt;
+  pr.done = true;
+  PodOutcome out{claim.podUid, claim.podNamespace, claim.podName, outcomeLocked(pod->second, pr), false};
+  out.changed = !pod->second.assignment || out.assignment != *pod->second.assignment;
+  written_[claim.podUid] = encodeAssignment(out.assignment);
+  return out;
+}
+
+void PodTracker::abort(const Claim& claim, bool failPod) {
+  std::lock_guard lock(mu_);
+  Progress& pr = progress_[claim.podUid];
+  pr.reserved.erase({claim.container, claim.resource});
+  if (auto it = pr.given.find(claim.container); it != pr.given.end())
+    std::erase_if(it->second, [&](const DeviceGrant& g) { return g.backend == claim.backend; });
+  if (failPod) pr.failed = true;
+  bumpLocked();
+}
+
+std::vector<Claim> PodTracker::rollbackPod(const std::string& uid) {
+  std::lock_guard lock(mu_);
+  std::vector<Claim> out;
+  auto it = progress_.find(uid);
+  if (it == progress_.end()) return out;
+  for (const auto& [container, grants] : it->second.given) {
+    Claim c;
+    c.podUid = uid;
+    c.container = container;
+    c.devices = grants;
+    out.push_back(std::move(c));
+  }
+  it->second = Progress{};
+  it->second.failed = true;
+  written_.erase(uid);
+  bumpLocked();
+  return out;
+}
+
+void PodTracker::failPod(const std::string& uid) {
+  std::lock_guard lock(mu_);
+  progress_[uid].failed = true;
+  bumpLocked();
+}
+
+std::optional<PodOutcome> PodTracker::correction(
+    const std::string& uid, const std::map<std::string, std::map<std::string, std::vector<std::string>>>& held) {
+  std::lock_guard lock(mu_);
+  auto pod = pods_.find(uid);
+  if (pod == pods_.end()) return std::nullopt;
+  auto pr = progress_.find(uid);
+  // A pod whose containers are still being allocated is not corrected under its feet.
+  if (pr != progress_.end() && !pr->second.done && !pr->second.failed &&
+      (!pr->second.reserved.empty() || !pr->second.served.empty()))
+    return std::nullopt;
+  std::optional<Assignment> base;
+  bool recordedSuccess = false;
+  if (auto w = written_.find(uid); w != written_.end()) {
+    auto decoded = decodeAssignment(w->second);
+    if (decoded.ok()) {
+      base = std::move(decoded).value();
+      recordedSuccess = true;
+    }
+  }
+  if (!base) {
+    base = pod->second.assignment;
+    recordedSuccess = annotationOr(pod->second.info, keys::kPodBindPhase) == "success";
+  }
+  if (!base) return std::nullopt;
+  Assignment fixed = *base;
+  bool any = false;
+  for (const auto& [container, byResource] : held)
+    for (const auto& [resource, ids] : byResource) {
+      auto r = resources_.find(resource);
+      if (r == resources_.end() || ids.empty()) continue;
+      any = true;
+      std::vector<DeviceGrant> devices;
+      if (auto g = givenByIds_.find(idsKey(resource, ids)); g != givenByIds_.end()) {
+        devices = g->second;
+      } else {
+        // Not handed out by this agent instance: keep the annotation's slices, in order.
+        const auto grants = devicesOf(&*base, container, r->second);
+        for (size_t i = 0; i < ids.size(); ++i) {
+          auto v = parseVirtualDeviceId(ids[i]);
+          if (!v) continue;
+          DeviceGrant d = i < grants.size() ? grants[i] : DeviceGrant{};
+          d.backend = r->second;
+          d.deviceId = v->deviceId;
+          d.slot = v->slot;
+          if (auto dev = devices_.find(v->deviceId); dev != devices_.end()) d.deviceIndex = dev->second.index;
+          devices.push_back(d);
+        }
+      }
+      replaceDevices(fixed, container, r->second, devices);
+    }
+  if (!any) return std::nullopt;
+  if (fixed == *base && recordedSuccess) return std::nullopt;
+  written_[uid] = encodeAssignment(fixed);
+  Progress& p = progress_[uid];
+  p.done = true;
+  p.failed = false;
+  for (const auto& c : fixed.containers) p.given[c.name] = c.devices;
+  bumpLocked();
+  return PodOutcome{uid, pod->second.info.podNamespace, pod->second.info.name, std::move(fixed), true};
+}
+
+std::optional<Assignment> PodTracker::recorded(const std::string& uid) const {
+  std::lock_guard lock(mu_);
+  auto w = written_.find(uid);
+  if (w == written_.end()) return std::nullopt;
+  auto decoded = decodeAssignment(w->second);
+  if (!decoded.ok()) return std::nullopt;
+  return std::move(decoded).value();
+}
+
+std::vector<std::pair<std::string, std::string>> PodTracker::liveContainers() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [uid, p] : pods_) {
+    if (p.info.terminated()) continue;
+    for (const auto& c : p.info.containers) out.emplace_back(uid, c.name);
+  }
+  return out;
+}
+
+std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> PodTracker::usageByDevice() const {
+  std::lock_guard lock(mu_);
+  std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> out;
+  for (const auto& [uid, pr] : progress_) {
+    if (pr.failed) continue;
+    auto pod = pods_.find(uid);
+    if (pod == pods_.end() || pod->second.info.terminated()) continue;
+    for (const auto& [c, grants] : pr.given)
+      for (const auto& g : grants) {
+        out[g.deviceId].first += g.memoryMiB;
+        out[g.deviceId].second += g.compute;
+      }
+  }
+  return out;
+}
+
+}  // namespace vgpu::deviceplugin

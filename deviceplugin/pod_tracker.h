@@ -1,0 +1,160 @@
+#pragma once
+// Which pod the kubelet is admitting (DESIGN.md 6a). The kubelet's Allocate names device
+// IDs, never the pod; this class keeps the pods bound to this node (fed by the agent's
+// watch) and answers three questions without any I/O:
+//  - GetPreferredAllocation: which IDs to steer the kubelet to (the assignment of the
+//    oldest pod still waiting whose next container asks for that many devices);
+//  - Allocate: which pod and container those IDs belong to (exact IDs first, else the
+//    oldest pod whose next container's request signature matches) and which devices it
+//    really gets (the devices the kubelet handed over, never more than a device holds);
+//  - PodResources: what the assignment annotation must say, given the IDs each container
+//    actually holds.
+// Thread-safe; every method takes one short lock, so pods are matched concurrently and no
+// pod waits for another's Allocate to finish.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "vgpu/assignment.h"
+#include "vgpu/device.h"
+#include "vgpu/pod_info.h"
+#include "vgpu/result.h"
+
+namespace vgpu::deviceplugin {
+
+/// A pod bound to this node, as the watch last saw it.
+struct TrackedPod {
+  PodInfo info;
+  std::chrono::system_clock::time_point created{};  ///< metadata.creationTimestamp
+  std::optional<Assignment> assignment;  ///< decoded once, at upsert
+  std::string assignmentError;           ///< why the annotation did not decode
+};
+
+/// Why a claim failed, for the gRPC status and for whom to blame.
+enum class ClaimFailure : std::uint8_t {
+  kBadRequest,    ///< IDs that are not ours
+  kNoPod,         ///< no waiting pod matches (yet: the watch may be behind)
+  kPodUnusable,   ///< the matching pod cannot be served (no or bad assignment, no room)
+};
+
+struct ClaimError {
+  ClaimFailure failure = ClaimFailure::kNoPod;
+  std::string message;
+  std::string podUid;  ///< the pod to mark failed (kPodUnusable), else empty
+};
+
+/// One container of one pod, chosen for one Allocate call.
+struct Claim {
+  std::string podUid;
+  std::string podNamespace;
+  std::string podName;
+  std::string container;
+  int containerIndex = 0;
+  std::string resource;
+  std::string backend;
+  std::vector<std::string> ids;      ///< the kubelet's IDs
+  std::vector<DeviceGrant> devices;  ///< what the container really gets, in the kubelet's ID order
+  bool exact = false;                ///< the IDs were the assignment's own
+  Annotations podAnnotations;
+};
+
+/// What to record on a pod once every container of it was allocated.
+struct PodOutcome {
+  std::string podUid;
+  std::string podNamespace;
+  std::string podName;
+  Assignment assignment;  ///< the annotation's, with the devices actually given
+  bool changed = false;   ///< differs from the annotation the scheduler wrote
+};
+
+class PodTracker {
+ public:
+  explicit PodTracker(std::string nodeName) : node_(std::move(nodeName)) {}
+
+  /// The kubelet-visible resources this agent serves and the backend owning each.
+  void setResources(std::map<std::string, std::string> resourceToBackend);
+  /// A backend's devices on this node (for device indices and the room check).
+  void setDevices(const std::string& backend, const std::vector<Device>& devices);
+
+  /// Adds or replaces a pod (decoding its assignment annotation).
+  void upsert(TrackedPod pod);
+  void remove(const std::string& uid);
+  std::vector<TrackedPod> pods() const;
+
+  /// Preferred IDs for a container of `size` devices of `resource`, or empty for no hint.
+  std::vector<std::string> preferred(const std::string& resource, const std::vector<std::string>& available,
+                                     const std::vector<std::string>& mustInclude, std::size_t size) const;
+
+  /// Picks the pod and container for an Allocate of `ids`; reserves it until commit/abort.
+  std::variant<Claim, ClaimError> claim(const std::string& resource, const std::vector<std::string>& ids);
+  /// The container got its devices. Returns the pod's outcome when it was the pod's last.
+  std::optional<PodOutcome> commit(const Claim& claim);
+  /// The Allocate failed: the reservation is dropped; `failPod` keeps the pod from being
+  /// matched again (the kubelet rejects a pod whose Allocate failed).
+  void abort(const Claim& claim, bool failPod);
+  /// Undo a committed pod (its outcome could not be recorded): containers unserved, pod failed.
+  std::vector<Claim> rollbackPod(const std::string& uid);
+  /// Marks a pod failed so it is not matched again.
+  void failPod(const std::string& uid);
+
+  /// Waits until the set of pods changes or `deadline`; false on timeout.
+  bool waitForChange(std::uint64_t seen, std::chrono::steady_clock::time_point deadline) const;
+  std::uint64_t generation() const;
+
+  /// The assignment pod `uid` should carry given the IDs its containers hold
+  /// (container -> resource -> ids, from PodResources). nullopt when the annotation (or
+  /// what this agent last wrote) already says so, or the pod is unknown.
+  std::optional<PodOutcome> correction(
+      const std::string& uid, const std::map<std::string, std::map<std::string, std::vector<std::string>>>& held);
+  /// A pod's assignment as this agent last recorded it (for tests and metrics).
+  std::optional<Assignment> recorded(const std::string& uid) const;
+  /// Containers this agent gave devices to: (pod uid, container) of pods still known.
+  std::vector<std::pair<std::string, std::string>> liveContainers() const;
+  /// Memory and compute given on each device: device id -> (MiB, compute).
+  std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> usageByDevice() const;
+
+ private:
+  struct Progress {
+    std::set<std::pair<std::string, std::string>> reserved;  // (container, resource)
+    std::set<std::pair<std::string, std::string>> served;
+    std::map<std::string, std::vector<DeviceGrant>> given;  // container -> devices (all backends)
+    bool failed = false;
+    bool done = false;
+  };
+  struct Candidate {
+    const TrackedPod* pod;
+    const ContainerResources* container;
+    int index;
+  };
+
+  std::vector<const TrackedPod*> waitingLocked() const;
+  std::optional<Candidate> nextContainerLocked(const TrackedPod& pod, const std::string& resource) const;
+  bool podCompleteLocked(const TrackedPod& pod, const Progress& progress) const;
+  std::optional<std::string> roomLocked(const std::string& uid, const std::vector<DeviceGrant>& devices) const;
+  Assignment outcomeLocked(const TrackedPod& pod, const Progress& progress) const;
+  void bumpLocked();
+
+  std::string node_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable changed_;
+  std::uint64_t generation_ = 0;
+  std::map<std::string, std::string> resources_;  // resource -> backend
+  std::map<std::string, Device> devices_;         // device id -> device
+  std::map<std::string, TrackedPod> pods_;        // uid -> pod
+  std::map<std::string, Progress> progress_;      // uid -> progress
+  std::map<std::string, std::string> written_;    // uid -> assignment JSON this agent recorded
+  std::map<std::string, std::vector<DeviceGrant>> givenByIds_;  // resource|sorted ids -> devices
+};
+
+/// "resource|id1,id2" with the IDs sorted: the key of what one Allocate handed out.
+std::string idsKey(const std::string& resource, std::vector<std::string> ids);
+
+}  // namespace vgpu::deviceplugin

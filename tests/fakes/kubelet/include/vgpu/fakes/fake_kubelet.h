@@ -1,0 +1,116 @@
+#pragma once
+// A kubelet double for the node agent's tests: the kubelet's side of the device plugin API
+// v1beta1 (the Registration service on <dir>/kubelet.sock, a DevicePlugin client per
+// registered resource that follows ListAndWatch) and the PodResources v1 service, over unix
+// sockets with the real protocols. It admits pods one at a time in the order it is given
+// them, choosing device IDs as the kubelet does (GetPreferredAllocation when the plugin
+// offers it), and can restart the way the kubelet does (every socket in the directory
+// deleted, its own recreated). No gRPC type appears here.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vgpu/container_spec.h"
+#include "vgpu/result.h"
+
+namespace vgpu::fakes {
+
+struct FakeKubeletOptions {
+  std::string devicePluginDir;     ///< kubelet.sock is created here; plugins put theirs here
+  std::string podResourcesSocket;  ///< full path of the PodResources socket; empty = not served
+  /// Never ask GetPreferredAllocation; take the lowest available IDs (for a test).
+  bool ignorePreferred = false;
+};
+
+/// One container of a pod to admit: its extended-resource limits.
+struct KubeletContainer {
+  std::string name;
+  bool init = false;
+  std::map<std::string, std::int64_t> limits;
+};
+
+struct KubeletPod {
+  std::string ns = "default";
+  std::string name;
+  std::string uid;
+  std::vector<KubeletContainer> containers;  ///< init containers first, as the kubelet orders them
+};
+
+/// What one container got for one resource.
+struct ContainerAllocation {
+  std::string container;
+  std::string resource;
+  std::vector<std::string> deviceIds;
+  ContainerSpec response;  ///< the plugin's ContainerAllocateResponse (CDI devices left out)
+};
+
+struct AdmitResult {
+  bool admitted = false;
+  std::string error;  ///< the plugin's gRPC error, as the kubelet would report it
+  std::vector<ContainerAllocation> allocations;
+};
+
+/// A plugin's registration as the kubelet recorded it.
+struct PluginRegistration {
+  std::string resource;
+  std::string endpoint;
+  bool preStartRequired = false;
+  bool preferredAllocationAvailable = false;
+};
+
+/// The last device list a plugin sent.
+struct KubeletDevice {
+  std::string id;
+  bool healthy = false;
+  std::vector<std::int64_t> numaNodes;
+};
+
+class FakeKubelet {
+ public:
+  /// Serves Registration (and PodResources when asked). Fails if a socket cannot be made.
+  static Result<std::unique_ptr<FakeKubelet>> start(FakeKubeletOptions options);
+  ~FakeKubelet();  ///< stop()
+  FakeKubelet(const FakeKubelet&) = delete;
+  FakeKubelet& operator=(const FakeKubelet&) = delete;
+
+  /// Stops every server and stream; safe to call twice.
+  void stop();
+
+  /// Waits until `resource` is registered and its plugin sent a list satisfying `pred`
+  /// (any list when `pred` is empty).
+  bool waitForDevices(const std::string& resource, std::chrono::milliseconds timeout,
+                      const std::function<bool(const std::vector<KubeletDevice>&)>& pred = {});
+  std::vector<KubeletDevice> devices(const std::string& resource) const;
+  /// Every successful Register call so far, in order.
+  std::vector<PluginRegistration> registrations() const;
+  /// Device lists received for `resource` since start.
+  std::size_t listsReceived(const std::string& resource) const;
+
+  /// Admits a pod as the kubelet's resource admit handler does: for each container (init
+  /// first) and each registered resource it requests, choose IDs, Allocate with one
+  /// container request, PreStartContainer when required. A failure rejects the pod and
+  /// frees what it got. Admissions are serialized, as in the kubelet.
+  AdmitResult admit(const KubeletPod& pod);
+  /// The pod is gone: its devices become available again.
+  void removePod(const std::string& uid);
+  /// Device IDs held by admitted pods: uid -> container -> resource -> ids.
+  std::map<std::string, std::map<std::string, std::map<std::string, std::vector<std::string>>>> allocations() const;
+
+  /// What a kubelet restart looks like to a plugin: the Registration server goes away,
+  /// every unix socket in the directory is deleted, plugin streams end, kubelet.sock is
+  /// recreated. Admitted pods keep their devices (the kubelet's checkpoint).
+  Status restart();
+
+  struct Impl;
+
+ private:
+  explicit FakeKubelet(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace vgpu::fakes
