@@ -1,6 +1,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "nvidia_test_support.h"
 #include "smi_xml.h"
 
@@ -107,6 +109,28 @@ TEST(NvidiaSmiXml, RefusesWhatIsNotItsXml) {
     auto gpus = parseSmiXml(c.text);
     ASSERT_FALSE(gpus.ok()) << c.text;
     EXPECT_THAT(gpus.error().message, HasSubstr(c.mentions)) << c.text;
+  }
+}
+
+TEST(NvidiaSmiXml, SurvivesTruncatedAndCorruptedOutput) {
+  // Whatever nvidia-smi prints (a crash mid-write, a driver bug), parsing ends with GPUs or an
+  // error; every GPU it returns either has a UUID or says why not.
+  const std::string full = kTwoGpus;
+  auto check = [](const std::string& text) {
+    auto gpus = parseSmiXml(text);
+    if (!gpus.ok()) {
+      EXPECT_FALSE(gpus.error().message.empty());
+      return;
+    }
+    for (const auto& g : *gpus) EXPECT_TRUE(!g.uuid.empty() || !g.error.empty());
+  };
+  for (size_t n = 0; n <= full.size(); ++n) check(full.substr(0, n));
+  std::mt19937 random(20261202);
+  const char junk[] = {'<', '>', '/', '&', '"', '\0', 'N', 'A', ' ', '\xff', '9'};
+  for (int i = 0; i < 3000; ++i) {
+    std::string text = full;
+    for (int k = 0; k < 3; ++k) text[random() % text.size()] = junk[random() % sizeof junk];
+    check(text);
   }
 }
 
