@@ -6,12 +6,14 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "hygon_api.h"
 #include "vgpu/backend_params.h"
 
 namespace vgpu::hygon::fake {
@@ -110,6 +112,20 @@ class FakeNode {
                           {"hyhalDir", ""}};
     for (auto& [k, v] : extra) p.settings.options[k] = v;
     return p;
+  }
+
+  /// One vDCU as the fake driver describes it (dmiGetVDeviceInfo): {device, CUs, MiB};
+  /// {-1, -1, -1} when it does not exist.
+  std::array<long, 3> hydmiVdev(int vid) const {
+    void* h = dlopen((std::string(VGPU_FAKE_ROCM_DIR) + "/libhydmi.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) return {-1, -1, -1};
+    auto fn = reinterpret_cast<dmiGetVDeviceInfo_fn>(dlsym(h, "dmiGetVDeviceInfo"));
+    dmiDeviceInfo info{};
+    std::array<long, 3> out{-1, -1, -1};
+    if (fn != nullptr && fn(vid, &info) == DMI_STATUS_SUCCESS)
+      out = {info.device_id, info.compute_unit_count, static_cast<long>(info.global_mem_size / (1024 * 1024))};
+    dlclose(h);
+    return out;
   }
 
   /// vDCUs the fake driver holds now, asked through the fake libhydmi.so's own API.

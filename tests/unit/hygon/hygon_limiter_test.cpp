@@ -4,7 +4,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <random>
+#include <thread>
 #include <set>
 
 #include "fake_node.h"
@@ -204,6 +206,8 @@ TEST(HygonLimiter, HydmiModeCreatesAndDestroysDriverVdevs) {
   auto second = b->containerSpec(grant(node, "two", {slice("DCU-B", 1, 3000, 50)}));
   ASSERT_TRUE(second.ok()) << second.error().message;
   EXPECT_EQ(node.hydmiVdevCount(), 2);
+  EXPECT_EQ(node.hydmiVdev(0), (std::array<long, 3>{1, 30, 3000}));  // on DCU 1: 30 of 60 CUs, 3000 MiB
+  EXPECT_EQ(node.hydmiVdev(1), (std::array<long, 3>{1, 30, 3000}));
   const std::string conf = readText(node.hostDir("two") / "hygon-vdev" / "vdev0.conf");
   EXPECT_THAT(conf, HasSubstr("vdev_id: 1\n"));
   EXPECT_THAT(conf, HasSubstr("cu_count: 30\n"));
@@ -361,6 +365,27 @@ TEST(HygonLimiter, AVdevThatCannotBeDestroyedStaysRecordedForTheNextTry) {
   ASSERT_TRUE(b->reconcile({}).ok());
   EXPECT_TRUE(b->holdings()->empty());
   EXPECT_EQ(node.hydmiVdevCount(), 0);
+}
+
+TEST(HygonLimiter, ContainersAllocatedFromManyThreadsNeverShareACu) {
+  FakeNode node({{.serial = "A", .cus = 60}, {.serial = "B", .cus = 60}});
+  auto b = agent(node.params());
+  std::vector<ContainerGrant> grants;
+  for (int i = 0; i < 32; ++i)
+    grants.push_back(grant(node, "t" + std::to_string(i), {slice(i % 2 ? "DCU-B" : "DCU-A", i % 2, 100, 5)}));
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = t; i < 32; i += 4)
+        if (!b->containerSpec(grants[static_cast<size_t>(i)]).ok()) ++failures;
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  auto held = b->holdings();
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ(held->size(), 32u);
+  expectDisjointPerDevice(*held);
 }
 
 TEST(HygonLimiter, NoneEnforcementOnlyPassesDeviceNodes) {
