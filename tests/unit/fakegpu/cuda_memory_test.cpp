@@ -104,6 +104,36 @@ TEST_F(FakeGpuMemory, CopiesAndMemsetReachTheMemory) {
     CHILD_CHECK(cuMemsetD8_v2(b + 8, 0x5a, 8) == CUDA_SUCCESS);
     CHILD_CHECK(cuMemcpyDtoH_v2(out, b, 64) == CUDA_SUCCESS && out[8] == 0x5a && out[15] == 0x5a && out[16] == 16);
     CHILD_CHECK(cuMemcpyHtoD_v2(a + 60, in, 8) == CUDA_ERROR_INVALID_VALUE);  // runs past the allocation
+
+    CU_FN(cuda, cuStreamCreate);
+    CU_FN(cuda, cuMemcpyHtoDAsync_v2);
+    CU_FN(cuda, cuMemcpyDtoHAsync_v2);
+    CU_FN(cuda, cuMemcpyAsync);
+    CU_FN(cuda, cuMemsetD32Async);
+    CU_FN(cuda, cuMemsetD32_v2);
+    CU_FN(cuda, cuStreamSynchronize);
+    CUstream s = nullptr;
+    CHILD_CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+    CHILD_CHECK(cuMemsetD32Async(a, 0x01020304u, 16, s) == CUDA_SUCCESS);
+    CHILD_CHECK(cuMemcpyAsync(b, a, 64, s) == CUDA_SUCCESS);
+    CHILD_CHECK(cuMemcpyDtoHAsync_v2(out, b, 64, s) == CUDA_SUCCESS && cuStreamSynchronize(s) == CUDA_SUCCESS);
+    unsigned int word = 0;
+    std::memcpy(&word, out + 60, 4);
+    CHILD_CHECK(word == 0x01020304u);
+    CHILD_CHECK(cuMemcpyHtoDAsync_v2(a, in, 65, s) == CUDA_ERROR_INVALID_VALUE);
+    CHILD_CHECK(cuMemsetD32_v2(a + 2, 0, 1) == CUDA_ERROR_INVALID_VALUE);  // misaligned
+
+    CU_FN(cuda, cuMemHostRegister_v2);
+    CU_FN(cuda, cuMemHostUnregister);
+    CU_FN(cuda, cuMemGetInfo_v2);
+    static char pinned[1 << 16];
+    size_t f0 = 0, f1 = 0, t = 0;
+    CHILD_CHECK(cuMemGetInfo_v2(&f0, &t) == CUDA_SUCCESS);
+    CHILD_CHECK(cuMemHostRegister_v2(pinned, sizeof pinned, CU_MEMHOSTREGISTER_PORTABLE) == CUDA_SUCCESS);
+    CHILD_CHECK(cuMemHostRegister_v2(pinned + 100, 10, 0) == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    CHILD_CHECK(cuMemGetInfo_v2(&f1, &t) == CUDA_SUCCESS && f1 == f0);  // host memory: nothing on the device
+    CHILD_CHECK(cuMemHostUnregister(pinned) == CUDA_SUCCESS);
+    CHILD_CHECK(cuMemHostUnregister(pinned) == CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
     return 0;
   });
   EXPECT_EQ(r.exitCode, 0) << r.stderrText;

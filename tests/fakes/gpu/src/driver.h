@@ -155,6 +155,7 @@ class Driver {
   std::map<uintptr_t, Allocation> allocations;  ///< by base address
   std::set<void*> hostAllocs;
   std::map<void*, size_t> hostAllocSizes;
+  std::map<uintptr_t, size_t> hostRegistered;   ///< cuMemHostRegister ranges by start
   std::set<Pool*> pools;
   std::vector<Pool*> defaultPools;
   std::vector<Pool*> currentPools;

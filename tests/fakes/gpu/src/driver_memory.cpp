@@ -301,6 +301,72 @@ CUresult memsetD8(CUdeviceptr dst, unsigned char v, size_t n, bool perThread) {
   return CUDA_SUCCESS;
 }
 
+// Asynchronous copies and sets: the fake performs them when the stream's earlier work is done
+// and returns after that (the host waits where hardware would not; the result is the same).
+CUresult streamPoint(CUstream stream, bool perThread) {
+  auto& drv = Driver::get();
+  uint64_t until = 0;
+  {
+    std::lock_guard lock(drv.mu);
+    Context* ctx = nullptr;
+    StreamState* s = nullptr;
+    if (CUresult r = resolveStream(stream, perThread, ctx, s)) return r;
+    until = streamDoneAt(s);
+  }
+  waitUntil(until);
+  return CUDA_SUCCESS;
+}
+
+CUresult copyAsync(void* dst, const void* src, size_t n, uintptr_t devDst, uintptr_t devSrc, CUstream stream,
+                   bool perThread) {
+  if (CUresult r = checkInit()) return r;
+  if (n == 0) return CUDA_SUCCESS;
+  if (dst == nullptr || src == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  {
+    std::lock_guard lock(Driver::get().mu);
+    if (devDst != 0 && !deviceRangeValid(devDst, n)) return CUDA_ERROR_INVALID_VALUE;
+    if (devSrc != 0 && !deviceRangeValid(devSrc, n)) return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (CUresult r = streamPoint(stream, perThread)) return r;
+  std::memmove(dst, src, n);
+  return CUDA_SUCCESS;
+}
+
+template <typename T>
+CUresult setElements(CUdeviceptr dst, T value, size_t n, CUstream stream, bool perThread, bool async) {
+  if (async) {
+    if (CUresult r = checkInit()) return r;
+  } else {
+    Context* ctx = nullptr;
+    if (CUresult r = requireContext(ctx)) return r;
+  }
+  if (n != 0) {
+    std::lock_guard lock(Driver::get().mu);
+    if (dst % sizeof(T) != 0 || n > SIZE_MAX / sizeof(T) ||
+        !deviceRangeValid(static_cast<uintptr_t>(dst), n * sizeof(T)))
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (CUresult r = async ? streamPoint(stream, perThread) : syncPoint(perThread)) return r;
+  T* p = reinterpret_cast<T*>(dst);
+  for (size_t i = 0; i < n; ++i) p[i] = value;
+  return CUDA_SUCCESS;
+}
+
+CUresult hostRegister(void* p, size_t size, unsigned flags) {
+  Context* ctx = nullptr;
+  if (CUresult r = requireContext(ctx)) return r;
+  unsigned known = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_IOMEMORY |
+                   CU_MEMHOSTREGISTER_READ_ONLY;
+  if (p == nullptr || size == 0 || (flags & ~known) != 0) return CUDA_ERROR_INVALID_VALUE;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  for (auto& [start, len] : drv.hostRegistered)
+    if (a < start + len && start < a + size) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  drv.hostRegistered[a] = size;  // page-locked host memory: nothing on the device
+  return CUDA_SUCCESS;
+}
+
 VmmHandle* findVmm(CUmemGenericAllocationHandle h) {
   auto& drv = Driver::get();
   auto it = drv.vmmHandles.find(h);
@@ -709,6 +775,81 @@ CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
 }
 CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char uc, size_t n) { return memsetD8(dst, uc, n, false); }
 CUresult cuMemsetD8_v2_ptds(CUdeviceptr dst, unsigned char uc, size_t n) { return memsetD8(dst, uc, n, true); }
+
+CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  Context* ctx = nullptr;
+  if (CUresult r = requireContext(ctx)) return r;
+  // Unified addressing: either side may be host or device memory.
+  return copyAsync(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n, 0, 0, nullptr, false);
+}
+CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  Context* ctx = nullptr;
+  if (CUresult r = requireContext(ctx)) return r;
+  return copyAsync(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n, 0, 0, nullptr, true);
+}
+CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  return copyAsync(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n, 0, 0, s, false);
+}
+CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  return copyAsync(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n, 0, 0, s, true);
+}
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
+  return copyAsync(reinterpret_cast<void*>(dst), src, n, static_cast<uintptr_t>(dst), 0, s, false);
+}
+CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
+  return copyAsync(reinterpret_cast<void*>(dst), src, n, static_cast<uintptr_t>(dst), 0, s, true);
+}
+CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream s) {
+  return copyAsync(dst, reinterpret_cast<const void*>(src), n, 0, static_cast<uintptr_t>(src), s, false);
+}
+CUresult cuMemcpyDtoHAsync_v2_ptsz(void* dst, CUdeviceptr src, size_t n, CUstream s) {
+  return copyAsync(dst, reinterpret_cast<const void*>(src), n, 0, static_cast<uintptr_t>(src), s, true);
+}
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  return copyAsync(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n, static_cast<uintptr_t>(dst),
+                   static_cast<uintptr_t>(src), s, false);
+}
+CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  return copyAsync(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n, static_cast<uintptr_t>(dst),
+                   static_cast<uintptr_t>(src), s, true);
+}
+CUresult cuMemsetD16_v2(CUdeviceptr dst, unsigned short v, size_t n) {
+  return setElements<unsigned short>(dst, v, n, nullptr, false, false);
+}
+CUresult cuMemsetD16_v2_ptds(CUdeviceptr dst, unsigned short v, size_t n) {
+  return setElements<unsigned short>(dst, v, n, nullptr, true, false);
+}
+CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int v, size_t n) {
+  return setElements<unsigned int>(dst, v, n, nullptr, false, false);
+}
+CUresult cuMemsetD32_v2_ptds(CUdeviceptr dst, unsigned int v, size_t n) {
+  return setElements<unsigned int>(dst, v, n, nullptr, true, false);
+}
+CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) {
+  return setElements<unsigned char>(dst, v, n, s, false, true);
+}
+CUresult cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) {
+  return setElements<unsigned char>(dst, v, n, s, true, true);
+}
+CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, CUstream s) {
+  return setElements<unsigned int>(dst, v, n, s, false, true);
+}
+CUresult cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned int v, size_t n, CUstream s) {
+  return setElements<unsigned int>(dst, v, n, s, true, true);
+}
+
+CUresult cuMemHostRegister(void* p, size_t bytesize, unsigned int flags) { return hostRegister(p, bytesize, flags); }
+CUresult cuMemHostRegister_v2(void* p, size_t bytesize, unsigned int flags) {
+  return hostRegister(p, bytesize, flags);
+}
+
+CUresult cuMemHostUnregister(void* p) {
+  if (CUresult r = checkInit()) return r;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  if (drv.hostRegistered.erase(reinterpret_cast<uintptr_t>(p)) == 0) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+  return CUDA_SUCCESS;
+}
 
 CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop,
                                        CUmemAllocationGranularity_flags option) {
