@@ -354,10 +354,21 @@ TEST_F(FakeGpuMemory, DestroyingAContextFreesItsMemory) {
     CHILD_CHECK(cuMemAlloc_v2(&p, 100 * kMiB) == CUDA_SUCCESS);
     size_t f = 0, t = 0;
     CHILD_CHECK(cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS && t == 2048 * kMiB && t - f == 100 * kMiB);
+    CU_FN(cuda, cuModuleLoadData);
+    CU_FN(cuda, cuModuleGetFunction);
+    CU_FN(cuda, cuLaunchKernel);
+    CUmodule mod = nullptr;
+    CUfunction spin = nullptr;
+    CHILD_CHECK(cuModuleLoadData(&mod, "x") == CUDA_SUCCESS && cuModuleGetFunction(&spin, mod, "spin") == CUDA_SUCCESS);
     CHILD_CHECK(cuCtxDestroy_v2(c) == CUDA_SUCCESS);
     CHILD_CHECK(cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == nullptr);
     auto* used = test::sym<uint64_t(int)>(cuda, "vgpuFakeDeviceUsedBytes");
     CHILD_CHECK(used != nullptr && used(1) == 0);
+    CHILD_CHECK(cuMemFree_v2(p) == CUDA_ERROR_INVALID_VALUE);  // went with the context
+    CHILD_CHECK(cuCtxCreate_v4(&c, nullptr, 0, 1) == CUDA_SUCCESS);
+    uint64_t us = 1;
+    void* args[] = {&us};
+    CHILD_CHECK(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr) == CUDA_ERROR_INVALID_HANDLE);
     return 0;
   });
   EXPECT_EQ(r.exitCode, 0) << r.stderrText;
