@@ -1,0 +1,394 @@
+#include "cluster_cache.h"
+
+#include <algorithm>
+#include <mutex>
+
+#include <spdlog/spdlog.h>
+
+#include "vgpu/annotations.h"
+#include "vgpu/codec/assignment_codec.h"
+#include "vgpu/codec/inventory.h"
+#include "vgpu/codec/timestamp.h"
+#include "vgpu/k8s/object.h"
+
+namespace vgpu::scheduler {
+namespace {
+
+namespace json = boost::json;
+using Clock = std::chrono::system_clock;
+
+std::string trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return std::string(s);
+}
+
+/// Multiset of (backend, device, memory, compute) per container, slots left out.
+std::vector<std::vector<std::string>> shape(const Assignment& a) {
+  std::vector<std::vector<std::string>> out;
+  for (const auto& c : a.containers) {
+    std::vector<std::string> grants;
+    for (const auto& g : c.devices)
+      grants.push_back(g.backend + "/" + g.deviceId + "/" + std::to_string(g.memoryMiB) + "/" + std::to_string(g.compute));
+    std::sort(grants.begin(), grants.end());
+    out.push_back(std::move(grants));
+  }
+  return out;
+}
+
+/// Distinct (position, slot) pairs a pod holds on a node.
+std::set<std::pair<int, int>> heldSlots(const NodeInventory& inventory, const Assignment& a) {
+  std::set<std::pair<int, int>> out;
+  for (const auto& c : a.containers)
+    for (const auto& g : c.devices)
+      if (g.slot >= 0)
+        if (int pos = inventory.find(g.backend, g.deviceId); pos >= 0) out.emplace(pos, g.slot);
+  return out;
+}
+
+std::string ago(Clock::duration d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) + "s";
+}
+
+}  // namespace
+
+std::string nodeUnusableReason(const NodeEntry& node, Clock::time_point now, std::chrono::seconds heartbeatTimeout) {
+  if (!node.state.unavailable.empty()) return node.state.unavailable;
+  if (!node.heartbeat)
+    return "the node agent has not published a heartbeat (no readable vgpu.io/heartbeat annotation): is "
+           "vgpu-device-plugin running on this node?";
+  if (now - *node.heartbeat > heartbeatTimeout)
+    return "the node agent's heartbeat is stale (last " + formatTimestamp(*node.heartbeat) + ", " +
+           ago(now - *node.heartbeat) + " ago, limit " + std::to_string(heartbeatTimeout.count()) +
+           "s): is vgpu-device-plugin running on this node?";
+  return {};
+}
+
+std::string requestSignature(const PodInfo& pod, const BackendSet& backends) {
+  std::string sig;
+  for (const auto& c : pod.containers) {
+    sig += c.init ? "i[" : "[";
+    for (const auto& [name, value] : c.limits) {
+      const Backend* owner = backends.ownerOf(name);
+      if (!owner) continue;
+      for (const auto& r : owner->allocator().resources()) {
+        if (r.name == name && r.advertised) sig += name + "=" + std::to_string(value) + ";";
+      }
+    }
+    sig += "]";
+  }
+  return sig;
+}
+
+bool interchangeable(const Assignment& a, const Assignment& b) { return shape(a) == shape(b); }
+
+ParsedNode parseNode(const json::object& node, const BackendSet& backends) {
+  ParsedNode out;
+  out.name = std::string(k8s::name(node));
+  std::map<std::string, std::string> inventories;
+  if (const json::object* ann = k8s::annotations(node)) {
+    for (const auto& [key, value] : *ann) {
+      if (!value.is_string()) continue;
+      std::string_view k = key;
+      if (k.substr(0, keys::kNodeDevicesPrefix.size()) == keys::kNodeDevicesPrefix)
+        inventories[std::string(k.substr(keys::kNodeDevicesPrefix.size()))] = std::string(value.get_string());
+    }
+  }
+  for (const auto& [backend, text] : inventories) {
+    out.fingerprint += backend + "=" + text + "\n";
+    if (!backends.find(backend)) continue;  // published by a backend this scheduler does not load
+    auto devices = decodeInventory(text, backend);
+    if (!devices.ok()) {
+      out.problem = "annotation " + keys::nodeDevices(backend) + " cannot be read: " + devices.error().message;
+      continue;
+    }
+    for (auto& d : *devices) out.devices.push_back(std::move(d));
+  }
+  if (out.devices.empty() && out.problem.empty())
+    out.problem = "no vgpu devices are published on this node (no vgpu.io/devices-<backend> annotation of an "
+                  "enabled backend)";
+  if (auto cordon = k8s::annotation(node, keys::kNodeDeviceCordon)) {
+    out.fingerprint += "cordon=" + std::string(*cordon);
+    std::string_view rest = *cordon;
+    while (!rest.empty()) {
+      auto comma = rest.find(',');
+      std::string id = trim(rest.substr(0, comma));
+      if (!id.empty()) out.cordoned.insert(std::move(id));
+      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    }
+  }
+  if (auto hb = k8s::annotation(node, keys::kNodeHeartbeat)) {
+    if (auto t = parseTimestamp(*hb); t.ok()) out.heartbeat = *t;
+  }
+  return out;
+}
+
+ClusterCache::ClusterCache(const BackendSet& backends, Options options) : backends_(backends), options_(std::move(options)) {}
+
+void ClusterCache::upsertNode(const json::object& obj) {
+  ParsedNode parsed = parseNode(obj, backends_);
+  if (parsed.name.empty()) return;
+  {
+    std::unique_lock lock(mu_);
+    auto it = nodes_.find(parsed.name);
+    if (it != nodes_.end() && it->second.fingerprint == parsed.fingerprint && it->second.state.unavailable == parsed.problem) {
+      it->second.heartbeat = parsed.heartbeat;  // the common case: only the heartbeat moved
+      return;
+    }
+  }
+  // A new or changed inventory: build it outside the lock, then recount the node's pods.
+  auto inventory = std::make_shared<const NodeInventory>(std::move(parsed.devices), backends_, parsed.cordoned);
+  NodeEntry entry;
+  entry.state = NodeState(parsed.name, inventory);
+  entry.state.unavailable = parsed.problem;
+  entry.heartbeat = parsed.heartbeat;
+  entry.fingerprint = std::move(parsed.fingerprint);
+  for (const auto& e : inventory->entries()) entry.slots.emplace_back(std::max<std::uint32_t>(1, e.device().splitCount), 0);
+  std::unique_lock lock(mu_);
+  nodes_[parsed.name] = std::move(entry);
+  rebuildNode(parsed.name);
+  changed_.notify_all();
+}
+
+void ClusterCache::removeNode(std::string_view name) {
+  std::unique_lock lock(mu_);
+  nodes_.erase(std::string(name));
+  changed_.notify_all();
+}
+
+void ClusterCache::rebuildNode(const std::string& name) {
+  auto node = nodes_.find(name);
+  if (node == nodes_.end()) return;
+  node->second.pods.clear();
+  auto holders = podsByNode_.find(name);
+  if (holders == podsByNode_.end()) return;
+  for (const auto& uid : holders->second) {
+    auto pod = pods_.find(uid);
+    if (pod != pods_.end()) applyToNode(node->second, pod->second, true);
+  }
+}
+
+void ClusterCache::applyToNode(NodeEntry& node, const PodRecord& record, bool add) {
+  Status s = add ? node.state.add(record.assignment) : node.state.remove(record.assignment);
+  if (!s.ok()) {
+    // The pod names a device the node no longer publishes: nothing to count there.
+    if (add) spdlog::warn("pod={} node={} assignment not counted: {}", record.key, record.node, s.error().message);
+    return;
+  }
+  for (const auto& [pos, slot] : heldSlots(*node.state.inventory, record.assignment)) {
+    auto& slots = node.slots[static_cast<size_t>(pos)];
+    if (static_cast<size_t>(slot) >= slots.size()) continue;
+    auto& holders = slots[static_cast<size_t>(slot)];
+    holders = add ? holders + 1 : (holders > 0 ? holders - 1 : 0);
+  }
+  if (add) node.pods.insert(record.uid);
+  else node.pods.erase(record.uid);
+}
+
+void ClusterCache::addHolder(PodRecord record) {
+  const std::string uid = record.uid, nodeName = record.node;
+  auto [it, inserted] = pods_.insert_or_assign(uid, std::move(record));
+  (void)inserted;
+  podsByNode_[nodeName].insert(uid);
+  if (auto node = nodes_.find(nodeName); node != nodes_.end()) applyToNode(node->second, it->second, true);
+}
+
+void ClusterCache::dropHolder(const std::string& uid) {
+  auto it = pods_.find(uid);
+  if (it == pods_.end()) return;
+  if (auto node = nodes_.find(it->second.node); node != nodes_.end()) applyToNode(node->second, it->second, false);
+  if (auto byNode = podsByNode_.find(it->second.node); byNode != podsByNode_.end()) {
+    byNode->second.erase(uid);
+    if (byNode->second.empty()) podsByNode_.erase(byNode);
+  }
+  pods_.erase(it);
+}
+
+void ClusterCache::upsertPod(const json::object& obj) {
+  auto pod = parsePod(json::value(obj));
+  const std::string uid(k8s::uid(obj));
+  if (uid.empty()) return;
+  std::optional<PodRecord> record;
+  if (pod.ok() && !pod->nodeName.empty() && !pod->terminated()) {
+    auto it = pod->annotations.find(std::string(keys::kPodAssignment));
+    if (it != pod->annotations.end()) {
+      auto assignment = decodeAssignment(it->second);
+      if (!assignment.ok()) {
+        spdlog::warn("pod={} node={} unreadable {} annotation, its devices are not counted: {}", pod->key(),
+                     pod->nodeName, keys::kPodAssignment, assignment.error().message);
+      } else if (!assignment->node.empty() && assignment->node != pod->nodeName) {
+        spdlog::warn("pod={} node={} assignment names node {}, not counted", pod->key(), pod->nodeName, assignment->node);
+      } else {
+        PodRecord r;
+        r.uid = uid;
+        r.key = pod->key();
+        r.node = pod->nodeName;
+        r.assignment = std::move(*assignment);
+        r.signature = requestSignature(*pod, backends_);
+        auto phase = pod->annotations.find(std::string(keys::kPodBindPhase));
+        r.inFlight = phase != pod->annotations.end() && phase->second == "allocating" && pod->phase != "Running";
+        r.boundAt = options_.now();
+        if (auto t = pod->annotations.find(std::string(keys::kPodBindTime)); t != pod->annotations.end())
+          if (auto parsed = parseTimestamp(t->second); parsed.ok()) r.boundAt = *parsed;
+        record = std::move(r);
+      }
+    }
+  }
+  std::unique_lock lock(mu_);
+  auto existing = pods_.find(uid);
+  if (!record) {
+    // An older event of a pod we are binding (not yet bound in it) must not undo the reservation.
+    const bool staleBeforeBind = existing != pods_.end() && existing->second.reservation && pod.ok() &&
+                                 pod->nodeName.empty() && !pod->terminated() && !pod->deleting;
+    if (!staleBeforeBind && existing != pods_.end()) dropHolder(uid);
+  } else if (existing != pods_.end() && existing->second.node == record->node &&
+             existing->second.assignment == record->assignment) {
+    existing->second.inFlight = record->inFlight;
+    existing->second.reservation = false;
+    existing->second.boundAt = record->boundAt;
+    existing->second.signature = record->signature;
+  } else {
+    if (existing != pods_.end()) dropHolder(uid);
+    addHolder(std::move(*record));
+  }
+  changed_.notify_all();
+}
+
+void ClusterCache::removePod(const json::object& obj) {
+  const std::string uid(k8s::uid(obj));
+  std::unique_lock lock(mu_);
+  dropHolder(uid);
+  changed_.notify_all();
+}
+
+void ClusterCache::read(const std::function<void(const Lookup&, Clock::time_point)>& fn) const {
+  std::shared_lock lock(mu_);
+  const Lookup lookup = [this](std::string_view name) -> const NodeEntry* {
+    auto it = nodes_.find(std::string(name));
+    return it == nodes_.end() ? nullptr : &it->second;
+  };
+  fn(lookup, options_.now());
+}
+
+void ClusterCache::forEachNode(const std::function<void(const NodeEntry&)>& fn) const {
+  std::shared_lock lock(mu_);
+  for (const auto& [name, node] : nodes_) fn(node);
+}
+
+bool ClusterCache::inFlightNow(const PodRecord& r, Clock::time_point now) const {
+  return r.inFlight && now - r.boundAt < options_.inFlightExpiry;
+}
+
+Result<ClusterCache::Reserved> ClusterCache::reserve(const PodInfo& pod, const PreparedPod& prepared,
+                                                     const std::string& nodeName, const PlacementEngine& engine,
+                                                     std::chrono::milliseconds holdTimeout) {
+  const auto deadline = std::chrono::steady_clock::now() + holdTimeout;
+  const std::string signature = requestSignature(pod, backends_);
+  std::unique_lock lock(mu_);
+  for (;;) {
+    auto nodeIt = nodes_.find(nodeName);
+    if (nodeIt == nodes_.end()) return makeError("node " + nodeName + " is not known to vgpu-scheduler");
+    NodeEntry& node = nodeIt->second;
+    const auto now = options_.now();
+    if (auto why = nodeUnusableReason(node, now, options_.scheduler.heartbeatTimeout); !why.empty())
+      return makeError("node " + nodeName + ": " + why);
+    if (auto mine = pods_.find(pod.uid); mine != pods_.end())
+      return makeError("pod " + pod.key() + " already holds devices on node " + mine->second.node);
+    auto assigned = engine.assign(prepared, node.state);
+    if (!assigned.ok()) return makeError("pod no longer fits node " + nodeName + ": " + assigned.error().message);
+
+    // DESIGN.md 6a: hold back only a bind the node agent could confuse with one in flight.
+    const PodRecord* conflict = nullptr;
+    if (auto holders = podsByNode_.find(nodeName); holders != podsByNode_.end()) {
+      for (const auto& uid : holders->second) {
+        const PodRecord& r = pods_.at(uid);
+        if (inFlightNow(r, now) && r.signature == signature && !interchangeable(r.assignment, *assigned)) {
+          conflict = &r;
+          break;
+        }
+      }
+    }
+    if (conflict) {
+      if (std::chrono::steady_clock::now() >= deadline)
+        return makeError("held back: pod " + conflict->key + " with the same device request is still waiting for "
+                         "its Allocate on node " + nodeName + " and the node agent could not tell the two apart; "
+                         "the scheduler will retry");
+      changed_.wait_until(lock, deadline);
+      continue;
+    }
+
+    // The lowest free slot per device, so virtual device ids <id>::<slot> stay unique on the node.
+    Assignment a = std::move(*assigned);
+    std::map<int, std::vector<int>> mine;  // position -> slots this pod took
+    auto takeSlot = [&](int pos) -> int {
+      const auto& slots = node.slots[static_cast<size_t>(pos)];
+      auto& taken = mine[pos];
+      for (int s = 0; s < static_cast<int>(slots.size()); ++s)
+        if (slots[static_cast<size_t>(s)] == 0 && std::find(taken.begin(), taken.end(), s) == taken.end()) {
+          taken.push_back(s);
+          return s;
+        }
+      return -1;
+    };
+    for (int pass = 0; pass < 2; ++pass) {  // app containers first: init containers reuse their slots
+      for (auto& c : a.containers) {
+        if (c.init != (pass == 1)) continue;
+        for (auto& g : c.devices) {
+          const int pos = node.state.inventory->find(g.backend, g.deviceId);
+          if (pos < 0) return makeError("internal: assigned device " + g.deviceId + " is not on node " + nodeName);
+          if (c.init && !mine[pos].empty()) {
+            g.slot = mine[pos].front();
+            continue;
+          }
+          g.slot = takeSlot(pos);
+          if (g.slot < 0)
+            return makeError("device " + g.deviceId + " on node " + nodeName +
+                             " has no free slot (all virtual devices are held by other pods)");
+        }
+      }
+    }
+    PodRecord r;
+    r.uid = pod.uid;
+    r.key = pod.key();
+    r.node = nodeName;
+    r.assignment = a;
+    r.signature = signature;
+    r.inFlight = true;
+    r.reservation = true;
+    r.boundAt = now;
+    addHolder(std::move(r));
+    return Reserved{std::move(a)};
+  }
+}
+
+void ClusterCache::release(const std::string& uid) {
+  std::unique_lock lock(mu_);
+  auto it = pods_.find(uid);
+  if (it != pods_.end() && it->second.reservation) dropHolder(uid);
+  changed_.notify_all();
+}
+
+CacheStats ClusterCache::stats() const {
+  std::shared_lock lock(mu_);
+  CacheStats s;
+  s.nodes = nodes_.size();
+  s.pods = pods_.size();
+  const auto now = options_.now();
+  for (const auto& [uid, r] : pods_) {
+    s.reservations += r.reservation;
+    s.inFlight += inFlightNow(r, now);
+  }
+  return s;
+}
+
+std::optional<DeviceUsage> ClusterCache::deviceUsage(std::string_view node, std::string_view deviceId) const {
+  std::shared_lock lock(mu_);
+  auto it = nodes_.find(std::string(node));
+  if (it == nodes_.end()) return std::nullopt;
+  const auto& entries = it->second.state.inventory->entries();
+  for (size_t i = 0; i < entries.size(); ++i)
+    if (entries[i].device().id == deviceId) return it->second.state.usage[i];
+  return std::nullopt;
+}
+
+}  // namespace vgpu::scheduler

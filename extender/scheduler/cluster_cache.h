@@ -1,0 +1,141 @@
+#pragma once
+// The scheduler's view of the cluster: per node its device inventory (from the node
+// agent's annotations) and the usage of every device, kept up to date incrementally from
+// node and pod events (never rebuilt per request), plus the reservations of binds in
+// flight. Pods that end or are deleted give their devices back at once.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include <boost/json/object.hpp>
+
+#include "vgpu/assignment.h"
+#include "vgpu/backend_loader.h"
+#include "vgpu/config.h"
+#include "vgpu/node_state.h"
+#include "vgpu/placement.h"
+#include "vgpu/pod_info.h"
+#include "vgpu/result.h"
+
+namespace vgpu::scheduler {
+
+using WallClock = std::function<std::chrono::system_clock::time_point()>;
+
+/// One node as the cache keeps it.
+struct NodeEntry {
+  NodeState state;  ///< inventory + usage; state.unavailable = a lasting problem (no inventory...)
+  /// When the agent last published; nullopt = never (no heartbeat annotation).
+  std::optional<std::chrono::system_clock::time_point> heartbeat;
+  std::string fingerprint;  ///< the annotations the inventory was built from
+  /// Per inventory position, how many grants hold each slot (size = the device's split count).
+  std::vector<std::vector<std::uint16_t>> slots;
+  std::unordered_set<std::string> pods;  ///< uids of the pods holding devices here
+};
+
+/// Why a node cannot take any pod now (a lasting problem or a stale heartbeat), "" if it can.
+std::string nodeUnusableReason(const NodeEntry& node, std::chrono::system_clock::time_point now,
+                               std::chrono::seconds heartbeatTimeout);
+
+/// The node agent tells pods apart by what the kubelet's Allocate calls carry: per container
+/// the advertised resources and their counts (DESIGN.md 6a). Pods with equal signatures in
+/// flight on one node can be confused.
+std::string requestSignature(const PodInfo& pod, const BackendSet& backends);
+
+/// Whether two assignments give every container the same slices of the same devices (slots
+/// aside), so the node agent serving them in either order does no harm.
+bool interchangeable(const Assignment& a, const Assignment& b);
+
+/// Builds a node's inventory from its annotations. A node without any
+/// vgpu.io/devices-<backend> annotation gets an empty inventory and a reason.
+struct ParsedNode {
+  std::string name;
+  std::vector<Device> devices;
+  std::set<std::string> cordoned;
+  std::optional<std::chrono::system_clock::time_point> heartbeat;
+  std::string problem;      ///< non-empty: the node cannot take pods (no/undecodable inventory)
+  std::string fingerprint;
+};
+ParsedNode parseNode(const boost::json::object& node, const BackendSet& backends);
+
+struct CacheStats {
+  std::size_t nodes = 0, pods = 0, reservations = 0, inFlight = 0;
+};
+
+/// Thread-safe. Readers (filter, prioritize, metrics) share a lock; node and pod events and
+/// binds take it exclusively for the few microseconds their bookkeeping needs.
+class ClusterCache {
+ public:
+  struct Options {
+    SchedulerConfig scheduler;
+    /// A pod stays "in flight" (bound, Allocate not yet answered) at most this long.
+    std::chrono::seconds inFlightExpiry{300};
+    WallClock now = [] { return std::chrono::system_clock::now(); };
+  };
+  ClusterCache(const BackendSet& backends, Options options);
+
+  void upsertNode(const boost::json::object& node);
+  void removeNode(std::string_view name);
+  void upsertPod(const boost::json::object& pod);
+  void removePod(const boost::json::object& pod);
+
+  /// Runs `fn(lookup, now)` under the shared lock; `lookup(name)` is null for unknown nodes.
+  using Lookup = std::function<const NodeEntry*(std::string_view)>;
+  void read(const std::function<void(const Lookup&, std::chrono::system_clock::time_point)>& fn) const;
+  /// Every node, under the shared lock (metrics).
+  void forEachNode(const std::function<void(const NodeEntry&)>& fn) const;
+
+  /// What reserve() decided.
+  struct Reserved {
+    Assignment assignment;  ///< with slots chosen
+  };
+  /// Re-checks that `pod` fits `node` now, chooses the lowest free slot per device and
+  /// records the pod's usage as a reservation, atomically with respect to other binds. If
+  /// a pod with the same request signature but a non-interchangeable assignment is in
+  /// flight on that node, waits up to `holdTimeout` for it to leave flight, then fails.
+  /// Errors are words for the pod's events.
+  Result<Reserved> reserve(const PodInfo& pod, const PreparedPod& prepared, const std::string& node,
+                           const PlacementEngine& engine, std::chrono::milliseconds holdTimeout);
+  /// Drops a reservation whose bind failed (no-op once the informer confirmed the pod).
+  void release(const std::string& uid);
+
+  CacheStats stats() const;
+  /// Usage on one device (tests).
+  std::optional<DeviceUsage> deviceUsage(std::string_view node, std::string_view deviceId) const;
+
+ private:
+  struct PodRecord {
+    std::string uid, key, node;
+    Assignment assignment;
+    std::string signature;
+    bool inFlight = false;
+    bool reservation = false;  ///< made by reserve(), not yet seen from the informer
+    std::chrono::system_clock::time_point boundAt{};
+  };
+  void addHolder(PodRecord record);      // requires mu_ exclusive
+  void dropHolder(const std::string& uid);
+  void applyToNode(NodeEntry& node, const PodRecord& record, bool add);
+  void rebuildNode(const std::string& name);
+  bool inFlightNow(const PodRecord& r, std::chrono::system_clock::time_point now) const;
+
+  const BackendSet& backends_;
+  Options options_;
+  mutable std::shared_mutex mu_;
+  std::condition_variable_any changed_;  // a pod left flight or went away
+  std::unordered_map<std::string, NodeEntry> nodes_;
+  std::unordered_map<std::string, PodRecord> pods_;  // by uid: pods holding devices
+  std::unordered_map<std::string, std::unordered_set<std::string>> podsByNode_;  // also for nodes not (yet) known
+};
+
+}  // namespace vgpu::scheduler

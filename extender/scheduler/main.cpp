@@ -1,0 +1,135 @@
+// vgpu-scheduler: the kube-scheduler extender (filter, prioritize, bind) and the mutating
+// admission webhook, with /metrics, /healthz and /readyz. docs/scheduler.md has the flags
+// and the kube-scheduler configuration.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include <boost/program_options.hpp>
+#include <spdlog/spdlog.h>
+
+#include "service.h"
+#include "vgpu/backend_loader.h"
+#include "vgpu/config.h"
+#include "vgpu/k8s/client.h"
+#include "vgpu/k8s/config.h"
+#include "vgpu/version.h"
+
+namespace po = boost::program_options;
+using namespace vgpu;
+
+namespace {
+
+int fail(const std::string& message) {
+  std::cerr << "vgpu-scheduler: " << message << "\n";
+  return 2;
+}
+
+/// "host:port", "[v6]:port" or ":port".
+bool splitListen(const std::string& text, std::string& host, std::uint16_t& port) {
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos) return false;
+  host = text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.empty()) host = "0.0.0.0";
+  const std::string p = text.substr(colon + 1);
+  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos) return false;
+  const long value = std::stol(p);
+  if (value > 65535) return false;
+  port = static_cast<std::uint16_t>(value);
+  return true;
+}
+
+std::string defaultInstance() {
+  if (const char* pod = std::getenv("POD_NAME"); pod && *pod) return pod;
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) == 0 && host[0]) return host;
+  return "vgpu-scheduler";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  po::options_description options("vgpu-scheduler: scheduler extender and admission webhook for shared devices");
+  options.add_options()("help,h", "show this help")("version", "print the version")(
+      "config", po::value<std::string>()->default_value("/etc/vgpu/device-config.yaml"), "device-config.yaml")(
+      "backend-dir", po::value<std::string>(), "where libvgpu-backend-<name>.so live (default <bin>/../lib/vgpu/backends)")(
+      "kubeconfig", po::value<std::string>()->default_value(""),
+      "kubeconfig file; empty = in-cluster when KUBERNETES_SERVICE_HOST is set, else $KUBECONFIG or ~/.kube/config")(
+      "context", po::value<std::string>()->default_value(""), "kubeconfig context (default: its current-context)")(
+      "listen", po::value<std::string>()->default_value("0.0.0.0:8443"), "address:port to serve on")(
+      "tls-cert", po::value<std::string>()->default_value(""), "PEM certificate chain; with --tls-key serves HTTPS")(
+      "tls-key", po::value<std::string>()->default_value(""), "PEM private key")(
+      "scheduler-name", po::value<std::string>()->default_value("vgpu-scheduler"),
+      "schedulerName the webhook sets on pods (the kube-scheduler profile that calls this extender)")(
+      "log-level", po::value<std::string>()->default_value("info"), "trace, debug, info, warn, error")(
+      "threads", po::value<int>()->default_value(8), "HTTP threads (requests handled at once)")(
+      "bind-hold-timeout", po::value<int>()->default_value(3000),
+      "ms a bind waits for a confusable pod on the same node to be allocated before failing (retried)")(
+      "qps", po::value<double>()->default_value(1000), "apiserver requests per second (client-side limit)")(
+      "burst", po::value<int>()->default_value(2000), "apiserver request burst");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, options), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    return fail(std::string(e.what()) + " (see --help)");
+  }
+  if (vm.count("help")) {
+    std::cout << options << "\n";
+    return 0;
+  }
+  if (vm.count("version")) {
+    std::cout << "vgpu-scheduler " << versionString() << "\n";
+    return 0;
+  }
+  const auto level = spdlog::level::from_str(vm["log-level"].as<std::string>());
+  if (level == spdlog::level::off && vm["log-level"].as<std::string>() != "off")
+    return fail("--log-level must be trace, debug, info, warn, error or off");
+  spdlog::set_level(level);
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v");
+
+  scheduler::ServiceOptions service;
+  service.schedulerName = vm["scheduler-name"].as<std::string>();
+  service.instance = defaultInstance();
+  service.extender.bindHoldTimeout = std::chrono::milliseconds(std::max(0, vm["bind-hold-timeout"].as<int>()));
+  if (!splitListen(vm["listen"].as<std::string>(), service.http.address, service.http.port))
+    return fail("--listen must be address:port, got \"" + vm["listen"].as<std::string>() + "\"");
+  service.http.certFile = vm["tls-cert"].as<std::string>();
+  service.http.keyFile = vm["tls-key"].as<std::string>();
+  service.http.threads = std::max(1, vm["threads"].as<int>());
+
+  auto config = loadDeviceConfig(vm["config"].as<std::string>());
+  if (!config.ok()) return fail(config.error().message);
+  const std::filesystem::path backendDir =
+      vm.count("backend-dir") ? std::filesystem::path(vm["backend-dir"].as<std::string>()) : defaultBackendDir();
+  BackendLoadOutcome loaded = loadEnabledBackends(*config, backendDir, "");
+  for (const auto& failure : loaded.failures) spdlog::error("backend not loaded: {}", failure.message);
+  if (loaded.backends.empty()) return fail("no backend could be loaded from " + backendDir.string());
+
+  auto clientConfig = k8s::loadDefaultConfig(vm["kubeconfig"].as<std::string>(), vm["context"].as<std::string>());
+  if (!clientConfig.ok()) return fail(clientConfig.error().message);
+  k8s::ClientOptions clientOptions;
+  clientOptions.qps = vm["qps"].as<double>();
+  clientOptions.burst = vm["burst"].as<int>();
+  clientOptions.userAgent = std::string("vgpu-scheduler/") + versionString();
+  auto client = k8s::Client::create(std::move(*clientConfig), clientOptions);
+  if (!client.ok()) return fail(client.error().message);
+
+  // Signals are taken by sigwait below, never by the worker threads started next.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto running = scheduler::SchedulerService::start(*config, loaded.backends, **client, service);
+  if (!running.ok()) return fail(running.error().message);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("signal {}: stopping", sig);
+  (*running)->stop();
+  return 0;
+}

@@ -1,0 +1,143 @@
+#include "service.h"
+
+#include <spdlog/spdlog.h>
+
+#include "scheduler_metrics.h"
+#include "vgpu/k8s/informer.h"
+#include "webhook.h"
+
+namespace vgpu::scheduler {
+
+struct SchedulerService::Impl {
+  metrics::Registry registry;
+  SchedulerMetrics metrics{registry};
+  std::unique_ptr<ClusterCache> cache;
+  std::unique_ptr<k8s::Informer> nodeInformer, podInformer;
+  std::unique_ptr<EventRecorder> events;
+  std::unique_ptr<Extender> extender;
+  std::unique_ptr<Webhook> webhook;
+  std::unique_ptr<http::Server> server;
+  std::chrono::seconds heartbeatTimeout{90};
+
+  bool ready() const { return nodeInformer->hasSynced() && podInformer->hasSynced(); }
+
+  void collect() {
+    const CacheStats s = cache->stats();
+    metrics.podsHolding.set(static_cast<double>(s.pods));
+    metrics.podsInFlight.set(static_cast<double>(s.inFlight));
+    for (auto* g : {&metrics.deviceMemory, &metrics.deviceMemoryCapacity, &metrics.deviceCompute, &metrics.deviceShares})
+      g->clear();
+    std::map<std::string, double> states{{"ready", 0}, {"stale", 0}, {"no-devices", 0}};
+    const auto now = std::chrono::system_clock::now();
+    cache->forEachNode([&](const NodeEntry& node) {
+      if (!node.state.unavailable.empty()) ++states["no-devices"];
+      else if (!nodeUnusableReason(node, now, heartbeatTimeout).empty()) ++states["stale"];
+      else ++states["ready"];
+      const auto& entries = node.state.inventory->entries();
+      for (size_t i = 0; i < entries.size(); ++i) {
+        const Device& d = entries[i].device();
+        const DeviceUsage& u = node.state.usage[i];
+        const metrics::LabelValues labels{node.state.name, d.id, d.backend};
+        metrics.deviceMemory.set(labels, static_cast<double>(u.memoryMiB) * 1048576.0);
+        metrics.deviceMemoryCapacity.set(labels, static_cast<double>(d.memoryMiB) * 1048576.0);
+        metrics.deviceCompute.set(labels, d.computeUnits ? 100.0 * u.compute / d.computeUnits : 0.0);
+        metrics.deviceShares.set(labels, u.shares);
+      }
+    });
+    for (const auto& [state, n] : states) metrics.nodes.set({state}, n);
+  }
+};
+
+SchedulerService::SchedulerService(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+SchedulerService::~SchedulerService() { stop(); }
+
+Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const DeviceConfig& config, const BackendSet& backends,
+                                                                  k8s::Client& client, ServiceOptions options) {
+  auto impl = std::make_unique<Impl>();
+  Impl* s = impl.get();
+  s->heartbeatTimeout = config.scheduler.heartbeatTimeout;
+  ClusterCache::Options cacheOptions;
+  cacheOptions.scheduler = config.scheduler;
+  cacheOptions.inFlightExpiry = options.inFlightExpiry;
+  s->cache = std::make_unique<ClusterCache>(backends, cacheOptions);
+
+  k8s::InformerOptions nodeOptions;
+  nodeOptions.backoffMin = options.informerBackoffMin;
+  ClusterCache* cache = s->cache.get();
+  s->nodeInformer = std::make_unique<k8s::Informer>(
+      client, k8s::kNodes, nodeOptions,
+      k8s::InformerHandlers{[cache](const k8s::ObjectPtr& n) { cache->upsertNode(*n); },
+                            [cache](const k8s::ObjectPtr&, const k8s::ObjectPtr& n) { cache->upsertNode(*n); },
+                            [cache](const k8s::ObjectPtr& n) { cache->removeNode(k8s::name(*n)); }});
+  // Finished pods hold nothing: the selector turns Succeeded/Failed into deletes at once.
+  k8s::InformerOptions podOptions;
+  podOptions.fieldSelector = "status.phase!=Succeeded,status.phase!=Failed";
+  podOptions.backoffMin = options.informerBackoffMin;
+  s->podInformer = std::make_unique<k8s::Informer>(
+      client, k8s::kPods, podOptions,
+      k8s::InformerHandlers{[cache](const k8s::ObjectPtr& p) { cache->upsertPod(*p); },
+                            [cache](const k8s::ObjectPtr&, const k8s::ObjectPtr& p) { cache->upsertPod(*p); },
+                            [cache](const k8s::ObjectPtr& p) { cache->removePod(*p); }});
+  s->events = std::make_unique<EventRecorder>(&client, "vgpu-scheduler", options.instance,
+                                              [s] { s->metrics.eventsDropped.inc(); });
+  k8s::Informer* pods = s->podInformer.get();
+  s->extender = std::make_unique<Extender>(backends, config.scheduler, *s->cache, client, *s->events, s->metrics,
+                                           [pods](const std::string& key) { return pods->get(key); }, options.extender);
+  s->webhook = std::make_unique<Webhook>(backends, options.schedulerName, s->metrics);
+  s->registry.addCollector([s] { s->collect(); });
+
+  http::Router router;
+  Extender* ext = s->extender.get();
+  Webhook* hook = s->webhook.get();
+  router.post("/filter", [ext](const http::Request& r) { return ext->filter(r); });
+  router.post("/prioritize", [ext](const http::Request& r) { return ext->prioritize(r); });
+  router.post("/bind", [ext](const http::Request& r) { return ext->bind(r); });
+  router.post("/webhook", [hook](const http::Request& r) { return hook->review(r); });
+  router.get("/healthz", [](const http::Request&) { return http::Response::text("ok\n"); });
+  router.get("/readyz", [s](const http::Request&) {
+    return s->ready() ? http::Response::text("ok\n") : http::Response::text("node and pod caches not synced yet\n", 503);
+  });
+  router.get("/metrics", [s](const http::Request&) {
+    http::Response r = http::Response::text(s->registry.render());
+    r.contentType = metrics::Registry::kContentType;
+    return r;
+  });
+
+  s->nodeInformer->start();
+  s->podInformer->start();
+  auto server = http::Server::start(options.http, std::move(router));
+  if (!server.ok()) {
+    s->nodeInformer->stop();
+    s->podInformer->stop();
+    return std::move(server).error();
+  }
+  s->server = std::move(server).value();
+  spdlog::info("vgpu-scheduler serving on {} (scheduler name {})", s->server->url(), options.schedulerName);
+  return std::unique_ptr<SchedulerService>(new SchedulerService(std::move(impl)));
+}
+
+void SchedulerService::stop() {
+  if (!impl_) return;
+  if (impl_->server) impl_->server->stop();
+  impl_->nodeInformer->stop();
+  impl_->podInformer->stop();
+  impl_->events->stop();
+}
+
+bool SchedulerService::ready() const { return impl_->ready(); }
+
+bool SchedulerService::waitForSync(std::chrono::milliseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  if (!impl_->nodeInformer->waitForSync(timeout)) return false;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  return impl_->podInformer->waitForSync(std::max(left, std::chrono::milliseconds(0)));
+}
+
+std::uint16_t SchedulerService::port() const { return impl_->server->port(); }
+std::string SchedulerService::url() const { return impl_->server->url(); }
+ClusterCache& SchedulerService::cache() { return *impl_->cache; }
+metrics::Registry& SchedulerService::registry() { return impl_->registry; }
+EventRecorder& SchedulerService::events() { return *impl_->events; }
+
+}  // namespace vgpu::scheduler

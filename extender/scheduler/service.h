@@ -1,0 +1,58 @@
+#pragma once
+// vgpu-scheduler assembled: the cluster cache fed by node and pod informers, the extender
+// verbs, the webhook, /metrics, /healthz and /readyz on one HTTP(S) server.
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "cluster_cache.h"
+#include "event_recorder.h"
+#include "extender.h"
+#include "vgpu/backend_loader.h"
+#include "vgpu/config.h"
+#include "vgpu/http/server.h"
+#include "vgpu/k8s/client.h"
+#include "vgpu/metrics/registry.h"
+
+namespace vgpu::scheduler {
+
+struct ServiceOptions {
+  std::string schedulerName = "vgpu-scheduler";
+  std::string instance = "vgpu-scheduler";  ///< events' reporting instance (the pod's name)
+  ExtenderOptions extender;
+  http::ServerOptions http;
+  std::chrono::seconds inFlightExpiry{300};
+  /// Informers: where to start over after a failed list or watch.
+  std::chrono::milliseconds informerBackoffMin{200};
+};
+
+class SchedulerService {
+ public:
+  /// Starts the informers and the server. `backends` and `client` must outlive the service.
+  /// Errors: the server cannot listen (address, port, TLS files).
+  static Result<std::unique_ptr<SchedulerService>> start(const DeviceConfig& config, const BackendSet& backends,
+                                                         k8s::Client& client, ServiceOptions options);
+  ~SchedulerService();  ///< stop()
+  SchedulerService(const SchedulerService&) = delete;
+  SchedulerService& operator=(const SchedulerService&) = delete;
+
+  /// Stops serving (requests in flight finish), then the informers and the event sender.
+  void stop();
+  /// Node and pod caches have synced: /readyz answers 200.
+  bool ready() const;
+  bool waitForSync(std::chrono::milliseconds timeout) const;
+
+  std::uint16_t port() const;
+  std::string url() const;
+  ClusterCache& cache();
+  metrics::Registry& registry();
+  EventRecorder& events();
+
+ private:
+  struct Impl;
+  explicit SchedulerService(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace vgpu::scheduler
