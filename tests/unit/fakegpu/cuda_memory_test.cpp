@@ -364,6 +364,7 @@ TEST_F(FakeGpuMemory, DestroyingAContextFreesItsMemory) {
     CHILD_CHECK(cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == nullptr);
     auto* used = test::sym<uint64_t(int)>(cuda, "vgpuFakeDeviceUsedBytes");
     CHILD_CHECK(used != nullptr && used(1) == 0);
+    CU_FN(cuda, cuMemFree_v2);
     CHILD_CHECK(cuMemFree_v2(p) == CUDA_ERROR_INVALID_VALUE);  // went with the context
     CHILD_CHECK(cuCtxCreate_v4(&c, nullptr, 0, 1) == CUDA_SUCCESS);
     uint64_t us = 1;
