@@ -142,6 +142,7 @@ class HygonBackend {
   std::unique_ptr<Hydmi> hydmi_;
   std::vector<Dcu> dcus_;
   std::map<std::string, std::pair<Health, std::string>> lastHealth_;
+  std::chrono::steady_clock::time_point lastProbe_{};
   bool stateLoaded_ = false;
   std::vector<Holding> holdings_;
 };
