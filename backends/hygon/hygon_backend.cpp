@@ -616,7 +616,8 @@ Result<ContainerSpec> HygonBackend::containerSpec(const ContainerGrant& grant) {
   const fs::path kfd = options_.devRoot / "kfd";
   if (!fs::exists(kfd, ec)) return makeError(who + ": " + kfd.string() + " does not exist (is the DCU driver loaded?)");
 
-  std::vector<const Dcu*> dcus;
+  // Copies: a later dcuFor may probe again and replace dcus_.
+  std::vector<Dcu> dcus;
   std::set<std::string> seen;
   std::size_t partial = 0;
   for (const auto& g : grant.devices) {
@@ -624,8 +625,8 @@ Result<ContainerSpec> HygonBackend::containerSpec(const ContainerGrant& grant) {
     if (!dcu.ok()) return std::move(dcu).error().prefix(who);
     if (!seen.insert(g.deviceId).second) return makeError(who + ": DCU " + g.deviceId + " is granted twice");
     if (!(*dcu)->nodes) return makeError(who + ": DCU " + g.deviceId + " has no DRM nodes");
-    dcus.push_back(*dcu);
-    if (g.compute < 100 || g.memoryMiB < (*dcu)->device.memoryMiB) ++partial;
+    dcus.push_back(**dcu);
+    if (g.compute < 100 || g.memoryMiB < dcus.back().device.memoryMiB) ++partial;
   }
   if (partial > 0 && grant.devices.size() > 1)
     return makeError(who + ": a slice of a DCU is granted with other DCUs; a container gets at most one vDCU");
@@ -638,7 +639,7 @@ Result<ContainerSpec> HygonBackend::containerSpec(const ContainerGrant& grant) {
   ContainerSpec spec;
   for (size_t i = 0; i < grant.devices.size(); ++i) {
     const DeviceGrant& g = grant.devices[i];
-    const Dcu& dcu = *dcus[i];
+    const Dcu& dcu = dcus[i];
     const bool whole = g.compute >= 100 && g.memoryMiB >= dcu.device.memoryMiB;
     if (whole) {
       for (const auto& o : holdings_)
@@ -682,8 +683,8 @@ Result<ContainerSpec> HygonBackend::containerSpec(const ContainerGrant& grant) {
   spec.devices.push_back({kfd.string(), "/dev/kfd", "rwm"});
   if (fs::exists(options_.devRoot / "mkfd", ec))
     spec.devices.push_back({(options_.devRoot / "mkfd").string(), "/dev/mkfd", "rwm"});
-  for (const Dcu* dcu : dcus) {
-    for (const auto& node : {dcu->nodes->card, dcu->nodes->render})
+  for (const Dcu& dcu : dcus) {
+    for (const auto& node : {dcu.nodes->card, dcu.nodes->render})
       spec.devices.push_back({(options_.devRoot / "dri" / node).string(), "/dev/dri/" + node, "rwm"});
   }
   if (!options_.hyhalDir.empty() && fs::is_directory(options_.hyhalDir, ec))

@@ -388,6 +388,17 @@ TEST(HygonLimiter, ContainersAllocatedFromManyThreadsNeverShareACu) {
   expectDisjointPerDevice(*held);
 }
 
+TEST(HygonLimiter, ADcuThatRecoveredSinceDiscoveryCanBeGranted) {
+  FakeNode node({{.serial = "A"}, {.serial = "B", .lost = true}});
+  auto b = agent(node.params());
+  node.dcus()[1].lost = false;
+  node.writeConfig();
+  auto spec = b->containerSpec(grant(node, "both", {slice("DCU-A", 0, 16368, 100), slice("DCU-B", 1, 16368, 100)}));
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_THAT(spec->devices, ::testing::Contains(DeviceNode{(node.dev() / "dri/card0").string(), "/dev/dri/card0", "rwm"}));
+  EXPECT_THAT(spec->devices, ::testing::Contains(DeviceNode{(node.dev() / "dri/card1").string(), "/dev/dri/card1", "rwm"}));
+}
+
 TEST(HygonLimiter, NoneEnforcementOnlyPassesDeviceNodes) {
   FakeNode node({{.serial = "A"}});
   auto b = agent(node.params("none"));
