@@ -26,6 +26,7 @@ VGPU_NVML_INTERNAL(VGPU_DEFINE_REAL_NVML)
 
 namespace vgpu {
 Runtime* detail::gRuntime = nullptr;
+std::atomic<bool> detail::gCudaReady{false};
 namespace {
 
 std::atomic<int> gLogLevel{kLogError};
@@ -38,7 +39,6 @@ alignas(Runtime) unsigned char gRuntimeStorage[sizeof(Runtime)];
 pthread_once_t gConfigOnce = PTHREAD_ONCE_INIT;
 pthread_once_t gCudaOnce = PTHREAD_ONCE_INIT;
 pthread_once_t gNvmlOnce = PTHREAD_ONCE_INIT;
-std::atomic<bool> gCudaReady{false};
 std::atomic<CUresult> gCudaStatus{CUDA_ERROR_NOT_INITIALIZED};
 std::atomic<nvmlReturn_t> gNvmlStatus{NVML_ERROR_UNINITIALIZED};
 __thread bool tInInit = false;  // dlsym calls made while we load the driver pass through
@@ -145,7 +145,7 @@ void initCuda() {
 #undef VGPU_RESOLVE_INTERNAL
   rt.cudaBase = baseOf(reinterpret_cast<const void*>(real::cuInit));
   gCudaStatus.store(CUDA_SUCCESS);
-  gCudaReady.store(true, std::memory_order_release);
+  detail::gCudaReady.store(true, std::memory_order_release);
   tInInit = false;
 }
 
@@ -241,8 +241,7 @@ bool ensureConfig() {
   return gRuntime != nullptr && gRuntime->configOk;
 }
 
-CUresult ensureCuda() {
-  if (__builtin_expect(gCudaReady.load(std::memory_order_acquire), 1)) return CUDA_SUCCESS;
+CUresult detail::ensureCudaSlow() {
   if (tInInit) return CUDA_ERROR_NOT_INITIALIZED;
   pthread_once(&gCudaOnce, initCuda);
   return gCudaStatus.load();

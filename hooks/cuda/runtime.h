@@ -44,9 +44,18 @@ inline Runtime& runtime() { return *detail::gRuntime; }
 /// Loads the configuration and maps the region (once). False if the configuration is bad.
 bool ensureConfig();
 
+namespace detail {
+extern std::atomic<bool> gCudaReady;
+CUresult ensureCudaSlow();
+}  // namespace detail
+
 /// Loads the real libcuda (once). Returns what a wrapper should return instead of
 /// proceeding: CUDA_SUCCESS to proceed, else the error (bad configuration, no driver).
-CUresult ensureCuda();
+/// Inline: after the first call it is one load and one branch on every wrapper.
+inline CUresult ensureCuda() {
+  if (__builtin_expect(detail::gCudaReady.load(std::memory_order_acquire), 1)) return CUDA_SUCCESS;
+  return detail::ensureCudaSlow();
+}
 
 /// Same for NVML.
 nvmlReturn_t ensureNvml();

@@ -8,6 +8,7 @@
 // next one closes (two event pairs in flight), so the GPU never waits for the CPU to
 // read a measurement. docs/limiter.md explains the choice and the tuning.
 
+#include <sched.h>
 #include <string.h>
 #include <time.h>
 
@@ -24,8 +25,20 @@ constexpr int64_t kDebtNs = 10'000'000;
 constexpr uint32_t kMaxLaunchesPerBurst = 4096;
 constexpr int kMaxContexts = 32;
 
+// Guards one context's burst. Held only for bookkeeping and event calls, never across a
+// sleep, so a spin that yields costs less than a mutex on every launch.
+struct SpinLock {
+  std::atomic<bool> held{false};
+  void lock() {
+    while (held.exchange(true, std::memory_order_acquire)) {
+      while (held.load(std::memory_order_relaxed)) sched_yield();
+    }
+  }
+  void unlock() { held.store(false, std::memory_order_release); }
+};
+
 struct Burst {
-  pthread_mutex_t mu;
+  SpinLock mu;
   CUcontext ctx;
   int dev;
   bool limited;
@@ -68,7 +81,6 @@ Burst* burstFor(CUcontext ctx) {
   if (found == nullptr && n < kMaxContexts) {
     found = &gBursts[n];
     memset(static_cast<void*>(found), 0, sizeof *found);
-    pthread_mutex_init(&found->mu, nullptr);
     found->ctx = ctx;
     found->dev = currentDevice();  // ctx is current: this is its device
     found->limited = runtime().cfg.computeLimited(found->dev);
@@ -169,11 +181,13 @@ void settle(Burst* b) {
 
 // `capNs`: see measure(). The end event is recorded now, so a burst left open while the
 // caller was idle would also count the idle time; the per-launch estimate caps it.
-void closeBurst(Burst* b, int64_t capNs = 0) {
+// True when the container is in debt and the caller must wait (after unlocking).
+bool closeBurst(Burst* b, int64_t capNs = 0) {
   b->open = false;
-  if (record(b->end[b->cur], b->stream, b->ptsz) != CUDA_SUCCESS) return;
+  if (record(b->end[b->cur], b->stream, b->ptsz) != CUDA_SUCCESS) return false;
   settle(b);  // the burst before this one: usually finished already
   vgpu_region_device* d = &runtime().region->devices[b->dev];
+  bool wait = false;
   if (!deepInDebt(d, runtime().cfg.devices[b->dev].smPercent)) {
     // Not in debt: let this burst run on while the next one is queued behind it.
     if (capNs > 0) {
@@ -183,11 +197,12 @@ void closeBurst(Burst* b, int64_t capNs = 0) {
       b->pendingLaunches = b->launches;
     }
   } else {
-    // In debt: let the device drain, charge it, then hold the caller back.
+    // In debt: let the device drain and charge it; the caller is then held back.
     measure(b, b->cur, b->launches, capNs);
-    waitForCredit(b->dev);
+    wait = true;
   }
   b->cur = 1 - b->cur;
+  return wait;
 }
 
 bool ensureEvents(Burst* b) {
@@ -210,17 +225,31 @@ bool ensureEvents(Burst* b) {
   return true;
 }
 
+
+// The burst of the calling thread's current context. The last lookup is cached per
+// thread (initial-exec TLS: no call to __tls_get_addr on the launch path).
+Burst* currentBurst() {
+  static __thread CUcontext tCtx __attribute__((tls_model("initial-exec"))) = nullptr;
+  static __thread Burst* tBurst __attribute__((tls_model("initial-exec"))) = nullptr;
+  CUcontext ctx = nullptr;
+  if (real::cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr) return nullptr;
+  if (ctx != tCtx || tBurst == nullptr) {
+    tBurst = burstFor(ctx);
+    tCtx = ctx;
+  }
+  return tBurst;
+}
+
 }  // namespace
 
 CUresult begin(CUstream stream, bool ptsz, void** state) {
   *state = nullptr;
-  CUcontext ctx = nullptr;
-  if (real::cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr) return CUDA_SUCCESS;
-  Burst* b = burstFor(ctx);
+  Burst* b = currentBurst();
   if (b == nullptr || !b->limited) return CUDA_SUCCESS;
-  pthread_mutex_lock(&b->mu);
+  b->mu.lock();
+  int64_t now = nowNs();
   if (b->open) {
-    int64_t idle = nowNs() - b->lastLaunchNs;
+    int64_t idle = now - b->lastLaunchNs;
     if (idle >= kQuantumNs / 4 && b->nsPerLaunch > 0) {
       closeBurst(b, static_cast<int64_t>(b->launches) * b->nsPerLaunch);
     } else if (b->stream != stream || b->ptsz != ptsz) {
@@ -230,21 +259,29 @@ CUresult begin(CUstream stream, bool ptsz, void** state) {
   if (!b->open) {
     // Work captured into a graph does not run now; it is throttled when the graph launches.
     if (!ensureEvents(b) || capturing(stream, ptsz)) {
-      pthread_mutex_unlock(&b->mu);
+      b->mu.unlock();
       return CUDA_SUCCESS;
     }
-    waitForCredit(b->dev);
+    vgpu_region_device* d = &runtime().region->devices[b->dev];
+    if (deepInDebt(d, runtime().cfg.devices[b->dev].smPercent)) {
+      b->mu.unlock();
+      waitForCredit(b->dev);
+      b->mu.lock();
+    }
+  }
+  if (!b->open) {  // (another thread may have opened it while this one waited)
     if (record(b->start[b->cur], stream, ptsz) != CUDA_SUCCESS) {
-      pthread_mutex_unlock(&b->mu);
+      b->mu.unlock();
       return CUDA_SUCCESS;
     }
     b->open = true;
     b->stream = stream;
     b->ptsz = ptsz;
     b->launches = 0;
-    b->openedNs = b->lastLaunchNs = nowNs();
+    b->openedNs = now = nowNs();  // after a possible wait
   }
-  *state = b;  // the burst's mutex is held until end()
+  b->lastLaunchNs = now;
+  *state = b;  // the burst's lock is held until end()
   return CUDA_SUCCESS;
 }
 
@@ -252,9 +289,12 @@ void end(void* state, CUresult launchResult) {
   auto* b = static_cast<Burst*>(state);
   if (b == nullptr) return;
   if (launchResult == CUDA_SUCCESS) ++b->launches;
-  b->lastLaunchNs = nowNs();
-  if (b->launches >= b->target || b->lastLaunchNs - b->openedNs >= kQuantumNs) closeBurst(b);
-  pthread_mutex_unlock(&b->mu);
+  // lastLaunchNs was taken just before the launch: one clock read per launch is enough.
+  bool wait = false;
+  if (b->launches >= b->target || b->lastLaunchNs - b->openedNs >= kQuantumNs) wait = closeBurst(b);
+  int dev = b->dev;
+  b->mu.unlock();
+  if (wait) waitForCredit(dev);
 }
 
 void reset() {

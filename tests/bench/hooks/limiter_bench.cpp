@@ -125,13 +125,24 @@ void memGetInfo(benchmark::State& state, bool throughVgpu) {
   }
 }
 
-BENCHMARK_CAPTURE(launches, direct, false);
-BENCHMARK_CAPTURE(launches, vgpu, true);
-BENCHMARK_CAPTURE(allocFree, direct, false);
-BENCHMARK_CAPTURE(allocFree, vgpu, true);
-BENCHMARK_CAPTURE(memGetInfo, direct, false);
-BENCHMARK_CAPTURE(memGetInfo, vgpu, true);
-
 }  // namespace
 
-BENCHMARK_MAIN();
+// VGPU_BENCH_ITERATIONS=N runs each case exactly N times, so that an instruction count
+// from `valgrind --tool=callgrind` divides into a per-call figure.
+int main(int argc, char** argv) {
+  const char* fixed = getenv("VGPU_BENCH_ITERATIONS");
+  for (bool vgpu : {false, true}) {
+    const char* path = vgpu ? "vgpu" : "direct";
+    benchmark::internal::Benchmark* cases[] = {
+        benchmark::RegisterBenchmark((std::string("launches/") + path).c_str(), launches, vgpu),
+        benchmark::RegisterBenchmark((std::string("allocFree/") + path).c_str(), allocFree, vgpu),
+        benchmark::RegisterBenchmark((std::string("memGetInfo/") + path).c_str(), memGetInfo, vgpu)};
+    if (fixed != nullptr) {
+      for (auto* c : cases) c->Iterations(strtoll(fixed, nullptr, 10));
+    }
+  }
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

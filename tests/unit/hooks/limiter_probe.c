@@ -442,10 +442,15 @@ static int scenarioAlloc(size_t bytes, int hold, int managed) {
   return 0;
 }
 
-/* race <chunk_mib>: allocate until refused, report how much, keep it until stdin closes. */
+/* race <chunk_mib>: once "g" arrives on stdin, allocate until refused, report how much,
+ * and keep it until stdin closes. */
 static int scenarioRace(size_t chunk) {
   int rc = setup();
   if (rc != 0 && rc != 2) return rc;
+  printf("ready\n");
+  fflush(stdout);
+  char go = 0;
+  if (read(0, &go, 1) != 1 || go != 'g') return fail("race: no start signal");
   unsigned long long got = 0;
   CUdeviceptr p;
   CUresult r = CUDA_ERROR_OUT_OF_MEMORY; /* no room left even for its context */
