@@ -22,11 +22,14 @@ constexpr const char* kCapsDir = "/dev/cambricon-caps/";
 
 std::string deviceIdFor(const std::string& uuid) { return uuid.rfind("MLU-", 0) == 0 ? uuid : "MLU-" + uuid; }
 
-bool wholeMemory(const DeviceRequest& r) { return r.memoryMiB == 0 && (r.memoryPercent == 0 || r.memoryPercent == 100); }
+bool wholeMemory(const DeviceRequest& r) {
+  return r.memoryMiB == 0 && (r.memoryPercent == 0 || r.memoryPercent == 100);
+}
 
 const char* attribute(const vgpu_device& d, const char* key) {
   for (size_t i = 0; i < d.attributes.count; ++i)
-    if (d.attributes.items[i].key && std::strcmp(d.attributes.items[i].key, key) == 0) return d.attributes.items[i].value;
+    if (d.attributes.items[i].key && std::strcmp(d.attributes.items[i].key, key) == 0)
+      return d.attributes.items[i].value;
   return nullptr;
 }
 
@@ -48,7 +51,9 @@ std::string devNodePath(const std::string& name) { return name.empty() || name[0
 }  // namespace
 
 CambriconBackend::CambriconBackend(BackendParams params, sdk::StandardRequestRules rules, CambriconOptions options)
-    : params_(std::move(params)), rules_(std::move(rules)), options_(std::move(options)),
+    : params_(std::move(params)),
+      rules_(std::move(rules)),
+      options_(std::move(options)),
       resources_(rules_.names.list()) {}
 
 CambriconBackend::~CambriconBackend() = default;
@@ -62,22 +67,27 @@ Result<std::unique_ptr<CambriconBackend>> CambriconBackend::create(const Backend
       if (value.empty()) return makeError(at + ": must name the libcndev.so to load");
       options.libraryPaths = {value};
     } else if (key == "stateDir") {
-      if (value.empty() || value[0] != '/') return makeError(at + ": must be an absolute folder, got \"" + value + "\"");
+      if (value.empty() || value[0] != '/')
+        return makeError(at + ": must be an absolute folder, got \"" + value + "\"");
       options.stateDir = value;
     } else if (key == "vendorPluginAnnotations") {
-      if (value != "true" && value != "false") return makeError(at + ": must be \"true\" or \"false\", got \"" + value + "\"");
+      if (value != "true" && value != "false")
+        return makeError(at + ": must be \"true\" or \"false\", got \"" + value + "\"");
       options.vendorAnnotations = value == "true";
     } else {
-      return makeError(at + ": unknown option (the cambricon backend knows libraryPath, stateDir, vendorPluginAnnotations)");
+      return makeError(at +
+                       ": unknown option (the cambricon backend knows libraryPath, stateDir, vendorPluginAnnotations)");
     }
   }
   // The driver enforces each partition; it cannot hand out more than the card has.
   if (params.settings.memoryScaling && *params.settings.memoryScaling > 1.0)
-    return makeError(section + ".memoryScaling: sMLU memory is enforced by the driver and cannot be oversubscribed; "
+    return makeError(section +
+                     ".memoryScaling: sMLU memory is enforced by the driver and cannot be oversubscribed; "
                      "use a value of at most 1");
   // A quota is a percentage of the card, and a whole card must remain possible (100%).
   if (params.settings.coreScaling && *params.settings.coreScaling != 1.0)
-    return makeError(section + ".coreScaling: sMLU compute quotas are percentages of a card enforced by the "
+    return makeError(section +
+                     ".coreScaling: sMLU compute quotas are percentages of a card enforced by the "
                      "driver; coreScaling must be 1 (it cannot oversubscribe, and below 1 no whole card would fit)");
 
   sdk::StandardRequestRules rules;
@@ -98,12 +108,13 @@ Result<std::optional<DeviceRequest>> CambriconBackend::parseRequest(const Contai
   if (partial && r.computePercent == 0)
     return makeError("container \"" + container.name + "\": " + rules_.names.cores +
                      " must be at least 1 when a card is shared: every sMLU instance gets a compute quota "
-                     "(set the limit, or backends." + params_.name + ".defaultCores)");
+                     "(set the limit, or backends." +
+                     params_.name + ".defaultCores)");
   if (partial && r.count > 1 && options_.vendorAnnotations)
     return makeError("container \"" + container.name + "\": with backends." + params_.name +
                      ".options.vendorPluginAnnotations on, a shared request can use only one card (Cambricon's "
-                     "plugin reads one card per container); ask for " + rules_.names.count +
-                     ": 1 or for whole cards");
+                     "plugin reads one card per container); ask for " +
+                     rules_.names.count + ": 1 or for whole cards");
   return parsed;
 }
 
@@ -204,8 +215,8 @@ Result<std::vector<HealthEvent>> CambriconBackend::waitForHealthEvents(std::chro
       auto [it, inserted] = lastHealth_.try_emplace(d.id, d.health);
       if (!inserted && it->second != d.health) {
         it->second = d.health;
-        events.push_back({d.id, d.health,
-                          card.healthDetail.empty() ? "cnDev reports the card healthy" : card.healthDetail});
+        events.push_back(
+            {d.id, d.health, card.healthDetail.empty() ? "cnDev reports the card healthy" : card.healthDetail});
       }
     }
     const auto now = std::chrono::steady_clock::now();
@@ -230,7 +241,8 @@ Status CambriconBackend::destroyRecords(const std::vector<InstanceRecord>& recor
   }
   // Profiles this backend made and that no instance uses any more.
   for (auto it = state.profiles.begin(); it != state.profiles.end();) {
-    auto card = std::find_if(cards.begin(), cards.end(), [&](const CardInfo& c) { return deviceIdFor(c.uuid) == it->cardId; });
+    auto card =
+        std::find_if(cards.begin(), cards.end(), [&](const CardInfo& c) { return deviceIdFor(c.uuid) == it->cardId; });
     if (card == cards.end()) {
       ++it;
       continue;
@@ -241,7 +253,8 @@ Status CambriconBackend::destroyRecords(const std::vector<InstanceRecord>& recor
       ++it;
       continue;
     }
-    const bool used = std::any_of(live->begin(), live->end(), [&](const SmluInstance& i) { return i.profileId == it->profileId; });
+    const bool used =
+        std::any_of(live->begin(), live->end(), [&](const SmluInstance& i) { return i.profileId == it->profileId; });
     if (used) {
       ++it;
       continue;
@@ -272,7 +285,8 @@ Result<ContainerSpec> CambriconBackend::containerSpec(const ContainerGrant& gran
   std::vector<InstanceRecord> made;
   // Undo this call's instances and the profiles left unused, so a failure leaks nothing.
   auto abandon = [&](Error error) -> Error {
-    if (auto s = destroyRecords(made, *cards, state); !s.ok()) error.message += "; cleaning up also failed: " + s.error().message;
+    if (auto s = destroyRecords(made, *cards, state); !s.ok())
+      error.message += "; cleaning up also failed: " + s.error().message;
     if (auto s = saveSmluState(statePath(), state); !s.ok()) error.message += "; " + s.error().message;
     return error.prefix(who);
   };
@@ -282,7 +296,8 @@ Result<ContainerSpec> CambriconBackend::containerSpec(const ContainerGrant& gran
   std::string virtualDevices;
   bool annotated = false;
   for (const auto& g : grant.devices) {
-    auto card = std::find_if(cards->begin(), cards->end(), [&](const CardInfo& c) { return deviceIdFor(c.uuid) == g.deviceId; });
+    auto card = std::find_if(cards->begin(), cards->end(),
+                             [&](const CardInfo& c) { return deviceIdFor(c.uuid) == g.deviceId; });
     if (card == cards->end()) {
       std::vector<std::string> have;
       for (const auto& c : *cards) have.push_back(deviceIdFor(c.uuid));
@@ -304,8 +319,10 @@ Result<ContainerSpec> CambriconBackend::containerSpec(const ContainerGrant& gran
     std::vector<InstanceRecord> stale;
     for (const auto& r : state.instances) {
       if (r.owner != grant.container || r.cardId != g.deviceId) continue;
-      if (!whole && !reuse && r.quota == quota && r.memoryMiB == memoryMiB && (*lib)->instance(r.handle).ok()) reuse = r;
-      else stale.push_back(r);
+      if (!whole && !reuse && r.quota == quota && r.memoryMiB == memoryMiB && (*lib)->instance(r.handle).ok())
+        reuse = r;
+      else
+        stale.push_back(r);
     }
     if (!stale.empty()) {
       if (auto s = destroyRecords(stale, *cards, state); !s.ok()) return abandon(s.error());
@@ -317,9 +334,12 @@ Result<ContainerSpec> CambriconBackend::containerSpec(const ContainerGrant& gran
       continue;
     }
     if (!card->smlu)
-      return abandon(makeError("card " + g.deviceId + " (index " + idx + ") is not in sMLU mode, so it cannot be "
-                               "shared: ask for the whole card, or enable sMLU (cnmon set -c " + idx + " -smlu on)"));
-    if (g.compute == 0) return abandon(makeError("card " + g.deviceId + ": an sMLU instance needs a compute quota of at least 1%"));
+      return abandon(makeError("card " + g.deviceId + " (index " + idx +
+                               ") is not in sMLU mode, so it cannot be "
+                               "shared: ask for the whole card, or enable sMLU (cnmon set -c " +
+                               idx + " -smlu on)"));
+    if (g.compute == 0)
+      return abandon(makeError("card " + g.deviceId + ": an sMLU instance needs a compute quota of at least 1%"));
     InstanceRecord record;
     if (reuse) {
       record = *reuse;

@@ -32,24 +32,42 @@ bool resolve(void* handle, const char* name, Fn& out) {
 
 const char* cndevCodeName(cndevRet_t code) {
   switch (code) {
-    case CNDEV_SUCCESS: return "CNDEV_SUCCESS";
-    case CNDEV_ERROR_NO_DRIVER: return "CNDEV_ERROR_NO_DRIVER";
-    case CNDEV_ERROR_LOW_DRIVER_VERSION: return "CNDEV_ERROR_LOW_DRIVER_VERSION";
-    case CNDEV_ERROR_UNSUPPORTED_API_VERSION: return "CNDEV_ERROR_UNSUPPORTED_API_VERSION";
-    case CNDEV_ERROR_UNINITIALIZED: return "CNDEV_ERROR_UNINITIALIZED";
-    case CNDEV_ERROR_INVALID_ARGUMENT: return "CNDEV_ERROR_INVALID_ARGUMENT";
-    case CNDEV_ERROR_INVALID_DEVICE_ID: return "CNDEV_ERROR_INVALID_DEVICE_ID";
-    case CNDEV_ERROR_UNKNOWN: return "CNDEV_ERROR_UNKNOWN";
-    case CNDEV_ERROR_MALLOC: return "CNDEV_ERROR_MALLOC";
-    case CNDEV_ERROR_INSUFFICIENT_SPACE: return "CNDEV_ERROR_INSUFFICIENT_SPACE";
-    case CNDEV_ERROR_NOT_SUPPORTED: return "CNDEV_ERROR_NOT_SUPPORTED";
-    case CNDEV_ERROR_INVALID_LINK: return "CNDEV_ERROR_INVALID_LINK";
-    case CNDEV_ERROR_NO_DEVICES: return "CNDEV_ERROR_NO_DEVICES";
-    case CNDEV_ERROR_NO_PERMISSION: return "CNDEV_ERROR_NO_PERMISSION";
-    case CNDEV_ERROR_NOT_FOUND: return "CNDEV_ERROR_NOT_FOUND";
-    case CNDEV_ERROR_IN_USE: return "CNDEV_ERROR_IN_USE";
-    case CNDEV_ERROR_DUPLICATE: return "CNDEV_ERROR_DUPLICATE";
-    case CNDEV_ERROR_TIMEOUT: return "CNDEV_ERROR_TIMEOUT";
+    case CNDEV_SUCCESS:
+      return "CNDEV_SUCCESS";
+    case CNDEV_ERROR_NO_DRIVER:
+      return "CNDEV_ERROR_NO_DRIVER";
+    case CNDEV_ERROR_LOW_DRIVER_VERSION:
+      return "CNDEV_ERROR_LOW_DRIVER_VERSION";
+    case CNDEV_ERROR_UNSUPPORTED_API_VERSION:
+      return "CNDEV_ERROR_UNSUPPORTED_API_VERSION";
+    case CNDEV_ERROR_UNINITIALIZED:
+      return "CNDEV_ERROR_UNINITIALIZED";
+    case CNDEV_ERROR_INVALID_ARGUMENT:
+      return "CNDEV_ERROR_INVALID_ARGUMENT";
+    case CNDEV_ERROR_INVALID_DEVICE_ID:
+      return "CNDEV_ERROR_INVALID_DEVICE_ID";
+    case CNDEV_ERROR_UNKNOWN:
+      return "CNDEV_ERROR_UNKNOWN";
+    case CNDEV_ERROR_MALLOC:
+      return "CNDEV_ERROR_MALLOC";
+    case CNDEV_ERROR_INSUFFICIENT_SPACE:
+      return "CNDEV_ERROR_INSUFFICIENT_SPACE";
+    case CNDEV_ERROR_NOT_SUPPORTED:
+      return "CNDEV_ERROR_NOT_SUPPORTED";
+    case CNDEV_ERROR_INVALID_LINK:
+      return "CNDEV_ERROR_INVALID_LINK";
+    case CNDEV_ERROR_NO_DEVICES:
+      return "CNDEV_ERROR_NO_DEVICES";
+    case CNDEV_ERROR_NO_PERMISSION:
+      return "CNDEV_ERROR_NO_PERMISSION";
+    case CNDEV_ERROR_NOT_FOUND:
+      return "CNDEV_ERROR_NOT_FOUND";
+    case CNDEV_ERROR_IN_USE:
+      return "CNDEV_ERROR_IN_USE";
+    case CNDEV_ERROR_DUPLICATE:
+      return "CNDEV_ERROR_DUPLICATE";
+    case CNDEV_ERROR_TIMEOUT:
+      return "CNDEV_ERROR_TIMEOUT";
   }
   return "unknown cnDev return code";
 }
@@ -115,13 +133,14 @@ Result<std::unique_ptr<CndevLibrary>> CndevLibrary::open(const std::vector<std::
   resolve(h, "cndevGetMLULinkPortNumber", lib->linkPorts_);
   resolve(h, "cndevGetSMLUMode", lib->smluMode_);
   const bool smlu = resolve(h, "cndevCreateSMluProfileInfo", lib->createProfile_) &
-                    resolve(h, "cndevDestroySMluProfileInfo", lib->destroyProfile_) &
-                    resolve(h, "cndevGetSMluProfileIdInfo", lib->profileIds_) &
-                    resolve(h, "cndevGetSMluProfileInfo", lib->profileInfo_) &
-                    resolve(h, "cndevCreateSMluInstanceByProfileId", lib->createInstance_) &
-                    resolve(h, "cndevDestroySMluInstanceByHandle", lib->destroyInstance_) &
-                    resolve(h, "cndevGetSMluInstanceInfo", lib->instanceInfo_) &
-                    resolve(h, "cndevGetAllSMluInstanceInfo", lib->allInstances_) && lib->smluMode_;
+                        resolve(h, "cndevDestroySMluProfileInfo", lib->destroyProfile_) &
+                        resolve(h, "cndevGetSMluProfileIdInfo", lib->profileIds_) &
+                        resolve(h, "cndevGetSMluProfileInfo", lib->profileInfo_) &
+                        resolve(h, "cndevCreateSMluInstanceByProfileId", lib->createInstance_) &
+                        resolve(h, "cndevDestroySMluInstanceByHandle", lib->destroyInstance_) &
+                        resolve(h, "cndevGetSMluInstanceInfo", lib->instanceInfo_) &
+                        resolve(h, "cndevGetAllSMluInstanceInfo", lib->allInstances_) &&
+                    lib->smluMode_;
   if (!smlu) {
     lib->createProfile_ = nullptr;
     lib->smluMode_ = nullptr;
@@ -141,9 +160,10 @@ Result<bool> CndevLibrary::healthy(cndevDevice_t handle, std::string* detail) co
   if (const auto r = health_(&state, handle); r != CNDEV_SUCCESS) return fail("cndevGetCardHealthState", r);
   const bool good = state.health == 1;
   if (detail)
-    *detail = good ? "" : "cnDev reports health " + std::to_string(state.health) + " (device state " +
-                              std::to_string(state.deviceState) + ", driver state " +
-                              std::to_string(state.driverState) + ")";
+    *detail = good
+                  ? ""
+                  : "cnDev reports health " + std::to_string(state.health) + " (device state " +
+                        std::to_string(state.deviceState) + ", driver state " + std::to_string(state.driverState) + ")";
   return good;
 }
 
@@ -254,7 +274,8 @@ Result<cndevMluInstance_t> CndevLibrary::createInstance(cndevDevice_t card, int 
   std::vector<char> buffer(name.begin(), name.end());
   buffer.push_back('\0');
   cndevMluInstance_t handle = -1;
-  if (const auto r = createInstance_(&handle, static_cast<unsigned>(profileId), card, buffer.data()); r != CNDEV_SUCCESS)
+  if (const auto r = createInstance_(&handle, static_cast<unsigned>(profileId), card, buffer.data());
+      r != CNDEV_SUCCESS)
     return fail("cndevCreateSMluInstanceByProfileId", r);
   return handle;
 }
@@ -263,8 +284,11 @@ Result<SmluInstance> CndevLibrary::instance(cndevMluInstance_t handle) const {
   if (!instanceInfo_) return makeError(path_ + " has no sMLU functions (cndevGetSMluInstanceInfo)");
   auto info = versioned<cndevSMluInfo_t>();
   if (const auto r = instanceInfo_(&info, handle); r != CNDEV_SUCCESS) return fail("cndevGetSMluInstanceInfo", r);
-  return SmluInstance{info.profileId, info.instanceId, fixedString(info.instanceName, sizeof(info.instanceName)),
-                      fixedString(info.devNodeName, sizeof(info.devNodeName)), info.mluQuota[CNDEV_SMLU_MAX],
+  return SmluInstance{info.profileId,
+                      info.instanceId,
+                      fixedString(info.instanceName, sizeof(info.instanceName)),
+                      fixedString(info.devNodeName, sizeof(info.devNodeName)),
+                      info.mluQuota[CNDEV_SMLU_MAX],
                       info.memorySize[CNDEV_SMLU_MAX]};
 }
 

@@ -237,12 +237,24 @@ void fillInstance(const Config& c, const State& s, const Instance& i, cndevSMluI
 }  // namespace
 
 FAKE_EXPORT const char* cndevGetErrorString(cndevRet_t error) {
-  static const char* const kNames[] = {"success",          "no driver",         "driver version too low",
-                                       "unsupported API version", "not initialized", "invalid argument",
-                                       "invalid device id", "unknown error",     "malloc failed",
-                                       "insufficient space", "not supported",    "invalid link",
-                                       "no devices",        "no permission",     "not found",
-                                       "in use",            "duplicate",         "timeout"};
+  static const char* const kNames[] = {"success",
+                                       "no driver",
+                                       "driver version too low",
+                                       "unsupported API version",
+                                       "not initialized",
+                                       "invalid argument",
+                                       "invalid device id",
+                                       "unknown error",
+                                       "malloc failed",
+                                       "insufficient space",
+                                       "not supported",
+                                       "invalid link",
+                                       "no devices",
+                                       "no permission",
+                                       "not found",
+                                       "in use",
+                                       "duplicate",
+                                       "timeout"};
   const int e = static_cast<int>(error);
   return e >= 0 && e < static_cast<int>(sizeof(kNames) / sizeof(kNames[0])) ? kNames[e] : "Cndev_ERROR not found!";
 }
@@ -435,7 +447,8 @@ FAKE_EXPORT cndevRet_t cndevGetSMluProfileInfo(cndevSMluProfileInfo_t* info, int
   const uint64_t byQuota = (100 - std::min<uint32_t>(usedQuota, 100)) / p->quota;
   const uint64_t byMemory = (cardBytes(c.cards[card]) - std::min(usedMemory, cardBytes(c.cards[card]))) / p->memory;
   info->profileId = p->id;
-  copyString(info->name, sizeof(info->name), "smlu-" + std::to_string(p->quota) + "-" + std::to_string(p->memory >> 20) + "m");
+  copyString(info->name, sizeof(info->name),
+             "smlu-" + std::to_string(p->quota) + "-" + std::to_string(p->memory >> 20) + "m");
   info->remainCapacity = static_cast<uint32_t>(std::min(byQuota, byMemory));
   info->totalCapacity = info->remainCapacity + existing;
   info->mluQuota[CNDEV_SMLU_MAX] = p->quota;
@@ -473,7 +486,8 @@ FAKE_EXPORT cndevRet_t cndevCreateSMluInstanceByProfileId(cndevMluInstance_t* ha
   while (std::any_of(s.instances.begin(), s.instances.end(),
                      [&](const Instance& i) { return i.card == card && i.id == id; }))
     ++id;
-  Instance made{card, ((card + 1) << 8) | id, id, p->id, instanceName.empty() ? "mi" + std::to_string(id) : instanceName};
+  Instance made{card, ((card + 1) << 8) | id, id, p->id,
+                instanceName.empty() ? "mi" + std::to_string(id) : instanceName};
   s.instances.push_back(made);
   saveState(s);
   *handle = made.handle;

@@ -41,7 +41,8 @@ TEST(CambriconRequest, TakesResourceNamesFromConfig) {
   params.resources.memory = "cambricon.com/mlu370.smlu.vmemory";
   params.resources.cores = "cambricon.com/mlu370.smlu.vcore";
   auto backend = makeBackend(params);
-  auto r = backend->parseRequest(container({{"cambricon.com/mlu370.smlu.vmemory", 4}, {"cambricon.com/mlu370.smlu.vcore", 20}}), {});
+  auto r = backend->parseRequest(
+      container({{"cambricon.com/mlu370.smlu.vmemory", 4}, {"cambricon.com/mlu370.smlu.vcore", 20}}), {});
   ASSERT_TRUE(r.ok()) << r.error().message;
   ASSERT_TRUE(r->has_value());
   EXPECT_EQ((*r)->memoryMiB, 1024u);
@@ -216,6 +217,7 @@ TEST(CambriconFit, AppliesEveryRuleInWords) {
   wantsOther.constraints.includeIds = {"MLU-other"};
   DeviceRequest avoidsThis = shared(4096, 30);
   avoidsThis.constraints.excludeIds = {"MLU-x"};
+  // clang-format off
   const std::vector<Case> cases = {
       {"shared slice on an empty sMLU card", card("MLU-x", "MLU370-X4", true), shared(4096, 30), {}, VGPU_REASON_NONE, ""},
       {"unhealthy card", sick, shared(4096, 30), {}, VGPU_REASON_UNHEALTHY, "unhealthy"},
@@ -237,6 +239,7 @@ TEST(CambriconFit, AppliesEveryRuleInWords) {
       {"unhealthy beats not in sMLU mode", [] { auto d = card("MLU-x", "MLU590", false, 1); d.health = Health::kUnhealthy; return d; }(),
        shared(4096, 30), {}, VGPU_REASON_UNHEALTHY, ""},
   };
+  // clang-format on
   auto backend = makeBackend(schedulerParams());
   for (const auto& c : cases) {
     const DeviceRecord device(c.device);

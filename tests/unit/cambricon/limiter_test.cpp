@@ -57,7 +57,8 @@ TEST_F(CambriconLimiter, CreatesAnSmluInstanceOfTheGrantedSizeForASharedCard) {
   ASSERT_TRUE(spec.ok()) << spec.error().message;
   EXPECT_THAT(hostPaths(*spec), ::testing::ElementsAre("/dev/cambricon_dev1", "/dev/cambricon_ipcm1",
                                                        "/dev/cambricon-caps/cap_dev1_mi1"));
-  EXPECT_EQ(spec->env.at("VIRTUAL_DEVICES"), "/dev/cambricon_dev1,/dev/cambricon_ipcm1,/dev/cambricon-caps/cap_dev1_mi1;");
+  EXPECT_EQ(spec->env.at("VIRTUAL_DEVICES"),
+            "/dev/cambricon_dev1,/dev/cambricon_ipcm1,/dev/cambricon-caps/cap_dev1_mi1;");
   EXPECT_FALSE(spec->env.contains("CAMBRICON_VISIBLE_DEVICES"));
   EXPECT_TRUE(spec->annotations.empty()) << "vendor annotations are off by default";
 
@@ -75,9 +76,9 @@ TEST_F(CambriconLimiter, GivesEveryCardOfAMultiCardGrantItsNodes) {
   auto backend = makeBackend(fake_.params());
   auto spec = backend->containerSpec(grantFor("p1", "c", {onCard(kUuid0, 0, 2048, 20), onCard(kUuid1, 1, 2048, 20)}));
   ASSERT_TRUE(spec.ok()) << spec.error().message;
-  EXPECT_THAT(hostPaths(*spec),
-              ::testing::ElementsAre("/dev/cambricon_dev0", "/dev/cambricon_ipcm0", "/dev/cambricon-caps/cap_dev0_mi1",
-                                     "/dev/cambricon_dev1", "/dev/cambricon_ipcm1", "/dev/cambricon-caps/cap_dev1_mi1"));
+  EXPECT_THAT(hostPaths(*spec), ::testing::ElementsAre("/dev/cambricon_dev0", "/dev/cambricon_ipcm0",
+                                                       "/dev/cambricon-caps/cap_dev0_mi1", "/dev/cambricon_dev1",
+                                                       "/dev/cambricon_ipcm1", "/dev/cambricon-caps/cap_dev1_mi1"));
   EXPECT_EQ(spec->env.at("VIRTUAL_DEVICES"),
             "/dev/cambricon_dev0,/dev/cambricon_ipcm0,/dev/cambricon-caps/cap_dev0_mi1;"
             "/dev/cambricon_dev1,/dev/cambricon_ipcm1,/dev/cambricon-caps/cap_dev1_mi1;");
@@ -86,7 +87,8 @@ TEST_F(CambriconLimiter, GivesEveryCardOfAMultiCardGrantItsNodes) {
 
 TEST_F(CambriconLimiter, GivesMultipleWholeCardsTheirNodes) {
   auto backend = makeBackend(fake_.params());
-  auto spec = backend->containerSpec(grantFor("p1", "c", {onCard(kUuid0, 0, 24576, 100), onCard(kUuid2, 2, 81920, 100)}));
+  auto spec =
+      backend->containerSpec(grantFor("p1", "c", {onCard(kUuid0, 0, 24576, 100), onCard(kUuid2, 2, 81920, 100)}));
   ASSERT_TRUE(spec.ok()) << spec.error().message;
   EXPECT_THAT(hostPaths(*spec), ::testing::ElementsAre("/dev/cambricon_dev0", "/dev/cambricon_ipcm0",
                                                        "/dev/cambricon_dev2", "/dev/cambricon_ipcm2"));
@@ -218,7 +220,8 @@ TEST_F(CambriconLimiter, ReconcileAfterARestartDestroysWhatGoneContainersHeld) {
   {
     auto before = makeBackend(fake_.params());
     ASSERT_TRUE(before->containerSpec(grantFor("p1", "c", {onCard(kUuid0, 0, 4096, 25)})).ok());
-    ASSERT_TRUE(before->containerSpec(grantFor("p2", "c", {onCard(kUuid0, 0, 2048, 10), onCard(kUuid1, 1, 2048, 10)})).ok());
+    ASSERT_TRUE(
+        before->containerSpec(grantFor("p2", "c", {onCard(kUuid0, 0, 2048, 10), onCard(kUuid1, 1, 2048, 10)})).ok());
     ASSERT_THAT(fake_.driverState("instance"), SizeIs(3));
   }
   auto after = makeBackend(fake_.params());  // the agent restarted: nothing in memory
@@ -298,7 +301,8 @@ TEST(CambriconState, RoundTripsThroughTheFile) {
   TempDir dir;
   const auto path = dir.path() / "sub" / "state.json";
   SmluState state;
-  state.instances.push_back({{"uid-1", "main"}, "MLU-a", 3, 2, 1027, 3, "vgpu-00", "/dev/cambricon-caps/cap_dev3_mi3", 40, 8192});
+  state.instances.push_back(
+      {{"uid-1", "main"}, "MLU-a", 3, 2, 1027, 3, "vgpu-00", "/dev/cambricon-caps/cap_dev3_mi3", 40, 8192});
   state.profiles.push_back({"MLU-a", 2});
   ASSERT_TRUE(saveSmluState(path, state).ok());
   auto loaded = loadSmluState(path);

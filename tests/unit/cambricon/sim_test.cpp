@@ -38,8 +38,7 @@ class CambriconSim : public ::testing::Test {
     json::error_code ec;
     const json::value root = json::parse(out, ec);
     ASSERT_FALSE(ec) << out;
-    for (const auto& pod : root.at("pods").as_array())
-      pods_[std::string(pod.at("pod").as_string())] = pod.as_object();
+    for (const auto& pod : root.at("pods").as_array()) pods_[std::string(pod.at("pod").as_string())] = pod.as_object();
   }
 
   const json::object& pod(const std::string& name) {
