@@ -8,8 +8,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sched.h>
+
 #include <new>
-#include <unordered_map>
 
 #include "vgpu/limiter_contract.h"
 
@@ -337,98 +338,150 @@ uint64_t containerUsage(int dev) {
 namespace ledger {
 namespace {
 
-struct Key {
+// Open addressing with linear probing in one calloc'd array: no allocation per record
+// and a spin lock (held for a few dozen instructions), because every allocation and free
+// of the application passes through here.
+struct Entry {
   uintptr_t id;
+  uintptr_t owner;
+  uint64_t bytes;
+  int32_t dev;
   Kind kind;
-  bool operator==(const Key& o) const { return id == o.id && kind == o.kind; }
+  uint8_t state;  // kEmpty, kFull, kGone (a tombstone keeps probe chains intact)
 };
-struct KeyHash {
-  size_t operator()(const Key& k) const {
-    return static_cast<size_t>(k.id * 0x9E3779B97F4A7C15ull) ^ static_cast<size_t>(k.kind);
-  }
+constexpr uint8_t kEmpty = 0, kFull = 1, kGone = 2;
+
+struct Table {
+  Entry* entries = nullptr;
+  size_t capacity = 0;  // a power of two
+  size_t full = 0;
+  size_t gone = 0;
 };
 
-pthread_mutex_t gMu = PTHREAD_MUTEX_INITIALIZER;
-std::unordered_map<Key, Record, KeyHash>* gMap = nullptr;
-
-std::unordered_map<Key, Record, KeyHash>& map() {
-  if (gMap == nullptr) {
-    gMap = new std::unordered_map<Key, Record, KeyHash>();
-    gMap->reserve(1024);
-  }
-  return *gMap;
-}
+std::atomic<bool> gLocked{false};
+Table gTable;
 
 struct Lock {
-  Lock() { pthread_mutex_lock(&gMu); }
-  ~Lock() { pthread_mutex_unlock(&gMu); }
+  Lock() {
+    while (gLocked.exchange(true, std::memory_order_acquire)) {
+      while (gLocked.load(std::memory_order_relaxed)) sched_yield();
+    }
+  }
+  ~Lock() { gLocked.store(false, std::memory_order_release); }
 };
+
+size_t slotOf(uintptr_t id, Kind kind, size_t capacity) {
+  uint64_t h = (static_cast<uint64_t>(id) ^ (static_cast<uint64_t>(kind) << 56)) * 0x9E3779B97F4A7C15ull;
+  return static_cast<size_t>(h >> 20) & (capacity - 1);
+}
+
+Entry* find(uintptr_t id, Kind kind) {
+  if (gTable.capacity == 0) return nullptr;
+  for (size_t i = slotOf(id, kind, gTable.capacity);; i = (i + 1) & (gTable.capacity - 1)) {
+    Entry& e = gTable.entries[i];
+    if (e.state == kEmpty) return nullptr;
+    if (e.state == kFull && e.id == id && e.kind == kind) return &e;
+  }
+}
+
+// Keeps at least half of the table empty so that probes stay short and always end.
+bool reserveOne() {
+  if ((gTable.full + gTable.gone + 1) * 2 <= gTable.capacity) return true;
+  size_t capacity = gTable.capacity == 0 ? 1024 : gTable.capacity;
+  while ((gTable.full + 1) * 2 > capacity / 2) capacity *= 2;
+  auto* entries = static_cast<Entry*>(calloc(capacity, sizeof(Entry)));
+  if (entries == nullptr) return false;
+  for (size_t i = 0; i < gTable.capacity; ++i) {
+    const Entry& e = gTable.entries[i];
+    if (e.state != kFull) continue;
+    size_t j = slotOf(e.id, e.kind, capacity);
+    while (entries[j].state == kFull) j = (j + 1) & (capacity - 1);
+    entries[j] = e;
+  }
+  free(gTable.entries);
+  gTable.entries = entries;
+  gTable.capacity = capacity;
+  gTable.gone = 0;
+  return true;
+}
+
+void erase(Entry* e) {
+  e->state = kGone;
+  --gTable.full;
+  ++gTable.gone;
+}
 
 }  // namespace
 
 void put(Kind kind, uintptr_t id, const Record& rec) {
   Lock l;
-  map()[Key{id, kind}] = rec;
+  if (Entry* e = find(id, kind)) {
+    e->dev = rec.dev;
+    e->bytes = rec.bytes;
+    e->owner = rec.owner;
+    return;
+  }
+  if (!reserveOne()) {
+    logf(kLogError, "out of host memory: a device allocation goes untracked");
+    return;
+  }
+  size_t i = slotOf(id, kind, gTable.capacity);
+  while (gTable.entries[i].state == kFull) i = (i + 1) & (gTable.capacity - 1);
+  if (gTable.entries[i].state == kGone) --gTable.gone;
+  gTable.entries[i] = Entry{id, rec.owner, rec.bytes, rec.dev, kind, kFull};
+  ++gTable.full;
 }
 
 bool take(Kind kind, uintptr_t id, Record* out) {
   Lock l;
-  auto& m = map();
-  auto it = m.find(Key{id, kind});
-  if (it == m.end()) return false;
-  *out = it->second;
-  m.erase(it);
+  Entry* e = find(id, kind);
+  if (e == nullptr) return false;
+  *out = Record{e->dev, e->bytes, e->owner};
+  erase(e);
   return true;
 }
 
 bool peek(Kind kind, uintptr_t id, Record* out) {
   Lock l;
-  auto& m = map();
-  auto it = m.find(Key{id, kind});
-  if (it == m.end()) return false;
-  *out = it->second;
+  Entry* e = find(id, kind);
+  if (e == nullptr) return false;
+  *out = Record{e->dev, e->bytes, e->owner};
   return true;
 }
 
 bool setBytes(Kind kind, uintptr_t id, uint64_t bytes) {
   Lock l;
-  auto& m = map();
-  auto it = m.find(Key{id, kind});
-  if (it == m.end()) return false;
-  it->second.bytes = bytes;
+  Entry* e = find(id, kind);
+  if (e == nullptr) return false;
+  e->bytes = bytes;
   return true;
 }
 
 void takeOwned(Kind kind, uintptr_t owner, uint64_t bytesPerDevice[kLimiterMaxDevices]) {
   Lock l;
-  auto& m = map();
-  for (auto it = m.begin(); it != m.end();) {
-    if (it->first.kind == kind && it->second.owner == owner) {
-      if (it->second.dev >= 0) bytesPerDevice[it->second.dev] += it->second.bytes;
-      it = m.erase(it);
-    } else {
-      ++it;
-    }
+  for (size_t i = 0; i < gTable.capacity; ++i) {
+    Entry& e = gTable.entries[i];
+    if (e.state != kFull || e.kind != kind || e.owner != owner) continue;
+    if (e.dev >= 0 && e.dev < kLimiterMaxDevices) bytesPerDevice[e.dev] += e.bytes;
+    erase(&e);
   }
 }
 
 void takeDevice(int dev, uint64_t* bytes) {
   Lock l;
-  auto& m = map();
-  for (auto it = m.begin(); it != m.end();) {
-    if (it->second.dev == dev && it->first.kind != Kind::kContext) {
-      *bytes += it->second.bytes;
-      it = m.erase(it);
-    } else {
-      ++it;
-    }
+  for (size_t i = 0; i < gTable.capacity; ++i) {
+    Entry& e = gTable.entries[i];
+    if (e.state != kFull || e.dev != dev || e.kind == Kind::kContext) continue;
+    *bytes += e.bytes;
+    erase(&e);
   }
 }
 
 void clear() {
-  // After fork only this thread exists; the mutex may have been held by a vanished thread.
-  pthread_mutex_init(&gMu, nullptr);
-  if (gMap != nullptr) gMap->clear();
+  // After fork only this thread exists; the lock may have been held by a vanished thread.
+  gLocked.store(false);
+  if (gTable.entries != nullptr) memset(gTable.entries, 0, gTable.capacity * sizeof(Entry));
+  gTable.full = gTable.gone = 0;
 }
 
 }  // namespace ledger

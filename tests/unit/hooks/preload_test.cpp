@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -380,10 +381,19 @@ class LimiterCompute : public LimiterPreload, public ::testing::WithParamInterfa
 
 TEST_P(LimiterCompute, BusyWorkloadTracksTheLimitWithinFivePoints) {
   int limit = GetParam();
+  // What this workload reaches unthrottled on this machine right now (its own launch and
+  // synchronisation gaps): a limit above that cannot be reached, only capped.
+  double reachable = 100.0;
+  if (limit > 50) {
+    ProbeResult bare = run({"compute", "700", "1000"}, {}, false);
+    ASSERT_EQ(bare.exitCode, 0) << bare.err;
+    reachable = strtod(field(bare.out, "share").c_str(), nullptr) * 100;
+  }
   ProbeResult r = run({"compute", "1500", "1000"}, {{"CUDA_DEVICE_SM_LIMIT", std::to_string(limit)}});
   ASSERT_EQ(r.exitCode, 0) << r.err;
   double share = strtod(field(r.out, "share").c_str(), nullptr) * 100;
-  EXPECT_NEAR(share, limit, 5.0) << r.out;
+  EXPECT_NEAR(share, std::min<double>(limit, reachable), 5.0) << r.out << "unthrottled: " << reachable;
+  EXPECT_LE(share, limit + 5.0) << r.out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Limits, LimiterCompute, ::testing::Values(10, 30, 50, 90));
