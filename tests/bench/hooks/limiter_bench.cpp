@@ -142,6 +142,7 @@ int main(int argc, char** argv) {
     }
   }
   benchmark::Initialize(&argc, argv);
+  setup();  // loading and initialising the libraries is not part of any measurement
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;
