@@ -199,17 +199,19 @@ void standardFit(const vgpu_device_request& q, const vgpu_device& d, const vgpu_
   const std::uint64_t memory = requestedMemoryMiB(q, d);
   if (memory > d.memory_mib) return refuse(r, VGPU_REASON_REQUEST_TOO_LARGE, memory, d.memory_mib);
   if (u.shares >= d.split_count) return refuse(r, VGPU_REASON_SHARES_EXHAUSTED, 1, d.split_count);
-  if (q.compute_percent >= 100 && u.shares > 0) return refuse(r, VGPU_REASON_EXCLUSIVE_CONFLICT, 100, u.shares);
-  if (q.compute_percent == 0 && u.compute >= d.compute_units)
-    return refuse(r, VGPU_REASON_EXCLUSIVE_CONFLICT, 0, u.shares);
+  // 100% means the device alone: all its compute units, whatever core scaling made of them.
+  const bool alone = q.compute_percent >= 100;
+  const std::uint32_t compute = alone ? d.compute_units : q.compute_percent;
+  if (alone && u.shares > 0) return refuse(r, VGPU_REASON_EXCLUSIVE_CONFLICT, 100, u.shares);
+  if (compute == 0 && u.compute >= d.compute_units) return refuse(r, VGPU_REASON_EXCLUSIVE_CONFLICT, 0, u.shares);
   const std::uint64_t freeMemory = d.memory_mib > u.memory_mib ? d.memory_mib - u.memory_mib : 0;
   if (memory > freeMemory) return refuse(r, VGPU_REASON_INSUFFICIENT_MEMORY, memory, freeMemory);
   const std::uint32_t freeCompute = d.compute_units > u.compute ? d.compute_units - u.compute : 0;
-  if (q.compute_percent > freeCompute) return refuse(r, VGPU_REASON_INSUFFICIENT_COMPUTE, q.compute_percent, freeCompute);
+  if (compute > freeCompute) return refuse(r, VGPU_REASON_INSUFFICIENT_COMPUTE, compute, freeCompute);
 
   r.fits = 1;
   r.reason = VGPU_REASON_NONE;
-  r.take = {1, q.compute_percent, memory};
+  r.take = {1, compute, memory};
 }
 
 }  // namespace vgpu::sdk

@@ -50,6 +50,7 @@ Status parseDeviceGroup(const Context& ctx, const YAML::Node& group, const std::
   std::uint32_t count = 1, numaNodes = 1, computeUnits = 100;
   std::optional<std::uint32_t> splitCount;
   std::set<std::uint32_t> unhealthy;
+  std::map<std::string, std::string> attributes;
   for (const auto& kv : group) {
     const std::string key = kv.first.Scalar();
     const std::string at = path + "." + key;
@@ -69,6 +70,12 @@ Status parseDeviceGroup(const Context& ctx, const YAML::Node& group, const std::
       else if (key == "numaNodes") numaNodes = *v;
       else if (key == "computeUnits") computeUnits = *v;
       else splitCount = *v;
+    } else if (key == "attributes") {
+      if (!kv.second.IsMap()) return ctx.error(kv.second, at, "expected a map of strings");
+      for (const auto& a : kv.second) {
+        if (!a.second.IsScalar()) return ctx.error(a.second, at + "." + a.first.Scalar(), "expected a string");
+        attributes[a.first.Scalar()] = a.second.Scalar();
+      }
     } else if (key == "unhealthy") {
       if (!kv.second.IsSequence()) return ctx.error(kv.second, at, "expected a list of device positions");
       for (size_t i = 0; i < kv.second.size(); ++i) {
@@ -79,7 +86,7 @@ Status parseDeviceGroup(const Context& ctx, const YAML::Node& group, const std::
     } else {
       return ctx.error(kv.first, at,
                        "unknown key (expected backend, model, memoryMiB, count, numaNodes, computeUnits, "
-                       "splitCount, idPrefix, unhealthy)");
+                       "splitCount, idPrefix, unhealthy, attributes)");
     }
   }
   if (backend.empty()) return ctx.error(group, path + ".backend", "is required");
@@ -101,6 +108,7 @@ Status parseDeviceGroup(const Context& ctx, const YAML::Node& group, const std::
     d.splitCount = splitCount.value_or(settings.splitCount.value_or(10));
     d.numaNode = static_cast<int>(i * numaNodes / count);
     d.health = unhealthy.contains(i) ? Health::kUnhealthy : Health::kHealthy;
+    d.attributes = attributes;
     out.push_back(std::move(d));
   }
   for (auto pos : unhealthy)

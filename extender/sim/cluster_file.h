@@ -24,7 +24,8 @@ struct ClusterNode {
 ///     - name: gpu-1
 ///       devices:
 ///         - {backend: sim, model: "NVIDIA A100-SXM4-80GB", memoryMiB: 81920, count: 8,
-///            numaNodes: 2, splitCount: 10, computeUnits: 100, idPrefix: GPU-a, unhealthy: [3]}
+///            numaNodes: 2, splitCount: 10, computeUnits: 100, idPrefix: GPU-a, unhealthy: [3],
+///            attributes: {migMode: disabled}}
 ///       cordoned: [GPU-a-1]
 ///       unavailable: "agent heartbeat is stale"
 /// Errors name the file, the key path and the line.

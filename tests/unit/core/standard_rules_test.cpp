@@ -159,6 +159,20 @@ TEST(StandardRules, FitChecksInOrder) {
       EXPECT_EQ(r.take.memory_mib, c.memory) << c.description;
     }
   }
+  // With core scaling a device has other than 100 units; wanting it alone takes them all.
+  for (const std::uint32_t units : {50u, 200u}) {
+    Device scaled = d;
+    scaled.computeUnits = units;
+    const DeviceRecord scaledDevice(scaled);
+    DeviceRequest whole;
+    whole.count = 1;
+    whole.computePercent = 100;
+    const RequestRecord wholeRequest(whole);
+    vgpu_fit_result r{};
+    standardFit(wholeRequest.c(), scaledDevice.c(), {}, r);
+    EXPECT_TRUE(r.fits) << units;
+    EXPECT_EQ(r.take.compute, units);
+  }
   Device sick = d;
   sick.health = Health::kUnhealthy;
   const DeviceRecord sickDevice(sick);

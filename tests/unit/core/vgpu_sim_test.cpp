@@ -103,7 +103,7 @@ TEST(ClusterFile, ExpandsDeviceGroupsWithConfigDefaults) {
   config.backends.push_back(sim);
   auto nodes = simulator::parseClusterFile(
       "nodes:\n  - name: n1\n    devices:\n      - {backend: sim, model: M, memoryMiB: 1000, count: 4, numaNodes: 2, "
-      "unhealthy: [1]}\n    cordoned: [n1-sim-3]\n",
+      "unhealthy: [1], attributes: {mode: x}}\n    cordoned: [n1-sim-3]\n",
       "c.yaml", config);
   ASSERT_TRUE(nodes.ok()) << nodes.error().message;
   ASSERT_EQ(nodes->size(), 1u);
@@ -115,6 +115,7 @@ TEST(ClusterFile, ExpandsDeviceGroupsWithConfigDefaults) {
   EXPECT_EQ(d[1].health, Health::kUnhealthy);
   EXPECT_EQ(d[2].numaNode, 1);
   EXPECT_TRUE((*nodes)[0].cordoned.contains("n1-sim-3"));
+  EXPECT_EQ(d[3].attributes.at("mode"), "x");
 }
 
 TEST(ClusterFile, ErrorsNameFileKeyAndLine) {
