@@ -136,6 +136,10 @@ std::unique_ptr<HttpTransport::Connection> HttpTransport::acquire(bool& reused) 
 }
 
 void HttpTransport::release(std::unique_ptr<Connection> c) {
+  // A cancel that raced with the end of the last call may have left a handler queued: run
+  // it now, while no operation is pending, rather than into the next user's request.
+  c->ioc.restart();
+  c->ioc.poll();
   std::lock_guard lock(mu_);
   if (idle_.size() < endpoint_.maxIdle) idle_.push_back(std::move(c));
 }
