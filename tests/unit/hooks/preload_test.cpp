@@ -185,6 +185,8 @@ struct PathCase {
   int bMiB;  // does not fit on top of A, fits alone
 };
 
+void PrintTo(const PathCase& c, std::ostream* os) { *os << c.path; }
+
 class LimiterAllocationPath : public LimiterPreload,
                               public ::testing::WithParamInterface<PathCase> {};
 
