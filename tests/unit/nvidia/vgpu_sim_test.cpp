@@ -77,6 +77,8 @@ TEST(NvidiaVgpuSim, PlacesTheExamplePodsOnNvidiaDevices) {
   const std::string halfWhy = boost::json::serialize(half.at("reasons"));
   EXPECT_THAT(halfWhy, HasSubstr("a100-node"));
   EXPECT_THAT(halfWhy, HasSubstr("unhealthy"));
+  EXPECT_THAT(halfWhy, HasSubstr("mig-node"));
+  EXPECT_THAT(halfWhy, HasSubstr("MIG mode"));
 
   const auto& large = podNamed(doc, "research/too-large");
   EXPECT_EQ(large.at("status").as_string(), "pending");
