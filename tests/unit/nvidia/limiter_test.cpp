@@ -183,6 +183,16 @@ TEST(NvidiaLimiter, AsksForCdiDevicesWhenAKindIsConfigured) {
   EXPECT_TRUE(noCdi->annotations.empty());
 }
 
+TEST(NvidiaLimiter, AWholeGpuUnderCoreScalingIsNotThrottled) {
+  // With coreScaling 2 a container that wants the GPU alone is granted all 200 units.
+  TempDir dir;
+  auto l = limiter();
+  auto spec = l.containerSpec(grantOf(dir, {dev(kGpu0, 81920, 200)}));
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_EQ(spec->env["CUDA_DEVICE_SM_LIMIT"], "100");
+  EXPECT_EQ(spec->env["CUDA_DEVICE_SM_LIMIT_0"], "100");
+}
+
 TEST(NvidiaLimiter, DriverModeWithOversubscriptionProtectsOnlyThePhysicalShare) {
   LimiterSettings s;
   s.memory = MemoryEnforcement::kDriver;
