@@ -187,7 +187,7 @@ http::Response Webhook::review(const http::Request& request) {
       for (const Backend* b : used) {
         auto defaults = b->allocator().admissionDefaults(c, pod->annotations);
         if (!defaults.ok())
-          return deny(400, "BadRequest", "container \"" + c.name + "\": " + defaults.error().message);
+          return deny(400, "BadRequest", defaults.error().message);
         for (const auto& [name, value] : *defaults)
           if (!c.limits.contains(name)) added[name] = value;
       }

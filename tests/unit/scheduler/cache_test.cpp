@@ -1,0 +1,189 @@
+// The cluster cache on its own: inventories from node annotations, usage from pod
+// assignments, reservations, slots and the 6a hold-back rule.
+#include <gtest/gtest.h>
+
+#include <future>
+
+#include "cluster_cache.h"
+#include "scheduler_harness.h"
+#include "vgpu/codec/assignment_codec.h"
+
+namespace vgpu::scheduler {
+namespace {
+
+using namespace vgpu::testing;
+using std::chrono::system_clock;
+
+json::object boundPod(const std::string& name, const std::string& uid, const std::string& node, const std::string& device,
+                      std::uint64_t memory, int slot, const std::string& phase = "Running",
+                      const std::string& bindPhase = "success") {
+  Assignment a;
+  a.node = node;
+  a.containers.push_back({"main", false, {{"sim", device, 0, memory, 0, slot}}});
+  json::object ann{{std::string(keys::kPodAssignment), encodeAssignment(a)},
+                   {std::string(keys::kPodBindPhase), bindPhase},
+                   {std::string(keys::kPodBindTime), formatTimestamp(system_clock::now())}};
+  json::object pod = podJson("default", name, {{"main", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", std::to_string(memory)}}}},
+                             "vgpu-scheduler", ann);
+  pod["metadata"].as_object()["uid"] = uid;
+  pod["spec"].as_object()["nodeName"] = node;
+  pod["status"].as_object()["phase"] = phase;
+  return pod;
+}
+
+struct CacheFixture : ::testing::Test {
+  BackendSet backends = simBackends();
+  system_clock::time_point now = system_clock::now();
+  ClusterCache cache{backends, [this] {
+                       ClusterCache::Options o;
+                       o.now = [this] { return now; };
+                       return o;
+                     }()};
+  PlacementEngine engine;
+
+  PreparedPod prepare(const PodInfo& info) {
+    auto request = buildPodRequest(backends, info.podNamespace, info.name, info.containers, info.annotations);
+    EXPECT_TRUE(request.ok());
+    return std::move(PreparedPod::prepare(*request, backends)).value();
+  }
+  PodInfo info(const json::object& pod, const std::string& uid) {
+    json::object copy = pod;
+    copy["metadata"].as_object()["uid"] = uid;
+    return std::move(parsePod(json::value(copy))).value();
+  }
+};
+
+TEST_F(CacheFixture, SchedulerCacheCountsBoundPodsAndFreesThemWhenTheyEndOrGo) {
+  cache.upsertNode(nodeJson("n1", gpus("n1", 2), now));
+  cache.upsertPod(boundPod("a", "uid-a", "n1", "GPU-n1-0", 1000, 0));
+  cache.upsertPod(boundPod("b", "uid-b", "n1", "GPU-n1-0", 2000, 1));
+  EXPECT_EQ(cache.deviceUsage("n1", "GPU-n1-0"), (DeviceUsage{2, 3000, 0}));
+  cache.upsertPod(boundPod("a", "uid-a", "n1", "GPU-n1-0", 1000, 0, "Succeeded"));
+  EXPECT_EQ(cache.deviceUsage("n1", "GPU-n1-0"), (DeviceUsage{1, 2000, 0}));
+  cache.removePod(boundPod("b", "uid-b", "n1", "GPU-n1-0", 2000, 1));
+  EXPECT_EQ(cache.deviceUsage("n1", "GPU-n1-0"), (DeviceUsage{0, 0, 0}));
+  EXPECT_EQ(cache.stats().pods, 0u);
+}
+
+TEST_F(CacheFixture, SchedulerCachePodsSeenBeforeTheirNodeCountOnceItAppearsAndAfterInventoryChanges) {
+  cache.upsertPod(boundPod("a", "uid-a", "n1", "GPU-n1-1", 4000, 0));
+  cache.upsertNode(nodeJson("n1", gpus("n1", 2), now));
+  EXPECT_EQ(cache.deviceUsage("n1", "GPU-n1-1"), (DeviceUsage{1, 4000, 0}));
+  cache.upsertNode(nodeJson("n1", gpus("n1", 4), now));  // a new inventory: usage rebuilt, not lost
+  EXPECT_EQ(cache.deviceUsage("n1", "GPU-n1-1"), (DeviceUsage{1, 4000, 0}));
+  EXPECT_EQ(cache.deviceUsage("n1", "GPU-n1-3"), (DeviceUsage{0, 0, 0}));
+}
+
+TEST_F(CacheFixture, SchedulerCacheStaleOrMissingHeartbeatAndMissingInventoryHaveReasons) {
+  cache.upsertNode(nodeJson("fresh", gpus("fresh", 1), now));
+  cache.upsertNode(nodeJson("stale", gpus("stale", 1), now - std::chrono::minutes(5)));
+  cache.upsertNode(nodeJson("bare", {}, now));
+  json::object broken = nodeJson("broken", {}, now);
+  broken["metadata"].as_object()["annotations"].as_object()[keys::nodeDevices("sim")] = "{not json";
+  cache.upsertNode(broken);
+  std::map<std::string, std::string> reasons;
+  cache.read([&](const ClusterCache::Lookup& lookup, system_clock::time_point t) {
+    for (const char* n : {"fresh", "stale", "bare", "broken"}) reasons[n] = nodeUnusableReason(*lookup(n), t, std::chrono::seconds(90));
+    EXPECT_EQ(lookup("absent"), nullptr);
+  });
+  EXPECT_EQ(reasons["fresh"], "");
+  EXPECT_NE(reasons["stale"].find("heartbeat is stale"), std::string::npos) << reasons["stale"];
+  EXPECT_NE(reasons["bare"].find("no vgpu devices"), std::string::npos) << reasons["bare"];
+  EXPECT_NE(reasons["broken"].find("cannot be read"), std::string::npos) << reasons["broken"];
+  now += std::chrono::minutes(3);  // time passes without a heartbeat: fresh goes stale too
+  cache.read([&](const ClusterCache::Lookup& lookup, system_clock::time_point t) {
+    EXPECT_NE(nodeUnusableReason(*lookup("fresh"), t, std::chrono::seconds(90)), "");
+  });
+}
+
+TEST_F(CacheFixture, SchedulerCacheReserveTakesLowestFreeSlotsAndReleaseGivesThemBack) {
+  cache.upsertNode(nodeJson("n1", gpus("n1", 1), now));
+  cache.upsertPod(boundPod("a", "uid-a", "n1", "GPU-n1-0", 1000, 0));
+  cache.upsertPod(boundPod("b", "uid-b", "n1", "GPU-n1-0", 1000, 2));
+  const json::object pod = gpuPod("p", 1000);
+  PodInfo p1 = info(pod, "uid-1");
+  auto r1 = cache.reserve(p1, prepare(p1), "n1", engine, std::chrono::milliseconds(0));
+  ASSERT_TRUE(r1.ok()) << r1.error().message;
+  EXPECT_EQ(r1->assignment.containers[0].devices[0].slot, 1);
+  // Confirm p1 as allocated so the next one is not held back.
+  json::object confirmed = boundPod("p", "uid-1", "n1", "GPU-n1-0", 1000, 1);
+  cache.upsertPod(confirmed);
+  PodInfo p2 = info(gpuPod("q", 1000), "uid-2");
+  auto r2 = cache.reserve(p2, prepare(p2), "n1", engine, std::chrono::milliseconds(0));
+  ASSERT_TRUE(r2.ok()) << r2.error().message;
+  EXPECT_EQ(r2->assignment.containers[0].devices[0].slot, 3);
+  EXPECT_EQ(cache.deviceUsage("n1", "GPU-n1-0")->shares, 4u);
+  cache.release("uid-2");
+  EXPECT_EQ(cache.deviceUsage("n1", "GPU-n1-0")->shares, 3u);
+  PodInfo p3 = info(gpuPod("r", 1000), "uid-3");
+  auto r3 = cache.reserve(p3, prepare(p3), "n1", engine, std::chrono::milliseconds(0));
+  ASSERT_TRUE(r3.ok());
+  EXPECT_EQ(r3->assignment.containers[0].devices[0].slot, 3);
+}
+
+TEST_F(CacheFixture, SchedulerCacheReservationSurvivesAnOlderUnboundEventOfThePod) {
+  cache.upsertNode(nodeJson("n1", gpus("n1", 1), now));
+  json::object pod = gpuPod("p", 5000);
+  pod["metadata"].as_object()["uid"] = "uid-p";
+  PodInfo p = info(pod, "uid-p");
+  ASSERT_TRUE(cache.reserve(p, prepare(p), "n1", engine, std::chrono::milliseconds(0)).ok());
+  cache.upsertPod(pod);  // the informer delivers a pre-bind update late
+  EXPECT_EQ(cache.deviceUsage("n1", "GPU-n1-0")->memoryMiB, 5000u);
+  cache.removePod(pod);  // deleted: gone at once
+  EXPECT_EQ(cache.deviceUsage("n1", "GPU-n1-0")->memoryMiB, 0u);
+}
+
+TEST_F(CacheFixture, SchedulerCacheRefusesWhatNoLongerFitsAndStaleNodes) {
+  cache.upsertNode(nodeJson("n1", gpus("n1", 1, 8000), now));
+  cache.upsertPod(boundPod("a", "uid-a", "n1", "GPU-n1-0", 6000, 0));
+  PodInfo p = info(gpuPod("p", 4000), "uid-p");
+  auto r = cache.reserve(p, prepare(p), "n1", engine, std::chrono::milliseconds(0));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("no longer fits"), std::string::npos) << r.error().message;
+  now += std::chrono::minutes(10);
+  PodInfo q = info(gpuPod("q", 1000), "uid-q");
+  auto stale = cache.reserve(q, prepare(q), "n1", engine, std::chrono::milliseconds(0));
+  ASSERT_FALSE(stale.ok());
+  EXPECT_NE(stale.error().message.find("stale"), std::string::npos);
+  auto unknown = cache.reserve(q, prepare(q), "nope", engine, std::chrono::milliseconds(0));
+  ASSERT_FALSE(unknown.ok());
+}
+
+TEST_F(CacheFixture, SchedulerCacheHoldsBackOnlyConfusableBindsUntilTheFirstIsAllocated) {
+  cache.upsertNode(nodeJson("n1", gpus("n1", 2), now));
+  // In flight: same signature (1 GPU), on GPU-n1-0.
+  cache.upsertPod(boundPod("a", "uid-a", "n1", "GPU-n1-0", 1000, 0, "Pending", "allocating"));
+  // Different signature (2 GPUs): never held back.
+  PodInfo two = info(gpuPod("two", 1000, 0, 2), "uid-two");
+  ASSERT_TRUE(cache.reserve(two, prepare(two), "n1", engine, std::chrono::milliseconds(0)).ok());
+  // Same signature, different device (spread puts it on the other GPU): held back.
+  PodInfo p = info(gpuPod("p", 1000), "uid-p");
+  PreparedPod prepared = prepare(p);
+  auto refused = cache.reserve(p, prepared, "n1", engine, std::chrono::milliseconds(0));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message.rfind("held back", 0), 0u) << refused.error().message;
+  // Waiting: the first pod's Allocate is answered meanwhile, and the bind goes through.
+  auto waiting = std::async(std::launch::async, [&] { return cache.reserve(p, prepared, "n1", engine, std::chrono::seconds(10)); });
+  EXPECT_EQ(waiting.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout);
+  cache.upsertPod(boundPod("a", "uid-a", "n1", "GPU-n1-0", 1000, 0, "Pending", "success"));
+  auto granted = waiting.get();
+  ASSERT_TRUE(granted.ok()) << granted.error().message;
+}
+
+TEST(SchedulerSignature, CountsOnlyAdvertisedResourcesPerContainer) {
+  BackendSet backends = simBackends();
+  PodInfo a = std::move(parsePod(json::value(gpuPod("a", 1000)))).value();
+  PodInfo b = std::move(parsePod(json::value(gpuPod("b", 3000, 50)))).value();
+  PodInfo c = std::move(parsePod(json::value(gpuPod("c", 1000, 0, 2)))).value();
+  EXPECT_EQ(requestSignature(a, backends), requestSignature(b, backends));
+  EXPECT_NE(requestSignature(a, backends), requestSignature(c, backends));
+  Assignment x, y;
+  x.containers.push_back({"main", false, {{"sim", "G0", 0, 1000, 0, 0}}});
+  y.containers.push_back({"main", false, {{"sim", "G0", 0, 1000, 0, 3}}});
+  EXPECT_TRUE(interchangeable(x, y));
+  y.containers[0].devices[0].deviceId = "G1";
+  EXPECT_FALSE(interchangeable(x, y));
+}
+
+}  // namespace
+}  // namespace vgpu::scheduler

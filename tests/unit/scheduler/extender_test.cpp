@@ -1,0 +1,274 @@
+// The extender verbs over HTTP against the apiserver double, with the real JSON shapes.
+#include <gtest/gtest.h>
+
+#include "../http/test_http_client.h"
+#include "../metrics/promtool_check.h"
+#include "scheduler_harness.h"
+#include "vgpu/codec/assignment_codec.h"
+#include "vgpu/k8s/object.h"
+
+namespace vgpu::scheduler {
+namespace {
+
+using namespace vgpu::testing;
+
+json::object parse(const std::string& body) {
+  boost::system::error_code ec;
+  auto v = json::parse(body, ec);
+  EXPECT_FALSE(ec) << body;
+  return v.is_object() ? v.as_object() : json::object{};
+}
+
+std::vector<std::string> names(const json::value& v) {
+  std::vector<std::string> out;
+  if (v.is_array())
+    for (const auto& n : v.as_array()) out.emplace_back(n.as_string());
+  return out;
+}
+
+struct ExtenderFixture : ::testing::Test {
+  SchedulerHarness h;
+  TestHttpClient http{h.service->port()};
+
+  void SetUp() override {
+    h.createNode(nodeJson("big", gpus("big", 2, 81920)));
+    h.createNode(nodeJson("small", gpus("small", 1, 8000)));
+    h.createNode(nodeJson("stale", gpus("stale", 8), std::chrono::system_clock::now() - std::chrono::hours(1)));
+    h.createNode(nodeJson("plain", {}));
+    ASSERT_TRUE(h.awaitNodes(4));
+  }
+  json::object filter(const json::object& pod, const std::vector<std::string>& nodes) {
+    auto r = http.post("/filter", extenderArgs(pod, nodes));
+    EXPECT_EQ(r.status, 200) << r.body;
+    return parse(r.body);
+  }
+};
+
+TEST_F(ExtenderFixture, SchedulerFilterNodeCacheCapableAnswersNodeNamesAndReasonsInWords) {
+  auto out = filter(gpuPod("p", 20000), {"big", "small", "stale", "plain", "ghost"});
+  EXPECT_TRUE(out.at("Nodes").is_null());
+  EXPECT_EQ(names(out.at("NodeNames")), std::vector<std::string>{"big"});
+  const auto& failed = out.at("FailedNodes").as_object();
+  const auto& unresolvable = out.at("FailedAndUnresolvableNodes").as_object();
+  EXPECT_NE(std::string(failed.at("small").as_string()).find("8000 MiB"), std::string::npos) << failed;
+  EXPECT_NE(std::string(failed.at("stale").as_string()).find("heartbeat is stale"), std::string::npos);
+  EXPECT_NE(std::string(failed.at("ghost").as_string()).find("not known"), std::string::npos);
+  EXPECT_NE(std::string(unresolvable.at("plain").as_string()).find("no vgpu devices"), std::string::npos);
+  EXPECT_EQ(out.at("Error"), "");
+}
+
+TEST_F(ExtenderFixture, SchedulerFilterNothingFitsStillAnswersAnEmptyArray) {
+  auto out = filter(gpuPod("huge", 100000), {"big", "small"});
+  ASSERT_TRUE(out.at("NodeNames").is_array());  // never null: null would mean "reject all" silently
+  EXPECT_TRUE(out.at("NodeNames").as_array().empty());
+  EXPECT_EQ(out.at("FailedNodes").as_object().size(), 2u);
+  // The refusal reaches the pod as an event.
+  h.service->events().flush();
+  EXPECT_TRUE(eventually([&] {
+    for (const auto& e : h.api->list("events"))
+      if (e.at("reason") == "FilteringFailed") return true;
+    return false;
+  }));
+}
+
+TEST_F(ExtenderFixture, SchedulerFilterWithoutNodeCacheAnswersNodeObjects) {
+  std::vector<json::object> nodes;
+  for (const char* n : {"big", "small"}) nodes.push_back(*h.api->get("nodes", "", n));
+  nodes.push_back(nodeJson("autoscaler-template", gpus("tmpl", 1)));  // not in the cache: judged by its annotations
+  auto r = http.post("/filter", extenderArgsWithNodes(gpuPod("p", 20000), nodes));
+  ASSERT_EQ(r.status, 200);
+  auto out = parse(r.body);
+  EXPECT_TRUE(out.at("NodeNames").is_null());
+  std::vector<std::string> passed;
+  for (const auto& n : out.at("Nodes").at("items").as_array()) passed.emplace_back(k8s::name(n.as_object()));
+  EXPECT_EQ(passed, (std::vector<std::string>{"big", "autoscaler-template"}));
+  EXPECT_TRUE(out.at("FailedNodes").as_object().contains("small"));
+}
+
+TEST_F(ExtenderFixture, SchedulerFilterPassesPodsThatAskForNoneOfOurResources) {
+  json::object pod = podJson("default", "web", {{"main", {{"example.com/foo", "1"}}}}, "");
+  auto out = filter(pod, {"big", "plain", "ghost"});
+  EXPECT_EQ(names(out.at("NodeNames")), (std::vector<std::string>{"big", "plain", "ghost"}));
+  EXPECT_TRUE(out.at("FailedNodes").as_object().empty());
+}
+
+TEST_F(ExtenderFixture, SchedulerFilterInvalidRequestIsUnresolvableEverywhereWithTheParseError) {
+  json::object pod = podJson("default", "bad", {{"main", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "150"}}}});
+  auto out = filter(pod, {"big", "small"});
+  EXPECT_TRUE(out.at("NodeNames").as_array().empty());
+  const auto& u = out.at("FailedAndUnresolvableNodes").as_object();
+  ASSERT_EQ(u.size(), 2u);
+  EXPECT_NE(std::string(u.at("big").as_string()).find("150"), std::string::npos) << u;
+}
+
+TEST_F(ExtenderFixture, SchedulerPrioritizeScoresZeroToTenByNodePolicy) {
+  // Binpack: a node already in use scores above an idle one.
+  h.createNode(nodeJson("big2", gpus("big2", 2, 81920)));
+  ASSERT_TRUE(h.awaitNodes(5));
+  auto first = h.createPod(gpuPod("first", 40000, 50));
+  ASSERT_EQ(parse(http.post("/bind", bindingArgs(first, "big")).body).at("Error"), "");
+  ASSERT_TRUE(eventually([&] { return h.service->cache().deviceUsage("big", "GPU-big-0")->memoryMiB +
+                                          h.service->cache().deviceUsage("big", "GPU-big-1")->memoryMiB == 40000; }));
+  auto r = http.post("/prioritize", extenderArgs(gpuPod("p", 1000), {"big", "big2", "small", "ghost"}));
+  ASSERT_EQ(r.status, 200);
+  boost::system::error_code ec;
+  auto list = json::parse(r.body, ec).as_array();
+  ASSERT_EQ(list.size(), 4u);
+  std::map<std::string, std::int64_t> score;
+  for (const auto& e : list) score[std::string(e.at("Host").as_string())] = e.at("Score").as_int64();
+  for (const auto& [n, s] : score) {
+    EXPECT_GE(s, 0) << n;
+    EXPECT_LE(s, 10) << n;
+  }
+  EXPECT_GT(score["big"], score["big2"]);
+  EXPECT_EQ(score["ghost"], 0);
+}
+
+TEST_F(ExtenderFixture, SchedulerBindWritesTheAssignmentWithVirtualDeviceIdsAndBinds) {
+  auto pod = h.createPod(gpuPod("p", 3000, 30));
+  auto r = http.post("/bind", bindingArgs(pod, "big"));
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(parse(r.body).at("Error"), "") << r.body;
+  auto stored = *h.api->get("pods", "default", "p");
+  EXPECT_EQ(k8s::nodeName(stored), "big");
+  auto annotation = k8s::annotation(stored, keys::kPodAssignment);
+  ASSERT_TRUE(annotation);
+  auto a = decodeAssignment(*annotation);
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  EXPECT_EQ(a->node, "big");
+  ASSERT_EQ(a->containers.size(), 1u);
+  ASSERT_EQ(a->containers[0].devices.size(), 1u);
+  EXPECT_EQ(a->containers[0].devices[0].slot, 0);
+  EXPECT_EQ(a->containers[0].devices[0].memoryMiB, 3000u);
+  EXPECT_EQ(a->containers[0].devices[0].compute, 30u);
+  EXPECT_EQ(k8s::annotation(stored, keys::kPodBindPhase), "allocating");
+  EXPECT_TRUE(k8s::annotation(stored, keys::kPodBindTime));
+  h.service->events().flush();
+  EXPECT_TRUE(eventually([&] {
+    for (const auto& e : h.api->list("events"))
+      if (e.at("reason") == "DevicesAssigned" && std::string(e.at("message").as_string()).find("::0") != std::string::npos)
+        return true;
+    return false;
+  }));
+  // Binding again is refused (already bound), and leaves the one reservation as it was.
+  auto again = parse(http.post("/bind", bindingArgs(pod, "big")).body);
+  EXPECT_NE(again.at("Error"), "");
+  EXPECT_TRUE(eventually([&] { return h.service->cache().stats().pods == 1; }));
+}
+
+TEST_F(ExtenderFixture, SchedulerFailedBindLeavesNoReservation) {
+  auto pod = h.createPod(gpuPod("p", 70000));
+  fakes::Fault fault;
+  fault.method = "POST";
+  fault.pathPrefix = "/api/v1/namespaces/default/pods/p/binding";
+  fault.status = 403;
+  fault.times = -1;
+  h.api->addFault(fault);
+  auto out = parse(http.post("/bind", bindingArgs(pod, "big")).body);
+  EXPECT_NE(std::string(out.at("Error").as_string()).find("403"), std::string::npos) << out;
+  EXPECT_EQ(h.service->cache().stats().pods, 0u);
+  EXPECT_EQ(h.service->cache().deviceUsage("big", "GPU-big-0")->memoryMiB +
+                h.service->cache().deviceUsage("big", "GPU-big-1")->memoryMiB,
+            0u);
+  h.api->clearFaults();
+  EXPECT_EQ(parse(http.post("/bind", bindingArgs(pod, "big")).body).at("Error"), "");
+}
+
+TEST_F(ExtenderFixture, SchedulerDeletedPodsFreeCapacityAtOnce) {
+  auto a = h.createPod(gpuPod("a", 8000));
+  ASSERT_EQ(parse(http.post("/bind", bindingArgs(a, "small")).body).at("Error"), "");
+  ASSERT_TRUE(eventually([&] { return h.service->cache().stats().reservations == 0; }));  // the informer confirmed it
+  EXPECT_TRUE(names(filter(gpuPod("b", 8000), {"small"}).at("NodeNames")).empty());
+  ASSERT_TRUE(h.api->remove("pods", "default", "a").ok());
+  ASSERT_TRUE(eventually([&] { return h.service->cache().deviceUsage("small", "GPU-small-0")->memoryMiB == 0; }));
+  EXPECT_EQ(names(filter(gpuPod("b", 8000), {"small"}).at("NodeNames")), std::vector<std::string>{"small"});
+  // A pod that finished frees its devices too.
+  auto c = h.createPod(gpuPod("c", 8000));
+  ASSERT_EQ(parse(http.post("/bind", bindingArgs(c, "small")).body).at("Error"), "");
+  ASSERT_TRUE(h.api->patch("pods", "default", "c", json::object{{"status", json::object{{"phase", "Succeeded"}}}}).ok());
+  ASSERT_TRUE(eventually([&] { return h.service->cache().deviceUsage("small", "GPU-small-0")->memoryMiB == 0; }));
+}
+
+TEST_F(ExtenderFixture, SchedulerMalformedRequestsGetAnErrorAndNoCrash) {
+  struct Case {
+    const char* description;
+    const char* path;
+    std::string body;
+    int status;
+  } cases[] = {
+      {"not JSON", "/filter", "{nope", 400},
+      {"JSON but not an object", "/filter", "[1,2]", 400},
+      {"no Pod", "/filter", R"({"NodeNames":["big"]})", 400},
+      {"no node list at all", "/filter", R"({"Pod":{"metadata":{"name":"x"}}})", 400},
+      {"NodeNames of numbers", "/filter", R"({"Pod":{"metadata":{"name":"x"}},"NodeNames":[1]})", 400},
+      {"Pod of the wrong type", "/prioritize", R"({"Pod":"x","NodeNames":[]})", 400},
+      {"binding without a node", "/bind", R"({"PodName":"x","PodNamespace":"default"})", 400},
+      {"binding not JSON", "/bind", "\x01\x02", 400},
+      {"webhook not JSON", "/webhook", "{", 400},
+      {"wrong verb path", "/filters", "{}", 404},
+  };
+  for (const auto& c : cases) {
+    auto r = http.post(c.path, c.body);
+    EXPECT_EQ(r.status, c.status) << c.description << ": " << r.body;
+    EXPECT_FALSE(r.body.empty()) << c.description;
+  }
+  // A pod of a non-integer quantity: refused in words on every node.
+  auto odd = parse(http.post("/filter", R"({"Pod":{"metadata":{"name":"x"},"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"1.5"}}}]}},"NodeNames":["big"]})").body);
+  EXPECT_TRUE(odd.at("FailedAndUnresolvableNodes").as_object().contains("big")) << odd;
+  // Binding a pod that does not exist.
+  auto missing = parse(http.post("/bind", R"({"PodName":"ghost","PodNamespace":"default","PodUID":"","Node":"big"})").body);
+  EXPECT_NE(std::string(missing.at("Error").as_string()).find("ghost"), std::string::npos);
+  // A huge payload is refused by size, and the server keeps serving.
+  std::string huge = extenderArgs(gpuPod("p", 1000), std::vector<std::string>(400000, "node-with-a-long-name"));
+  EXPECT_EQ(http.post("/filter", huge).status, 413);
+  EXPECT_EQ(TestHttpClient(h.service->port()).get("/healthz").status, 200);
+}
+
+TEST_F(ExtenderFixture, SchedulerMetricsHealthAndReadinessEndpoints) {
+  auto pod = h.createPod(gpuPod("p", 1000));
+  filter(pod, {"big", "small"});
+  ASSERT_EQ(parse(http.post("/bind", bindingArgs(pod, "big")).body).at("Error"), "");
+  filter(gpuPod("huge", 900000), {"big"});
+  EXPECT_EQ(http.get("/healthz").status, 200);
+  EXPECT_EQ(http.get("/readyz").status, 200);
+  auto m = http.get("/metrics");
+  ASSERT_EQ(m.status, 200);
+  EXPECT_EQ(m.headers["Content-Type"], metrics::Registry::kContentType);
+  for (const char* expected : {"vgpu_scheduler_filter_duration_seconds_count 2", "vgpu_scheduler_pods_placed_total 1",
+                               "vgpu_scheduler_pods_refused_total{reason=\"no-fitting-node\"} 1",
+                               "vgpu_scheduler_bind_duration_seconds_count{result=\"ok\"} 1",
+                               "vgpu_device_memory_allocated_bytes{node=\"big\"",
+                               "vgpu_scheduler_nodes{state=\"stale\"} 1"})
+    EXPECT_NE(m.body.find(expected), std::string::npos) << expected << "\n" << m.body;
+#ifdef VGPU_PROMTOOL
+  auto check = promtoolCheck(VGPU_PROMTOOL, m.body);
+  EXPECT_EQ(check.exitCode, 0) << check.output;
+  EXPECT_EQ(check.output, "");
+#endif
+}
+
+TEST(SchedulerReadiness, ReadyzIs503UntilTheCachesSync) {
+  auto api = std::move(fakes::FakeApiServer::start()).value();
+  fakes::Fault hang;
+  hang.method = "GET";
+  hang.pathPrefix = "/api/v1/pods";
+  hang.action = fakes::Fault::Action::kHang;
+  hang.times = -1;
+  api->addFault(hang);
+  k8s::ClientConfig cc;
+  cc.server = api->url();
+  auto client = std::move(k8s::Client::create(cc)).value();
+  BackendSet backends = simBackends();
+  auto service = std::move(SchedulerService::start(DeviceConfig{}, backends, *client, {})).value();
+  TestHttpClient http(service->port());
+  EXPECT_EQ(http.get("/readyz").status, 503);
+  EXPECT_EQ(http.get("/healthz").status, 200);
+  api->clearFaults();
+  api->releaseHangs();
+  ASSERT_TRUE(service->waitForSync(std::chrono::seconds(60)));
+  EXPECT_EQ(http.get("/readyz").status, 200);
+  service->stop();
+}
+
+}  // namespace
+}  // namespace vgpu::scheduler

@@ -1,0 +1,169 @@
+// The mutating webhook: AdmissionReview v1 in and out, JSONPatch in base64, the refusals.
+#include <gtest/gtest.h>
+
+#include "scheduler_harness.h"
+#include "webhook.h"
+
+namespace vgpu::scheduler {
+namespace {
+
+using namespace vgpu::testing;
+
+std::string base64Decode(std::string_view in) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  std::string out;
+  unsigned buf = 0;
+  int bits = 0;
+  for (char c : in) {
+    int v = value(c);
+    if (v < 0) continue;
+    buf = (buf << 6) | static_cast<unsigned>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((buf >> bits) & 0xff);
+    }
+  }
+  return out;
+}
+
+struct WebhookFixture : ::testing::Test {
+  BackendSet backends = simBackends();
+  metrics::Registry registry;
+  SchedulerMetrics metrics{registry};
+  Webhook webhook{backends, "vgpu-scheduler", metrics};
+
+  /// The response object of a review of `pod` (CREATE).
+  json::object review(const json::object& pod, const std::string& operation = "CREATE") {
+    json::object req{{"uid", "705ab4f5-6393-11e8-b7cc-42010a800002"},
+                     {"kind", json::object{{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+                     {"resource", json::object{{"group", ""}, {"version", "v1"}, {"resource", "pods"}}},
+                     {"namespace", "team-a"},
+                     {"operation", operation},
+                     {"userInfo", json::object{{"username", "alice"}}},
+                     {"object", pod},
+                     {"oldObject", nullptr},
+                     {"dryRun", false}};
+    http::Request r;
+    r.method = "POST";
+    r.path = "/webhook";
+    r.body = json::serialize(json::object{{"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"}, {"request", req}});
+    http::Response resp = webhook.review(r);
+    EXPECT_EQ(resp.status, 200) << resp.body;
+    auto v = json::parse(resp.body).as_object();
+    EXPECT_EQ(v.at("apiVersion"), "admission.k8s.io/v1");
+    EXPECT_EQ(v.at("kind"), "AdmissionReview");
+    auto response = v.at("response").as_object();
+    EXPECT_EQ(response.at("uid"), "705ab4f5-6393-11e8-b7cc-42010a800002");
+    EXPECT_EQ(response.contains("patch"), response.contains("patchType"));
+    return response;
+  }
+  json::array patchOf(const json::object& response) {
+    EXPECT_EQ(response.at("patchType"), "JSONPatch");
+    return json::parse(base64Decode(response.at("patch").as_string())).as_array();
+  }
+};
+
+TEST_F(WebhookFixture, SchedulerWebhookSetsSchedulerNameAndBackendDefaults) {
+  json::object pod = podJson("", "train", {{"main", {{"nvidia.com/gpu", "1"}}}}, "");
+  auto response = review(pod);
+  EXPECT_EQ(response.at("allowed"), true);
+  auto patch = patchOf(response);
+  bool scheduler = false;
+  for (const auto& op : patch) {
+    EXPECT_EQ(op.at("op"), "add");
+    if (op.at("path") == "/spec/schedulerName") {
+      scheduler = true;
+      EXPECT_EQ(op.at("value"), "vgpu-scheduler");
+    }
+  }
+  EXPECT_TRUE(scheduler) << patch;
+}
+
+TEST_F(WebhookFixture, SchedulerWebhookAddsMissingLimitsMapsWithEscapedPaths) {
+  // A bare count with cores unset: the sim backend's defaults fill what a whole card means.
+  json::object pod = podJson("", "train", {{"main", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}}}}, "vgpu-scheduler");
+  auto response = review(pod);
+  EXPECT_EQ(response.at("allowed"), true);
+  if (response.contains("patch")) {
+    for (const auto& op : patchOf(response)) {
+      const std::string path(op.at("path").as_string());
+      EXPECT_EQ(path.find("/spec/containers/0/resources/limits/"), 0u) << path;
+      EXPECT_EQ(path.find("nvidia.com/"), std::string::npos) << "'/' in a key must be escaped as ~1: " << path;
+    }
+  }
+  EXPECT_EQ(jsonPointerEscape("nvidia.com/gpu~x"), "nvidia.com~1gpu~0x");
+  EXPECT_EQ(base64Encode("ab"), "YWI=");
+  EXPECT_EQ(base64Encode("abc"), "YWJj");
+  EXPECT_EQ(base64Encode("abcd"), "YWJjZA==");
+}
+
+TEST_F(WebhookFixture, SchedulerWebhookLeavesOtherPodsUntouched) {
+  struct Case {
+    const char* description;
+    json::object pod;
+    std::string operation = "CREATE";
+  };
+  json::object optedOut = podJson("", "x", {{"main", {{"nvidia.com/gpu", "1"}}}}, "");
+  optedOut["metadata"].as_object()["labels"] = json::object{{"vgpu.io/webhook", "ignore"}};
+  std::vector<Case> cases{
+      {"no managed resource", podJson("", "web", {{"main", {{"cpu", "1"}}}}, "")},
+      {"another scheduler", podJson("", "x", {{"main", {{"nvidia.com/gpu", "1"}}}}, "volcano")},
+      {"opted out by label", optedOut},
+      {"an UPDATE", podJson("", "x", {{"main", {{"nvidia.com/gpu", "1"}}}}, ""), "UPDATE"},
+  };
+  for (auto& c : cases) {
+    auto response = review(c.pod, c.operation);
+    EXPECT_EQ(response.at("allowed"), true) << c.description;
+    EXPECT_FALSE(response.contains("patch")) << c.description;
+    EXPECT_FALSE(response.contains("patchType")) << c.description;
+  }
+}
+
+TEST_F(WebhookFixture, SchedulerWebhookRefusesWhatCannotWorkWithAClearMessage) {
+  json::object bound = podJson("", "x", {{"main", {{"nvidia.com/gpu", "1"}}}}, "");
+  bound["spec"].as_object()["nodeName"] = "node-7";
+  ContainerSpecForTest privileged{"main", {{"nvidia.com/gpu", "1"}}};
+  privileged.privileged = true;
+  struct Case {
+    const char* description;
+    json::object pod;
+    std::string expect;
+  } cases[] = {
+      {"nodeName set", bound, "spec.nodeName=node-7"},
+      {"privileged share", podJson("", "x", {privileged}, ""), "privileged"},
+      {"cores over 100", podJson("", "x", {{"main", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "150"}}}}, ""), "150"},
+      {"memory 0", podJson("", "x", {{"main", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "0"}}}}, ""), "0"},
+  };
+  for (auto& c : cases) {
+    auto response = review(c.pod);
+    EXPECT_EQ(response.at("allowed"), false) << c.description;
+    ASSERT_TRUE(response.contains("status")) << c.description;
+    const auto& status = response.at("status").as_object();
+    const std::string message(status.at("message").as_string());
+    EXPECT_NE(message.find(c.expect), std::string::npos) << c.description << ": " << message;
+    EXPECT_GE(status.at("code").as_int64(), 400);
+    EXPECT_FALSE(response.contains("patch"));
+  }
+  EXPECT_EQ(metrics.webhookReviews.value({"denied"}), 4);
+}
+
+TEST_F(WebhookFixture, SchedulerWebhookMalformedReviewsAre400) {
+  for (const char* body : {"", "[]", R"({"apiVersion":"admission.k8s.io/v1beta1","request":{"uid":"u"}})",
+                           R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"})",
+                           R"({"apiVersion":"admission.k8s.io/v1","request":{"operation":"CREATE"}})"}) {
+    http::Request r;
+    r.body = body;
+    EXPECT_EQ(webhook.review(r).status, 400) << body;
+  }
+}
+
+}  // namespace
+}  // namespace vgpu::scheduler
