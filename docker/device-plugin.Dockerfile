@@ -1,0 +1,39 @@
+# vgpu-device-plugin: the node agent, its backends, and libvgpu.so for the init container
+# that installs it on the host (charts/vgpu/templates/device-plugin-daemonset.yaml).
+#
+#   docker build -f docker/device-plugin.Dockerfile -t vgpu/vgpu-device-plugin:0.1.0 .
+#
+# Run from the repository root. libvgpu.so is compiled against the CUDA driver API header
+# only (cuda.h), taken from NVIDIA's CUDA image; nothing of CUDA is linked or shipped.
+
+ARG CUDA_HEADERS_IMAGE=nvidia/cuda:12.4.1-devel-ubuntu22.04
+
+FROM ${CUDA_HEADERS_IMAGE} AS cuda-headers
+
+FROM debian:12 AS build
+COPY --from=cuda-headers /usr/local/cuda/include /usr/local/cuda/include
+WORKDIR /src
+COPY . .
+RUN scripts/install-deps.sh \
+ && VGPU_BUILD_DIR=/build scripts/build.sh vgpu-device-plugin vgpu \
+      vgpu_backend_nvidia vgpu_backend_cambricon vgpu_backend_hygon vgpu_backend_sim \
+ && install -D -m 0755 /build/bin/vgpu-device-plugin /out/usr/local/bin/vgpu-device-plugin \
+ && install -D -m 0644 /build/hooks/cuda/libvgpu.so /out/usr/local/lib/vgpu/libvgpu.so \
+ && mkdir -p /out/usr/local/lib/vgpu/backends \
+ && install -m 0644 /build/lib/vgpu/backends/libvgpu-backend-*.so /out/usr/local/lib/vgpu/backends/
+
+FROM debian:12-slim
+# Only the shared libraries the agent links (gRPC for the kubelet API, yaml-cpp, Boost,
+# spdlog, OpenSSL); the vendor libraries (NVML, cnDev, ROCm SMI) come from the host.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends \
+      libgrpc++1.51 libgrpc29 libprotobuf32 libyaml-cpp0.7 libpugixml1v5 \
+      libboost-json1.81.0 libboost-url1.81.0 libboost-program-options1.81.0 \
+      libspdlog1.10 libfmt9 libssl3 ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=build /out/ /
+# Fail the build, not the node, when a runtime library is missing.
+RUN ! ldd /usr/local/bin/vgpu-device-plugin /usr/local/lib/vgpu/backends/*.so | grep "not found"
+# The agent serves the kubelet's sockets and vendor devices on the host: it runs as root
+# (the chart makes it privileged); the backends are found in /usr/local/lib/vgpu/backends.
+ENTRYPOINT ["/usr/local/bin/vgpu-device-plugin"]

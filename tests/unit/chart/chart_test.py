@@ -1,0 +1,476 @@
+#!/usr/bin/env python3
+"""The Helm chart's test (charts/vgpu/), without a cluster and without helm.
+
+One check per run, named on the command line (ctest registers each as Chart.<check>):
+
+  Lint                      yamllint on Chart.yaml, values.yaml and files/*.yaml; the schema is JSON
+  ValuesMatchSchema         values.yaml obeys values.schema.json (and bad values do not)
+  TemplateValuesExist       every .Values path a template uses is in values.yaml
+  TemplatesBalanced         {{ }} pairs and if/range/with/define ... end blocks match
+  DeviceConfigParses        the device config the defaults render equals files/device-config.yaml,
+                            and vgpu's own parser (loadDeviceConfig + the backends) accepts it
+  EveryBackendConfigParses  the same with each backend enabled alone, and all together
+  ManagedResourcesMatchBackends
+                            the kube-scheduler extender's managedResources are the backends'
+                            default resource names; only the advertised count is checked by
+                            the kube-scheduler (ignoredByScheduler: false)
+  FlagsExist                every daemon flag the templates pass is one the daemon defines
+  DockerfilesMatchChart     the images put libvgpu.so and the backends where the chart expects
+
+The device-config rendering below mirrors the "vgpu.deviceConfig" template in
+templates/_helpers.tpl (file, then values laid over it key by key).
+"""
+import argparse
+import copy
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+FAILURES = []
+
+
+def fail(message):
+    FAILURES.append(message)
+    print("FAIL: " + message)
+
+
+def load_yaml(path):
+    with open(path, encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+def template_files(chart):
+    folder = os.path.join(chart, "templates")
+    return sorted(os.path.join(folder, n) for n in os.listdir(folder)
+                  if n.endswith((".yaml", ".tpl", ".txt")))
+
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+# ---------------------------------------------------------------------------------------
+# Lint
+
+
+def check_lint(args):
+    files = [os.path.join(args.chart, "Chart.yaml"), os.path.join(args.chart, "values.yaml")]
+    files_dir = os.path.join(args.chart, "files")
+    files += sorted(os.path.join(files_dir, n) for n in os.listdir(files_dir) if n.endswith(".yaml"))
+    if args.yamllint:
+        config = os.path.join(os.path.dirname(os.path.abspath(__file__)), "yamllint.yaml")
+        r = subprocess.run([args.yamllint, "--strict", "-c", config] + files,
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            fail("yamllint:\n" + r.stdout + r.stderr)
+    else:
+        print("note: yamllint not found; only parsing the YAML")
+    for path in files:
+        try:
+            load_yaml(path)
+        except yaml.YAMLError as e:
+            fail("%s: %s" % (path, e))
+    chart = load_yaml(os.path.join(args.chart, "Chart.yaml"))
+    for key in ("apiVersion", "name", "version", "appVersion"):
+        if key not in chart:
+            fail("Chart.yaml has no " + key)
+    if chart.get("apiVersion") != "v2":
+        fail("Chart.yaml apiVersion must be v2 (Helm 3)")
+    try:
+        with open(os.path.join(args.chart, "values.schema.json"), encoding="utf-8") as f:
+            json.load(f)
+    except ValueError as e:
+        fail("values.schema.json is not JSON: %s" % e)
+
+
+# ---------------------------------------------------------------------------------------
+# A JSON Schema (draft-07) validator for the keywords values.schema.json uses.
+
+TYPES = {
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "string": lambda v: isinstance(v, str),
+    "boolean": lambda v: isinstance(v, bool),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "null": lambda v: v is None,
+}
+KNOWN_KEYWORDS = {"$schema", "title", "description", "type", "properties", "additionalProperties",
+                  "required", "enum", "minimum", "maximum", "exclusiveMinimum", "pattern",
+                  "minLength", "items", "propertyNames"}
+
+
+def validate(value, schema, where, errors):
+    unknown = set(schema) - KNOWN_KEYWORDS
+    if unknown:
+        errors.append("%s: the schema uses keywords this test does not know: %s" % (where, sorted(unknown)))
+    if "type" in schema:
+        types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+        if not any(TYPES[t](value) for t in types):
+            errors.append("%s: expected %s, got %r" % (where, "/".join(types), value))
+            return
+    if "enum" in schema and value not in schema["enum"]:
+        errors.append("%s: %r is not one of %s" % (where, value, schema["enum"]))
+    if TYPES["number"](value):
+        if "minimum" in schema and value < schema["minimum"]:
+            errors.append("%s: %r < minimum %r" % (where, value, schema["minimum"]))
+        if "maximum" in schema and value > schema["maximum"]:
+            errors.append("%s: %r > maximum %r" % (where, value, schema["maximum"]))
+        if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
+            errors.append("%s: %r must be > %r" % (where, value, schema["exclusiveMinimum"]))
+    if isinstance(value, str):
+        if "pattern" in schema and not re.search(schema["pattern"], value):
+            errors.append("%s: %r does not match %s" % (where, value, schema["pattern"]))
+        if "minLength" in schema and len(value) < schema["minLength"]:
+            errors.append("%s: %r is shorter than %d" % (where, value, schema["minLength"]))
+    if isinstance(value, list) and "items" in schema:
+        for i, item in enumerate(value):
+            validate(item, schema["items"], "%s[%d]" % (where, i), errors)
+    if isinstance(value, dict):
+        for key in schema.get("required", []):
+            if key not in value:
+                errors.append("%s: %s is required" % (where, key))
+        props = schema.get("properties", {})
+        for key, item in value.items():
+            if "propertyNames" in schema:
+                validate(key, schema["propertyNames"], "%s (key %s)" % (where, key), errors)
+            if key in props:
+                validate(item, props[key], where + "." + key, errors)
+            else:
+                extra = schema.get("additionalProperties", True)
+                if extra is False:
+                    errors.append("%s: unknown key %s" % (where, key))
+                elif isinstance(extra, dict):
+                    validate(item, extra, where + "." + key, errors)
+
+
+def check_values_match_schema(args):
+    with open(os.path.join(args.chart, "values.schema.json"), encoding="utf-8") as f:
+        schema = json.load(f)
+    values = load_yaml(os.path.join(args.chart, "values.yaml"))
+    errors = []
+    validate(values, schema, "values", errors)
+    for e in errors:
+        fail(e)
+    # The schema must also refuse what it is there to refuse.
+    bad_cases = [
+        ("a typo in a key", ["scheduler", "schedulerNmae"], "x"),
+        ("an unknown failurePolicy", ["scheduler", "admissionWebhook", "failurePolicy"], "Sometimes"),
+        ("splitCount 0", ["devices", "nvidia", "splitCount"], 0),
+        ("a string for a number", ["devices", "nvidia", "memoryScaling"], "1.5"),
+        ("an unknown node policy", ["scheduler", "defaultSchedulerPolicy", "nodeSchedulerPolicy"], "pack"),
+        ("an unknown device config key", ["devices", "nvidia", "splitcount"], 4),
+        ("a bad resource name", ["devices", "nvidia", "resources", "count"], "nvidia.com/ gpu"),
+        ("a bad heartbeat duration", ["scheduler", "heartbeatTimeout"], "90"),
+    ]
+    for description, path, value in bad_cases:
+        broken = copy.deepcopy(values)
+        node = broken
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+        errs = []
+        validate(broken, schema, "values", errs)
+        if not errs:
+            fail("values.schema.json accepts %s (%s = %r)" % (description, ".".join(path), value))
+
+
+# ---------------------------------------------------------------------------------------
+# Templates
+
+VALUES_PATH = re.compile(r"\.Values((?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
+
+
+def check_template_values_exist(args):
+    values = load_yaml(os.path.join(args.chart, "values.yaml"))
+    used = 0
+    for path in template_files(args.chart):
+        for lineno, line in enumerate(read(path).splitlines(), 1):
+            for m in VALUES_PATH.finditer(line):
+                used += 1
+                node = values
+                walked = []
+                for key in m.group(1).strip(".").split("."):
+                    walked.append(key)
+                    if not isinstance(node, dict) or key not in node:
+                        fail("%s:%d: .Values.%s is not in values.yaml (no %s)"
+                             % (os.path.relpath(path, args.chart), lineno, m.group(1).strip("."),
+                                ".".join(walked)))
+                        break
+                    node = node[key]
+    if used < 50:
+        fail("only %d .Values references found: is the pattern still right?" % used)
+
+
+ACTION = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}", re.S)
+
+
+def check_templates_balanced(args):
+    for path in template_files(args.chart):
+        text = read(path)
+        name = os.path.relpath(path, args.chart)
+        if text.count("{{") != text.count("}}"):
+            fail("%s: %d '{{' but %d '}}'" % (name, text.count("{{"), text.count("}}")))
+            continue
+        stack = []
+        for m in ACTION.finditer(text):
+            body = m.group(1)
+            if body.startswith("/*"):
+                if not body.endswith("*/"):
+                    fail("%s: unterminated comment" % name)
+                continue
+            word = body.split(None, 1)[0] if body else ""
+            line = text.count("\n", 0, m.start()) + 1
+            if word in ("if", "range", "with", "define", "block"):
+                stack.append((word, line))
+            elif word == "end":
+                if not stack:
+                    fail("%s:%d: {{ end }} without an open block" % (name, line))
+                else:
+                    stack.pop()
+            elif word == "else" and not stack:
+                fail("%s:%d: {{ else }} outside a block" % (name, line))
+        for word, line in stack:
+            fail("%s:%d: {{ %s }} is never closed" % (name, line, word))
+
+
+# ---------------------------------------------------------------------------------------
+# The device config
+
+
+def render_device_config(chart, values):
+    """What the "vgpu.deviceConfig" template renders (as data)."""
+    if values["deviceConfig"].get("override"):
+        return yaml.safe_load(values["deviceConfig"]["override"])
+    config = load_yaml(os.path.join(chart, "files", "device-config.yaml"))
+    scheduler = config.setdefault("scheduler", {})
+    policy = values["scheduler"]["defaultSchedulerPolicy"]
+    scheduler["nodePolicy"] = policy["nodeSchedulerPolicy"]
+    scheduler["devicePolicy"] = policy["gpuSchedulerPolicy"]
+    scheduler["heartbeatTimeout"] = values["scheduler"]["heartbeatTimeout"]
+    backends = config.setdefault("backends", {})
+    for name, device in values["devices"].items():
+        section = backends.setdefault(name, {})
+        for key, value in device.items():
+            if isinstance(value, dict):
+                section.setdefault(key, {}).update(value)
+            elif value is not None:
+                section[key] = value
+    if values["deviceConfig"].get("nodes"):
+        config["nodes"] = values["deviceConfig"]["nodes"]
+    return config
+
+
+def parse_with_vgpu(args, config, label):
+    with tempfile.NamedTemporaryFile("w", suffix="-device-config.yaml", delete=False) as f:
+        yaml.safe_dump(config, f, sort_keys=True)  # as Helm's toYaml writes it: keys sorted
+        path = f.name
+    try:
+        r = subprocess.run([args.check_tool, "parse", path, args.backend_dir], capture_output=True, text=True)
+        if r.returncode != 0:
+            fail("%s: vgpu refuses the rendered device config:\n%s%s\n--- the file ---\n%s"
+                 % (label, r.stdout, r.stderr, read(path)))
+        return r.stdout
+    finally:
+        os.unlink(path)
+
+
+def check_device_config_parses(args):
+    values = load_yaml(os.path.join(args.chart, "values.yaml"))
+    shipped_path = os.path.join(args.chart, "files", "device-config.yaml")
+    shipped = load_yaml(shipped_path)
+    rendered = render_device_config(args.chart, values)
+    if rendered != shipped:
+        fail("files/device-config.yaml is not what the default values render: keep them equal\n"
+             "rendered: %s\nfile:     %s" % (json.dumps(rendered, sort_keys=True), json.dumps(shipped, sort_keys=True)))
+    # The plain file as shipped, comments and order included.
+    r = subprocess.run([args.check_tool, "parse", shipped_path, args.backend_dir], capture_output=True, text=True)
+    if r.returncode != 0:
+        fail("vgpu refuses files/device-config.yaml:\n" + r.stdout + r.stderr)
+    out = parse_with_vgpu(args, rendered, "default values")
+    enabled = sorted(n for n, d in values["devices"].items() if d.get("enabled"))
+    loaded = sorted(line.split()[1] for line in (out or "").splitlines() if line.startswith("loaded "))
+    if out is not None and loaded != enabled:
+        fail("enabled backends %s but the scheduler-side load gave %s" % (enabled, loaded))
+    # Per-node overrides pass through.
+    with_nodes = copy.deepcopy(values)
+    with_nodes["deviceConfig"]["nodes"] = [{"name": "gpu-node-1", "backends": {"nvidia": {"splitCount": 20}}}]
+    parse_with_vgpu(args, render_device_config(args.chart, with_nodes), "deviceConfig.nodes set")
+    # Scheduler values reach the config.
+    spread = copy.deepcopy(values)
+    spread["scheduler"]["defaultSchedulerPolicy"]["nodeSchedulerPolicy"] = "spread"
+    spread["scheduler"]["heartbeatTimeout"] = "2m"
+    if render_device_config(args.chart, spread)["scheduler"] != {"nodePolicy": "spread", "devicePolicy": "spread",
+                                                                 "heartbeatTimeout": "2m"}:
+        fail("scheduler values do not reach device-config.yaml's scheduler section")
+    parse_with_vgpu(args, render_device_config(args.chart, spread), "spread, 2m")
+
+
+def check_every_backend_config_parses(args):
+    values = load_yaml(os.path.join(args.chart, "values.yaml"))
+    names = list(values["devices"])
+    for only in names + ["(all)"]:
+        v = copy.deepcopy(values)
+        for name in names:
+            v["devices"][name]["enabled"] = only in (name, "(all)")
+        parse_with_vgpu(args, render_device_config(args.chart, v), "only %s enabled" % only)
+    # A setting turned off or to 0 in values must win over the file (Helm's mergeOverwrite
+    # would skip it; the template sets keys one by one).
+    v = copy.deepcopy(values)
+    v["devices"]["nvidia"]["enabled"] = False
+    v["devices"]["sim"]["enabled"] = True
+    rendered = render_device_config(args.chart, v)
+    if rendered["backends"]["nvidia"]["enabled"] is not False:
+        fail("devices.nvidia.enabled=false does not reach the device config")
+    helper = read(os.path.join(args.chart, "templates", "_helpers.tpl"))
+    if "mergeOverwrite" in helper.split('define "vgpu.deviceConfig"')[1].split("{{- end -}}\n{{- end -}}")[0]:
+        fail("vgpu.deviceConfig uses mergeOverwrite, which drops false and 0 from the values")
+
+
+# ---------------------------------------------------------------------------------------
+# The kube-scheduler configuration
+
+
+def managed_resources(values):
+    """What the "vgpu.managedResources" template renders."""
+    out = []
+    for name in sorted(values["devices"]):
+        device = values["devices"][name]
+        if not device.get("enabled"):
+            continue
+        for role in sorted(device.get("resources", {})):
+            if device["resources"][role]:
+                out.append({"name": device["resources"][role], "ignoredByScheduler": role != "count"})
+    return out
+
+
+def check_managed_resources_match_backends(args):
+    values = load_yaml(os.path.join(args.chart, "values.yaml"))
+    names = sorted(values["devices"])
+    r = subprocess.run([args.check_tool, "resources", args.backend_dir] + names, capture_output=True, text=True)
+    if r.returncode != 0:
+        fail("cannot load the backends to read their default resource names:\n" + r.stdout + r.stderr)
+        return
+    defaults = {}
+    for line in r.stdout.splitlines():
+        backend, resource, kind = line.split()
+        defaults.setdefault(backend, {})[resource] = kind == "advertised"
+    everything = copy.deepcopy(values)
+    for name in names:
+        everything["devices"][name]["enabled"] = True
+    managed = managed_resources(everything)
+    seen = set()
+    for entry in managed:
+        if entry["name"] in seen:
+            fail("managedResources names %s twice" % entry["name"])
+        seen.add(entry["name"])
+    for name in names:
+        chart_names = {r: role for role, r in values["devices"][name]["resources"].items() if r}
+        backend_names = defaults.get(name, {})
+        if set(chart_names) != set(backend_names):
+            fail("devices.%s.resources %s differ from the backend's default names %s"
+                 % (name, sorted(chart_names), sorted(backend_names)))
+        for resource, advertised in backend_names.items():
+            entry = next((m for m in managed if m["name"] == resource), None)
+            if entry is None:
+                fail("%s (backend %s) is not in the extender's managedResources" % (resource, name))
+            elif entry["ignoredByScheduler"] == advertised:
+                fail("%s: ignoredByScheduler must be %s: the node agent %s it to the kubelet"
+                     % (resource, not advertised, "advertises" if advertised else "never advertises"))
+    # The template does what managed_resources() mirrors.
+    helper = read(os.path.join(args.chart, "templates", "_helpers.tpl"))
+    for needle in ("range $role, $resource := $device.resources", 'ignoredByScheduler: {{ ne $role "count" }}',
+                   "if $device.enabled"):
+        if needle not in helper:
+            fail('_helpers.tpl "vgpu.managedResources" no longer has `%s`; update this test with it' % needle)
+    config = read(os.path.join(args.chart, "templates", "scheduler-config.yaml"))
+    for needle in ('include "vgpu.managedResources"', "nodeCacheCapable: true", "bindVerb: bind",
+                   "filterVerb: filter", "schedulerName: {{ .Values.scheduler.schedulerName }}"):
+        if needle not in config:
+            fail("scheduler-config.yaml lacks `%s`" % needle)
+
+
+# ---------------------------------------------------------------------------------------
+# Flags and images
+
+FLAG = re.compile(r"^\s*- --([a-z][a-z0-9-]*)(=|$)", re.M)
+
+
+def check_flags_exist(args):
+    source = os.path.dirname(os.path.dirname(os.path.abspath(args.chart)))
+    pairs = [("scheduler-deployment.yaml", "vgpu-scheduler", "extender/scheduler/main.cpp"),
+             ("device-plugin-daemonset.yaml", "vgpu-device-plugin", "deviceplugin/options.cpp")]
+    for template, container, code in pairs:
+        text = read(os.path.join(args.chart, "templates", template))
+        block = text.split("- name: " + container, 1)[1].split("\n        - name: ", 1)[0]
+        flags = [m.group(1) for m in FLAG.finditer(block)]
+        if not flags:
+            fail("%s: no flags found for %s" % (template, container))
+        code_path = os.path.join(source, code)
+        if not os.path.exists(code_path):
+            print("note: %s not present; flags of %s not checked" % (code, container))
+            continue
+        defined = read(code_path)
+        for flag in flags:
+            if '"%s"' % flag not in defined and '"%s,' % flag not in defined:
+                fail("%s passes --%s to %s, which %s does not define" % (template, flag, container, code))
+
+
+def check_dockerfiles_match_chart(args):
+    source = os.path.dirname(os.path.dirname(os.path.abspath(args.chart)))
+    docker = os.path.join(source, "docker")
+    plugin = read(os.path.join(docker, "device-plugin.Dockerfile"))
+    scheduler = read(os.path.join(docker, "scheduler.Dockerfile"))
+    daemonset = read(os.path.join(args.chart, "templates", "device-plugin-daemonset.yaml"))
+    if "/usr/local/lib/vgpu/libvgpu.so" not in daemonset:
+        fail("the DaemonSet's init container no longer copies /usr/local/lib/vgpu/libvgpu.so")
+    for text, name, needles in (
+            (plugin, "device-plugin.Dockerfile",
+             ["/usr/local/lib/vgpu/libvgpu.so", "/usr/local/lib/vgpu/backends", "/usr/local/bin/vgpu-device-plugin",
+              "scripts/install-deps.sh", "scripts/build.sh"]),
+            (scheduler, "scheduler.Dockerfile",
+             ["/usr/local/lib/vgpu/backends", "/usr/local/bin/vgpu-scheduler", "scripts/install-deps.sh",
+              "scripts/build.sh", "USER 65532"])):
+        for needle in needles:
+            if needle not in text:
+                fail("docker/%s does not mention %s, which the chart relies on" % (name, needle))
+
+
+CHECKS = {
+    "Lint": check_lint,
+    "ValuesMatchSchema": check_values_match_schema,
+    "TemplateValuesExist": check_template_values_exist,
+    "TemplatesBalanced": check_templates_balanced,
+    "DeviceConfigParses": check_device_config_parses,
+    "EveryBackendConfigParses": check_every_backend_config_parses,
+    "ManagedResourcesMatchBackends": check_managed_resources_match_backends,
+    "FlagsExist": check_flags_exist,
+    "DockerfilesMatchChart": check_dockerfiles_match_chart,
+}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--chart", required=True)
+    parser.add_argument("--check-tool", required=True, help="chart_config_check")
+    parser.add_argument("--backend-dir", required=True)
+    parser.add_argument("--yamllint")
+    parser.add_argument("checks", nargs="+", choices=sorted(CHECKS))
+    args = parser.parse_args()
+    for name in args.checks:
+        CHECKS[name](args)
+    if FAILURES:
+        print("%d failure(s)" % len(FAILURES))
+        return 1
+    print("ok: " + ", ".join(args.checks))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
