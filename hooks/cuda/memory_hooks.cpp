@@ -139,8 +139,14 @@ template <class F, class U>
 CUresult createContext(CUcontext* pctx, CUdevice dev, F&& create, U&& undo, bool primary = false) {
   int d = static_cast<int>(dev);
   if (d < 0 || d >= kLimiterMaxDevices) return create();
+  vgpu_region_device* shared = &runtime().region->devices[d];
   int64_t overhead = gContextOverhead[d].load();
+  if (overhead < 0) {  // another process of the container may have measured it already
+    uint64_t published = __atomic_load_n(&shared->context_overhead, __ATOMIC_RELAXED);
+    if (published > 0) gContextOverhead[d].store(overhead = static_cast<int64_t>(published));
+  }
   uint64_t before = 0;
+  uint64_t containerBefore = vgpu_region_used(runtime().region, d);
   bool measure = overhead < 0 && nvmlDeviceUsed(d, &before);
   uint64_t charge = overhead > 0 ? static_cast<uint64_t>(overhead) : 0;
   CUresult rc = charged(d, charge, create);
@@ -150,6 +156,10 @@ CUresult createContext(CUcontext* pctx, CUdevice dev, F&& create, U&& undo, bool
     uint64_t grew = after > before ? after - before : 0;
     if (grew > (2ull << 30)) grew = 0;  // not a plausible overhead: someone else allocated
     gContextOverhead[d].store(static_cast<int64_t>(grew));
+    // Undisturbed by the rest of the container: good enough for every later context.
+    if (grew > 0 && vgpu_region_used(runtime().region, d) == containerBefore) {
+      __atomic_store_n(&shared->context_overhead, grew, __ATOMIC_RELAXED);
+    }
     if (CUresult t = trueUp(d, charge, grew, undo); t != CUDA_SUCCESS) return t;
     charge = grew;
   }

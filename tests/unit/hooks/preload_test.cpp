@@ -217,6 +217,14 @@ TEST_F(LimiterPreload, MemGetInfoReportsTheLimitAndWhatIsLeftOfIt) {
   EXPECT_EQ(fieldU64(r.out, "total"), 256 * kMiB);
   EXPECT_EQ(fieldU64(r.out, "free"), (256 - kContextMiB) * kMiB);  // the context is charged
   EXPECT_EQ(fieldU64(r.out, "device_total"), 256 * kMiB);
+  // Measured undisturbed, so published for the container's later processes.
+  const vgpu_region* region = nullptr;
+  ASSERT_EQ(vgpu_region_open_readonly((dir_ + "/region").c_str(), &region, nullptr, 0), VGPU_REGION_OK);
+  EXPECT_EQ(region->devices[0].context_overhead, kContextMiB * kMiB);
+  EXPECT_STREQ(region->devices[0].uuid, "GPU-6b1f7c2a-0f4e-4a8e-9d2c-3a5b7e9f1c20");
+  EXPECT_EQ(region->devices[0].memory_limit, 256 * kMiB);
+  EXPECT_EQ(region->devices[0].memory_used, 0u);  // the process has exited and detached
+  vgpu_region_close(region);
 }
 
 TEST_F(LimiterPreload, WithoutALimitTheDeviceLooksPhysical) {

@@ -42,7 +42,8 @@ typedef struct vgpu_region_device {
   int64_t compute_stamp_ns;        /* CLOCK_MONOTONIC of the last refill (atomic) */
   uint64_t compute_busy_ns;        /* cumulative measured kernel time (atomic) */
   uint64_t compute_held_ns;        /* cumulative time launches were held back (atomic) */
-  uint64_t reserved[4];
+  uint64_t context_overhead;       /* bytes a context takes, as first measured undisturbed */
+  uint64_t reserved[3];
 } vgpu_region_device;
 
 /** One process of the container. pid 0 marks a free slot. */
