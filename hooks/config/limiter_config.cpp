@@ -64,14 +64,13 @@ Result<std::string> readFile(const std::string& path) {
 }
 
 bool knownKey(std::string_view key) {
-  static constexpr std::string_view kPlain[] = {
-      VGPU_ENV_MEMORY_LIMIT, VGPU_ENV_SM_LIMIT,      VGPU_ENV_SHARED_REGION,
-      VGPU_ENV_OVERSUBSCRIBE, VGPU_ENV_TASK_PRIORITY, VGPU_ENV_CORE_POLICY};
+  static constexpr std::string_view kPlain[] = {VGPU_ENV_MEMORY_LIMIT,  VGPU_ENV_SM_LIMIT,      VGPU_ENV_SHARED_REGION,
+                                                VGPU_ENV_OVERSUBSCRIBE, VGPU_ENV_TASK_PRIORITY, VGPU_ENV_CORE_POLICY};
   for (auto k : kPlain) {
     if (key == k) return true;
   }
-  for (std::string_view prefix : {std::string_view(VGPU_ENV_MEMORY_LIMIT_PREFIX),
-                                  std::string_view(VGPU_ENV_SM_LIMIT_PREFIX)}) {
+  for (std::string_view prefix :
+       {std::string_view(VGPU_ENV_MEMORY_LIMIT_PREFIX), std::string_view(VGPU_ENV_SM_LIMIT_PREFIX)}) {
     if (key.substr(0, prefix.size()) != prefix) continue;
     auto index = parseUnsigned(key.substr(prefix.size()), key);
     return index.ok() && *index < static_cast<uint64_t>(kLimiterMaxDevices);
@@ -86,10 +85,20 @@ Result<uint64_t> parseMemorySize(std::string_view text) {
   if (s.empty()) return uint64_t{0};
   uint64_t scale = 1;
   switch (s.back()) {
-    case 'k': case 'K': scale = 1ull << 10; break;
-    case 'm': case 'M': scale = 1ull << 20; break;
-    case 'g': case 'G': scale = 1ull << 30; break;
-    default: break;
+    case 'k':
+    case 'K':
+      scale = 1ull << 10;
+      break;
+    case 'm':
+    case 'M':
+      scale = 1ull << 20;
+      break;
+    case 'g':
+    case 'G':
+      scale = 1ull << 30;
+      break;
+    default:
+      break;
   }
   std::string_view digits = scale == 1 ? s : s.substr(0, s.size() - 1);
   for (char c : digits) {
@@ -123,8 +132,7 @@ Result<bool> parseBool(std::string_view text) {
   return makeError("'" + std::string(text) + "' is not true or false");
 }
 
-Result<std::map<std::string, std::string>> parseLimitsFile(std::string_view content,
-                                                          std::string_view fileName) {
+Result<std::map<std::string, std::string>> parseLimitsFile(std::string_view content, std::string_view fileName) {
   std::map<std::string, std::string> out;
   int lineNo = 0;
   while (!content.empty()) {

@@ -14,11 +14,11 @@
 #define VGPU_EXPORT __attribute__((visibility("default")))
 
 namespace vgpu::real {
-#define VGPU_DECLARE_REAL(name, params) extern CUresult (*name) params;
+#define VGPU_DECLARE_REAL(name, params) extern CUresult(*name) params;
 VGPU_CUDA_HOOKS(VGPU_DECLARE_REAL)
 VGPU_CUDA_INTERNAL(VGPU_DECLARE_REAL)
 #undef VGPU_DECLARE_REAL
-#define VGPU_DECLARE_REAL_NVML(name, params) extern nvmlReturn_t (*name) params;
+#define VGPU_DECLARE_REAL_NVML(name, params) extern nvmlReturn_t(*name) params;
 VGPU_NVML_HOOKS(VGPU_DECLARE_REAL_NVML)
 VGPU_NVML_INTERNAL(VGPU_DECLARE_REAL_NVML)
 #undef VGPU_DECLARE_REAL_NVML

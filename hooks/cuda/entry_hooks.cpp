@@ -25,8 +25,7 @@ bool limited(int dev) { return dev >= 0 && runtime().cfg.devices[dev].memoryByte
 // The CUDA ordinal of an NVML device, matched by UUID (the one index space is CUDA's).
 int ordinalOfNvmlDevice(nvmlDevice_t device) {
   char uuid[96] = "";
-  if (real::nvmlDeviceGetUUID == nullptr ||
-      real::nvmlDeviceGetUUID(device, uuid, sizeof uuid) != NVML_SUCCESS) {
+  if (real::nvmlDeviceGetUUID == nullptr || real::nvmlDeviceGetUUID(device, uuid, sizeof uuid) != NVML_SUCCESS) {
     return -1;
   }
   Runtime& rt = runtime();
@@ -69,8 +68,7 @@ CUresult cuInit(unsigned int Flags) {
 CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
                              CUdriverProcAddressQueryResult* symbolStatus) {
   VGPU_ENTER_CUDA(cuGetProcAddress_v2);
-  return procAddress(symbol, pfn,
-                     real::cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, symbolStatus));
+  return procAddress(symbol, pfn, real::cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, symbolStatus));
 }
 
 CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags) {
@@ -79,8 +77,7 @@ CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuin
     return procAddress(symbol, pfn, real::cuGetProcAddress(symbol, pfn, cudaVersion, flags));
   }
   if (real::cuGetProcAddress_v2 == nullptr) return CUDA_ERROR_NOT_FOUND;
-  return procAddress(symbol, pfn,
-                     real::cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, nullptr));
+  return procAddress(symbol, pfn, real::cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, nullptr));
 }
 
 CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
@@ -110,8 +107,7 @@ CUresult cuMemGetInfo(unsigned int* free, unsigned int* total) {
 CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
   VGPU_ENTER_CUDA(cuDeviceTotalMem_v2);
   CUresult rc = real::cuDeviceTotalMem_v2(bytes, dev);
-  if (rc != CUDA_SUCCESS || bytes == nullptr || dev < 0 || dev >= kLimiterMaxDevices ||
-      !limited(dev)) {
+  if (rc != CUDA_SUCCESS || bytes == nullptr || dev < 0 || dev >= kLimiterMaxDevices || !limited(dev)) {
     return rc;
   }
   uint64_t limit = runtime().cfg.devices[dev].memoryBytes;

@@ -52,19 +52,11 @@ CUresult freed(Kind kind, uintptr_t id, F&& free) {
   return rc;
 }
 
-CUresult linearAlloc(CUdeviceptr* dptr, size_t bytes, bool allowOversubscribe,
-                     CUresult (*alloc)(CUdeviceptr*, size_t)) {
+// A device pointer allocated on the current context's device, charged and remembered.
+template <class Ptr, class F>
+CUresult pointerAlloc(Ptr* dptr, size_t bytes, F&& alloc) {
   int dev = currentDevice();
-  CUresult rc = charged(dev, bytes, [&] {
-    CUresult r = alloc(dptr, bytes);
-    // The limit allows it but the device is full: managed memory can page to the host.
-    if (r == CUDA_ERROR_OUT_OF_MEMORY && allowOversubscribe && runtime().cfg.oversubscribe &&
-        real::cuMemAllocManaged != nullptr) {
-      r = real::cuMemAllocManaged(dptr, bytes, CU_MEM_ATTACH_GLOBAL);
-      if (r == CUDA_SUCCESS) logf(kLogInfo, "device %d: %zu bytes oversubscribed as managed memory", dev, bytes);
-    }
-    return r;
-  });
+  CUresult rc = charged(dev, bytes, alloc);
   if (rc == CUDA_SUCCESS && dev >= 0) ledger::put(Kind::kPointer, *dptr, {dev, bytes, 0});
   return rc;
 }
@@ -88,14 +80,13 @@ size_t formatBytes(CUarray_format format) {
 }
 
 uint64_t arrayEstimate(size_t w, size_t h, size_t d, CUarray_format format, unsigned channels) {
-  return static_cast<uint64_t>(w) * (h ? h : 1) * (d ? d : 1) * formatBytes(format) *
-         (channels ? channels : 1);
+  return static_cast<uint64_t>(w) * (h ? h : 1) * (d ? d : 1) * formatBytes(format) * (channels ? channels : 1);
 }
 
 // Creates an array from an estimate, then trues up to the driver's memory requirement.
 template <class Create, class Requirement, class Destroy>
-CUresult arrayAlloc(Kind kind, uint64_t estimate, Create&& create, Requirement&& requirement,
-                    Destroy&& destroy, uintptr_t* id) {
+CUresult arrayAlloc(Kind kind, uint64_t estimate, Create&& create, Requirement&& requirement, Destroy&& destroy,
+                    uintptr_t* id) {
   int dev = currentDevice();
   CUresult rc = charged(dev, estimate, create);
   if (rc != CUDA_SUCCESS || dev < 0) return rc;
@@ -114,8 +105,8 @@ std::atomic<int64_t> gContextOverhead[kLimiterMaxDevices];
 std::atomic<int> gPrimaryRefs[kLimiterMaxDevices];
 
 bool nvmlDeviceUsed(int dev, uint64_t* used) {
-  if (ensureNvml() != NVML_SUCCESS || real::nvmlInit_v2 == nullptr ||
-      real::nvmlDeviceGetHandleByUUID == nullptr || real::nvmlDeviceGetMemoryInfo == nullptr) {
+  if (ensureNvml() != NVML_SUCCESS || real::nvmlInit_v2 == nullptr || real::nvmlDeviceGetHandleByUUID == nullptr ||
+      real::nvmlDeviceGetMemoryInfo == nullptr) {
     return false;
   }
   publishDevice(dev);
@@ -181,23 +172,25 @@ extern "C" {
 
 CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   VGPU_ENTER_CUDA(cuMemAlloc_v2);
-  return linearAlloc(dptr, bytesize, true, real::cuMemAlloc_v2);
+  return pointerAlloc(dptr, bytesize, [&] {
+    CUresult r = real::cuMemAlloc_v2(dptr, bytesize);
+    // The limit allows it but the device is full: managed memory can page to the host.
+    if (r == CUDA_ERROR_OUT_OF_MEMORY && runtime().cfg.oversubscribe && real::cuMemAllocManaged != nullptr) {
+      r = real::cuMemAllocManaged(dptr, bytesize, CU_MEM_ATTACH_GLOBAL);
+      if (r == CUDA_SUCCESS) logf(kLogInfo, "%zu bytes oversubscribed as managed memory", bytesize);
+    }
+    return r;
+  });
 }
 
 CUresult cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize) {
   VGPU_ENTER_CUDA(cuMemAlloc);
-  int dev = currentDevice();
-  CUresult rc = charged(dev, bytesize, [&] { return real::cuMemAlloc(dptr, bytesize); });
-  if (rc == CUDA_SUCCESS && dev >= 0) ledger::put(Kind::kPointer, *dptr, {dev, bytesize, 0});
-  return rc;
+  return pointerAlloc(dptr, bytesize, [&] { return real::cuMemAlloc(dptr, bytesize); });
 }
 
 CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
   VGPU_ENTER_CUDA(cuMemAllocManaged);
-  int dev = currentDevice();
-  CUresult rc = charged(dev, bytesize, [&] { return real::cuMemAllocManaged(dptr, bytesize, flags); });
-  if (rc == CUDA_SUCCESS && dev >= 0) ledger::put(Kind::kPointer, *dptr, {dev, bytesize, 0});
-  return rc;
+  return pointerAlloc(dptr, bytesize, [&] { return real::cuMemAllocManaged(dptr, bytesize, flags); });
 }
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes, size_t Height,
@@ -206,9 +199,8 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInByt
   int dev = currentDevice();
   // The pitch is the driver's choice; charge a typical one, then the real one.
   uint64_t estimate = ((static_cast<uint64_t>(WidthInBytes) + 511) & ~uint64_t{511}) * Height;
-  CUresult rc = charged(dev, estimate, [&] {
-    return real::cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-  });
+  CUresult rc = charged(dev, estimate,
+                        [&] { return real::cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes); });
   if (rc != CUDA_SUCCESS || dev < 0) return rc;
   uint64_t actual = static_cast<uint64_t>(*pPitch) * Height;
   CUdeviceptr p = *dptr;
@@ -229,40 +221,23 @@ CUresult cuMemFree(CUdeviceptr_v1 dptr) {
 
 CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
   VGPU_ENTER_CUDA(cuMemAllocAsync);
-  int dev = currentDevice();
-  CUresult rc = charged(dev, bytesize, [&] { return real::cuMemAllocAsync(dptr, bytesize, hStream); });
-  if (rc == CUDA_SUCCESS && dev >= 0) ledger::put(Kind::kPointer, *dptr, {dev, bytesize, 0});
-  return rc;
+  return pointerAlloc(dptr, bytesize, [&] { return real::cuMemAllocAsync(dptr, bytesize, hStream); });
 }
 
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
   VGPU_ENTER_CUDA(cuMemAllocAsync_ptsz);
-  int dev = currentDevice();
-  CUresult rc =
-      charged(dev, bytesize, [&] { return real::cuMemAllocAsync_ptsz(dptr, bytesize, hStream); });
-  if (rc == CUDA_SUCCESS && dev >= 0) ledger::put(Kind::kPointer, *dptr, {dev, bytesize, 0});
-  return rc;
+  return pointerAlloc(dptr, bytesize, [&] { return real::cuMemAllocAsync_ptsz(dptr, bytesize, hStream); });
 }
 
-CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
-                                 CUstream hStream) {
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
   VGPU_ENTER_CUDA(cuMemAllocFromPoolAsync);
-  int dev = currentDevice();
-  CUresult rc = charged(
-      dev, bytesize, [&] { return real::cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream); });
-  if (rc == CUDA_SUCCESS && dev >= 0) ledger::put(Kind::kPointer, *dptr, {dev, bytesize, 0});
-  return rc;
+  return pointerAlloc(dptr, bytesize, [&] { return real::cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream); });
 }
 
-CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
-                                      CUstream hStream) {
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
   VGPU_ENTER_CUDA(cuMemAllocFromPoolAsync_ptsz);
-  int dev = currentDevice();
-  CUresult rc = charged(dev, bytesize, [&] {
-    return real::cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, hStream);
-  });
-  if (rc == CUDA_SUCCESS && dev >= 0) ledger::put(Kind::kPointer, *dptr, {dev, bytesize, 0});
-  return rc;
+  return pointerAlloc(dptr, bytesize,
+                      [&] { return real::cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, hStream); });
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
@@ -288,9 +263,8 @@ CUresult cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* desc) {
         return r;
       },
       [&](CUDA_ARRAY_MEMORY_REQUIREMENTS* req, int dev) {
-        return real::cuArrayGetMemoryRequirements
-                   ? real::cuArrayGetMemoryRequirements(req, *pHandle, dev)
-                   : CUDA_ERROR_NOT_SUPPORTED;
+        return real::cuArrayGetMemoryRequirements ? real::cuArrayGetMemoryRequirements(req, *pHandle, dev)
+                                                  : CUDA_ERROR_NOT_SUPPORTED;
       },
       [&] { real::cuArrayDestroy(*pHandle); }, &id);
 }
@@ -298,8 +272,7 @@ CUresult cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* desc) {
 CUresult cuArray3DCreate_v2(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* desc) {
   VGPU_ENTER_CUDA(cuArray3DCreate_v2);
   if (desc == nullptr || pHandle == nullptr) return real::cuArray3DCreate_v2(pHandle, desc);
-  uint64_t estimate =
-      arrayEstimate(desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels);
+  uint64_t estimate = arrayEstimate(desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels);
   uintptr_t id = 0;
   return arrayAlloc(
       Kind::kArray, estimate,
@@ -309,17 +282,15 @@ CUresult cuArray3DCreate_v2(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* des
         return r;
       },
       [&](CUDA_ARRAY_MEMORY_REQUIREMENTS* req, int dev) {
-        return real::cuArrayGetMemoryRequirements
-                   ? real::cuArrayGetMemoryRequirements(req, *pHandle, dev)
-                   : CUDA_ERROR_NOT_SUPPORTED;
+        return real::cuArrayGetMemoryRequirements ? real::cuArrayGetMemoryRequirements(req, *pHandle, dev)
+                                                  : CUDA_ERROR_NOT_SUPPORTED;
       },
       [&] { real::cuArrayDestroy(*pHandle); }, &id);
 }
 
 CUresult cuArrayDestroy(CUarray hArray) {
   VGPU_ENTER_CUDA(cuArrayDestroy);
-  return freed(Kind::kArray, reinterpret_cast<uintptr_t>(hArray),
-               [&] { return real::cuArrayDestroy(hArray); });
+  return freed(Kind::kArray, reinterpret_cast<uintptr_t>(hArray), [&] { return real::cuArrayDestroy(hArray); });
 }
 
 CUresult cuMipmappedArrayCreate(CUmipmappedArray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* desc,
@@ -353,8 +324,8 @@ CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
                [&] { return real::cuMipmappedArrayDestroy(hMipmappedArray); });
 }
 
-CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
-                     const CUmemAllocationProp* prop, unsigned long long flags) {
+CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
+                     unsigned long long flags) {
   VGPU_ENTER_CUDA(cuMemCreate);
   if (prop == nullptr || handle == nullptr || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
       prop->location.id < 0 || prop->location.id >= kLimiterMaxDevices) {
@@ -369,8 +340,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   VGPU_ENTER_CUDA(cuMemRelease);
   Record rec;
-  Kind kind = ledger::peek(Kind::kImportedHandle, handle, &rec) ? Kind::kImportedHandle
-                                                                : Kind::kVmmHandle;
+  Kind kind = ledger::peek(Kind::kImportedHandle, handle, &rec) ? Kind::kImportedHandle : Kind::kVmmHandle;
   return freed(kind, handle, [&] { return real::cuMemRelease(handle); });
 }
 
@@ -426,22 +396,18 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
   return freed(Kind::kIpc, dptr, [&] { return real::cuIpcCloseMemHandle(dptr); });
 }
 
-CUresult cuGraphAddMemAllocNode(CUgraphNode* phGraphNode, CUgraph hGraph,
-                                const CUgraphNode* dependencies, size_t numDependencies,
-                                CUDA_MEM_ALLOC_NODE_PARAMS* nodeParams) {
+CUresult cuGraphAddMemAllocNode(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies,
+                                size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS* nodeParams) {
   VGPU_ENTER_CUDA(cuGraphAddMemAllocNode);
   if (nodeParams == nullptr || phGraphNode == nullptr) {
-    return real::cuGraphAddMemAllocNode(phGraphNode, hGraph, dependencies, numDependencies,
-                                        nodeParams);
+    return real::cuGraphAddMemAllocNode(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
   }
-  int dev = nodeParams->poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE
-                ? nodeParams->poolProps.location.id
-                : currentDevice();
+  int dev = nodeParams->poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE ? nodeParams->poolProps.location.id
+                                                                               : currentDevice();
   if (dev >= kLimiterMaxDevices) dev = -1;
   // Charged while the node exists: the graph may hold the memory whenever it runs.
   CUresult rc = charged(dev, nodeParams->bytesize, [&] {
-    return real::cuGraphAddMemAllocNode(phGraphNode, hGraph, dependencies, numDependencies,
-                                        nodeParams);
+    return real::cuGraphAddMemAllocNode(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
   });
   if (rc == CUDA_SUCCESS && dev >= 0) {
     ledger::put(Kind::kGraphNode, reinterpret_cast<uintptr_t>(*phGraphNode),
@@ -452,8 +418,7 @@ CUresult cuGraphAddMemAllocNode(CUgraphNode* phGraphNode, CUgraph hGraph,
 
 CUresult cuGraphDestroyNode(CUgraphNode hNode) {
   VGPU_ENTER_CUDA(cuGraphDestroyNode);
-  return freed(Kind::kGraphNode, reinterpret_cast<uintptr_t>(hNode),
-               [&] { return real::cuGraphDestroyNode(hNode); });
+  return freed(Kind::kGraphNode, reinterpret_cast<uintptr_t>(hNode), [&] { return real::cuGraphDestroyNode(hNode); });
 }
 
 CUresult cuGraphDestroy(CUgraph hGraph) {
@@ -469,37 +434,32 @@ CUresult cuGraphDestroy(CUgraph hGraph) {
 CUresult cuCtxCreate(CUcontext* pctx, unsigned int flags, CUdevice dev) {
   VGPU_ENTER_CUDA(cuCtxCreate);
   return createContext(
-      pctx, dev, [&] { return real::cuCtxCreate(pctx, flags, dev); },
-      [&] { real::cuCtxDestroy_v2(*pctx); });
+      pctx, dev, [&] { return real::cuCtxCreate(pctx, flags, dev); }, [&] { real::cuCtxDestroy_v2(*pctx); });
 }
 
 CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
   VGPU_ENTER_CUDA(cuCtxCreate_v2);
   return createContext(
-      pctx, dev, [&] { return real::cuCtxCreate_v2(pctx, flags, dev); },
-      [&] { real::cuCtxDestroy_v2(*pctx); });
+      pctx, dev, [&] { return real::cuCtxCreate_v2(pctx, flags, dev); }, [&] { real::cuCtxDestroy_v2(*pctx); });
 }
 
-CUresult cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* paramsArray, int numParams,
-                        unsigned int flags, CUdevice dev) {
+CUresult cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* paramsArray, int numParams, unsigned int flags,
+                        CUdevice dev) {
   VGPU_ENTER_CUDA(cuCtxCreate_v3);
   return createContext(
       pctx, dev, [&] { return real::cuCtxCreate_v3(pctx, paramsArray, numParams, flags, dev); },
       [&] { real::cuCtxDestroy_v2(*pctx); });
 }
 
-CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int flags,
-                        CUdevice dev) {
+CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int flags, CUdevice dev) {
   VGPU_ENTER_CUDA(cuCtxCreate_v4);
   return createContext(
-      pctx, dev, [&] { return real::cuCtxCreate_v4(pctx, params, flags, dev); },
-      [&] { real::cuCtxDestroy_v2(*pctx); });
+      pctx, dev, [&] { return real::cuCtxCreate_v4(pctx, params, flags, dev); }, [&] { real::cuCtxDestroy_v2(*pctx); });
 }
 
 CUresult cuCtxDestroy_v2(CUcontext ctx) {
   VGPU_ENTER_CUDA(cuCtxDestroy_v2);
-  return freed(Kind::kContext, reinterpret_cast<uintptr_t>(ctx),
-               [&] { return real::cuCtxDestroy_v2(ctx); });
+  return freed(Kind::kContext, reinterpret_cast<uintptr_t>(ctx), [&] { return real::cuCtxDestroy_v2(ctx); });
 }
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {

@@ -15,11 +15,11 @@
 #include "vgpu/limiter_contract.h"
 
 namespace vgpu::real {
-#define VGPU_DEFINE_REAL(name, params) CUresult (*name) params = nullptr;
+#define VGPU_DEFINE_REAL(name, params) CUresult(*name) params = nullptr;
 VGPU_CUDA_HOOKS(VGPU_DEFINE_REAL)
 VGPU_CUDA_INTERNAL(VGPU_DEFINE_REAL)
 #undef VGPU_DEFINE_REAL
-#define VGPU_DEFINE_REAL_NVML(name, params) nvmlReturn_t (*name) params = nullptr;
+#define VGPU_DEFINE_REAL_NVML(name, params) nvmlReturn_t(*name) params = nullptr;
 VGPU_NVML_HOOKS(VGPU_DEFINE_REAL_NVML)
 VGPU_NVML_INTERNAL(VGPU_DEFINE_REAL_NVML)
 #undef VGPU_DEFINE_REAL_NVML
@@ -51,8 +51,7 @@ struct HookEntry {
 };
 
 const HookEntry kHooks[] = {
-#define VGPU_HOOK_ENTRY(name, params) \
-  {#name, reinterpret_cast<void**>(&real::name), reinterpret_cast<void*>(&::name)},
+#define VGPU_HOOK_ENTRY(name, params) {#name, reinterpret_cast<void**>(&real::name), reinterpret_cast<void*>(&::name)},
     VGPU_CUDA_HOOKS(VGPU_HOOK_ENTRY) VGPU_NVML_HOOKS(VGPU_HOOK_ENTRY)
 #undef VGPU_HOOK_ENTRY
 };
@@ -168,8 +167,7 @@ void initNvml() {
   for (size_t i = kCudaHookCount; i < sizeof kHooks / sizeof kHooks[0]; ++i) {
     *kHooks[i].real = sym(rt.nvmlHandle, kHooks[i].name);
   }
-#define VGPU_RESOLVE_NVML(name, params) \
-  real::name = reinterpret_cast<decltype(real::name)>(sym(rt.nvmlHandle, #name));
+#define VGPU_RESOLVE_NVML(name, params) real::name = reinterpret_cast<decltype(real::name)>(sym(rt.nvmlHandle, #name));
   VGPU_NVML_INTERNAL(VGPU_RESOLVE_NVML)
 #undef VGPU_RESOLVE_NVML
   rt.nvmlBase = baseOf(reinterpret_cast<const void*>(real::nvmlDeviceGetUUID));
@@ -287,18 +285,15 @@ void publishDevice(int dev) {
   CUuuid u;
   CUdevice handle = 0;
   if (real::cuDeviceGet == nullptr || real::cuDeviceGetUuid_v2 == nullptr ||
-      real::cuDeviceGet(&handle, dev) != CUDA_SUCCESS ||
-      real::cuDeviceGetUuid_v2(&u, handle) != CUDA_SUCCESS) {
+      real::cuDeviceGet(&handle, dev) != CUDA_SUCCESS || real::cuDeviceGetUuid_v2(&u, handle) != CUDA_SUCCESS) {
     return;
   }
   const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
   char uuid[VGPU_REGION_UUID_LEN];
-  snprintf(uuid, sizeof uuid,
-           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+  snprintf(uuid, sizeof uuid, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
            b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
   memcpy(rt.uuids[dev], uuid, sizeof uuid);
-  vgpu_region_publish_device(rt.region, dev, uuid, rt.cfg.devices[dev].memoryBytes,
-                             rt.cfg.devices[dev].smPercent);
+  vgpu_region_publish_device(rt.region, dev, uuid, rt.cfg.devices[dev].memoryBytes, rt.cfg.devices[dev].smPercent);
   rt.publishedDevices.fetch_or(bit);
 }
 
@@ -309,10 +304,8 @@ CUresult reserveMemory(int dev, uint64_t bytes) {
   int rc = vgpu_region_try_add(rt.region, ensureSlot(rt), dev, bytes, limit);
   if (rc == VGPU_REGION_OK) return CUDA_SUCCESS;
   if (rc == VGPU_REGION_OVER_LIMIT) {
-    logf(kLogWarn, "device %d: %llu bytes refused, %llu of %llu in use", dev,
-         static_cast<unsigned long long>(bytes),
-         static_cast<unsigned long long>(vgpu_region_used(rt.region, dev)),
-         static_cast<unsigned long long>(limit));
+    logf(kLogWarn, "device %d: %llu bytes refused, %llu of %llu in use", dev, static_cast<unsigned long long>(bytes),
+         static_cast<unsigned long long>(vgpu_region_used(rt.region, dev)), static_cast<unsigned long long>(limit));
   } else {
     logf(kLogError, "device %d: the shared region is unusable; refusing %llu bytes", dev,
          static_cast<unsigned long long>(bytes));
@@ -504,8 +497,7 @@ extern "C" VGPU_EXPORT void* dlsym(void* handle, const char* name) {
       void* sym = fn(handle, name);
       // Only lookups in the real driver are redirected, and not the driver's own.
       const void* caller = vgpu::baseOf(__builtin_return_address(0));
-      if (sym != nullptr && dladdr(sym, &info) != 0 && info.dli_fbase != vgpu::baseOf(w) &&
-          caller != info.dli_fbase) {
+      if (sym != nullptr && dladdr(sym, &info) != 0 && info.dli_fbase != vgpu::baseOf(w) && caller != info.dli_fbase) {
         return w;
       }
       return sym;

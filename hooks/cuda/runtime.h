@@ -30,7 +30,7 @@ struct Runtime {
   void* nvmlHandle = nullptr;
   const void* cudaBase = nullptr;  // load address of the real libcuda, to recognise it
   const void* nvmlBase = nullptr;
-  bool computeAny = false;         // some device has a compute limit
+  bool computeAny = false;                    // some device has a compute limit
   std::atomic<uint32_t> publishedDevices{0};  // bit i: device i's UUID/limits published
   char uuids[kLimiterMaxDevices][VGPU_REGION_UUID_LEN] = {};
 };
@@ -146,9 +146,8 @@ CUresult throttle::around(CUstream stream, bool ptsz, F&& launch) {
 }  // namespace vgpu
 
 // First statement of every CUDA wrapper: initialise once, refuse when misconfigured.
-#define VGPU_ENTER_CUDA(name)                                                \
-  do {                                                                       \
-    if (CUresult vgpu_rc_ = ::vgpu::ensureCuda(); vgpu_rc_ != CUDA_SUCCESS) \
-      return vgpu_rc_;                                                       \
-    if (::vgpu::real::name == nullptr) return CUDA_ERROR_NOT_FOUND;          \
+#define VGPU_ENTER_CUDA(name)                                                                \
+  do {                                                                                       \
+    if (CUresult vgpu_rc_ = ::vgpu::ensureCuda(); vgpu_rc_ != CUDA_SUCCESS) return vgpu_rc_; \
+    if (::vgpu::real::name == nullptr) return CUDA_ERROR_NOT_FOUND;                          \
   } while (0)

@@ -44,9 +44,9 @@ struct Burst {
   bool limited;
   CUevent start[2];  // event pairs used in turn: the open burst's, the pending one's
   CUevent end[2];
-  int cur;           // index of the open (or next) burst's pair
+  int cur;  // index of the open (or next) burst's pair
   bool open;
-  bool pending;      // the other pair holds a closed burst not yet measured
+  bool pending;  // the other pair holds a closed burst not yet measured
   uint32_t pendingLaunches;
   CUstream stream;
   bool ptsz;
@@ -98,12 +98,10 @@ void refill(vgpu_region_device* d, uint32_t pct) {
   int64_t now = nowNs();
   int64_t stamp = loadI64(&d->compute_stamp_ns);
   if (stamp == 0 || now < stamp) {  // first use, or a stamp from before a reboot
-    __atomic_compare_exchange_n(&d->compute_stamp_ns, &stamp, now, false, __ATOMIC_RELAXED,
-                                __ATOMIC_RELAXED);
+    __atomic_compare_exchange_n(&d->compute_stamp_ns, &stamp, now, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
     return;
   }
-  if (!__atomic_compare_exchange_n(&d->compute_stamp_ns, &stamp, now, false, __ATOMIC_RELAXED,
-                                   __ATOMIC_RELAXED)) {
+  if (!__atomic_compare_exchange_n(&d->compute_stamp_ns, &stamp, now, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
     return;  // another thread or process refilled for this interval
   }
   int64_t add = (now - stamp) * pct / 100;
@@ -163,9 +161,7 @@ void measure(Burst* b, int i, uint32_t launches, int64_t capNs = 0) {
     int64_t per = busy / launches;
     b->nsPerLaunch = b->nsPerLaunch == 0 ? per : (b->nsPerLaunch + per) / 2;
     int64_t target = kQuantumNs / (b->nsPerLaunch > 0 ? b->nsPerLaunch : 1);
-    b->target = static_cast<uint32_t>(target < 1                      ? 1
-                                      : target > kMaxLaunchesPerBurst ? kMaxLaunchesPerBurst
-                                                                      : target);
+    b->target = static_cast<uint32_t>(target < 1 ? 1 : target > kMaxLaunchesPerBurst ? kMaxLaunchesPerBurst : target);
   }
   vgpu_region_device* d = &runtime().region->devices[b->dev];
   __atomic_sub_fetch(&d->compute_credit_ns, busy, __ATOMIC_RELAXED);
@@ -207,8 +203,8 @@ bool closeBurst(Burst* b, int64_t capNs = 0) {
 
 bool ensureEvents(Burst* b) {
   if (b->start[0] != nullptr) return true;
-  if (real::cuEventCreate == nullptr || real::cuEventSynchronize == nullptr ||
-      real::cuEventElapsedTime_v2 == nullptr || real::cuEventRecord == nullptr) {
+  if (real::cuEventCreate == nullptr || real::cuEventSynchronize == nullptr || real::cuEventElapsedTime_v2 == nullptr ||
+      real::cuEventRecord == nullptr) {
     return false;
   }
   for (int i = 0; i < 2; ++i) {
@@ -224,7 +220,6 @@ bool ensureEvents(Burst* b) {
   }
   return true;
 }
-
 
 // The burst of the calling thread's current context. The last lookup is cached per
 // thread (initial-exec TLS: no call to __tls_get_addr on the launch path).

@@ -61,7 +61,7 @@ bool processAlive(int32_t pid, uint64_t startTime) {
   uint64_t st = 0;
   if (readProcStat(pid, &state, &st)) {
     if (state == 'Z' || state == 'X') return false;  // exited; its driver memory is gone
-    return startTime == 0 || st == startTime;          // another process reusing the PID
+    return startTime == 0 || st == startTime;        // another process reusing the PID
   }
   // No /proc: fall back to existence only.
   return kill(pid, 0) == 0 || errno == EPERM;
@@ -116,8 +116,7 @@ void recoverLocked(vgpu_region* r) {
 int initMutex(vgpu_region* r, bool shared, char* err, size_t len) {
   pthread_mutexattr_t attr;
   pthread_mutexattr_init(&attr);
-  int rc = pthread_mutexattr_setpshared(&attr, shared ? PTHREAD_PROCESS_SHARED
-                                                      : PTHREAD_PROCESS_PRIVATE);
+  int rc = pthread_mutexattr_setpshared(&attr, shared ? PTHREAD_PROCESS_SHARED : PTHREAD_PROCESS_PRIVATE);
   if (rc == 0) rc = pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
   if (rc == 0) rc = pthread_mutex_init(&r->lock.mutex, &attr);
   pthread_mutexattr_destroy(&attr);
@@ -138,15 +137,13 @@ void initHeader(vgpu_region* r) {
 int checkHeader(const vgpu_region* r, const char* path, char* err, size_t len) {
   if (r->magic != VGPU_REGION_MAGIC) {
     setError(err, len, "%s is not a vgpu shared region (magic %#llx, expected %#llx)", path,
-             static_cast<unsigned long long>(r->magic),
-             static_cast<unsigned long long>(VGPU_REGION_MAGIC));
+             static_cast<unsigned long long>(r->magic), static_cast<unsigned long long>(VGPU_REGION_MAGIC));
     return VGPU_REGION_ERROR;
   }
   if (r->version != VGPU_REGION_VERSION || r->header_size != sizeof(vgpu_region) ||
       r->max_devices != VGPU_REGION_MAX_DEVICES || r->max_procs != VGPU_REGION_MAX_PROCS) {
-    setError(err, len,
-             "%s has region version %u (size %u), this build reads version %u (size %zu)",
-             path, r->version, r->header_size, VGPU_REGION_VERSION, sizeof(vgpu_region));
+    setError(err, len, "%s has region version %u (size %u), this build reads version %u (size %zu)", path, r->version,
+             r->header_size, VGPU_REGION_VERSION, sizeof(vgpu_region));
     return VGPU_REGION_ERROR;
   }
   return VGPU_REGION_OK;
@@ -183,8 +180,8 @@ int vgpu_region_open(const char* path, vgpu_region** out, char* err, size_t err_
     }
     bool fresh = st.st_size == 0;
     if (!fresh && static_cast<size_t>(st.st_size) != sizeof(vgpu_region)) {
-      setError(err, err_len, "%s has %lld bytes, a version %u region has %zu", path,
-               static_cast<long long>(st.st_size), VGPU_REGION_VERSION, sizeof(vgpu_region));
+      setError(err, err_len, "%s has %lld bytes, a version %u region has %zu", path, static_cast<long long>(st.st_size),
+               VGPU_REGION_VERSION, sizeof(vgpu_region));
       break;
     }
     if (fresh) {
@@ -216,8 +213,7 @@ int vgpu_region_open(const char* path, vgpu_region** out, char* err, size_t err_
   return rc;
 }
 
-int vgpu_region_open_readonly(const char* path, const vgpu_region** out, char* err,
-                              size_t err_len) {
+int vgpu_region_open_readonly(const char* path, const vgpu_region** out, char* err, size_t err_len) {
   *out = nullptr;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -226,9 +222,8 @@ int vgpu_region_open_readonly(const char* path, const vgpu_region** out, char* e
   }
   struct stat st;
   if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != sizeof(vgpu_region)) {
-    setError(err, err_len, "%s is not a version %u shared region (size %lld, expected %zu)",
-             path, VGPU_REGION_VERSION, static_cast<long long>(st.st_size),
-             sizeof(vgpu_region));
+    setError(err, err_len, "%s is not a version %u shared region (size %lld, expected %zu)", path, VGPU_REGION_VERSION,
+             static_cast<long long>(st.st_size), sizeof(vgpu_region));
     close(fd);
     return VGPU_REGION_ERROR;
   }
@@ -249,8 +244,7 @@ int vgpu_region_open_readonly(const char* path, const vgpu_region** out, char* e
 
 int vgpu_region_open_private(vgpu_region** out, char* err, size_t err_len) {
   *out = nullptr;
-  void* mem = mmap(nullptr, sizeof(vgpu_region), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* mem = mmap(nullptr, sizeof(vgpu_region), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) {
     setError(err, err_len, "allocating a private region: %s", strerror(errno));
     return VGPU_REGION_ERROR;
@@ -304,8 +298,7 @@ int vgpu_region_attach(vgpu_region* r, int* slot, char* err, size_t err_len) {
   }
   vgpu_region_unlock(r);
   if (freeSlot < 0) {
-    setError(err, err_len, "all %d process slots of the shared region are in use",
-             VGPU_REGION_MAX_PROCS);
+    setError(err, err_len, "all %d process slots of the shared region are in use", VGPU_REGION_MAX_PROCS);
     return VGPU_REGION_ERROR;
   }
   *slot = freeSlot;
@@ -361,8 +354,7 @@ int vgpu_region_reclaim_dead(vgpu_region* r) {
   return n;
 }
 
-void vgpu_region_publish_device(vgpu_region* r, int dev, const char* uuid,
-                                uint64_t memory_limit, uint32_t sm_limit) {
+void vgpu_region_publish_device(vgpu_region* r, int dev, const char* uuid, uint64_t memory_limit, uint32_t sm_limit) {
   if (!validDevice(dev) || vgpu_region_lock(r) != VGPU_REGION_OK) return;
   vgpu_region_device* d = &r->devices[dev];
   if (uuid != nullptr) snprintf(d->uuid, sizeof d->uuid, "%s", uuid);

@@ -81,8 +81,7 @@ struct Setup {
     static const char image[] = "spin";
     ok = this->vgpu.init(0) == CUDA_SUCCESS && direct.deviceGet(&dev, 0) == CUDA_SUCCESS &&
          this->vgpu.retain(&ctx, dev) == CUDA_SUCCESS && direct.setCurrent(ctx) == CUDA_SUCCESS &&
-         direct.moduleLoad(&mod, image) == CUDA_SUCCESS &&
-         direct.getFunction(&spin, mod, "spin") == CUDA_SUCCESS;
+         direct.moduleLoad(&mod, image) == CUDA_SUCCESS && direct.getFunction(&spin, mod, "spin") == CUDA_SUCCESS;
     if (!ok) fprintf(stderr, "bench: driver setup failed\n");
   }
 };

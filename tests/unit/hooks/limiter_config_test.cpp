@@ -106,8 +106,8 @@ TEST(LimiterConfig, BadValuesNameTheVariable) {
     const char* key;
     const char* value;
   } cases[] = {{"CUDA_DEVICE_MEMORY_LIMIT", "1GB"},   {"CUDA_DEVICE_MEMORY_LIMIT_3", "lots"},
-               {"CUDA_DEVICE_SM_LIMIT", "150"},        {"CUDA_DEVICE_SM_LIMIT_0", "x"},
-               {"CUDA_OVERSUBSCRIBE", "maybe"},        {"CUDA_TASK_PRIORITY", "high"},
+               {"CUDA_DEVICE_SM_LIMIT", "150"},       {"CUDA_DEVICE_SM_LIMIT_0", "x"},
+               {"CUDA_OVERSUBSCRIBE", "maybe"},       {"CUDA_TASK_PRIORITY", "high"},
                {"GPU_CORE_UTILIZATION_POLICY", "max"}};
   for (const auto& c : cases) {
     FakeEnv env{{{c.key, c.value}}};
@@ -143,9 +143,7 @@ TEST(LimiterConfig, LimitsFileWinsOverEnvironment) {
 TEST(LimiterConfig, FileLimitForAllDevicesBeatsAnIndexedOneFromTheEnvironment) {
   TempDir dir;
   std::string file = dir.write("limits.env", "CUDA_DEVICE_MEMORY_LIMIT=1g\nCUDA_DEVICE_SM_LIMIT=20\n");
-  FakeEnv env{{{"VGPU_LIMITS_FILE", file},
-               {"CUDA_DEVICE_MEMORY_LIMIT_0", "64g"},
-               {"CUDA_DEVICE_SM_LIMIT_3", "100"}}};
+  FakeEnv env{{{"VGPU_LIMITS_FILE", file}, {"CUDA_DEVICE_MEMORY_LIMIT_0", "64g"}, {"CUDA_DEVICE_SM_LIMIT_3", "100"}}};
   auto cfg = loadLimiterConfig(env.lookup(), kNoFixedFile);
   ASSERT_TRUE(cfg.ok()) << cfg.error().message;
   EXPECT_EQ(cfg->devices[0].memoryBytes, 1ull << 30);
@@ -190,9 +188,7 @@ TEST(LimiterConfig, NamedFileThatIsMissingIsAnError) {
 }
 
 TEST(LimiterConfig, ParsesOversubscribePriorityAndPolicy) {
-  FakeEnv env{{{"CUDA_OVERSUBSCRIBE", "TRUE"},
-               {"CUDA_TASK_PRIORITY", "-2"},
-               {"GPU_CORE_UTILIZATION_POLICY", "force"}}};
+  FakeEnv env{{{"CUDA_OVERSUBSCRIBE", "TRUE"}, {"CUDA_TASK_PRIORITY", "-2"}, {"GPU_CORE_UTILIZATION_POLICY", "force"}}};
   auto cfg = loadLimiterConfig(env.lookup(), kNoFixedFile);
   ASSERT_TRUE(cfg.ok()) << cfg.error().message;
   EXPECT_TRUE(cfg->oversubscribe);

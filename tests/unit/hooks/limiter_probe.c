@@ -22,7 +22,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
 #define MIB (1024ull * 1024ull)
 
 static void* g_cuda;
@@ -115,33 +114,33 @@ static int loadCuda(void) {
     return 3;
   }
 #define LOAD(name) p_##name = (__typeof__(p_##name))dlsym(g_cuda, #name);
-  LOAD(cuInit) LOAD(cuDeviceGet) LOAD(cuDeviceGetCount) LOAD(cuDeviceGetName)
-  LOAD(cuDeviceGetAttribute) LOAD(cuDeviceTotalMem_v2) LOAD(cuDevicePrimaryCtxRetain)
-  LOAD(cuDevicePrimaryCtxRelease_v2) LOAD(cuCtxSetCurrent) LOAD(cuCtxCreate_v4)
-  LOAD(cuCtxDestroy_v2) LOAD(cuCtxSynchronize) LOAD(cuMemGetInfo_v2) LOAD(cuMemAlloc_v2)
-  LOAD(cuMemFree_v2) LOAD(cuMemAllocPitch_v2) LOAD(cuMemAllocManaged) LOAD(cuMemAllocAsync)
-  LOAD(cuMemFreeAsync) LOAD(cuMemAllocFromPoolAsync) LOAD(cuDeviceGetDefaultMemPool)
-  LOAD(cuStreamSynchronize) LOAD(cuArrayCreate_v2) LOAD(cuArray3DCreate_v2) LOAD(cuArrayDestroy)
-  LOAD(cuMipmappedArrayCreate) LOAD(cuMipmappedArrayDestroy) LOAD(cuMemCreate) LOAD(cuMemRelease)
-  LOAD(cuMemMap) LOAD(cuMemUnmap) LOAD(cuMemAddressReserve) LOAD(cuMemAddressFree)
-  LOAD(cuMemGetAllocationGranularity) LOAD(cuMemExportToShareableHandle)
-  LOAD(cuMemImportFromShareableHandle) LOAD(cuIpcGetMemHandle) LOAD(cuIpcOpenMemHandle_v2)
-  LOAD(cuIpcCloseMemHandle) LOAD(cuGraphCreate) LOAD(cuGraphAddMemAllocNode) LOAD(cuGraphDestroy)
-  LOAD(cuMemcpyHtoD_v2) LOAD(cuMemcpyDtoH_v2) LOAD(cuModuleLoadData) LOAD(cuModuleGetFunction)
-  LOAD(cuLaunchKernel) LOAD(cuGetProcAddress_v2) LOAD(cuGetErrorName)
+  LOAD(cuInit)
+  LOAD(cuDeviceGet) LOAD(cuDeviceGetCount) LOAD(cuDeviceGetName) LOAD(cuDeviceGetAttribute) LOAD(cuDeviceTotalMem_v2)
+      LOAD(cuDevicePrimaryCtxRetain) LOAD(cuDevicePrimaryCtxRelease_v2) LOAD(cuCtxSetCurrent) LOAD(cuCtxCreate_v4)
+          LOAD(cuCtxDestroy_v2) LOAD(cuCtxSynchronize) LOAD(cuMemGetInfo_v2) LOAD(cuMemAlloc_v2) LOAD(cuMemFree_v2)
+              LOAD(cuMemAllocPitch_v2) LOAD(cuMemAllocManaged) LOAD(cuMemAllocAsync) LOAD(cuMemFreeAsync)
+                  LOAD(cuMemAllocFromPoolAsync) LOAD(cuDeviceGetDefaultMemPool) LOAD(cuStreamSynchronize)
+                      LOAD(cuArrayCreate_v2) LOAD(cuArray3DCreate_v2) LOAD(cuArrayDestroy) LOAD(cuMipmappedArrayCreate)
+                          LOAD(cuMipmappedArrayDestroy) LOAD(cuMemCreate) LOAD(cuMemRelease) LOAD(cuMemMap)
+                              LOAD(cuMemUnmap) LOAD(cuMemAddressReserve) LOAD(cuMemAddressFree)
+                                  LOAD(cuMemGetAllocationGranularity) LOAD(cuMemExportToShareableHandle)
+                                      LOAD(cuMemImportFromShareableHandle) LOAD(cuIpcGetMemHandle)
+                                          LOAD(cuIpcOpenMemHandle_v2) LOAD(cuIpcCloseMemHandle) LOAD(cuGraphCreate)
+                                              LOAD(cuGraphAddMemAllocNode) LOAD(cuGraphDestroy) LOAD(cuMemcpyHtoD_v2)
+                                                  LOAD(cuMemcpyDtoH_v2) LOAD(cuModuleLoadData) LOAD(cuModuleGetFunction)
+                                                      LOAD(cuLaunchKernel) LOAD(cuGetProcAddress_v2)
+                                                          LOAD(cuGetErrorName)
 #undef LOAD
-  return 0;
+                                                              return 0;
 }
 
 static int loadNvml(void) {
   g_nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_GLOBAL);
   if (!g_nvml) return 3;
   p_nvmlInit_v2 = (int (*)(void))dlsym(g_nvml, "nvmlInit_v2");
-  p_nvmlDeviceGetHandleByIndex_v2 =
-      (int (*)(unsigned int, void**))dlsym(g_nvml, "nvmlDeviceGetHandleByIndex_v2");
+  p_nvmlDeviceGetHandleByIndex_v2 = (int (*)(unsigned int, void**))dlsym(g_nvml, "nvmlDeviceGetHandleByIndex_v2");
   p_nvmlDeviceGetMemoryInfo = (int (*)(void*, NvmlMemory*))dlsym(g_nvml, "nvmlDeviceGetMemoryInfo");
-  p_nvmlDeviceGetMemoryInfo_v2 =
-      (int (*)(void*, NvmlMemoryV2*))dlsym(g_nvml, "nvmlDeviceGetMemoryInfo_v2");
+  p_nvmlDeviceGetMemoryInfo_v2 = (int (*)(void*, NvmlMemoryV2*))dlsym(g_nvml, "nvmlDeviceGetMemoryInfo_v2");
   return p_nvmlInit_v2 && p_nvmlDeviceGetHandleByIndex_v2 && p_nvmlDeviceGetMemoryInfo ? 0 : 3;
 }
 
@@ -155,8 +154,7 @@ static int setup(void) {
   }
   CUdevice dev;
   CUcontext ctx;
-  if ((rc = p_cuDeviceGet(&dev, 0)) || (rc = p_cuDevicePrimaryCtxRetain(&ctx, dev)) ||
-      (rc = p_cuCtxSetCurrent(ctx))) {
+  if ((rc = p_cuDeviceGet(&dev, 0)) || (rc = p_cuDevicePrimaryCtxRetain(&ctx, dev)) || (rc = p_cuCtxSetCurrent(ctx))) {
     fprintf(stderr, "probe: no context on device 0: %s\n", errName(rc));
     return rc == CUDA_ERROR_OUT_OF_MEMORY ? 2 : 3;
   }
@@ -218,7 +216,8 @@ static int requestExport(char kind, size_t bytes, CUipcMemHandle* ipc, int* fd) 
 
 static void exporterLoop(int sock) {
   /* Its own region and no limit: the exporter stands for another container. */
-  setenv("CUDA_DEVICE_MEMORY_SHARED_CACHE", getenv("PROBE_EXPORTER_REGION") ? getenv("PROBE_EXPORTER_REGION") : "/tmp/probe-exporter-region", 1);
+  setenv("CUDA_DEVICE_MEMORY_SHARED_CACHE",
+         getenv("PROBE_EXPORTER_REGION") ? getenv("PROBE_EXPORTER_REGION") : "/tmp/probe-exporter-region", 1);
   unsetenv("CUDA_DEVICE_MEMORY_LIMIT");
   unsetenv("CUDA_DEVICE_MEMORY_LIMIT_0");
   if (setup() != 0) _exit(3);
@@ -330,8 +329,8 @@ static CUresult allocPath(const char* path, size_t bytes, Obj* o) {
     int fd = -1;
     if (requestExport('f', bytes, NULL, &fd) != 0) return CUDA_ERROR_UNKNOWN;
     g_physMark = physicalUsed();
-    CUresult rc = p_cuMemImportFromShareableHandle(&o->handle, (void*)(uintptr_t)fd,
-                                                   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    CUresult rc =
+        p_cuMemImportFromShareableHandle(&o->handle, (void*)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     close(fd);
     if (rc != CUDA_SUCCESS) return rc;
     o->reserved = bytes;
@@ -399,14 +398,21 @@ static int scenarioPath(const char* path, size_t a, size_t b) {
   CUresult r = allocPath(path, a, &A);
   if (r != CUDA_SUCCESS) return fail("%s: %zu bytes within the limit failed: %s", path, a, errName(r));
   uint64_t used1 = containerUsed();
-  if (used1 < used0 + a) return fail("%s: usage went %llu -> %llu for %zu bytes", path, (unsigned long long)used0, (unsigned long long)used1, a);
+  if (used1 < used0 + a)
+    return fail("%s: usage went %llu -> %llu for %zu bytes", path, (unsigned long long)used0, (unsigned long long)used1,
+                a);
   r = allocPath(path, b, &B);
-  if (r != CUDA_ERROR_OUT_OF_MEMORY) return fail("%s: %zu bytes over the limit gave %s, not out of memory", path, b, errName(r));
-  if (physicalUsed() != g_physMark) return fail("%s: the refused request changed device memory %llu -> %llu", path, (unsigned long long)g_physMark, (unsigned long long)physicalUsed());
+  if (r != CUDA_ERROR_OUT_OF_MEMORY)
+    return fail("%s: %zu bytes over the limit gave %s, not out of memory", path, b, errName(r));
+  if (physicalUsed() != g_physMark)
+    return fail("%s: the refused request changed device memory %llu -> %llu", path, (unsigned long long)g_physMark,
+                (unsigned long long)physicalUsed());
   if (containerUsed() != used1) return fail("%s: the refused request changed the usage", path);
   r = freePath(path, &A);
   if (r != CUDA_SUCCESS) return fail("%s: free failed: %s", path, errName(r));
-  if (containerUsed() != used0) return fail("%s: usage after free %llu, before %llu", path, (unsigned long long)containerUsed(), (unsigned long long)used0);
+  if (containerUsed() != used0)
+    return fail("%s: usage after free %llu, before %llu", path, (unsigned long long)containerUsed(),
+                (unsigned long long)used0);
   r = allocPath(path, b, &B);
   if (r != CUDA_SUCCESS) return fail("%s: %zu bytes alone failed: %s", path, b, errName(r));
   printf("charged_a=%llu\n", (unsigned long long)(used1 - used0));
@@ -533,8 +539,8 @@ static int scenarioProcAddr(void) {
     }
     Dl_info info;
     const char* lib = fn && dladdr(fn, &info) && strstr(info.dli_fname, "libvgpu") ? "vgpu" : "driver";
-    printf("%s@%d/%llu -> rc=%d %s %s\n", cases[i].symbol, cases[i].version,
-           (unsigned long long)cases[i].flags, (int)r, which, lib);
+    printf("%s@%d/%llu -> rc=%d %s %s\n", cases[i].symbol, cases[i].version, (unsigned long long)cases[i].flags, (int)r,
+           which, lib);
   }
   return 0;
 }
@@ -563,7 +569,8 @@ static int scenarioPassthrough(void) {
   printf("free unknown rc=%d\n", (int)p_cuMemFree_v2((CUdeviceptr)0x1234));
   Dl_info info;
   void* fn = dlsym(g_cuda, "cuDeviceGetName");
-  printf("unwrapped symbol from %s\n", fn && dladdr(fn, &info) && strstr(info.dli_fname, "libvgpu") ? "vgpu" : "driver");
+  printf("unwrapped symbol from %s\n",
+         fn && dladdr(fn, &info) && strstr(info.dli_fname, "libvgpu") ? "vgpu" : "driver");
   return 0;
 }
 

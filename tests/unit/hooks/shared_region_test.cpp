@@ -192,8 +192,7 @@ TEST_F(LimiterRegion, RefusesAFileThatIsNotARegion) {
   EXPECT_EQ(vgpu_region_open(path_.c_str(), &r, err, sizeof err), VGPU_REGION_ERROR);
   EXPECT_NE(std::string(err).find("magic"), std::string::npos) << err;
   const vgpu_region* ro = nullptr;
-  EXPECT_EQ(vgpu_region_open_readonly("/nonexistent/region", &ro, err, sizeof err),
-            VGPU_REGION_ERROR);
+  EXPECT_EQ(vgpu_region_open_readonly("/nonexistent/region", &ro, err, sizeof err), VGPU_REGION_ERROR);
   EXPECT_NE(std::string(err).find("/nonexistent/region"), std::string::npos) << err;
 }
 
@@ -205,8 +204,7 @@ TEST_F(LimiterRegion, ReadOnlyViewSeesUsageAndPublishedDevices) {
   ASSERT_EQ(vgpu_region_try_add(r, slot, 2, 5 * kMiB, 4096 * kMiB), VGPU_REGION_OK);
   const vgpu_region* ro = nullptr;
   char err[256] = "";
-  ASSERT_EQ(vgpu_region_open_readonly(path_.c_str(), &ro, err, sizeof err), VGPU_REGION_OK)
-      << err;
+  ASSERT_EQ(vgpu_region_open_readonly(path_.c_str(), &ro, err, sizeof err), VGPU_REGION_OK) << err;
   EXPECT_EQ(ro->version, VGPU_REGION_VERSION);
   EXPECT_STREQ(ro->devices[2].uuid, "GPU-1234");
   EXPECT_EQ(ro->devices[2].memory_limit, 4096 * kMiB);

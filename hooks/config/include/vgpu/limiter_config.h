@@ -50,15 +50,13 @@ Result<uint32_t> parsePercent(std::string_view text);
 Result<bool> parseBool(std::string_view text);
 
 /// KEY=VALUE lines of a limits file; errors name `fileName` and the line.
-Result<std::map<std::string, std::string>> parseLimitsFile(std::string_view content,
-                                                          std::string_view fileName);
+Result<std::map<std::string, std::string>> parseLimitsFile(std::string_view content, std::string_view fileName);
 
 /// Looks a variable up; returns nullptr when unset.
 using EnvLookup = std::function<const char*(const char*)>;
 
 /// Reads the limits file (`fixedFilePath` if it exists, else $VGPU_LIMITS_FILE) and the
 /// environment; keys in the file win. Errors name the variable or file line at fault.
-Result<LimiterConfig> loadLimiterConfig(const EnvLookup& env,
-                                        const char* fixedFilePath = nullptr);
+Result<LimiterConfig> loadLimiterConfig(const EnvLookup& env, const char* fixedFilePath = nullptr);
 
 }  // namespace vgpu

@@ -38,19 +38,19 @@ typedef struct vgpu_region_device {
   uint64_t memory_used;            /* bytes, sum of memory_used over live process slots */
   uint32_t sm_limit;               /* percent, 0 = none; as last published */
   uint32_t reserved0;
-  int64_t compute_credit_ns;       /* token bucket of GPU time (atomic) */
-  int64_t compute_stamp_ns;        /* CLOCK_MONOTONIC of the last refill (atomic) */
-  uint64_t compute_busy_ns;        /* cumulative measured kernel time (atomic) */
-  uint64_t compute_held_ns;        /* cumulative time launches were held back (atomic) */
-  uint64_t context_overhead;       /* bytes a context takes, as first measured undisturbed */
+  int64_t compute_credit_ns; /* token bucket of GPU time (atomic) */
+  int64_t compute_stamp_ns;  /* CLOCK_MONOTONIC of the last refill (atomic) */
+  uint64_t compute_busy_ns;  /* cumulative measured kernel time (atomic) */
+  uint64_t compute_held_ns;  /* cumulative time launches were held back (atomic) */
+  uint64_t context_overhead; /* bytes a context takes, as first measured undisturbed */
   uint64_t reserved[3];
 } vgpu_region_device;
 
 /** One process of the container. pid 0 marks a free slot. */
 typedef struct vgpu_region_proc {
-  int32_t pid;         /* in the container's PID namespace */
+  int32_t pid; /* in the container's PID namespace */
   uint32_t reserved0;
-  uint64_t start_time; /* /proc/<pid>/stat field 22, tells a reused PID apart */
+  uint64_t start_time;                           /* /proc/<pid>/stat field 22, tells a reused PID apart */
   uint64_t memory_used[VGPU_REGION_MAX_DEVICES]; /* bytes this process holds per device */
 } vgpu_region_proc;
 
@@ -86,8 +86,7 @@ enum {
 int vgpu_region_open(const char* path, vgpu_region** out, char* err, size_t err_len);
 
 /** Maps an existing region read-only (for the node agent). Checks magic and version. */
-int vgpu_region_open_readonly(const char* path, const vgpu_region** out, char* err,
-                              size_t err_len);
+int vgpu_region_open_readonly(const char* path, const vgpu_region** out, char* err, size_t err_len);
 
 /** A private, unshared region (anonymous memory), for a process that has no file. */
 int vgpu_region_open_private(vgpu_region** out, char* err, size_t err_len);
@@ -114,8 +113,7 @@ void vgpu_region_detach(vgpu_region* region, int slot);
  * are reclaimed and the check is retried once. Returns VGPU_REGION_OK,
  * VGPU_REGION_OVER_LIMIT or VGPU_REGION_ERROR.
  */
-int vgpu_region_try_add(vgpu_region* region, int slot, int dev, uint64_t bytes,
-                        uint64_t limit);
+int vgpu_region_try_add(vgpu_region* region, int slot, int dev, uint64_t bytes, uint64_t limit);
 
 /** Subtracts `bytes` (clamped at what the slot holds) from device `dev` for `slot`. */
 void vgpu_region_sub(vgpu_region* region, int slot, int dev, uint64_t bytes);
@@ -127,8 +125,8 @@ uint64_t vgpu_region_used(const vgpu_region* region, int dev);
 int vgpu_region_reclaim_dead(vgpu_region* region);
 
 /** Publishes a device's UUID and limits for the node agent (under the lock). */
-void vgpu_region_publish_device(vgpu_region* region, int dev, const char* uuid,
-                                uint64_t memory_limit, uint32_t sm_limit);
+void vgpu_region_publish_device(vgpu_region* region, int dev, const char* uuid, uint64_t memory_limit,
+                                uint32_t sm_limit);
 
 /** Publishes the container's priority (CUDA_TASK_PRIORITY). */
 void vgpu_region_publish_priority(vgpu_region* region, int32_t priority);
