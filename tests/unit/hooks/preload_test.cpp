@@ -415,7 +415,7 @@ TEST_F(LimiterPreload, ComputeLimitOfHundredOrZeroDoesNotThrottle) {
     EXPECT_EQ(view->devices[0].compute_busy_ns, 0u) << limit;
     EXPECT_EQ(view->devices[0].compute_held_ns, 0u) << limit;
     vgpu_region_close(view);
-    EXPECT_GT(strtod(field(r.out, "share").c_str(), nullptr), 0.5) << limit << ": " << r.out;
+    EXPECT_GT(fieldU64(r.out, "launches"), 0u) << limit << ": " << r.out;
   }
   // And the same program with a limit does engage it (the check above can fail).
   std::string region = dir_ + "/region-50";
