@@ -16,6 +16,9 @@ One check per run, named on the command line (ctest registers each as Chart.<che
                             the kube-scheduler (ignoredByScheduler: false)
   FlagsExist                every daemon flag the templates pass is one the daemon defines
   DockerfilesMatchChart     the images put libvgpu.so and the backends where the chart expects
+  Render                    the chart rendered as `helm template` does (render/main.go) for several
+                            sets of values: every document YAML, the ConfigMap's device config
+                            parsed by vgpu, the extender, webhook, TLS and mounts as intended
 
 The device-config rendering below mirrors the "vgpu.deviceConfig" template in
 templates/_helpers.tpl (file, then values laid over it key by key).
@@ -442,6 +445,179 @@ def check_dockerfiles_match_chart(args):
                 fail("docker/%s does not mention %s, which the chart relies on" % (name, needle))
 
 
+# ---------------------------------------------------------------------------------------
+# Rendering (render/main.go, as `helm template` does)
+
+RENDER_VARIANTS = [
+    # (description, kube version, values laid over values.yaml, should render)
+    ("defaults", "v1.29.0", {}, True),
+    ("every backend, per-node overrides, spread, Kubernetes 1.24 (v1beta3, no match conditions)", "v1.24.3", {
+        "devices": {"cambricon": {"enabled": True}, "hygon": {"enabled": True}, "sim": {"enabled": True}},
+        "deviceConfig": {"nodes": [{"name": "gpu-node-7", "backends": {"nvidia": {"splitCount": 20}}}]},
+        "scheduler": {"defaultSchedulerPolicy": {"nodeSchedulerPolicy": "spread"}, "replicas": 2},
+        "devicePlugin": {"extraHostPaths": ["/usr/local/neuware", "/opt/hyhal"], "readPodResources": False},
+    }, True),
+    ("sim only, own certificate, NodePort, registry, labels", "v1.30.1", {
+        "global": {"imageRegistry": "registry.example.com", "labels": {"team": "ml"},
+                   "annotations": {"owner": "ml-platform"}},
+        "devices": {"nvidia": {"enabled": False}, "sim": {"enabled": True}},
+        "scheduler": {"tls": {"existingSecret": "my-tls", "caBundle": "Q0EK"},
+                      "service": {"type": "NodePort"}, "extender": {"verifyTLS": False},
+                      "metrics": {"serviceMonitor": {"enabled": True}},
+                      "admissionWebhook": {"failurePolicy": "Fail", "excludeNamespaces": []}},
+        "devicePlugin": {"privileged": False, "metrics": {"serviceMonitor": {"enabled": True}}},
+    }, True),
+    ("a whole device config given", "v1.29.0", {
+        "devices": {"nvidia": {"enabled": False}, "sim": {"enabled": True}},
+        "deviceConfig": {"override": "version: 1\nbackends:\n  sim:\n    enabled: true\n"
+                                     "    options:\n      devicesFile: /etc/vgpu/sim-devices.yaml\n"},
+    }, True),
+    ("no backend enabled", "v1.29.0", {"devices": {"nvidia": {"enabled": False}}}, False),
+]
+
+
+def merged_values(chart, overlay):
+    values = load_yaml(os.path.join(chart, "values.yaml"))
+
+    def merge(a, b):
+        for k, v in b.items():
+            if isinstance(v, dict) and isinstance(a.get(k), dict):
+                merge(a[k], v)
+            else:
+                a[k] = v
+    merge(values, overlay)
+    return values
+
+
+def rendered_documents(folder):
+    docs = {}
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".yaml"):
+            continue
+        for doc in yaml.safe_load_all(read(os.path.join(folder, name))):
+            if doc:
+                docs[(doc["kind"], doc["metadata"]["name"])] = doc
+    return docs
+
+
+def check_render(args):
+    if not args.renderer:
+        fail("Render needs --renderer (chart-render)")
+        return
+    for description, kube, overlay, should_render in RENDER_VARIANTS:
+        with tempfile.TemporaryDirectory() as tmp:
+            overlay_path = os.path.join(tmp, "overlay.yaml")
+            with open(overlay_path, "w", encoding="utf-8") as f:
+                yaml.safe_dump(overlay, f)
+            out = os.path.join(tmp, "out")
+            os.mkdir(out)
+            r = subprocess.run([args.renderer, "-chart", args.chart, "-values", overlay_path, "-kube-version", kube,
+                                "-out", out], capture_output=True, text=True)
+            if not should_render:
+                if r.returncode == 0:
+                    fail("%s: the chart renders, but must refuse" % description)
+                elif "no backend is enabled" not in r.stderr:
+                    fail("%s: refused without saying why:\n%s" % (description, r.stderr))
+                continue
+            if r.returncode != 0:
+                fail("%s: the chart does not render:\n%s%s" % (description, r.stdout, r.stderr))
+                continue
+            check_rendered(args, description, kube, merged_values(args.chart, overlay), rendered_documents(out))
+
+
+def check_rendered(args, description, kube, values, docs):
+    def need(kind, name):
+        doc = docs.get((kind, name))
+        if doc is None:
+            fail("%s: no %s %s rendered (have %s)" % (description, kind, name, sorted(docs)))
+        return doc or {}
+
+    config_map = need("ConfigMap", "vgpu-device-config")
+    device_config = yaml.safe_load(config_map.get("data", {}).get("device-config.yaml", "{}"))
+    parse_with_vgpu(args, device_config, description + ": the rendered ConfigMap")
+    if not values["deviceConfig"]["override"] and device_config != render_device_config(args.chart, values):
+        fail("%s: the ConfigMap's device config differs from chart_test's rendering of it" % description)
+    if values["devices"]["sim"]["enabled"] and "sim-devices.yaml" not in config_map.get("data", {}):
+        fail("%s: sim is enabled but the ConfigMap has no sim-devices.yaml" % description)
+
+    scheduler_config = yaml.safe_load(need("ConfigMap", "vgpu-scheduler-config").get("data", {}).get("config.yaml", "{}"))
+    want_version = "kubescheduler.config.k8s.io/" + ("v1" if kube >= "v1.25" else "v1beta3")
+    if scheduler_config.get("apiVersion") != want_version:
+        fail("%s: KubeSchedulerConfiguration %s, expected %s" % (description, scheduler_config.get("apiVersion"),
+                                                                 want_version))
+    extenders = scheduler_config.get("extenders", [])
+    if len(extenders) != 1:
+        fail("%s: expected one extender" % description)
+    else:
+        ext = extenders[0]
+        for key, want in (("bindVerb", "bind"), ("filterVerb", "filter"), ("nodeCacheCapable", True),
+                          ("enableHTTPS", True)):
+            if ext.get(key) != want:
+                fail("%s: extender %s is %r, expected %r" % (description, key, ext.get(key), want))
+        if sorted(ext.get("managedResources", []), key=lambda m: m["name"]) != \
+                sorted(managed_resources(values), key=lambda m: m["name"]):
+            fail("%s: managedResources %s, expected %s" % (description, ext.get("managedResources"),
+                                                           managed_resources(values)))
+    profiles = scheduler_config.get("profiles", [])
+    if [p.get("schedulerName") for p in profiles] != [values["scheduler"]["schedulerName"]]:
+        fail("%s: profiles %s" % (description, profiles))
+
+    webhook = need("MutatingWebhookConfiguration", "vgpu-webhook").get("webhooks", [{}])[0]
+    if not webhook.get("clientConfig", {}).get("caBundle"):
+        fail("%s: the webhook has no caBundle" % description)
+    if webhook.get("admissionReviewVersions") != ["v1"] or webhook.get("sideEffects") != "None":
+        fail("%s: the webhook must ask for AdmissionReview v1 and declare sideEffects None" % description)
+    if ("matchConditions" in webhook) != (kube >= "v1.28"):
+        fail("%s: matchConditions %s on Kubernetes %s" % (description, "present" if "matchConditions" in webhook
+                                                           else "absent", kube))
+    if values["scheduler"]["tls"]["existingSecret"]:
+        if ("Secret", "vgpu-scheduler-tls") in docs:
+            fail("%s: a Secret is generated although existingSecret is set" % description)
+    else:
+        secret = need("Secret", "vgpu-scheduler-tls").get("data", {})
+        if sorted(secret) != ["ca.crt", "tls.crt", "tls.key"] or webhook.get("clientConfig", {}).get(
+                "caBundle") != secret.get("ca.crt"):
+            fail("%s: the generated Secret and the webhook's caBundle do not match" % description)
+
+    deployment = need("Deployment", "vgpu-scheduler")
+    pod = deployment.get("spec", {}).get("template", {})
+    if pod.get("metadata", {}).get("labels", {}).get("vgpu.io/webhook") != "ignore":
+        fail("%s: the scheduler's pods are not excluded from their own webhook" % description)
+    secret_name = values["scheduler"]["tls"]["existingSecret"] or "vgpu-scheduler-tls"
+    if not any(v.get("secret", {}).get("secretName") == secret_name for v in pod.get("spec", {}).get("volumes", [])):
+        fail("%s: the scheduler does not mount Secret %s" % (description, secret_name))
+
+    daemonset = need("DaemonSet", "vgpu-device-plugin")
+    ds_pod = daemonset.get("spec", {}).get("template", {}).get("spec", {})
+    if ds_pod.get("nodeSelector") != values["devicePlugin"]["nodeSelector"]:
+        fail("%s: the node agent's nodeSelector is %s" % (description, ds_pod.get("nodeSelector")))
+    paths = {v["hostPath"]["path"] for v in ds_pod.get("volumes", []) if "hostPath" in v}
+    kubelet = values["devicePlugin"]["kubeletDir"]
+    for path in [kubelet + "/device-plugins", values["devicePlugin"]["stateDir"]] + \
+            ([kubelet + "/pod-resources"] if values["devicePlugin"]["readPodResources"] else []) + \
+            values["devicePlugin"]["extraHostPaths"]:
+        if path not in paths:
+            fail("%s: the node agent does not mount the host's %s" % (description, path))
+    agent = ds_pod.get("containers", [{}])[0]
+    mounts = {m["mountPath"]: m for m in agent.get("volumeMounts", [])}
+    if values["devicePlugin"]["stateDir"] not in mounts:
+        fail("%s: the state dir is not mounted at its host path (the kubelet mounts it by that path)" % description)
+    metrics_port = values["devicePlugin"]["metrics"]["port"]
+    if "--metrics-address=0.0.0.0:%d" % metrics_port not in agent.get("args", []):
+        fail("%s: the agent does not serve metrics on %d" % (description, metrics_port))
+    if values["devices"]["nvidia"]["enabled"]:
+        init = (ds_pod.get("initContainers") or [{}])[0]
+        if init.get("name") != "install-libvgpu":
+            fail("%s: nvidia is enabled but libvgpu.so is not installed on the node" % description)
+        elif values["devices"]["nvidia"]["options"]["libvgpuContainerPath"] not in init["command"][-1]:
+            fail("%s: the preload file does not name libvgpuContainerPath" % description)
+    for kind, name in docs:
+        if kind in ("ClusterRole", "Role"):
+            for rule in docs[(kind, name)].get("rules", []):
+                if "*" in rule.get("verbs", []) or "*" in rule.get("resources", []):
+                    fail("%s: %s %s grants a wildcard" % (description, kind, name))
+
+
 CHECKS = {
     "Lint": check_lint,
     "ValuesMatchSchema": check_values_match_schema,
@@ -452,6 +628,7 @@ CHECKS = {
     "ManagedResourcesMatchBackends": check_managed_resources_match_backends,
     "FlagsExist": check_flags_exist,
     "DockerfilesMatchChart": check_dockerfiles_match_chart,
+    "Render": check_render,
 }
 
 
@@ -461,6 +638,7 @@ def main():
     parser.add_argument("--check-tool", required=True, help="chart_config_check")
     parser.add_argument("--backend-dir", required=True)
     parser.add_argument("--yamllint")
+    parser.add_argument("--renderer", help="chart-render, for Render")
     parser.add_argument("checks", nargs="+", choices=sorted(CHECKS))
     args = parser.parse_args()
     for name in args.checks:
