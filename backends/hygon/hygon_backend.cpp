@@ -89,6 +89,8 @@ Result<HygonOptions> HygonOptions::parse(const std::string& backend, const std::
       o.vdevCopyDir = value;
     } else if (key == "hyhalDir") {
       o.hyhalDir = value;
+    } else if (key == "driverMountDir") {
+      o.driverMountDir = value;
     } else if (key == "enforcement") {
       if (value == "vdev-file") o.enforcement = Enforcement::kVdevFile;
       else if (value == "hydmi") o.enforcement = Enforcement::kHydmi;
@@ -97,7 +99,7 @@ Result<HygonOptions> HygonOptions::parse(const std::string& backend, const std::
     } else {
       return makeError(at +
                        ": unknown option (the hygon backend knows driverDir, sysfsRoot, devRoot, enforcement, "
-                       "stateDir, vdevCopyDir, hyhalDir)");
+                       "stateDir, vdevCopyDir, hyhalDir, driverMountDir)");
     }
   }
   return o;
@@ -689,6 +691,8 @@ Result<ContainerSpec> HygonBackend::containerSpec(const ContainerGrant& grant) {
   }
   if (!options_.hyhalDir.empty() && fs::is_directory(options_.hyhalDir, ec))
     spec.mounts.push_back({options_.hyhalDir, "/opt/hyhal", true});
+  if (!options_.driverMountDir.empty() && fs::is_directory(options_.driverMountDir, ec))
+    spec.mounts.push_back({options_.driverMountDir, "/opt/hygondriver", true});
   std::string ids;
   for (const auto& g : grant.devices) ids += (ids.empty() ? "" : ",") + g.deviceId;
   spec.annotations["hygon.com/dcu-ids"] = ids;

@@ -46,6 +46,7 @@ struct HygonOptions {
   std::filesystem::path stateDir = "/var/lib/vgpu/hygon";
   std::string vdevCopyDir = "/etc/vdev";  ///< Empty: no copy for the exporter.
   std::string hyhalDir = "/opt/hyhal";    ///< Empty: not mounted.
+  std::string driverMountDir;             ///< Mounted at /opt/hygondriver when set ($HYGONPATH).
 
   /// Unknown keys and bad values are errors naming `backends.<backend>.options.<key>`.
   static Result<HygonOptions> parse(const std::string& backend, const std::map<std::string, std::string>& options);

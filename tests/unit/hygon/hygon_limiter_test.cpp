@@ -89,11 +89,18 @@ TEST(HygonLimiter, ASliceGetsItsVdevFileMountsAndDeviceNodes) {
 TEST(HygonLimiter, HyhalIsMountedReadOnlyWhenPresent) {
   FakeNode node({{.serial = "A"}});
   const auto hyhal = node.root() / "opt-hyhal";
+  const auto driver = node.root() / "hygondriver";
   fs::create_directories(hyhal);
-  auto b = agent(node.params("vdev-file", {{"hyhalDir", hyhal.string()}}));
+  fs::create_directories(driver);
+  auto b = agent(node.params("vdev-file", {{"hyhalDir", hyhal.string()}, {"driverMountDir", driver.string()}}));
   auto spec = b->containerSpec(grant(node, "app", {slice("DCU-A", 0, 1000, 10)}));
   ASSERT_TRUE(spec.ok()) << spec.error().message;
   EXPECT_THAT(spec->mounts, ::testing::Contains(Mount{hyhal.string(), "/opt/hyhal", true}));
+  EXPECT_THAT(spec->mounts, ::testing::Contains(Mount{driver.string(), "/opt/hygondriver", true}));
+  fs::remove_all(hyhal);  // a folder that is not there is not mounted (the container would not start)
+  auto without = b->containerSpec(grant(node, "other", {slice("DCU-A", 0, 1000, 10)}));
+  ASSERT_TRUE(without.ok()) << without.error().message;
+  EXPECT_THAT(without->mounts, ::testing::Not(::testing::Contains(Mount{hyhal.string(), "/opt/hyhal", true})));
 }
 
 TEST(HygonLimiter, WholeDcusNeedNoVdevButBlockSlices) {
