@@ -115,7 +115,8 @@ static int loadCuda(void) {
   }
 #define LOAD(name) p_##name = (__typeof__(p_##name))dlsym(g_cuda, #name);
   LOAD(cuInit)
-  LOAD(cuDeviceGet) LOAD(cuDeviceGetCount) LOAD(cuDeviceGetName) LOAD(cuDeviceGetAttribute) LOAD(cuDeviceTotalMem_v2)
+  LOAD(cuDeviceGet)
+  LOAD(cuDeviceGetCount) LOAD(cuDeviceGetName) LOAD(cuDeviceGetAttribute) LOAD(cuDeviceTotalMem_v2)
       LOAD(cuDevicePrimaryCtxRetain) LOAD(cuDevicePrimaryCtxRelease_v2) LOAD(cuCtxSetCurrent) LOAD(cuCtxCreate_v4)
           LOAD(cuCtxDestroy_v2) LOAD(cuCtxSynchronize) LOAD(cuMemGetInfo_v2) LOAD(cuMemAlloc_v2) LOAD(cuMemFree_v2)
               LOAD(cuMemAllocPitch_v2) LOAD(cuMemAllocManaged) LOAD(cuMemAllocAsync) LOAD(cuMemFreeAsync)
@@ -567,6 +568,8 @@ static int scenarioPassthrough(void) {
   printf("free rc=%d\n", (int)p_cuMemFree_v2(p));
   printf("free again rc=%d\n", (int)p_cuMemFree_v2(p));
   printf("free unknown rc=%d\n", (int)p_cuMemFree_v2((CUdeviceptr)0x1234));
+  /* RTLD_NEXT must still resolve relative to this program, not to an interposer. */
+  printf("rtld_next matches default: %s\n", dlsym(RTLD_NEXT, "cuInit") == dlsym(RTLD_DEFAULT, "cuInit") ? "yes" : "no");
   Dl_info info;
   void* fn = dlsym(g_cuda, "cuDeviceGetName");
   printf("unwrapped symbol from %s\n",

@@ -362,6 +362,7 @@ TEST_F(LimiterPreload, PassthroughFunctionsBehaveExactlyAsWithoutTheLibrary) {
   EXPECT_EQ(with.exitCode, 0) << with.err;
   EXPECT_EQ(with.out, without.out);
   EXPECT_NE(with.out.find("unwrapped symbol from driver"), std::string::npos);
+  EXPECT_NE(with.out.find("rtld_next matches default: yes"), std::string::npos);
 }
 
 TEST_F(LimiterPreload, StdoutStaysCleanEvenWithDebugLogging) {
