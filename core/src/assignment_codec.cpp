@@ -27,7 +27,7 @@ Result<DeviceGrant> decodeGrant(const json::value& value, const std::string& pat
   if (!value.is_object()) return notAnObject(path, value);
   JsonFields f(value.get_object(), kDocument, path);
   DeviceGrant g;
-  std::int64_t index = 0, slot = -1;
+  std::int64_t index = 0, slot = -1, priority = -1;
   std::uint64_t compute = 0;
   constexpr auto kIntMax = std::numeric_limits<int>::max();
   if (auto st = f.string("backend", Need::kRequired, false, g.backend); !st) return st.error();
@@ -41,9 +41,11 @@ Result<DeviceGrant> decodeGrant(const json::value& value, const std::string& pat
       !st)
     return st.error();
   if (auto st = f.integer("slot", Need::kOptional, -1, kIntMax, slot); !st) return st.error();
+  if (auto st = f.integer("priority", Need::kOptional, -1, kIntMax, priority); !st) return st.error();
   g.deviceIndex = static_cast<int>(index);
   g.compute = static_cast<std::uint32_t>(compute);
   g.slot = static_cast<int>(slot);
+  g.priority = static_cast<std::int32_t>(priority);
   return g;
 }
 
@@ -89,6 +91,7 @@ std::string encodeAssignment(const Assignment& assignment) {
       o["memoryMiB"] = g.memoryMiB;
       o["compute"] = g.compute;
       o["slot"] = g.slot;
+      if (g.priority >= 0) o["priority"] = g.priority;
       devices.emplace_back(std::move(o));
     }
     json::object o;

@@ -138,7 +138,7 @@ class LoadedBackend final : public Backend, public Allocator, public Discovery, 
   Result<ContainerSpec> containerSpec(const ContainerGrant& grant) override {
     std::vector<vgpu_grant> devices;
     for (const auto& d : grant.devices)
-      devices.push_back({d.deviceId.c_str(), d.deviceIndex, d.memoryMiB, d.compute, d.slot});
+      devices.push_back({d.deviceId.c_str(), d.deviceIndex, d.memoryMiB, d.compute, d.slot, d.priority});
     AnnotationList annotations(grant.podAnnotations);
     vgpu_container_grant c{};
     c.struct_size = sizeof(c);

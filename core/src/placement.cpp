@@ -153,7 +153,8 @@ NodeEvaluation run(const PreparedPod& pod, const NodeState& node, NodePolicy nod
         addTake((*target)[c.pos], c.take);
         if (placed) {
           const Device& d = inventory.entries()[c.pos].device();
-          placed->devices.push_back({d.backend, d.id, d.index, c.take.memory_mib, c.take.compute, -1});
+          placed->devices.push_back(
+              {d.backend, d.id, d.index, c.take.memory_mib, c.take.compute, -1, request.record->c().priority});
         }
       }
     }

@@ -16,6 +16,7 @@ struct DeviceGrant {
   std::uint64_t memoryMiB = 0;
   std::uint32_t compute = 0;
   int slot = -1;
+  std::int32_t priority = -1;  ///< The request's task priority (backend-defined); -1 = unset.
 
   bool operator==(const DeviceGrant&) const = default;
 };

@@ -190,6 +190,7 @@ typedef struct vgpu_grant {
   uint64_t memory_mib;
   uint32_t compute;
   int32_t slot;
+  int32_t priority; /* the request's task priority; -1 = unset */
 } vgpu_grant;
 
 /* A container about to start with its devices, as the limiter sees it. */

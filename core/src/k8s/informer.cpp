@@ -184,6 +184,7 @@ struct Informer::Impl {
         ++stats.watches;
       }
       bool gotEvent = false;
+      auto watchStart = std::chrono::steady_clock::now();
       auto status = client.watch(type, wo, [&](WatchEvent&& e) {
         gotEvent = true;
         apply(std::move(e));
@@ -195,8 +196,15 @@ struct Informer::Impl {
         if (!status) ++stats.watchErrors;
       }
       if (status) {
-        backoff = options.backoffMin;
-        continue;  // the server ended the stream: resume from the last version
+        // The server ended the stream: resume from the last version, at once unless it
+        // keeps ending streams straight away (then back off instead of hammering it).
+        bool instant = !gotEvent && std::chrono::steady_clock::now() - watchStart < std::chrono::seconds(1);
+        if (!instant) {
+          backoff = options.backoffMin;
+        } else if (!pause(nextBackoff(backoff))) {
+          return;
+        }
+        continue;
       }
       if (status.error().isGone()) {
         needList = true;  // history compacted: rebuild from a fresh list

@@ -49,7 +49,8 @@ Result<ClientConfig> loadKubeconfigFromEnv(const std::string& context = "",
                                            const EnvLookup& env = processEnv());
 
 /// What a daemon does at start-up: an explicit kubeconfig path if given, else in-cluster
-/// when KUBERNETES_SERVICE_HOST is set, else $KUBECONFIG / ~/.kube/config.
+/// when KUBERNETES_SERVICE_HOST is set and no context was asked for, else $KUBECONFIG /
+/// ~/.kube/config.
 Result<ClientConfig> loadDefaultConfig(const std::string& kubeconfigPath = "",
                                        const std::string& context = "",
                                        const EnvLookup& env = processEnv());

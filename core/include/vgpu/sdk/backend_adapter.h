@@ -72,7 +72,7 @@ inline ContainerGrant grantFromC(const vgpu_container_grant& g, const std::strin
   for (size_t i = 0; i < g.device_count; ++i) {
     const auto& d = g.devices[i];
     out.devices.push_back({backend, d.device_id ? d.device_id : "", d.device_index, d.memory_mib,
-                           d.compute, d.slot});
+                           d.compute, d.slot, d.priority});
   }
   out.hostDir = g.host_dir ? g.host_dir : "";
   out.podAnnotations = annotationsFromC(&g.pod_annotations);
