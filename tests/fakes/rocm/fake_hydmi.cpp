@@ -3,6 +3,7 @@
 // and the node's vDCU limit, as the driver does.
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "fake_rocm_state.h"
 #include "hygon_api.h"
@@ -150,3 +151,15 @@ FAKE_EXPORT dmiStatus dmiGetStatusString(dmiStatus status, const char** text) {
   }
   return DMI_STATUS_SUCCESS;
 }
+
+// The fake must have exactly the signatures the backend resolves with dlsym.
+static_assert(std::is_same_v<decltype(&dmiGetDeviceCount), dmiGetDeviceCount_fn>);
+static_assert(std::is_same_v<decltype(&dmiGetDeviceInfo), dmiGetDeviceInfo_fn>);
+static_assert(std::is_same_v<decltype(&dmiGetMaxVDeviceCount), dmiGetMaxVDeviceCount_fn>);
+static_assert(std::is_same_v<decltype(&dmiGetVDeviceCount), dmiGetVDeviceCount_fn>);
+static_assert(std::is_same_v<decltype(&dmiGetDeviceRemainingInfo), dmiGetDeviceRemainingInfo_fn>);
+static_assert(std::is_same_v<decltype(&dmiGetVDeviceInfo), dmiGetVDeviceInfo_fn>);
+static_assert(std::is_same_v<decltype(&dmiCreateVDevices), dmiCreateVDevices_fn>);
+static_assert(std::is_same_v<decltype(&dmiDestroyVDevices), dmiDestroyVDevices_fn>);
+static_assert(std::is_same_v<decltype(&dmiDestroySingleVDevice), dmiDestroySingleVDevice_fn>);
+static_assert(std::is_same_v<decltype(&dmiGetStatusString), dmiGetStatusString_fn>);

@@ -1,5 +1,6 @@
 // A double of librocm_smi64.so: the real C symbols, devices from $VGPU_FAKE_ROCM_CONFIG.
 #include <cstring>
+#include <type_traits>
 
 #include "fake_rocm_state.h"
 #include "hygon_api.h"
@@ -133,3 +134,17 @@ FAKE_EXPORT rsmi_status_t rsmi_topo_get_numa_node_number(uint32_t dv, uint32_t* 
   *numa = *d->numa;
   return RSMI_STATUS_SUCCESS;
 }
+
+// The fake must have exactly the signatures the backend resolves with dlsym.
+static_assert(std::is_same_v<decltype(&rsmi_init), rsmi_init_fn>);
+static_assert(std::is_same_v<decltype(&rsmi_shut_down), rsmi_shut_down_fn>);
+static_assert(std::is_same_v<decltype(&rsmi_num_monitor_devices), rsmi_num_monitor_devices_fn>);
+static_assert(std::is_same_v<decltype(&rsmi_dev_id_get), rsmi_dev_id_get_fn>);
+static_assert(std::is_same_v<decltype(&rsmi_dev_name_get), rsmi_dev_name_get_fn>);
+static_assert(std::is_same_v<decltype(&rsmi_dev_serial_number_get), rsmi_dev_serial_number_get_fn>);
+static_assert(std::is_same_v<decltype(&rsmi_dev_unique_id_get), rsmi_dev_unique_id_get_fn>);
+static_assert(std::is_same_v<decltype(&rsmi_dev_pci_id_get), rsmi_dev_pci_id_get_fn>);
+static_assert(std::is_same_v<decltype(&rsmi_dev_memory_total_get), rsmi_dev_memory_total_get_fn>);
+static_assert(std::is_same_v<decltype(&rsmi_dev_busy_percent_get), rsmi_dev_busy_percent_get_fn>);
+static_assert(std::is_same_v<decltype(&rsmi_dev_drm_render_minor_get), rsmi_dev_drm_render_minor_get_fn>);
+static_assert(std::is_same_v<decltype(&rsmi_topo_get_numa_node_number), rsmi_topo_get_numa_node_number_fn>);
