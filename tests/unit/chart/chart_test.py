@@ -16,6 +16,8 @@ One check per run, named on the command line (ctest registers each as Chart.<che
                             the kube-scheduler (ignoredByScheduler: false)
   FlagsExist                every daemon flag the templates pass is one the daemon defines
   DockerfilesMatchChart     the images put libvgpu.so and the backends where the chart expects
+  MetricsDocumented         docs/metrics.md lists exactly the metrics the daemons define, and the
+                            Grafana dashboard queries only those (promtool parses every query)
   Render                    the chart rendered as `helm template` does (render/main.go) for several
                             sets of values: every document YAML, the ConfigMap's device config
                             parsed by vgpu, the extender, webhook, TLS and mounts as intended
@@ -618,6 +620,64 @@ def check_rendered(args, description, kube, values, docs):
                     fail("%s: %s %s grants a wildcard" % (description, kind, name))
 
 
+# ---------------------------------------------------------------------------------------
+# Metrics docs and dashboard
+
+METRIC_SOURCES = ["deviceplugin/agent.cpp", "extender/scheduler/scheduler_metrics.h"]
+
+
+def check_metrics_documented(args):
+    source = os.path.dirname(os.path.dirname(os.path.abspath(args.chart)))
+    defined = set()
+    for rel in METRIC_SOURCES:
+        path = os.path.join(source, rel)
+        if not os.path.exists(path):
+            print("note: %s not present" % rel)
+            continue
+        defined |= set(re.findall(r'"(vgpu_[a-z0-9_]+)"', read(path)))
+    if not defined:
+        fail("no metric definitions found in %s" % METRIC_SOURCES)
+        return
+    documented = set(re.findall(r"^\| `(vgpu_[a-z0-9_]+)`", read(os.path.join(source, "docs", "metrics.md")), re.M))
+    for name in sorted(defined - documented):
+        fail("metric %s is not in docs/metrics.md's tables" % name)
+    for name in sorted(documented - defined):
+        fail("docs/metrics.md documents %s, which no daemon defines" % name)
+    dashboard = json.loads(read(os.path.join(source, "docs", "grafana-dashboard.json")))
+    exprs = []
+
+    def walk(panels):
+        for panel in panels:
+            walk(panel.get("panels", []))
+            for target in panel.get("targets", []):
+                exprs.append((panel.get("title", "?"), target["expr"]))
+    walk(dashboard["panels"])
+    if not exprs:
+        fail("the dashboard has no queries")
+    for title, expr in exprs:
+        for name in re.findall(r"\b(vgpu_[a-z0-9_]+)", expr):
+            base = re.sub(r"_(bucket|sum|count)$", "", name)
+            if base not in defined:
+                fail("dashboard panel %r queries %s, which no daemon defines" % (title, name))
+    promtool = args.promtool
+    if not promtool:
+        print("note: promtool not found; dashboard queries not parsed")
+        return
+    rules = {"groups": [{"name": "dashboard", "rules": []}]}
+    for i, (title, expr) in enumerate(exprs):
+        concrete = re.sub(r"\$\{?(node|namespace|pod|scheduler_job|agent_job)\}?", ".*", expr)
+        rules["groups"][0]["rules"].append({"record": "dashboard:query%d" % i, "expr": concrete})
+    with tempfile.NamedTemporaryFile("w", suffix=".rules.yaml", delete=False) as f:
+        yaml.safe_dump(rules, f)
+        path = f.name
+    try:
+        r = subprocess.run([promtool, "check", "rules", path], capture_output=True, text=True)
+        if r.returncode != 0:
+            fail("promtool refuses dashboard queries:\n" + r.stdout + r.stderr)
+    finally:
+        os.unlink(path)
+
+
 CHECKS = {
     "Lint": check_lint,
     "ValuesMatchSchema": check_values_match_schema,
@@ -629,6 +689,7 @@ CHECKS = {
     "FlagsExist": check_flags_exist,
     "DockerfilesMatchChart": check_dockerfiles_match_chart,
     "Render": check_render,
+    "MetricsDocumented": check_metrics_documented,
 }
 
 
@@ -639,6 +700,7 @@ def main():
     parser.add_argument("--backend-dir", required=True)
     parser.add_argument("--yamllint")
     parser.add_argument("--renderer", help="chart-render, for Render")
+    parser.add_argument("--promtool", help="promtool, for MetricsDocumented")
     parser.add_argument("checks", nargs="+", choices=sorted(CHECKS))
     args = parser.parse_args()
     for name in args.checks:
