@@ -547,6 +547,33 @@ def check_rendered(args, description, kube, values, docs):
     if scheduler_config.get("apiVersion") != want_version:
         fail("%s: KubeSchedulerConfiguration %s, expected %s" % (description, scheduler_config.get("apiVersion"),
                                                                  want_version))
+    # kube-scheduler decodes its configuration strictly: an unknown field stops it.
+    known = {
+        "": {"apiVersion", "kind", "leaderElection", "profiles", "extenders", "clientConnection",
+             "parallelism", "percentageOfNodesToScore", "podInitialBackoffSeconds", "podMaxBackoffSeconds"},
+        "leaderElection": {"leaderElect", "leaseDuration", "renewDeadline", "retryPeriod", "resourceLock",
+                           "resourceName", "resourceNamespace"},
+        "extender": {"urlPrefix", "filterVerb", "preemptVerb", "prioritizeVerb", "weight", "bindVerb",
+                     "enableHTTPS", "tlsConfig", "httpTimeout", "nodeCacheCapable", "managedResources",
+                     "ignorable"},
+        "tlsConfig": {"insecure", "serverName", "certFile", "keyFile", "caFile", "certData", "keyData", "caData"},
+        "managedResource": {"name", "ignoredByScheduler"},
+    }
+
+    def unknown_fields(obj, kind, where):
+        for key in set(obj or {}) - known[kind]:
+            fail("%s: %s has a field kube-scheduler does not know: %s" % (description, where, key))
+    unknown_fields(scheduler_config, "", "KubeSchedulerConfiguration")
+    unknown_fields(scheduler_config.get("leaderElection"), "leaderElection", "leaderElection")
+    for ext in scheduler_config.get("extenders", []):
+        unknown_fields(ext, "extender", "the extender")
+        unknown_fields(ext.get("tlsConfig"), "tlsConfig", "tlsConfig")
+        for m in ext.get("managedResources") or []:
+            unknown_fields(m, "managedResource", "a managed resource")
+        if ext.get("prioritizeVerb") and not ext.get("weight", 0) > 0:
+            fail("%s: an extender with prioritizeVerb needs weight > 0" % description)
+        if not str(ext.get("urlPrefix", "")).startswith("https://127.0.0.1:%d" % values["scheduler"]["extender"]["port"]):
+            fail("%s: urlPrefix %s is not vgpu-scheduler's port in the pod" % (description, ext.get("urlPrefix")))
     extenders = scheduler_config.get("extenders", [])
     if len(extenders) != 1:
         fail("%s: expected one extender" % description)
