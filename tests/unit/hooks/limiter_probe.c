@@ -116,12 +116,13 @@ static int loadCuda(void) {
 #define LOAD(name) p_##name = (__typeof__(p_##name))dlsym(g_cuda, #name);
   LOAD(cuInit)
   LOAD(cuDeviceGet)
-  LOAD(cuDeviceGetCount) LOAD(cuDeviceGetName) LOAD(cuDeviceGetAttribute) LOAD(cuDeviceTotalMem_v2)
-      LOAD(cuDevicePrimaryCtxRetain) LOAD(cuDevicePrimaryCtxRelease_v2) LOAD(cuCtxSetCurrent) LOAD(cuCtxCreate_v4)
-          LOAD(cuCtxDestroy_v2) LOAD(cuCtxSynchronize) LOAD(cuMemGetInfo_v2) LOAD(cuMemAlloc_v2) LOAD(cuMemFree_v2)
-              LOAD(cuMemAllocPitch_v2) LOAD(cuMemAllocManaged) LOAD(cuMemAllocAsync) LOAD(cuMemFreeAsync)
-                  LOAD(cuMemAllocFromPoolAsync) LOAD(cuDeviceGetDefaultMemPool) LOAD(cuStreamSynchronize)
-                      LOAD(cuArrayCreate_v2) LOAD(cuArray3DCreate_v2) LOAD(cuArrayDestroy) LOAD(cuMipmappedArrayCreate)
+  LOAD(cuDeviceGetCount)
+  LOAD(cuDeviceGetName) LOAD(cuDeviceGetAttribute) LOAD(cuDeviceTotalMem_v2) LOAD(cuDevicePrimaryCtxRetain)
+      LOAD(cuDevicePrimaryCtxRelease_v2) LOAD(cuCtxSetCurrent) LOAD(cuCtxCreate_v4) LOAD(cuCtxDestroy_v2)
+          LOAD(cuCtxSynchronize) LOAD(cuMemGetInfo_v2) LOAD(cuMemAlloc_v2) LOAD(cuMemFree_v2) LOAD(cuMemAllocPitch_v2)
+              LOAD(cuMemAllocManaged) LOAD(cuMemAllocAsync) LOAD(cuMemFreeAsync) LOAD(cuMemAllocFromPoolAsync)
+                  LOAD(cuDeviceGetDefaultMemPool) LOAD(cuStreamSynchronize) LOAD(cuArrayCreate_v2)
+                      LOAD(cuArray3DCreate_v2) LOAD(cuArrayDestroy) LOAD(cuMipmappedArrayCreate)
                           LOAD(cuMipmappedArrayDestroy) LOAD(cuMemCreate) LOAD(cuMemRelease) LOAD(cuMemMap)
                               LOAD(cuMemUnmap) LOAD(cuMemAddressReserve) LOAD(cuMemAddressFree)
                                   LOAD(cuMemGetAllocationGranularity) LOAD(cuMemExportToShareableHandle)
@@ -632,6 +633,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (!strcmp(s, "path") && argc > 4) return scenarioPath(argv[2], arg2 * MIB, strtoull(argv[4], NULL, 10) * MIB);
+  if (!strcmp(s, "nothing")) return 0; /* a process of the container that never uses CUDA */
   if (!strcmp(s, "meminfo")) return scenarioMeminfo();
   if (!strcmp(s, "alloc")) return scenarioAlloc(arg * MIB, 0, argc > 3 && !strcmp(argv[3], "managed"));
   if (!strcmp(s, "hold")) return scenarioAlloc(arg * MIB, 1, 0);

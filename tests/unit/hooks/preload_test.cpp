@@ -222,6 +222,14 @@ TEST_F(LimiterPreload, MemGetInfoReportsTheLimitAndWhatIsLeftOfIt) {
   vgpu_region_close(region);
 }
 
+TEST_F(LimiterPreload, ProcessesThatNeverUseCudaAreLeftAlone) {
+  ProbeResult r = run({"nothing"}, {{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}, {"LIBVGPU_LOG_LEVEL", "4"}});
+  EXPECT_EQ(r.exitCode, 0);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "");                                    // not even a debug line
+  EXPECT_NE(access((dir_ + "/region").c_str(), F_OK), 0);  // no region opened or created
+}
+
 TEST_F(LimiterPreload, WithoutALimitTheDeviceLooksPhysical) {
   ProbeResult with = run({"meminfo"});
   ProbeResult without = run({"meminfo"}, {}, false);
