@@ -1,4 +1,5 @@
 #include "runtime.h"
+#include "spin_lock.h"
 
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -7,8 +8,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <sched.h>
 
 #include <new>
 
@@ -351,16 +350,11 @@ struct Table {
   size_t gone = 0;
 };
 
-std::atomic<bool> gLocked{false};
+SpinLock gLock;
 Table gTable;
 
-struct Lock {
-  Lock() {
-    while (gLocked.exchange(true, std::memory_order_acquire)) {
-      while (gLocked.load(std::memory_order_relaxed)) sched_yield();
-    }
-  }
-  ~Lock() { gLocked.store(false, std::memory_order_release); }
+struct Lock : SpinGuard {
+  Lock() : SpinGuard(gLock) {}
 };
 
 size_t slotOf(uintptr_t id, Kind kind, size_t capacity) {
@@ -472,7 +466,7 @@ void takeDevice(int dev, uint64_t* bytes) {
 
 void clear() {
   // After fork only this thread exists; the lock may have been held by a vanished thread.
-  gLocked.store(false);
+  gLock.reset();
   if (gTable.entries != nullptr) memset(gTable.entries, 0, gTable.capacity * sizeof(Entry));
   gTable.full = gTable.gone = 0;
 }

@@ -8,11 +8,11 @@
 // next one closes (two event pairs in flight), so the GPU never waits for the CPU to
 // read a measurement. docs/limiter.md explains the choice and the tuning.
 
-#include <sched.h>
 #include <string.h>
 #include <time.h>
 
 #include "runtime.h"
+#include "spin_lock.h"
 
 namespace vgpu::throttle {
 namespace {
@@ -25,20 +25,8 @@ constexpr int64_t kDebtNs = 10'000'000;
 constexpr uint32_t kMaxLaunchesPerBurst = 4096;
 constexpr int kMaxContexts = 32;
 
-// Guards one context's burst. Held only for bookkeeping and event calls, never across a
-// sleep, so a spin that yields costs less than a mutex on every launch.
-struct SpinLock {
-  std::atomic<bool> held{false};
-  void lock() {
-    while (held.exchange(true, std::memory_order_acquire)) {
-      while (held.load(std::memory_order_relaxed)) sched_yield();
-    }
-  }
-  void unlock() { held.store(false, std::memory_order_release); }
-};
-
 struct Burst {
-  SpinLock mu;
+  SpinLock mu;  // held for bookkeeping and event calls, never across a sleep
   CUcontext ctx;
   int dev;
   bool limited;
