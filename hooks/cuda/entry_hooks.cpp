@@ -46,13 +46,12 @@ int ordinalOfNvmlDevice(nvmlDevice_t device) {
   return -1;
 }
 
-CUresult procAddress(const char* symbol, void** pfn, CUresult rc) {
+CUresult procAddress(void** pfn, CUresult rc) {
   // Whatever variant the driver picked for this version and these flags, hand out the
   // wrapper of exactly that variant; functions we do not wrap come back untouched.
   if (rc == CUDA_SUCCESS && pfn != nullptr && *pfn != nullptr) {
     if (void* w = wrapperForReal(*pfn)) *pfn = w;
   }
-  (void)symbol;
   return rc;
 }
 
@@ -68,16 +67,16 @@ CUresult cuInit(unsigned int Flags) {
 CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
                              CUdriverProcAddressQueryResult* symbolStatus) {
   VGPU_ENTER_CUDA(cuGetProcAddress_v2);
-  return procAddress(symbol, pfn, real::cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, symbolStatus));
+  return procAddress(pfn, real::cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, symbolStatus));
 }
 
 CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags) {
   if (CUresult rc = ensureCuda(); rc != CUDA_SUCCESS) return rc;
   if (real::cuGetProcAddress != nullptr) {
-    return procAddress(symbol, pfn, real::cuGetProcAddress(symbol, pfn, cudaVersion, flags));
+    return procAddress(pfn, real::cuGetProcAddress(symbol, pfn, cudaVersion, flags));
   }
   if (real::cuGetProcAddress_v2 == nullptr) return CUDA_ERROR_NOT_FOUND;
-  return procAddress(symbol, pfn, real::cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, nullptr));
+  return procAddress(pfn, real::cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, nullptr));
 }
 
 CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
