@@ -161,7 +161,16 @@ struct Agent::Impl final : PluginHandler {
 
   std::vector<std::string> preferred(const std::string& resource, const std::vector<std::string>& available,
                                      const std::vector<std::string>& mustInclude, std::size_t size) override {
-    return tracker.preferred(resource, available, mustInclude, size);
+    // The kubelet may ask before our watch shows the pod: wait a little for it, since a
+    // hint that names the assignment saves a correction later.
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::min<std::chrono::milliseconds>(options.podWait, std::chrono::seconds(1));
+    for (;;) {
+      const auto seen = tracker.generation();
+      auto ids = tracker.preferred(resource, available, mustInclude, size);
+      if (!ids.empty() || std::chrono::steady_clock::now() >= deadline) return ids;
+      tracker.waitForChange(seen, deadline);
+    }
   }
 
   std::variant<ContainerSpec, RpcError> allocate(const std::string& resource,

@@ -352,7 +352,7 @@ std::optional<PodOutcome> PodTracker::commit(const Claim& claim) {
   Progress& pr = progress_[claim.podUid];
   pr.reserved.erase({claim.container, claim.resource});
   pr.served.insert({claim.container, claim.resource});
-  givenByIds_[idsKey(claim.resource, claim.ids)] = claim.devices;
+  givenByIds_[idsKey(claim.resource, claim.ids)] = {claim.devices, claim.podUid, claim.container};
   bumpLocked();
   if (pod == pods_.end() || !podCompleteLocked(pod->second, pr)) return std::nullopt;
   pr.done = true;
@@ -430,7 +430,19 @@ std::optional<PodOutcome> PodTracker::correction(
       any = true;
       std::vector<DeviceGrant> devices;
       if (auto g = givenByIds_.find(idsKey(resource, ids)); g != givenByIds_.end()) {
-        devices = g->second;
+        devices = g->second.devices;
+        if (g->second.uid != uid || g->second.container != container) {
+          // The kubelet admitted this pod with IDs the agent attributed to another waiting
+          // pod (interchangeable assignments): that pod has not been admitted and waits again.
+          if (auto other = progress_.find(g->second.uid); other != progress_.end()) {
+            other->second.served.erase({g->second.container, resource});
+            if (auto gv = other->second.given.find(g->second.container); gv != other->second.given.end())
+              std::erase_if(gv->second, [&](const DeviceGrant& d) { return d.backend == r->second; });
+            other->second.done = false;
+          }
+          g->second.uid = uid;
+          g->second.container = container;
+        }
       } else {
         // Not handed out by this agent instance: keep the annotation's slices, in order.
         const auto grants = devicesOf(&*base, container, r->second);

@@ -151,7 +151,13 @@ class PodTracker {
   std::map<std::string, TrackedPod> pods_;        // uid -> pod
   std::map<std::string, Progress> progress_;      // uid -> progress
   std::map<std::string, std::string> written_;    // uid -> assignment JSON this agent recorded
-  std::map<std::string, std::vector<DeviceGrant>> givenByIds_;  // resource|sorted ids -> devices
+  /// What one Allocate handed out, and to which pod and container the agent attributed it.
+  struct Handout {
+    std::vector<DeviceGrant> devices;
+    std::string uid;
+    std::string container;
+  };
+  std::map<std::string, Handout> givenByIds_;  // resource|sorted ids -> handout
 };
 
 /// "resource|id1,id2" with the IDs sorted: the key of what one Allocate handed out.

@@ -1,0 +1,194 @@
+// Node agent figures: Allocate with 100 pods waiting on the node (the tracker alone, and the
+// whole path kubelet double -> gRPC -> agent -> sim limiter -> apiserver double), and the
+// RSS of the idle vgpu-device-plugin process serving 8 GPUs.
+#include <benchmark/benchmark.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "test_support.h"
+
+namespace vgpu::deviceplugin::testing {
+namespace {
+
+constexpr int kBackgroundPods = 100;
+
+/// 100 pods waiting for two devices each (never admitted): every Allocate of a one-device
+/// pod scans them.
+void BM_TrackerClaimWith100WaitingPods(benchmark::State& state) {
+  PodTracker tracker("n1");
+  tracker.setResources({{kSimCount, "sim"}});
+  std::vector<Device> devs;
+  for (int i = 0; i < 8; ++i) {
+    Device d;
+    d.id = "sim-" + std::to_string(i);
+    d.index = i;
+    d.memoryMiB = 1 << 30;
+    d.splitCount = 1000;
+    d.computeUnits = 100000;
+    devs.push_back(d);
+  }
+  tracker.setDevices("sim", devs);
+  auto makePod = [&](const std::string& name, int age, std::vector<DeviceGrant> grants) {
+    TrackedPod p;
+    p.info.name = name;
+    p.info.uid = "uid-" + name;
+    p.info.nodeName = "n1";
+    p.created = std::chrono::system_clock::time_point(std::chrono::seconds(age));
+    p.info.containers.push_back({"main", false, {{kSimCount, static_cast<std::int64_t>(grants.size())}}});
+    p.info.annotations[std::string(keys::kPodAssignment)] = encodeAssignment({"n1", {{"main", false, grants}}});
+    p.info.annotations[std::string(keys::kPodBindPhase)] = "allocating";
+    tracker.upsert(std::move(p));
+  };
+  for (int i = 0; i < kBackgroundPods; ++i)
+    makePod("bg-" + std::to_string(i), i, {grant("sim-" + std::to_string(i % 8), i % 8, 100, 1, i),
+                                           grant("sim-" + std::to_string((i + 1) % 8), (i + 1) % 8, 100, 1, 500 + i)});
+  int n = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    const int slot = 200 + n % 250;
+    const std::string dev = "sim-" + std::to_string(n % 8);
+    makePod("p-" + std::to_string(n), 1000 + n, {grant(dev, n % 8, 100, 1, slot)});
+    state.ResumeTiming();
+    auto hint = tracker.preferred(kSimCount, {formatVirtualDeviceId(dev, slot)}, {}, 1);
+    auto r = tracker.claim(kSimCount, hint);
+    auto* c = std::get_if<Claim>(&r);
+    if (!c) {
+      state.SkipWithError("claim failed");
+      break;
+    }
+    benchmark::DoNotOptimize(tracker.commit(*c));
+    state.PauseTiming();
+    tracker.remove("uid-p-" + std::to_string(n));
+    ++n;
+    state.ResumeTiming();
+  }
+}
+BENCHMARK(BM_TrackerClaimWith100WaitingPods)->Unit(benchmark::kMicrosecond);
+
+/// The whole path, per pod: GetPreferredAllocation + Allocate over gRPC, the sim limiter,
+/// the host folder, the pod's bind-phase patch to the apiserver double.
+void BM_AdmitWith100WaitingPods(benchmark::State& state) {
+  TempDir dir;
+  auto api = std::move(fakes::FakeApiServer::start()).value();
+  (void)api->create("nodes", {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", kNode}}}});
+  std::vector<SimDevice> devices;
+  for (int i = 0; i < 8; ++i) devices.push_back({"sim-" + std::to_string(i), 1 << 30});
+  const auto devFile = dir.write("devices.yaml", simDevicesYaml(devices));
+  dir.write("device-config.yaml", simConfigYaml(devFile.string(), 128));
+  fakes::FakeKubeletOptions ko;
+  ko.devicePluginDir = (dir.path() / "dp").string();
+  auto kubelet = std::move(fakes::FakeKubelet::start(ko)).value();
+  AgentOptions o;
+  o.nodeName = kNode;
+  o.configPath = (dir.path() / "device-config.yaml").string();
+  o.backendDir = VGPU_BACKEND_DIR;
+  o.pluginDir = ko.devicePluginDir;
+  o.podResourcesSocket = "";
+  o.metricsAddress = "";
+  o.stateDir = (dir.path() / "state").string();
+  o.apiConfig.server = api->url();
+  auto agent = std::move(Agent::create(o)).value();
+  if (!agent->start().ok() || !kubelet->waitForDevices(kSimCount, std::chrono::seconds(10))) {
+    state.SkipWithError("agent did not start");
+    return;
+  }
+  for (int i = 0; i < kBackgroundPods; ++i) {
+    PodSpec bg{"bg-" + std::to_string(i),
+               {{"main", {{kSimCount, 2}}, {grant("sim-" + std::to_string(i % 8), i % 8, 1, 0, 120 - i % 8),
+                                            grant("sim-" + std::to_string((i + 1) % 8), (i + 1) % 8, 1, 0, 100 - i % 8)}}}};
+    (void)api->create("pods", podJson(bg));
+  }
+  waitFor([&] { return agent->tracker().pods().size() == kBackgroundPods; });
+  int n = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    PodSpec spec{"p-" + std::to_string(n), {{"main", {{kSimCount, 1}}, {grant("sim-" + std::to_string(n % 8), n % 8, 1, 0, n / 8)}}}};
+    auto created = api->create("pods", podJson(spec));
+    const std::string uid(created->at("metadata").as_object().at("uid").as_string());
+    waitFor([&] { return agent->tracker().pods().size() == static_cast<size_t>(kBackgroundPods + n + 1); });
+    const auto pod = kubeletPod(spec, uid);
+    state.ResumeTiming();
+    auto r = kubelet->admit(pod);
+    if (!r.admitted) {
+      state.SkipWithError(r.error.c_str());
+      break;
+    }
+    ++n;
+  }
+  state.counters["waiting_pods"] = kBackgroundPods;
+  agent->stop();
+}
+BENCHMARK(BM_AdmitWith100WaitingPods)->Unit(benchmark::kMicrosecond)->Iterations(400);
+
+std::uint64_t statusKiB(pid_t pid, const std::string& key) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(key + ":", 0) == 0) return std::stoull(line.substr(key.size() + 1));
+  return 0;
+}
+
+/// vgpu-device-plugin as its own process, 8 GPUs, idle for 3 s after registering.
+void BM_IdleAgentRss8Gpus(benchmark::State& state) {
+  TempDir dir;
+  auto api = std::move(fakes::FakeApiServer::start()).value();
+  (void)api->create("nodes", {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", kNode}}}});
+  std::string config;
+  std::string resource = kSimCount;
+#ifdef VGPU_FAKE_NVML_LIBRARY
+  std::string machine;
+  for (int i = 0; i < 8; ++i) machine += "gpu name=\"NVIDIA A100-SXM4-80GB\" memory_mib=81920\n";
+  ::setenv("VGPU_FAKE_GPU_CONFIG", dir.write("machine.conf", machine).c_str(), 1);
+  config = std::string("version: 1\nbackends:\n  nvidia:\n    enabled: true\n    splitCount: 10\n    options:\n"
+                       "      discovery: nvml\n      nvmlLibrary: ") + VGPU_FAKE_NVML_LIBRARY + "\n      hostSysRoot: /nonexistent\n";
+  resource = "nvidia.com/gpu";
+#else
+  std::vector<SimDevice> devices;
+  for (int i = 0; i < 8; ++i) devices.push_back({"sim-" + std::to_string(i), 81920});
+  config = simConfigYaml(dir.write("devices.yaml", simDevicesYaml(devices)).string(), 10);
+#endif
+  const auto configFile = dir.write("device-config.yaml", config);
+  const auto kubeconfig = dir.write("kubeconfig", "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " +
+                                                      api->url() + "\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: x\n"
+                                                      "  context:\n    cluster: c\n    user: u\ncurrent-context: x\n");
+  fakes::FakeKubeletOptions ko;
+  ko.devicePluginDir = (dir.path() / "dp").string();
+  auto kubelet = std::move(fakes::FakeKubelet::start(ko)).value();
+  for (auto _ : state) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      const std::string nodeFlag = std::string("--node-name=") + kNode;
+      const std::string args[] = {"--config=" + configFile.string(), std::string("--backend-dir=") + VGPU_BACKEND_DIR,
+                                  "--device-plugin-dir=" + ko.devicePluginDir, "--pod-resources-socket=",
+                                  "--metrics-address=127.0.0.1:0", "--state-dir=" + (dir.path() / "state").string(),
+                                  "--kubeconfig=" + kubeconfig.string()};
+      std::vector<char*> argv{const_cast<char*>(VGPU_DEVICE_PLUGIN_BIN), const_cast<char*>(nodeFlag.c_str())};
+      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execv(VGPU_DEVICE_PLUGIN_BIN, argv.data());
+      _exit(127);
+    }
+    if (!kubelet->waitForDevices(resource, std::chrono::seconds(20))) {
+      state.SkipWithError("the agent did not register");
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    state.counters["rss_MiB"] = static_cast<double>(statusKiB(pid, "VmRSS")) / 1024.0;
+    state.counters["peak_rss_MiB"] = static_cast<double>(statusKiB(pid, "VmHWM")) / 1024.0;
+    state.counters["devices_listed"] = static_cast<double>(kubelet->devices(resource).size());
+    ::kill(pid, SIGTERM);
+    ::waitpid(pid, nullptr, 0);
+  }
+}
+BENCHMARK(BM_IdleAgentRss8Gpus)->Unit(benchmark::kSecond)->Iterations(1);
+
+}  // namespace
+}  // namespace vgpu::deviceplugin::testing
+
+BENCHMARK_MAIN();

@@ -1,0 +1,51 @@
+// Flags and environment of vgpu-device-plugin.
+#include <gmock/gmock.h>
+
+#include "agent.h"
+
+namespace vgpu::deviceplugin {
+namespace {
+
+using ::testing::HasSubstr;
+
+k8s::EnvLookup envOf(std::map<std::string, std::string> vars) {
+  return [vars](const std::string& k) -> std::optional<std::string> {
+    auto it = vars.find(k);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+TEST(DevicePluginOptions, FlagsWinOverEnvironmentWhichWinsOverDefaults) {
+  const char* argv[] = {"vgpu-device-plugin", "--state-dir", "/flag/state", "--heartbeat-seconds", "5"};
+  auto r = parseAgentOptions(5, argv, envOf({{"NODE_NAME", "n7"}, {"VGPU_STATE_DIR", "/env/state"},
+                                             {"VGPU_DEVICE_PLUGIN_DIR", "/env/dp"}}));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->options.nodeName, "n7");
+  EXPECT_EQ(r->options.stateDir, "/flag/state");
+  EXPECT_EQ(r->options.pluginDir, "/env/dp");
+  EXPECT_EQ(r->options.heartbeatInterval, std::chrono::seconds(5));
+  EXPECT_EQ(r->options.podResourcesSocket, "/var/lib/kubelet/pod-resources/kubelet.sock");
+}
+
+TEST(DevicePluginOptions, ANodeNameIsRequired) {
+  const char* argv[] = {"vgpu-device-plugin"};
+  auto r = parseAgentOptions(1, argv, envOf({}));
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message, HasSubstr("NODE_NAME"));
+}
+
+TEST(DevicePluginOptions, BadFlagsAreClearErrors) {
+  const char* argv[] = {"vgpu-device-plugin", "--node-name", "n", "--heartbeat-seconds", "x"};
+  auto r = parseAgentOptions(5, argv, envOf({}));
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message, HasSubstr("heartbeat-seconds"));
+  const char* help[] = {"vgpu-device-plugin", "--help"};
+  auto h = parseAgentOptions(2, help, envOf({}));
+  ASSERT_TRUE(h.ok());
+  EXPECT_TRUE(h->help);
+  EXPECT_THAT(h->usage, HasSubstr("--device-plugin-dir"));
+}
+
+}  // namespace
+}  // namespace vgpu::deviceplugin
