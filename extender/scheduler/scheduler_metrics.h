@@ -9,7 +9,7 @@ struct SchedulerMetrics {
   explicit SchedulerMetrics(metrics::Registry& r)
       : registry(r),
         filterDuration(r.histogram("vgpu_scheduler_filter_duration_seconds",
-                                   "Time to answer a filter request, from the parsed body to the serialized answer.",
+                                   "Time to answer a filter request, from the request body to the serialized answer.",
                                    metrics::Histogram::latencyBuckets())),
         prioritizeDuration(r.histogram("vgpu_scheduler_prioritize_duration_seconds", "Time to answer a prioritize request.",
                                        metrics::Histogram::latencyBuckets())),
