@@ -106,7 +106,7 @@ struct Agent::Impl final : PluginHandler {
                                  {"backend", "device_id", "device_index", "model"})),
         devCompute(registry.gauge("vgpu_device_compute_units", "Compute units of the device (100 = whole device).",
                                   {"backend", "device_id", "device_index", "model"})),
-        devSplit(registry.gauge("vgpu_device_split_count", "How many containers may share the device.",
+        devSplit(registry.gauge("vgpu_device_split_slots", "How many containers may share the device.",
                                 {"backend", "device_id", "device_index", "model"})),
         devHealthy(registry.gauge("vgpu_device_healthy", "1 when the device is healthy.",
                                   {"backend", "device_id", "device_index", "model"})),

@@ -198,7 +198,7 @@ TEST_F(DevicePluginBurst, FiftyIdenticalReplicasAdmittedInAnyOrderEndWithTrueAnn
 
 TEST_F(DevicePluginBurst, FiftyPodsOfMixedShapesEndWithTrueAnnotations) {
   devices = {{"sim-0", 65536}, {"sim-1", 65536}, {"sim-2", 65536}, {"sim-3", 65536}};
-  split = 32;
+  split = 64;
   MiniPlacer placer(devices, split);
   std::vector<PodSpec> specs;
   for (int i = 0; i < 50; ++i) {

@@ -95,7 +95,7 @@ TEST_F(DevicePluginMetrics, ExportsDeviceTotalsAndContainerUsageFromSharedRegion
   const std::string dev = "{backend=\"sim\",device_id=\"sim-1\",device_index=\"1\",model=\"Sim GPU\"}";
   EXPECT_THAT(text, HasSubstr("vgpu_device_memory_bytes" + dev + " 17179869184\n"));
   EXPECT_THAT(text, HasSubstr("vgpu_device_memory_allocated_bytes" + dev + " 3145728000\n"));
-  EXPECT_THAT(text, HasSubstr("vgpu_device_split_count" + dev + " 4\n"));
+  EXPECT_THAT(text, HasSubstr("vgpu_device_split_slots" + dev + " 4\n"));
   EXPECT_THAT(text, HasSubstr("vgpu_allocate_total{resource=\"vgpu.io/sim\",result=\"success\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("vgpu_plugin_registered{resource=\"vgpu.io/sim\"} 1\n"));
 
