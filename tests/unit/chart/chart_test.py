@@ -596,7 +596,11 @@ def check_rendered(args, description, kube, values, docs):
         fail("%s: the webhook has no caBundle" % description)
     if webhook.get("admissionReviewVersions") != ["v1"] or webhook.get("sideEffects") != "None":
         fail("%s: the webhook must ask for AdmissionReview v1 and declare sideEffects None" % description)
-    if ("matchConditions" in webhook) != (kube >= "v1.28"):
+    with_conditions = kube >= "v1.28" and values["scheduler"]["admissionWebhook"]["matchConditions"]
+    want_policy = values["scheduler"]["admissionWebhook"]["failurePolicy"] or ("Fail" if with_conditions else "Ignore")
+    if webhook.get("failurePolicy") != want_policy:
+        fail("%s: failurePolicy %s, expected %s" % (description, webhook.get("failurePolicy"), want_policy))
+    if ("matchConditions" in webhook) != bool(with_conditions):
         fail("%s: matchConditions %s on Kubernetes %s" % (description, "present" if "matchConditions" in webhook
                                                            else "absent", kube))
     if values["scheduler"]["tls"]["existingSecret"]:
