@@ -145,14 +145,15 @@ void ClusterCache::upsertNode(const json::object& obj) {
   entry.fingerprint = std::move(parsed.fingerprint);
   for (const auto& e : inventory->entries()) entry.slots.emplace_back(std::max<std::uint32_t>(1, e.device().splitCount), 0);
   std::unique_lock lock(mu_);
-  nodes_[parsed.name] = std::move(entry);
+  auto [it, inserted] = nodes_.insert_or_assign(parsed.name, std::move(entry));
+  if (inserted) indexInsert(&it->second);
   rebuildNode(parsed.name);
   changed_.notify_all();
 }
 
 void ClusterCache::removeNode(std::string_view name) {
   std::unique_lock lock(mu_);
-  nodes_.erase(std::string(name));
+  if (nodes_.erase(std::string(name)) > 0) indexRebuild();
   changed_.notify_all();
 }
 
@@ -264,10 +265,60 @@ void ClusterCache::removePod(const json::object& obj) {
 void ClusterCache::read(const std::function<void(const Lookup&, Clock::time_point)>& fn) const {
   std::shared_lock lock(mu_);
   const Lookup lookup = [this](std::string_view name) -> const NodeEntry* {
-    auto it = nodes_.find(std::string(name));
+    auto it = nodes_.find(name);
     return it == nodes_.end() ? nullptr : &it->second;
   };
   fn(lookup, options_.now());
+}
+
+static std::size_t nameHash(std::string_view name) { return std::hash<std::string_view>{}(name); }
+
+void ClusterCache::indexRebuild() {
+  std::size_t capacity = 16;
+  while (capacity < nodes_.size() * 2) capacity *= 2;
+  index_.assign(capacity, IndexSlot{});
+  indexed_ = 0;
+  for (const auto& [name, node] : nodes_) indexInsert(&node);
+}
+
+void ClusterCache::indexInsert(const NodeEntry* node) {
+  if ((indexed_ + 1) * 2 > index_.size()) return indexRebuild();  // rebuild re-inserts this one too
+  const std::size_t mask = index_.size() - 1;
+  const std::size_t hash = nameHash(node->state.name);
+  for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
+    if (!index_[i].node) {
+      index_[i] = {hash, node};
+      ++indexed_;
+      return;
+    }
+  }
+}
+
+const NodeEntry* ClusterCache::indexFind(std::string_view name, std::size_t hash) const {
+  if (index_.empty()) return nullptr;
+  const std::size_t mask = index_.size() - 1;
+  for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
+    const IndexSlot& slot = index_[i];
+    if (!slot.node) return nullptr;
+    if (slot.hash == hash && slot.node->state.name == name) return slot.node;
+  }
+}
+
+void ClusterCache::readNodes(
+    const std::vector<std::string_view>& names,
+    const std::function<void(const std::vector<const NodeEntry*>&, Clock::time_point)>& fn) const {
+  constexpr std::size_t kAhead = 8;
+  std::vector<std::size_t> hashes(names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) hashes[i] = nameHash(names[i]);
+  std::vector<const NodeEntry*> found(names.size());
+  std::shared_lock lock(mu_);
+  const std::size_t mask = index_.empty() ? 0 : index_.size() - 1;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (!index_.empty() && i + kAhead < names.size()) __builtin_prefetch(&index_[hashes[i + kAhead] & mask]);
+    found[i] = indexFind(names[i], hashes[i]);
+    if (i >= 4 && found[i - 4]) __builtin_prefetch(found[i - 4]);
+  }
+  fn(found, options_.now());
 }
 
 void ClusterCache::forEachNode(const std::function<void(const NodeEntry&)>& fn) const {

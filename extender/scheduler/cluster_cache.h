@@ -93,6 +93,11 @@ class ClusterCache {
   /// Runs `fn(lookup, now)` under the shared lock; `lookup(name)` is null for unknown nodes.
   using Lookup = std::function<const NodeEntry*(std::string_view)>;
   void read(const std::function<void(const Lookup&, std::chrono::system_clock::time_point)>& fn) const;
+  /// The entries of `names` (null = unknown), resolved with the hash index and prefetching
+  /// (the lookups of a 5,000-node filter are otherwise mostly cache misses); `fn` runs under
+  /// the shared lock.
+  void readNodes(const std::vector<std::string_view>& names,
+                 const std::function<void(const std::vector<const NodeEntry*>&, std::chrono::system_clock::time_point)>& fn) const;
   /// Every node, under the shared lock (metrics).
   void forEachNode(const std::function<void(const NodeEntry&)>& fn) const;
 
@@ -133,7 +138,23 @@ class ClusterCache {
   Options options_;
   mutable std::shared_mutex mu_;
   std::condition_variable_any changed_;  // a pod left flight or went away
-  std::unordered_map<std::string, NodeEntry> nodes_;
+  // Looked up by the string_views of a filter request, without building a string each.
+  struct NameHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, NodeEntry, NameHash, std::equal_to<>> nodes_;
+  /// Open-addressing index over nodes_ (entries never move in an unordered_map): one
+  /// compact array probed once per name. Rebuilt when a node is removed or it fills up.
+  struct IndexSlot {
+    std::size_t hash = 0;
+    const NodeEntry* node = nullptr;
+  };
+  std::vector<IndexSlot> index_;
+  std::size_t indexed_ = 0;
+  void indexInsert(const NodeEntry* node);
+  void indexRebuild();
+  const NodeEntry* indexFind(std::string_view name, std::size_t hash) const;
   std::unordered_map<std::string, PodRecord> pods_;  // by uid: pods holding devices
   std::unordered_map<std::string, std::unordered_set<std::string>> podsByNode_;  // also for nodes not (yet) known
 };

@@ -89,7 +89,7 @@ PodContext podContext(const json::value& podJson, const BackendSet& backends) {
 /// The candidates of ExtenderArgs: NodeNames (nodeCacheCapable) or Nodes.items.
 struct Candidates {
   bool cacheCapable = false;
-  std::vector<std::string> names;
+  std::vector<std::string_view> names;  ///< into the parsed request, which outlives them
   std::vector<const json::object*> objects;  ///< parallel to names when !cacheCapable
 };
 
@@ -101,7 +101,7 @@ Result<Candidates> candidates(const json::object& args) {
     c.cacheCapable = true;
     for (const auto& n : names->get_array()) {
       if (!n.is_string()) return makeError("NodeNames must be an array of strings");
-      c.names.emplace_back(n.get_string());
+      c.names.push_back(std::string_view(n.get_string()));
     }
     return c;
   }
@@ -110,9 +110,9 @@ Result<Candidates> candidates(const json::object& args) {
     if (items && items->is_array()) {
       for (const auto& n : items->get_array()) {
         if (!n.is_object()) return makeError("Nodes.items must hold Node objects");
-        std::string name(k8s::name(n.get_object()));
+        const std::string_view name = k8s::name(n.get_object());
         if (name.empty()) return makeError("a node in Nodes.items has no metadata.name");
-        c.names.push_back(std::move(name));
+        c.names.push_back(name);
         c.objects.push_back(&n.get_object());
       }
       return c;
@@ -187,13 +187,14 @@ http::Response Extender::filter(const http::Request& request) {
   if (!pod.ours) {
     for (size_t i = 0; i < cands->names.size(); ++i) pass(i);  // not ours: every node is fine
   } else if (!pod.invalid.empty()) {
-    for (const auto& n : cands->names) unresolvable[n] = "invalid vgpu request: " + pod.invalid;
+    for (const auto& n : cands->names) unresolvable[std::string(n)] = "invalid vgpu request: " + pod.invalid;
   } else {
     std::vector<Verdict> verdicts(cands->names.size());
-    cache_.read([&](const ClusterCache::Lookup& lookup, std::chrono::system_clock::time_point now) {
+    cache_.readNodes(cands->names, [&](const std::vector<const NodeEntry*>& entries, std::chrono::system_clock::time_point now) {
       for (size_t i = 0; i < cands->names.size(); ++i) {
         Verdict& v = verdicts[i];
-        const NodeEntry* node = lookup(cands->names[i]);
+        const NodeEntry* node = entries[i];
+        if (i + 2 < entries.size() && entries[i + 2]) __builtin_prefetch(entries[i + 2]->state.usage.data());
         std::optional<NodeEntry> transient;
         if (!node && !cands->cacheCapable) {
           // A node the cache has not seen (e.g. the cluster autoscaler's template): judge it
@@ -222,7 +223,7 @@ http::Response Extender::filter(const http::Request& request) {
     });
     for (size_t i = 0; i < verdicts.size(); ++i) {
       if (verdicts[i].fits) pass(i);
-      else (verdicts[i].unresolvable ? unresolvable : failed)[cands->names[i]] = std::move(verdicts[i].reason);
+      else (verdicts[i].unresolvable ? unresolvable : failed)[std::string(cands->names[i])] = std::move(verdicts[i].reason);
     }
   }
 

@@ -125,6 +125,7 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  scheduler::tuneAllocator();
   auto running = scheduler::SchedulerService::start(*config, loaded.backends, **client, service);
   if (!running.ok()) return fail(running.error().message);
   int sig = 0;

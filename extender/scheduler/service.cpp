@@ -1,5 +1,7 @@
 #include "service.h"
 
+#include <malloc.h>
+
 #include <spdlog/spdlog.h>
 
 #include "scheduler_metrics.h"
@@ -7,6 +9,11 @@
 #include "webhook.h"
 
 namespace vgpu::scheduler {
+
+void tuneAllocator() {
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+}
 
 struct SchedulerService::Impl {
   metrics::Registry registry;

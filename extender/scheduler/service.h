@@ -27,6 +27,11 @@ struct ServiceOptions {
   std::chrono::milliseconds informerBackoffMin{200};
 };
 
+/// Process-wide malloc settings for the request pattern (filter bodies and answers of tens
+/// to hundreds of KiB each): keep freed memory instead of returning it to the kernel after
+/// every request, which otherwise costs page faults on the next one. Call once at start-up.
+void tuneAllocator();
+
 class SchedulerService {
  public:
   /// Starts the informers and the server. `backends` and `client` must outlive the service.

@@ -23,6 +23,7 @@ namespace {
 using namespace vgpu::testing;
 
 std::unique_ptr<SchedulerHarness> cluster(int nodes, int threads, std::vector<std::string>& names) {
+  scheduler::tuneAllocator();  // as vgpu-scheduler's main does
   scheduler::ServiceOptions options;
   options.http.threads = threads;
   auto h = std::make_unique<SchedulerHarness>(options);

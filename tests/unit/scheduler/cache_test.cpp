@@ -170,6 +170,29 @@ TEST_F(CacheFixture, SchedulerCacheHoldsBackOnlyConfusableBindsUntilTheFirstIsAl
   ASSERT_TRUE(granted.ok()) << granted.error().message;
 }
 
+TEST_F(CacheFixture, SchedulerCacheIndexFindsEveryNodeAfterGrowthAndRemoval) {
+  for (int i = 0; i < 300; ++i) cache.upsertNode(nodeJson("n" + std::to_string(i), gpus("n" + std::to_string(i), 1), now));
+  for (int i = 0; i < 300; i += 3) cache.removeNode("n" + std::to_string(i));
+  cache.upsertNode(nodeJson("n5", gpus("n5", 2), now));  // a changed inventory keeps its place
+  std::vector<std::string> owned;
+  for (int i = 0; i < 300; ++i) owned.push_back("n" + std::to_string(i));
+  owned.push_back("absent");
+  std::vector<std::string_view> names(owned.begin(), owned.end());
+  cache.readNodes(names, [&](const std::vector<const NodeEntry*>& found, system_clock::time_point) {
+    ASSERT_EQ(found.size(), names.size());
+    for (int i = 0; i < 300; ++i) {
+      if (i % 3 == 0) {
+        EXPECT_EQ(found[i], nullptr) << i;
+      } else {
+        ASSERT_NE(found[i], nullptr) << i;
+        EXPECT_EQ(found[i]->state.name, names[i]);
+      }
+    }
+    EXPECT_EQ(found[5]->state.inventory->entries().size(), 2u);
+    EXPECT_EQ(found.back(), nullptr);
+  });
+}
+
 TEST(SchedulerSignature, CountsOnlyAdvertisedResourcesPerContainer) {
   BackendSet backends = simBackends();
   PodInfo a = std::move(parsePod(json::value(gpuPod("a", 1000)))).value();
