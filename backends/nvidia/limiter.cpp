@@ -121,6 +121,7 @@ Result<ContainerSpec> NvidiaLimiter::containerSpec(const ContainerGrant& grant) 
   limits.emplace_back(VGPU_ENV_SHARED_REGION, kContainerRegionFile);
   if (!driverCap && settings_.memoryScaling > 1.0) limits.emplace_back(VGPU_ENV_OVERSUBSCRIBE, "true");
   if (!settings_.corePolicy.empty()) limits.emplace_back(VGPU_ENV_CORE_POLICY, settings_.corePolicy);
+  if (grant.devices[0].priority >= 0) limits.emplace_back(VGPU_ENV_TASK_PRIORITY, std::to_string(grant.devices[0].priority));
 
   spec.env["NVIDIA_VISIBLE_DEVICES"] = visible;
   if (!settings_.cdiKind.empty()) {

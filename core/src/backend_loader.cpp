@@ -151,6 +151,7 @@ class LoadedBackend final : public Backend, public Allocator, public Discovery, 
     c.device_count = devices.size();
     c.host_dir = grant.hostDir.c_str();
     c.pod_annotations = annotations.c;
+    c.grant_size = sizeof(vgpu_grant);
     ContainerSpec spec;
     vgpu_spec_sink sink{};
     sink.ctx = &spec;

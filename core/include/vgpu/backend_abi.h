@@ -205,6 +205,9 @@ typedef struct vgpu_container_grant {
   size_t device_count;
   const char* host_dir; /* a host folder the agent made for this container's files */
   vgpu_kv_list pod_annotations;
+  /* sizeof(vgpu_grant) as the caller built `devices`: step through the array by it, so
+   * vgpu_grant can grow in a minor version (read only the fields you know). */
+  size_t grant_size;
 } vgpu_container_grant;
 
 /* Identifies a container whose resources a limiter may hold. */

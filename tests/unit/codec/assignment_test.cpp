@@ -16,7 +16,7 @@ Assignment sample() {
   init.init = true;
   ContainerAssignment main;
   main.name = "main";
-  main.devices.push_back(DeviceGrant{"nvidia", "GPU-aaa", 0, 4096, 30, 2});
+  main.devices.push_back(DeviceGrant{"nvidia", "GPU-aaa", 0, 4096, 30, 2, 1});
   main.devices.push_back(DeviceGrant{"nvidia", "GPU-bbb", 1, 8192, 100, -1});
   ContainerAssignment sidecar;
   sidecar.name = "sidecar";
@@ -42,6 +42,16 @@ TEST(CodecAssignment, EncodesTheDocumentedShape) {
   EXPECT_EQ(encodeAssignment(a),
             R"({"version":1,"node":"n","containers":[{"name":"c","init":false,"devices":[{"backend":"sim",)"
             R"("id":"sim-0","index":0,"memoryMiB":1024,"compute":50,"slot":3}]}]})");
+}
+
+TEST(CodecAssignment, WritesPriorityOnlyWhenSet) {
+  Assignment a;
+  a.node = "n";
+  a.containers.push_back({"c", false, {DeviceGrant{"sim", "sim-0", 0, 1024, 50, 3, 0}}});
+  EXPECT_NE(encodeAssignment(a).find(R"("slot":3,"priority":0})"), std::string::npos) << encodeAssignment(a);
+  expectError(R"({"version":1,"node":"n","containers":[{"name":"c","devices":[{"backend":"sim","id":"x",)"
+              R"("index":0,"memoryMiB":1,"compute":1,"priority":-5}]}]})",
+              "priority");
 }
 
 TEST(CodecAssignment, RoundTrips) {

@@ -87,6 +87,15 @@ TEST_F(PlacementTest, PlacesASliceWithItsMemoryAndCompute) {
   EXPECT_EQ(n.usage[0], (DeviceUsage{1, 3000, 30}));
 }
 
+TEST_F(PlacementTest, GrantsCarryTheRequestsPriority) {
+  auto n = node("n1", devices("n1", 1));
+  ContainerResources c = gpu(1, 1000, 10);
+  c.limits["vgpu.io/sim-priority"] = 1;
+  auto a = place(pod({c}), n);
+  EXPECT_EQ(a.containers[0].devices[0].priority, 1);
+  EXPECT_EQ(place(pod({gpu(1, 1000, 10)}), n).containers[0].devices[0].priority, -1);
+}
+
 TEST_F(PlacementTest, BareCountTakesTheWholeDeviceAlone) {
   auto n = node("n1", devices("n1", 1));
   auto a = place(pod({gpu(1)}), n);

@@ -68,6 +68,16 @@ TEST(NvidiaLimiter, GivesASingleGpuContainerItsUuidLimitsAndLibvgpu) {
   EXPECT_TRUE(spec->devices.empty());
 }
 
+TEST(NvidiaLimiter, PassesTheTaskPriorityToLibvgpu) {
+  TempDir dir;
+  auto l = limiter();
+  DeviceGrant low = dev(kGpu0, 1000, 10);
+  low.priority = 1;
+  auto spec = l.containerSpec(grantOf(dir, {low}));
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_EQ(spec->env.at("CUDA_TASK_PRIORITY"), "1");
+}
+
 TEST(NvidiaLimiter, IndexesLimitsByTheContainersOwnOrdinalsForSeveralGpus) {
   TempDir dir;
   auto l = limiter();

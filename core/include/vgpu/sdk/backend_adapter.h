@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -69,8 +70,13 @@ inline ContainerGrant grantFromC(const vgpu_container_grant& g, const std::strin
   out.podNamespace = g.pod_namespace ? g.pod_namespace : "";
   out.podName = g.pod_name ? g.pod_name : "";
   out.containerIndex = g.container_index;
+  // A caller built against a different vgpu_grant says its size; older callers did not.
+  const bool sized = g.struct_size >= offsetof(vgpu_container_grant, grant_size) + sizeof(size_t) && g.grant_size != 0;
+  const size_t stride = sized ? g.grant_size : sizeof(vgpu_grant);
   for (size_t i = 0; i < g.device_count; ++i) {
-    const auto& d = g.devices[i];
+    vgpu_grant d{};
+    d.priority = -1;
+    std::memcpy(&d, reinterpret_cast<const char*>(g.devices) + i * stride, std::min(stride, sizeof(vgpu_grant)));
     out.devices.push_back({backend, d.device_id ? d.device_id : "", d.device_index, d.memory_mib,
                            d.compute, d.slot, d.priority});
   }
