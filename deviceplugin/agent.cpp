@@ -333,7 +333,8 @@ struct Agent::Impl final : PluginHandler {
       logLine("warning", "ignoring a pod the agent cannot read: " + info.error().message);
       return;
     }
-    TrackedPod p{std::move(info).value(), {}, {}, {}};
+    TrackedPod p;
+    p.info = std::move(info).value();
     if (const auto* ts = k8s::findPath(obj, {"metadata", "creationTimestamp"}); ts && ts->is_string())
       if (auto t = parseTimestamp(ts->as_string()); t.ok()) p.created = *t;
     tracker.upsert(std::move(p));

@@ -88,6 +88,8 @@ void PodTracker::upsert(TrackedPod pod) {
     if (decoded.ok()) pod.assignment = std::move(decoded).value();
     else pod.assignmentError = decoded.error().message;
   }
+  pod.bindTime = annotationOr(pod.info, keys::kPodBindTime);
+  pod.bindPhase = annotationOr(pod.info, keys::kPodBindPhase);
   std::lock_guard lock(mu_);
   const std::string uid = pod.info.uid;
   pods_[uid] = std::move(pod);
@@ -126,8 +128,7 @@ std::vector<const TrackedPod*> PodTracker::waitingLocked() const {
     if (!node_.empty() && p.info.nodeName != node_) continue;
     auto pr = progress_.find(uid);
     if (pr != progress_.end() && (pr->second.failed || pr->second.done)) continue;
-    const std::string phase = annotationOr(p.info, keys::kPodBindPhase);
-    if (pr == progress_.end() && (phase == "success" || phase == "failed")) continue;
+    if (pr == progress_.end() && (p.bindPhase == "success" || p.bindPhase == "failed")) continue;
     bool ours = false;
     for (const auto& c : p.info.containers)
       for (const auto& [r, b] : resources_) ours = ours || limitOf(c, r) > 0;
@@ -135,9 +136,8 @@ std::vector<const TrackedPod*> PodTracker::waitingLocked() const {
   }
   // The kubelet admits pods in creation order; bind time and name break ties.
   std::sort(out.begin(), out.end(), [](const TrackedPod* a, const TrackedPod* b) {
-    const std::string ta = annotationOr(a->info, keys::kPodBindTime), tb = annotationOr(b->info, keys::kPodBindTime);
-    return std::tie(a->created, ta, a->info.podNamespace, a->info.name) <
-           std::tie(b->created, tb, b->info.podNamespace, b->info.name);
+    return std::tie(a->created, a->bindTime, a->info.podNamespace, a->info.name) <
+           std::tie(b->created, b->bindTime, b->info.podNamespace, b->info.name);
   });
   return out;
 }
@@ -418,7 +418,7 @@ std::optional<PodOutcome> PodTracker::correction(
   }
   if (!base) {
     base = pod->second.assignment;
-    recordedSuccess = annotationOr(pod->second.info, keys::kPodBindPhase) == "success";
+    recordedSuccess = pod->second.bindPhase == "success";
   }
   if (!base) return std::nullopt;
   Assignment fixed = *base;

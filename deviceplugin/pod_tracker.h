@@ -36,6 +36,8 @@ struct TrackedPod {
   std::chrono::system_clock::time_point created{};  ///< metadata.creationTimestamp
   std::optional<Assignment> assignment;  ///< decoded once, at upsert
   std::string assignmentError;           ///< why the annotation did not decode
+  std::string bindTime;                  ///< the bind-time annotation, kept for ordering
+  std::string bindPhase;                 ///< the bind-phase annotation
 };
 
 /// Why a claim failed, for the gRPC status and for whom to blame.
