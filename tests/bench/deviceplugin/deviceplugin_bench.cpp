@@ -191,6 +191,10 @@ void BM_IdleAgentRss8Gpus(benchmark::State& state) {
     std::this_thread::sleep_for(std::chrono::seconds(3));
     state.counters["rss_MiB"] = static_cast<double>(statusKiB(pid, "VmRSS")) / 1024.0;
     state.counters["peak_rss_MiB"] = static_cast<double>(statusKiB(pid, "VmHWM")) / 1024.0;
+    // Anonymous = the agent's own memory; file = mapped libraries (gRPC, protobuf, Boost...),
+    // shared with every other process that maps them.
+    state.counters["rss_anon_MiB"] = static_cast<double>(statusKiB(pid, "RssAnon")) / 1024.0;
+    state.counters["rss_file_MiB"] = static_cast<double>(statusKiB(pid, "RssFile")) / 1024.0;
     state.counters["devices_listed"] = static_cast<double>(kubelet->devices(resource).size());
     ::kill(pid, SIGTERM);
     ::waitpid(pid, nullptr, 0);
