@@ -355,6 +355,14 @@ http::Response Extender::bind(const http::Request& request) {
   bindRequest.annotations[std::string(keys::kPodBindPhase)] = "allocating";
   bindRequest.annotations[std::string(keys::kPodBindTime)] = formatTimestamp(std::chrono::system_clock::now());
   auto bound = client_.bind(bindRequest);
+  if (!bound.ok() && (bound.error().isTransport() || bound.error().httpStatus >= 500)) {
+    // The answer was lost, not necessarily the Binding: if the apiserver applied it, the
+    // reservation must stay, or its share could be given twice before the informer catches up.
+    auto now = client_.get(k8s::kPods, podNs, name);
+    if (now.ok() && k8s::nodeName(*now) == node && k8s::uid(*now) == pod.info.uid &&
+        k8s::annotation(*now, keys::kPodAssignment) == bindRequest.annotations[std::string(keys::kPodAssignment)])
+      bound = k8s::ApiStatus();
+  }
   if (!bound.ok()) {
     cache_.release(pod.info.uid);  // a failed bind leaves no reservation behind
     return fail("bind-api-error", "binding to " + node + ": " + bound.error().describe(), pod.info.uid);
