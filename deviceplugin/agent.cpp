@@ -455,7 +455,9 @@ struct Agent::Impl final : PluginHandler {
       patch.annotations[std::string(keys::kPodAllocateError)] = std::nullopt;
       auto r = client->patchMetadata(k8s::kPods, outcome->podNamespace, outcome->podName, patch);
       if (!r.ok()) {
-        logLine("warning", "correcting the assignment of pod " + key + ": " + r.error().describe());
+        tracker.forgetRecorded(uid->second);
+        logLine("warning", "correcting the assignment of pod " + key + " (retried on the next pass): " +
+                               r.error().describe());
         continue;
       }
       logLine("info", "pod " + key + ": assignment corrected to the devices the kubelet gave it");

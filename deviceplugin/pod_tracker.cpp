@@ -470,6 +470,11 @@ std::optional<PodOutcome> PodTracker::correction(
   return PodOutcome{uid, pod->second.info.podNamespace, pod->second.info.name, std::move(fixed), true};
 }
 
+void PodTracker::forgetRecorded(const std::string& uid) {
+  std::lock_guard lock(mu_);
+  written_.erase(uid);
+}
+
 std::optional<Assignment> PodTracker::recorded(const std::string& uid) const {
   std::lock_guard lock(mu_);
   auto w = written_.find(uid);

@@ -116,6 +116,9 @@ class PodTracker {
   /// what this agent last wrote) already says so, or the pod is unknown.
   std::optional<PodOutcome> correction(
       const std::string& uid, const std::map<std::string, std::map<std::string, std::vector<std::string>>>& held);
+  /// The outcome `correction` returned could not be written: compare with the pod's
+  /// annotation again next time, so the correction is retried.
+  void forgetRecorded(const std::string& uid);
   /// A pod's assignment as this agent last recorded it (for tests and metrics).
   std::optional<Assignment> recorded(const std::string& uid) const;
   /// Containers this agent gave devices to: (pod uid, container) of pods still known.

@@ -171,6 +171,9 @@ TEST_F(DevicePluginTracker, CorrectionFollowsTheIdsTheKubeletReports) {
   // Said once: the same report again changes nothing.
   EXPECT_FALSE(tracker.correction("uid-x", {{"c0", {{kRes, {"d0::1"}}}}}));
   EXPECT_FALSE(tracker.correction("uid-unknown", {{"c0", {{kRes, {"d0::1"}}}}}));
+  // The correction could not be written: the next report tries again.
+  tracker.forgetRecorded("uid-x");
+  EXPECT_TRUE(tracker.correction("uid-x", {{"c0", {{kRes, {"d0::1"}}}}}));
 }
 
 }  // namespace
