@@ -583,7 +583,7 @@ Agent::~Agent() { stop(); }
 Result<std::unique_ptr<Agent>> Agent::create(AgentOptions options) {
   if (options.nodeName.empty()) return makeError("no node name (NODE_NAME or --node-name)");
   auto config = loadDeviceConfig(options.configPath);
-  if (!config.ok()) return makeError("device config: " + config.error().message);
+  if (!config.ok()) return config.error();
   auto impl = std::make_unique<Impl>(std::move(options));
   auto& o = impl->options;
   const fs::path dir = o.backendDir.empty() ? defaultBackendDir() : fs::path(o.backendDir);
