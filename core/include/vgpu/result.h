@@ -20,12 +20,13 @@ struct Error {
   }
 };
 
-/// Either a value or an Error. Accessing the wrong alternative is a broken invariant.
-template <class T>
+/// Either a value or an error (an Error unless a module needs more, e.g. k8s::ApiError).
+/// Accessing the wrong alternative is a broken invariant.
+template <class T, class E = Error>
 class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
-  Result(Error error) : v_(std::move(error)) {}  // NOLINT: implicit by design
+  Result(E error) : v_(std::move(error)) {}  // NOLINT: implicit by design
 
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }
@@ -38,28 +39,31 @@ class [[nodiscard]] Result {
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
 
-  const Error& error() const& { assert(!ok()); return std::get<1>(v_); }
-  Error&& error() && { assert(!ok()); return std::get<1>(std::move(v_)); }
+  const E& error() const& { assert(!ok()); return std::get<1>(v_); }
+  E&& error() && { assert(!ok()); return std::get<1>(std::move(v_)); }
 
  private:
-  std::variant<T, Error> v_;
+  std::variant<T, E> v_;
 };
 
-/// Success or an Error, for operations that produce no value.
-class [[nodiscard]] Status {
+/// Success or an error, for operations that produce no value.
+template <class E = Error>
+class [[nodiscard]] BasicStatus {
  public:
-  Status() = default;
-  Status(Error error) : error_(std::move(error)), failed_(true) {}  // NOLINT: implicit by design
-  static Status success() { return {}; }
+  BasicStatus() = default;
+  BasicStatus(E error) : error_(std::move(error)), failed_(true) {}  // NOLINT: implicit by design
+  static BasicStatus success() { return {}; }
 
   bool ok() const { return !failed_; }
   explicit operator bool() const { return ok(); }
-  const Error& error() const { assert(failed_); return error_; }
+  const E& error() const { assert(failed_); return error_; }
 
  private:
-  Error error_;
+  E error_;
   bool failed_ = false;
 };
+
+using Status = BasicStatus<Error>;
 
 /// Shorthand for building an Error from a message.
 inline Error makeError(std::string message) { return Error{std::move(message)}; }

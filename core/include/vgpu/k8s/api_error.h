@@ -3,10 +3,7 @@
 // do next (the HTTP status and the apiserver's reason) and what a person needs to act on
 // (the verb, the path and the apiserver's message).
 
-#include <cassert>
 #include <string>
-#include <utility>
-#include <variant>
 
 #include "vgpu/result.h"
 
@@ -35,44 +32,11 @@ struct ApiError {
   Error toError() const { return Error{describe()}; }
 };
 
-/// A value or an ApiError. Accessing the wrong alternative is a broken invariant.
+/// A value or an ApiError.
 template <class T>
-class [[nodiscard]] ApiResult {
- public:
-  ApiResult(T value) : v_(std::move(value)) {}           // NOLINT: implicit by design
-  ApiResult(ApiError error) : v_(std::move(error)) {}    // NOLINT: implicit by design
-
-  bool ok() const { return v_.index() == 0; }
-  explicit operator bool() const { return ok(); }
-
-  T& value() & { assert(ok()); return std::get<0>(v_); }
-  const T& value() const& { assert(ok()); return std::get<0>(v_); }
-  T&& value() && { assert(ok()); return std::get<0>(std::move(v_)); }
-  T& operator*() & { return value(); }
-  const T& operator*() const& { return value(); }
-  T* operator->() { return &value(); }
-  const T* operator->() const { return &value(); }
-
-  const ApiError& error() const& { assert(!ok()); return std::get<1>(v_); }
-  ApiError&& error() && { assert(!ok()); return std::get<1>(std::move(v_)); }
-
- private:
-  std::variant<T, ApiError> v_;
-};
+using ApiResult = Result<T, ApiError>;
 
 /// Success or an ApiError, for calls whose response body callers do not need.
-class [[nodiscard]] ApiStatus {
- public:
-  ApiStatus() = default;
-  ApiStatus(ApiError error) : error_(std::move(error)), failed_(true) {}  // NOLINT: implicit
-
-  bool ok() const { return !failed_; }
-  explicit operator bool() const { return ok(); }
-  const ApiError& error() const { assert(failed_); return error_; }
-
- private:
-  ApiError error_;
-  bool failed_ = false;
-};
+using ApiStatus = BasicStatus<ApiError>;
 
 }  // namespace vgpu::k8s
