@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
   prometheus yamllint binutils python3 procps
+  golang-go golang-github-masterminds-sprig-dev golang-github-ghodss-yaml-dev
 )
 
 missing=()
