@@ -10,10 +10,12 @@
 #include <functional>
 #include <mutex>
 #include <set>
+#include <shared_mutex>
 #include <thread>
 
 #include <boost/json.hpp>
 
+#include "handout_store.h"
 #include "plugin_server.h"
 #include "pod_resources_client.h"
 #include "vgpu/annotations.h"
@@ -71,6 +73,10 @@ struct Agent::Impl final : PluginHandler {
   std::unique_ptr<k8s::Client> allocClient;  // Allocate's bounded writes
   std::unique_ptr<k8s::Informer> informer;
   PodTracker tracker;
+  HandoutStore handouts;
+  /// Allocate holds it shared from making a handout until the backend has set it up; the
+  /// cleanup pass holds it alone, so reconcile never sees a backend's half-made container.
+  std::shared_mutex limiterMu;
   std::vector<std::unique_ptr<PluginServer>> plugins;
   std::unique_ptr<http::Server> httpServer;
 
@@ -95,6 +101,7 @@ struct Agent::Impl final : PluginHandler {
   bool stopping = false;
   bool started = false;
   bool nodeDirty = true;
+  bool cleanupSoon = false;  // a pod went away: clean up on the next pass, not at the interval
   std::deque<std::pair<int, std::function<bool()>>> tasks;  // attempts left, task
   std::thread nodeThread, maintThread, recorderThread;
   AgentStats stats;
@@ -102,6 +109,7 @@ struct Agent::Impl final : PluginHandler {
   explicit Impl(AgentOptions o)
       : options(std::move(o)),
         tracker(options.nodeName),
+        handouts(fs::path(options.stateDir) / "containers"),
         devMemory(registry.gauge("vgpu_device_memory_bytes", "Device memory offered to containers (after scaling).",
                                  {"backend", "device_id", "device_index", "model"})),
         devCompute(registry.gauge("vgpu_device_compute_units", "Compute units of the device (100 = whole device).",
@@ -133,9 +141,8 @@ struct Agent::Impl final : PluginHandler {
                                        {"resource", "result"})),
         allocateSeconds(registry.histogram("vgpu_allocate_duration_seconds", "Time to answer one Allocate call.",
                                            metrics::Histogram::latencyBuckets(), {"resource"})),
-        pluginRegistered(registry.gauge("vgpu_plugin_registered",
-                                        "1 when the resource's plugin is registered with the kubelet.",
-                                        {"resource"})) {}
+        pluginRegistered(registry.gauge(
+            "vgpu_plugin_registered", "1 when the resource's plugin is registered with the kubelet.", {"resource"})) {}
 
   // ---- PluginHandler ----
   std::vector<VirtualDevice> devices(const std::string& resource, std::uint64_t& version) override {
@@ -186,16 +193,37 @@ struct Agent::Impl final : PluginHandler {
     return result;
   }
 
-  std::string hostDirOf(const std::string& uid, const std::string& container) const {
-    return (fs::path(options.stateDir) / "containers" / (uid + "_" + container)).string();
+  Limiter* limiterOf(const std::string& backend) const {
+    auto it = served.find(backend);
+    return it == served.end() ? nullptr : it->second.backend->limiter();
   }
 
-  void releaseContainer(const std::string& uid, const std::string& container) {
-    for (const auto& [name, st] : served)
-      if (auto* lim = st.backend->limiter())
-        if (auto s = lim->release({uid, container}); !s.ok()) logLine("warning", s.error().message);
-    std::error_code ec;
-    fs::remove_all(hostDirOf(uid, container), ec);
+  /// Undoes one handout: what the backend made for it, then its folder and record.
+  void releaseHandout(const Handout& h) {
+    if (Limiter* lim = limiterOf(h.backend))
+      if (auto s = lim->release(h.backendRef()); !s.ok()) logLine("warning", s.error().message);
+    handouts.remove(h.id);
+    tracker.forgetHandout(idsKey(h.resource, h.ids));
+  }
+
+  /// The pod annotations the backends asked for, over every handout `uid` holds. A pod
+  /// carries one value per key: when two containers disagree the first one's is kept.
+  Annotations podAnnotationsFor(const std::string& uid) const {
+    Annotations out;
+    for (const auto& h : handouts.heldBy(uid))
+      for (const auto& [k, v] : h.podAnnotations) {
+        auto [it, added] = out.emplace(k, v);
+        if (!added && it->second != v)
+          logLine("warning", "pod " + h.podNamespace + "/" + h.podName +
+                                 ": its containers' backends ask for different values of the pod annotation " + k +
+                                 " (\"" + it->second + "\" and \"" + v + "\"); a pod carries one, the first is kept");
+      }
+    return out;
+  }
+
+  /// Adds the backends' pod annotations to `patch`, never over a key the agent itself sets.
+  void addPodAnnotations(k8s::MetadataPatch& patch, const std::string& uid) const {
+    for (const auto& [k, v] : podAnnotationsFor(uid)) patch.annotations.emplace(k, v);
   }
 
   std::variant<ContainerSpec, RpcError> allocateImpl(const std::string& resource, const std::vector<std::string>& ids) {
@@ -222,35 +250,49 @@ struct Agent::Impl final : PluginHandler {
     const std::string who = "pod " + claim.podNamespace + "/" + claim.podName + " container " + claim.container;
     Backend* backend = served.at(claim.backend).backend;
 
-    const std::string hostDir = hostDirOf(claim.podUid, claim.container);
-    std::error_code ec;
-    fs::create_directories(hostDir, ec);
-    if (ec) {
+    // The folder is named by what the kubelet handed out, not by the guessed pod, which
+    // the PodResources pass may correct later (handout_store.h).
+    std::shared_lock limiterLock(limiterMu);
+    Handout handout;
+    handout.resource = resource;
+    handout.ids = ids;
+    handout.backend = claim.backend;
+    handout.podUid = claim.podUid;
+    handout.podNamespace = claim.podNamespace;
+    handout.podName = claim.podName;
+    handout.container = claim.container;
+    handout.id = handoutId(resource, ids);
+    // The kubelet hands IDs out again only once their earlier holder is gone.
+    if (auto earlier = handouts.find(handout.id)) releaseHandout(*earlier);
+    auto hostDir = handouts.create(handout);
+    if (!hostDir.ok()) {
       tracker.abort(claim, true);
-      const std::string msg = who + ": cannot create the container's host folder " + hostDir + ": " + ec.message();
+      const std::string msg = who + ": " + hostDir.error().message;
       recordFailure(claim.podUid, msg);
       return RpcError{RpcCode::kInternal, msg};
     }
     ContainerSpec spec;
     if (Limiter* limiter = backend->limiter()) {
       ContainerGrant grant;
-      grant.container = {claim.podUid, claim.container};
+      grant.container = handout.backendRef();
       grant.podNamespace = claim.podNamespace;
       grant.podName = claim.podName;
       grant.containerIndex = claim.containerIndex;
       grant.devices = claim.devices;
-      grant.hostDir = hostDir;
+      grant.hostDir = *hostDir;
       grant.podAnnotations = claim.podAnnotations;
       auto s = limiter->containerSpec(grant);
       if (!s.ok()) {
         tracker.abort(claim, true);
-        releaseContainer(claim.podUid, claim.container);
+        releaseHandout(handout);
         const std::string msg = who + ": backend " + claim.backend + " cannot set up the devices: " + s.error().message;
         recordFailure(claim.podUid, msg);
         return RpcError{RpcCode::kFailedPrecondition, msg};
       }
       spec = std::move(s).value();
     }
+    limiterLock.unlock();
+    if (!spec.podAnnotations.empty()) handouts.setPodAnnotations(handout.id, spec.podAnnotations);
     auto outcome = tracker.commit(claim);
     if (outcome) {
       // The pod's last container: record the outcome before the kubelet starts it, so the
@@ -259,10 +301,14 @@ struct Agent::Impl final : PluginHandler {
       patch.annotations[std::string(keys::kPodBindPhase)] = "success";
       patch.annotations[std::string(keys::kPodAllocateError)] = std::nullopt;
       if (outcome->changed) patch.annotations[std::string(keys::kPodAssignment)] = encodeAssignment(outcome->assignment);
+      addPodAnnotations(patch, claim.podUid);
       auto r = allocClient->patchMetadata(k8s::kPods, claim.podNamespace, claim.podName, patch);
       if (!r.ok()) {
-        for (const auto& c : tracker.rollbackPod(claim.podUid)) releaseContainer(c.podUid, c.container);
-        releaseContainer(claim.podUid, claim.container);
+        tracker.rollbackPod(claim.podUid);
+        {
+          std::shared_lock relock(limiterMu);
+          for (const auto& h : handouts.heldBy(claim.podUid)) releaseHandout(h);
+        }
         const std::string msg = who + ": cannot record the allocation on the pod (" + r.error().describe() +
                                 "); nothing was handed out, the kubelet will reject the pod. Check that the "
                                 "apiserver is reachable from the node.";
@@ -341,13 +387,12 @@ struct Agent::Impl final : PluginHandler {
   }
 
   void onPodDeleted(const boost::json::object& obj) {
-    const std::string uid(k8s::uid(obj));
-    std::vector<std::string> containers;
-    for (const auto& p : tracker.pods())
-      if (p.info.uid == uid)
-        for (const auto& c : p.info.containers) containers.push_back(c.name);
-    tracker.remove(uid);
-    for (const auto& c : containers) releaseContainer(uid, c);
+    tracker.remove(std::string(k8s::uid(obj)));
+    // Its folders go in the cleanup pass, once the kubelet no longer reports their devices
+    // held: the container attributed to this pod may really be another pod's.
+    std::lock_guard lock(bgMu);
+    cleanupSoon = true;
+    bgCv.notify_all();
   }
 
   // ---- Node ----
@@ -435,16 +480,48 @@ struct Agent::Impl final : PluginHandler {
   }
 
   // ---- Maintenance ----
-  void correctFromPodResources() {
-    if (options.podResourcesSocket.empty() || !fs::exists(options.podResourcesSocket)) return;
+  /// What the kubelet's PodResources API says each pod's containers hold.
+  struct Listing {
+    bool asked = false;                                      ///< the socket is configured and exists
+    std::optional<std::map<std::string, HeldDevices>> pods;  ///< unset when not asked or it failed
+  };
+
+  Listing listHeld() {
+    Listing out;
+    if (options.podResourcesSocket.empty() || !fs::exists(options.podResourcesSocket)) return out;
+    out.asked = true;
     auto listed = listPodResources(options.podResourcesSocket, std::chrono::seconds(2));
     if (!listed.ok()) {
       logLine("warning", listed.error().message);
-      return;
+      return out;
     }
+    out.pods = std::move(listed).value();
+    return out;
+  }
+
+  /// Each handout is attributed to the pod and container the kubelet says hold its IDs.
+  void attributeHandouts(const std::map<std::string, HeldDevices>& listed) {
     std::map<std::string, std::string> uidByKey;
     for (const auto& p : tracker.pods()) uidByKey[p.info.key()] = p.info.uid;
-    for (const auto& [key, held] : *listed) {
+    for (const auto& [key, held] : listed) {
+      const auto slash = key.find('/');
+      const std::string ns = slash == std::string::npos ? std::string() : key.substr(0, slash);
+      const std::string name = slash == std::string::npos ? key : key.substr(slash + 1);
+      auto uid = uidByKey.find(key);
+      for (const auto& [container, byResource] : held)
+        for (const auto& [resource, ids] : byResource) {
+          if (ids.empty()) continue;
+          const std::string id = handoutId(resource, ids);
+          if (handouts.attribute(id, uid == uidByKey.end() ? std::string() : uid->second, ns, name, container))
+            logLine("info", "the devices handed out as " + id + " are held by pod " + key + " container " + container);
+        }
+    }
+  }
+
+  void correctPods(const std::map<std::string, HeldDevices>& listed) {
+    std::map<std::string, std::string> uidByKey;
+    for (const auto& p : tracker.pods()) uidByKey[p.info.key()] = p.info.uid;
+    for (const auto& [key, held] : listed) {
       auto uid = uidByKey.find(key);
       if (uid == uidByKey.end()) continue;
       auto outcome = tracker.correction(uid->second, held);
@@ -453,6 +530,7 @@ struct Agent::Impl final : PluginHandler {
       patch.annotations[std::string(keys::kPodAssignment)] = encodeAssignment(outcome->assignment);
       patch.annotations[std::string(keys::kPodBindPhase)] = "success";
       patch.annotations[std::string(keys::kPodAllocateError)] = std::nullopt;
+      addPodAnnotations(patch, uid->second);
       auto r = client->patchMetadata(k8s::kPods, outcome->podNamespace, outcome->podName, patch);
       if (!r.ok()) {
         tracker.forgetRecorded(uid->second);
@@ -466,45 +544,79 @@ struct Agent::Impl final : PluginHandler {
     }
   }
 
-  void cleanup() {
+  /// A handout goes once no container the kubelet reports holds its IDs and the pod it is
+  /// attributed to is gone (or the kubelet reports that pod's container holding other IDs
+  /// of the resource: the agent's guess was wrong and nobody holds these). Without an
+  /// answer from a configured PodResources API nothing is removed (never on a guess); with
+  /// no such API at all, the pod alone decides.
+  void cleanup(const Listing& listing) {
     if (!informer || !informer->hasSynced()) return;
-    std::set<std::pair<std::string, std::string>> live;
-    std::vector<ContainerRef> refs;
-    for (const auto& c : tracker.liveContainers()) {
-      live.insert(c);
-      refs.push_back({c.first, c.second});
-    }
-    std::error_code ec;
-    const fs::path root = fs::path(options.stateDir) / "containers";
+    if (listing.asked && !listing.pods) return;
+    std::set<std::string> held;
+    if (listing.pods)
+      for (const auto& [key, containers] : *listing.pods)
+        for (const auto& [container, byResource] : containers)
+          for (const auto& [resource, ids] : byResource)
+            if (!ids.empty()) held.insert(handoutId(resource, ids));
+    std::set<std::string> livePods;
+    for (const auto& p : tracker.pods())
+      if (!p.info.terminated()) livePods.insert(p.info.uid);
+
+    // Whether the kubelet reports h's container holding other IDs of h's resource.
+    auto holdsOthers = [&](const Handout& h) {
+      if (!listing.pods) return false;
+      auto pod = listing.pods->find(h.podNamespace + "/" + h.podName);
+      if (pod == listing.pods->end()) return false;
+      auto c = pod->second.find(h.container);
+      if (c == pod->second.end()) return false;
+      auto ids = c->second.find(h.resource);
+      return ids != c->second.end() && !ids->second.empty() && handoutId(h.resource, ids->second) != h.id;
+    };
+
+    std::unique_lock lock(limiterMu);
     std::uint64_t removed = 0;
-    for (const auto& entry : fs::directory_iterator(root, ec)) {
-      const std::string name = entry.path().filename().string();
-      const auto sep = name.find('_');
-      if (sep == std::string::npos) continue;
-      if (live.contains({name.substr(0, sep), name.substr(sep + 1)})) continue;
-      std::error_code rec;
-      fs::remove_all(entry.path(), rec);
-      if (!rec) ++removed;
+    for (const auto& h : handouts.all()) {
+      if (held.contains(h.id)) continue;
+      if (!h.podUid.empty() && livePods.contains(h.podUid) && !holdsOthers(h)) continue;
+      logLine("info", "container " + h.container + " of pod " + h.podNamespace + "/" + h.podName +
+                          " is gone: removing its folder " + handouts.folder(h.id).string());
+      releaseHandout(h);
+      ++removed;
     }
+    removed += handouts.removeStrays();
+    std::map<std::string, std::vector<ContainerRef>> liveByBackend;
+    for (const auto& h : handouts.all()) liveByBackend[h.backend].push_back(h.backendRef());
     for (const auto& [name, st] : served)
       if (auto* lim = st.backend->limiter())
-        if (auto s = lim->reconcile(refs); !s.ok()) logLine("warning", "reconcile " + name + ": " + s.error().message);
-    std::lock_guard lock(bgMu);
+        if (auto s = lim->reconcile(liveByBackend[name]); !s.ok())
+          logLine("warning", "reconcile " + name + ": " + s.error().message);
+    lock.unlock();
+    std::lock_guard statsLock(bgMu);
     stats.regionsCleaned += removed;
+  }
+
+  /// One maintenance pass: handouts attributed and pods corrected from PodResources, then
+  /// the cleanup when it is due.
+  void maintain(bool withCleanup) {
+    const Listing listing = listHeld();
+    if (listing.pods) {
+      attributeHandouts(*listing.pods);
+      correctPods(*listing.pods);
+    }
+    if (withCleanup) cleanup(listing);
   }
 
   void maintLoop() {
     auto nextCleanup = std::chrono::steady_clock::now();
     std::unique_lock lock(bgMu);
     while (!stopping) {
+      const bool due = cleanupSoon || std::chrono::steady_clock::now() >= nextCleanup;
+      cleanupSoon = false;
       lock.unlock();
-      correctFromPodResources();
-      if (std::chrono::steady_clock::now() >= nextCleanup) {
-        cleanup();
-        nextCleanup = std::chrono::steady_clock::now() + options.cleanupInterval;
-      }
+      maintain(due);
+      if (due) nextCleanup = std::chrono::steady_clock::now() + options.cleanupInterval;
       lock.lock();
-      bgCv.wait_for(lock, options.podResourcesInterval, [&] { return stopping; });
+      bgCv.wait_for(lock, options.podResourcesInterval, [&] { return stopping || cleanupSoon; });
     }
   }
 
@@ -534,20 +646,16 @@ struct Agent::Impl final : PluginHandler {
     collectRegions();
   }
 
+  /// Per-container usage from the shared regions in the handouts' folders, labelled with
+  /// the pod and container that hold each handout now.
   void collectRegions() {
-    std::map<std::string, std::pair<std::string, std::string>> podByUid;
-    for (const auto& p : tracker.pods()) podByUid[p.info.uid] = {p.info.podNamespace, p.info.name};
-    std::error_code ec;
-    const fs::path root = fs::path(options.stateDir) / "containers";
-    for (const auto& dir : fs::directory_iterator(root, ec)) {
-      const std::string name = dir.path().filename().string();
-      const auto sep = name.find('_');
-      if (sep == std::string::npos || !dir.is_directory()) continue;
-      auto pod = podByUid.find(name.substr(0, sep));
-      if (pod == podByUid.end()) continue;
-      const std::string container = name.substr(sep + 1);
+    for (const auto& h : handouts.all()) {
+      const fs::path dir = handouts.folder(h.id);
+      const std::string& ns = h.podNamespace;
+      const std::string& pod = h.podName;
+      const std::string& container = h.container;
       std::error_code iec;
-      for (fs::recursive_directory_iterator it(dir.path(), iec), end; it != end; it.increment(iec)) {
+      for (fs::recursive_directory_iterator it(dir, iec), end; it != end; it.increment(iec)) {
         if (iec) break;
         if (it.depth() > 2) it.disable_recursion_pending();
         std::error_code sec;
@@ -558,14 +666,14 @@ struct Agent::Impl final : PluginHandler {
         std::uint32_t procs = 0;
         for (std::uint32_t i = 0; i < VGPU_REGION_MAX_PROCS; ++i)
           if (__atomic_load_n(&region->procs[i].pid, __ATOMIC_RELAXED) != 0) ++procs;
-        ctrProcs.set({pod->second.first, pod->second.second, container}, procs);
+        ctrProcs.set({ns, pod, container}, procs);
         for (int i = 0; i < VGPU_REGION_MAX_DEVICES; ++i) {
           const auto& d = region->devices[i];
           const std::string uuid(d.uuid, strnlen(d.uuid, VGPU_REGION_UUID_LEN));
           const auto limit = __atomic_load_n(&d.memory_limit, __ATOMIC_RELAXED);
           const auto used = __atomic_load_n(&d.memory_used, __ATOMIC_RELAXED);
           if (uuid.empty() && limit == 0 && used == 0) continue;
-          const metrics::LabelValues l{pod->second.first, pod->second.second, container, uuid, std::to_string(i)};
+          const metrics::LabelValues l{ns, pod, container, uuid, std::to_string(i)};
           ctrMemUsed.set(l, static_cast<double>(used));
           ctrMemLimit.set(l, static_cast<double>(limit));
           ctrComputeLimit.set(l, __atomic_load_n(&d.sm_limit, __ATOMIC_RELAXED));
@@ -650,6 +758,9 @@ Status Agent::start() {
   std::error_code ec;
   fs::create_directories(fs::path(im.options.stateDir) / "containers", ec);
   if (ec) return makeError("cannot create the state folder " + im.options.stateDir + ": " + ec.message());
+  // Handouts from before a restart: kept while the kubelet reports their devices held.
+  for (const auto& problem : im.handouts.load())
+    logLine("warning", "a container record cannot be read (its folder will be removed): " + problem);
 
   k8s::InformerOptions io;
   io.fieldSelector = "spec.nodeName=" + im.options.nodeName;
@@ -747,10 +858,7 @@ std::string Agent::renderMetrics() {
   if (!impl_->httpServer) impl_->collect();
   return impl_->registry.render();
 }
-void Agent::maintainNow() {
-  impl_->correctFromPodResources();
-  impl_->cleanup();
-}
+void Agent::maintainNow() { impl_->maintain(/*withCleanup=*/true); }
 bool Agent::podsSynced() const { return impl_->informer && impl_->informer->hasSynced(); }
 PodTracker& Agent::tracker() { return impl_->tracker; }
 AgentStats Agent::stats() const {

@@ -25,7 +25,7 @@ struct AgentOptions {
   std::string pluginDir = "/var/lib/kubelet/device-plugins";
   std::string podResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock";  ///< empty = not read
   std::string metricsAddress = "0.0.0.0:9394";  ///< host:port for /metrics and /healthz; empty = off
-  std::string stateDir = "/var/lib/vgpu";       ///< per-container folders: <stateDir>/containers/<uid>_<name>
+  std::string stateDir = "/var/lib/vgpu";       ///< per-container folders: <stateDir>/containers/<handout id>
   std::string kubeconfig;                       ///< empty = in-cluster, else $KUBECONFIG
   k8s::ClientConfig apiConfig;                  ///< set by main (or a test); server empty = load from kubeconfig
   std::chrono::milliseconds heartbeatInterval{30000};
@@ -53,7 +53,7 @@ struct AgentStats {
   std::uint64_t allocateFailures = 0;
   std::uint64_t corrections = 0;        ///< pods whose assignment PodResources corrected
   std::uint64_t nodePublishes = 0;
-  std::uint64_t regionsCleaned = 0;
+  std::uint64_t regionsCleaned = 0;  ///< container folders removed
 };
 
 class Agent {
@@ -78,7 +78,7 @@ class Agent {
   /// http://address:port of /metrics, empty when off.
   std::string metricsUrl() const;
   std::string renderMetrics();
-  /// One PodResources correction pass and one cleanup pass, now.
+  /// One PodResources pass (handouts attributed, pods corrected) and one cleanup pass, now.
   void maintainNow();
   bool podsSynced() const;
   PodTracker& tracker();

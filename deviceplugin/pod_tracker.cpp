@@ -433,12 +433,19 @@ std::optional<PodOutcome> PodTracker::correction(
         devices = g->second.devices;
         if (g->second.uid != uid || g->second.container != container) {
           // The kubelet admitted this pod with IDs the agent attributed to another waiting
-          // pod (interchangeable assignments): that pod has not been admitted and waits again.
+          // pod (interchangeable assignments): that pod has not been admitted and waits
+          // again, unless a correction already gave it the IDs it really holds.
           if (auto other = progress_.find(g->second.uid); other != progress_.end()) {
-            other->second.served.erase({g->second.container, resource});
-            if (auto gv = other->second.given.find(g->second.container); gv != other->second.given.end())
+            auto gv = other->second.given.find(g->second.container);
+            std::vector<DeviceGrant> mine;
+            if (gv != other->second.given.end())
+              for (const auto& d : gv->second)
+                if (d.backend == r->second) mine.push_back(d);
+            if (sameDevices(mine, devices)) {
+              other->second.served.erase({g->second.container, resource});
               std::erase_if(gv->second, [&](const DeviceGrant& d) { return d.backend == r->second; });
-            other->second.done = false;
+              other->second.done = false;
+            }
           }
           g->second.uid = uid;
           g->second.container = container;
@@ -468,6 +475,11 @@ std::optional<PodOutcome> PodTracker::correction(
   for (const auto& c : fixed.containers) p.given[c.name] = c.devices;
   bumpLocked();
   return PodOutcome{uid, pod->second.info.podNamespace, pod->second.info.name, std::move(fixed), true};
+}
+
+void PodTracker::forgetHandout(const std::string& idsKey) {
+  std::lock_guard lock(mu_);
+  givenByIds_.erase(idsKey);
 }
 
 void PodTracker::forgetRecorded(const std::string& uid) {

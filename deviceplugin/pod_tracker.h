@@ -119,6 +119,8 @@ class PodTracker {
   /// The outcome `correction` returned could not be written: compare with the pod's
   /// annotation again next time, so the correction is retried.
   void forgetRecorded(const std::string& uid);
+  /// The handout of `idsKey` is gone (its container ended): forget what it gave.
+  void forgetHandout(const std::string& idsKey);
   /// A pod's assignment as this agent last recorded it (for tests and metrics).
   std::optional<Assignment> recorded(const std::string& uid) const;
   /// Containers this agent gave devices to: (pod uid, container) of pods still known.

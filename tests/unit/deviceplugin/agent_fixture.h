@@ -93,8 +93,18 @@ class AgentFixture : public ::testing::Test {
     return std::move(a).value();
   }
 
-  std::string hostDir(const std::string& uid, const std::string& container) const {
-    return (dir.path() / "state" / "containers" / (uid + "_" + container)).string();
+  /// The host folder the agent made for what the kubelet handed out in `a`.
+  std::string folderOf(const fakes::ContainerAllocation& a) const {
+    return (stateRoot() / handoutId(a.resource, a.deviceIds)).string();
+  }
+  fs::path stateRoot() const { return dir.path() / "state" / "containers"; }
+  /// The names under the state root (folders and their records).
+  std::vector<std::string> stateEntries() const {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(stateRoot(), ec)) out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
   }
 
   TempDir dir;

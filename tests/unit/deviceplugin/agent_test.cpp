@@ -107,7 +107,8 @@ TEST_F(DevicePluginAgent, AllocatesASingleContainerPodTheDevicesOfItsAssignment)
   EXPECT_EQ(env.at("VGPU_SIM_VISIBLE_DEVICES"), "sim-1");
   EXPECT_EQ(env.at("VGPU_SIM_MEMORY_LIMIT_0"), "3000m");
   EXPECT_EQ(env.at("VGPU_SIM_CORE_LIMIT"), "30");
-  EXPECT_TRUE(fs::is_directory(hostDir(uid, "main")));
+  EXPECT_TRUE(fs::is_directory(folderOf(result.allocations[0])));
+  EXPECT_EQ(result.allocations[0].response.mounts.at(0).hostPath, folderOf(result.allocations[0]));
   EXPECT_EQ(annotationOf("one", keys::kPodBindPhase), "success");
   EXPECT_EQ(assignmentOf("one")->containers[0].devices, spec.containers[0].devices);
 }
@@ -131,7 +132,7 @@ TEST_F(DevicePluginAgent, AllocatesMultiContainerPodsAndMultiDeviceContainers) {
   const auto visible = by["a"].response.env.at("VGPU_SIM_VISIBLE_DEVICES");
   EXPECT_TRUE(visible == "sim-0,sim-1" || visible == "sim-1,sim-0") << visible;
   EXPECT_EQ(annotationOf("multi", keys::kPodBindPhase), "success");
-  for (const auto& c : {"init", "a", "b"}) EXPECT_TRUE(fs::is_directory(hostDir(uid, c))) << c;
+  for (const auto& c : {"init", "a", "b"}) EXPECT_TRUE(fs::is_directory(folderOf(by[c]))) << c;
 }
 
 class DevicePluginBurst : public AgentFixture {
@@ -271,7 +272,7 @@ TEST_F(DevicePluginAgent, APodWithoutAssignmentGetsAClearErrorAndIsMarkedFailed)
         return true;
     return false;
   }));
-  EXPECT_FALSE(fs::exists(hostDir(uid, "main")));
+  EXPECT_THAT(stateEntries(), ::testing::IsEmpty());
 }
 
 TEST_F(DevicePluginAgent, AnUnknownDeviceRequestIsAnsweredWithinTheBoundedWait) {
@@ -309,7 +310,7 @@ TEST_F(DevicePluginAgent, ApiserverUnreachableDuringAllocateFailsInBoundedTimeAn
   EXPECT_THAT(result.error, HasSubstr("cannot record the allocation on the pod"));
   EXPECT_THAT(result.error, HasSubstr("apiserver"));
   EXPECT_LT(took, std::chrono::seconds(3));
-  EXPECT_FALSE(fs::exists(hostDir(uid, "main")));
+  EXPECT_THAT(stateEntries(), ::testing::IsEmpty());
   EXPECT_EQ(annotationOf("cut", keys::kPodBindPhase), "allocating");
   EXPECT_EQ(annotationOf("cut", keys::kPodAssignment), before);
   // Once the apiserver answers again, the failure is recorded on the pod.
@@ -340,15 +341,19 @@ TEST_F(DevicePluginAgent, RemovesTheFoldersOfContainersThatAreGone) {
   startSimNode();
   PodSpec spec{"short", {{"main", {{kSimCount, 1}}, {grant("sim-0", 0, 0, 0, 0)}}}};
   const std::string uid = createPod(spec);
-  ASSERT_TRUE(kubelet->admit(kubeletPod(spec, uid)).admitted);
-  ASSERT_TRUE(fs::is_directory(hostDir(uid, "main")));
-  // A folder left by a container from before the agent's restart.
-  fs::create_directories(hostDir("0000-dead", "old"));
+  auto result = kubelet->admit(kubeletPod(spec, uid));
+  ASSERT_TRUE(result.admitted) << result.error;
+  const std::string folder = folderOf(result.allocations[0]);
+  ASSERT_TRUE(fs::is_directory(folder));
+  // Left by a container from before the agent's restart, or by an older agent.
+  fs::create_directories(stateRoot() / "0000-dead_old");
   agent->maintainNow();
-  EXPECT_FALSE(fs::exists(hostDir("0000-dead", "old")));
-  EXPECT_TRUE(fs::is_directory(hostDir(uid, "main")));
+  EXPECT_FALSE(fs::exists(stateRoot() / "0000-dead_old"));
+  EXPECT_TRUE(fs::is_directory(folder));
+  // The pod is deleted and the kubelet lets go of its devices: the folder goes.
   ASSERT_TRUE(api->remove("pods", "default", "short").ok());
-  EXPECT_TRUE(waitFor([&] { return !fs::exists(hostDir(uid, "main")); }));
+  kubelet->removePod(uid);
+  EXPECT_TRUE(waitFor([&] { return stateEntries().empty(); }));
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 #include <cstdlib>
 
 #include "agent_fixture.h"
-#include "vgpu/shared_region.h"
+#include "region_support.h"
 
 namespace vgpu::deviceplugin::testing {
 namespace {
@@ -59,28 +59,16 @@ std::string promtoolProblems(const TempDir& dir, const std::string& text) {
   return rc == 0 ? "" : (msg.empty() ? "promtool failed" : msg);
 }
 
-/// A region as libvgpu.so leaves it: this process attached, `used` bytes on device 0.
-void writeRegion(const std::string& path, const std::string& uuid, std::uint64_t used, std::uint64_t limit,
-                 std::uint32_t sm) {
-  fs::create_directories(fs::path(path).parent_path());
-  vgpu_region* region = nullptr;
-  char err[256];
-  ASSERT_EQ(vgpu_region_open(path.c_str(), &region, err, sizeof err), VGPU_REGION_OK) << err;
-  int slot = -1;
-  ASSERT_EQ(vgpu_region_attach(region, &slot, err, sizeof err), VGPU_REGION_OK) << err;
-  vgpu_region_publish_device(region, 0, uuid.c_str(), limit, sm);
-  ASSERT_EQ(vgpu_region_try_add(region, slot, 0, used, limit), VGPU_REGION_OK);
-  vgpu_region_close(region);
-}
-
 class DevicePluginMetrics : public AgentFixture {};
 
 TEST_F(DevicePluginMetrics, ExportsDeviceTotalsAndContainerUsageFromSharedRegionsInValidText) {
   startSimNode();
   PodSpec spec{"work", {{"main", {{kSimCount, 1}, {kSimMemory, 3000}}, {grant("sim-1", 1, 3000, 30, 0)}}}};
   const std::string uid = createPod(spec);
-  ASSERT_TRUE(kubelet->admit(kubeletPod(spec, uid)).admitted);
-  writeRegion(hostDir(uid, "main") + "/region", "sim-1", 512ull << 20, 3000ull << 20, 30);
+  auto admitted = kubelet->admit(kubeletPod(spec, uid));
+  ASSERT_TRUE(admitted.admitted) << admitted.error;
+  const std::string folder = folderOf(admitted.allocations[0]);
+  writeRegion(folder + "/region", "sim-1", 512ull << 20, 3000ull << 20, 30);
 
   ASSERT_FALSE(agent->metricsUrl().empty());
   const auto reply = httpGet(agent->metricsUrl(), "/metrics");
@@ -104,7 +92,8 @@ TEST_F(DevicePluginMetrics, ExportsDeviceTotalsAndContainerUsageFromSharedRegion
 
   // The pod goes away: its region is cleaned up and no longer exported.
   ASSERT_TRUE(api->remove("pods", "default", "work").ok());
-  ASSERT_TRUE(waitFor([&] { return !fs::exists(hostDir(uid, "main")); }));
+  kubelet->removePod(uid);
+  ASSERT_TRUE(waitFor([&] { return !fs::exists(folder); }));
   EXPECT_THAT(httpGet(agent->metricsUrl(), "/metrics").body, ::testing::Not(HasSubstr("pod=\"work\"")));
 }
 
@@ -133,14 +122,15 @@ TEST_F(DevicePluginMetrics, NvidiaBackendOnTheFakeNvmlAllocatesWithLimitsFileAnd
   EXPECT_EQ(env.at("NVIDIA_VISIBLE_DEVICES"), gpu1);
   EXPECT_EQ(env.at("CUDA_DEVICE_MEMORY_LIMIT_0"), "3000m");
   EXPECT_EQ(env.at("CUDA_DEVICE_SM_LIMIT"), "25");
-  EXPECT_TRUE(fs::exists(hostDir(uid, "train") + "/limits.env"));
+  const std::string folder = folderOf(result.allocations[0]);
+  EXPECT_TRUE(fs::exists(folder + "/limits.env"));
   bool limitsMounted = false;
   for (const auto& m : result.allocations[0].response.mounts)
-    limitsMounted = limitsMounted || (m.hostPath == hostDir(uid, "train") + "/limits.env" && m.readOnly);
+    limitsMounted = limitsMounted || (m.hostPath == folder + "/limits.env" && m.readOnly);
   EXPECT_TRUE(limitsMounted);
   EXPECT_EQ(annotationOf("cuda", keys::kPodBindPhase), "success");
 
-  writeRegion(hostDir(uid, "train") + "/shared/shared-region", gpu1, 100ull << 20, 3000ull << 20, 25);
+  writeRegion(folder + "/shared/shared-region", gpu1, 100ull << 20, 3000ull << 20, 25);
   const std::string text = agent->renderMetrics();
   EXPECT_EQ(promtoolProblems(dir, text), "");
   EXPECT_THAT(text, HasSubstr("vgpu_container_memory_used_bytes{namespace=\"default\",pod=\"cuda\",container=\"train\","

@@ -22,6 +22,8 @@
 #include <boost/json.hpp>
 
 #include "agent.h"
+#include "handout_store.h"
+#include "temp_dir.h"
 #include "vgpu/annotations.h"
 #include "vgpu/assignment.h"
 #include "vgpu/codec/assignment_codec.h"
@@ -32,31 +34,6 @@
 
 namespace vgpu::deviceplugin::testing {
 namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    // Short: unix socket paths are limited to 107 bytes.
-    std::string pattern = "/tmp/vdp-XXXXXX";
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  fs::path write(const std::string& name, const std::string& text) const {
-    const auto p = path_ / name;
-    fs::create_directories(p.parent_path());
-    const auto tmp = p.string() + ".tmp";
-    std::ofstream(tmp) << text;
-    fs::rename(tmp, p);
-    return p;
-  }
-
- private:
-  fs::path path_;
-};
 
 inline bool waitFor(const std::function<bool()>& cond, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;

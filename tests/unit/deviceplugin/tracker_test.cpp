@@ -176,5 +176,21 @@ TEST_F(DevicePluginTracker, CorrectionFollowsTheIdsTheKubeletReports) {
   EXPECT_TRUE(tracker.correction("uid-x", {{"c0", {{kRes, {"d0::1"}}}}}));
 }
 
+TEST_F(DevicePluginTracker, CorrectingTwoSwappedPodsLeavesNeitherWaitingAgain) {
+  tracker.upsert(pod("x", 1, {{g("d0", 0)}}));
+  tracker.upsert(pod("y", 2, {{g("d0", 1)}}));
+  ASSERT_TRUE(tracker.commit(std::get<Claim>(tracker.claim(kRes, {"d0::1"}))));  // went to y
+  ASSERT_TRUE(tracker.commit(std::get<Claim>(tracker.claim(kRes, {"d0::0"}))));  // went to x
+  // The kubelet says the reverse; each pod is corrected in turn.
+  ASSERT_TRUE(tracker.correction("uid-x", {{"c0", {{kRes, {"d0::1"}}}}}));
+  ASSERT_TRUE(tracker.correction("uid-y", {{"c0", {{kRes, {"d0::0"}}}}}));
+  // Both are admitted: the next pod's Allocate is its own, and both slices count.
+  tracker.upsert(pod("z", 3, {{g("d0", 2)}}));
+  auto next = tracker.claim(kRes, {"d0::3"});
+  ASSERT_TRUE(std::holds_alternative<Claim>(next));
+  EXPECT_EQ(std::get<Claim>(next).podName, "z");
+  EXPECT_EQ(tracker.usageByDevice().at("d0").first, 3000u);
+}
+
 }  // namespace
 }  // namespace vgpu::deviceplugin

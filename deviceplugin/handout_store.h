@@ -1,0 +1,88 @@
+#pragma once
+// What each Allocate handed out, and who holds it now.
+//
+// The kubelet's Allocate names device IDs, never the pod (DESIGN.md 6a): the pod the agent
+// attributes a container to is a guess that the PodResources pass may correct. So a
+// container's host folder (the limits file and the shared region libvgpu.so writes) is
+// named by the handout, i.e. the resource and the device IDs the kubelet gave, which no two
+// live containers share, and never by the guessed pod. The store keeps, per handout, the
+// pod and container that hold it (the guess at Allocate, PodResources' answer later), which
+// labels the metrics and decides when the folder may go.
+//
+// Layout under the root: <id>/ is the folder the container sees; <id>.json (outside it, so
+// the container cannot rewrite it) is the record an agent restart reads back.
+// Thread-safe; every method takes one lock, and the file work for one handout is done
+// under it so a cleanup scan never sees a half-made handout.
+
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "vgpu/limiter.h"
+#include "vgpu/resources.h"
+#include "vgpu/result.h"
+
+namespace vgpu::deviceplugin {
+
+/// One Allocate's handout and its current holder.
+struct Handout {
+  std::string id;                ///< handoutId(resource, ids): the folder's name
+  std::string resource;          ///< the kubelet resource, e.g. "nvidia.com/gpu"
+  std::vector<std::string> ids;  ///< the kubelet's device IDs, sorted
+  std::string backend;
+  std::string podUid;  ///< the holder; empty when only PodResources named it (pod not watched)
+  std::string podNamespace;
+  std::string podName;
+  std::string container;
+  Annotations podAnnotations;  ///< what the backend asked to have written on the holder pod
+
+  /// How the backend's limiter knows this container: unique among live containers (two
+  /// handouts never share an id) and stable across corrections and agent restarts.
+  ContainerRef backendRef() const { return {id, container}; }
+  bool operator==(const Handout&) const = default;
+};
+
+/// "<resource with '/' as '_'>-<16 hex digits>": a file name that stands for the resource and
+/// the set of IDs (in any order).
+std::string handoutId(const std::string& resource, std::vector<std::string> ids);
+
+class HandoutStore {
+ public:
+  explicit HandoutStore(std::filesystem::path root) : root_(std::move(root)) {}
+
+  /// Reads the records an earlier run left. Returns what could not be read (those folders
+  /// are treated as strays).
+  std::vector<std::string> load();
+
+  /// Records `h` (id set from its resource and IDs) and gives it an empty folder: IDs
+  /// handed out again belong to a new container, so whatever an earlier holder left goes.
+  /// Returns the folder's path. Errors name the path.
+  Result<std::string> create(Handout h);
+  /// Remembers the pod annotations the backend asked for. False if the handout is unknown.
+  bool setPodAnnotations(const std::string& id, const Annotations& annotations);
+  /// Attributes the handout to another holder; true when that changed something.
+  bool attribute(const std::string& id, const std::string& podUid, const std::string& podNamespace,
+                 const std::string& podName, const std::string& container);
+  /// Removes the record and the folder.
+  void remove(const std::string& id);
+  /// Removes whatever under the root belongs to no handout (left by a crash or an older
+  /// version); returns how many entries went.
+  std::size_t removeStrays();
+
+  std::optional<Handout> find(const std::string& id) const;
+  std::vector<Handout> all() const;
+  std::vector<Handout> heldBy(const std::string& podUid) const;
+  std::filesystem::path folder(const std::string& id) const { return root_ / id; }
+  const std::filesystem::path& root() const { return root_; }
+
+ private:
+  Status saveLocked(const Handout& h) const;
+
+  std::filesystem::path root_;
+  mutable std::mutex mu_;
+  std::vector<Handout> handouts_;  // few (one per live container): a vector is enough
+};
+
+}  // namespace vgpu::deviceplugin
