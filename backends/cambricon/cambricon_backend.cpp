@@ -382,10 +382,10 @@ Result<ContainerSpec> CambriconBackend::containerSpec(const ContainerGrant& gran
     if (options_.vendorAnnotations && !annotated) {
       annotated = true;
       const std::uint64_t units = memoryMiB / std::max<std::uint64_t>(rules_.memoryUnitMiB, 1);
-      spec.annotations[kVendorProfileKey] = idx + "_" + std::to_string(quota) + "_" + std::to_string(units);
-      spec.annotations[kVendorAssignedKey] = "true";
-      spec.annotations[kVendorInstanceKey] = std::to_string(record.profileId) + "_" + std::to_string(record.handle) +
-                                             "_" + idx + "_" + std::to_string(record.instanceId);
+      spec.podAnnotations[kVendorProfileKey] = idx + "_" + std::to_string(quota) + "_" + std::to_string(units);
+      spec.podAnnotations[kVendorAssignedKey] = "true";
+      spec.podAnnotations[kVendorInstanceKey] = std::to_string(record.profileId) + "_" + std::to_string(record.handle) +
+                                                "_" + idx + "_" + std::to_string(record.instanceId);
     }
   }
   if (auto s = saveSmluState(statePath(), state); !s.ok()) return abandon(s.error());

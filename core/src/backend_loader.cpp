@@ -163,6 +163,9 @@ class LoadedBackend final : public Backend, public Allocator, public Discovery, 
       static_cast<ContainerSpec*>(p)->devices.push_back({h, c, perms ? perms : "rw"});
     };
     sink.annotation = [](void* p, const char* k, const char* v) { static_cast<ContainerSpec*>(p)->annotations[k] = v; };
+    sink.pod_annotation = [](void* p, const char* k, const char* v) {
+      static_cast<ContainerSpec*>(p)->podAnnotations[k] = v;
+    };
     ErrorText err;
     if (table_.container_spec(instance_, &c, &sink, err.buf()) != VGPU_OK) return makeError(err.str("container spec refused"));
     return spec;

@@ -223,6 +223,10 @@ typedef struct vgpu_spec_sink {
   void (*mount)(void* ctx, const char* host_path, const char* container_path, uint32_t read_only);
   void (*device)(void* ctx, const char* host_path, const char* container_path, const char* permissions);
   void (*annotation)(void* ctx, const char* key, const char* value);
+  /* An annotation for the pod (not the container runtime): the node agent writes it on the
+   * pod with the Allocate outcome. Appended in 1.0 before release; may be null (a loader
+   * that records no pod annotations), so check it before calling. */
+  void (*pod_annotation)(void* ctx, const char* key, const char* value);
 } vgpu_spec_sink;
 
 typedef struct vgpu_backend vgpu_backend; /* a backend instance, opaque to the loader */

@@ -28,7 +28,10 @@ struct ContainerSpec {
   std::map<std::string, std::string> env;
   std::vector<Mount> mounts;
   std::vector<DeviceNode> devices;
-  std::map<std::string, std::string> annotations;
+  std::map<std::string, std::string> annotations;  ///< for the container runtime (the response's)
+  /// For the pod: the node agent writes them on the pod when it records the Allocate
+  /// outcome (e.g. what another vendor's components read there).
+  std::map<std::string, std::string> podAnnotations;
   bool operator==(const ContainerSpec&) const = default;
 };
 

@@ -252,19 +252,28 @@ TEST_F(CambriconLimiter, ReconcileForgetsInstancesSomeoneElseDestroyed) {
   EXPECT_THAT(fake_.driverState("profile"), IsEmpty());
 }
 
-TEST_F(CambriconLimiter, WritesTheVendorPluginsAnnotationsWithItsSpelling) {
+TEST_F(CambriconLimiter, WritesTheVendorPluginsAnnotationsWithItsSpellingForThePod) {
   auto backend = makeBackend(fake_.params({{"vendorPluginAnnotations", "true"}}));
   auto spec = backend->containerSpec(grantFor("p1", "c", {onCard(kUuid1, 1, 4096, 30)}));
   ASSERT_TRUE(spec.ok()) << spec.error().message;
-  EXPECT_EQ(spec->annotations.at("CAMBRICON_DSMLU_PROFILE"), "1_30_16");
-  EXPECT_EQ(spec->annotations.at("CAMBRICON_DSMLU_ASSIGHED"), "true");
-  EXPECT_FALSE(spec->annotations.contains("CAMBRICON_DSMLU_ASSIGNED"));
+  // They are the pod's (Cambricon's plugin reads them there), not the container runtime's.
+  EXPECT_EQ(spec->podAnnotations.at("CAMBRICON_DSMLU_PROFILE"), "1_30_16");
+  EXPECT_EQ(spec->podAnnotations.at("CAMBRICON_DSMLU_ASSIGHED"), "true");
+  EXPECT_FALSE(spec->podAnnotations.contains("CAMBRICON_DSMLU_ASSIGNED"));
+  EXPECT_FALSE(spec->annotations.contains("CAMBRICON_DSMLU_PROFILE"));
   auto state = loadSmluState(backend->statePath());
   ASSERT_TRUE(state.ok());
   const auto& r = state->instances.at(0);
-  EXPECT_EQ(spec->annotations.at("CAMBRICON_DSMLU_PROFILE_INSTANCE"),
+  EXPECT_EQ(spec->podAnnotations.at("CAMBRICON_DSMLU_PROFILE_INSTANCE"),
             std::to_string(r.profileId) + "_" + std::to_string(r.handle) + "_1_" + std::to_string(r.instanceId));
   EXPECT_EQ(r.instanceId, 1);
+}
+
+TEST_F(CambriconLimiter, WritesNoPodAnnotationsUnlessAskedTo) {
+  auto backend = makeBackend(fake_.params());
+  auto spec = backend->containerSpec(grantFor("p1", "c", {onCard(kUuid1, 1, 4096, 30)}));
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_TRUE(spec->podAnnotations.empty());
 }
 
 TEST_F(CambriconLimiter, ReportsACorruptStateFileByName) {

@@ -197,12 +197,17 @@ struct Adapter {
     try {
       auto spec = self(b).containerSpec(grantFromC(*grant, name));
       if (!spec.ok()) return fail(err, VGPU_ERROR_INVALID, spec.error().message);
+      if (!spec->podAnnotations.empty() && !sink->pod_annotation)
+        return fail(err, VGPU_ERROR_UNSUPPORTED,
+                    "the backend needs pod annotations written (" + spec->podAnnotations.begin()->first +
+                        "), but this node agent does not write them");
       for (const auto& [k, v] : spec->env) sink->env(sink->ctx, k.c_str(), v.c_str());
       for (const auto& m : spec->mounts)
         sink->mount(sink->ctx, m.hostPath.c_str(), m.containerPath.c_str(), m.readOnly ? 1u : 0u);
       for (const auto& d : spec->devices)
         sink->device(sink->ctx, d.hostPath.c_str(), d.containerPath.c_str(), d.permissions.c_str());
       for (const auto& [k, v] : spec->annotations) sink->annotation(sink->ctx, k.c_str(), v.c_str());
+      for (const auto& [k, v] : spec->podAnnotations) sink->pod_annotation(sink->ctx, k.c_str(), v.c_str());
       return VGPU_OK;
     } catch (const std::exception& e) {
       return fail(err, VGPU_ERROR_INTERNAL, std::string("container_spec threw: ") + e.what());
