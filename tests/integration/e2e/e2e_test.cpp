@@ -1,0 +1,277 @@
+// The whole flow with the real daemons: a Pod manifest goes through the admission webhook,
+// kube-scheduler's extender calls and the kubelet's Allocate, then its CUDA program runs
+// with what Allocate returned, libvgpu.so preloaded, against the fake driver.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "e2e_harness.h"
+#include "vgpu/annotations.h"
+#include "vgpu/virtual_device_id.h"
+
+namespace vgpu::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+constexpr std::uint64_t kMiB = 1024 * 1024;
+constexpr int kCudaOutOfMemory = 2;  // CUDA_ERROR_OUT_OF_MEMORY
+
+std::string readFile(const fs::path& path) {
+  std::ifstream in(path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string podYaml(const std::string& name, const std::string& limits) {
+  return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+         "\nspec:\n  containers:\n  - name: main\n    image: cuda-app\n    resources:\n      limits:\n" + limits;
+}
+
+/// Per container, the devices and the slices of them: what the engine decides (the slot
+/// is chosen at bind).
+void expectSamePlacement(const Assignment& actual, const Assignment& predicted) {
+  ASSERT_EQ(actual.containers.size(), predicted.containers.size());
+  for (size_t c = 0; c < actual.containers.size(); ++c) {
+    const auto& a = actual.containers[c].devices;
+    const auto& p = predicted.containers[c].devices;
+    ASSERT_EQ(a.size(), p.size()) << "container " << actual.containers[c].name;
+    for (size_t d = 0; d < a.size(); ++d) {
+      EXPECT_EQ(a[d].backend, p[d].backend);
+      EXPECT_EQ(a[d].deviceId, p[d].deviceId);
+      EXPECT_EQ(a[d].memoryMiB, p[d].memoryMiB);
+      EXPECT_EQ(a[d].compute, p[d].compute);
+    }
+  }
+}
+
+/// The virtual device IDs the assignment names for one container (DESIGN.md 6a).
+std::vector<std::string> virtualIds(const Assignment& a, const std::string& container) {
+  std::vector<std::string> ids;
+  for (const auto& g : a.container(container)->devices) ids.push_back(formatVirtualDeviceId(g.deviceId, g.slot));
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+/// The program's key=value lines up to "holding".
+std::map<std::string, std::string> readReport(ChildProcess& app) {
+  std::map<std::string, std::string> out;
+  while (auto line = app.readLine(kWait)) {
+    if (*line == "holding") break;
+    const auto eq = line->find('=');
+    if (eq != std::string::npos) out[line->substr(0, eq)] = line->substr(eq + 1);
+  }
+  return out;
+}
+
+/// Creates the pod, asks the placement engine where it should go, then lets the cluster
+/// place and admit it.
+struct PredictedRun {
+  Prediction prediction;
+  Result<PodRun> run = makeError("not run");
+};
+
+PredictedRun createPredictAndRun(Cluster& c, const std::string& yaml) {
+  PredictedRun out;
+  auto created = c.createPod(yaml);
+  EXPECT_TRUE(created.ok()) << created.error().message;
+  if (!created.ok()) return out;
+  auto predicted = c.predict(*created);
+  EXPECT_TRUE(predicted.ok()) << predicted.error().message;
+  if (predicted.ok()) out.prediction = *predicted;
+  const std::string name(created->at("metadata").at("name").as_string());
+  auto scheduled = c.schedulePod("default", name);
+  if (!scheduled.ok() || !scheduled->bound()) {
+    out.run = makeError(scheduled.ok() ? scheduled->error : scheduled.error().message);
+    return out;
+  }
+  auto admitted = c.admitPod("default", name);
+  if (!admitted.ok()) {
+    out.run = std::move(admitted).error();
+    return out;
+  }
+  PodRun run;
+  run.pod = *c.pod("default", name);
+  run.schedule = *scheduled;
+  run.admission = *admitted;
+  out.run = std::move(run);
+  return out;
+}
+
+const std::string kGpuA0 = "GPU-a0000000-0000-4000-8000-000000000000";
+const std::string kGpuA1 = "GPU-a1000000-0000-4000-8000-000000000000";
+const std::string kGpuB0 = "GPU-b0000000-0000-4000-8000-000000000000";
+
+TEST(E2EHappyPath, PodRunsOnThePredictedGpuWithExactlyItsMemoryAndFreesItForTheNextPod) {
+  Cluster cluster;
+  ASSERT_TRUE(cluster
+                  .start({{.name = "gpu-a", .gpus = {{.uuid = kGpuA0}, {.uuid = kGpuA1}}},
+                          {.name = "gpu-b", .gpus = {{.uuid = kGpuB0, .memoryMiB = 16384}}}})
+                  .ok());
+
+  // 30000 MiB fits only the 40 GiB GPUs of gpu-a.
+  constexpr std::uint64_t kLimitMiB = 30000;
+  auto train = createPredictAndRun(
+      cluster,
+      podYaml("train",
+              "        nvidia.com/gpu: 1\n        nvidia.com/gpumem: 30000\n        nvidia.com/gpucores: 30\n"));
+  ASSERT_TRUE(train.run.ok()) << train.run.error().message << "\nscheduler log:\n" << cluster.schedulerLog();
+  const PodRun& run = *train.run;
+  EXPECT_EQ(run.schedule.node, train.prediction.node);
+  EXPECT_EQ(train.prediction.node, "gpu-a") << "gpu-b: " << train.prediction.refusals["gpu-b"];
+  ASSERT_TRUE(run.schedule.failedNodes.contains("gpu-b"));
+  EXPECT_THAT(run.schedule.failedNodes.at("gpu-b"), HasSubstr("30000"));
+  auto assigned = cluster.assignmentOf("default", "train");
+  ASSERT_TRUE(assigned);
+  expectSamePlacement(*assigned, train.prediction.assignment);
+
+  // The kubelet was steered to exactly the assigned virtual devices, and the agent says so.
+  ASSERT_EQ(run.admission.allocations.size(), 1u);
+  auto got = run.admission.allocations[0].deviceIds;
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, virtualIds(*assigned, "main"));
+  EXPECT_TRUE(Cluster::waitUntil(
+      [&] { return cluster.annotationOf("default", "train", std::string(keys::kPodBindPhase)) == "success"; }));
+
+  // "Start the container": the program gets its limit, not a byte more.
+  const std::string gpu = assigned->containers[0].devices[0].deviceId;
+  const std::uint64_t limit = kLimitMiB * kMiB;
+  auto app = cluster.startContainer(run, "main", VGPU_E2E_CUDA_APP, {std::to_string(limit)});
+  ASSERT_TRUE(app.ok()) << app.error().message;
+  auto report = readReport(**app);
+  ASSERT_EQ(report["info"], "0") << "the program's stderr:\n" << (*app)->log();
+  EXPECT_EQ(report["total"], std::to_string(limit));
+  EXPECT_EQ(report["free"], std::to_string(limit));
+  EXPECT_EQ(report["alloc"], "0");
+  EXPECT_EQ(report["extra"], std::to_string(kCudaOutOfMemory));
+
+  // The agent reads the program's usage from the shared region in the pod's host folder.
+  const std::string series =
+      "vgpu_container_memory_used_bytes{namespace=\"default\",pod=\"train\",container=\"main\","
+      "device_uuid=\"" +
+      gpu + "\"";
+  std::string metrics;
+  EXPECT_TRUE(Cluster::waitUntil([&] {
+    metrics = cluster.agentMetrics("gpu-a");
+    return Cluster::metricValue(metrics, series) == static_cast<double>(limit);
+  })) << metrics;
+  (*app)->closeStdin();
+  auto status = (*app)->waitExit(kWait);
+  ASSERT_TRUE(status);
+  EXPECT_EQ(exitCodeOf(*status), 0);
+
+  // Two 20000 MiB GPUs on one node: gpu-a's first GPU is mostly taken, gpu-b has one GPU.
+  const std::string bigLimits = "        nvidia.com/gpu: 2\n        nvidia.com/gpumem: 20000\n";
+  auto big = cluster.createPod(podYaml("big", bigLimits));
+  ASSERT_TRUE(big.ok()) << big.error().message;
+  auto pending = cluster.schedulePod("default", "big");
+  ASSERT_TRUE(pending.ok()) << pending.error().message;
+  EXPECT_FALSE(pending->bound());
+  EXPECT_EQ(cluster.predict(*big)->node, "");
+
+  // Deleting the pod gives the memory back: kube-scheduler's retry now places it.
+  ASSERT_TRUE(cluster.deletePod("default", "train").ok());
+  std::optional<ScheduleOutcome> placed;
+  ASSERT_TRUE(Cluster::waitUntil([&] {
+    auto again = cluster.schedulePod("default", "big");
+    if (again.ok() && again->bound()) placed = *again;
+    return placed.has_value();
+  })) << pending->error;
+  auto bigPrediction = cluster.predict(*big);
+  ASSERT_TRUE(bigPrediction.ok());
+  EXPECT_EQ(placed->node, "gpu-a");
+  auto bigAssigned = cluster.assignmentOf("default", "big");
+  ASSERT_TRUE(bigAssigned);
+  expectSamePlacement(*bigAssigned, bigPrediction->assignment);
+  auto admitted = cluster.admitPod("default", "big");
+  ASSERT_TRUE(admitted.ok()) << admitted.error().message;
+  EXPECT_TRUE(admitted->admitted) << admitted->error;
+}
+
+#if defined(VGPU_E2E_FAKE_CNDEV) && defined(VGPU_E2E_FAKE_ROCM_DIR)
+/// The lines of one kind ("profile", "instance") in the fake cnDev's driver state.
+std::vector<std::string> cndevState(const Cluster& c, const std::string& node, const std::string& kind) {
+  std::vector<std::string> out;
+  std::istringstream lines(readFile(fs::path(c.nodeDir(node)) / "cndev.conf.state"));
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind(kind + " ", 0) == 0) out.push_back(line);
+  return out;
+}
+
+bool hasDevice(const ContainerSpec& spec, const std::string& containerPath) {
+  return std::any_of(spec.devices.begin(), spec.devices.end(),
+                     [&](const DeviceNode& d) { return d.containerPath == containerPath; });
+}
+
+TEST(E2EMixedCluster, EachVendorsPodLandsOnItsNodeAndAllocatesWithThatBackendsSpec) {
+  Cluster cluster;
+  ASSERT_TRUE(cluster
+                  .start({{.name = "gpu-node", .gpus = {{.uuid = kGpuA0}}},
+                          {.name = "mlu-node",
+                           .mlus = {{.uuid = "0a1b2c3d-0000-4000-8000-000000000000"},
+                                    {.uuid = "0a1b2c3d-0000-4000-8000-000000000001"}}},
+                          {.name = "dcu-node", .dcus = {{.serial = "S0"}, {.serial = "S1"}}}})
+                  .ok());
+
+  // MLU: 16 units of 256 MiB and 30% of a card, as an sMLU instance on the mlu node.
+  auto mlu = createPredictAndRun(cluster, podYaml("mlu-job",
+                                                  "        cambricon.com/vmlu: 1\n"
+                                                  "        cambricon.com/mlu.smlu.vmemory: 16\n"
+                                                  "        cambricon.com/mlu.smlu.vcore: 30\n"));
+  ASSERT_TRUE(mlu.run.ok()) << mlu.run.error().message << "\nmlu-node agent:\n" << cluster.agentLog("mlu-node");
+  EXPECT_EQ(mlu.prediction.node, "mlu-node");
+  EXPECT_EQ(mlu.run->schedule.node, "mlu-node");
+  auto mluAssigned = cluster.assignmentOf("default", "mlu-job");
+  ASSERT_TRUE(mluAssigned);
+  expectSamePlacement(*mluAssigned, mlu.prediction.assignment);
+  const DeviceGrant& card = mluAssigned->containers[0].devices[0];
+  EXPECT_EQ(card.memoryMiB, 16u * 256u);
+  const ContainerSpec mluSpec = mlu.run->specOf("main");
+  EXPECT_TRUE(hasDevice(mluSpec, "/dev/cambricon_dev" + std::to_string(card.deviceIndex))) << mluSpec.devices.size();
+  EXPECT_TRUE(mluSpec.env.contains("VIRTUAL_DEVICES"));
+  auto instances = cndevState(cluster, "mlu-node", "instance");
+  ASSERT_EQ(instances.size(), 1u);
+  EXPECT_THAT(instances[0], HasSubstr("card=" + std::to_string(card.deviceIndex) + " "));
+  EXPECT_THAT(cndevState(cluster, "mlu-node", "profile").at(0), HasSubstr("quota=30 "));
+
+  // DCU: 4000 MiB and 25% of the compute units, as a vDCU configuration file.
+  auto dcu = createPredictAndRun(cluster, podYaml("dcu-job",
+                                                  "        hygon.com/dcunum: 1\n"
+                                                  "        hygon.com/dcumem: 4000\n"
+                                                  "        hygon.com/dcucores: 25\n"));
+  ASSERT_TRUE(dcu.run.ok()) << dcu.run.error().message << "\ndcu-node agent:\n" << cluster.agentLog("dcu-node");
+  EXPECT_EQ(dcu.prediction.node, "dcu-node");
+  EXPECT_EQ(dcu.run->schedule.node, "dcu-node");
+  auto dcuAssigned = cluster.assignmentOf("default", "dcu-job");
+  ASSERT_TRUE(dcuAssigned);
+  expectSamePlacement(*dcuAssigned, dcu.prediction.assignment);
+  const ContainerSpec dcuSpec = dcu.run->specOf("main");
+  EXPECT_TRUE(hasDevice(dcuSpec, "/dev/kfd"));
+  EXPECT_TRUE(hasDevice(dcuSpec, "/dev/dri/card" + std::to_string(dcuAssigned->containers[0].devices[0].deviceIndex)));
+  // The vDCU's configuration, written in the agent's state folder and mounted read-only
+  // where the DCU runtime reads it.
+  auto vdev = std::find_if(dcuSpec.mounts.begin(), dcuSpec.mounts.end(),
+                           [](const Mount& m) { return m.containerPath == "/etc/vdev/docker"; });
+  ASSERT_NE(vdev, dcuSpec.mounts.end());
+  EXPECT_TRUE(vdev->readOnly);
+  EXPECT_EQ(vdev->hostPath.rfind(cluster.nodeDir("dcu-node") + "/state/", 0), 0u) << vdev->hostPath;
+  EXPECT_THAT(readFile(fs::path(vdev->hostPath) / "vdev0.conf"), HasSubstr("mem: 4000 MiB"));
+
+  // And the GPU pod goes to the only node with GPUs.
+  auto gpu =
+      createPredictAndRun(cluster, podYaml("gpu-job", "        nvidia.com/gpu: 1\n        nvidia.com/gpumem: 1000\n"));
+  ASSERT_TRUE(gpu.run.ok()) << gpu.run.error().message;
+  EXPECT_EQ(gpu.prediction.node, "gpu-node");
+  EXPECT_EQ(gpu.run->schedule.node, "gpu-node");
+  EXPECT_EQ(gpu.run->specOf("main").env.at("NVIDIA_VISIBLE_DEVICES"), kGpuA0);
+}
+#endif
+
+}  // namespace
+}  // namespace vgpu::e2e

@@ -1,0 +1,78 @@
+#include "fake_nodes.h"
+
+#include <cstdio>
+#include <fstream>
+
+namespace vgpu::e2e {
+namespace fs = std::filesystem;
+
+std::string fakeGpuMachine(const std::vector<FakeGpu>& gpus) {
+  std::string text = "# written by the e2e harness\n";
+  for (const auto& g : gpus)
+    text += "gpu uuid=" + g.uuid + " name=\"" + g.model + "\" memory_mib=" + std::to_string(g.memoryMiB) + "\n";
+  return text;
+}
+
+std::string fakeCndevConfig(const std::vector<FakeMlu>& mlus) {
+  if (mlus.empty()) return "option noDriver=1\n";
+  std::string text;
+  for (const auto& m : mlus)
+    text += "card uuid=" + m.uuid + " name=" + m.model + " memoryMB=" + std::to_string(m.memoryMiB) +
+            " numa=0 health=1 smlu=" + (m.smlu ? "on" : "off") + "\n";
+  return text;
+}
+
+namespace {
+
+Status writeText(const fs::path& path, const std::string& text) {
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  if (!out.flush()) return makeError("cannot write " + path.string());
+  return {};
+}
+
+std::string hex2(int v) {
+  char b[8];
+  std::snprintf(b, sizeof b, "%02x", v);
+  return b;
+}
+
+}  // namespace
+
+Status writeFakeDcuNode(const fs::path& root, const std::vector<FakeDcu>& dcus) {
+  const fs::path sys = root / "sys", dev = root / "dev";
+  std::error_code ec;
+  fs::create_directories(sys / "class" / "drm", ec);
+  fs::create_directories(dev / "dri", ec);
+  if (ec) return makeError("cannot create " + sys.string() + ": " + ec.message());
+  std::string conf = "# written by the e2e harness\n";
+  for (size_t i = 0; i < dcus.size(); ++i) {
+    const auto& d = dcus[i];
+    const int index = static_cast<int>(i);
+    const std::string bdf = "0000:" + hex2(0x10 + 0x10 * index) + ":00.0";
+    const int render = 128 + index;
+    // What the Hygon backend reads to tie a DCU to its /dev/dri nodes: the PCI vendor and
+    // the drm class links, as sysfs has them.
+    const fs::path pci = sys / "devices" / "pci0000:00" / bdf;
+    if (auto s = writeText(pci / "vendor", "0x1d94\n"); !s.ok()) return s;
+    for (const std::string& n : {"card" + std::to_string(index), "renderD" + std::to_string(render)}) {
+      fs::create_directories(sys / "class" / "drm" / n, ec);
+      fs::create_directory_symlink(fs::path("../../../devices/pci0000:00") / bdf, sys / "class" / "drm" / n / "device",
+                                   ec);
+      if (ec) return makeError("cannot link " + n + ": " + ec.message());
+      if (auto s = writeText(dev / "dri" / n, ""); !s.ok()) return s;
+    }
+    conf += "device serial=" + d.serial + " pciId=" + d.pciId + " vramMiB=" + std::to_string(d.memoryMiB) +
+            " cus=" + std::to_string(d.computeUnits) + " numa=0 bdf=" + bdf + " renderMinor=" + std::to_string(render) +
+            "\n";
+  }
+  if (!dcus.empty()) {
+    if (auto s = writeText(dev / "kfd", ""); !s.ok()) return s;
+    if (auto s = writeText(dev / "mkfd", ""); !s.ok()) return s;
+  }
+  return writeText(root / "rocm.conf", conf);
+}
+
+}  // namespace vgpu::e2e

@@ -1,0 +1,54 @@
+#pragma once
+// The devices of one simulated node and the files that make the fake vendor libraries
+// report them: the fake NVML/libcuda machine file, the fake cnDev config, and for DCUs the
+// fake ROCm-SMI/hydmi config plus the sysfs and /dev entries the Hygon backend reads.
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "vgpu/result.h"
+
+namespace vgpu::e2e {
+
+/// An NVIDIA GPU of the fake NVML / libcuda (tests/fakes/gpu/README.md).
+struct FakeGpu {
+  std::string uuid{};  ///< GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx
+  std::string model = "NVIDIA A100-SXM4-40GB";
+  std::uint64_t memoryMiB = 40960;
+};
+
+/// A Cambricon card of the fake cnDev (tests/fakes/cndev/fake_cndev.cpp).
+struct FakeMlu {
+  std::string uuid{};  ///< 36 characters; the device id is "MLU-<uuid>"
+  std::string model = "MLU370-X8";
+  std::uint64_t memoryMiB = 24576;
+  bool smlu = true;  ///< sMLU mode: can be shared
+};
+
+/// A Hygon DCU of the fake ROCm-SMI / hydmi (tests/fakes/rocm/README.md); the harness
+/// builds its sysfs and /dev entries. The device id is "DCU-<serial>".
+struct FakeDcu {
+  std::string serial{};
+  std::string pciId = "54b7";  ///< Z100
+  std::uint64_t memoryMiB = 16368;
+  int computeUnits = 60;
+};
+
+struct NodeSpec {
+  std::string name{};
+  std::vector<FakeGpu> gpus{};
+  std::vector<FakeMlu> mlus{};
+  std::vector<FakeDcu> dcus{};
+};
+
+/// VGPU_FAKE_GPU_CONFIG text for these GPUs (no `gpu` line: a node without NVIDIA GPUs).
+std::string fakeGpuMachine(const std::vector<FakeGpu>& gpus);
+/// VGPU_FAKE_CNDEV_CONFIG text; without cards, a node without the Cambricon driver.
+std::string fakeCndevConfig(const std::vector<FakeMlu>& mlus);
+/// Writes `root`/rocm.conf (VGPU_FAKE_ROCM_CONFIG), `root`/sys and `root`/dev for these
+/// DCUs (empty trees without DCUs: no Hygon device there).
+Status writeFakeDcuNode(const std::filesystem::path& root, const std::vector<FakeDcu>& dcus);
+
+}  // namespace vgpu::e2e
