@@ -567,6 +567,11 @@ void FakeApiServer::setToken(std::string token) {
 void FakeApiServer::releaseHangs() { impl_->store.releaseHangs(); }
 
 Status FakeApiServer::restart(bool keepHistory) {
+  {
+    // After stop() too: the apiserver comes back after an outage.
+    std::lock_guard lock(impl_->mu);
+    impl_->stopped = false;
+  }
   impl_->stopListening();
   impl_->killConnections();
   if (!keepHistory) impl_->store.compactHistory();

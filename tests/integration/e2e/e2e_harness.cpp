@@ -261,26 +261,20 @@ Status Cluster::start(std::vector<NodeSpec> nodes) {
 // ---- the apiserver ----
 
 void Cluster::stopApiServer() {
-  if (!api_) return;
-  savedNodes_ = api_->list("nodes");
-  savedPods_ = api_->list("pods");
-  api_->stop();
-  api_.reset();
+  if (api_) api_->stop();
+  apiDown_ = true;
 }
 
 Status Cluster::startApiServer() {
-  fakes::FakeApiServerOptions o;
-  o.port = apiPort_;
-  auto started = fakes::FakeApiServer::start(o);
+  if (api_) {
+    // The same store and resourceVersion counter, as a restarted apiserver over its etcd.
+    if (auto s = api_->restart(true); !s.ok()) return makeError("apiserver double: " + s.error().message);
+    apiDown_ = false;
+    return {};
+  }
+  auto started = fakes::FakeApiServer::start();
   if (!started.ok()) return makeError("apiserver double: " + started.error().message);
   api_ = std::move(started).value();
-  apiPort_ = api_->port();
-  for (auto* saved : {&savedNodes_, &savedPods_})
-    for (auto& obj : *saved)
-      if (auto c = api_->create(saved == &savedNodes_ ? "nodes" : "pods", obj); !c.ok())
-        return makeError("restoring " + str(at(obj, {"metadata", "name"})) + ": " + c.error().message);
-  savedNodes_.clear();
-  savedPods_.clear();
   return {};
 }
 
@@ -468,6 +462,7 @@ std::string Cluster::agentMetrics(const std::string& name) {
 // ---- the pod's path ----
 
 Result<json::object> Cluster::createPod(const std::string& manifestYaml) {
+  if (apiDown_) return makeError("the apiserver is down");
   auto parsed = parseManifest(manifestYaml);
   if (!parsed.ok()) return std::move(parsed).error();
   json::object pod = std::move(parsed).value();
@@ -556,6 +551,7 @@ std::vector<std::string> Cluster::kubeSchedulerCandidates(const json::object& po
 }
 
 Result<ScheduleOutcome> Cluster::schedulePod(const std::string& ns, const std::string& name) {
+  if (apiDown_) return makeError("the apiserver is down");
   auto stored = pod(ns, name);
   if (!stored) return makeError("pod " + ns + "/" + name + " does not exist");
   if (str(at(*stored, {"spec", "schedulerName"})) != kSchedulerName)
@@ -621,6 +617,7 @@ Result<ScheduleOutcome> Cluster::schedulePod(const std::string& ns, const std::s
 }
 
 Result<fakes::AdmitResult> Cluster::admitPod(const std::string& ns, const std::string& name) {
+  if (apiDown_) return makeError("the apiserver is down");
   std::string nodeName;
   if (!waitUntil([&] {
         auto p = pod(ns, name);
@@ -665,6 +662,7 @@ Result<PodRun> Cluster::runPod(const std::string& manifestYaml) {
 }
 
 Status Cluster::deletePod(const std::string& ns, const std::string& name) {
+  if (apiDown_) return makeError("the apiserver is down");
   auto p = pod(ns, name);
   if (!p) return makeError("pod " + ns + "/" + name + " does not exist");
   const std::string nodeName = str(at(*p, {"spec", "nodeName"})), uid = str(at(*p, {"metadata", "uid"}));
@@ -710,11 +708,11 @@ Result<std::unique_ptr<ChildProcess>> Cluster::startContainer(const PodRun& run,
 // ---- observation ----
 
 std::optional<json::object> Cluster::pod(const std::string& ns, const std::string& name) const {
-  return api_ ? api_->get("pods", ns, name) : std::nullopt;
+  return api_ && !apiDown_ ? api_->get("pods", ns, name) : std::nullopt;
 }
 
 std::string Cluster::annotationOf(const std::string& ns, const std::string& name, const std::string& key) const {
-  if (!api_) return "";
+  if (!api_ || apiDown_) return "";
   auto obj = ns.empty() ? api_->get("nodes", "", name) : api_->get("pods", ns, name);
   return obj ? str(at(*obj, {"metadata", "annotations", key.c_str()})) : "";
 }
@@ -726,6 +724,7 @@ std::optional<Assignment> Cluster::assignmentOf(const std::string& ns, const std
 }
 
 Result<Prediction> Cluster::predict(const json::object& podObj) {
+  if (apiDown_) return makeError("the apiserver is down");
   auto info = parsePod(podObj);
   if (!info.ok()) return std::move(info).error();
   const BackendSet& backends = loaded_->backends;

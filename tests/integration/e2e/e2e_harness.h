@@ -18,12 +18,16 @@
 // and Hygon backends enabled, per-node overrides for folders. A backend whose fake driver
 // has no device on a node is skipped there by the agent, as on a real mixed cluster.
 //
-// Typical use (see e2e_test.cpp):
-//   Cluster c;
-//   ASSERT_TRUE(c.start({{.name = "gpu-a", .gpus = {{.uuid = ...}}}}).ok());
+// Typical use (see e2e_test.cpp; a test file here is built by this folder's CMakeLists.txt,
+// e2e_failure_test.cpp included, linking vgpu_e2e_harness, with VGPU_E2E_CUDA_APP defined):
+//   Cluster c;                                  // options: split counts, policies, heartbeats
+//   ASSERT_TRUE(c.start({{.name = "gpu-a", .gpus = {{.uuid = "GPU-..."}}}}).ok());
 //   auto run = c.runPod(yamlManifest);          // webhook, store, filter, prioritize, bind, Allocate
-//   auto app = c.startContainer(run->admission, "main", program, args);
+//   ASSERT_TRUE(run.ok()) << run.error().message;
+//   auto app = c.startContainer(*run, "main", VGPU_E2E_CUDA_APP, {"1048576"});
 //   c.deletePod("default", "name");
+// or step by step (createPod, predict, schedulePod, admitPod) to look in between; a pod
+// that does not fit comes back from schedulePod with bound() false and the reasons.
 //
 // Nothing here sleeps for synchronization: every wait polls a condition until a deadline
 // (kWait unless stated) and reports what it saw. Every child is killed and reaped by the
@@ -188,11 +192,11 @@ class Cluster {
   /// The kubelet restarts: every socket in its plugin folder deleted, kubelet.sock
   /// recreated; admitted pods keep their devices. Waits for the agent to register again.
   Status restartKubelet(const std::string& node);
-  /// The apiserver goes away: the objects are kept here, the port stays reserved in the
-  /// sense that startApiServer() listens on it again.
+  /// The apiserver goes away: it stops listening and drops every connection (clients get
+  /// "connection refused"); its objects stay. The pod steps fail while it is down.
   void stopApiServer();
-  /// A new apiserver double on the same port with the objects it had (same uids; the
-  /// resourceVersions start over, as after an etcd restore).
+  /// It listens again on the same port with the same objects, resourceVersions and watch
+  /// history, as an apiserver restarted over the same etcd.
   Status startApiServer();
 
  private:
@@ -210,8 +214,7 @@ class Cluster {
   std::vector<NodeSpec> specs_;
   std::string dir_;  ///< one temp folder for everything; removed by the destructor
   std::unique_ptr<fakes::FakeApiServer> api_;
-  std::uint16_t apiPort_ = 0;
-  std::vector<boost::json::object> savedNodes_, savedPods_;  ///< while the apiserver is down
+  bool apiDown_ = false;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::unique_ptr<ChildProcess> scheduler_;
   std::string schedulerUrl_;

@@ -95,7 +95,8 @@ class FakeApiServer {
   void setToken(std::string token);
   void releaseHangs();
   /// Drops every connection, stops listening and listens again on the same port, keeping
-  /// the objects; `keepHistory` false also compacts (as a fresh watch cache would).
+  /// the objects; `keepHistory` false also compacts (as a fresh watch cache would). After
+  /// stop() it listens again: an outage that ends.
   Status restart(bool keepHistory = true);
   /// Stops serving; safe to call twice.
   void stop();
