@@ -351,7 +351,9 @@ Status Cluster::startAgent(const std::string& name) {
   const size_t want = registeredBefore + n->backendsHere().size();
   if (!waitUntil([&] { return n->kubelet->registrations().size() >= want; }))
     return makeError("vgpu-device-plugin on " + name + " did not register its plugins; its log:\n" + n->agent->log());
-  return waitForAgentDevices(*n);
+  if (auto s = waitForAgentDevices(*n); !s.ok()) return s;
+  // A running scheduler must see the node's devices again before it can place there.
+  return scheduler_ && scheduler_->running() ? waitForSchedulerCache() : Status{};
 }
 
 void Cluster::stopAgent(const std::string& name, bool graceful) {
@@ -583,6 +585,7 @@ Result<ScheduleOutcome> Cluster::schedulePod(const std::string& ns, const std::s
   for (const char* key : {"FailedNodes", "FailedAndUnresolvableNodes"})
     if (const auto* m = f.if_contains(key); m && m->is_object())
       for (const auto& [node, why] : m->as_object()) out.failedNodes[std::string(node)] = str(&why);
+  std::sort(out.fitting.begin(), out.fitting.end());
   if (!str(f.if_contains("Error")).empty()) {
     out.error = "filter: " + str(f.if_contains("Error"));
     return out;

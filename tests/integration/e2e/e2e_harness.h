@@ -187,7 +187,8 @@ class Cluster {
   /// Starts it and waits for /readyz and for every running agent's devices in its cache.
   Status startScheduler();
   void stopAgent(const std::string& node, bool graceful = true);
-  /// Starts it and waits until its plugins registered and sent devices to the kubelet.
+  /// Starts it and waits until its plugins registered and sent devices to the kubelet, the
+  /// Node shows its inventory and (when running) the scheduler's cache has its devices.
   Status startAgent(const std::string& node);
   /// The kubelet restarts: every socket in its plugin folder deleted, kubelet.sock
   /// recreated; admitted pods keep their devices. Waits for the agent to register again.

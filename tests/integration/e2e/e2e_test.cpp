@@ -139,6 +139,15 @@ TEST(E2EHappyPath, PodRunsOnThePredictedGpuWithExactlyItsMemoryAndFreesItForTheN
   EXPECT_TRUE(Cluster::waitUntil(
       [&] { return cluster.annotationOf("default", "train", std::string(keys::kPodBindPhase)) == "success"; }));
 
+  // The limits reach the container twice: in its environment and in a read-only file
+  // that wins over it.
+  const ContainerSpec spec = run.specOf("main");
+  EXPECT_EQ(spec.env.at("NVIDIA_VISIBLE_DEVICES"), assigned->containers[0].devices[0].deviceId);
+  EXPECT_EQ(spec.env.at("CUDA_DEVICE_SM_LIMIT"), "30");
+  EXPECT_THAT(spec.mounts,
+              ::testing::Contains(::testing::AllOf(::testing::Field(&Mount::containerPath, "/etc/vgpu/limits.env"),
+                                                   ::testing::Field(&Mount::readOnly, true))));
+
   // "Start the container": the program gets its limit, not a byte more.
   const std::string gpu = assigned->containers[0].devices[0].deviceId;
   const std::uint64_t limit = kLimitMiB * kMiB;
