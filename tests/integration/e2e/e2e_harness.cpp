@@ -136,6 +136,16 @@ std::string urlAfter(const std::string& log, const std::string& marker) {
   return log.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
 }
 
+/// remove_all, also through the overlays' work folders, which the kernel leaves with mode
+/// 000 (unremovable by their owner unless made readable first).
+void removeTree(const fs::path& root) {
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_directory(ec) && !it->is_symlink(ec))
+      fs::permissions(it->path(), fs::perms::owner_all, fs::perm_options::add, ec);
+  fs::remove_all(root, ec);
+}
+
 }  // namespace
 
 // ---- PodRun ----
@@ -170,10 +180,7 @@ Cluster::~Cluster() {
   }
   if (api_) api_->stop();
   // Keep the folder of a failed run for its logs when asked to.
-  if (std::getenv("VGPU_E2E_KEEP") == nullptr && !dir_.empty()) {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
+  if (std::getenv("VGPU_E2E_KEEP") == nullptr && !dir_.empty()) removeTree(dir_);
 }
 
 std::string Cluster::configPath() const { return (fs::path(dir_) / "device-config.yaml").string(); }
