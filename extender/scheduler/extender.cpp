@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <optional>
+#include <unordered_map>
 
 #include <boost/json.hpp>
 #include <spdlog/spdlog.h>
+
+#include "extender_args.h"
+#include "filter_result.h"
+#include "json_writer.h"
 
 #include "vgpu/annotations.h"
 #include "vgpu/codec/assignment_codec.h"
@@ -36,20 +40,6 @@ Result<json::object> parseBody(const std::string& body, const char* what, json::
   if (ec) return makeError(std::string(what) + ": the body is not JSON: " + ec.message());
   if (!v.is_object()) return makeError(std::string(what) + ": the body is not a JSON object");
   return std::move(v.get_object());
-}
-
-/// `text` as a JSON string literal; node names are plain DNS names, so the fast path is a copy.
-void appendJsonString(std::string& out, std::string_view text) {
-  const bool plain = std::all_of(text.begin(), text.end(), [](char c) {
-    return c >= 0x20 && c != '"' && c != '\\' && static_cast<unsigned char>(c) < 0x80;
-  });
-  if (plain) {
-    out += '"';
-    out += text;
-    out += '"';
-  } else {
-    out += json::serialize(json::string(text));
-  }
 }
 
 /// The pod of a request, with its device request resolved (when it asks for any).
@@ -86,61 +76,59 @@ PodContext podContext(const json::value& podJson, const BackendSet& backends) {
   return ctx;
 }
 
-/// The candidates of ExtenderArgs: NodeNames (nodeCacheCapable) or Nodes.items.
-struct Candidates {
-  bool cacheCapable = false;
-  std::vector<std::string_view> names;  ///< into the parsed request, which outlives them
-  std::vector<const json::object*> objects;  ///< parallel to names when !cacheCapable
-};
+/// Words for the engine's refusals, formatted once per distinct refusal: nodes in the same
+/// state refuse a pod identically, and explain() costs far more than comparing refusals.
+class RefusalWords {
+ public:
+  RefusalWords(const PlacementEngine& engine, const PreparedPod& pod, FilterResult& result)
+      : engine_(engine), pod_(pod), result_(result) {}
 
-Result<Candidates> candidates(const json::object& args) {
-  Candidates c;
-  const json::value* names = args.if_contains("NodeNames");
-  const json::value* nodes = args.if_contains("Nodes");
-  if (names && names->is_array()) {
-    c.cacheCapable = true;
-    for (const auto& n : names->get_array()) {
-      if (!n.is_string()) return makeError("NodeNames must be an array of strings");
-      c.names.push_back(std::string_view(n.get_string()));
-    }
-    return c;
+  FilterResult::ReasonId operator()(const NodeState& node, const NodeEvaluation& eval) {
+    // The only refusal whose words depend on the node rather than on the refusal itself.
+    if (eval.refusal.kind == NodeRefusal::Kind::kUnavailable) return result_.reason(node.unavailable);
+    auto [it, added] = memo_.try_emplace(eval.refusal, 0);
+    if (added) it->second = result_.reason(engine_.explain(pod_, node, eval));
+    return it->second;
   }
-  if (nodes && nodes->is_object()) {
-    const json::value* items = nodes->get_object().if_contains("items");
-    if (items && items->is_array()) {
-      for (const auto& n : items->get_array()) {
-        if (!n.is_object()) return makeError("Nodes.items must hold Node objects");
-        const std::string_view name = k8s::name(n.get_object());
-        if (name.empty()) return makeError("a node in Nodes.items has no metadata.name");
-        c.names.push_back(name);
-        c.objects.push_back(&n.get_object());
+
+ private:
+  static bool same(const vgpu_fit_result& a, const vgpu_fit_result& b) {
+    return a.fits == b.fits && a.reason == b.reason && a.needed == b.needed && a.available == b.available &&
+           a.take.shares == b.take.shares && a.take.compute == b.take.compute && a.take.memory_mib == b.take.memory_mib;
+  }
+  struct Equal {
+    bool operator()(const NodeRefusal& a, const NodeRefusal& b) const {
+      if (a.kind != b.kind || a.container != b.container || a.request != b.request ||
+          a.devicesConsidered != b.devicesConsidered || a.devicesFitting != b.devicesFitting ||
+          a.reasonCount != b.reasonCount)
+        return false;
+      for (std::uint8_t i = 0; i < a.reasonCount; ++i)
+        if (a.reasons[i].devices != b.reasons[i].devices || !same(a.reasons[i].example, b.reasons[i].example))
+          return false;
+      return true;
+    }
+  };
+  struct Hash {
+    std::size_t operator()(const NodeRefusal& r) const {
+      std::size_t h = static_cast<std::size_t>(r.kind) * 31 + static_cast<std::size_t>(r.container);
+      auto mix = [&h](std::uint64_t v) { h = (h ^ v) * 0x100000001b3ull; };
+      mix(static_cast<std::uint64_t>(r.request));
+      mix(r.devicesConsidered);
+      mix(r.devicesFitting);
+      for (std::uint8_t i = 0; i < r.reasonCount; ++i) {
+        mix(static_cast<std::uint64_t>(r.reasons[i].example.reason));
+        mix(r.reasons[i].example.needed);
+        mix(r.reasons[i].example.available);
+        mix(r.reasons[i].devices);
       }
-      return c;
+      return h;
     }
-    if (!items || items->is_null()) return c;  // an empty list
-  }
-  return makeError("ExtenderArgs needs NodeNames (nodeCacheCapable) or Nodes.items");
-}
-
-/// Evaluation of one candidate.
-struct Verdict {
-  bool fits = false;
-  bool unresolvable = false;
-  double score = 0;
-  std::string reason;
+  };
+  const PlacementEngine& engine_;
+  const PreparedPod& pod_;
+  FilterResult& result_;
+  std::unordered_map<NodeRefusal, FilterResult::ReasonId, Hash, Equal> memo_;
 };
-
-/// "no fitting node: 3 nodes: <reason>; 2 nodes: <reason>" for events.
-std::string summarize(const std::map<std::string, std::string>& failed, size_t total) {
-  std::map<std::string, size_t> byReason;
-  for (const auto& [node, why] : failed) ++byReason[why];
-  std::vector<std::pair<size_t, std::string>> sorted;
-  for (auto& [why, n] : byReason) sorted.emplace_back(n, why);
-  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::string out = "0/" + std::to_string(total) + " nodes can take the pod";
-  for (size_t i = 0; i < sorted.size() && i < 3; ++i) out += "; " + std::to_string(sorted[i].first) + " node(s): " + sorted[i].second;
-  return out;
-}
 
 std::string describeAssignment(const Assignment& a) {
   std::string out = "node " + a.node + ":";
@@ -166,40 +154,30 @@ Extender::Extender(const BackendSet& backends, const SchedulerConfig& config, Cl
 
 http::Response Extender::filter(const http::Request& request) {
   const auto start = SteadyClock::now();
-  // One arena per request: thousands of node names parse without a malloc each.
-  json::monotonic_resource arena(request.body.size() * 2 + 4096);
-  auto args = parseBody(request.body, "filter", &arena);
-  if (!args.ok()) return badRequest(args.error().message);
-  const json::value* podJson = args->if_contains("Pod");
-  if (!podJson || !podJson->is_object()) return badRequest("filter: ExtenderArgs has no Pod object");
-  auto cands = candidates(*args);
-  if (!cands.ok()) return badRequest("filter: " + cands.error().message);
+  // One arena per request for the Pod (and a Nodes list): its tree costs no malloc per node.
+  json::monotonic_resource arena(16384);
+  auto args = parseExtenderArgs(request.body, &arena);
+  if (!args.ok()) return badRequest("filter: " + args.error().message);
+  const auto& names = args->names;
 
-  PodContext pod = podContext(*podJson, backends_);
-  std::vector<size_t> passed;  // indices into the candidates
-  json::array passedObjects;
-  std::map<std::string, std::string> failed, unresolvable;
-  auto pass = [&](size_t i) {
-    if (cands->cacheCapable) passed.push_back(i);
-    else passedObjects.push_back(*cands->objects[i]);
-  };
-
+  PodContext pod = podContext(args->pod, backends_);
+  FilterResult result(names.size());
   if (!pod.ours) {
-    for (size_t i = 0; i < cands->names.size(); ++i) pass(i);  // not ours: every node is fine
+    for (std::uint32_t i = 0; i < names.size(); ++i) result.pass(i);  // not ours: every node is fine
   } else if (!pod.invalid.empty()) {
-    for (const auto& n : cands->names) unresolvable[std::string(n)] = "invalid vgpu request: " + pod.invalid;
+    const auto why = result.reason("invalid vgpu request: " + pod.invalid);
+    for (std::uint32_t i = 0; i < names.size(); ++i) result.fail(i, why, true);
   } else {
-    std::vector<Verdict> verdicts(cands->names.size());
-    cache_.readNodes(cands->names, [&](const std::vector<const NodeEntry*>& entries, std::chrono::system_clock::time_point now) {
-      for (size_t i = 0; i < cands->names.size(); ++i) {
-        Verdict& v = verdicts[i];
+    RefusalWords words(engine_, *pod.prepared, result);
+    cache_.readNodes(names, [&](const std::vector<const NodeEntry*>& entries, std::chrono::system_clock::time_point now) {
+      for (std::uint32_t i = 0; i < names.size(); ++i) {
         const NodeEntry* node = entries[i];
         if (i + 2 < entries.size() && entries[i + 2]) __builtin_prefetch(entries[i + 2]->state.usage.data());
         std::optional<NodeEntry> transient;
-        if (!node && !cands->cacheCapable) {
+        if (!node && !args->cacheCapable) {
           // A node the cache has not seen (e.g. the cluster autoscaler's template): judge it
           // by the annotations in the request, with nothing placed on it yet.
-          ParsedNode parsed = parseNode(*cands->objects[i], backends_);
+          ParsedNode parsed = parseNode(args->nodes[i].get_object(), backends_);
           transient.emplace();
           transient->state = NodeState(parsed.name, std::make_shared<const NodeInventory>(std::move(parsed.devices),
                                                                                           backends_, parsed.cordoned));
@@ -208,89 +186,48 @@ http::Response Extender::filter(const http::Request& request) {
           node = &*transient;
         }
         if (!node) {
-          v.reason = "node is not known to vgpu-scheduler yet (its Node object has not been seen)";
+          result.fail(i, result.reason("node is not known to vgpu-scheduler yet (its Node object has not been seen)"),
+                      false);
           continue;
         }
         if (auto why = nodeUnusableReason(*node, now, heartbeatTimeout_); !why.empty()) {
-          v.reason = why;
-          v.unresolvable = !node->state.unavailable.empty();
+          result.fail(i, result.reason(why), !node->state.unavailable.empty());
           continue;
         }
-        NodeEvaluation eval = engine_.evaluate(*pod.prepared, node->state);
-        v.fits = eval.fits;
-        if (!eval.fits) v.reason = engine_.explain(*pod.prepared, node->state, eval);
+        const NodeEvaluation eval = engine_.evaluate(*pod.prepared, node->state);
+        if (eval.fits) result.pass(i);
+        else result.fail(i, words(node->state, eval), false);
       }
     });
-    for (size_t i = 0; i < verdicts.size(); ++i) {
-      if (verdicts[i].fits) pass(i);
-      else (verdicts[i].unresolvable ? unresolvable : failed)[std::string(cands->names[i])] = std::move(verdicts[i].reason);
-    }
   }
 
-  // Written by hand: with thousands of names this is the largest part of the answer.
-  std::string body;
-  body.reserve(64 + passed.size() * (cands->names.empty() ? 0 : cands->names[0].size() + 3));
-  if (cands->cacheCapable) {
-    body += "{\"Nodes\":null,\"NodeNames\":[";  // always an array: null would reject every node
-    for (size_t k = 0; k < passed.size(); ++k) {
-      if (k) body += ',';
-      appendJsonString(body, cands->names[passed[k]]);
-    }
-    body += "],";
-  } else {
-    body += "{\"Nodes\":" + json::serialize(json::object{{"metadata", json::object()}, {"items", passedObjects}}) +
-            ",\"NodeNames\":null,";
-  }
-  const bool none = pod.ours && (cands->cacheCapable ? passed.empty() : passedObjects.empty());
-  auto appendMap = [&body](const std::map<std::string, std::string>& m) {
-    body += '{';
-    bool first = true;
-    for (const auto& [n, why] : m) {
-      if (!first) body += ',';
-      first = false;
-      appendJsonString(body, n);
-      body += ':';
-      appendJsonString(body, why);
-    }
-    body += '}';
-  };
-  body += "\"FailedNodes\":";
-  appendMap(failed);
-  body += ",\"FailedAndUnresolvableNodes\":";
-  appendMap(unresolvable);
-  body += ",\"Error\":\"\"}";
+  std::string body = result.toJson(*args);
   metrics_.filterDuration.observe(secondsSince(start));
 
-  if (none) {
-    std::map<std::string, std::string> all = failed;
-    all.insert(unresolvable.begin(), unresolvable.end());
+  if (pod.ours && result.passedCount() == 0) {
     const std::string reason = pod.invalid.empty() ? "no-fitting-node" : "invalid-request";
     metrics_.podsRefused.inc({reason});
-    const std::string message = pod.invalid.empty() ? summarize(all, cands->names.size()) : "invalid vgpu request: " + pod.invalid;
+    const std::string message = pod.invalid.empty() ? result.summary(names.size()) : "invalid vgpu request: " + pod.invalid;
     spdlog::info("pod={} filter: {}", pod.info.key(), message);
     events_.podEvent(pod.info.podNamespace, pod.info.name, pod.info.uid, "Warning", "FilteringFailed", message);
   } else if (pod.ours) {
-    spdlog::debug("pod={} filter: {} of {} nodes fit", pod.info.key(),
-                  cands->names.size() - failed.size() - unresolvable.size(), cands->names.size());
+    spdlog::debug("pod={} filter: {} of {} nodes fit", pod.info.key(), result.passedCount(), names.size());
   }
   return http::Response::json(std::move(body));
 }
 
 http::Response Extender::prioritize(const http::Request& request) {
   const auto start = SteadyClock::now();
-  json::monotonic_resource arena(request.body.size() * 2 + 4096);
-  auto args = parseBody(request.body, "prioritize", &arena);
-  if (!args.ok()) return badRequest(args.error().message);
-  const json::value* podJson = args->if_contains("Pod");
-  if (!podJson || !podJson->is_object()) return badRequest("prioritize: ExtenderArgs has no Pod object");
-  auto cands = candidates(*args);
-  if (!cands.ok()) return badRequest("prioritize: " + cands.error().message);
-  PodContext pod = podContext(*podJson, backends_);
-  std::vector<std::int64_t> scores(cands->names.size(), 0);
+  json::monotonic_resource arena(16384);
+  auto args = parseExtenderArgs(request.body, &arena);
+  if (!args.ok()) return badRequest("prioritize: " + args.error().message);
+  const auto& names = args->names;
+  PodContext pod = podContext(args->pod, backends_);
+  std::vector<std::int64_t> scores(names.size(), 0);
   if (pod.ours && pod.invalid.empty()) {
-    cache_.read([&](const ClusterCache::Lookup& lookup, std::chrono::system_clock::time_point now) {
-      for (size_t i = 0; i < cands->names.size(); ++i) {
-        const NodeEntry* node = lookup(cands->names[i]);
+    cache_.readNodes(names, [&](const std::vector<const NodeEntry*>& entries, std::chrono::system_clock::time_point now) {
+      for (size_t i = 0; i < names.size(); ++i) {
+        const NodeEntry* node = entries[i];
         if (!node || !nodeUnusableReason(*node, now, heartbeatTimeout_).empty()) continue;
         NodeEvaluation eval = engine_.evaluate(*pod.prepared, node->state);
         // The engine's 0..1 (higher is better under the pod's node policy) to the API's 0..10.
@@ -298,10 +235,21 @@ http::Response Extender::prioritize(const http::Request& request) {
       }
     });
   }
-  json::array out;
-  for (size_t i = 0; i < scores.size(); ++i) out.push_back(json::object{{"Host", cands->names[i]}, {"Score", scores[i]}});
+  // HostPriorityList, written directly as filter's answer is.
+  std::string body;
+  body.reserve(2 + names.size() * 32);
+  body += '[';
+  for (size_t i = 0; i < scores.size(); ++i) {
+    if (i) body += ',';
+    body += "{\"Host\":";
+    appendJsonString(body, names[i]);
+    body += ",\"Score\":";
+    body += std::to_string(scores[i]);
+    body += '}';
+  }
+  body += ']';
   metrics_.prioritizeDuration.observe(secondsSince(start));
-  return http::Response::json(json::serialize(out));
+  return http::Response::json(std::move(body));
 }
 
 http::Response Extender::bind(const http::Request& request) {

@@ -71,6 +71,20 @@ TEST_F(ExtenderFixture, SchedulerFilterNothingFitsStillAnswersAnEmptyArray) {
   }));
 }
 
+TEST_F(ExtenderFixture, SchedulerFilterGivesEachNodeTheReasonOfItsOwnState) {
+  // Reasons are formatted once per distinct refusal: equal nodes share one, others keep theirs.
+  h.createNode(nodeJson("small-2", gpus("small-2", 1, 8000)));
+  h.createNode(nodeJson("medium", gpus("medium", 1, 9000)));
+  ASSERT_TRUE(h.awaitNodes(6));
+  auto out = filter(gpuPod("p", 20000), {"small", "medium", "small-2", "ghost", "ghost-2"});
+  const auto& failed = out.at("FailedNodes").as_object();
+  ASSERT_EQ(failed.size(), 5u) << failed;
+  EXPECT_NE(std::string(failed.at("small").as_string()).find("8000 MiB"), std::string::npos) << failed;
+  EXPECT_NE(std::string(failed.at("medium").as_string()).find("9000 MiB"), std::string::npos) << failed;
+  EXPECT_EQ(failed.at("small"), failed.at("small-2"));
+  EXPECT_EQ(failed.at("ghost"), failed.at("ghost-2"));
+}
+
 TEST_F(ExtenderFixture, SchedulerFilterWithoutNodeCacheAnswersNodeObjects) {
   std::vector<json::object> nodes;
   for (const char* n : {"big", "small"}) nodes.push_back(*h.api->get("nodes", "", n));

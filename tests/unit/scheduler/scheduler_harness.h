@@ -173,8 +173,8 @@ struct SchedulerHarness {
     if (!stored.ok()) throw std::runtime_error(stored.error().message);
   }
   /// Waits until the scheduler's cache has `n` nodes.
-  bool awaitNodes(std::size_t n) {
-    return eventually([&] { return service->cache().stats().nodes == n; });
+  bool awaitNodes(std::size_t n, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    return eventually([&] { return service->cache().stats().nodes == n; }, timeout);
   }
 };
 

@@ -1,0 +1,78 @@
+#include "filter_result.h"
+
+#include <algorithm>
+
+#include <boost/json/serialize.hpp>
+
+#include "json_writer.h"
+
+namespace vgpu::scheduler {
+
+FilterResult::FilterResult(std::size_t candidates) { passed_.reserve(candidates); }
+
+FilterResult::ReasonId FilterResult::reason(std::string_view text) {
+  if (auto it = ids_.find(text); it != ids_.end()) return it->second;
+  const auto id = static_cast<ReasonId>(reasons_.size());
+  reasons_.emplace_back(text);
+  ids_.emplace(reasons_.back(), id);
+  return id;
+}
+
+std::string FilterResult::summary(std::size_t candidates) const {
+  std::vector<std::pair<std::size_t, ReasonId>> byReason(reasons_.size());
+  for (ReasonId id = 0; id < reasons_.size(); ++id) byReason[id].second = id;
+  for (const auto& f : failed_) ++byReason[f.reason].first;
+  // Commonest first; ties in reason order, so the message is stable.
+  std::stable_sort(byReason.begin(), byReason.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string out = std::to_string(passed_.size()) + "/" + std::to_string(candidates) + " nodes can take the pod";
+  for (std::size_t i = 0; i < byReason.size() && i < 3 && byReason[i].first > 0; ++i)
+    out += "; " + std::to_string(byReason[i].first) + " node(s): " + reasons_[byReason[i].second];
+  return out;
+}
+
+std::string FilterResult::toJson(const ExtenderArgs& args) const {
+  std::size_t size = 128;
+  for (const auto index : passed_) size += args.names[index].size() + 3;
+  for (const auto& f : failed_) size += args.names[f.index].size() + reasons_[f.reason].size() + 6;
+  std::string body;
+  body.reserve(size);  // escapes aside, the exact size
+  if (args.cacheCapable) {
+    body += "{\"Nodes\":null,\"NodeNames\":[";
+    for (std::size_t k = 0; k < passed_.size(); ++k) {
+      if (k) body += ',';
+      appendJsonString(body, args.names[passed_[k]]);
+    }
+    body += "],";
+  } else {
+    body += "{\"Nodes\":{\"metadata\":{},\"items\":[";
+    for (std::size_t k = 0; k < passed_.size(); ++k) {
+      if (k) body += ',';
+      body += boost::json::serialize(args.nodes[passed_[k]]);
+    }
+    body += "]},\"NodeNames\":null,";
+  }
+  // Each reason escaped once, then copied per node.
+  std::vector<std::string> quoted(reasons_.size());
+  for (std::size_t id = 0; id < reasons_.size(); ++id) appendJsonString(quoted[id], reasons_[id]);
+  auto appendFailures = [&](bool unresolvable) {
+    body += '{';
+    bool first = true;
+    for (const auto& f : failed_) {
+      if (f.unresolvable != unresolvable) continue;
+      if (!first) body += ',';
+      first = false;
+      appendJsonString(body, args.names[f.index]);
+      body += ':';
+      body += quoted[f.reason];
+    }
+    body += '}';
+  };
+  body += "\"FailedNodes\":";
+  appendFailures(false);
+  body += ",\"FailedAndUnresolvableNodes\":";
+  appendFailures(true);
+  body += ",\"Error\":\"\"}";
+  return body;
+}
+
+}  // namespace vgpu::scheduler
