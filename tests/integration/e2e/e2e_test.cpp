@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <boost/json.hpp>
+
 #include "e2e_harness.h"
 #include "vgpu/annotations.h"
 #include "vgpu/virtual_device_id.h"
@@ -182,7 +184,9 @@ TEST(E2EHappyPath, PodRunsOnThePredictedGpuWithExactlyItsMemoryAndFreesItForTheN
   auto pending = cluster.schedulePod("default", "big");
   ASSERT_TRUE(pending.ok()) << pending.error().message;
   EXPECT_FALSE(pending->bound());
-  EXPECT_EQ(cluster.predict(*big)->node, "");
+  auto nowhere = cluster.predict(*big);
+  ASSERT_TRUE(nowhere.ok()) << nowhere.error().message;
+  EXPECT_EQ(nowhere->node, "");
 
   // Deleting the pod gives the memory back: kube-scheduler's retry now places it.
   ASSERT_TRUE(cluster.deletePod("default", "train").ok());
@@ -201,6 +205,36 @@ TEST(E2EHappyPath, PodRunsOnThePredictedGpuWithExactlyItsMemoryAndFreesItForTheN
   auto admitted = cluster.admitPod("default", "big");
   ASSERT_TRUE(admitted.ok()) << admitted.error().message;
   EXPECT_TRUE(admitted->admitted) << admitted->error;
+}
+
+/// A container limit as the pod stores it ("100", whether written as a string or a number).
+std::string limitOf(const boost::json::object& pod, const std::string& resource) {
+  const auto& limits = pod.at("spec").at("containers").at(0).at("resources").at("limits").as_object();
+  const auto* v = limits.if_contains(resource);
+  if (v == nullptr) return "";
+  return v->is_string() ? std::string(v->as_string()) : boost::json::serialize(*v);
+}
+
+TEST(E2EAdmission, WebhookClaimsSharePodsAddsDefaultsAndRefusesWhatCannotWork) {
+  Cluster cluster;
+  ASSERT_TRUE(cluster.start({{.name = "gpu-a", .gpus = {{.uuid = kGpuA0}}}}).ok());
+
+  // A bare device count means the whole card: the webhook writes the cores down.
+  auto whole = cluster.createPod(podYaml("whole", "        nvidia.com/gpu: 1\n"));
+  ASSERT_TRUE(whole.ok()) << whole.error().message;
+  EXPECT_EQ(whole->at("spec").at("schedulerName").as_string(), kSchedulerName);
+  EXPECT_EQ(limitOf(*whole, "nvidia.com/gpucores"), "100");
+
+  // What the backend cannot honour never reaches the store.
+  auto greedy = cluster.createPod(podYaml("greedy", "        nvidia.com/gpu: 1\n        nvidia.com/gpucores: 150\n"));
+  ASSERT_FALSE(greedy.ok());
+  EXPECT_THAT(greedy.error().message, HasSubstr("nvidia.com/gpucores"));
+  EXPECT_FALSE(cluster.pod("default", "greedy"));
+
+  // Pods without shares are not ours: untouched, left to the default scheduler.
+  auto plain = cluster.createPod(podYaml("plain", "        cpu: 1\n"));
+  ASSERT_TRUE(plain.ok()) << plain.error().message;
+  EXPECT_FALSE(plain->at("spec").as_object().contains("schedulerName"));
 }
 
 #if defined(VGPU_E2E_FAKE_CNDEV) && defined(VGPU_E2E_FAKE_ROCM_DIR)
