@@ -3,7 +3,8 @@
 // inherited, so one test's fake-driver settings never leak into another process), its
 // output in a log file or on pipes, and always killed and reaped: by stop(), kill() or the
 // destructor, also when an assertion ends the test early. The child dies with the test
-// process too (PR_SET_PDEATHSIG), so nothing outlives a crashed test.
+// process too (PR_SET_PDEATHSIG), so nothing outlives a crashed test; as that signal follows
+// the thread that forked, start children from a thread that lives as long as they do.
 
 #include <sys/types.h>
 
