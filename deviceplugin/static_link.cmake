@@ -1,5 +1,5 @@
 # Link launcher for vgpu-device-plugin (RULE_LAUNCH_LINK, see CMakeLists.txt beside this):
-#   cmake -P static_link.cmake -- <the link command CMake generated>
+#   cmake [-DUNSECURE_GRPC=ON] -P static_link.cmake -- <the link command CMake generated>
 # CMake writes the third-party libraries of the agent (gRPC, protobuf, abseil, OpenSSL,
 # Boost, yaml-cpp...) as full paths to their .so; this swaps each one for the .a beside it
 # and runs the command. CMake already orders the list by dependency, so the archives
@@ -28,6 +28,13 @@ if(argc EQUAL 0)
   message(FATAL_ERROR "static_link.cmake: no link command after --")
 endif()
 
+# -DUNSECURE_GRPC=ON: gRPC's archives without TLS, ALTS and xDS (grpc_unsecure), for a
+# program whose channels are all insecure (the kubelet's unix sockets).
+set(renamed "")
+if(UNSECURE_GRPC)
+  set(renamed "grpc++=grpc++_unsecure;grpc=grpc_unsecure")
+endif()
+
 # Folders searched for -l<name>: the -L folders of the command, then the compiler's.
 set(search_dirs "")
 foreach(arg IN LISTS command)
@@ -53,6 +60,12 @@ foreach(arg IN LISTS command)
     list(APPEND static_command "${arg}")
     continue()
   endif()
+  foreach(pair IN LISTS renamed)
+    if(pair MATCHES "^(.+)=(.+)$" AND name STREQUAL CMAKE_MATCH_1)
+      set(name "${CMAKE_MATCH_2}")
+      break()
+    endif()
+  endforeach()
   set(archive "")
   foreach(dir IN LISTS dirs)
     string(REGEX REPLACE "/$" "" dir "${dir}")
