@@ -1,6 +1,8 @@
 // The extender measured at the HTTP level on loopback, against the apiserver double:
 //  - BM_FilterNodeCacheCapable: one filter request over N nodes x 8 GPUs (NodeNames in,
-//    NodeNames out), one client, server on one thread; p50/p99 per request.
+//    NodeNames out; or, with fits:0, every node in FailedNodes with a reason), one client,
+//    server on one thread; p50/p99 per request. Under valgrind --tool=callgrind each
+//    measured loop is dumped on its own (instructions per request = dump total / iterations).
 //  - BM_FilterBindThroughput: pods scheduled through filter + bind by 16 concurrent
 //    clients onto 1,000 nodes, with a node-agent double acknowledging Allocate.
 // Run: taskset -c 0 bin/vgpu_scheduler_bench (one core), figures in docs/scheduler.md.
@@ -18,10 +20,7 @@
 #include <atomic>
 #include <random>
 
-#include "scheduler_harness.h"
-#include "test_http_client.h"
-#include "vgpu/k8s/informer.h"
-#include "vgpu/k8s/object.h"
+#include "cluster_builder.h"
 
 namespace vgpu {
 namespace {
@@ -33,13 +32,8 @@ std::unique_ptr<SchedulerHarness> cluster(int nodes, int threads, std::vector<st
   scheduler::ServiceOptions options;
   options.http.threads = threads;
   auto h = std::make_unique<SchedulerHarness>(options);
-  names.clear();
-  for (int n = 0; n < nodes; ++n) {
-    names.push_back("node-" + std::to_string(n));
-    h->createNode(nodeJson(names.back(), gpus(names.back(), 8)));
-  }
   // Generous: under valgrind the informers take minutes.
-  if (!h->awaitNodes(static_cast<size_t>(nodes), std::chrono::minutes(10))) throw std::runtime_error("nodes not synced");
+  names = addNodes(*h, nodes, 8, 81920, 10, std::chrono::minutes(10));
   return h;
 }
 
@@ -63,7 +57,10 @@ void BM_FilterNodeCacheCapable(benchmark::State& state) {
   spdlog::set_level(spdlog::level::warn);
   std::vector<std::string> names;
   auto h = cluster(static_cast<int>(state.range(0)), 1, names);
-  const std::string body = extenderArgs(gpuPod("bench", 10000, 20), names);
+  // range(1) = 0: a pod no node can take (more memory than any GPU has): every node is in
+  // FailedNodes with its reason in words.
+  const bool fits = state.range(1) != 0;
+  const std::string body = extenderArgs(gpuPod("bench", fits ? 10000 : 100000, 20), names);
   TestHttpClient http(h->service->port());
   std::vector<double> latencies;
   // Under callgrind, each run of the loop is dumped on its own: only the requests count.
@@ -81,29 +78,12 @@ void BM_FilterNodeCacheCapable(benchmark::State& state) {
   // Handler time inside the server (JSON in to JSON out), without the socket round trip.
   state.counters["handler_ms"] = 1000 * meanOf(h->service->registry().render(), "vgpu_scheduler_filter_duration_seconds");
 }
-BENCHMARK(BM_FilterNodeCacheCapable)->Arg(1000)->Arg(5000)->Unit(benchmark::kMicrosecond)->MinTime(3)->MeasureProcessCPUTime();
-
-/// Acknowledges Allocate for every pod bound "allocating", as the node agent would.
-class AgentDouble {
- public:
-  explicit AgentDouble(k8s::Client& client)
-      : client_(client),
-        informer_(client, k8s::kPods, {}, {[this](const k8s::ObjectPtr& p) { ack(*p); },
-                                           [this](const k8s::ObjectPtr&, const k8s::ObjectPtr& p) { ack(*p); }, nullptr}) {
-    informer_.start();
-  }
-  ~AgentDouble() { informer_.stop(); }
-
- private:
-  void ack(const json::object& pod) {
-    if (k8s::annotation(pod, keys::kPodBindPhase) != "allocating") return;
-    k8s::MetadataPatch patch;
-    patch.annotations[std::string(keys::kPodBindPhase)] = "success";
-    (void)client_.patchMetadata(k8s::kPods, k8s::namespaceOf(pod), k8s::name(pod), patch);
-  }
-  k8s::Client& client_;
-  k8s::Informer informer_;
-};
+BENCHMARK(BM_FilterNodeCacheCapable)
+    ->ArgNames({"nodes", "fits"})
+    ->Args({1000, 1})
+    ->Args({5000, 1})
+    ->Args({5000, 0})
+    ->Unit(benchmark::kMicrosecond)->MinTime(3)->MeasureProcessCPUTime();
 
 void BM_FilterBindThroughput(benchmark::State& state) {
   spdlog::set_level(spdlog::level::err);
@@ -122,30 +102,9 @@ void BM_FilterBindThroughput(benchmark::State& state) {
                                          1000 + static_cast<int>(rng() % 4000), static_cast<int>(rng() % 10))));
     ++round;
     state.ResumeTiming();
-    std::atomic<int> next{0};
-    std::atomic<std::int64_t> ok{0}, bad{0};
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 16; ++t) {
-      threads.emplace_back([&, t] {
-        TestHttpClient http(h->service->port());
-        std::mt19937 pick(static_cast<unsigned>(t));
-        for (int i = next.fetch_add(1); i < podsPerRound; i = next.fetch_add(1)) {
-          bool done = false;
-          for (int attempt = 0; attempt < 10 && !done; ++attempt) {
-            auto f = http.post("/filter", extenderArgs(pods[i], names));
-            auto fit = json::parse(f.body).as_object().at("NodeNames").as_array();
-            if (fit.empty()) break;
-            const std::string node(fit[pick() % std::min<size_t>(fit.size(), 8)].as_string());
-            auto b = http.post("/bind", bindingArgs(pods[i], node));
-            done = b.status == 200 && b.body == R"({"Error":""})";
-          }
-          (done ? ok : bad).fetch_add(1);
-        }
-      });
-    }
-    for (auto& t : threads) t.join();
-    placed += ok.load();
-    failed += bad.load();
+    const ScheduleOutcome out = scheduleAll(h->service->port(), pods, names, {16, 10, 8});
+    placed += out.placed;
+    failed += out.unplaced;
   }
   state.counters["pods_per_s"] = benchmark::Counter(static_cast<double>(placed), benchmark::Counter::kIsRate);
   state.counters["unplaced"] = static_cast<double>(failed);

@@ -3,43 +3,17 @@
 // every pod's annotations against its node.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <random>
 #include <set>
 
-#include "../http/test_http_client.h"
-#include "scheduler_harness.h"
+#include "cluster_builder.h"
 #include "vgpu/codec/assignment_codec.h"
-#include "vgpu/k8s/informer.h"
 #include "vgpu/k8s/object.h"
 
 namespace vgpu::scheduler {
 namespace {
 
 using namespace vgpu::testing;
-
-/// Plays the node agent's part that the scheduler waits for: a pod bound "allocating"
-/// becomes "success" (as after the kubelet's Allocate).
-class AgentDouble {
- public:
-  explicit AgentDouble(k8s::Client& client)
-      : client_(client),
-        informer_(client, k8s::kPods, {}, {[this](const k8s::ObjectPtr& p) { ack(*p); },
-                                           [this](const k8s::ObjectPtr&, const k8s::ObjectPtr& p) { ack(*p); }, nullptr}) {
-    informer_.start();
-  }
-  ~AgentDouble() { informer_.stop(); }
-
- private:
-  void ack(const json::object& pod) {
-    if (k8s::annotation(pod, keys::kPodBindPhase) != "allocating") return;
-    k8s::MetadataPatch patch;
-    patch.annotations[std::string(keys::kPodBindPhase)] = "success";
-    (void)client_.patchMetadata(k8s::kPods, k8s::namespaceOf(pod), k8s::name(pod), patch);
-  }
-  k8s::Client& client_;
-  k8s::Informer informer_;
-};
 
 TEST(SchedulerStress, ThousandPodsConcurrentlyOnFiftyNodesNeverOverCommit) {
   ServiceOptions options;
@@ -48,12 +22,7 @@ TEST(SchedulerStress, ThousandPodsConcurrentlyOnFiftyNodesNeverOverCommit) {
   SchedulerHarness h(options, NodePolicy::kSpread);
   constexpr int kNodes = 50, kGpus = 4, kPods = 1000, kThreads = 16;
   constexpr std::uint64_t kMemory = 40000;
-  std::vector<std::string> nodeNames;
-  for (int n = 0; n < kNodes; ++n) {
-    nodeNames.push_back("node-" + std::to_string(n));
-    h.createNode(nodeJson(nodeNames.back(), gpus(nodeNames.back(), kGpus, kMemory, 10)));
-  }
-  ASSERT_TRUE(h.awaitNodes(kNodes));
+  const std::vector<std::string> nodeNames = addNodes(h, kNodes, kGpus, kMemory, 10);
   AgentDouble agent(*h.client);
 
   // Requests sized so the cluster is nearly full at the end: 1000 pods of 1,000-6,000 MiB
@@ -66,31 +35,10 @@ TEST(SchedulerStress, ThousandPodsConcurrentlyOnFiftyNodesNeverOverCommit) {
     pods.push_back(h.createPod(gpuPod("p-" + std::to_string(i), memory, cores)));
   }
 
-  std::atomic<int> next{0}, placed{0}, unplaced{0}, bindErrors{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      TestHttpClient http(h.service->port());
-      std::mt19937 pick(static_cast<unsigned>(t));
-      for (int i = next.fetch_add(1); i < kPods; i = next.fetch_add(1)) {
-        bool done = false;
-        for (int attempt = 0; attempt < 20 && !done; ++attempt) {
-          auto f = http.post("/filter", extenderArgs(pods[i], nodeNames));
-          if (f.status != 200) break;
-          auto fit = json::parse(f.body).as_object().at("NodeNames").as_array();
-          if (fit.empty()) break;
-          // Several threads often race for the same node: the bind must sort that out.
-          const std::string node(fit[pick() % std::min<size_t>(fit.size(), 3)].as_string());
-          auto b = http.post("/bind", bindingArgs(pods[i], node));
-          if (b.status == 200 && json::parse(b.body).as_object().at("Error") == "") done = true;
-          else bindErrors.fetch_add(1);
-        }
-        (done ? placed : unplaced).fetch_add(1);
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  EXPECT_EQ(placed.load(), kPods) << unplaced.load() << " not placed, " << bindErrors.load() << " bind errors";
+  // Several clients often race for the same node (each picks among the first 3): the bind
+  // must sort that out.
+  const ScheduleOutcome out = scheduleAll(h.service->port(), pods, nodeNames, {kThreads, 20, 3});
+  EXPECT_EQ(out.placed, kPods) << out.unplaced << " not placed, " << out.bindErrors << " bind errors";
 
   // Let the informer catch up, then check what the apiserver holds.
   ASSERT_TRUE(eventually([&] { return h.service->cache().stats().reservations == 0; }, std::chrono::seconds(30)));
@@ -123,7 +71,7 @@ TEST(SchedulerStress, ThousandPodsConcurrentlyOnFiftyNodesNeverOverCommit) {
       }
     }
   }
-  EXPECT_EQ(bound, placed.load());
+  EXPECT_EQ(bound, out.placed);
   for (const auto& [device, u] : perDevice) {
     EXPECT_LE(u.memory, kMemory) << device;
     EXPECT_LE(u.compute, 100u) << device;
