@@ -177,6 +177,17 @@ TEST(E2EHappyPath, PodRunsOnThePredictedGpuWithExactlyItsMemoryAndFreesItForTheN
   ASSERT_TRUE(status);
   EXPECT_EQ(exitCodeOf(*status), 0);
 
+  // A second pod follows the engine too: binpack keeps it on the busier node, spread puts
+  // it on the idle GPU there.
+  auto infer =
+      createPredictAndRun(cluster, podYaml("infer", "        nvidia.com/gpu: 1\n        nvidia.com/gpumem: 5000\n"));
+  ASSERT_TRUE(infer.run.ok()) << infer.run.error().message;
+  EXPECT_EQ(infer.run->schedule.node, infer.prediction.node);
+  auto inferAssigned = cluster.assignmentOf("default", "infer");
+  ASSERT_TRUE(inferAssigned);
+  expectSamePlacement(*inferAssigned, infer.prediction.assignment);
+  EXPECT_NE(inferAssigned->containers[0].devices[0].deviceId, gpu);
+
   // Two 20000 MiB GPUs on one node: gpu-a's first GPU is mostly taken, gpu-b has one GPU.
   const std::string bigLimits = "        nvidia.com/gpu: 2\n        nvidia.com/gpumem: 20000\n";
   auto big = cluster.createPod(podYaml("big", bigLimits));
