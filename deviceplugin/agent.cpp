@@ -109,7 +109,7 @@ struct Agent::Impl final : PluginHandler {
   explicit Impl(AgentOptions o)
       : options(std::move(o)),
         tracker(options.nodeName),
-        handouts(fs::path(options.stateDir) / "containers"),
+        handouts(fs::path(options.stateDir) / "containers", fs::path(options.stateDir) / "containers.journal"),
         devMemory(registry.gauge("vgpu_device_memory_bytes", "Device memory offered to containers (after scaling).",
                                  {"backend", "device_id", "device_index", "model"})),
         devCompute(registry.gauge("vgpu_device_compute_units", "Compute units of the device (100 = whole device).",
@@ -759,8 +759,10 @@ Status Agent::start() {
   fs::create_directories(fs::path(im.options.stateDir) / "containers", ec);
   if (ec) return makeError("cannot create the state folder " + im.options.stateDir + ": " + ec.message());
   // Handouts from before a restart: kept while the kubelet reports their devices held.
-  for (const auto& problem : im.handouts.load())
-    logLine("warning", "a container record cannot be read (its folder will be removed): " + problem);
+  auto replayed = im.handouts.load();
+  if (!replayed.ok()) return replayed.error();
+  for (const auto& problem : *replayed)
+    logLine("warning", "a container journal entry cannot be used (its folder will be removed): " + problem);
 
   k8s::InformerOptions io;
   io.fieldSelector = "spec.nodeName=" + im.options.nodeName;

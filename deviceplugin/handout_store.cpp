@@ -1,7 +1,12 @@
 #include "handout_store.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -12,8 +17,6 @@ namespace vgpu::deviceplugin {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr const char* kRecordSuffix = ".json";
-
 std::uint64_t fnv1a(const std::string& text) {
   std::uint64_t h = 14695981039346656037ull;
   for (unsigned char c : text) {
@@ -23,26 +26,31 @@ std::uint64_t fnv1a(const std::string& text) {
   return h;
 }
 
-boost::json::object toJson(const Handout& h) {
+/// A journal line that records `h` (replacing any earlier line for its id).
+boost::json::object putLine(const Handout& h) {
   boost::json::array ids;
   for (const auto& id : h.ids) ids.emplace_back(id);
   boost::json::object annotations;
   for (const auto& [k, v] : h.podAnnotations) annotations[k] = v;
-  return {
-      {"resource", h.resource},      {"ids", ids},       {"backend", h.backend},     {"podUid", h.podUid},
-      {"namespace", h.podNamespace}, {"pod", h.podName}, {"container", h.container}, {"podAnnotations", annotations}};
+  return {{"op", "put"},
+          {"id", h.id},
+          {"resource", h.resource},
+          {"ids", ids},
+          {"backend", h.backend},
+          {"podUid", h.podUid},
+          {"namespace", h.podNamespace},
+          {"pod", h.podName},
+          {"container", h.container},
+          {"podAnnotations", annotations}};
 }
 
-Result<Handout> fromJson(const std::string& text) {
-  boost::system::error_code ec;
-  auto v = boost::json::parse(text, ec);
-  if (ec || !v.is_object()) return makeError("not a JSON object");
-  const auto& o = v.as_object();
+Result<Handout> fromJson(const boost::json::object& o) {
   auto str = [&](const char* key) -> std::string {
     const auto* f = o.if_contains(key);
     return f && f->is_string() ? std::string(f->as_string()) : std::string();
   };
   Handout h;
+  h.id = str("id");
   h.resource = str("resource");
   h.backend = str("backend");
   h.podUid = str("podUid");
@@ -55,8 +63,8 @@ Result<Handout> fromJson(const std::string& text) {
   if (const auto* a = o.if_contains("podAnnotations"); a && a->is_object())
     for (const auto& [k, val] : a->as_object())
       if (val.is_string()) h.podAnnotations[std::string(k)] = std::string(val.as_string());
-  if (h.resource.empty() || h.ids.empty() || h.backend.empty() || h.container.empty())
-    return makeError("resource, ids, backend or container missing");
+  if (h.id.empty() || h.resource.empty() || h.ids.empty() || h.backend.empty() || h.container.empty())
+    return makeError("id, resource, ids, backend or container missing");
   return h;
 }
 
@@ -73,43 +81,83 @@ std::string handoutId(const std::string& resource, std::vector<std::string> ids)
   return name + "-" + hex;
 }
 
-Status HandoutStore::saveLocked(const Handout& h) const {
-  const fs::path path = root_ / (h.id + kRecordSuffix);
-  const fs::path tmp = path.string() + ".tmp";
+HandoutStore::HandoutStore(fs::path root, fs::path journal) : root_(std::move(root)), journal_(std::move(journal)) {}
+
+HandoutStore::~HandoutStore() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status HandoutStore::appendLocked(const std::string& line) {
+  if (fd_ < 0) return makeError("the container journal " + journal_.string() + " is not open");
+  const std::string text = line + "\n";
+  // One write(): O_APPEND keeps it whole; a crash inside it tears only this last line,
+  // which load() then skips (its Allocate never answered).
+  const ssize_t n = ::write(fd_, text.data(), text.size());
+  if (n != static_cast<ssize_t>(text.size()))
+    return makeError("cannot append to the container journal " + journal_.string() + ": " + std::strerror(errno));
+  ++journalLines_;
+  return {};
+}
+
+Status HandoutStore::compactLocked() {
+  const fs::path tmp = journal_.string() + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << boost::json::serialize(toJson(h));
+    for (const auto& h : handouts_) out << boost::json::serialize(putLine(h)) << "\n";
     out.flush();
     if (!out) return makeError("cannot write " + tmp.string());
   }
   std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return makeError("cannot write " + path.string() + ": " + ec.message());
+  fs::rename(tmp, journal_, ec);
+  if (ec) return makeError("cannot replace " + journal_.string() + ": " + ec.message());
+  const int fd = ::open(journal_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd < 0) return makeError("cannot open " + journal_.string() + ": " + std::strerror(errno));
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+  journalLines_ = handouts_.size();
   return {};
 }
 
-std::vector<std::string> HandoutStore::load() {
+Result<std::vector<std::string>> HandoutStore::load() {
   std::lock_guard lock(mu_);
   std::vector<std::string> problems;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(root_, ec)) {
-    const fs::path& p = entry.path();
-    if (p.extension() != kRecordSuffix) continue;
-    std::ifstream in(p);
-    const std::string text((std::istreambuf_iterator<char>(in)), {});
-    auto h = fromJson(text);
+  std::ifstream in(journal_);
+  std::string line;
+  for (std::size_t n = 1; std::getline(in, line); ++n) {
+    if (line.empty()) continue;
+    const std::string where = journal_.string() + " line " + std::to_string(n) + ": ";
+    boost::system::error_code ec;
+    auto v = boost::json::parse(line, ec);
+    const auto* o = ec ? nullptr : v.if_object();
+    const auto* op = o ? o->if_contains("op") : nullptr;
+    if (!op || !op->is_string()) {
+      problems.push_back(where + "not a journal entry");
+      continue;
+    }
+    if (op->as_string() == "remove") {
+      const auto* id = o->if_contains("id");
+      if (id && id->is_string()) std::erase_if(handouts_, [&](const Handout& h) { return h.id == id->as_string(); });
+      continue;
+    }
+    auto h = fromJson(*o);
     if (!h.ok()) {
-      problems.push_back(p.string() + ": " + h.error().message);
+      problems.push_back(where + h.error().message);
       continue;
     }
-    h->id = handoutId(h->resource, h->ids);
     std::sort(h->ids.begin(), h->ids.end());
-    if (h->id != p.stem().string()) {
-      problems.push_back(p.string() + ": names device IDs that do not belong to this file");
+    const std::string claimed = h->id;
+    h->id = handoutId(h->resource, h->ids);
+    if (h->id != claimed) {
+      problems.push_back(where + "the device IDs do not belong to folder " + claimed);
       continue;
     }
+    std::erase_if(handouts_, [&](const Handout& o2) { return o2.id == h->id; });
     handouts_.push_back(std::move(h).value());
   }
+  std::error_code ec;
+  fs::create_directories(journal_.parent_path(), ec);
+  // Start from what is live: the journal then holds one line per handout.
+  if (auto s = compactLocked(); !s.ok()) return s.error();
   return problems;
 }
 
@@ -123,7 +171,7 @@ Result<std::string> HandoutStore::create(Handout h) {
   fs::remove_all(dir, ec);
   fs::create_directories(dir, ec);
   if (ec) return makeError("cannot create the container's host folder " + dir.string() + ": " + ec.message());
-  if (auto s = saveLocked(h); !s.ok()) {
+  if (auto s = appendLocked(boost::json::serialize(putLine(h))); !s.ok()) {
     fs::remove_all(dir, ec);
     return s.error();
   }
@@ -136,7 +184,7 @@ bool HandoutStore::setPodAnnotations(const std::string& id, const Annotations& a
   for (auto& h : handouts_)
     if (h.id == id) {
       h.podAnnotations = annotations;
-      (void)saveLocked(h);  // the record on disk only matters after a restart; memory is right
+      (void)appendLocked(boost::json::serialize(putLine(h)));  // memory is right; the journal is for restarts
       return true;
     }
   return false;
@@ -153,7 +201,7 @@ bool HandoutStore::attribute(const std::string& id, const std::string& podUid, c
     h.podNamespace = podNamespace;
     h.podName = podName;
     h.container = container;
-    (void)saveLocked(h);
+    (void)appendLocked(boost::json::serialize(putLine(h)));
     return true;
   }
   return false;
@@ -164,16 +212,13 @@ void HandoutStore::remove(const std::string& id) {
   std::erase_if(handouts_, [&](const Handout& h) { return h.id == id; });
   std::error_code ec;
   fs::remove_all(root_ / id, ec);
-  fs::remove(root_ / (id + kRecordSuffix), ec);
+  (void)appendLocked(boost::json::serialize(boost::json::object{{"op", "remove"}, {"id", id}}));
 }
 
 std::size_t HandoutStore::removeStrays() {
   std::lock_guard lock(mu_);
   std::set<std::string> known;
-  for (const auto& h : handouts_) {
-    known.insert(h.id);
-    known.insert(h.id + kRecordSuffix);
-  }
+  for (const auto& h : handouts_) known.insert(h.id);
   std::size_t removed = 0;
   std::error_code ec;
   std::vector<fs::path> strays;
@@ -184,6 +229,7 @@ std::size_t HandoutStore::removeStrays() {
     fs::remove_all(p, rec);
     if (!rec) ++removed;
   }
+  if (journalLines_ > 2 * handouts_.size() + 64) (void)compactLocked();
   return removed;
 }
 

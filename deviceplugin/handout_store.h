@@ -9,8 +9,11 @@
 // pod and container that hold it (the guess at Allocate, PodResources' answer later), which
 // labels the metrics and decides when the folder may go.
 //
-// Layout under the root: <id>/ is the folder the container sees; <id>.json (outside it, so
-// the container cannot rewrite it) is the record an agent restart reads back.
+// On disk: <root>/<id>/ is the folder the container sees. Who holds what is journalled in
+// one append-only file outside the root (the container cannot rewrite it), one JSON line
+// per change, so that Allocate pays one write() on an open file rather than creating
+// another file (a metadata operation costs ~0.4 ms on a loaded node); an agent restart
+// replays it, and the cleanup pass compacts it.
 // Thread-safe; every method takes one lock, and the file work for one handout is done
 // under it so a cleanup scan never sees a half-made handout.
 
@@ -50,11 +53,16 @@ std::string handoutId(const std::string& resource, std::vector<std::string> ids)
 
 class HandoutStore {
  public:
-  explicit HandoutStore(std::filesystem::path root) : root_(std::move(root)) {}
+  /// Folders under `root`, the journal at `journal` (outside `root`).
+  HandoutStore(std::filesystem::path root, std::filesystem::path journal);
+  ~HandoutStore();
+  HandoutStore(const HandoutStore&) = delete;
+  HandoutStore& operator=(const HandoutStore&) = delete;
 
-  /// Reads the records an earlier run left. Returns what could not be read (those folders
-  /// are treated as strays).
-  std::vector<std::string> load();
+  /// Replays the journal an earlier run left and opens it for appending. Returns the
+  /// lines that could not be used (their folders are then strays), or an error naming the
+  /// journal when it cannot be opened.
+  Result<std::vector<std::string>> load();
 
   /// Records `h` (id set from its resource and IDs) and gives it an empty folder: IDs
   /// handed out again belong to a new container, so whatever an earlier holder left goes.
@@ -68,7 +76,8 @@ class HandoutStore {
   /// Removes the record and the folder.
   void remove(const std::string& id);
   /// Removes whatever under the root belongs to no handout (left by a crash or an older
-  /// version); returns how many entries went.
+  /// version) and rewrites the journal when it has grown well past the live handouts;
+  /// returns how many entries under the root went.
   std::size_t removeStrays();
 
   std::optional<Handout> find(const std::string& id) const;
@@ -78,10 +87,14 @@ class HandoutStore {
   const std::filesystem::path& root() const { return root_; }
 
  private:
-  Status saveLocked(const Handout& h) const;
+  Status appendLocked(const std::string& line);
+  Status compactLocked();
 
   std::filesystem::path root_;
+  std::filesystem::path journal_;
   mutable std::mutex mu_;
+  int fd_ = -1;                    // the journal, O_APPEND
+  std::size_t journalLines_ = 0;   // since the last compaction
   std::vector<Handout> handouts_;  // few (one per live container): a vector is enough
 };
 

@@ -2,6 +2,10 @@
 // restart, strays.
 #include <gmock/gmock.h>
 
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+
 #include "handout_store.h"
 #include "temp_dir.h"
 
@@ -33,86 +37,120 @@ TEST(DevicePluginHandoutStore, NamesAFolderByTheResourceAndTheSetOfIds) {
   EXPECT_THAT(a, ::testing::MatchesRegex("vgpu\\.io_sim-[0-9a-f]{16}"));
 }
 
+/// A store on `dir`/containers with its journal beside, loaded (as the agent does at start).
+struct LoadedStore {
+  explicit LoadedStore(const TempDir& dir)
+      : journal(dir.path() / "containers.journal"), store(dir.path() / "containers", journal) {
+    auto problems = store.load();
+    EXPECT_TRUE(problems.ok());
+    if (problems.ok()) this->problems = *problems;
+  }
+  fs::path journal;
+  HandoutStore store;
+  std::vector<std::string> problems;
+};
+
 TEST(DevicePluginHandoutStore, GivesIdsHandedOutAgainAFreshFolder) {
   TempDir dir;
-  HandoutStore store(dir.path());
-  auto first = store.create(handout("vgpu.io/sim", {"sim-0::0"}, "a", "uid-a"));
+  LoadedStore s(dir);
+  auto first = s.store.create(handout("vgpu.io/sim", {"sim-0::0"}, "a", "uid-a"));
   ASSERT_TRUE(first.ok()) << first.error().message;
-  dir.write(fs::path(*first).filename().string() + "/region", "left by the first container");
-  auto second = store.create(handout("vgpu.io/sim", {"sim-0::0"}, "b", "uid-b"));
+  std::ofstream(*first + "/region") << "left by the first container";
+  auto second = s.store.create(handout("vgpu.io/sim", {"sim-0::0"}, "b", "uid-b"));
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(*first, *second);
   EXPECT_FALSE(fs::exists(*second + "/region"));
-  ASSERT_EQ(store.all().size(), 1u);
-  EXPECT_EQ(store.all()[0].podName, "b");
+  ASSERT_EQ(s.store.all().size(), 1u);
+  EXPECT_EQ(s.store.all()[0].podName, "b");
 }
 
-TEST(DevicePluginHandoutStore, ReadsBackItsRecordsWithTheLatestHolderAfterARestart) {
+TEST(DevicePluginHandoutStore, ReplaysItsJournalWithTheLatestHolderAfterARestart) {
   TempDir dir;
-  std::string id;
+  std::string id, gone;
   {
-    HandoutStore store(dir.path());
-    auto made = store.create(handout("vgpu.io/sim", {"sim-1::2", "sim-0::3"}, "guessed", "uid-g"));
-    ASSERT_TRUE(made.ok());
+    LoadedStore s(dir);
+    auto made = s.store.create(handout("vgpu.io/sim", {"sim-1::2", "sim-0::3"}, "guessed", "uid-g"));
+    auto other = s.store.create(handout("vgpu.io/sim", {"sim-0::0"}, "other", "uid-o"));
+    ASSERT_TRUE(made.ok() && other.ok());
     id = fs::path(*made).filename().string();
-    EXPECT_TRUE(store.setPodAnnotations(id, {{"vendor/key", "v"}}));
-    EXPECT_TRUE(store.attribute(id, "uid-t", "default", "truth", "main"));
-    EXPECT_FALSE(store.attribute(id, "uid-t", "default", "truth", "main"));
+    gone = fs::path(*other).filename().string();
+    EXPECT_TRUE(s.store.setPodAnnotations(id, {{"vendor/key", "v"}}));
+    EXPECT_TRUE(s.store.attribute(id, "uid-t", "default", "truth", "main"));
+    EXPECT_FALSE(s.store.attribute(id, "uid-t", "default", "truth", "main"));
+    s.store.remove(gone);
   }
-  HandoutStore again(dir.path());
-  EXPECT_THAT(again.load(), IsEmpty());
-  auto h = again.find(id);
+  LoadedStore again(dir);
+  EXPECT_THAT(again.problems, IsEmpty());
+  ASSERT_EQ(again.store.all().size(), 1u);
+  auto h = again.store.find(id);
   ASSERT_TRUE(h);
   EXPECT_EQ(h->podName, "truth");
   EXPECT_EQ(h->podUid, "uid-t");
   EXPECT_EQ(h->ids, (std::vector<std::string>{"sim-0::3", "sim-1::2"}));
   EXPECT_EQ(h->podAnnotations.at("vendor/key"), "v");
   EXPECT_EQ(h->backendRef(), (ContainerRef{id, "main"}));
-  EXPECT_EQ(again.heldBy("uid-t").size(), 1u);
-  EXPECT_THAT(again.heldBy("uid-g"), IsEmpty());
+  EXPECT_EQ(again.store.heldBy("uid-t").size(), 1u);
+  EXPECT_THAT(again.store.heldBy("uid-g"), IsEmpty());
+  // Loading compacts: one line per live handout.
+  std::ifstream in(again.journal);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1);
 }
 
-TEST(DevicePluginHandoutStore, RefusesRecordsThatAreUnreadableOrNameOtherIds) {
+TEST(DevicePluginHandoutStore, SkipsJournalLinesThatAreTornOrNameOtherIds) {
   TempDir dir;
-  dir.write("vgpu.io_sim-0000000000000001.json", "{\"resource\": 3}");
-  // A valid record under a name its IDs do not hash to.
-  dir.write("vgpu.io_sim-0000000000000002.json",
-            R"({"resource":"vgpu.io/sim","ids":["sim-0::0"],"backend":"sim","podUid":"u","namespace":"default",)"
-            R"("pod":"p","container":"main","podAnnotations":{}})");
-  HandoutStore store(dir.path());
-  const auto problems = store.load();
-  ASSERT_EQ(problems.size(), 2u);
-  EXPECT_THAT(problems, ::testing::Contains(HasSubstr("vgpu.io_sim-0000000000000001.json: resource, ids")));
-  EXPECT_THAT(problems, ::testing::Contains(HasSubstr("do not belong to this file")));
-  EXPECT_THAT(store.all(), IsEmpty());
+  dir.write("containers.journal",
+            // A folder name the IDs do not hash to.
+            R"({"op":"put","id":"vgpu.io_sim-0000000000000002","resource":"vgpu.io/sim","ids":["sim-0::0"],)"
+            R"("backend":"sim","podUid":"u","namespace":"default","pod":"p","container":"main"})"
+            "\n"
+            R"({"op":"put","resource":3})"
+            "\n"
+            R"({"op":"put","id":"vgpu.io_sim-00)");  // torn by a crash
+  LoadedStore s(dir);
+  ASSERT_EQ(s.problems.size(), 3u);
+  EXPECT_THAT(s.problems[0], HasSubstr("containers.journal line 1: the device IDs do not belong to folder"));
+  EXPECT_THAT(s.problems[1], HasSubstr("line 2: id, resource, ids, backend or container missing"));
+  EXPECT_THAT(s.problems[2], HasSubstr("line 3: not a journal entry"));
+  EXPECT_THAT(s.store.all(), IsEmpty());
 }
 
-TEST(DevicePluginHandoutStore, RemovesItsOwnAndStrayEntriesButNoOthers) {
+TEST(DevicePluginHandoutStore, RemovesItsOwnAndStrayFoldersButNoOthers) {
   TempDir dir;
-  HandoutStore store(dir.path());
-  auto keep = store.create(handout("vgpu.io/sim", {"sim-0::0"}, "a", "uid-a"));
-  auto drop = store.create(handout("vgpu.io/sim", {"sim-0::1"}, "b", "uid-b"));
+  LoadedStore s(dir);
+  auto keep = s.store.create(handout("vgpu.io/sim", {"sim-0::0"}, "a", "uid-a"));
+  auto drop = s.store.create(handout("vgpu.io/sim", {"sim-0::1"}, "b", "uid-b"));
   ASSERT_TRUE(keep.ok() && drop.ok());
-  fs::create_directories(dir.path() / "0000-dead_old");
-  store.remove(fs::path(*drop).filename().string());
+  fs::create_directories(dir.path() / "containers" / "0000-dead_old");
+  s.store.remove(fs::path(*drop).filename().string());
   EXPECT_FALSE(fs::exists(*drop));
-  EXPECT_FALSE(fs::exists(*drop + ".json"));
-  EXPECT_EQ(store.removeStrays(), 1u);
+  EXPECT_EQ(s.store.removeStrays(), 1u);
   std::vector<std::string> left;
-  for (const auto& e : fs::directory_iterator(dir.path())) left.push_back(e.path().filename().string());
-  const std::string id = fs::path(*keep).filename().string();
-  EXPECT_THAT(left, UnorderedElementsAre(id, id + ".json"));
+  for (const auto& e : fs::directory_iterator(dir.path() / "containers")) left.push_back(e.path().filename().string());
+  EXPECT_THAT(left, UnorderedElementsAre(fs::path(*keep).filename().string()));
 }
 
 TEST(DevicePluginHandoutStore, NamesThePathWhenTheFolderCannotBeMade) {
   TempDir dir;
-  dir.write("blocker", "a file where the root folder should be");
-  HandoutStore store(dir.path() / "blocker");
-  auto made = store.create(handout("vgpu.io/sim", {"sim-0::0"}, "a", "uid-a"));
+  dir.write("containers", "a file where the root folder should be");
+  LoadedStore s(dir);
+  auto made = s.store.create(handout("vgpu.io/sim", {"sim-0::0"}, "a", "uid-a"));
   ASSERT_FALSE(made.ok());
   EXPECT_THAT(made.error().message, HasSubstr("cannot create the container's host folder"));
-  EXPECT_THAT(made.error().message, HasSubstr((dir.path() / "blocker").string()));
-  EXPECT_THAT(store.all(), IsEmpty());
+  EXPECT_THAT(made.error().message, HasSubstr((dir.path() / "containers").string()));
+  EXPECT_THAT(s.store.all(), IsEmpty());
+}
+
+TEST(DevicePluginHandoutStore, NamesTheJournalWhenItCannotBeOpened) {
+  TempDir dir;
+  fs::create_directories(dir.path() / "containers.journal");  // a folder in its place
+  HandoutStore store(dir.path() / "containers", dir.path() / "containers.journal");
+  auto loaded = store.load();
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_THAT(loaded.error().message, HasSubstr("containers.journal"));
+  auto made = store.create(handout("vgpu.io/sim", {"sim-0::0"}, "a", "uid-a"));
+  ASSERT_FALSE(made.ok());
+  EXPECT_THAT(made.error().message, HasSubstr("journal"));
 }
 
 }  // namespace

@@ -116,13 +116,13 @@ TEST_F(DevicePluginHandouts, WithoutACorrectionPassDeletingTheGuessedPodStillKee
   EXPECT_THAT(agent->renderMetrics(), HasSubstr(usedLine("younger", 111 * kMiB)));
 }
 
-TEST_F(DevicePluginHandouts, ARestartedAgentKeepsHeldFoldersWithTheirHoldersAndDropsStrays) {
+TEST_F(DevicePluginHandouts, ARestartedAgentKeepsHeldFoldersWithTheirHoldersAndDropsStraysAndTornLines) {
   admitIdenticalPodsOutOfOrder();
   agent->maintainNow();
   agent->stop();
   agent.reset();
-  fs::create_directories(stateRoot() / "vgpu.io_sim-00000000deadbeef");  // a folder without a record
-  dir.write("state/containers/vgpu.io_sim-0123456789abcdef.json", "{not json");
+  fs::create_directories(stateRoot() / "vgpu.io_sim-00000000deadbeef");  // a folder nobody journalled
+  std::ofstream(dir.path() / "state" / "containers.journal", std::ios::app) << "{\"op\":\"put\",\"id\":\"vgpu.io";
   AgentOptions o = options();
   o.podResourcesInterval = std::chrono::hours(1);
   o.cleanupInterval = std::chrono::hours(1);
@@ -132,7 +132,7 @@ TEST_F(DevicePluginHandouts, ARestartedAgentKeepsHeldFoldersWithTheirHoldersAndD
   EXPECT_TRUE(fs::exists(folderOf(youngerGot) + "/region"));
   EXPECT_TRUE(fs::exists(folderOf(olderGot) + "/region"));
   EXPECT_FALSE(fs::exists(stateRoot() / "vgpu.io_sim-00000000deadbeef"));
-  EXPECT_FALSE(fs::exists(stateRoot() / "vgpu.io_sim-0123456789abcdef.json"));
+  EXPECT_EQ(stateEntries().size(), 2u);
   const std::string text = agent->renderMetrics();
   EXPECT_THAT(text, HasSubstr(usedLine("younger", 111 * kMiB)));
   EXPECT_THAT(text, HasSubstr(usedLine("older", 222 * kMiB)));
