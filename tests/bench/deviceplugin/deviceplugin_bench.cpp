@@ -44,8 +44,9 @@ void BM_TrackerClaimWith100WaitingPods(benchmark::State& state) {
     tracker.upsert(std::move(p));
   };
   for (int i = 0; i < kBackgroundPods; ++i)
-    makePod("bg-" + std::to_string(i), i, {grant("sim-" + std::to_string(i % 8), i % 8, 100, 1, i),
-                                           grant("sim-" + std::to_string((i + 1) % 8), (i + 1) % 8, 100, 1, 500 + i)});
+    makePod("bg-" + std::to_string(i), i,
+            {grant("sim-" + std::to_string(i % 8), i % 8, 100, 1, i),
+             grant("sim-" + std::to_string((i + 1) % 8), (i + 1) % 8, 100, 1, 500 + i)});
   int n = 0;
   for (auto _ : state) {
     state.PauseTiming();
@@ -98,15 +99,18 @@ void BM_AdmitWith100WaitingPods(benchmark::State& state) {
   }
   for (int i = 0; i < kBackgroundPods; ++i) {
     PodSpec bg{"bg-" + std::to_string(i),
-               {{"main", {{kSimCount, 2}}, {grant("sim-" + std::to_string(i % 8), i % 8, 1, 0, 120 - i % 8),
-                                            grant("sim-" + std::to_string((i + 1) % 8), (i + 1) % 8, 1, 0, 100 - i % 8)}}}};
+               {{"main",
+                 {{kSimCount, 2}},
+                 {grant("sim-" + std::to_string(i % 8), i % 8, 1, 0, 120 - i % 8),
+                  grant("sim-" + std::to_string((i + 1) % 8), (i + 1) % 8, 1, 0, 100 - i % 8)}}}};
     (void)api->create("pods", podJson(bg));
   }
   waitFor([&] { return agent->tracker().pods().size() == kBackgroundPods; });
   int n = 0;
   for (auto _ : state) {
     state.PauseTiming();
-    PodSpec spec{"p-" + std::to_string(n), {{"main", {{kSimCount, 1}}, {grant("sim-" + std::to_string(n % 8), n % 8, 1, 0, n / 8)}}}};
+    PodSpec spec{"p-" + std::to_string(n),
+                 {{"main", {{kSimCount, 1}}, {grant("sim-" + std::to_string(n % 8), n % 8, 1, 0, n / 8)}}}};
     auto created = api->create("pods", podJson(spec));
     const std::string uid(created->at("metadata").as_object().at("uid").as_string());
     waitFor([&] { return agent->tracker().pods().size() == static_cast<size_t>(kBackgroundPods + n + 1); });
@@ -133,7 +137,8 @@ void BM_AdmitWith100WaitingPods(benchmark::State& state) {
 }
 BENCHMARK(BM_AdmitWith100WaitingPods)->Unit(benchmark::kMicrosecond)->Iterations(400);
 
-std::uint64_t statusKiB(pid_t pid, const std::string& key) {
+/// A number field of /proc/<pid>/status (kB for the memory fields); 0 when absent.
+std::uint64_t statusField(pid_t pid, const std::string& key) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   std::string line;
   while (std::getline(in, line))
@@ -152,8 +157,10 @@ void BM_IdleAgentRss8Gpus(benchmark::State& state) {
   std::string machine;
   for (int i = 0; i < 8; ++i) machine += "gpu name=\"NVIDIA A100-SXM4-80GB\" memory_mib=81920\n";
   ::setenv("VGPU_FAKE_GPU_CONFIG", dir.write("machine.conf", machine).c_str(), 1);
-  config = std::string("version: 1\nbackends:\n  nvidia:\n    enabled: true\n    splitCount: 10\n    options:\n"
-                       "      discovery: nvml\n      nvmlLibrary: ") + VGPU_FAKE_NVML_LIBRARY + "\n      hostSysRoot: /nonexistent\n";
+  config = std::string(
+               "version: 1\nbackends:\n  nvidia:\n    enabled: true\n    splitCount: 10\n    options:\n"
+               "      discovery: nvml\n      nvmlLibrary: ") +
+           VGPU_FAKE_NVML_LIBRARY + "\n      hostSysRoot: /nonexistent\n";
   resource = "nvidia.com/gpu";
 #else
   std::vector<SimDevice> devices;
@@ -161,9 +168,10 @@ void BM_IdleAgentRss8Gpus(benchmark::State& state) {
   config = simConfigYaml(dir.write("devices.yaml", simDevicesYaml(devices)).string(), 10);
 #endif
   const auto configFile = dir.write("device-config.yaml", config);
-  const auto kubeconfig = dir.write("kubeconfig", "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " +
-                                                      api->url() + "\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: x\n"
-                                                      "  context:\n    cluster: c\n    user: u\ncurrent-context: x\n");
+  const auto kubeconfig = dir.write(
+      "kubeconfig", "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " + api->url() +
+                        "\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: x\n"
+                        "  context:\n    cluster: c\n    user: u\ncurrent-context: x\n");
   fakes::FakeKubeletOptions ko;
   ko.devicePluginDir = (dir.path() / "dp").string();
   auto kubelet = std::move(fakes::FakeKubelet::start(ko)).value();
@@ -171,10 +179,12 @@ void BM_IdleAgentRss8Gpus(benchmark::State& state) {
     const pid_t pid = fork();
     if (pid == 0) {
       const std::string nodeFlag = std::string("--node-name=") + kNode;
-      const std::string args[] = {"--config=" + configFile.string(), std::string("--backend-dir=") + VGPU_BACKEND_DIR,
+      const std::string args[] = {"--config=" + configFile.string(),
+                                  std::string("--backend-dir=") + VGPU_BACKEND_DIR,
                                   "--device-plugin-dir=" + ko.devicePluginDir,
                                   "--pod-resources-socket=" + (dir.path() / "no-pod-resources.sock").string(),
-                                  "--metrics-address=127.0.0.1:0", "--state-dir=" + (dir.path() / "state").string(),
+                                  "--metrics-address=127.0.0.1:0",
+                                  "--state-dir=" + (dir.path() / "state").string(),
                                   "--kubeconfig=" + kubeconfig.string()};
       std::vector<char*> argv{const_cast<char*>(VGPU_DEVICE_PLUGIN_BIN), const_cast<char*>(nodeFlag.c_str())};
       for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -189,12 +199,20 @@ void BM_IdleAgentRss8Gpus(benchmark::State& state) {
       break;
     }
     std::this_thread::sleep_for(std::chrono::seconds(3));
-    state.counters["rss_MiB"] = static_cast<double>(statusKiB(pid, "VmRSS")) / 1024.0;
-    state.counters["peak_rss_MiB"] = static_cast<double>(statusKiB(pid, "VmHWM")) / 1024.0;
-    // Anonymous = the agent's own memory; file = mapped libraries (gRPC, protobuf, Boost...),
-    // shared with every other process that maps them.
-    state.counters["rss_anon_MiB"] = static_cast<double>(statusKiB(pid, "RssAnon")) / 1024.0;
-    state.counters["rss_file_MiB"] = static_cast<double>(statusKiB(pid, "RssFile")) / 1024.0;
+    // A zombie's status has no memory fields: report the exit, not an RSS of 0.
+    if (int status = 0; ::waitpid(pid, &status, WNOHANG) == pid) {
+      state.SkipWithError(("the agent exited while idle (wait status " + std::to_string(status) + ")").c_str());
+      break;
+    }
+    state.counters["rss_MiB"] = static_cast<double>(statusField(pid, "VmRSS")) / 1024.0;
+    state.counters["peak_rss_MiB"] = static_cast<double>(statusField(pid, "VmHWM")) / 1024.0;
+    // rss = anon + file + shmem. Anonymous = the agent's own heap and stacks; file = mapped
+    // code: the agent's binary (gRPC, protobuf, OpenSSL... linked in) and the shared C/C++
+    // runtimes, backend and vendor library; shmem = the fake NVML's shared device state.
+    state.counters["rss_anon_MiB"] = static_cast<double>(statusField(pid, "RssAnon")) / 1024.0;
+    state.counters["rss_file_MiB"] = static_cast<double>(statusField(pid, "RssFile")) / 1024.0;
+    state.counters["rss_shmem_MiB"] = static_cast<double>(statusField(pid, "RssShmem")) / 1024.0;
+    state.counters["threads"] = static_cast<double>(statusField(pid, "Threads"));
     state.counters["devices_listed"] = static_cast<double>(kubelet->devices(resource).size());
     ::kill(pid, SIGTERM);
     ::waitpid(pid, nullptr, 0);
