@@ -28,13 +28,6 @@ if(argc EQUAL 0)
   message(FATAL_ERROR "static_link.cmake: no link command after --")
 endif()
 
-# -DUNSECURE_GRPC=ON: gRPC's archives without TLS, ALTS and xDS (grpc_unsecure), for a
-# program whose channels are all insecure (the kubelet's unix sockets).
-set(renamed "")
-if(UNSECURE_GRPC)
-  set(renamed "grpc++=grpc++_unsecure;grpc=grpc_unsecure")
-endif()
-
 # Folders searched for -l<name>: the -L folders of the command, then the compiler's.
 set(search_dirs "")
 foreach(arg IN LISTS command)
@@ -60,12 +53,11 @@ foreach(arg IN LISTS command)
     list(APPEND static_command "${arg}")
     continue()
   endif()
-  foreach(pair IN LISTS renamed)
-    if(pair MATCHES "^(.+)=(.+)$" AND name STREQUAL CMAKE_MATCH_1)
-      set(name "${CMAKE_MATCH_2}")
-      break()
-    endif()
-  endforeach()
+  # -DUNSECURE_GRPC=ON: gRPC's archives without TLS, ALTS and xDS, for a program whose
+  # channels are all insecure (the kubelet's unix sockets).
+  if(UNSECURE_GRPC AND name MATCHES "^grpc(\\+\\+)?$")
+    set(name "${name}_unsecure")
+  endif()
   set(archive "")
   foreach(dir IN LISTS dirs)
     string(REGEX REPLACE "/$" "" dir "${dir}")
