@@ -166,21 +166,27 @@ class DevicePluginCambricon : public AgentFixture {
     ASSERT_TRUE(kubelet->waitForDevices("cambricon.com/vmlu", std::chrono::seconds(10)));
     ASSERT_TRUE(waitFor([&] { return agent->podsSynced(); }));
   }
-  /// A pod with one container asking for 30% and 16 × 256 MiB of the card, as placed.
-  fakes::AdmitResult admitSlice(const std::string& name) {
+  /// A pod with one container asking for 30% and 16 × 256 MiB of the card, as placed
+  /// (on `slot`, bound at `bindTime`).
+  std::string createSlicePod(const std::string& name, int slot = 0, const std::string& bindTime = {}) {
     const std::string card = std::string("MLU-") + kMluUuid;
     PodSpec spec{
         name,
         {{"infer",
           {{"cambricon.com/vmlu", 1}, {"cambricon.com/mlu.smlu.vmemory", 16}, {"cambricon.com/mlu.smlu.vcore", 30}},
-          {grant(card, 0, 4096, 30, 0, "cambricon")}}}};
-    const std::string uid = createPod(spec);
+          {grant(card, 0, 4096, 30, slot, "cambricon")}}},
+        true,
+        bindTime};
+    return createPod(spec);
+  }
+  fakes::AdmitResult admitSlice(const std::string& name, const std::string& uid) {
     fakes::KubeletPod pod;
     pod.name = name;
     pod.uid = uid;
     pod.containers.push_back({"infer", false, {{"cambricon.com/vmlu", 1}}});
     return kubelet->admit(pod);
   }
+  fakes::AdmitResult admitSlice(const std::string& name) { return admitSlice(name, createSlicePod(name)); }
 };
 
 TEST_F(DevicePluginCambricon, AllocateWritesTheAnnotationsCambriconsPluginReadsOnThePod) {
@@ -196,6 +202,39 @@ TEST_F(DevicePluginCambricon, AllocateWritesTheAnnotationsCambriconsPluginReadsO
   // They are the pod's, not the container runtime's.
   EXPECT_FALSE(result.allocations.at(0).response.annotations.contains("CAMBRICON_DSMLU_PROFILE"));
   EXPECT_THAT(result.allocations.at(0).response.env.at("VIRTUAL_DEVICES"), HasSubstr("/dev/cambricon_dev0,"));
+}
+
+/// The instance id in the instance node the container got (…/cap_dev0_mi<id>).
+std::string instanceIdOf(const fakes::ContainerAllocation& a) {
+  const std::string& v = a.response.env.at("VIRTUAL_DEVICES");
+  const auto at = v.find("_mi");
+  return at == std::string::npos ? "" : v.substr(at + 3, v.find(';', at) - at - 3);
+}
+
+/// The last field of CAMBRICON_DSMLU_PROFILE_INSTANCE: the instance id.
+std::string lastField(const std::string& value) { return value.substr(value.rfind('_') + 1); }
+
+TEST_F(DevicePluginCambricon, TheVendorAnnotationsFollowTheContainerToThePodThatHoldsIt) {
+  startMluNode(/*vendorAnnotations=*/true);
+  const std::string olderUid = createSlicePod("older", 0, "2026-01-01T00:00:00Z");
+  const std::string youngerUid = createSlicePod("younger", 1, "2026-01-01T00:00:01Z");
+  ASSERT_TRUE(waitFor([&] { return agent->tracker().pods().size() == 2; }));
+  // The kubelet admits the younger first: the agent serves it under the older one's name.
+  auto y = admitSlice("younger", youngerUid);
+  auto o = admitSlice("older", olderUid);
+  ASSERT_TRUE(y.admitted && o.admitted) << y.error << o.error;
+  ASSERT_EQ(y.allocations.at(0).deviceIds.at(0), std::string("MLU-") + kMluUuid + "::0");
+  const std::string yInstance = instanceIdOf(y.allocations.at(0));
+  const std::string oInstance = instanceIdOf(o.allocations.at(0));
+  ASSERT_FALSE(yInstance.empty());
+  ASSERT_NE(yInstance, oInstance);
+  agent->maintainNow();
+  EXPECT_TRUE(waitFor([&] {
+    return lastField(annotationOf("younger", "CAMBRICON_DSMLU_PROFILE_INSTANCE")) == yInstance &&
+           lastField(annotationOf("older", "CAMBRICON_DSMLU_PROFILE_INSTANCE")) == oInstance;
+  })) << "younger: "
+      << annotationOf("younger", "CAMBRICON_DSMLU_PROFILE_INSTANCE") << " (holds " << yInstance
+      << "), older: " << annotationOf("older", "CAMBRICON_DSMLU_PROFILE_INSTANCE") << " (holds " << oInstance << ")";
 }
 
 TEST_F(DevicePluginCambricon, WithoutTheOptionNoVendorAnnotationIsWritten) {
