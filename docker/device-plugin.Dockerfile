@@ -23,13 +23,13 @@ RUN scripts/install-deps.sh \
  && install -m 0644 /build/lib/vgpu/backends/libvgpu-backend-*.so /out/usr/local/lib/vgpu/backends/
 
 FROM debian:12-slim
-# Only the shared libraries the agent links (gRPC for the kubelet API, yaml-cpp, Boost,
-# spdlog, OpenSSL); the vendor libraries (NVML, cnDev, ROCm SMI) come from the host.
+# The agent links its third-party libraries statically (deviceplugin/static_link.cmake) and
+# needs only the C and C++ runtimes; these are the shared libraries the backends link
+# (pugixml: nvidia, Boost.JSON: cambricon and hygon, yaml-cpp: sim). The vendor libraries
+# (NVML, cnDev, ROCm SMI) come from the host.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      libgrpc++1.51 libgrpc29 libprotobuf32 libyaml-cpp0.7 libpugixml1v5 \
-      libboost-json1.81.0 libboost-url1.81.0 libboost-program-options1.81.0 \
-      libspdlog1.10 libfmt9 libssl3 ca-certificates \
+      libyaml-cpp0.7 libpugixml1v5 libboost-json1.81.0 ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/ /
 # Fail the build, not the node, when a runtime library is missing.
