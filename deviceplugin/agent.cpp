@@ -488,16 +488,24 @@ struct Agent::Impl final : PluginHandler {
 
   Listing listHeld() {
     Listing out;
-    if (options.podResourcesSocket.empty() || !fs::exists(options.podResourcesSocket)) return out;
+    if (options.podResourcesSocket.empty()) return out;
     out.asked = true;
-    auto listed = listPodResources(options.podResourcesSocket, std::chrono::seconds(2));
-    if (!listed.ok()) {
-      logLine("warning", listed.error().message);
-      return out;
+    std::string problem;
+    if (!fs::exists(options.podResourcesSocket)) {
+      problem = "the kubelet's PodResources socket " + options.podResourcesSocket + " does not exist";
+    } else if (auto listed = listPodResources(options.podResourcesSocket, std::chrono::seconds(2)); !listed.ok()) {
+      problem = listed.error().message;
+    } else {
+      out.pods = std::move(listed).value();
     }
-    out.pods = std::move(listed).value();
+    // Said once per change, not every pass.
+    std::lock_guard lock(bgMu);
+    if (problem != lastListProblem && !problem.empty())
+      logLine("warning", problem + " (pods are not corrected and no container folder is removed until it answers)");
+    lastListProblem = problem;
     return out;
   }
+  std::string lastListProblem;  // guarded by bgMu
 
   /// Each handout is attributed to the pod and container the kubelet says hold its IDs.
   void attributeHandouts(const std::map<std::string, HeldDevices>& listed) {

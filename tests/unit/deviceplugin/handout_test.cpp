@@ -138,6 +138,41 @@ TEST_F(DevicePluginHandouts, ARestartedAgentKeepsHeldFoldersWithTheirHoldersAndD
   EXPECT_THAT(text, HasSubstr(usedLine("older", 222 * kMiB)));
 }
 
+class DevicePluginHandoutCleanup : public AgentFixture {
+ protected:
+  /// A sim node whose agent reads PodResources at `socket`, and one pod admitted on it.
+  void admitOne(const std::string& socket) {
+    AgentOptions o = options();
+    o.podResourcesSocket = socket;
+    writeSimNode();
+    startKubelet();
+    startAgent(o);
+    ASSERT_TRUE(kubelet->waitForDevices(kSimCount, std::chrono::seconds(10)));
+    ASSERT_TRUE(waitFor([&] { return agent->podsSynced(); }));
+    PodSpec spec{"one", {{"main", {{kSimCount, 1}}, {grant("sim-0", 0, 0, 0, 0)}}}};
+    uid = createPod(spec);
+    auto r = kubelet->admit(kubeletPod(spec, uid));
+    ASSERT_TRUE(r.admitted) << r.error;
+    folder = folderOf(r.allocations.at(0));
+    ASSERT_TRUE(fs::is_directory(folder));
+    kubelet->removePod(uid);
+    ASSERT_TRUE(api->remove("pods", "default", "one").ok());
+    ASSERT_TRUE(waitFor([&] { return agent->tracker().pods().empty(); }));
+  }
+  std::string uid, folder;
+};
+
+TEST_F(DevicePluginHandoutCleanup, WithPodResourcesConfiguredButSilentNoFolderIsRemoved) {
+  admitOne((dir.path() / "pr" / "missing.sock").string());
+  agent->maintainNow();
+  EXPECT_TRUE(fs::is_directory(folder));
+}
+
+TEST_F(DevicePluginHandoutCleanup, WithoutAPodResourcesApiTheAttributedPodAloneDecides) {
+  admitOne("");
+  EXPECT_TRUE(waitFor([&] { return !fs::exists(folder); }));
+}
+
 #ifdef VGPU_FAKE_CNDEV_LIBRARY
 constexpr const char* kMluUuid = "0a1b2c3d-0000-4000-8000-000000000000";
 
