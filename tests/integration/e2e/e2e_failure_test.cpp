@@ -1,0 +1,497 @@
+// Failure cases with the real daemons (issue 10, part 2): the kubelet restarts, the
+// apiserver goes away and comes back, the scheduler restarts mid-stream, a node's agent
+// stops. After each, the cluster must still place and admit pods, and no share of a device
+// may be given twice: every check ends with the same two audits of what the apiserver holds
+// (expectNoShareGivenTwice, expectAnnotationsMatchKubelet).
+#include <gmock/gmock.h>
+#include <gtest/gtest-spi.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/json.hpp>
+
+#include "e2e_harness.h"
+#include "http_client.h"
+#include "vgpu/annotations.h"
+#include "vgpu/codec/inventory.h"
+#include "vgpu/pod_info.h"
+#include "vgpu/virtual_device_id.h"
+
+namespace vgpu::e2e {
+namespace {
+
+namespace json = boost::json;
+using ::testing::HasSubstr;
+using Clock = std::chrono::steady_clock;
+
+const std::string kGpuA0 = "GPU-a0000000-0000-4000-8000-000000000000";
+const std::string kGpuA1 = "GPU-a1000000-0000-4000-8000-000000000000";
+const std::string kGpuB0 = "GPU-b0000000-0000-4000-8000-000000000000";
+
+std::string podYaml(const std::string& name, int gpus, int memoryMiB, int cores = 0) {
+  std::string limits = "        nvidia.com/gpu: " + std::to_string(gpus) +
+                       "\n        nvidia.com/gpumem: " + std::to_string(memoryMiB) + "\n";
+  if (cores > 0) limits += "        nvidia.com/gpucores: " + std::to_string(cores) + "\n";
+  return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+         "\nspec:\n  containers:\n  - name: main\n    image: cuda-app\n    resources:\n      limits:\n" + limits;
+}
+
+std::string nameOf(const json::object& pod) { return std::string(pod.at("metadata").at("name").as_string()); }
+std::string uidOf(const json::object& pod) { return std::string(pod.at("metadata").at("uid").as_string()); }
+
+/// The live pods bound to a node, parsed.
+std::vector<PodInfo> boundPods(Cluster& c) {
+  std::vector<PodInfo> out;
+  for (const auto& obj : c.api().list("pods")) {
+    auto info = parsePod(obj);
+    if (info.ok() && !info->nodeName.empty() && !info->terminated()) out.push_back(*info);
+  }
+  return out;
+}
+
+/// Audit 1: the assignment annotations of every bound pod, summed per device, stay within
+/// the inventory the node's agent published (memory, compute, share count), and no virtual
+/// device (<device id>::<slot>) is held by two pods. The pods here have no init containers,
+/// whose devices could be reused by the app containers.
+void expectNoShareGivenTwice(Cluster& c) {
+  struct Use {
+    std::uint64_t memoryMiB = 0;
+    std::uint32_t compute = 0;
+    std::uint32_t shares = 0;
+  };
+  const auto pods = boundPods(c);
+  for (const auto& node : c.nodes()) {
+    auto inventory = decodeInventory(c.annotationOf("", node.name, keys::nodeDevices("nvidia")), "nvidia");
+    ASSERT_TRUE(inventory.ok()) << node.name << ": " << inventory.error().message;
+    std::map<std::string, Device> devices;
+    for (const auto& d : *inventory) devices[d.id] = d;
+    std::map<std::string, Use> used;
+    std::map<std::string, std::string> holder;  // virtual device id -> pod
+    for (const auto& pod : pods) {
+      if (pod.nodeName != node.name) continue;
+      auto assigned = c.assignmentOf(pod.podNamespace, pod.name);
+      ASSERT_TRUE(assigned) << pod.key() << " is bound to " << node.name << " without a readable assignment";
+      for (const auto& container : assigned->containers) {
+        EXPECT_FALSE(container.init) << pod.key();
+        for (const auto& g : container.devices) {
+          Use& u = used[g.deviceId];
+          u.memoryMiB += g.memoryMiB;
+          u.compute += g.compute;
+          ++u.shares;
+          const std::string id = formatVirtualDeviceId(g.deviceId, g.slot);
+          auto [it, fresh] = holder.emplace(id, pod.key());
+          EXPECT_TRUE(fresh) << id << " is given to both " << it->second << " and " << pod.key();
+        }
+      }
+    }
+    for (const auto& [id, u] : used) {
+      auto d = devices.find(id);
+      ASSERT_NE(d, devices.end()) << node.name << " publishes no device " << id;
+      EXPECT_LE(u.memoryMiB, d->second.memoryMiB) << id << " memory over-committed";
+      EXPECT_LE(u.compute, d->second.computeUnits) << id << " compute over-committed";
+      EXPECT_LE(u.shares, d->second.splitCount) << id << " shared by more containers than its split count";
+    }
+  }
+}
+
+/// Audit 2: every bound pod was admitted by its node's kubelet, and its annotation names
+/// exactly the virtual devices that kubelet handed each container.
+void expectAnnotationsMatchKubelet(Cluster& c) {
+  for (const auto& pod : boundPods(c)) {
+    const auto held = c.kubelet(pod.nodeName).allocations();
+    auto mine = held.find(pod.uid);
+    auto assigned = c.assignmentOf(pod.podNamespace, pod.name);
+    if (mine == held.end() || !assigned) {
+      ADD_FAILURE() << pod.key() << " is bound to " << pod.nodeName << (assigned ? "" : " without an assignment")
+                    << (mine == held.end() ? " but its kubelet holds nothing for it" : "");
+      continue;
+    }
+    for (const auto& container : assigned->containers) {
+      std::vector<std::string> annotated, got;
+      for (const auto& g : container.devices) annotated.push_back(formatVirtualDeviceId(g.deviceId, g.slot));
+      if (auto byResource = mine->second.find(container.name); byResource != mine->second.end())
+        for (const auto& [resource, ids] : byResource->second) got.insert(got.end(), ids.begin(), ids.end());
+      std::sort(annotated.begin(), annotated.end());
+      std::sort(got.begin(), got.end());
+      EXPECT_EQ(annotated, got) << pod.key() << " container " << container.name;
+    }
+  }
+}
+
+void expectClusterConsistent(Cluster& c) {
+  expectNoShareGivenTwice(c);
+  expectAnnotationsMatchKubelet(c);
+}
+
+/// The failure messages `audit` reports, captured instead of failing the test.
+std::vector<std::string> failuresOf(const std::function<void()>& audit) {
+  ::testing::TestPartResultArray results;
+  {
+    ::testing::ScopedFakeTestPartResultReporter intercept(
+        ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &results);
+    audit();
+  }
+  std::vector<std::string> out;
+  for (int i = 0; i < results.size(); ++i) out.emplace_back(results.GetTestPartResult(i).message());
+  return out;
+}
+
+// ---- kube-scheduler's calls, made directly ----
+
+/// The extender's /filter answer for `pod` on `nodes`, as a kube-scheduler asks it when its
+/// own view of the nodes (allocatable, from the kubelets' node status) lags.
+struct FilterAnswer {
+  std::vector<std::string> fitting;
+  std::map<std::string, std::string> failed;
+};
+
+Result<FilterAnswer> filterDirect(Cluster& c, const json::object& pod, const std::vector<std::string>& nodes) {
+  json::array names;
+  for (const auto& n : nodes) names.push_back(json::string(n));
+  auto reply = httpRequest("POST", c.schedulerUrl(), "/filter",
+                           json::serialize(json::object{{"Pod", pod}, {"NodeNames", names}}));
+  if (!reply.ok()) return std::move(reply).error();
+  if (reply->status != 200) return makeError("filter answered HTTP " + std::to_string(reply->status));
+  FilterAnswer out;
+  const json::object answer = json::parse(reply->body).as_object();
+  if (const auto* fitting = answer.if_contains("NodeNames"); fitting && fitting->is_array())
+    for (const auto& n : fitting->as_array()) out.fitting.emplace_back(n.as_string());
+  for (const char* key : {"FailedNodes", "FailedAndUnresolvableNodes"})
+    if (const auto* m = answer.if_contains(key); m && m->is_object())
+      for (const auto& [node, why] : m->as_object()) out.failed[std::string(node)] = std::string(why.as_string());
+  return out;
+}
+
+/// The extender's /bind of `pod` to `node`: its Error (empty when bound).
+Result<std::string> bindDirect(Cluster& c, const json::object& pod, const std::string& node,
+                               std::chrono::milliseconds timeout = kWait) {
+  const json::object args{
+      {"PodName", nameOf(pod)}, {"PodNamespace", "default"}, {"PodUID", uidOf(pod)}, {"Node", node}};
+  auto reply = httpRequest("POST", c.schedulerUrl(), "/bind", json::serialize(args), timeout);
+  if (!reply.ok()) return std::move(reply).error();
+  if (reply->status != 200)
+    return makeError("bind answered HTTP " + std::to_string(reply->status) + ": " + reply->body);
+  const json::object answer = json::parse(reply->body).as_object();
+  const auto* error = answer.if_contains("Error");
+  return error && error->is_string() ? std::string(error->as_string()) : std::string();
+}
+
+/// kube-scheduler retries a pending pod: schedules until it is bound or `timeout` passes.
+std::optional<ScheduleOutcome> scheduleWithRetries(Cluster& c, const std::string& name, std::string& lastError) {
+  std::optional<ScheduleOutcome> bound;
+  Cluster::waitUntil([&] {
+    auto attempt = c.schedulePod("default", name);
+    lastError = attempt.ok() ? attempt->error : attempt.error().message;
+    if (attempt.ok() && attempt->bound()) bound = *attempt;
+    return bound.has_value();
+  });
+  return bound;
+}
+
+// The audits are what the failure tests rely on: they must see a share given twice.
+TEST(E2EFailure, AuditsCatchAShareGivenTwiceAndAPodTheKubeletNeverAdmitted) {
+  Cluster cluster;
+  ASSERT_TRUE(cluster.start({{.name = "gpu-a", .gpus = {{.uuid = kGpuA0}}}}).ok());
+  auto real = cluster.runPod(podYaml("real", 1, 30000));
+  ASSERT_TRUE(real.ok()) << real.error().message;
+  EXPECT_THAT(failuresOf([&] { expectClusterConsistent(cluster); }), ::testing::IsEmpty());
+
+  // A second pod bound with a copy of the first's assignment, never admitted.
+  json::object forged = real->pod;
+  forged["metadata"] = json::object{{"name", "forged"},
+                                    {"namespace", "default"},
+                                    {"annotations",
+                                     {{std::string(keys::kPodAssignment),
+                                       cluster.annotationOf("default", "real", std::string(keys::kPodAssignment))}}}};
+  ASSERT_TRUE(cluster.api().create("pods", forged).ok());
+  const auto doubled = failuresOf([&] { expectClusterConsistent(cluster); });
+  const auto reported = [&](const std::string& what) {
+    return std::any_of(doubled.begin(), doubled.end(), [&](const auto& m) { return m.find(what) != m.npos; });
+  };
+  EXPECT_TRUE(reported(kGpuA0 + "::0 is given to both")) << ::testing::PrintToString(doubled);
+  EXPECT_TRUE(reported("memory over-committed")) << ::testing::PrintToString(doubled);
+  EXPECT_TRUE(reported("default/forged is bound to gpu-a but its kubelet holds nothing"))
+      << ::testing::PrintToString(doubled);
+  // Taken away, the cluster is consistent again.
+  ASSERT_TRUE(cluster.api().remove("pods", "default", "forged").ok());
+  EXPECT_THAT(failuresOf([&] { expectClusterConsistent(cluster); }), ::testing::IsEmpty());
+}
+
+// ---- the kubelet restarts ----
+
+TEST(E2EFailure, KubeletRestartAgentRegistersAgainAndPodsBeforeAndAfterKeepTheirDevices) {
+  Cluster cluster;
+  ASSERT_TRUE(cluster.start({{.name = "gpu-a", .gpus = {{.uuid = kGpuA0}, {.uuid = kGpuA1}}}}).ok());
+  auto before = cluster.runPod(podYaml("before", 1, 8000, 30));
+  ASSERT_TRUE(before.ok()) << before.error().message;
+  const auto assignedBefore = cluster.assignmentOf("default", "before");
+  ASSERT_TRUE(assignedBefore);
+  const auto heldBefore = cluster.kubelet("gpu-a").allocations().at(before->uid());
+
+  for (int restart = 1; restart <= 2; ++restart) {
+    const size_t registrations = cluster.kubelet("gpu-a").registrations().size();
+    const auto t0 = Clock::now();
+    auto restarted = cluster.restartKubelet("gpu-a");  // waits (kWait) for the new registration
+    ASSERT_TRUE(restarted.ok()) << restarted.error().message;
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+    RecordProperty("reregistered_ms_" + std::to_string(restart), std::to_string(ms));
+    const auto regs = cluster.kubelet("gpu-a").registrations();
+    ASSERT_GT(regs.size(), registrations);
+    EXPECT_EQ(regs.back().resource, "nvidia.com/gpu");
+    EXPECT_TRUE(regs.back().preferredAllocationAvailable);
+    EXPECT_TRUE(cluster.agent("gpu-a")->running());
+  }
+
+  // What was admitted before keeps its devices, in the kubelet and on the pod.
+  EXPECT_EQ(cluster.kubelet("gpu-a").allocations().at(before->uid()), heldBefore);
+  EXPECT_EQ(cluster.assignmentOf("default", "before"), assignedBefore);
+  EXPECT_EQ(cluster.annotationOf("default", "before", std::string(keys::kPodBindPhase)), "success");
+
+  // Pods created afterwards still allocate, next to it and on the same GPU.
+  for (const char* name : {"after-1", "after-2", "after-3"}) {
+    auto after = cluster.runPod(podYaml(name, 1, 8000, 20));
+    ASSERT_TRUE(after.ok()) << name << ": " << after.error().message << "\nagent log:\n" << cluster.agentLog("gpu-a");
+    ASSERT_EQ(after->admission.allocations.size(), 1u);
+    EXPECT_EQ(after->specOf("main").env["CUDA_DEVICE_MEMORY_LIMIT_0"], "8000m") << name;
+  }
+  expectClusterConsistent(cluster);
+}
+
+// ---- the apiserver goes away and comes back ----
+
+TEST(E2EFailure, ApiserverOutageFailsBindsInBoundedTimeAndAfterItNothingIsLostOrGivenTwice) {
+  // The agents write their heartbeat every second, so they do try during the outage.
+  Cluster cluster({.heartbeatSeconds = 1});
+  ASSERT_TRUE(
+      cluster.start({{.name = "gpu-a", .gpus = {{.uuid = kGpuA0}}}, {.name = "gpu-b", .gpus = {{.uuid = kGpuB0}}}})
+          .ok());
+  // binpack: both on one node, 10960 MiB left there.
+  auto p1 = cluster.runPod(podYaml("p1", 1, 20000, 40));
+  ASSERT_TRUE(p1.ok()) << p1.error().message;
+  auto p2 = cluster.runPod(podYaml("p2", 1, 10000));
+  ASSERT_TRUE(p2.ok()) << p2.error().message;
+  ASSERT_EQ(p1->schedule.node, p2->schedule.node);
+  const std::string full = p1->schedule.node, empty = full == "gpu-a" ? "gpu-b" : "gpu-a";
+  const auto p2Assigned = cluster.assignmentOf("default", "p2");
+  const std::string apiUrl = cluster.api().url(), apiAddress = apiUrl.substr(apiUrl.find("://") + 3);
+  auto pending = cluster.createPod(podYaml("pending", 1, 15000));
+  ASSERT_TRUE(pending.ok()) << pending.error().message;
+  ASSERT_EQ(cluster.predict(*pending)->node, empty);
+
+  std::map<std::string, std::string> heartbeats;
+  for (const auto& node : cluster.nodes())
+    heartbeats[node.name] = cluster.annotationOf("", node.name, std::string(keys::kNodeHeartbeat));
+
+  cluster.stopApiServer();
+  // kube-scheduler's bind fails with an error that names the apiserver call, in bounded
+  // time, and leaves no reservation behind (checked below: "big" needs that room).
+  const auto t0 = Clock::now();
+  auto bind = bindDirect(cluster, *pending, empty);
+  const auto bindMs = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+  ASSERT_TRUE(bind.ok()) << "no answer to /bind while the apiserver is away: " << bind.error().message;
+  RecordProperty("bind_while_apiserver_away_ms", std::to_string(bindMs));
+  EXPECT_THAT(*bind, HasSubstr("binding to " + empty));
+  EXPECT_THAT(*bind, HasSubstr(apiAddress));
+  // The extender still answers from its cache, and the agents keep running.
+  auto filtered = filterDirect(cluster, *pending, {"gpu-a", "gpu-b"});
+  ASSERT_TRUE(filtered.ok()) << filtered.error().message;
+  EXPECT_EQ(filtered->fitting, std::vector<std::string>{empty});
+  for (const auto& node : cluster.nodes()) {
+    EXPECT_TRUE(cluster.agent(node.name)->running()) << node.name;
+    EXPECT_FALSE(cluster.agentMetrics(node.name).empty()) << node.name;
+  }
+
+  auto up = cluster.startApiServer();
+  ASSERT_TRUE(up.ok()) << up.error().message;
+  // The agents write again (the outage lasted seconds, so the heartbeat time moves on).
+  for (const auto& [node, before] : heartbeats)
+    EXPECT_TRUE(Cluster::waitUntil([&] {
+      return cluster.annotationOf("", node, std::string(keys::kNodeHeartbeat)) != before;
+    })) << node
+        << " still shows heartbeat " << before << "; agent log:\n"
+        << cluster.agentLog(node);
+  // kube-scheduler retries the pending pod: it is placed and admitted.
+  std::string lastError;
+  auto placed = scheduleWithRetries(cluster, "pending", lastError);
+  ASSERT_TRUE(placed) << lastError << "\nscheduler log:\n" << cluster.schedulerLog();
+  EXPECT_EQ(placed->node, empty);
+  auto admitted = cluster.admitPod("default", "pending");
+  ASSERT_TRUE(admitted.ok() && admitted->admitted) << (admitted.ok() ? admitted->error : admitted.error().message);
+
+  // The informers resynced: a delete made now reaches the scheduler's cache (30000 MiB fits
+  // only where p1 was), and a pod bound now reaches the agent (it is admitted).
+  ASSERT_TRUE(cluster.createPod(podYaml("big", 1, 30000)).ok());
+  auto notYet = cluster.schedulePod("default", "big");
+  ASSERT_TRUE(notYet.ok()) << notYet.error().message;
+  EXPECT_FALSE(notYet->bound());
+  ASSERT_TRUE(cluster.deletePod("default", "p1").ok());
+  auto big = scheduleWithRetries(cluster, "big", lastError);
+  ASSERT_TRUE(big) << lastError << "\nscheduler log:\n" << cluster.schedulerLog();
+  EXPECT_EQ(big->node, full);
+  auto bigAdmitted = cluster.admitPod("default", "big");
+  ASSERT_TRUE(bigAdmitted.ok() && bigAdmitted->admitted)
+      << (bigAdmitted.ok() ? bigAdmitted->error : bigAdmitted.error().message) << "\nagent log:\n"
+      << cluster.agentLog(full);
+
+  // Nothing lost: every pod is still there with its assignment.
+  for (const char* name : {"p2", "pending", "big"}) EXPECT_TRUE(cluster.assignmentOf("default", name)) << name;
+  EXPECT_EQ(cluster.assignmentOf("default", "p2"), p2Assigned);
+  expectClusterConsistent(cluster);
+}
+
+// ---- the scheduler restarts ----
+
+class E2EFailureSchedulerRestart : public ::testing::TestWithParam<bool> {};
+
+TEST_P(E2EFailureSchedulerRestart, CacheRebuildsFromTheApiserverAndNoShareIsGivenTwice) {
+  const bool graceful = GetParam();
+  Cluster cluster;
+  ASSERT_TRUE(cluster.start({{.name = "gpu-a", .gpus = {{.uuid = kGpuA0}}}}).ok());
+  // 40960 MiB, 100% compute, 4 shares. "early" is admitted; "in-flight" is bound (its
+  // assignment on the pod) but the kubelet has not admitted it when the scheduler dies.
+  auto early = cluster.runPod(podYaml("early", 1, 20000, 50));
+  ASSERT_TRUE(early.ok()) << early.error().message;
+  ASSERT_TRUE(cluster.createPod(podYaml("in-flight", 1, 15000, 30)).ok());
+  auto inFlight = cluster.schedulePod("default", "in-flight");
+  ASSERT_TRUE(inFlight.ok() && inFlight->bound()) << (inFlight.ok() ? inFlight->error : inFlight.error().message);
+  const auto placedBefore = cluster.assignmentOf("default", "in-flight");
+  // Two pods that fit only if the old assignments are forgotten (5960 MiB and 20% compute
+  // are left), pending when the scheduler goes.
+  struct Refused {
+    const char* name;
+    int memoryMiB, cores;
+    const char* why;
+  };
+  const Refused refusals[] = {{"too-much-memory", 10000, 10, "not enough free memory (needs 10000 MiB, 5960 MiB free)"},
+                              {"too-much-compute", 1000, 30, "not enough free compute (needs 30%, 20% free)"}};
+  for (const Refused& r : refusals) ASSERT_TRUE(cluster.createPod(podYaml(r.name, 1, r.memoryMiB, r.cores)).ok());
+
+  cluster.stopScheduler(graceful);
+  EXPECT_FALSE(cluster.scheduler()->running());
+  // Meanwhile kube-scheduler's attempts fail (the extender is not ignorable), at once.
+  auto whileDown = cluster.schedulePod("default", "too-much-memory");
+  EXPECT_FALSE(whileDown.ok() && whileDown->bound());
+  auto restarted = cluster.startScheduler();  // /readyz and every node's devices in its cache
+  ASSERT_TRUE(restarted.ok()) << restarted.error().message;
+
+  // The kubelet admits the in-flight pod on what the old scheduler assigned.
+  auto admitted = cluster.admitPod("default", "in-flight");
+  ASSERT_TRUE(admitted.ok()) << admitted.error().message;
+  EXPECT_TRUE(admitted->admitted) << admitted->error;
+  EXPECT_EQ(cluster.assignmentOf("default", "in-flight"), placedBefore);
+
+  // The new scheduler refuses both with the engine's reason, and the engine agrees.
+  for (const Refused& r : refusals) {
+    auto outcome = cluster.schedulePod("default", r.name);
+    ASSERT_TRUE(outcome.ok()) << outcome.error().message;
+    EXPECT_FALSE(outcome->bound()) << r.name << " was bound to " << outcome->node;
+    ASSERT_TRUE(outcome->failedNodes.contains("gpu-a")) << r.name << ": " << outcome->error;
+    EXPECT_THAT(outcome->failedNodes.at("gpu-a"), HasSubstr(r.why));
+    auto predicted = cluster.predict(*cluster.pod("default", r.name));
+    ASSERT_TRUE(predicted.ok());
+    EXPECT_EQ(predicted->node, "") << r.name;
+    ASSERT_TRUE(cluster.deletePod("default", r.name).ok());
+  }
+
+  // What is left is still given out, once: two more pods take the last two shares.
+  for (const char* name : {"late-1", "late-2"}) {
+    auto late = cluster.runPod(podYaml(name, 1, 2900, 10));
+    ASSERT_TRUE(late.ok()) << name << ": " << late.error().message << "\nscheduler log:\n" << cluster.schedulerLog();
+  }
+  // And no fifth share: kube-scheduler sees the 4 advertised devices taken, and so does
+  // the extender when asked anyway.
+  auto full = cluster.createPod(podYaml("one-too-many", 1, 10, 0));
+  ASSERT_TRUE(full.ok());
+  auto refused = cluster.schedulePod("default", "one-too-many");
+  ASSERT_TRUE(refused.ok()) << refused.error().message;
+  EXPECT_FALSE(refused->bound());
+  auto extender = filterDirect(cluster, *full, {"gpu-a"});
+  ASSERT_TRUE(extender.ok()) << extender.error().message;
+  EXPECT_THAT(extender->fitting, ::testing::IsEmpty());
+  EXPECT_THAT(extender->failed["gpu-a"], HasSubstr("all 4 shares of the device are taken"));
+  expectClusterConsistent(cluster);
+}
+
+INSTANTIATE_TEST_SUITE_P(E2EFailure, E2EFailureSchedulerRestart, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "Graceful" : "Sigkill"; });
+
+// ---- a node's agent stops ----
+
+TEST(E2EFailure, StoppedAgentsNodeIsRefusedOnceItsHeartbeatIsStaleAndUsedAgainWhenItReturns) {
+  // Heartbeats every second, stale after 5 s: long enough that a live agent on a loaded
+  // machine is never taken for a dead one.
+  Cluster cluster({.heartbeatTimeout = "5s", .heartbeatSeconds = 1});
+  ASSERT_TRUE(
+      cluster.start({{.name = "gpu-a", .gpus = {{.uuid = kGpuA0}}}, {.name = "gpu-b", .gpus = {{.uuid = kGpuB0}}}})
+          .ok());
+  // binpack: once "first" is on gpu-a, gpu-a is where the next small pod belongs.
+  auto first = cluster.runPod(podYaml("first", 1, 20000));
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  const std::string busy = first->schedule.node, other = busy == "gpu-a" ? "gpu-b" : "gpu-a";
+  auto probe = cluster.createPod(podYaml("probe", 1, 1000));
+  ASSERT_TRUE(probe.ok());
+  ASSERT_EQ(cluster.predict(*probe)->node, busy);
+
+  // The agent dies (SIGKILL: its last heartbeat stays on the Node and ages).
+  cluster.stopAgent(busy, /*graceful=*/false);
+  // Asked directly (kube-scheduler's node view may lag the kubelet), the extender refuses
+  // the node once the heartbeat is older than the limit, and says why.
+  std::string why;
+  ASSERT_TRUE(Cluster::waitUntil([&] {
+    auto answer = filterDirect(cluster, *probe, {"gpu-a", "gpu-b"});
+    if (!answer.ok()) return false;
+    why = answer->failed.contains(busy) ? answer->failed.at(busy) : "";
+    return !why.empty();
+  })) << "the extender never refused "
+      << busy;
+  EXPECT_THAT(why, HasSubstr("heartbeat is stale"));
+  EXPECT_THAT(why, HasSubstr("vgpu-device-plugin"));
+  auto answer = filterDirect(cluster, *probe, {"gpu-a", "gpu-b"});
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ(answer->fitting, std::vector<std::string>{other});
+  // Even a bind straight to it is refused, with the same reason.
+  auto forced = bindDirect(cluster, *probe, busy);
+  ASSERT_TRUE(forced.ok()) << forced.error().message;
+  EXPECT_THAT(*forced, HasSubstr("heartbeat is stale"));
+  EXPECT_EQ(cluster.annotationOf("default", "probe", std::string(keys::kPodAssignment)), "");
+
+  // New pods go to the other node.
+  for (const char* name : {"probe", "meanwhile"}) {
+    if (std::string(name) != "probe") {
+      ASSERT_TRUE(cluster.createPod(podYaml(name, 1, 1000)).ok());
+    }
+    auto outcome = cluster.schedulePod("default", name);
+    ASSERT_TRUE(outcome.ok()) << outcome.error().message;
+    EXPECT_EQ(outcome->node, other) << name << ": " << outcome->error;
+    auto admitted = cluster.admitPod("default", name);
+    ASSERT_TRUE(admitted.ok() && admitted->admitted) << name;
+  }
+
+  // The agent comes back: a fresh heartbeat, and the node is used again.
+  auto back = cluster.startAgent(busy);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  auto returned = cluster.createPod(podYaml("returned", 1, 1000));
+  ASSERT_TRUE(returned.ok());
+  ASSERT_TRUE(Cluster::waitUntil([&] {
+    auto a = filterDirect(cluster, *returned, {"gpu-a", "gpu-b"});
+    return a.ok() && a->fitting.size() == 2;
+  }));
+  auto placed = cluster.schedulePod("default", "returned");
+  ASSERT_TRUE(placed.ok()) << placed.error().message;
+  EXPECT_EQ(placed->node, busy) << placed->error;
+  auto admitted = cluster.admitPod("default", "returned");
+  ASSERT_TRUE(admitted.ok() && admitted->admitted)
+      << (admitted.ok() ? admitted->error : admitted.error().message) << "\nagent log:\n"
+      << cluster.agentLog(busy);
+  expectClusterConsistent(cluster);
+}
+
+}  // namespace
+}  // namespace vgpu::e2e
