@@ -491,6 +491,16 @@ TEST(E2EFailure, StoppedAgentsNodeIsRefusedOnceItsHeartbeatIsStaleAndUsedAgainWh
       << (admitted.ok() ? admitted->error : admitted.error().message) << "\nagent log:\n"
       << cluster.agentLog(busy);
   expectClusterConsistent(cluster);
+
+  // A graceful stop takes the inventory and heartbeat off the Node: refused at once, with
+  // that reason.
+  cluster.stopAgent(busy, /*graceful=*/true);
+  ASSERT_TRUE(Cluster::waitUntil([&] {
+    auto a = filterDirect(cluster, *returned, {"gpu-a", "gpu-b"});
+    why = a.ok() && a->failed.contains(busy) ? a->failed.at(busy) : "";
+    return !why.empty();
+  }));
+  EXPECT_THAT(why, HasSubstr("no vgpu devices are published on this node"));
 }
 
 }  // namespace
