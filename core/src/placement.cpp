@@ -53,8 +53,11 @@ bool better(const Candidate& a, const Candidate& b, DevicePolicy policy) {
 }
 
 /// Chooses the devices for one request given `usage`; fills `chosen` or `refusal`.
+/// `anyWillDo`: only whether it fits matters, so stop at the first devices that fit
+/// (`chosen` is then not filled); a refusal is the same either way.
 bool chooseDevices(const PreparedPod::Request& request, const NodeInventory& inventory,
-                   const std::vector<DeviceUsage>& usage, DevicePolicy policy, Scratch& s, NodeRefusal& refusal) {
+                   const std::vector<DeviceUsage>& usage, DevicePolicy policy, Scratch& s, NodeRefusal& refusal,
+                   bool anyWillDo = false) {
   const vgpu_device_request& q = request.record->c();
   const NodeInventory::BackendGroup* group = inventory.group(request.record->request().backend);
   s.chosen.clear();
@@ -77,6 +80,7 @@ bool chooseDevices(const PreparedPod::Request& request, const NodeInventory& inv
     }
     if (r.fits) {
       s.candidates.push_back({pos, device.numa_node, entry.load(usage[pos]), r.take});
+      if (anyWillDo && s.candidates.size() == q.count) return true;
     } else {
       noteRefusal(refusal, r);
     }
@@ -211,6 +215,32 @@ DevicePolicy PlacementEngine::devicePolicyFor(const PreparedPod& pod) const {
 
 NodeEvaluation PlacementEngine::evaluate(const PreparedPod& pod, const NodeState& node) const {
   return run(pod, node, nodePolicyFor(pod), devicePolicyFor(pod), nullptr);
+}
+
+NodeEvaluation PlacementEngine::check(const PreparedPod& pod, const NodeState& node) const {
+  // With one request, enough fitting devices settle it whichever they are. With more, the
+  // devices chosen for one request change what is left for the next: full placement.
+  const PreparedPod::Request* only = nullptr;
+  std::int16_t container = 0;
+  for (size_t ci = 0; ci < pod.containers().size(); ++ci) {
+    const auto& requests = pod.containers()[ci].requests;
+    if (requests.empty()) continue;
+    if (only != nullptr || requests.size() > 1) return evaluate(pod, node);
+    only = &requests.front();
+    container = static_cast<std::int16_t>(ci);
+  }
+  if (only == nullptr || only->record->c().numa_bind || !node.unavailable.empty()) return evaluate(pod, node);
+  NodeEvaluation eval;
+  Scratch& s = scratch();
+  s.refusal.reasonCount = 0;
+  if (chooseDevices(*only, *node.inventory, node.usage, devicePolicyFor(pod), s, s.refusal, true)) {
+    eval.fits = true;
+    return eval;
+  }
+  eval.refusal = s.refusal;
+  eval.refusal.container = container;
+  eval.refusal.request = 0;
+  return eval;
 }
 
 Result<Assignment> PlacementEngine::assign(const PreparedPod& pod, const NodeState& node) const {

@@ -194,7 +194,7 @@ http::Response Extender::filter(const http::Request& request) {
           result.fail(i, result.reason(why), !node->state.unavailable.empty());
           continue;
         }
-        const NodeEvaluation eval = engine_.evaluate(*pod.prepared, node->state);
+        const NodeEvaluation eval = engine_.check(*pod.prepared, node->state);  // no score needed here
         if (eval.fits) result.pass(i);
         else result.fail(i, words(node->state, eval), false);
       }

@@ -83,6 +83,10 @@ class PlacementEngine {
   /// Whether the pod fits `node` and how well, without building the assignment.
   NodeEvaluation evaluate(const PreparedPod& pod, const NodeState& node) const;
 
+  /// evaluate() for filtering many nodes: the same fits and refusal, but no score (0), and
+  /// a pod with one device request stops at the first devices that fit.
+  NodeEvaluation check(const PreparedPod& pod, const NodeState& node) const;
+
   /// The devices each container gets on `node`; the error is the refusal in words.
   Result<Assignment> assign(const PreparedPod& pod, const NodeState& node) const;
 

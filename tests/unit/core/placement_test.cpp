@@ -242,6 +242,42 @@ TEST_F(PlacementTest, UnavailableNodeAndNodeWithoutDevicesSayWhy) {
   EXPECT_THAT(engine_.explain(p, nodes[1], placement.evaluations[1]), HasSubstr("the node has no sim devices"));
 }
 
+TEST_F(PlacementTest, CheckAgreesWithEvaluateOnFitAndRefusal) {
+  // Four devices on two NUMA nodes, partly used, one cordoned, and a node without devices.
+  std::vector<NodeState> nodes{node("n1", devices("n1", 4, k80G, "A100", 4, 2), {"n1-gpu3"}), node("none", {})};
+  place(pod({gpu(1, 70000, 50)}), nodes[0]);
+  place(pod({gpu(1, 20000, 90)}), nodes[0]);
+  nodes.push_back(nodes[0]);
+  nodes.back().unavailable = "stale";
+  const Annotations bind{{"vgpu.io/numa-bind", "true"}};
+  struct Case {
+    const char* description;
+    PreparedPod pod;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"one slice that fits", pod({gpu(1, 1000, 10)})});
+  cases.push_back({"two devices that fit", pod({gpu(2, 1000, 10)})});
+  cases.push_back({"a slice only a later device has room for", pod({gpu(1, 70000, 10)})});
+  cases.push_back({"more devices than fit (one is cordoned)", pod({gpu(4, 1000, 10)})});
+  cases.push_back({"more memory than any device has", pod({gpu(1, 90000, 10)})});
+  cases.push_back({"NUMA-bound", pod({gpu(2, 1000, 10)}, bind)});
+  cases.push_back({"two containers", pod({gpu(1, 50000, 10, "a"), gpu(1, 50000, 10, "b")})});
+  cases.push_back({"an init container", pod({gpu(1, 61440, 10, "warmup", true), gpu(1, 1000, 10, "serve")})});
+  int fits = 0;
+  for (const auto& c : cases) {
+    for (const auto& n : nodes) {
+      const NodeEvaluation full = engine_.evaluate(c.pod, n);
+      const NodeEvaluation quick = engine_.check(c.pod, n);
+      EXPECT_EQ(quick.fits, full.fits) << c.description << " on " << n.name;
+      fits += full.fits;
+      if (!full.fits) {
+        EXPECT_EQ(engine_.explain(c.pod, n, quick), engine_.explain(c.pod, n, full)) << c.description << " on " << n.name;
+      }
+    }
+  }
+  EXPECT_EQ(fits, 6);  // the cases cover both outcomes: 6 fit n1, nothing fits the others
+}
+
 TEST_F(PlacementTest, RemoveGivesBackWhatAddTook) {
   auto n = node("n1", devices("n1", 2));
   auto a = place(pod({gpu(2, 1000, 10)}), n);
