@@ -115,8 +115,13 @@ int main(int argc, char** argv) {
   clientOptions.qps = vm["qps"].as<double>();
   clientOptions.burst = vm["burst"].as<int>();
   clientOptions.userAgent = std::string("vgpu-scheduler/") + versionString();
-  auto client = k8s::Client::create(std::move(*clientConfig), clientOptions);
+  auto client = k8s::Client::create(*clientConfig, clientOptions);
   if (!client.ok()) return fail(client.error().message);
+  // Events get their own client and rate limit, as kube-scheduler's do: with one shared
+  // limit, each placement's event would halve the binds per second the limit allows.
+  auto eventClient = k8s::Client::create(std::move(*clientConfig), clientOptions);
+  if (!eventClient.ok()) return fail(eventClient.error().message);
+  service.eventClient = eventClient->get();
 
   // Signals are taken by sigwait below, never by the worker threads started next.
   sigset_t signals;

@@ -86,7 +86,8 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const DeviceCo
       k8s::InformerHandlers{[cache](const k8s::ObjectPtr& p) { cache->upsertPod(*p); },
                             [cache](const k8s::ObjectPtr&, const k8s::ObjectPtr& p) { cache->upsertPod(*p); },
                             [cache](const k8s::ObjectPtr& p) { cache->removePod(*p); }});
-  s->events = std::make_unique<EventRecorder>(&client, "vgpu-scheduler", options.instance,
+  s->events = std::make_unique<EventRecorder>(options.eventClient ? options.eventClient : &client, "vgpu-scheduler",
+                                              options.instance,
                                               [s] { s->metrics.eventsDropped.inc(); });
   k8s::Informer* pods = s->podInformer.get();
   s->extender = std::make_unique<Extender>(backends, config.scheduler, *s->cache, client, *s->events, s->metrics,

@@ -23,6 +23,9 @@ struct ServiceOptions {
   ExtenderOptions extender;
   http::ServerOptions http;
   std::chrono::seconds inFlightExpiry{300};
+  /// Events' own client (and so their own rate limit); null = the main client. Must outlive
+  /// the service.
+  k8s::Client* eventClient = nullptr;
   /// Informers: where to start over after a failed list or watch.
   std::chrono::milliseconds informerBackoffMin{200};
 };

@@ -89,7 +89,7 @@ void BM_FilterBindThroughput(benchmark::State& state) {
   spdlog::set_level(spdlog::level::err);
   std::vector<std::string> names;
   auto h = cluster(1000, 16, names);
-  AgentDouble agent(*h->client);
+  AgentDouble agent(h->api->url());
   const int podsPerRound = static_cast<int>(state.range(0));
   int round = 0;
   std::int64_t placed = 0, failed = 0;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -18,29 +19,37 @@
 namespace vgpu::testing {
 
 /// Plays the node agent's part that the scheduler waits for: a pod bound "allocating"
-/// becomes "success" (as after the kubelet's Allocate).
+/// becomes "success" (as after the kubelet's Allocate). With its own client, as the agents
+/// are other processes: its patches do not share the scheduler's client-side rate limit.
 class AgentDouble {
  public:
-  explicit AgentDouble(k8s::Client& client)
-      : client_(client),
-        informer_(client, k8s::kPods, {},
-                  {[this](const k8s::ObjectPtr& p) { ack(*p); },
-                   [this](const k8s::ObjectPtr&, const k8s::ObjectPtr& p) { ack(*p); }, nullptr}) {
-    informer_.start();
+  explicit AgentDouble(const std::string& apiServerUrl) : client_(connect(apiServerUrl)) {
+    informer_ = std::make_unique<k8s::Informer>(
+        *client_, k8s::kPods, k8s::InformerOptions{},
+        k8s::InformerHandlers{[this](const k8s::ObjectPtr& p) { ack(*p); },
+                              [this](const k8s::ObjectPtr&, const k8s::ObjectPtr& p) { ack(*p); }, nullptr});
+    informer_->start();
   }
-  ~AgentDouble() { informer_.stop(); }
+  ~AgentDouble() { informer_->stop(); }
   AgentDouble(const AgentDouble&) = delete;
   AgentDouble& operator=(const AgentDouble&) = delete;
 
  private:
+  static std::unique_ptr<k8s::Client> connect(const std::string& url) {
+    k8s::ClientConfig config;
+    config.server = url;
+    auto c = k8s::Client::create(config, {});
+    if (!c.ok()) throw std::runtime_error(c.error().message);
+    return std::move(c).value();
+  }
   void ack(const json::object& pod) {
     if (k8s::annotation(pod, keys::kPodBindPhase) != "allocating") return;
     k8s::MetadataPatch patch;
     patch.annotations[std::string(keys::kPodBindPhase)] = "success";
-    (void)client_.patchMetadata(k8s::kPods, k8s::namespaceOf(pod), k8s::name(pod), patch);
+    (void)client_->patchMetadata(k8s::kPods, k8s::namespaceOf(pod), k8s::name(pod), patch);
   }
-  k8s::Client& client_;
-  k8s::Informer informer_;
+  std::unique_ptr<k8s::Client> client_;
+  std::unique_ptr<k8s::Informer> informer_;
 };
 
 /// Creates `count` nodes "node-<i>" with `gpus` sim devices each and waits until the

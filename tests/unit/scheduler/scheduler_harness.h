@@ -138,6 +138,7 @@ inline bool eventually(const std::function<bool()>& pred, std::chrono::milliseco
 struct SchedulerHarness {
   std::unique_ptr<fakes::FakeApiServer> api;
   std::unique_ptr<k8s::Client> client;
+  std::unique_ptr<k8s::Client> eventClient;  ///< as vgpu-scheduler's main has
   BackendSet backends;
   DeviceConfig config;
   std::unique_ptr<scheduler::SchedulerService> service;
@@ -153,6 +154,10 @@ struct SchedulerHarness {
     auto c = k8s::Client::create(cc, co);
     if (!c.ok()) throw std::runtime_error(c.error().message);
     client = std::move(c).value();
+    auto e = k8s::Client::create(cc, co);
+    if (!e.ok()) throw std::runtime_error(e.error().message);
+    eventClient = std::move(e).value();
+    options.eventClient = eventClient.get();
     backends = simBackends();
     config.scheduler.nodePolicy = nodePolicy;
     options.informerBackoffMin = std::chrono::milliseconds(20);

@@ -23,7 +23,7 @@ TEST(SchedulerStress, ThousandPodsConcurrentlyOnFiftyNodesNeverOverCommit) {
   constexpr int kNodes = 50, kGpus = 4, kPods = 1000, kThreads = 16;
   constexpr std::uint64_t kMemory = 40000;
   const std::vector<std::string> nodeNames = addNodes(h, kNodes, kGpus, kMemory, 10);
-  AgentDouble agent(*h.client);
+  AgentDouble agent(h.api->url());
 
   // Requests sized so the cluster is nearly full at the end: 1000 pods of 1,000-6,000 MiB
   // (avg 3,500) against 50*4*40,000 = 8,000,000 MiB; cores 0-15% against 20,000%.
