@@ -378,7 +378,12 @@ Status Cluster::waitForAgentDevices(Node& n) {
     if (!b) return makeError("backend " + backend + " is not built; node " + n.spec.name + " needs it");
     for (const auto& r : b->allocator().resources()) {
       if (!r.advertised) continue;
-      if (!n.kubelet->waitForDevices(r.name, kWait, [](const auto& list) { return !list.empty(); }))
+      // A healthy device, not just a list: after a restart the kubelet keeps the old list,
+      // marked unhealthy, until the plugin sends its new one.
+      const auto anyHealthy = [](const std::vector<fakes::KubeletDevice>& list) {
+        return std::any_of(list.begin(), list.end(), [](const auto& d) { return d.healthy; });
+      };
+      if (!n.kubelet->waitForDevices(r.name, kWait, anyHealthy))
         return makeError("no " + r.name + " devices reached the kubelet of " + n.spec.name + "; agent log:\n" +
                          n.agent->log());
     }
