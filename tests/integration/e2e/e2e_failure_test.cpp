@@ -143,6 +143,12 @@ std::vector<std::string> failuresOf(const std::function<void()>& audit) {
   return out;
 }
 
+/// Starts the cluster; "" when it came up, else what did not (with its log).
+std::string startError(Cluster& c, std::vector<NodeSpec> nodes) {
+  auto started = c.start(std::move(nodes));
+  return started.ok() ? "" : started.error().message;
+}
+
 // ---- kube-scheduler's calls, made directly ----
 
 /// The extender's /filter answer for `pod` on `nodes`, as a kube-scheduler asks it when its
@@ -198,7 +204,7 @@ std::optional<ScheduleOutcome> scheduleWithRetries(Cluster& c, const std::string
 // The audits are what the failure tests rely on: they must see a share given twice.
 TEST(E2EFailure, AuditsCatchAShareGivenTwiceAndAPodTheKubeletNeverAdmitted) {
   Cluster cluster;
-  ASSERT_TRUE(cluster.start({{.name = "gpu-a", .gpus = {{.uuid = kGpuA0}}}}).ok());
+  ASSERT_EQ(startError(cluster, {{.name = "gpu-a", .gpus = {{.uuid = kGpuA0}}}}), "");
   auto real = cluster.runPod(podYaml("real", 1, 30000));
   ASSERT_TRUE(real.ok()) << real.error().message;
   EXPECT_THAT(failuresOf([&] { expectClusterConsistent(cluster); }), ::testing::IsEmpty());
@@ -228,7 +234,7 @@ TEST(E2EFailure, AuditsCatchAShareGivenTwiceAndAPodTheKubeletNeverAdmitted) {
 
 TEST(E2EFailure, KubeletRestartAgentRegistersAgainAndPodsBeforeAndAfterKeepTheirDevices) {
   Cluster cluster;
-  ASSERT_TRUE(cluster.start({{.name = "gpu-a", .gpus = {{.uuid = kGpuA0}, {.uuid = kGpuA1}}}}).ok());
+  ASSERT_EQ(startError(cluster, {{.name = "gpu-a", .gpus = {{.uuid = kGpuA0}, {.uuid = kGpuA1}}}}), "");
   auto before = cluster.runPod(podYaml("before", 1, 8000, 30));
   ASSERT_TRUE(before.ok()) << before.error().message;
   const auto assignedBefore = cluster.assignmentOf("default", "before");
@@ -269,18 +275,27 @@ TEST(E2EFailure, KubeletRestartAgentRegistersAgainAndPodsBeforeAndAfterKeepTheir
 TEST(E2EFailure, ApiserverOutageFailsBindsInBoundedTimeAndAfterItNothingIsLostOrGivenTwice) {
   // The agents write their heartbeat every second, so they do try during the outage.
   Cluster cluster({.heartbeatSeconds = 1});
-  ASSERT_TRUE(
-      cluster.start({{.name = "gpu-a", .gpus = {{.uuid = kGpuA0}}}, {.name = "gpu-b", .gpus = {{.uuid = kGpuB0}}}})
-          .ok());
-  // binpack: both on one node, 10960 MiB left there.
+  ASSERT_EQ(startError(cluster,
+                       {{.name = "gpu-a", .gpus = {{.uuid = kGpuA0}}}, {.name = "gpu-b", .gpus = {{.uuid = kGpuB0}}}}),
+            "");
+  // binpack puts these three on one node. "doomed" is bound there last (the kubelet admits
+  // pods in the order they were created) and admitted during the outage.
   auto p1 = cluster.runPod(podYaml("p1", 1, 20000, 40));
   ASSERT_TRUE(p1.ok()) << p1.error().message;
+  const std::string full = p1->schedule.node, empty = full == "gpu-a" ? "gpu-b" : "gpu-a";
   auto p2 = cluster.runPod(podYaml("p2", 1, 10000));
   ASSERT_TRUE(p2.ok()) << p2.error().message;
-  ASSERT_EQ(p1->schedule.node, p2->schedule.node);
-  const std::string full = p1->schedule.node, empty = full == "gpu-a" ? "gpu-b" : "gpu-a";
+  ASSERT_EQ(p2->schedule.node, full);
   const auto p2Assigned = cluster.assignmentOf("default", "p2");
+  ASSERT_TRUE(cluster.createPod(podYaml("doomed", 1, 5000)).ok());
+  auto doomedBound = cluster.schedulePod("default", "doomed");
+  ASSERT_TRUE(doomedBound.ok() && doomedBound->node == full);
+  auto doomed = parsePod(*cluster.pod("default", "doomed"));
+  ASSERT_TRUE(doomed.ok());
+  fakes::KubeletPod doomedAdmission{.ns = "default", .name = "doomed", .uid = doomed->uid, .containers = {}};
+  for (const auto& c : doomed->containers) doomedAdmission.containers.push_back({c.name, c.init, c.limits});
   const std::string apiUrl = cluster.api().url(), apiAddress = apiUrl.substr(apiUrl.find("://") + 3);
+  // 5960 MiB are left on the full node: "pending" belongs on the other one.
   auto pending = cluster.createPod(podYaml("pending", 1, 15000));
   ASSERT_TRUE(pending.ok()) << pending.error().message;
   ASSERT_EQ(cluster.predict(*pending)->node, empty);
@@ -303,6 +318,22 @@ TEST(E2EFailure, ApiserverOutageFailsBindsInBoundedTimeAndAfterItNothingIsLostOr
   auto filtered = filterDirect(cluster, *pending, {"gpu-a", "gpu-b"});
   ASSERT_TRUE(filtered.ok()) << filtered.error().message;
   EXPECT_EQ(filtered->fitting, std::vector<std::string>{empty});
+  // The kubelet admitting a pod meanwhile: Allocate cannot record the outcome on the pod,
+  // so it hands out nothing and says why, in bounded time.
+  const auto t1 = Clock::now();
+  const auto rejected = cluster.kubelet(full).admit(doomedAdmission);
+  RecordProperty("allocate_while_apiserver_away_ms",
+                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t1).count()));
+  EXPECT_FALSE(rejected.admitted);
+  EXPECT_FALSE(cluster.kubelet(full).allocations().contains(doomed->uid));
+  // The agent may not have seen doomed bound before the outage (its watch lags by
+  // milliseconds): then it waits --pod-wait-ms for the pod and says none is waiting.
+  const bool agentKnewIt = rejected.error.find("cannot record the allocation on the pod") != std::string::npos;
+  RecordProperty("agent_knew_pod", agentKnewIt ? "yes" : "no");
+  if (agentKnewIt)
+    EXPECT_THAT(rejected.error, HasSubstr(apiAddress));
+  else
+    EXPECT_THAT(rejected.error, HasSubstr("is waiting for 1 nvidia.com/gpu"));
   for (const auto& node : cluster.nodes()) {
     EXPECT_TRUE(cluster.agent(node.name)->running()) << node.name;
     EXPECT_FALSE(cluster.agentMetrics(node.name).empty()) << node.name;
@@ -317,6 +348,16 @@ TEST(E2EFailure, ApiserverOutageFailsBindsInBoundedTimeAndAfterItNothingIsLostOr
     })) << node
         << " still shows heartbeat " << before << "; agent log:\n"
         << cluster.agentLog(node);
+  // The agent records the failure once it can; the kubelet reports the pod failed, which
+  // gives its share back (checked below: "big" needs it).
+  if (agentKnewIt) {
+    EXPECT_TRUE(Cluster::waitUntil([&] {
+      return cluster.annotationOf("default", "doomed", std::string(keys::kPodBindPhase)) == "failed";
+    })) << cluster.agentLog(full);
+    EXPECT_THAT(cluster.annotationOf("default", "doomed", std::string(keys::kPodAllocateError)),
+                HasSubstr("cannot record the allocation"));
+  }
+  ASSERT_TRUE(cluster.api().patch("pods", "default", "doomed", {{"status", {{"phase", "Failed"}}}}).ok());
   // kube-scheduler retries the pending pod: it is placed and admitted.
   std::string lastError;
   auto placed = scheduleWithRetries(cluster, "pending", lastError);
@@ -326,7 +367,7 @@ TEST(E2EFailure, ApiserverOutageFailsBindsInBoundedTimeAndAfterItNothingIsLostOr
   ASSERT_TRUE(admitted.ok() && admitted->admitted) << (admitted.ok() ? admitted->error : admitted.error().message);
 
   // The informers resynced: a delete made now reaches the scheduler's cache (30000 MiB fits
-  // only where p1 was), and a pod bound now reaches the agent (it is admitted).
+  // only where p1 and doomed were), and a pod bound now reaches the agent (it is admitted).
   ASSERT_TRUE(cluster.createPod(podYaml("big", 1, 30000)).ok());
   auto notYet = cluster.schedulePod("default", "big");
   ASSERT_TRUE(notYet.ok()) << notYet.error().message;
@@ -353,7 +394,7 @@ class E2EFailureSchedulerRestart : public ::testing::TestWithParam<bool> {};
 TEST_P(E2EFailureSchedulerRestart, CacheRebuildsFromTheApiserverAndNoShareIsGivenTwice) {
   const bool graceful = GetParam();
   Cluster cluster;
-  ASSERT_TRUE(cluster.start({{.name = "gpu-a", .gpus = {{.uuid = kGpuA0}}}}).ok());
+  ASSERT_EQ(startError(cluster, {{.name = "gpu-a", .gpus = {{.uuid = kGpuA0}}}}), "");
   // 40960 MiB, 100% compute, 4 shares. "early" is admitted; "in-flight" is bound (its
   // assignment on the pod) but the kubelet has not admitted it when the scheduler dies.
   auto early = cluster.runPod(podYaml("early", 1, 20000, 50));
@@ -428,9 +469,9 @@ TEST(E2EFailure, StoppedAgentsNodeIsRefusedOnceItsHeartbeatIsStaleAndUsedAgainWh
   // Heartbeats every second, stale after 5 s: long enough that a live agent on a loaded
   // machine is never taken for a dead one.
   Cluster cluster({.heartbeatTimeout = "5s", .heartbeatSeconds = 1});
-  ASSERT_TRUE(
-      cluster.start({{.name = "gpu-a", .gpus = {{.uuid = kGpuA0}}}, {.name = "gpu-b", .gpus = {{.uuid = kGpuB0}}}})
-          .ok());
+  ASSERT_EQ(startError(cluster,
+                       {{.name = "gpu-a", .gpus = {{.uuid = kGpuA0}}}, {.name = "gpu-b", .gpus = {{.uuid = kGpuB0}}}}),
+            "");
   // binpack: once "first" is on gpu-a, gpu-a is where the next small pod belongs.
   auto first = cluster.runPod(podYaml("first", 1, 20000));
   ASSERT_TRUE(first.ok()) << first.error().message;
