@@ -408,7 +408,7 @@ Status CambriconBackend::release(const ContainerRef& container) {
   const Status destroyed = destroyRecords(mine, *cards, state);
   if (auto s = saveSmluState(statePath(), state); !s.ok()) return s;
   if (!destroyed.ok())
-    return makeError("releasing container " + container.podUid + "/" + container.containerName + ": " +
+    return makeError("releasing container " + container.containerName + " (" + container.holder + ")" + ": " +
                      destroyed.error().message);
   return {};
 }

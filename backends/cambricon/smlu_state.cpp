@@ -37,7 +37,7 @@ std::string instanceNameFor(const ContainerRef& owner) {
       hash *= 1099511628211ull;
     }
   };
-  mix(owner.podUid);
+  mix(owner.holder);
   mix(std::string(1, '\0'));
   mix(owner.containerName);
   char hex[17];
@@ -73,7 +73,7 @@ Result<SmluState> loadSmluState(const std::filesystem::path& path) {
       if (!item.is_object()) return where(at + "expected an object");
       const auto& o = item.as_object();
       InstanceRecord r;
-      auto pod = stringField(o, "podUid");
+      auto pod = stringField(o, "holder");
       auto container = stringField(o, "container");
       auto card = stringField(o, "card");
       auto name = stringField(o, "name");
@@ -120,7 +120,7 @@ Result<SmluState> loadSmluState(const std::filesystem::path& path) {
 Status saveSmluState(const std::filesystem::path& path, const SmluState& state) {
   json::array instances;
   for (const auto& r : state.instances)
-    instances.push_back(json::object{{"podUid", r.owner.podUid},
+    instances.push_back(json::object{{"holder", r.owner.holder},
                                      {"container", r.owner.containerName},
                                      {"card", r.cardId},
                                      {"cardIndex", r.cardIndex},

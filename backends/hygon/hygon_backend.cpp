@@ -605,7 +605,7 @@ Result<Holding> HygonBackend::createVdev(const ContainerGrant& grant, const Devi
 
 Result<ContainerSpec> HygonBackend::containerSpec(const ContainerGrant& grant) {
   std::lock_guard lock(mutex_);
-  const std::string who = "container " + grant.container.containerName + " of pod " + grant.container.podUid;
+  const std::string who = "container " + grant.container.containerName + " of pod " + grant.podNamespace + "/" + grant.podName;
   if (grant.devices.empty()) return makeError(who + " was granted no DCUs");
   if (auto s = loadState(); !s.ok()) return s.error();
   if (auto s = openLibraries(); !s.ok()) return s.error();
@@ -648,7 +648,7 @@ Result<ContainerSpec> HygonBackend::containerSpec(const ContainerGrant& grant) {
         if (o.deviceId == g.deviceId) {
           rollback();
           return makeError(who + ": wants DCU " + g.deviceId + " whole but container " + o.container.containerName +
-                           " of pod " + o.container.podUid + " holds part of it");
+                           " (" + o.container.holder + ") holds part of it");
         }
       Holding h;
       h.container = grant.container;

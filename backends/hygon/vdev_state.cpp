@@ -12,7 +12,7 @@ namespace {
 constexpr std::int64_t kVersion = 1;
 
 json::object toJson(const Holding& h) {
-  return json::object{{"podUid", h.container.podUid},
+  return json::object{{"holder", h.container.holder},
                       {"container", h.container.containerName},
                       {"deviceId", h.deviceId},
                       {"deviceIndex", h.deviceIndex},
@@ -65,7 +65,7 @@ Result<Holding> fromJson(const json::value& v, const std::string& where) {
     if (!r.ok()) return std::move(r).error(); \
     target = *r;                             \
   }
-  VGPU_TAKE(f.str("podUid"), h.container.podUid)
+  VGPU_TAKE(f.str("holder"), h.container.holder)
   VGPU_TAKE(f.str("container"), h.container.containerName)
   VGPU_TAKE(f.str("deviceId"), h.deviceId)
   std::int64_t n = 0;
@@ -92,7 +92,7 @@ Result<Holding> fromJson(const json::value& v, const std::string& where) {
   if (!low.ok()) return std::move(low).error().prefix(where + ".cuMask[0]");
   if (!high.ok()) return std::move(high).error().prefix(where + ".cuMask[1]");
   h.mask = {*low, *high};
-  if (h.container.podUid.empty() || h.deviceId.empty()) return makeError(where + ": podUid and deviceId must be set");
+  if (h.container.holder.empty() || h.deviceId.empty()) return makeError(where + ": holder and deviceId must be set");
   // Release deletes these paths: never trust the file with anything but our own names.
   if (!h.confDir.empty() && std::filesystem::path(h.confDir).filename() != kConfDirName)
     return makeError(where + ".confDir: \"" + h.confDir + "\" is not a " + kConfDirName + " folder");

@@ -187,7 +187,7 @@ Status NvidiaLimiter::release(const ContainerRef& container) {
   std::error_code ec;
   fs::remove(fs::path(hostDir) / kHostLimitsFile, ec);
   fs::remove_all(fs::path(hostDir) / kHostRegionDir, ec);
-  if (ec) return makeError("releasing " + container.podUid + "/" + container.containerName + ": " + ec.message());
+  if (ec) return makeError("releasing container " + container.containerName + " (" + container.holder + ")" + ": " + ec.message());
   return {};
 }
 

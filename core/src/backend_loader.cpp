@@ -142,7 +142,7 @@ class LoadedBackend final : public Backend, public Allocator, public Discovery, 
     AnnotationList annotations(grant.podAnnotations);
     vgpu_container_grant c{};
     c.struct_size = sizeof(c);
-    c.pod_uid = grant.container.podUid.c_str();
+    c.holder = grant.container.holder.c_str();
     c.pod_namespace = grant.podNamespace.c_str();
     c.pod_name = grant.podName.c_str();
     c.container_name = grant.container.containerName.c_str();
@@ -172,7 +172,7 @@ class LoadedBackend final : public Backend, public Allocator, public Discovery, 
   }
 
   Status release(const ContainerRef& container) override {
-    const vgpu_container_ref ref{container.podUid.c_str(), container.containerName.c_str()};
+    const vgpu_container_ref ref{container.holder.c_str(), container.containerName.c_str()};
     ErrorText err;
     if (table_.release(instance_, &ref, err.buf()) != VGPU_OK) return makeError(err.str("release failed"));
     return {};
@@ -180,7 +180,7 @@ class LoadedBackend final : public Backend, public Allocator, public Discovery, 
 
   Status reconcile(const std::vector<ContainerRef>& live) override {
     std::vector<vgpu_container_ref> refs;
-    for (const auto& r : live) refs.push_back({r.podUid.c_str(), r.containerName.c_str()});
+    for (const auto& r : live) refs.push_back({r.holder.c_str(), r.containerName.c_str()});
     ErrorText err;
     if (table_.reconcile(instance_, refs.data(), refs.size(), err.buf()) != VGPU_OK)
       return makeError(err.str("reconcile failed"));

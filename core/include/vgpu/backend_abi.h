@@ -196,7 +196,7 @@ typedef struct vgpu_grant {
 /* A container about to start with its devices, as the limiter sees it. */
 typedef struct vgpu_container_grant {
   uint32_t struct_size;
-  const char* pod_uid;
+  const char* holder; /* the agent's key for this container's devices (see vgpu_container_ref) */
   const char* pod_namespace;
   const char* pod_name;
   const char* container_name;
@@ -212,7 +212,7 @@ typedef struct vgpu_container_grant {
 
 /* Identifies a container whose resources a limiter may hold. */
 typedef struct vgpu_container_ref {
-  const char* pod_uid;
+  const char* holder; /* opaque: unique among live containers, stable across agent restarts */
   const char* container_name;
 } vgpu_container_ref;
 

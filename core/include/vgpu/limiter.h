@@ -12,7 +12,7 @@ namespace vgpu {
 
 /// Names a container whose device resources a limiter may hold.
 struct ContainerRef {
-  std::string podUid;
+  std::string holder;  ///< the agent's key for one container's devices (its host folder), not the pod UID
   std::string containerName;
   bool operator==(const ContainerRef&) const = default;
   auto operator<=>(const ContainerRef&) const = default;

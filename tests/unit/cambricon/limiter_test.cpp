@@ -279,11 +279,11 @@ TEST_F(CambriconLimiter, WritesNoPodAnnotationsUnlessAskedTo) {
 TEST_F(CambriconLimiter, ReportsACorruptStateFileByName) {
   auto backend = makeBackend(fake_.params());
   std::filesystem::create_directories(backend->statePath().parent_path());
-  std::ofstream(backend->statePath()) << "{\"version\": 1, \"instances\": [{\"podUid\": 3}]}";
+  std::ofstream(backend->statePath()) << "{\"version\": 1, \"instances\": [{\"holder\": 3}]}";
   auto spec = backend->containerSpec(grantFor("p1", "c", {onCard(kUuid0, 0, 4096, 25)}));
   ASSERT_FALSE(spec.ok());
   EXPECT_THAT(spec.error().message, HasSubstr(backend->statePath().string()));
-  EXPECT_THAT(spec.error().message, HasSubstr("podUid"));
+  EXPECT_THAT(spec.error().message, HasSubstr("holder"));
   EXPECT_FALSE(backend->reconcile({}).ok());
   EXPECT_THAT(fake_.driverState("instance"), IsEmpty());
 }

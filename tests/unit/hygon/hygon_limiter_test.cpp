@@ -315,16 +315,16 @@ TEST(HygonLimiter, RetryingAllocateForAContainerReplacesItsVdev) {
 
 TEST(HygonLimiter, ACorruptStateFileIsReportedNotTrusted) {
   FakeNode node({{.serial = "A"}});
-  fake::writeText(node.stateDir() / "holdings.json", "{\"version\":1,\"holdings\":[{\"podUid\":7}]}");
+  fake::writeText(node.stateDir() / "holdings.json", "{\"version\":1,\"holdings\":[{\"holder\":7}]}");
   auto b = agent(node.params());
   auto spec = b->containerSpec(grant(node, "app", {slice("DCU-A", 0, 2000, 20)}));
   ASSERT_FALSE(spec.ok());
-  EXPECT_THAT(spec.error().message, HasSubstr("holdings.json: holdings[0].podUid: expected a string"));
+  EXPECT_THAT(spec.error().message, HasSubstr("holdings.json: holdings[0].holder: expected a string"));
   auto rec = b->reconcile({});
   ASSERT_FALSE(rec.ok());
   // An entry pointing release at a folder that is not ours is refused, not followed.
   const std::string evil =
-      "{\"version\":1,\"holdings\":[{\"podUid\":\"p\",\"container\":\"c\",\"deviceId\":\"DCU-A\","
+      "{\"version\":1,\"holdings\":[{\"holder\":\"p\",\"container\":\"c\",\"deviceId\":\"DCU-A\","
       "\"deviceIndex\":0,\"whole\":false,\"cuMask\":[\"0x1\",\"0x0\"],\"memoryMiB\":1,\"vdevId\":0,"
       "\"pipeId\":0,\"hydmi\":false,\"confDir\":\"" + node.root().string() + "\",\"copyPath\":\"\"}]}";
   fake::writeText(node.stateDir() / "holdings.json", evil);

@@ -66,7 +66,7 @@ inline Annotations annotationsFromC(const vgpu_kv_list* list) {
 
 inline ContainerGrant grantFromC(const vgpu_container_grant& g, const std::string& backend) {
   ContainerGrant out;
-  out.container = {g.pod_uid ? g.pod_uid : "", g.container_name ? g.container_name : ""};
+  out.container = {g.holder ? g.holder : "", g.container_name ? g.container_name : ""};
   out.podNamespace = g.pod_namespace ? g.pod_namespace : "";
   out.podName = g.pod_name ? g.pod_name : "";
   out.containerIndex = g.container_index;
@@ -216,7 +216,7 @@ struct Adapter {
 
   static vgpu_status release(vgpu_backend* b, const vgpu_container_ref* ref, vgpu_error_buf* err) {
     try {
-      auto status = self(b).release(ContainerRef{ref->pod_uid ? ref->pod_uid : "",
+      auto status = self(b).release(ContainerRef{ref->holder ? ref->holder : "",
                                                  ref->container_name ? ref->container_name : ""});
       return status.ok() ? VGPU_OK : fail(err, VGPU_ERROR_UNAVAILABLE, status.error().message);
     } catch (const std::exception& e) {
@@ -230,7 +230,7 @@ struct Adapter {
       std::vector<ContainerRef> refs;
       refs.reserve(count);
       for (size_t i = 0; i < count; ++i)
-        refs.push_back({live[i].pod_uid ? live[i].pod_uid : "",
+        refs.push_back({live[i].holder ? live[i].holder : "",
                         live[i].container_name ? live[i].container_name : ""});
       auto status = self(b).reconcile(refs);
       return status.ok() ? VGPU_OK : fail(err, VGPU_ERROR_UNAVAILABLE, status.error().message);
