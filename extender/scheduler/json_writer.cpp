@@ -1,11 +1,20 @@
 #include "json_writer.h"
 
 #include <algorithm>
+#include <array>
 
 namespace vgpu::scheduler {
 namespace {
 
-bool needsEscape(char c) { return static_cast<unsigned char>(c) < 0x20 || c == '"' || c == '\\'; }
+/// Bytes JSON requires escaped in a string: control characters, '"' and '\\'.
+constexpr std::array<bool, 256> kNeedsEscape = [] {
+  std::array<bool, 256> table{};
+  for (int c = 0; c < 0x20; ++c) table[c] = true;
+  table['"'] = table['\\'] = true;
+  return table;
+}();
+
+bool needsEscape(char c) { return kNeedsEscape[static_cast<unsigned char>(c)]; }
 
 void appendEscaped(std::string& out, char c) {
   switch (c) {
@@ -45,12 +54,14 @@ void appendEscaped(std::string& out, char c) {
 void appendJsonString(std::string& out, std::string_view text) {
   out += '"';
   // Node names are DNS names: the common case is one copy.
-  for (auto it = text.begin(); it != text.end();) {
-    auto plainEnd = std::find_if(it, text.end(), needsEscape);
-    out.append(it, plainEnd);
-    if (plainEnd == text.end()) break;
+  const char* at = text.data();
+  const char* const end = at + text.size();
+  for (;;) {
+    const char* plainEnd = std::find_if(at, end, needsEscape);
+    out.append(at, static_cast<std::size_t>(plainEnd - at));  // (pointer, size): no temporary string
+    if (plainEnd == end) break;
     appendEscaped(out, *plainEnd);
-    it = plainEnd + 1;
+    at = plainEnd + 1;
   }
   out += '"';
 }

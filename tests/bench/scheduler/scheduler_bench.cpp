@@ -63,6 +63,7 @@ void BM_FilterNodeCacheCapable(benchmark::State& state) {
   const std::string body = extenderArgs(gpuPod("bench", fits ? 10000 : 100000, 20), names);
   TestHttpClient http(h->service->port());
   std::vector<double> latencies;
+  std::size_t answerBytes = 0;
   // Under callgrind, each run of the loop is dumped on its own: only the requests count.
   CALLGRIND_ZERO_STATS;
   for (auto _ : state) {
@@ -70,11 +71,13 @@ void BM_FilterNodeCacheCapable(benchmark::State& state) {
     auto r = http.post("/filter", body);
     latencies.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     if (r.status != 200 || r.body.find("node-0\"") == std::string::npos) state.SkipWithError("filter failed");
+    answerBytes = r.body.size();
   }
   CALLGRIND_DUMP_STATS_AT("filter requests");
   state.counters["p50_ms"] = percentile(latencies, 0.50);
   state.counters["p99_ms"] = percentile(latencies, 0.99);
   state.counters["request_KiB"] = static_cast<double>(body.size()) / 1024.0;
+  state.counters["answer_KiB"] = static_cast<double>(answerBytes) / 1024.0;
   // Handler time inside the server (JSON in to JSON out), without the socket round trip.
   state.counters["handler_ms"] = 1000 * meanOf(h->service->registry().render(), "vgpu_scheduler_filter_duration_seconds");
 }
