@@ -79,14 +79,17 @@ void BM_FilterNodeCacheCapable(benchmark::State& state) {
   state.counters["request_KiB"] = static_cast<double>(body.size()) / 1024.0;
   state.counters["answer_KiB"] = static_cast<double>(answerBytes) / 1024.0;
   // Handler time inside the server (JSON in to JSON out), without the socket round trip.
-  state.counters["handler_ms"] = 1000 * meanOf(h->service->registry().render(), "vgpu_scheduler_filter_duration_seconds");
+  state.counters["handler_ms"] =
+      1000 * meanOf(h->service->registry().render(), "vgpu_scheduler_filter_duration_seconds");
 }
 BENCHMARK(BM_FilterNodeCacheCapable)
     ->ArgNames({"nodes", "fits"})
     ->Args({1000, 1})
     ->Args({5000, 1})
     ->Args({5000, 0})
-    ->Unit(benchmark::kMicrosecond)->MinTime(3)->MeasureProcessCPUTime();
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(3)
+    ->MeasureProcessCPUTime();
 
 void BM_FilterBindThroughput(benchmark::State& state) {
   spdlog::set_level(spdlog::level::err);
