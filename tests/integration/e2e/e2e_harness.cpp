@@ -351,7 +351,14 @@ Status Cluster::startAgent(const std::string& name) {
   auto started = ChildProcess::start(std::move(o));
   if (!started.ok()) return makeError("vgpu-device-plugin on " + name + ": " + started.error().message);
   n->agent = std::move(started).value();
-  if (!n->agent->waitForLog("vgpu-device-plugin: serving", kWait))
+  // The line comes in several writes to stderr: wait for its end before reading the address.
+  const auto servingLine = [&] {
+    const std::string log = n->agent->log();
+    const auto at = log.rfind("vgpu-device-plugin: serving");
+    return at != std::string::npos && log.find('\n', at) != std::string::npos;
+  };
+  waitUntil([&] { return servingLine() || !n->agent->running(); });
+  if (!servingLine())
     return makeError("vgpu-device-plugin on " + name + " did not come up; its log:\n" + n->agent->log());
   n->metricsUrl = urlAfter(n->agent->log(), "metrics on ");
   if (n->metricsUrl.empty()) return makeError("vgpu-device-plugin on " + name + " did not say where /metrics is");
