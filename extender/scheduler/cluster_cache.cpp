@@ -64,20 +64,30 @@ std::string nodeUnusableReason(const NodeEntry& node, Clock::time_point now, std
   return {};
 }
 
-std::string requestSignature(const PodInfo& pod, const BackendSet& backends) {
-  std::string sig;
+AllocateKeys allocateKeys(const PodInfo& pod, const BackendSet& backends) {
+  AllocateKeys keys;
   for (const auto& c : pod.containers) {
-    sig += c.init ? "i[" : "[";
     for (const auto& [name, value] : c.limits) {
       const Backend* owner = backends.ownerOf(name);
       if (!owner) continue;
       for (const auto& r : owner->allocator().resources()) {
-        if (r.name == name && r.advertised) sig += name + "=" + std::to_string(value) + ";";
+        if (r.name == name && r.advertised) keys.push_back(name + "=" + std::to_string(value));
       }
     }
-    sig += "]";
   }
-  return sig;
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  return keys;
+}
+
+bool confusable(const AllocateKeys& a, const AllocateKeys& b) {
+  auto i = a.begin();
+  auto j = b.begin();
+  while (i != a.end() && j != b.end()) {
+    if (*i == *j) return true;
+    if (*i < *j) ++i; else ++j;
+  }
+  return false;
 }
 
 bool interchangeable(const Assignment& a, const Assignment& b) { return shape(a) == shape(b); }
@@ -225,7 +235,7 @@ void ClusterCache::upsertPod(const json::object& obj) {
         r.key = pod->key();
         r.node = pod->nodeName;
         r.assignment = std::move(*assignment);
-        r.signature = requestSignature(*pod, backends_);
+        r.keys = allocateKeys(*pod, backends_);
         auto phase = pod->annotations.find(std::string(keys::kPodBindPhase));
         r.inFlight = phase != pod->annotations.end() && phase->second == "allocating" && pod->phase != "Running";
         r.boundAt = options_.now();
@@ -247,7 +257,7 @@ void ClusterCache::upsertPod(const json::object& obj) {
     existing->second.inFlight = record->inFlight;
     existing->second.reservation = false;
     existing->second.boundAt = record->boundAt;
-    existing->second.signature = record->signature;
+    existing->second.keys = record->keys;
   } else {
     if (existing != pods_.end()) dropHolder(uid);
     addHolder(std::move(*record));
@@ -334,7 +344,7 @@ Result<ClusterCache::Reserved> ClusterCache::reserve(const PodInfo& pod, const P
                                                      const std::string& nodeName, const PlacementEngine& engine,
                                                      std::chrono::milliseconds holdTimeout) {
   const auto deadline = std::chrono::steady_clock::now() + holdTimeout;
-  const std::string signature = requestSignature(pod, backends_);
+  const AllocateKeys keys = allocateKeys(pod, backends_);
   std::unique_lock lock(mu_);
   for (;;) {
     auto nodeIt = nodes_.find(nodeName);
@@ -353,7 +363,7 @@ Result<ClusterCache::Reserved> ClusterCache::reserve(const PodInfo& pod, const P
     if (auto holders = podsByNode_.find(nodeName); holders != podsByNode_.end()) {
       for (const auto& uid : holders->second) {
         const PodRecord& r = pods_.at(uid);
-        if (inFlightNow(r, now) && r.signature == signature && !interchangeable(r.assignment, *assigned)) {
+        if (inFlightNow(r, now) && confusable(r.keys, keys) && !interchangeable(r.assignment, *assigned)) {
           conflict = &r;
           break;
         }
@@ -361,7 +371,7 @@ Result<ClusterCache::Reserved> ClusterCache::reserve(const PodInfo& pod, const P
     }
     if (conflict) {
       if (std::chrono::steady_clock::now() >= deadline)
-        return makeError("held back: pod " + conflict->key + " with the same device request is still waiting for "
+        return makeError("held back: pod " + conflict->key + ", which asks for devices in the same counts, is still waiting for "
                          "its Allocate on node " + nodeName + " and the node agent could not tell the two apart; "
                          "the scheduler will retry");
       changed_.wait_until(lock, deadline);
@@ -403,7 +413,7 @@ Result<ClusterCache::Reserved> ClusterCache::reserve(const PodInfo& pod, const P
     r.key = pod.key();
     r.node = nodeName;
     r.assignment = a;
-    r.signature = signature;
+    r.keys = keys;
     r.inFlight = true;
     r.reservation = true;
     r.boundAt = now;

@@ -48,10 +48,13 @@ struct NodeEntry {
 std::string nodeUnusableReason(const NodeEntry& node, std::chrono::system_clock::time_point now,
                                std::chrono::seconds heartbeatTimeout);
 
-/// The node agent tells pods apart by what the kubelet's Allocate calls carry: per container
-/// the advertised resources and their counts (DESIGN.md 6a). Pods with equal signatures in
-/// flight on one node can be confused.
-std::string requestSignature(const PodInfo& pod, const BackendSet& backends);
+/// What the kubelet's Allocate calls for a pod's containers carry: one key per container
+/// and advertised resource, "<resource>=<count>" (DESIGN.md 6a). The node agent matches one
+/// container's call at a time, so two pods whose key sets meet can be confused, also when
+/// the pods differ in their other containers.
+using AllocateKeys = std::vector<std::string>;  ///< sorted, unique
+AllocateKeys allocateKeys(const PodInfo& pod, const BackendSet& backends);
+bool confusable(const AllocateKeys& a, const AllocateKeys& b);
 
 /// Whether two assignments give every container the same slices of the same devices (slots
 /// aside), so the node agent serving them in either order does no harm.
@@ -107,7 +110,7 @@ class ClusterCache {
   };
   /// Re-checks that `pod` fits `node` now, chooses the lowest free slot per device and
   /// records the pod's usage as a reservation, atomically with respect to other binds. If
-  /// a pod with the same request signature but a non-interchangeable assignment is in
+  /// a pod it is confusable with (allocateKeys) and not interchangeable with is in
   /// flight on that node, waits up to `holdTimeout` for it to leave flight, then fails.
   /// Errors are words for the pod's events.
   Result<Reserved> reserve(const PodInfo& pod, const PreparedPod& prepared, const std::string& node,
@@ -123,7 +126,7 @@ class ClusterCache {
   struct PodRecord {
     std::string uid, key, node;
     Assignment assignment;
-    std::string signature;
+    AllocateKeys keys;
     bool inFlight = false;
     bool reservation = false;  ///< made by reserve(), not yet seen from the informer
     std::chrono::system_clock::time_point boundAt{};

@@ -237,6 +237,45 @@ TEST(E2EFailure, AuditsCatchAShareGivenTwiceAndAPodTheKubeletNeverAdmitted) {
 
 // ---- the kubelet restarts ----
 
+// A one-GPU pod waiting for its Allocate and a pod of two one-GPU containers: the agent
+// matches container by container, so it could give the pair's first container the
+// waiting pod's share (and its limit). The scheduler holds the pair's bind back until the
+// first pod is admitted; then each pod gets its own limits.
+TEST(E2EFailure, BindOfAPodWithAContainerLikeOneInFlightWaitsAndNoLimitIsSwapped) {
+  Cluster cluster({.bindHoldTimeoutMs = 200});
+  ASSERT_EQ(startError(cluster, {{.name = "gpu-a", .gpus = {{.uuid = kGpuA0}}}}), "");
+  ASSERT_TRUE(cluster.createPod(podYaml("single", 1, 5000)).ok());
+  auto single = cluster.schedulePod("default", "single");
+  ASSERT_TRUE(single.ok() && single->bound()) << (single.ok() ? single->error : single.error().message);
+
+  const std::string container = "    image: cuda-app\n    resources:\n      limits:\n"
+                                "        nvidia.com/gpu: 1\n        nvidia.com/gpumem: 3000\n";
+  const std::string pair = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: pair\nspec:\n  containers:\n"
+                           "  - name: first\n" + container + "  - name: second\n" + container;
+  ASSERT_TRUE(cluster.createPod(pair).ok());
+  auto held = cluster.schedulePod("default", "pair");
+  ASSERT_TRUE(held.ok()) << held.error().message;
+  EXPECT_FALSE(held->bound()) << "bound to " << held->node << " while default/single waits for its Allocate";
+  EXPECT_THAT(held->error, HasSubstr("held back: pod default/single"));
+
+  auto admitted = cluster.admitPod("default", "single");
+  ASSERT_TRUE(admitted.ok()) << admitted.error().message;
+  std::string lastError;
+  ASSERT_TRUE(scheduleWithRetries(cluster, "pair", lastError)) << lastError;
+  auto pairAdmitted = cluster.admitPod("default", "pair");
+  ASSERT_TRUE(pairAdmitted.ok()) << pairAdmitted.error().message;
+
+  const auto limitOf = [](const fakes::AdmitResult& r, const std::string& c) {
+    PodRun run;
+    run.admission = r;
+    return run.specOf(c).env["CUDA_DEVICE_MEMORY_LIMIT_0"];
+  };
+  EXPECT_EQ(limitOf(*admitted, "main"), "5000m");
+  EXPECT_EQ(limitOf(*pairAdmitted, "first"), "3000m");
+  EXPECT_EQ(limitOf(*pairAdmitted, "second"), "3000m");
+  expectClusterConsistent(cluster);
+}
+
 TEST(E2EFailure, KubeletRestartAgentRegistersAgainAndPodsBeforeAndAfterKeepTheirDevices) {
   Cluster cluster;
   ASSERT_EQ(startError(cluster, {{.name = "gpu-a", .gpus = {{.uuid = kGpuA0}, {.uuid = kGpuA1}}}}), "");
@@ -318,6 +357,7 @@ TEST(E2EFailure, ApiserverOutageFailsBindsInBoundedTimeAndAfterItNothingIsLostOr
   const auto bindMs = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
   ASSERT_TRUE(bind.ok()) << "no answer to /bind while the apiserver is away: " << bind.error().message;
   RecordProperty("bind_while_apiserver_away_ms", std::to_string(bindMs));
+  EXPECT_LT(bindMs, 5000) << "past the extender httpTimeout of docs/scheduler.md's example (5 s)";
   EXPECT_THAT(*bind, ::testing::AnyOf(HasSubstr("binding to " + empty), HasSubstr("cannot read pod default/pending")));
   EXPECT_THAT(*bind, HasSubstr(apiAddress));
   // The extender still answers from its cache, and the agents keep running.

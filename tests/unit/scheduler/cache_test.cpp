@@ -151,12 +151,18 @@ TEST_F(CacheFixture, SchedulerCacheRefusesWhatNoLongerFitsAndStaleNodes) {
 
 TEST_F(CacheFixture, SchedulerCacheHoldsBackOnlyConfusableBindsUntilTheFirstIsAllocated) {
   cache.upsertNode(nodeJson("n1", gpus("n1", 2), now));
-  // In flight: same signature (1 GPU), on GPU-n1-0.
+  // In flight: one container of 1 GPU, on GPU-n1-0.
   cache.upsertPod(boundPod("a", "uid-a", "n1", "GPU-n1-0", 1000, 0, "Pending", "allocating"));
-  // Different signature (2 GPUs): never held back.
+  // One container of 2 GPUs: no Allocate call of it looks like a's, never held back.
   PodInfo two = info(gpuPod("two", 1000, 0, 2), "uid-two");
   ASSERT_TRUE(cache.reserve(two, prepare(two), "n1", engine, std::chrono::milliseconds(0)).ok());
-  // Same signature, different device (spread puts it on the other GPU): held back.
+  // Two one-GPU containers: the agent could take either for pod a's container: held back.
+  std::map<std::string, std::string> one{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}};
+  PodInfo pair = info(podJson("default", "pair", {{"x", one}, {"y", one}}), "uid-pair");
+  auto pairRefused = cache.reserve(pair, prepare(pair), "n1", engine, std::chrono::milliseconds(0));
+  ASSERT_FALSE(pairRefused.ok());
+  EXPECT_EQ(pairRefused.error().message.rfind("held back: pod default/a", 0), 0u) << pairRefused.error().message;
+  // Same count, different device (spread puts it on the other GPU): held back.
   PodInfo p = info(gpuPod("p", 1000), "uid-p");
   PreparedPod prepared = prepare(p);
   auto refused = cache.reserve(p, prepared, "n1", engine, std::chrono::milliseconds(0));
@@ -193,13 +199,21 @@ TEST_F(CacheFixture, SchedulerCacheIndexFindsEveryNodeAfterGrowthAndRemoval) {
   });
 }
 
-TEST(SchedulerSignature, CountsOnlyAdvertisedResourcesPerContainer) {
+TEST(SchedulerAllocateKeys, CountOnlyAdvertisedResourcesAndMeetPerContainer) {
   BackendSet backends = simBackends();
   PodInfo a = std::move(parsePod(json::value(gpuPod("a", 1000)))).value();
   PodInfo b = std::move(parsePod(json::value(gpuPod("b", 3000, 50)))).value();
   PodInfo c = std::move(parsePod(json::value(gpuPod("c", 1000, 0, 2)))).value();
-  EXPECT_EQ(requestSignature(a, backends), requestSignature(b, backends));
-  EXPECT_NE(requestSignature(a, backends), requestSignature(c, backends));
+  std::map<std::string, std::string> one{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "500"}};
+  PodInfo pair = std::move(parsePod(json::value(podJson("default", "pair", {{"a", one}, {"b", one}})))).value();
+  EXPECT_EQ(allocateKeys(a, backends), (AllocateKeys{"nvidia.com/gpu=1"})) << "gpumem is not advertised";
+  EXPECT_TRUE(confusable(allocateKeys(a, backends), allocateKeys(b, backends)));
+  EXPECT_FALSE(confusable(allocateKeys(a, backends), allocateKeys(c, backends)));
+  // The agent matches container by container: a one-GPU pod and a pod of two one-GPU
+  // containers can be taken for each other.
+  EXPECT_TRUE(confusable(allocateKeys(a, backends), allocateKeys(pair, backends)));
+  EXPECT_TRUE(confusable(allocateKeys(c, backends), AllocateKeys{"a=1", "nvidia.com/gpu=2"}));
+  EXPECT_FALSE(confusable(AllocateKeys{}, allocateKeys(a, backends)));
   Assignment x, y;
   x.containers.push_back({"main", false, {{"sim", "G0", 0, 1000, 0, 0}}});
   y.containers.push_back({"main", false, {{"sim", "G0", 0, 1000, 0, 3}}});
