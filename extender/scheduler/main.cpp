@@ -116,8 +116,8 @@ int main(int argc, char** argv) {
   clientOptions.burst = vm["burst"].as<int>();
   clientOptions.userAgent = std::string("vgpu-scheduler/") + versionString();
   // A bind makes up to three calls and must answer inside kube-scheduler's extender
-  // httpTimeout (5 s in docs/scheduler.md's example) even while the apiserver is away: at most ~0.7 s of
-  // backoff per call, and kube-scheduler retries the pod anyway.
+  // httpTimeout (5 s in docs/scheduler.md's example) even while the apiserver is away:
+  // at most ~0.7 s of backoff per call; kube-scheduler retries the pod anyway.
   clientOptions.maxRetries = 3;
   clientOptions.backoffMax = std::chrono::milliseconds(1000);
   auto client = k8s::Client::create(*clientConfig, clientOptions);
