@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "vgpu/annotations.h"
+#include "vgpu/codec/base64.h"
 #include "vgpu/k8s/object.h"
 #include "vgpu/pod_info.h"
 #include "vgpu/pod_request.h"
@@ -41,34 +42,6 @@ const json::object* objectAt(const json::object& o, std::string_view key) {
 }
 
 }  // namespace
-
-std::string base64Encode(std::string_view data) {
-  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((data.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 2 < data.size(); i += 3) {
-    const unsigned v = (static_cast<unsigned char>(data[i]) << 16) | (static_cast<unsigned char>(data[i + 1]) << 8) |
-                       static_cast<unsigned char>(data[i + 2]);
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += kAlphabet[(v >> 6) & 63];
-    out += kAlphabet[v & 63];
-  }
-  if (i + 1 == data.size()) {
-    const unsigned v = static_cast<unsigned char>(data[i]) << 16;
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += "==";
-  } else if (i + 2 == data.size()) {
-    const unsigned v = (static_cast<unsigned char>(data[i]) << 16) | (static_cast<unsigned char>(data[i + 1]) << 8);
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += kAlphabet[(v >> 6) & 63];
-    out += '=';
-  }
-  return out;
-}
 
 std::string jsonPointerEscape(std::string_view segment) {
   std::string out;

@@ -25,8 +25,6 @@ class Webhook {
   SchedulerMetrics& metrics_;
 };
 
-/// Standard base64 (RFC 4648, with padding), as admission patches need.
-std::string base64Encode(std::string_view data);
 /// RFC 6901 escaping of one JSON-pointer segment: "~" -> "~0", "/" -> "~1".
 std::string jsonPointerEscape(std::string_view segment);
 

@@ -8,8 +8,9 @@
 #include <sstream>
 #include <vector>
 
-#include <openssl/evp.h>
 #include <yaml-cpp/yaml.h>
+
+#include "vgpu/codec/base64.h"
 
 namespace vgpu::k8s {
 namespace {
@@ -33,24 +34,6 @@ std::string trimmed(std::string s) {
   std::size_t i = 0;
   while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
   return s.substr(i);
-}
-
-std::optional<std::string> base64Decode(const std::string& in) {
-  std::string clean;
-  for (char c : in) {
-    if (!std::isspace(static_cast<unsigned char>(c))) clean.push_back(c);
-  }
-  if (clean.empty() || clean.size() % 4 != 0) return std::nullopt;
-  std::string out(clean.size() / 4 * 3, '\0');
-  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(clean.data()),
-                          static_cast<int>(clean.size()));
-  if (n < 0) return std::nullopt;
-  std::size_t pad = 0;
-  if (clean.back() == '=') ++pad;
-  if (clean.size() > 1 && clean[clean.size() - 2] == '=') ++pad;
-  out.resize(static_cast<std::size_t>(n) - pad);
-  return out;
 }
 
 // One parsed kubeconfig file.
@@ -134,7 +117,7 @@ Result<std::string> pemFrom(const Found& e, const std::string& key) {
   if (!data) return std::move(data).error();
   if (*data) {
     auto decoded = base64Decode(**data);
-    if (!decoded) return makeError(e.where + "." + key + "-data is not valid base64");
+    if (!decoded.ok()) return makeError(e.where + "." + key + "-data: " + decoded.error().message);
     if (decoded->find("-----BEGIN") == std::string::npos) {
       return makeError(e.where + "." + key + "-data does not hold PEM data");
     }

@@ -16,6 +16,7 @@
 #include "http_client.h"
 #include "json_patch.h"
 #include "vgpu/annotations.h"
+#include "vgpu/codec/base64.h"
 #include "vgpu/codec/assignment_codec.h"
 #include "vgpu/codec/inventory.h"
 #include "vgpu/pod_info.h"
@@ -64,15 +65,6 @@ struct Cluster::Node {
 };
 
 namespace {
-
-Status writeFile(const fs::path& path, const std::string& text) {
-  std::error_code ec;
-  fs::create_directories(path.parent_path(), ec);
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  if (!out.flush()) return makeError("cannot write " + path.string());
-  return {};
-}
 
 std::string str(const json::value* v) { return v && v->is_string() ? std::string(v->as_string()) : std::string(); }
 
@@ -218,19 +210,19 @@ Status Cluster::writeClusterFiles() {
 #endif
     y << "      nvidia:\n        splitCount: " << options_.nvidiaSplit << "\n";
   }
-  if (auto s = writeFile(configPath(), y.str()); !s.ok()) return s;
+  if (auto s = writeText(configPath(), y.str()); !s.ok()) return s;
   // What the chart's init container writes on every node: the preload file naming libvgpu.so.
-  if (auto s = writeFile(dir / "ld.so.preload", std::string(kLibvgpuInContainer) + "\n"); !s.ok()) return s;
+  if (auto s = writeText(dir / "ld.so.preload", std::string(kLibvgpuInContainer) + "\n"); !s.ok()) return s;
   const std::string kubeconfig =
       "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster:\n    server: " + api_->url() +
       "\nusers:\n- name: e2e\n  user:\n    token: e2e\ncontexts:\n- name: e2e\n  context:\n"
       "    cluster: e2e\n    user: e2e\ncurrent-context: e2e\n";
-  return writeFile(dir / "kubeconfig", kubeconfig);
+  return writeText(dir / "kubeconfig", kubeconfig);
 }
 
 Status Cluster::writeNodeFiles(Node& n) {
-  if (auto s = writeFile(n.dir / "gpus.conf", fakeGpuMachine(n.spec.gpus)); !s.ok()) return s;
-  if (auto s = writeFile(n.dir / "cndev.conf", fakeCndevConfig(n.spec.mlus)); !s.ok()) return s;
+  if (auto s = writeText(n.dir / "gpus.conf", fakeGpuMachine(n.spec.gpus)); !s.ok()) return s;
+  if (auto s = writeText(n.dir / "cndev.conf", fakeCndevConfig(n.spec.mlus)); !s.ok()) return s;
   return writeFakeDcuNode(n.dir, n.spec.dcus);
 }
 
@@ -720,7 +712,7 @@ Result<std::unique_ptr<ChildProcess>> Cluster::startContainer(const PodRun& run,
       shown.push_back(*it);
     }
     const fs::path machine = fs::path(launch.scratchDir) / "visible-gpus.conf";
-    if (auto s = writeFile(machine, fakeGpuMachine(shown)); !s.ok()) return s.error();
+    if (auto s = writeText(machine, fakeGpuMachine(shown)); !s.ok()) return s.error();
     launch.runtimeEnv["LD_LIBRARY_PATH"] = paths::kFakeGpuDir;
     launch.runtimeEnv["VGPU_FAKE_GPU_CONFIG"] = machine.string();
   }

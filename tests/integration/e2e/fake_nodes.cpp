@@ -22,8 +22,6 @@ std::string fakeCndevConfig(const std::vector<FakeMlu>& mlus) {
   return text;
 }
 
-namespace {
-
 Status writeText(const fs::path& path, const std::string& text) {
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);
@@ -32,6 +30,8 @@ Status writeText(const fs::path& path, const std::string& text) {
   if (!out.flush()) return makeError("cannot write " + path.string());
   return {};
 }
+
+namespace {
 
 std::string hex2(int v) {
   char b[8];

@@ -50,5 +50,7 @@ std::string fakeCndevConfig(const std::vector<FakeMlu>& mlus);
 /// Writes `root`/rocm.conf (VGPU_FAKE_ROCM_CONFIG), `root`/sys and `root`/dev for these
 /// DCUs (empty trees without DCUs: no Hygon device there).
 Status writeFakeDcuNode(const std::filesystem::path& root, const std::vector<FakeDcu>& dcus);
+/// Writes `text` to `path`, creating its folders.
+Status writeText(const std::filesystem::path& path, const std::string& text);
 
 }  // namespace vgpu::e2e

@@ -5,32 +5,6 @@
 namespace vgpu::e2e {
 namespace json = boost::json;
 
-Result<std::string> base64Decode(std::string_view text) {
-  auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  std::string out;
-  unsigned bits = 0;
-  int count = 0;
-  for (char c : text) {
-    if (c == '=') break;
-    const int v = value(c);
-    if (v < 0) return makeError("not base64: unexpected character '" + std::string(1, c) + "'");
-    bits = (bits << 6) | static_cast<unsigned>(v);
-    count += 6;
-    if (count >= 8) {
-      count -= 8;
-      out.push_back(static_cast<char>((bits >> count) & 0xff));
-    }
-  }
-  return out;
-}
-
 namespace {
 
 std::vector<std::string> pointerTokens(std::string_view pointer) {

@@ -1,6 +1,6 @@
 #pragma once
-// What the apiserver does with a mutating webhook's answer: base64-decode the patch and
-// apply it as an RFC 6902 JSON Patch (add, replace, remove; RFC 6901 pointers with ~0/~1).
+// What the apiserver does with a mutating webhook's answer (once base64-decoded): apply it
+// as an RFC 6902 JSON Patch (add, replace, remove; RFC 6901 pointers with ~0/~1).
 
 #include <string>
 #include <string_view>
@@ -10,8 +10,6 @@
 #include "vgpu/result.h"
 
 namespace vgpu::e2e {
-
-Result<std::string> base64Decode(std::string_view text);
 
 /// Applies `patch` (a JSON array of operations) to `doc`. Errors name the failing operation;
 /// `doc` may then be partly patched (the apiserver would refuse the request).

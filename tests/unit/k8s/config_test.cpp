@@ -3,6 +3,7 @@
 #include <map>
 
 #include "test_support.h"
+#include "vgpu/codec/base64.h"
 #include "vgpu/k8s/config.h"
 
 namespace vgpu::k8s {
@@ -12,23 +13,7 @@ using testing::TempDir;
 
 constexpr const char* kCaPem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
 
-std::string base64(const std::string& in) {
-  static constexpr char kTable[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  std::size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    unsigned v = (unsigned char)in[i] << 16 | (unsigned char)in[i + 1] << 8 | (unsigned char)in[i + 2];
-    out += {kTable[v >> 18], kTable[(v >> 12) & 63], kTable[(v >> 6) & 63], kTable[v & 63]};
-  }
-  if (i + 1 == in.size()) {
-    unsigned v = (unsigned char)in[i] << 16;
-    out += {kTable[v >> 18], kTable[(v >> 12) & 63], '=', '='};
-  } else if (i + 2 == in.size()) {
-    unsigned v = (unsigned char)in[i] << 16 | (unsigned char)in[i + 1] << 8;
-    out += {kTable[v >> 18], kTable[(v >> 12) & 63], kTable[(v >> 6) & 63], '='};
-  }
-  return out;
-}
+std::string base64(const std::string& in) { return base64Encode(in); }
 
 EnvLookup envOf(std::map<std::string, std::string> vars) {
   return [vars](const std::string& k) -> std::optional<std::string> {
@@ -140,7 +125,7 @@ TEST(K8sConfig, BadKubeconfigsNameTheFileAndTheKey) {
       {"bad CA base64", "current-context: c\nclusters: [{name: k, cluster: {server: 'https://h:1', "
                         "certificate-authority-data: '!!notbase64'}}]\n" + good_context +
                             "users: [{name: u, user: {}}]\n", "",
-       {"certificate-authority-data is not valid base64"}},
+       {"certificate-authority-data: not base64: unexpected character '!' at position 0"}},
       {"missing CA file", "current-context: c\nclusters: [{name: k, cluster: {server: 'https://h:1', "
                           "certificate-authority: nowhere/ca.crt}}]\n" + good_context +
                               "users: [{name: u, user: {}}]\n", "",

@@ -2,37 +2,13 @@
 #include <gtest/gtest.h>
 
 #include "scheduler_harness.h"
+#include "vgpu/codec/base64.h"
 #include "webhook.h"
 
 namespace vgpu::scheduler {
 namespace {
 
 using namespace vgpu::testing;
-
-std::string base64Decode(std::string_view in) {
-  auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  std::string out;
-  unsigned buf = 0;
-  int bits = 0;
-  for (char c : in) {
-    int v = value(c);
-    if (v < 0) continue;
-    buf = (buf << 6) | static_cast<unsigned>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((buf >> bits) & 0xff);
-    }
-  }
-  return out;
-}
 
 struct WebhookFixture : ::testing::Test {
   BackendSet backends = simBackends();
@@ -67,7 +43,12 @@ struct WebhookFixture : ::testing::Test {
   }
   json::array patchOf(const json::object& response) {
     EXPECT_EQ(response.at("patchType"), "JSONPatch");
-    return json::parse(base64Decode(response.at("patch").as_string())).as_array();
+    auto text = base64Decode(response.at("patch").as_string());
+    if (!text.ok()) {
+      ADD_FAILURE() << text.error().message;
+      return {};
+    }
+    return json::parse(*text).as_array();
   }
 };
 
