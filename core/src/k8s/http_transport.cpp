@@ -57,6 +57,10 @@ struct HttpTransport::Connection {
   std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls;
   beast::flat_buffer buffer;
 
+  // Beast reads at most the buffer's free capacity at a time, 512 bytes when it starts
+  // empty: a list of 5,000 nodes would take thousands of reads.
+  Connection() { buffer.reserve(64 * 1024); }
+
   beast::tcp_stream& lowest() { return tls ? beast::get_lowest_layer(*tls) : *plain; }
   template <class F>
   void visit(F&& f) {

@@ -91,6 +91,24 @@ BENCHMARK(BM_FilterNodeCacheCapable)
     ->MinTime(3)
     ->MeasureProcessCPUTime();
 
+/// The transport's floor: the same connection and server thread, a handler that does no work.
+void BM_HealthzRoundTrip(benchmark::State& state) {
+  spdlog::set_level(spdlog::level::warn);
+  std::vector<std::string> names;
+  auto h = cluster(10, 1, names);
+  TestHttpClient http(h->service->port());
+  std::vector<double> latencies;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    auto r = http.get("/healthz");
+    latencies.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    if (r.status != 200) state.SkipWithError("healthz failed");
+  }
+  state.counters["p50_ms"] = percentile(latencies, 0.50);
+  state.counters["p99_ms"] = percentile(latencies, 0.99);
+}
+BENCHMARK(BM_HealthzRoundTrip)->Unit(benchmark::kMicrosecond)->MinTime(1)->MeasureProcessCPUTime();
+
 void BM_FilterBindThroughput(benchmark::State& state) {
   spdlog::set_level(spdlog::level::err);
   std::vector<std::string> names;

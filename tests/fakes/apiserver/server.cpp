@@ -176,6 +176,7 @@ struct FakeApiServer::Impl {
   template <class S>
   void session(S& s) {
     beast::flat_buffer buf;
+    buf.reserve(64 * 1024);  // Beast reads at most the free capacity: 512 bytes when empty
     for (;;) {
       http::request_parser<http::string_body> parser;
       parser.body_limit(std::uint64_t{256} << 20);

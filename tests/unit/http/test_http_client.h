@@ -51,6 +51,7 @@ class TestHttpClient {
       req.prepare_payload();
       http::response<http::string_body> res;
       boost::beast::flat_buffer buffer;
+      buffer.reserve(64 * 1024);  // Beast reads at most the free capacity: 512 bytes when empty
       if (tls_) {
         http::write(*tlsStream_, req, ec);
         if (!ec) http::read(*tlsStream_, buffer, res, ec);
