@@ -272,5 +272,86 @@ TEST(HttpServer, ManyClientsConcurrently) {
   EXPECT_EQ(handled.load(), 400);
 }
 
+// ---- the test client's timeout ----
+
+/// A listener that never answers: the kernel completes connections into its backlog, and
+/// nobody reads or writes them.
+struct SilentServer {
+  boost::asio::io_context ioc;
+  boost::asio::ip::tcp::acceptor acceptor{ioc, {boost::asio::ip::make_address("127.0.0.1"), 0}};
+  std::uint16_t port() const { return acceptor.local_endpoint().port(); }
+};
+
+TEST(TestHttpClient, RequestToAServerThatNeverAnswersFailsAtItsTimeout) {
+  constexpr auto kTimeout = std::chrono::milliseconds(300);
+  SilentServer silent;
+  for (const bool tls : {false, true}) {  // TLS: the handshake is what goes unanswered
+    TestHttpClient client(silent.port(), tls);
+    client.setTimeout(kTimeout);
+    const auto start = std::chrono::steady_clock::now();
+    const auto reply = client.get("/healthz");
+    const auto waited = std::chrono::steady_clock::now() - start;
+    EXPECT_EQ(reply.status, 0) << (tls ? "tls" : "plain");
+    EXPECT_NE(reply.error.find("timeout"), std::string::npos) << (tls ? "tls: " : "plain: ") << reply.error;
+    EXPECT_GE(waited, kTimeout) << (tls ? "tls" : "plain");
+    EXPECT_LT(waited, kTimeout + std::chrono::seconds(1)) << (tls ? "tls" : "plain");
+  }
+}
+
+TEST(TestHttpClient, HandlerSlowerThanTheTimeoutFailsAndTheNextRequestSucceeds) {
+  std::atomic<bool> slow{true};
+  Router r;
+  r.get("/maybe-slow", [&](const Request&) {
+    if (slow) std::this_thread::sleep_for(std::chrono::seconds(1));
+    return Response::text("done");
+  });
+  auto server = startOrDie(std::move(r));
+  ASSERT_TRUE(server);
+  TestHttpClient client(server->port());
+  client.setTimeout(std::chrono::milliseconds(200));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(client.get("/maybe-slow").status, 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(900));
+  slow = false;
+  const auto reply = client.get("/maybe-slow");  // on a new connection
+  EXPECT_EQ(reply.status, 200) << reply.error;
+  EXPECT_EQ(reply.body, "done");
+}
+
+TEST(TestHttpClient, RequestsWithinTheTimeoutSucceedOverPlainAndTls) {
+  TempDir dir;
+  ASSERT_TRUE(makeCert(dir.path()));
+  ServerOptions tlsOptions;
+  tlsOptions.certFile = (dir.path() / "tls.crt").string();
+  tlsOptions.keyFile = (dir.path() / "tls.key").string();
+  auto plain = startOrDie(echoRouter());
+  auto secure = startOrDie(echoRouter(), tlsOptions);
+  ASSERT_TRUE(plain && secure);
+  for (Server* server : {plain.get(), secure.get()}) {
+    TestHttpClient client(server->port(), server->tls());
+    client.setTimeout(std::chrono::seconds(5));
+    for (int i = 0; i < 3; ++i) {
+      const auto reply = client.post("/echo", "hello " + std::to_string(i));
+      EXPECT_EQ(reply.status, 200) << server->url() << ": " << reply.error;
+      EXPECT_NE(reply.body.find("hello " + std::to_string(i)), std::string::npos) << server->url();
+    }
+    EXPECT_EQ(server->stats().connections, 1u) << server->url() << ": the connection is kept alive";
+  }
+}
+
+TEST(TestHttpClient, WithATimeoutReconnectsWhenTheServerClosedAnIdleConnection) {
+  ServerOptions options;
+  options.readTimeout = std::chrono::milliseconds(100);  // also the keep-alive idle limit
+  auto server = startOrDie(echoRouter(), options);
+  ASSERT_TRUE(server);
+  TestHttpClient client(server->port());
+  client.setTimeout(std::chrono::seconds(5));
+  ASSERT_EQ(client.get("/healthz").status, 200);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  const auto reply = client.get("/healthz");
+  EXPECT_EQ(reply.status, 200) << reply.error;
+  EXPECT_EQ(server->stats().connections, 2u);
+}
+
 }  // namespace
 }  // namespace vgpu::http
