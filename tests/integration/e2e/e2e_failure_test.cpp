@@ -19,7 +19,7 @@
 #include <boost/json.hpp>
 
 #include "e2e_harness.h"
-#include "http_client.h"
+#include "test_http_client.h"
 #include "vgpu/annotations.h"
 #include "vgpu/codec/inventory.h"
 #include "vgpu/pod_info.h"
@@ -163,12 +163,13 @@ struct FilterAnswer {
 Result<FilterAnswer> filterDirect(Cluster& c, const json::object& pod, const std::vector<std::string>& nodes) {
   json::array names;
   for (const auto& n : nodes) names.push_back(json::string(n));
-  auto reply = httpRequest("POST", c.schedulerUrl(), "/filter",
-                           json::serialize(json::object{{"Pod", pod}, {"NodeNames", names}}));
-  if (!reply.ok()) return std::move(reply).error();
-  if (reply->status != 200) return makeError("filter answered HTTP " + std::to_string(reply->status));
+  auto reply = vgpu::testing::TestHttpClient(c.schedulerPort())
+                   .setTimeout(kHttpTimeout)
+                   .post("/filter", json::serialize(json::object{{"Pod", pod}, {"NodeNames", names}}));
+  if (reply.status == 0) return makeError("filter: " + reply.error);
+  if (reply.status != 200) return makeError("filter answered HTTP " + std::to_string(reply.status));
   FilterAnswer out;
-  const json::object answer = json::parse(reply->body).as_object();
+  const json::object answer = json::parse(reply.body).as_object();
   if (const auto* fitting = answer.if_contains("NodeNames"); fitting && fitting->is_array())
     for (const auto& n : fitting->as_array()) out.fitting.emplace_back(n.as_string());
   for (const char* key : {"FailedNodes", "FailedAndUnresolvableNodes"})
@@ -185,11 +186,11 @@ Result<std::string> bindDirect(Cluster& c, const json::object& pod, const std::s
                                std::chrono::milliseconds timeout = kWait) {
   const json::object args{
       {"PodName", nameOf(pod)}, {"PodNamespace", "default"}, {"PodUID", uidOf(pod)}, {"Node", node}};
-  auto reply = httpRequest("POST", c.schedulerUrl(), "/bind", json::serialize(args), timeout);
-  if (!reply.ok()) return std::move(reply).error();
-  if (reply->status != 200)
-    return makeError("bind answered HTTP " + std::to_string(reply->status) + ": " + reply->body);
-  const json::object answer = json::parse(reply->body).as_object();
+  auto reply =
+      vgpu::testing::TestHttpClient(c.schedulerPort()).setTimeout(timeout).post("/bind", json::serialize(args));
+  if (reply.status == 0) return makeError("bind: " + reply.error);
+  if (reply.status != 200) return makeError("bind answered HTTP " + std::to_string(reply.status) + ": " + reply.body);
+  const json::object answer = json::parse(reply.body).as_object();
   const auto* error = answer.if_contains("Error");
   return error && error->is_string() ? std::string(error->as_string()) : std::string();
 }

@@ -13,8 +13,8 @@
 #include <boost/json.hpp>
 
 #include "container_runtime.h"
-#include "http_client.h"
 #include "json_patch.h"
+#include "test_http_client.h"
 #include "vgpu/annotations.h"
 #include "vgpu/codec/base64.h"
 #include "vgpu/codec/assignment_codec.h"
@@ -27,6 +27,7 @@ namespace vgpu::e2e {
 namespace fs = std::filesystem;
 namespace json = boost::json;
 using Clock = std::chrono::steady_clock;
+using testing::TestHttpClient;
 
 // Where the build put the real binaries, backends and fakes (CMakeLists.txt).
 namespace paths {
@@ -46,6 +47,7 @@ struct Cluster::Node {
   std::unique_ptr<fakes::FakeKubelet> kubelet;
   std::unique_ptr<ChildProcess> agent;
   std::string metricsUrl;
+  std::uint16_t metricsPort = 0;
   int agentStarts = 0;
   int containers = 0;
 
@@ -126,6 +128,11 @@ std::string urlAfter(const std::string& log, const std::string& marker) {
   const auto begin = pos + marker.size();
   const auto end = log.find_first_of(" \n)", begin);
   return log.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+/// The port of such a URL.
+std::uint16_t portOf(const std::string& url) {
+  return static_cast<std::uint16_t>(std::atoi(url.c_str() + url.rfind(':') + 1));
 }
 
 /// remove_all, also through the overlays' work folders, which the kernel leaves with mode
@@ -354,6 +361,7 @@ Status Cluster::startAgent(const std::string& name) {
     return makeError("vgpu-device-plugin on " + name + " did not come up; its log:\n" + n->agent->log());
   n->metricsUrl = urlAfter(n->agent->log(), "metrics on ");
   if (n->metricsUrl.empty()) return makeError("vgpu-device-plugin on " + name + " did not say where /metrics is");
+  n->metricsPort = portOf(n->metricsUrl);
   const size_t want = registeredBefore + n->backendsHere().size();
   if (!waitUntil([&] { return n->kubelet->registrations().size() >= want; }))
     return makeError("vgpu-device-plugin on " + name + " did not register its plugins; its log:\n" + n->agent->log());
@@ -424,10 +432,9 @@ Status Cluster::startScheduler() {
   if (!scheduler_->waitForLog("vgpu-scheduler serving on ", kWait))
     return makeError("vgpu-scheduler did not come up; its log:\n" + scheduler_->log());
   schedulerUrl_ = urlAfter(scheduler_->log(), "vgpu-scheduler serving on ");
-  schedulerPort_ = static_cast<std::uint16_t>(std::atoi(schedulerUrl_.c_str() + schedulerUrl_.rfind(':') + 1));
+  schedulerPort_ = portOf(schedulerUrl_);
   if (!waitUntil([&] {
-        auto r = httpRequest("GET", schedulerUrl_, "/readyz", {}, std::chrono::seconds(2));
-        return r.ok() && r->status == 200;
+        return TestHttpClient(schedulerPort_).setTimeout(std::chrono::seconds(2)).get("/readyz").status == 200;
       }))
     return makeError("vgpu-scheduler never became ready; its log:\n" + scheduler_->log());
   return waitForSchedulerCache();
@@ -463,13 +470,13 @@ Status Cluster::waitForSchedulerCache() {
 }
 
 std::string Cluster::schedulerMetrics() {
-  auto r = httpRequest("GET", schedulerUrl_, "/metrics", {}, std::chrono::seconds(5));
-  return r.ok() && r->status == 200 ? r->body : "";
+  auto r = TestHttpClient(schedulerPort_).setTimeout(std::chrono::seconds(5)).get("/metrics");
+  return r.status == 200 ? r.body : "";
 }
 
 std::string Cluster::agentMetrics(const std::string& name) {
-  auto r = httpRequest("GET", node(name)->metricsUrl, "/metrics", {}, std::chrono::seconds(5));
-  return r.ok() && r->status == 200 ? r->body : "";
+  auto r = TestHttpClient(node(name)->metricsPort).setTimeout(std::chrono::seconds(5)).get("/metrics");
+  return r.status == 200 ? r.body : "";
 }
 
 // ---- the pod's path ----
@@ -495,20 +502,20 @@ Result<json::object> Cluster::createPod(const std::string& manifestYaml) {
                        {"dryRun", false},
                        {"options", {{"apiVersion", "meta.k8s.io/v1"}, {"kind", "CreateOptions"}}}};
   const json::object review{{"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"}, {"request", request}};
-  auto reply = httpRequest("POST", schedulerUrl_, "/webhook", json::serialize(review));
-  if (!reply.ok()) return makeError("admission webhook: " + reply.error().message);
-  if (reply->status != 200)
-    return makeError("admission webhook answered HTTP " + std::to_string(reply->status) + ": " + reply->body);
+  auto reply = TestHttpClient(schedulerPort_).setTimeout(kHttpTimeout).post("/webhook", json::serialize(review));
+  if (reply.status == 0) return makeError("admission webhook: " + reply.error);
+  if (reply.status != 200)
+    return makeError("admission webhook answered HTTP " + std::to_string(reply.status) + ": " + reply.body);
   json::value answer;
   try {
-    answer = json::parse(reply->body);
+    answer = json::parse(reply.body);
   } catch (const std::exception& e) {
     return makeError(std::string("admission webhook: not JSON: ") + e.what());
   }
   const json::value* responseValue = answer.is_object() ? at(answer.as_object(), {"response"}) : nullptr;
   const json::object* response = responseValue ? responseValue->if_object() : nullptr;
   if (!response || str(response->if_contains("uid")) != reviewUid)
-    return makeError("admission webhook: no response for review " + reviewUid + ": " + reply->body);
+    return makeError("admission webhook: no response for review " + reviewUid + ": " + reply.body);
   const json::value* allowed = response->if_contains("allowed");
   if (!allowed || !allowed->is_bool() || !allowed->as_bool())
     return makeError("admission webhook \"vgpu-scheduler.vgpu.io\" denied the request: " +
@@ -573,13 +580,16 @@ Result<ScheduleOutcome> Cluster::schedulePod(const std::string& ns, const std::s
   out.candidates = kubeSchedulerCandidates(*stored);
   json::array names;
   for (const auto& c : out.candidates) names.push_back(json::string(c));
+  // One keep-alive connection for the pod's filter, prioritize and bind, as kube-scheduler's.
+  TestHttpClient extender(schedulerPort_);
+  extender.setTimeout(kHttpTimeout);
   auto call = [&](const std::string& verb, const json::object& body) -> Result<json::value> {
-    auto reply = httpRequest("POST", schedulerUrl_, "/" + verb, json::serialize(body));
-    if (!reply.ok()) return makeError("extender " + verb + ": " + reply.error().message);
-    if (reply->status != 200)
-      return makeError("extender " + verb + " answered HTTP " + std::to_string(reply->status) + ": " + reply->body);
+    auto reply = extender.post("/" + verb, json::serialize(body));
+    if (reply.status == 0) return makeError("extender " + verb + ": " + reply.error);
+    if (reply.status != 200)
+      return makeError("extender " + verb + " answered HTTP " + std::to_string(reply.status) + ": " + reply.body);
     try {
-      return json::parse(reply->body);
+      return json::parse(reply.body);
     } catch (const std::exception& e) {
       return makeError("extender " + verb + ": not JSON: " + e.what());
     }

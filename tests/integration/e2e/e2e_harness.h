@@ -60,6 +60,9 @@ namespace vgpu::e2e {
 
 /// Generous: the suite must pass on a loaded 2-core machine.
 inline constexpr std::chrono::milliseconds kWait{30000};
+/// A request to a daemon that has no reply by then fails, so one that hangs fails the test
+/// instead of stalling it.
+inline constexpr std::chrono::milliseconds kHttpTimeout{10000};
 inline constexpr const char* kSchedulerName = "vgpu-scheduler";
 
 struct ClusterOptions {
@@ -172,6 +175,7 @@ class Cluster {
   ChildProcess* scheduler() { return scheduler_.get(); }
   ChildProcess* agent(const std::string& node);
   const std::string& schedulerUrl() const { return schedulerUrl_; }
+  std::uint16_t schedulerPort() const { return schedulerPort_; }
   std::string agentMetricsUrl(const std::string& node) const;
   const std::vector<NodeSpec>& nodes() const { return specs_; }
   /// The shared device-config.yaml, the scheduler's and agents' log files.
