@@ -203,7 +203,6 @@ struct Agent::Impl final : PluginHandler {
     if (Limiter* lim = limiterOf(h.backend))
       if (auto s = lim->release(h.backendRef()); !s.ok()) logLine("warning", s.error().message);
     handouts.remove(h.id);
-    tracker.forgetHandout(idsKey(h.resource, h.ids));
   }
 
   /// The pod annotations the backends asked for, over every handout `uid` holds. A pod
@@ -257,6 +256,7 @@ struct Agent::Impl final : PluginHandler {
     handout.resource = resource;
     handout.ids = ids;
     handout.backend = claim.backend;
+    handout.devices = claim.devices;
     handout.podUid = claim.podUid;
     handout.podNamespace = claim.podNamespace;
     handout.podName = claim.podName;
@@ -526,22 +526,34 @@ struct Agent::Impl final : PluginHandler {
     }
   }
 
-  void correctPods(const std::map<std::string, HeldDevices>& listed) {
+  /// The assignments PodResources says the known pods must carry. Made before the same
+  /// listing moves the handouts' holders (attributeHandouts): a handout still attributed to
+  /// another pod tells the tracker that pod was served with IDs it never got.
+  std::vector<PodOutcome> corrections(const std::map<std::string, HeldDevices>& listed) {
     std::map<std::string, std::string> uidByKey;
     for (const auto& p : tracker.pods()) uidByKey[p.info.key()] = p.info.uid;
+    std::vector<PodOutcome> out;
     for (const auto& [key, held] : listed) {
       auto uid = uidByKey.find(key);
       if (uid == uidByKey.end()) continue;
-      auto outcome = tracker.correction(uid->second, held);
-      if (!outcome) continue;
+      if (auto outcome = tracker.correction(uid->second, held, handouts)) out.push_back(std::move(*outcome));
+    }
+    return out;
+  }
+
+  /// Writes the corrections, with the backends' pod annotations of the handouts each pod
+  /// holds once they are attributed.
+  void recordCorrections(const std::vector<PodOutcome>& outcomes) {
+    for (const auto& outcome : outcomes) {
+      const std::string key = outcome.podNamespace + "/" + outcome.podName;
       k8s::MetadataPatch patch;
-      patch.annotations[std::string(keys::kPodAssignment)] = encodeAssignment(outcome->assignment);
+      patch.annotations[std::string(keys::kPodAssignment)] = encodeAssignment(outcome.assignment);
       patch.annotations[std::string(keys::kPodBindPhase)] = "success";
       patch.annotations[std::string(keys::kPodAllocateError)] = std::nullopt;
-      addPodAnnotations(patch, uid->second);
-      auto r = client->patchMetadata(k8s::kPods, outcome->podNamespace, outcome->podName, patch);
+      addPodAnnotations(patch, outcome.podUid);
+      auto r = client->patchMetadata(k8s::kPods, outcome.podNamespace, outcome.podName, patch);
       if (!r.ok()) {
-        tracker.forgetRecorded(uid->second);
+        tracker.forgetRecorded(outcome.podUid);
         logLine("warning", "correcting the assignment of pod " + key + " (retried on the next pass): " +
                                r.error().describe());
         continue;
@@ -608,8 +620,9 @@ struct Agent::Impl final : PluginHandler {
   void maintain(bool withCleanup) {
     const Listing listing = listHeld();
     if (listing.pods) {
+      const auto outcomes = corrections(*listing.pods);
       attributeHandouts(*listing.pods);
-      correctPods(*listing.pods);
+      recordCorrections(outcomes);
     }
     if (withCleanup) cleanup(listing);
   }

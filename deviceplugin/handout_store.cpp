@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <set>
+#include <type_traits>
 
 #include <boost/json.hpp>
 
@@ -26,10 +27,18 @@ std::uint64_t fnv1a(const std::string& text) {
   return h;
 }
 
-/// A journal line that records `h` (replacing any earlier line for its id).
+/// A journal line that records `h` (replacing any earlier line for its id). Devices use the
+/// field names of the assignment annotation's grants (docs/wire-format.md).
 boost::json::object putLine(const Handout& h) {
   boost::json::array ids;
   for (const auto& id : h.ids) ids.emplace_back(id);
+  boost::json::array devices;
+  for (const auto& d : h.devices) {
+    boost::json::object o{{"backend", d.backend},     {"id", d.deviceId},     {"index", d.deviceIndex},
+                          {"memoryMiB", d.memoryMiB}, {"compute", d.compute}, {"slot", d.slot}};
+    if (d.priority != -1) o["priority"] = d.priority;
+    devices.emplace_back(std::move(o));
+  }
   boost::json::object annotations;
   for (const auto& [k, v] : h.podAnnotations) annotations[k] = v;
   return {{"op", "put"},
@@ -37,11 +46,38 @@ boost::json::object putLine(const Handout& h) {
           {"resource", h.resource},
           {"ids", ids},
           {"backend", h.backend},
+          {"devices", devices},
           {"podUid", h.podUid},
           {"namespace", h.podNamespace},
           {"pod", h.podName},
           {"container", h.container},
           {"podAnnotations", annotations}};
+}
+
+Result<DeviceGrant> deviceFromJson(const boost::json::value& v) {
+  const auto* o = v.if_object();
+  if (!o) return makeError("a device is not an object");
+  DeviceGrant d;
+  const auto* backend = o->if_contains("backend");
+  const auto* id = o->if_contains("id");
+  if (!backend || !backend->is_string() || !id || !id->is_string()) return makeError("a device without backend or id");
+  d.backend = std::string(backend->as_string());
+  d.deviceId = std::string(id->as_string());
+  // Integers the agent itself wrote; a value out of range means a corrupt line.
+  auto number = [&](const char* key, auto& out, bool required) -> bool {
+    const auto* f = o->if_contains(key);
+    if (!f) return !required;
+    using T = std::remove_reference_t<decltype(out)>;
+    boost::system::error_code ec;
+    const T n = f->to_number<T>(ec);
+    if (ec) return false;
+    out = n;
+    return true;
+  };
+  if (!number("index", d.deviceIndex, true) || !number("memoryMiB", d.memoryMiB, true) ||
+      !number("compute", d.compute, true) || !number("slot", d.slot, true) || !number("priority", d.priority, false))
+    return makeError("device " + d.deviceId + " has a missing or bad index, memoryMiB, compute, slot or priority");
+  return d;
 }
 
 Result<Handout> fromJson(const boost::json::object& o) {
@@ -65,6 +101,16 @@ Result<Handout> fromJson(const boost::json::object& o) {
       if (val.is_string()) h.podAnnotations[std::string(k)] = std::string(val.as_string());
   if (h.id.empty() || h.resource.empty() || h.ids.empty() || h.backend.empty() || h.container.empty())
     return makeError("id, resource, ids, backend or container missing");
+  if (const auto* devices = o.if_contains("devices")) {
+    if (!devices->is_array()) return makeError("devices is not an array");
+    for (const auto& v : devices->as_array()) {
+      auto d = deviceFromJson(v);
+      if (!d.ok()) return d.error();
+      h.devices.push_back(std::move(d).value());
+    }
+    if (!h.devices.empty() && h.devices.size() != h.ids.size())
+      return makeError(std::to_string(h.devices.size()) + " devices for " + std::to_string(h.ids.size()) + " IDs");
+  }
   return h;
 }
 

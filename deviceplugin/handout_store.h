@@ -7,13 +7,16 @@
 // named by the handout, i.e. the resource and the device IDs the kubelet gave, which no two
 // live containers share, and never by the guessed pod. The store keeps, per handout, the
 // pod and container that hold it (the guess at Allocate, PodResources' answer later), which
-// labels the metrics and decides when the folder may go.
+// labels the metrics and decides when the folder may go, and the devices that Allocate gave
+// (memory and compute per ID), which the PodResources correction writes on the pod that
+// really holds the IDs, also after an agent restart.
 //
 // On disk: <root>/<id>/ is the folder the container sees. Who holds what is journalled in
 // one append-only file outside the root (the container cannot rewrite it), one JSON line
 // per change, so that Allocate pays one write() on an open file rather than creating
 // another file (a metadata operation costs ~0.4 ms on a loaded node); an agent restart
-// replays it, and the cleanup pass compacts it.
+// replays it, and the cleanup pass compacts it. A line without "devices" (written by an
+// agent before they were journalled) still loads, with no devices.
 // Thread-safe; every method takes one lock, and the file work for one handout is done
 // under it so a cleanup scan never sees a half-made handout.
 
@@ -23,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "vgpu/assignment.h"
 #include "vgpu/limiter.h"
 #include "vgpu/resources.h"
 #include "vgpu/result.h"
@@ -35,6 +39,8 @@ struct Handout {
   std::string resource;          ///< the kubelet resource, e.g. "nvidia.com/gpu"
   std::vector<std::string> ids;  ///< the kubelet's device IDs, sorted
   std::string backend;
+  /// What Allocate gave, in the kubelet's ID order; empty when an older agent made it.
+  std::vector<DeviceGrant> devices;
   std::string podUid;  ///< the holder; empty when only PodResources named it (pod not watched)
   std::string podNamespace;
   std::string podName;

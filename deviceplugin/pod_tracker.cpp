@@ -51,14 +51,15 @@ void replaceDevices(Assignment& a, const std::string& container, const std::stri
   it->devices.insert(it->devices.end(), devices.begin(), devices.end());
 }
 
-}  // namespace
-
-std::string idsKey(const std::string& resource, std::vector<std::string> ids) {
+/// "id1,id2" with the IDs sorted, for messages.
+std::string sortedList(std::vector<std::string> ids) {
   std::sort(ids.begin(), ids.end());
-  std::string key = resource + "|";
-  for (size_t i = 0; i < ids.size(); ++i) key += (i ? "," : "") + ids[i];
-  return key;
+  std::string out;
+  for (size_t i = 0; i < ids.size(); ++i) out += (i ? "," : "") + ids[i];
+  return out;
 }
+
+}  // namespace
 
 void PodTracker::setResources(std::map<std::string, std::string> resourceToBackend) {
   std::lock_guard lock(mu_);
@@ -268,7 +269,7 @@ std::variant<Claim, ClaimError> PodTracker::claim(const std::string& resource, c
     if (unusable) return ClaimError{ClaimFailure::kPodUnusable, unusableWhy, unusable->pod->info.uid};
     return ClaimError{ClaimFailure::kNoPod,
                       "no pod bound to node " + node_ + " is waiting for " + std::to_string(ids.size()) + " " +
-                          resource + " (device IDs " + idsKey(resource, ids).substr(resource.size() + 1) + ")",
+                          resource + " (device IDs " + sortedList(ids) + ")",
                       {}};
   }
   const TrackedPod& pod = *chosen->pod;
@@ -352,7 +353,6 @@ std::optional<PodOutcome> PodTracker::commit(const Claim& claim) {
   Progress& pr = progress_[claim.podUid];
   pr.reserved.erase({claim.container, claim.resource});
   pr.served.insert({claim.container, claim.resource});
-  givenByIds_[idsKey(claim.resource, claim.ids)] = {claim.devices, claim.podUid, claim.container};
   bumpLocked();
   if (pod == pods_.end() || !podCompleteLocked(pod->second, pr)) return std::nullopt;
   pr.done = true;
@@ -398,7 +398,8 @@ void PodTracker::failPod(const std::string& uid) {
 }
 
 std::optional<PodOutcome> PodTracker::correction(
-    const std::string& uid, const std::map<std::string, std::map<std::string, std::vector<std::string>>>& held) {
+    const std::string& uid, const std::map<std::string, std::map<std::string, std::vector<std::string>>>& held,
+    const HandoutStore& handouts) {
   std::lock_guard lock(mu_);
   auto pod = pods_.find(uid);
   if (pod == pods_.end()) return std::nullopt;
@@ -429,29 +430,29 @@ std::optional<PodOutcome> PodTracker::correction(
       if (r == resources_.end() || ids.empty()) continue;
       any = true;
       std::vector<DeviceGrant> devices;
-      if (auto g = givenByIds_.find(idsKey(resource, ids)); g != givenByIds_.end()) {
-        devices = g->second.devices;
-        if (g->second.uid != uid || g->second.container != container) {
+      if (auto g = handouts.find(handoutId(resource, ids)); g && !g->devices.empty()) {
+        devices = g->devices;
+        if (g->podUid != uid || g->container != container) {
           // The kubelet admitted this pod with IDs the agent attributed to another waiting
           // pod (interchangeable assignments): that pod has not been admitted and waits
-          // again, unless a correction already gave it the IDs it really holds.
-          if (auto other = progress_.find(g->second.uid); other != progress_.end()) {
-            auto gv = other->second.given.find(g->second.container);
+          // again, unless a correction already gave it the IDs it really holds. The agent
+          // attributes the handout to this pod after the correction (Agent::maintain).
+          if (auto other = progress_.find(g->podUid); other != progress_.end()) {
+            auto gv = other->second.given.find(g->container);
             std::vector<DeviceGrant> mine;
             if (gv != other->second.given.end())
               for (const auto& d : gv->second)
                 if (d.backend == r->second) mine.push_back(d);
             if (sameDevices(mine, devices)) {
-              other->second.served.erase({g->second.container, resource});
+              other->second.served.erase({g->container, resource});
               std::erase_if(gv->second, [&](const DeviceGrant& d) { return d.backend == r->second; });
               other->second.done = false;
             }
           }
-          g->second.uid = uid;
-          g->second.container = container;
         }
       } else {
-        // Not handed out by this agent instance: keep the annotation's slices, in order.
+        // Not handed out by an agent that journalled the devices (or not by this node's
+        // agent at all): keep the annotation's slices, in order.
         const auto grants = devicesOf(&*base, container, r->second);
         for (size_t i = 0; i < ids.size(); ++i) {
           auto v = parseVirtualDeviceId(ids[i]);
@@ -475,11 +476,6 @@ std::optional<PodOutcome> PodTracker::correction(
   for (const auto& c : fixed.containers) p.given[c.name] = c.devices;
   bumpLocked();
   return PodOutcome{uid, pod->second.info.podNamespace, pod->second.info.name, std::move(fixed), true};
-}
-
-void PodTracker::forgetHandout(const std::string& idsKey) {
-  std::lock_guard lock(mu_);
-  givenByIds_.erase(idsKey);
 }
 
 void PodTracker::forgetRecorded(const std::string& uid) {

@@ -23,6 +23,7 @@
 #include <variant>
 #include <vector>
 
+#include "handout_store.h"
 #include "vgpu/assignment.h"
 #include "vgpu/device.h"
 #include "vgpu/pod_info.h"
@@ -112,15 +113,16 @@ class PodTracker {
   std::uint64_t generation() const;
 
   /// The assignment pod `uid` should carry given the IDs its containers hold
-  /// (container -> resource -> ids, from PodResources). nullopt when the annotation (or
-  /// what this agent last wrote) already says so, or the pod is unknown.
+  /// (container -> resource -> ids, from PodResources), with the devices `handouts` says
+  /// Allocate gave those IDs (also before an agent restart). nullopt when the annotation (or
+  /// what this agent last wrote) already says so, or the pod is unknown. Takes the store's
+  /// lock inside the tracker's: the store must never call back into the tracker.
   std::optional<PodOutcome> correction(
-      const std::string& uid, const std::map<std::string, std::map<std::string, std::vector<std::string>>>& held);
+      const std::string& uid, const std::map<std::string, std::map<std::string, std::vector<std::string>>>& held,
+      const HandoutStore& handouts);
   /// The outcome `correction` returned could not be written: compare with the pod's
   /// annotation again next time, so the correction is retried.
   void forgetRecorded(const std::string& uid);
-  /// The handout of `idsKey` is gone (its container ended): forget what it gave.
-  void forgetHandout(const std::string& idsKey);
   /// A pod's assignment as this agent last recorded it (for tests and metrics).
   std::optional<Assignment> recorded(const std::string& uid) const;
   /// Containers this agent gave devices to: (pod uid, container) of pods still known.
@@ -158,16 +160,6 @@ class PodTracker {
   std::map<std::string, TrackedPod> pods_;        // uid -> pod
   std::map<std::string, Progress> progress_;      // uid -> progress
   std::map<std::string, std::string> written_;    // uid -> assignment JSON this agent recorded
-  /// What one Allocate handed out, and to which pod and container the agent attributed it.
-  struct Handout {
-    std::vector<DeviceGrant> devices;
-    std::string uid;
-    std::string container;
-  };
-  std::map<std::string, Handout> givenByIds_;  // resource|sorted ids -> handout
 };
-
-/// "resource|id1,id2" with the IDs sorted: the key of what one Allocate handed out.
-std::string idsKey(const std::string& resource, std::vector<std::string> ids);
 
 }  // namespace vgpu::deviceplugin

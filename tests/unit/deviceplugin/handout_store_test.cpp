@@ -97,6 +97,64 @@ TEST(DevicePluginHandoutStore, ReplaysItsJournalWithTheLatestHolderAfterARestart
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1);
 }
 
+TEST(DevicePluginHandoutStore, ReplaysTheDevicesEachAllocateGave) {
+  TempDir dir;
+  std::string id;
+  Handout made = handout("vgpu.io/sim", {"sim-1::2", "sim-0::3"}, "guessed", "uid-g");
+  // In the kubelet's ID order, with each device's slice (one with a task priority).
+  made.devices = {DeviceGrant{"sim", "sim-1", 1, 3000, 30, 2, 5}, DeviceGrant{"sim", "sim-0", 0, 1000, 0, 3}};
+  {
+    LoadedStore s(dir);
+    auto folder = s.store.create(made);
+    ASSERT_TRUE(folder.ok()) << folder.error().message;
+    id = fs::path(*folder).filename().string();
+    EXPECT_TRUE(s.store.attribute(id, "uid-t", "default", "truth", "main"));  // appends a line
+  }
+  LoadedStore again(dir);
+  EXPECT_THAT(again.problems, IsEmpty());
+  auto h = again.store.find(id);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->devices, made.devices);
+  EXPECT_EQ(h->podName, "truth");
+  // And once more from the compacted journal.
+  LoadedStore third(dir);
+  ASSERT_TRUE(third.store.find(id));
+  EXPECT_EQ(third.store.find(id)->devices, made.devices);
+}
+
+TEST(DevicePluginHandoutStore, LoadsALineWrittenBeforeDevicesWereJournalled) {
+  TempDir dir;
+  const std::string id = handoutId("vgpu.io/sim", {"sim-0::1"});
+  dir.write("containers.journal",
+            R"({"op":"put","id":")" + id +
+                R"(","resource":"vgpu.io/sim","ids":["sim-0::1"],"backend":"sim",)"
+                R"("podUid":"u","namespace":"default","pod":"p","container":"main","podAnnotations":{"k":"v"}})"
+                "\n");
+  LoadedStore s(dir);
+  EXPECT_THAT(s.problems, IsEmpty());
+  auto h = s.store.find(id);
+  ASSERT_TRUE(h);
+  EXPECT_THAT(h->devices, IsEmpty());
+  EXPECT_EQ(h->podName, "p");
+  EXPECT_EQ(h->podAnnotations.at("k"), "v");
+}
+
+TEST(DevicePluginHandoutStore, SkipsALineWhoseDevicesCannotBeRead) {
+  TempDir dir;
+  const std::string put = R"({"op":"put","id":")" + handoutId("vgpu.io/sim", {"sim-0::1"}) +
+                          R"(","resource":"vgpu.io/sim","ids":["sim-0::1"],"backend":"sim",)"
+                          R"("podUid":"u","namespace":"default","pod":"p","container":"main","devices":)";
+  dir.write("containers.journal",
+            put + R"([{"backend":"sim","id":"sim-0","index":0,"memoryMiB":-5,"compute":0,"slot":1}]})" + "\n" + put +
+                R"([{"backend":"sim","id":"sim-0","index":0,"memoryMiB":1,"compute":0,"slot":1},)" +
+                R"({"backend":"sim","id":"sim-1","index":1,"memoryMiB":1,"compute":0,"slot":1}]})" + "\n");
+  LoadedStore s(dir);
+  ASSERT_EQ(s.problems.size(), 2u);
+  EXPECT_THAT(s.problems[0], HasSubstr("line 1: device sim-0 has a missing or bad index, memoryMiB"));
+  EXPECT_THAT(s.problems[1], HasSubstr("line 2: 2 devices for 1 IDs"));
+  EXPECT_THAT(s.store.all(), IsEmpty());
+}
+
 TEST(DevicePluginHandoutStore, SkipsJournalLinesThatAreTornOrNameOtherIds) {
   TempDir dir;
   dir.write("containers.journal",

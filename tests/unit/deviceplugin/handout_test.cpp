@@ -138,6 +138,48 @@ TEST_F(DevicePluginHandouts, ARestartedAgentKeepsHeldFoldersWithTheirHoldersAndD
   EXPECT_THAT(text, HasSubstr(usedLine("older", 222 * kMiB)));
 }
 
+TEST_F(DevicePluginHandouts, ARestartedAgentCorrectsEachPodWithTheSliceItsContainerGot) {
+  AgentOptions o = options();
+  o.podResourcesInterval = std::chrono::hours(1);
+  o.cleanupInterval = std::chrono::hours(1);
+  writeSimNode();
+  startKubelet();
+  startAgent(o);
+  ASSERT_TRUE(kubelet->waitForDevices(kSimCount, std::chrono::seconds(10)));
+  ASSERT_TRUE(waitFor([&] { return agent->podsSynced(); }));
+  // Interchangeable for the kubelet (one device each), but not the same slice.
+  PodSpec small{"small",
+                {{"main", {{kSimCount, 1}, {kSimMemory, 1000}}, {grant("sim-0", 0, 1000, 0, 0)}}},
+                true,
+                "2026-01-01T00:00:00Z"};
+  PodSpec large{"large",
+                {{"main", {{kSimCount, 1}, {kSimMemory, 3000}}, {grant("sim-0", 0, 3000, 0, 1)}}},
+                true,
+                "2026-01-01T00:00:01Z"};
+  const std::string smallUid = createPod(small);
+  const std::string largeUid = createPod(large);
+  ASSERT_TRUE(waitFor([&] { return agent->tracker().pods().size() == 2; }));
+  // The kubelet admits the younger first: it gets the older one's IDs and so its slice.
+  auto l = kubelet->admit(kubeletPod(large, largeUid));
+  auto s = kubelet->admit(kubeletPod(small, smallUid));
+  ASSERT_TRUE(l.admitted && s.admitted) << l.error << s.error;
+  ASSERT_EQ(l.allocations.at(0).deviceIds, (std::vector<std::string>{"sim-0::0"}));
+  ASSERT_EQ(l.allocations.at(0).response.env.at("VGPU_SIM_MEMORY_LIMIT_0"), "1000m");
+  ASSERT_EQ(s.allocations.at(0).response.env.at("VGPU_SIM_MEMORY_LIMIT_0"), "3000m");
+
+  // The agent restarts before any PodResources pass; the first one after it corrects both
+  // pods with what their containers' limits say (the journal kept what Allocate gave).
+  agent->stop();
+  agent.reset();
+  startAgent(o);
+  ASSERT_TRUE(waitFor([&] { return agent->podsSynced(); }));
+  agent->maintainNow();
+  EXPECT_EQ(agent->stats().corrections, 2u);
+  ASSERT_TRUE(assignmentOf("large") && assignmentOf("small"));
+  EXPECT_EQ(assignmentOf("large")->containers.at(0).devices, (std::vector<DeviceGrant>{grant("sim-0", 0, 1000, 0, 0)}));
+  EXPECT_EQ(assignmentOf("small")->containers.at(0).devices, (std::vector<DeviceGrant>{grant("sim-0", 0, 3000, 0, 1)}));
+}
+
 class DevicePluginHandoutCleanup : public AgentFixture {
  protected:
   /// A sim node whose agent reads PodResources at `socket`, and one pod admitted on it.

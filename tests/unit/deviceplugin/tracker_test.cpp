@@ -1,7 +1,10 @@
-// PodTracker: which pod an Allocate is for, without any I/O.
+// PodTracker: which pod an Allocate is for, without any I/O; the PodResources correction
+// reads what each Allocate gave from a HandoutStore (on a temp folder).
 #include <gmock/gmock.h>
 
+#include "handout_store.h"
 #include "pod_tracker.h"
+#include "temp_dir.h"
 #include "vgpu/annotations.h"
 #include "vgpu/codec/assignment_codec.h"
 
@@ -47,12 +50,44 @@ TrackedPod pod(const std::string& name, int age, std::vector<std::vector<DeviceG
   return p;
 }
 
+/// A tracker set up as the agent sets it up, for the sim backend on devices d0 and d1.
+void setUp(PodTracker& tracker) {
+  tracker.setResources({{kRes, "sim"}});
+  tracker.setDevices("sim", {dev("d0", 0), dev("d1", 1, 3000)});
+}
+
+/// What the agent records for a claim before answering the kubelet: the handout, with the
+/// devices the container gets.
+Handout handoutOf(const Claim& c) {
+  Handout h;
+  h.resource = c.resource;
+  h.ids = c.ids;
+  h.backend = c.backend;
+  h.devices = c.devices;
+  h.podUid = c.podUid;
+  h.podNamespace = c.podNamespace;
+  h.podName = c.podName;
+  h.container = c.container;
+  return h;
+}
+
 class DevicePluginTracker : public ::testing::Test {
  protected:
   void SetUp() override {
-    tracker.setResources({{kRes, "sim"}});
-    tracker.setDevices("sim", {dev("d0", 0), dev("d1", 1, 3000)});
+    setUp(tracker);
+    ASSERT_TRUE(handouts.load().ok());
   }
+  /// Claims `ids`, records the handout and commits, as the agent's Allocate does.
+  std::optional<PodOutcome> allocate(const std::vector<std::string>& ids) {
+    auto r = tracker.claim(kRes, ids);
+    const auto* c = std::get_if<Claim>(&r);
+    EXPECT_TRUE(c) << std::get<ClaimError>(r).message;
+    if (!c) return std::nullopt;
+    EXPECT_TRUE(handouts.create(handoutOf(*c)).ok());
+    return tracker.commit(*c);
+  }
+  testing::TempDir dir;
+  HandoutStore handouts{dir.path() / "containers", dir.path() / "containers.journal"};
   PodTracker tracker{"n1"};
 };
 
@@ -161,35 +196,91 @@ TEST_F(DevicePluginTracker, CorrectionFollowsTheIdsTheKubeletReports) {
   tracker.upsert(pod("x", 1, {{g("d0", 0)}}));
   tracker.upsert(pod("y", 2, {{g("d0", 1)}}));
   // x was admitted with y's IDs and y with x's: both claims are exact but for the other pod.
-  auto r1 = tracker.claim(kRes, {"d0::1"});
-  ASSERT_TRUE(tracker.commit(std::get<Claim>(r1)));
-  auto r2 = tracker.claim(kRes, {"d0::0"});
-  ASSERT_TRUE(tracker.commit(std::get<Claim>(r2)));
-  auto fix = tracker.correction("uid-x", {{"c0", {{kRes, {"d0::1"}}}}});
+  ASSERT_TRUE(allocate({"d0::1"}));
+  ASSERT_TRUE(allocate({"d0::0"}));
+  auto fix = tracker.correction("uid-x", {{"c0", {{kRes, {"d0::1"}}}}}, handouts);
   ASSERT_TRUE(fix);
   EXPECT_EQ(fix->assignment.containers[0].devices[0].slot, 1);
   // Said once: the same report again changes nothing.
-  EXPECT_FALSE(tracker.correction("uid-x", {{"c0", {{kRes, {"d0::1"}}}}}));
-  EXPECT_FALSE(tracker.correction("uid-unknown", {{"c0", {{kRes, {"d0::1"}}}}}));
+  EXPECT_FALSE(tracker.correction("uid-x", {{"c0", {{kRes, {"d0::1"}}}}}, handouts));
+  EXPECT_FALSE(tracker.correction("uid-unknown", {{"c0", {{kRes, {"d0::1"}}}}}, handouts));
   // The correction could not be written: the next report tries again.
   tracker.forgetRecorded("uid-x");
-  EXPECT_TRUE(tracker.correction("uid-x", {{"c0", {{kRes, {"d0::1"}}}}}));
+  EXPECT_TRUE(tracker.correction("uid-x", {{"c0", {{kRes, {"d0::1"}}}}}, handouts));
 }
 
 TEST_F(DevicePluginTracker, CorrectingTwoSwappedPodsLeavesNeitherWaitingAgain) {
   tracker.upsert(pod("x", 1, {{g("d0", 0)}}));
   tracker.upsert(pod("y", 2, {{g("d0", 1)}}));
-  ASSERT_TRUE(tracker.commit(std::get<Claim>(tracker.claim(kRes, {"d0::1"}))));  // went to y
-  ASSERT_TRUE(tracker.commit(std::get<Claim>(tracker.claim(kRes, {"d0::0"}))));  // went to x
+  ASSERT_TRUE(allocate({"d0::1"}));  // went to y
+  ASSERT_TRUE(allocate({"d0::0"}));  // went to x
   // The kubelet says the reverse; each pod is corrected in turn.
-  ASSERT_TRUE(tracker.correction("uid-x", {{"c0", {{kRes, {"d0::1"}}}}}));
-  ASSERT_TRUE(tracker.correction("uid-y", {{"c0", {{kRes, {"d0::0"}}}}}));
+  ASSERT_TRUE(tracker.correction("uid-x", {{"c0", {{kRes, {"d0::1"}}}}}, handouts));
+  ASSERT_TRUE(tracker.correction("uid-y", {{"c0", {{kRes, {"d0::0"}}}}}, handouts));
   // Both are admitted: the next pod's Allocate is its own, and both slices count.
   tracker.upsert(pod("z", 3, {{g("d0", 2)}}));
   auto next = tracker.claim(kRes, {"d0::3"});
   ASSERT_TRUE(std::holds_alternative<Claim>(next));
   EXPECT_EQ(std::get<Claim>(next).podName, "z");
   EXPECT_EQ(tracker.usageByDevice().at("d0").first, 3000u);
+}
+
+/// Two pods whose assignments differ only in memory (x: d0 slot 0 with 1000 MiB, y: d0 slot
+/// 1 with 3000 MiB). The kubelet admits y first with x's IDs, then x with y's: the agent's
+/// Allocate serves each under the other's name, so the container y really runs got x's
+/// 1000 MiB (its limiter enforces that) and x's got y's 3000 MiB.
+struct SwappedSlices {
+  TrackedPod x = pod("x", 1, {{g("d0", 0, 1000)}});
+  TrackedPod y = pod("y", 2, {{g("d0", 1, 3000)}});
+};
+
+/// The pod as the watch shows it once the agent recorded it allocated with its own assignment.
+TrackedPod allocated(TrackedPod p) {
+  p.info.annotations[std::string(keys::kPodBindPhase)] = "success";
+  return p;
+}
+
+TEST_F(DevicePluginTracker, ARestartedAgentCorrectsWithTheDevicesAnEarlierOneGave) {
+  SwappedSlices pods;
+  tracker.upsert(pods.x);
+  tracker.upsert(pods.y);
+  auto servedX = allocate({"d0::0"});  // the kubelet's Allocate for y
+  auto servedY = allocate({"d0::1"});  // and for x
+  ASSERT_TRUE(servedX && servedY);
+  ASSERT_FALSE(servedX->changed || servedY->changed);  // both exact: annotations kept
+  // The agent restarts before any PodResources pass: a new tracker (the watch shows both
+  // pods allocated) and the store read back from the journal.
+  PodTracker restarted{"n1"};
+  setUp(restarted);
+  restarted.upsert(allocated(pods.x));
+  restarted.upsert(allocated(pods.y));
+  HandoutStore reloaded(dir.path() / "containers", dir.path() / "containers.journal");
+  ASSERT_TRUE(reloaded.load().ok());
+
+  auto fixY = restarted.correction("uid-y", {{"c0", {{kRes, {"d0::0"}}}}}, reloaded);
+  auto fixX = restarted.correction("uid-x", {{"c0", {{kRes, {"d0::1"}}}}}, reloaded);
+  ASSERT_TRUE(fixY && fixX);
+  // Each pod is recorded with what its container's limiter really got, not its own slice.
+  EXPECT_EQ(fixY->assignment.containers[0].devices, (std::vector<DeviceGrant>{g("d0", 0, 1000)}));
+  EXPECT_EQ(fixX->assignment.containers[0].devices, (std::vector<DeviceGrant>{g("d0", 1, 3000)}));
+}
+
+TEST_F(DevicePluginTracker, WithoutTheDevicesGivenACorrectionKeepsTheAnnotationsSlices) {
+  // A journal an agent wrote before it recorded devices (the same as before the devices were
+  // journalled: a restarted agent did not know what an earlier one gave).
+  dir.write("old/containers.journal",
+            R"({"op":"put","id":")" + handoutId(kRes, {"d0::0"}) +
+                R"(","resource":"vgpu.io/sim","ids":["d0::0"],"backend":"sim","podUid":"uid-x",)"
+                R"("namespace":"","pod":"x","container":"c0","podAnnotations":{}})"
+                "\n");
+  HandoutStore old(dir.path() / "old" / "containers", dir.path() / "old" / "containers.journal");
+  auto problems = old.load();
+  ASSERT_TRUE(problems.ok());
+  ASSERT_THAT(*problems, ::testing::IsEmpty());
+  tracker.upsert(allocated(SwappedSlices{}.y));
+  auto fix = tracker.correction("uid-y", {{"c0", {{kRes, {"d0::0"}}}}}, old);
+  ASSERT_TRUE(fix);
+  EXPECT_EQ(fix->assignment.containers[0].devices, (std::vector<DeviceGrant>{g("d0", 0, 3000)}));
 }
 
 }  // namespace
