@@ -1,9 +1,9 @@
 #include "extender_args.h"
 
-#include <functional>
+#include <array>
 
-#include <boost/json/basic_parser_impl.hpp>
-#include <boost/json/value_stack.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/parser.hpp>
 
 #include "vgpu/k8s/object.h"
 
@@ -13,143 +13,190 @@ namespace {
 namespace json = boost::json;
 using boost::system::error_code;
 
-/// basic_parser events: the elements of the top-level NodeNames array become views, the
-/// rest is built with a value_stack as Boost.JSON's own parser does (NodeNames itself is
-/// left in the tree as an empty array).
-class ArgsHandler {
+constexpr std::size_t kMaxDepth = 128;
+
+/// Bytes a name can hold and still be a view into the body: printable ASCII but for '"'
+/// and '\\'. Anything else (escapes, UTF-8, control bytes to refuse) goes through Boost.
+constexpr std::array<bool, 256> kPlainNameByte = [] {
+  std::array<bool, 256> table{};
+  for (int c = 0x20; c < 0x80; ++c) table[c] = true;
+  table['"'] = table['\\'] = false;
+  return table;
+}();
+
+Status notJson(const std::string& why) { return makeError("the body is not JSON: " + why); }
+Status notJson(const error_code& ec) { return notJson(ec.message()); }
+
+/// The top level of ExtenderArgs read by hand, so that the NodeNames array (nearly all of
+/// the body with nodeCacheCapable) is scanned without building or even tokenizing it as
+/// Boost.JSON would; every other member value is parsed by Boost.JSON in place.
+class ArgsReader {
  public:
-  static constexpr std::size_t max_object_size = json::object::max_size();
-  static constexpr std::size_t max_array_size = json::array::max_size();
-  static constexpr std::size_t max_key_size = json::string::max_size();
-  static constexpr std::size_t max_string_size = json::string::max_size();
+  ArgsReader(std::string_view body, ExtenderArgs& out, json::storage_ptr storage)
+      : bodyBegin_(body.data()), at_(body.data()), end_(body.data() + body.size()), out_(out), top_(storage),
+        storage_(std::move(storage)) {}
 
-  ArgsHandler(std::string_view body, ExtenderArgs& out, json::storage_ptr storage) : body_(body), out_(out) {
-    stack_.reset(std::move(storage));
+  /// Fills `top` with the members but NodeNames, which goes to out.names.
+  Status read() {
+    skipSpace();
+    if (at_ == end_ || *at_ != '{') return notAnObject();
+    ++at_;
+    skipSpace();
+    if (at_ != end_ && *at_ == '}') return finish(at_ + 1);
+    for (;;) {
+      auto key = readKey();
+      if (!key.ok()) return key.error();
+      skipSpace();
+      if (at_ == end_ || *at_ != ':') return syntax("':' after a key");
+      ++at_;
+      skipSpace();
+      if (*key == "NodeNames" && at_ != end_ && *at_ == '[') {
+        if (auto s = readNames(); !s.ok()) return s;
+        out_.cacheCapable = true;
+        top_.erase("NodeNames");
+      } else {
+        auto value = readValue();
+        if (!value.ok()) return value.error();
+        if (*key == "NodeNames") {  // not an array: the last NodeNames counts, as in a tree
+          out_.cacheCapable = false;
+          out_.names.clear();
+        }
+        top_.insert_or_assign(*key, std::move(*value));
+      }
+      skipSpace();
+      if (at_ != end_ && *at_ == ',') {
+        ++at_;
+        skipSpace();
+        continue;
+      }
+      if (at_ != end_ && *at_ == '}') return finish(at_ + 1);
+      return syntax("',' or '}' after a member");
+    }
   }
 
-  json::value release() { return stack_.release(); }
-  bool sawNames() const { return sawNames_; }
-  const std::string& refusal() const { return refusal_; }
-
-  bool on_document_begin(error_code&) { return true; }
-  bool on_document_end(error_code&) { return true; }
-  bool on_object_begin(error_code& ec) {
-    if (inNames_) return refuse(ec);
-    ++depth_;
-    return true;
-  }
-  bool on_object_end(std::size_t n, error_code&) {
-    --depth_;
-    stack_.push_object(n);
-    return true;
-  }
-  bool on_array_begin(error_code& ec) {
-    if (inNames_) return refuse(ec);
-    if (depth_ == 1 && memberIsNames_) {
-      inNames_ = true;
-      out_.names.clear();  // a repeated key: the last one counts, as in a parsed tree
-      out_.names.reserve(body_.size() / 16);
-    }
-    ++depth_;
-    return true;
-  }
-  bool on_array_end(std::size_t n, error_code&) {
-    --depth_;
-    if (inNames_) {
-      inNames_ = false;
-      sawNames_ = true;
-      n = 0;
-    }
-    stack_.push_array(n);
-    return true;
-  }
-  bool on_key_part(json::string_view s, std::size_t, error_code&) {
-    stack_.push_chars(s);
-    if (depth_ == 1) key_.append(s.data(), s.size());
-    return true;
-  }
-  bool on_key(json::string_view s, std::size_t, error_code&) {
-    stack_.push_key(s);
-    if (depth_ == 1) {
-      key_.append(s.data(), s.size());
-      memberIsNames_ = key_ == "NodeNames";
-      key_.clear();
-    }
-    return true;
-  }
-  bool on_string_part(json::string_view s, std::size_t, error_code&) {
-    if (inNames_)
-      part_.append(s.data(), s.size());
-    else
-      stack_.push_chars(s);
-    return true;
-  }
-  bool on_string(json::string_view s, std::size_t, error_code&) {
-    if (inNames_)
-      addName(std::string_view(s.data(), s.size()));
-    else
-      stack_.push_string(s);
-    return true;
-  }
-  bool on_number_part(json::string_view, error_code& ec) { return !inNames_ || refuse(ec); }
-  bool on_int64(std::int64_t i, json::string_view, error_code& ec) {
-    if (inNames_) return refuse(ec);
-    stack_.push_int64(i);
-    return true;
-  }
-  bool on_uint64(std::uint64_t u, json::string_view, error_code& ec) {
-    if (inNames_) return refuse(ec);
-    stack_.push_uint64(u);
-    return true;
-  }
-  bool on_double(double d, json::string_view, error_code& ec) {
-    if (inNames_) return refuse(ec);
-    stack_.push_double(d);
-    return true;
-  }
-  bool on_bool(bool b, error_code& ec) {
-    if (inNames_) return refuse(ec);
-    stack_.push_bool(b);
-    return true;
-  }
-  bool on_null(error_code& ec) {
-    if (inNames_) return refuse(ec);
-    stack_.push_null();
-    return true;
-  }
-  bool on_comment_part(json::string_view, error_code&) { return true; }
-  bool on_comment(json::string_view, error_code&) { return true; }
+  json::object& top() { return top_; }
 
  private:
-  bool refuse(error_code& ec) {
-    refusal_ = "NodeNames must be an array of strings";
-    ec = json::error::syntax;
-    return false;
-  }
-  /// A name unescaped in one piece is still in the body: keep a view. Escaped names come
-  /// from the parser's scratch buffer, in parts: keep a copy.
-  void addName(std::string_view s) {
-    const std::less<const char*> before;
-    if (part_.empty() && !before(s.data(), body_.data()) && !before(body_.data() + body_.size(), s.data() + s.size())) {
-      out_.names.push_back(s);
-      return;
-    }
-    part_.append(s);
-    out_.unescaped.push_back(std::move(part_));
-    part_.clear();
-    out_.names.push_back(out_.unescaped.back());
+  void skipSpace() {
+    while (at_ != end_ && (*at_ == ' ' || *at_ == '\n' || *at_ == '\r' || *at_ == '\t')) ++at_;
   }
 
-  std::string_view body_;
+  Status syntax(const char* expected) {
+    if (at_ == end_) return notJson("incomplete JSON");
+    return notJson(std::string("expected ") + expected + " at byte " + std::to_string(at_ - bodyBegin_));
+  }
+
+  /// Not an object: whether it is JSON at all decides the words.
+  Status notAnObject() {
+    error_code ec;
+    json::parse(std::string_view(bodyBegin_, static_cast<std::size_t>(end_ - bodyBegin_)), ec);
+    return ec ? notJson(ec) : makeError("the body is not a JSON object");
+  }
+
+  Status finish(const char* after) {
+    at_ = after;
+    skipSpace();
+    if (at_ != end_) return notJson(json::make_error_code(json::error::extra_data));
+    return {};
+  }
+
+  /// A string's closing quote (the body from `open`, its opening quote, on), or null.
+  const char* stringEnd(const char* open) const {
+    for (const char* p = open + 1; p < end_; ++p) {
+      if (*p == '\\') ++p;
+      else if (*p == '"') return p;
+    }
+    return nullptr;
+  }
+
+  /// A string token through Boost.JSON: unescaped, its UTF-8 and control bytes checked.
+  Result<std::string> decodeString(const char* open) {
+    const char* close = stringEnd(open);
+    if (close == nullptr) return notJson("incomplete JSON").error();
+    error_code ec;
+    json::value v = json::parse(std::string_view(open, static_cast<std::size_t>(close + 1 - open)), ec);
+    if (ec) return notJson(ec).error();
+    at_ = close + 1;
+    return std::string(v.get_string());
+  }
+
+  Result<std::string> readKey() {
+    if (at_ == end_ || *at_ != '"') return syntax("a key in double quotes").error();
+    const char* first = at_ + 1;
+    const char* p = first;
+    while (p != end_ && kPlainNameByte[static_cast<unsigned char>(*p)]) ++p;
+    if (p != end_ && *p == '"') {
+      at_ = p + 1;
+      return std::string(first, p);
+    }
+    return decodeString(at_);
+  }
+
+  Result<json::value> readValue() {
+    parser_.reset(storage_);
+    error_code ec;
+    const std::size_t used = parser_.write_some(at_, static_cast<std::size_t>(end_ - at_), ec);
+    if (ec) return notJson(ec).error();
+    at_ += used;
+    return parser_.release();
+  }
+
+  Status notStrings() { return makeError("NodeNames must be an array of strings"); }
+
+  /// From '[': plain names become views into the body, the others decoded copies.
+  Status readNames() {
+    out_.names.clear();  // a repeated key: the last one counts, as in a parsed tree
+    out_.names.reserve(static_cast<std::size_t>(end_ - at_) / 12);
+    ++at_;
+    skipSpace();
+    if (at_ != end_ && *at_ == ']') {
+      ++at_;
+      return {};
+    }
+    for (;;) {
+      if (at_ == end_) return notJson("incomplete JSON");
+      if (*at_ == ']') return syntax("a name after ','");
+      if (*at_ != '"') return notStrings();
+      const char* first = at_ + 1;
+      const char* p = first;
+      while (p != end_ && kPlainNameByte[static_cast<unsigned char>(*p)]) ++p;
+      if (p != end_ && *p == '"') {
+        out_.names.emplace_back(first, static_cast<std::size_t>(p - first));
+        at_ = p + 1;
+      } else {
+        auto name = decodeString(at_);
+        if (!name.ok()) return name.error();
+        out_.unescaped.push_back(std::move(*name));
+        out_.names.emplace_back(out_.unescaped.back());
+      }
+      skipSpace();
+      if (at_ != end_ && *at_ == ',') {
+        ++at_;
+        skipSpace();
+        continue;
+      }
+      if (at_ != end_ && *at_ == ']') {
+        ++at_;
+        return {};
+      }
+      if (at_ == end_) return notJson("incomplete JSON");
+      return syntax("',' or ']' in NodeNames");
+    }
+  }
+
+  const char* const bodyBegin_;
+  const char* at_;
+  const char* const end_;
   ExtenderArgs& out_;
-  json::value_stack stack_;
-  int depth_ = 0;
-  bool memberIsNames_ = false;  // the current top-level member is "NodeNames"
-  bool inNames_ = false;
-  bool sawNames_ = false;
-  std::string key_;   // a top-level key arriving in parts
-  std::string part_;  // a name arriving in parts
-  std::string refusal_;
+  json::object top_;
+  json::storage_ptr storage_;
+  json::parser parser_{json::storage_ptr{}, parseOptions()};
+
+  static json::parse_options parseOptions() {
+    json::parse_options options;
+    options.max_depth = kMaxDepth - 1;  // the top-level object is one level
+    return options;
+  }
 };
 
 /// Nodes.items (without nodeCacheCapable): the Node objects and their names.
@@ -177,24 +224,14 @@ Status takeNodes(json::object& top, ExtenderArgs& out) {
 
 Result<ExtenderArgs> parseExtenderArgs(std::string_view body, json::storage_ptr storage) {
   ExtenderArgs out(storage);
-  json::parse_options options;
-  options.max_depth = 128;
-  json::basic_parser<ArgsHandler> parser(options, body, out, std::move(storage));
-  error_code ec;
-  const std::size_t used = parser.write_some(false, body.data(), body.size(), ec);
-  if (!parser.handler().refusal().empty()) return makeError(parser.handler().refusal());
-  if (!ec && used < body.size()) ec = json::error::extra_data;
-  if (ec) return makeError("the body is not JSON: " + ec.message());
-  json::value top = parser.handler().release();
-  if (!top.is_object()) return makeError("the body is not a JSON object");
-  json::value* pod = top.get_object().if_contains("Pod");
+  out.body = body;
+  ArgsReader reader(body, out, std::move(storage));
+  if (auto s = reader.read(); !s.ok()) return s.error();
+  json::value* pod = reader.top().if_contains("Pod");
   if (!pod || !pod->is_object()) return makeError("ExtenderArgs has no Pod object");
   out.pod = std::move(*pod);
-  if (parser.handler().sawNames()) {
-    out.cacheCapable = true;
-    return out;
-  }
-  if (auto s = takeNodes(top.get_object(), out); !s.ok()) return s.error();
+  if (out.cacheCapable) return out;
+  if (auto s = takeNodes(reader.top(), out); !s.ok()) return s.error();
   return out;
 }
 

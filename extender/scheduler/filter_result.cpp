@@ -30,18 +30,54 @@ std::string FilterResult::summary(std::size_t candidates) const {
   return out;
 }
 
+namespace {
+
+/// A name as a JSON string: its token copied from the body when it is still there.
+void appendName(std::string& out, const ExtenderArgs& args, std::string_view name) {
+  if (args.inBody(name)) out.append(name.data() - 1, name.size() + 2);
+  else appendJsonString(out, name);
+}
+
+}  // namespace
+
+void FilterResult::appendPassedNames(std::string& out, const ExtenderArgs& args) const {
+  // Neighbours in the request that both pass are copied with what lies between their
+  // tokens (a comma and whitespace): when most nodes fit, the answer is a few copies.
+  const char* runBegin = nullptr;
+  const char* runEnd = nullptr;
+  auto flush = [&] {
+    if (runBegin) out.append(runBegin, static_cast<std::size_t>(runEnd - runBegin));
+    runBegin = nullptr;
+  };
+  for (std::size_t k = 0; k < passed_.size(); ++k) {
+    const std::uint32_t index = passed_[k];
+    const std::string_view name = args.names[index];
+    const bool raw = args.inBody(name);
+    if (raw && runBegin && passed_[k - 1] + 1 == index) {
+      runEnd = name.data() + name.size() + 1;
+      continue;
+    }
+    flush();
+    if (k) out += ',';
+    if (raw) {
+      runBegin = name.data() - 1;
+      runEnd = name.data() + name.size() + 1;
+    } else {
+      appendJsonString(out, name);
+    }
+  }
+  flush();
+}
+
 std::string FilterResult::toJson(const ExtenderArgs& args) const {
   std::size_t size = 128;
   for (const auto index : passed_) size += args.names[index].size() + 3;
   for (const auto& f : failed_) size += args.names[f.index].size() + reasons_[f.reason].size() + 6;
   std::string body;
-  body.reserve(size);  // escapes aside, the exact size
+  body.reserve(size);  // escapes and the request's spacing between copied names aside, the exact size
   if (args.cacheCapable) {
     body += "{\"Nodes\":null,\"NodeNames\":[";
-    for (std::size_t k = 0; k < passed_.size(); ++k) {
-      if (k) body += ',';
-      appendJsonString(body, args.names[passed_[k]]);
-    }
+    appendPassedNames(body, args);
     body += "],";
   } else {
     body += "{\"Nodes\":{\"metadata\":{},\"items\":[";
@@ -61,7 +97,7 @@ std::string FilterResult::toJson(const ExtenderArgs& args) const {
       if (f.unresolvable != unresolvable) continue;
       if (!first) body += ',';
       first = false;
-      appendJsonString(body, args.names[f.index]);
+      appendName(body, args, args.names[f.index]);
       body += ':';
       body += quoted[f.reason];
     }

@@ -45,6 +45,7 @@ class FilterResult {
   std::string toJson(const ExtenderArgs& args) const;
 
  private:
+  void appendPassedNames(std::string& out, const ExtenderArgs& args) const;
   struct Failure {
     std::uint32_t index;
     ReasonId reason;

@@ -71,6 +71,20 @@ TEST(SchedulerExtenderArgs, OnlyTheTopLevelNodeNamesAreCandidatesAndTheLastOneCo
   EXPECT_EQ(args->pod, fullParse(R"({"NodeNames":["inside"],"x":[1,[2]]})"));
 }
 
+TEST(SchedulerExtenderArgs, SpacingAndEscapedKeysAreReadAsBoostReadsThem) {
+  // Whitespace wherever JSON allows it, a key spelled with an escape, members in any order.
+  const std::string body = " \r\n{ \"Other\" : [ 1 , { \"NodeNames\" : [ \"x\" ] } ] ,\t\"Pod\"\n:\n{\"a\" : 1.5e3 } ,"
+                           " \"Node\\u004eames\" :\n[ \"a\" ,\"b\\u0063\" ,  \"\" ] , \"\" : null }\n ";
+  auto args = parseExtenderArgs(body);
+  ASSERT_TRUE(args.ok()) << args.error().message;
+  const json::object reference = fullParse(body).as_object();
+  EXPECT_TRUE(args->cacheCapable);
+  EXPECT_EQ(args->pod, reference.at("Pod"));
+  std::vector<std::string> expected;
+  for (const auto& n : reference.at("NodeNames").as_array()) expected.emplace_back(n.as_string());
+  EXPECT_EQ(asStrings(args->names), expected);
+}
+
 TEST(SchedulerExtenderArgs, NodesItemsWithoutNodeCacheCapable) {
   const json::object a{{"metadata", json::object{{"name", "a"}}}, {"status", json::object{}}};
   const json::object b{{"metadata", json::object{{"name", "b\"q"}}}};
@@ -111,6 +125,16 @@ TEST(SchedulerExtenderArgs, MalformedInputIsRefusedInWords) {
       {"items of strings", R"({"Pod":{},"Nodes":{"items":["a"]}})", "must hold Node objects"},
       {"a node without a name", R"({"Pod":{},"Nodes":{"items":[{"metadata":{}}]}})", "no metadata.name"},
       {"nested too deep", std::string(100000, '[') + std::string(100000, ']'), "not JSON"},
+      {"Pod nested too deep", R"({"Pod":)" + std::string(200, '[') + std::string(200, ']') + "}", "not JSON"},
+      {"a control byte in a name", "{\"Pod\":{},\"NodeNames\":[\"a\x01\"]}", "not JSON"},
+      {"a key without quotes", R"({Pod:{},"NodeNames":[]})", "not JSON"},
+      {"no colon", R"({"Pod" {},"NodeNames":[]})", "not JSON"},
+      {"two members without a comma", R"({"Pod":{} "NodeNames":[]})", "not JSON"},
+      {"names without a comma", R"({"Pod":{},"NodeNames":["a" "b"]})", "not JSON"},
+      {"a name cut short", R"({"Pod":{},"NodeNames":["a)", "not JSON"},
+      {"a key cut short", R"({"Po)", "not JSON"},
+      {"a trailing comma", R"({"Pod":{},"NodeNames":["a",]})", "not JSON"},
+      {"nothing after the key", R"({"Pod":)", "not JSON"},
   };
   for (const auto& c : cases) {
     auto args = parseExtenderArgs(c.body);
@@ -133,6 +157,7 @@ TEST(SchedulerJsonWriter, EveryEscapeRoundTripsThroughBoost) {
   EXPECT_EQ(out, "\"node-1.example.com\"");
 }
 
+/// `body` must outlive the result: its names are views into it.
 ExtenderArgs namesArgs(const std::string& body) {
   auto args = parseExtenderArgs(body);
   EXPECT_TRUE(args.ok()) << args.error().message;
@@ -164,8 +189,32 @@ TEST(SchedulerFilterResult, AnswerRoundTripsWithEscapesAndSharedReasons) {
             "2/5 nodes can take the pod; 2 node(s): " + result.reasonText(full) + "; 1 node(s): no devices");
 }
 
+TEST(SchedulerFilterResult, PassingNeighboursAreCopiedFromTheRequestWithItsSpacing) {
+  const std::string body = "{\"Pod\":{},\"NodeNames\":[ \"a\" ,\n\"b\",\"c\\u0064\", \"e\" ,\t\"f\", \"g\"]}";
+  ExtenderArgs args = namesArgs(body);
+  const std::vector<std::string> all{"a", "b", "cd", "e", "f", "g"};
+  ASSERT_EQ(asStrings(args.names), all);
+  // Every subset of the six: runs, gaps, and the escaped name inside and at the ends of runs.
+  for (unsigned mask = 0; mask < (1u << all.size()); ++mask) {
+    FilterResult result(all.size());
+    json::array expected;
+    for (std::uint32_t i = 0; i < all.size(); ++i) {
+      if (mask & (1u << i)) {
+        result.pass(i);
+        expected.emplace_back(all[i]);
+      } else {
+        result.fail(i, result.reason("full"), false);
+      }
+    }
+    const json::object out = fullParse(result.toJson(args)).as_object();
+    EXPECT_EQ(out.at("NodeNames"), expected) << "mask " << mask;
+    EXPECT_EQ(out.at("FailedNodes").as_object().size(), all.size() - expected.size()) << "mask " << mask;
+  }
+}
+
 TEST(SchedulerFilterResult, NothingFitsIsAnEmptyArrayNotNull) {
-  ExtenderArgs args = namesArgs(R"({"Pod":{},"NodeNames":["a"]})");
+  const std::string body = R"({"Pod":{},"NodeNames":["a"]})";
+  ExtenderArgs args = namesArgs(body);
   FilterResult result(1);
   result.fail(0, result.reason("full"), false);
   const json::object out = fullParse(result.toJson(args)).as_object();
@@ -176,8 +225,9 @@ TEST(SchedulerFilterResult, NothingFitsIsAnEmptyArrayNotNull) {
 TEST(SchedulerFilterResult, WithoutNodeCacheCapableTheFittingNodeObjectsComeBack) {
   const json::object a{{"metadata", json::object{{"name", "a"}}}, {"spec", json::object{{"unschedulable", false}}}};
   const json::object b{{"metadata", json::object{{"name", "b"}}}};
-  ExtenderArgs args = namesArgs(
-      json::serialize(json::object{{"Pod", json::object{}}, {"Nodes", json::object{{"items", json::array{a, b}}}}}));
+  const std::string body =
+      json::serialize(json::object{{"Pod", json::object{}}, {"Nodes", json::object{{"items", json::array{a, b}}}}});
+  ExtenderArgs args = namesArgs(body);
   FilterResult result(2);
   result.fail(0, result.reason("full"), false);
   result.pass(1);
