@@ -38,6 +38,12 @@ const NodeInventory::BackendGroup* NodeInventory::group(std::string_view backend
   return nullptr;
 }
 
+const NodeInventory::BackendGroup* NodeInventory::group(const Allocator& allocator, std::string_view backend) const {
+  for (const auto& g : groups_)
+    if (g.allocator == &allocator) return &g;
+  return group(backend);
+}
+
 int NodeInventory::find(std::string_view backend, std::string_view deviceId) const {
   const BackendGroup* g = group(backend);
   if (g == nullptr) return -1;

@@ -52,35 +52,67 @@ bool better(const Candidate& a, const Candidate& b, DevicePolicy policy) {
   return a.pos < b.pos;
 }
 
-/// Chooses the devices for one request given `usage`; fills `chosen` or `refusal`.
-/// `anyWillDo`: only whether it fits matters, so stop at the first devices that fit
-/// (`chosen` is then not filled); a refusal is the same either way.
-bool chooseDevices(const PreparedPod::Request& request, const NodeInventory& inventory,
-                   const std::vector<DeviceUsage>& usage, DevicePolicy policy, Scratch& s, NodeRefusal& refusal,
-                   bool anyWillDo = false) {
-  const vgpu_device_request& q = request.record->c();
-  const NodeInventory::BackendGroup* group = inventory.group(request.record->request().backend);
-  s.chosen.clear();
+/// The devices of the request's backend on this node, or null (with the refusal filled)
+/// when it has none this scheduler can judge.
+const NodeInventory::BackendGroup* groupFor(const PreparedPod::Request& request, const NodeInventory& inventory,
+                                            NodeRefusal& refusal) {
+  const NodeInventory::BackendGroup* group = inventory.group(*request.allocator, request.record->request().backend);
   if (group == nullptr || group->positions.empty() || group->allocator == nullptr) {
     refusal.kind = NodeRefusal::Kind::kNoDevices;
     refusal.devicesConsidered = refusal.devicesFitting = 0;
-    return false;
+    return nullptr;
   }
+  return group;
+}
+
+vgpu_fit_result fitOne(const PreparedPod::Request& request, const NodeInventory::Entry& entry,
+                       const DeviceUsage& usage) {
+  vgpu_fit_result r{};
+  if (entry.cordoned) {
+    r.reason = VGPU_REASON_CORDONED;
+  } else {
+    request.allocator->fit(request.record->c(), entry.c(), toC(usage), r);
+  }
+  return r;
+}
+
+/// Whether enough devices fit the request, without choosing among them: stops at the
+/// first `count` that fit. A refusal is the same as chooseDevices gives.
+bool enoughFit(const PreparedPod::Request& request, const NodeInventory& inventory,
+               const std::vector<DeviceUsage>& usage, NodeRefusal& refusal) {
+  const NodeInventory::BackendGroup* group = groupFor(request, inventory, refusal);
+  if (group == nullptr) return false;
+  const std::uint32_t count = request.record->c().count;
+  const auto& entries = inventory.entries();
+  std::uint16_t fitting = 0;
+  for (const std::uint32_t pos : group->positions) {
+    const vgpu_fit_result r = fitOne(request, entries[pos], usage[pos]);
+    if (!r.fits) {
+      noteRefusal(refusal, r);
+    } else if (++fitting == count) {
+      return true;
+    }
+  }
+  refusal.kind = NodeRefusal::Kind::kTooFewDevices;
+  refusal.devicesConsidered = static_cast<std::uint16_t>(group->positions.size());
+  refusal.devicesFitting = fitting;
+  return false;
+}
+
+/// Chooses the devices for one request given `usage`; fills `chosen` or `refusal`.
+bool chooseDevices(const PreparedPod::Request& request, const NodeInventory& inventory,
+                   const std::vector<DeviceUsage>& usage, DevicePolicy policy, Scratch& s, NodeRefusal& refusal) {
+  const vgpu_device_request& q = request.record->c();
+  s.chosen.clear();
+  const NodeInventory::BackendGroup* group = groupFor(request, inventory, refusal);
+  if (group == nullptr) return false;
   s.candidates.clear();
   const auto& entries = inventory.entries();
   for (const std::uint32_t pos : group->positions) {
     const auto& entry = entries[pos];
-    const vgpu_device& device = entry.c();
-    vgpu_fit_result r{};
-    if (entry.cordoned) {
-      r.reason = VGPU_REASON_CORDONED;
-    } else {
-      const vgpu_device_usage u = toC(usage[pos]);
-      request.allocator->fit(q, device, u, r);
-    }
+    const vgpu_fit_result r = fitOne(request, entry, usage[pos]);
     if (r.fits) {
-      s.candidates.push_back({pos, device.numa_node, entry.load(usage[pos]), r.take});
-      if (anyWillDo && s.candidates.size() == q.count) return true;
+      s.candidates.push_back({pos, entry.c().numa_node, entry.load(usage[pos]), r.take});
     } else {
       noteRefusal(refusal, r);
     }
@@ -202,6 +234,13 @@ Result<PreparedPod> PreparedPod::prepare(const PodRequest& pod, const BackendSet
     }
     out.containers_.push_back(std::move(container));
   }
+  std::size_t requests = 0;
+  for (std::size_t ci = 0; ci < out.containers_.size(); ++ci) {
+    if (out.containers_[ci].requests.empty()) continue;
+    requests += out.containers_[ci].requests.size();
+    out.soleContainer_ = static_cast<std::int16_t>(ci);
+  }
+  if (requests != 1) out.soleContainer_ = -1;
   return out;
 }
 
@@ -220,26 +259,14 @@ NodeEvaluation PlacementEngine::evaluate(const PreparedPod& pod, const NodeState
 NodeEvaluation PlacementEngine::check(const PreparedPod& pod, const NodeState& node) const {
   // With one request, enough fitting devices settle it whichever they are. With more, the
   // devices chosen for one request change what is left for the next: full placement.
-  const PreparedPod::Request* only = nullptr;
-  std::int16_t container = 0;
-  for (size_t ci = 0; ci < pod.containers().size(); ++ci) {
-    const auto& requests = pod.containers()[ci].requests;
-    if (requests.empty()) continue;
-    if (only != nullptr || requests.size() > 1) return evaluate(pod, node);
-    only = &requests.front();
-    container = static_cast<std::int16_t>(ci);
-  }
+  const PreparedPod::Request* only = pod.soleRequest();
   if (only == nullptr || only->record->c().numa_bind || !node.unavailable.empty()) return evaluate(pod, node);
   NodeEvaluation eval;
-  Scratch& s = scratch();
-  s.refusal.reasonCount = 0;
-  if (chooseDevices(*only, *node.inventory, node.usage, devicePolicyFor(pod), s, s.refusal, true)) {
-    eval.fits = true;
-    return eval;
+  eval.fits = enoughFit(*only, *node.inventory, node.usage, eval.refusal);
+  if (!eval.fits) {
+    eval.refusal.container = pod.soleRequestContainer();
+    eval.refusal.request = 0;
   }
-  eval.refusal = s.refusal;
-  eval.refusal.container = container;
-  eval.refusal.request = 0;
   return eval;
 }
 

@@ -44,6 +44,13 @@ struct NodeEntry {
   std::unordered_set<std::string> pods;  ///< uids of the pods holding devices here
 };
 
+/// Whether a node can take pods now: no lasting problem and a fresh heartbeat. Inline: the
+/// filter asks it for every candidate.
+inline bool nodeUsable(const NodeEntry& node, std::chrono::system_clock::time_point now,
+                       std::chrono::seconds heartbeatTimeout) {
+  return node.state.unavailable.empty() && node.heartbeat && now - *node.heartbeat <= heartbeatTimeout;
+}
+
 /// Why a node cannot take any pod now (a lasting problem or a stale heartbeat), "" if it can.
 std::string nodeUnusableReason(const NodeEntry& node, std::chrono::system_clock::time_point now,
                                std::chrono::seconds heartbeatTimeout);

@@ -190,8 +190,9 @@ http::Response Extender::filter(const http::Request& request) {
                       false);
           continue;
         }
-        if (auto why = nodeUnusableReason(*node, now, heartbeatTimeout_); !why.empty()) {
-          result.fail(i, result.reason(why), !node->state.unavailable.empty());
+        if (!nodeUsable(*node, now, heartbeatTimeout_)) {
+          result.fail(i, result.reason(nodeUnusableReason(*node, now, heartbeatTimeout_)),
+                      !node->state.unavailable.empty());
           continue;
         }
         const NodeEvaluation eval = engine_.check(*pod.prepared, node->state);  // no score needed here
@@ -228,7 +229,7 @@ http::Response Extender::prioritize(const http::Request& request) {
     cache_.readNodes(names, [&](const std::vector<const NodeEntry*>& entries, std::chrono::system_clock::time_point now) {
       for (size_t i = 0; i < names.size(); ++i) {
         const NodeEntry* node = entries[i];
-        if (!node || !nodeUnusableReason(*node, now, heartbeatTimeout_).empty()) continue;
+        if (!node || !nodeUsable(*node, now, heartbeatTimeout_)) continue;
         NodeEvaluation eval = engine_.evaluate(*pod.prepared, node->state);
         // The engine's 0..1 (higher is better under the pod's node policy) to the API's 0..10.
         if (eval.fits) scores[i] = std::clamp<std::int64_t>(std::llround(eval.score * 10), 0, 10);

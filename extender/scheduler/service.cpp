@@ -38,7 +38,7 @@ struct SchedulerService::Impl {
     const auto now = std::chrono::system_clock::now();
     cache->forEachNode([&](const NodeEntry& node) {
       if (!node.state.unavailable.empty()) ++states["no-devices"];
-      else if (!nodeUnusableReason(node, now, heartbeatTimeout).empty()) ++states["stale"];
+      else if (!nodeUsable(node, now, heartbeatTimeout)) ++states["stale"];
       else ++states["ready"];
       const auto& entries = node.state.inventory->entries();
       for (size_t i = 0; i < entries.size(); ++i) {

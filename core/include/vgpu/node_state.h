@@ -53,6 +53,10 @@ class NodeInventory {
 
   const std::vector<Entry>& entries() const { return entries_; }
   const BackendGroup* group(std::string_view backend) const;
+  /// group(backend), found first by the allocator's address: the hot path's lookup, where
+  /// inventory and request come from the same BackendSet and a string compare per node
+  /// would cost more than the rest of the check.
+  const BackendGroup* group(const Allocator& allocator, std::string_view backend) const;
   /// Position of a device in entries(), or -1.
   int find(std::string_view backend, std::string_view deviceId) const;
 

@@ -35,10 +35,17 @@ class PreparedPod {
 
   const PodRequest& pod() const { return pod_; }
   const std::vector<Container>& containers() const { return containers_; }
+  /// The pod's only device request, or null when it has none or several.
+  const Request* soleRequest() const {
+    return soleContainer_ >= 0 ? &containers_[static_cast<std::size_t>(soleContainer_)].requests.front() : nullptr;
+  }
+  /// The container of soleRequest().
+  std::int16_t soleRequestContainer() const { return soleContainer_; }
 
  private:
   PodRequest pod_;
   std::vector<Container> containers_;
+  std::int16_t soleContainer_ = -1;  // the container of the only request; -1: none or several
 };
 
 /// Why a node cannot take a pod, compact enough to keep for thousands of nodes; words

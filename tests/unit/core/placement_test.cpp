@@ -278,6 +278,16 @@ TEST_F(PlacementTest, CheckAgreesWithEvaluateOnFitAndRefusal) {
   EXPECT_EQ(fits, 6);  // the cases cover both outcomes: 6 fit n1, nothing fits the others
 }
 
+TEST_F(PlacementTest, ANodeBuiltFromAnotherLoadOfTheBackendIsStillJudged) {
+  // The engine finds a node's devices by allocator address first, then by backend name.
+  BackendSet other;
+  ASSERT_TRUE(other.add(testing::loadSim()).ok());
+  NodeState n("n1", std::make_shared<const NodeInventory>(devices("n1", 2), other));
+  EXPECT_TRUE(engine_.check(pod({gpu(1, 1000, 10)}), n).fits);
+  EXPECT_TRUE(engine_.check(pod({gpu(2, 1000, 10)}), n).fits);
+  EXPECT_FALSE(engine_.check(pod({gpu(3, 1000, 10)}), n).fits);
+}
+
 TEST_F(PlacementTest, RemoveGivesBackWhatAddTook) {
   auto n = node("n1", devices("n1", 2));
   auto a = place(pod({gpu(2, 1000, 10)}), n);
