@@ -526,9 +526,9 @@ struct Agent::Impl final : PluginHandler {
     }
   }
 
-  /// The assignments PodResources says the known pods must carry. Made before the same
-  /// listing moves the handouts' holders (attributeHandouts): a handout still attributed to
-  /// another pod tells the tracker that pod was served with IDs it never got.
+  /// The assignments PodResources says the known pods must carry. A handout matched to
+  /// another pod tells the tracker that pod was served with IDs it never got (the match, which
+  /// attributeHandouts leaves alone, so the order of the two does not matter).
   std::vector<PodOutcome> corrections(const std::map<std::string, HeldDevices>& listed) {
     std::map<std::string, std::string> uidByKey;
     for (const auto& p : tracker.pods()) uidByKey[p.info.key()] = p.info.uid;
@@ -542,7 +542,7 @@ struct Agent::Impl final : PluginHandler {
   }
 
   /// Writes the corrections, with the backends' pod annotations of the handouts each pod
-  /// holds once they are attributed.
+  /// holds (so after attributeHandouts).
   void recordCorrections(const std::vector<PodOutcome>& outcomes) {
     for (const auto& outcome : outcomes) {
       const std::string key = outcome.podNamespace + "/" + outcome.podName;
@@ -620,9 +620,8 @@ struct Agent::Impl final : PluginHandler {
   void maintain(bool withCleanup) {
     const Listing listing = listHeld();
     if (listing.pods) {
-      const auto outcomes = corrections(*listing.pods);
       attributeHandouts(*listing.pods);
-      recordCorrections(outcomes);
+      recordCorrections(corrections(*listing.pods));
     }
     if (withCleanup) cleanup(listing);
   }

@@ -51,7 +51,9 @@ boost::json::object putLine(const Handout& h) {
           {"namespace", h.podNamespace},
           {"pod", h.podName},
           {"container", h.container},
-          {"podAnnotations", annotations}};
+          {"podAnnotations", annotations},
+          {"matchedPodUid", h.matchedPodUid},
+          {"matchedContainer", h.matchedContainer}};
 }
 
 Result<DeviceGrant> deviceFromJson(const boost::json::value& v) {
@@ -101,6 +103,14 @@ Result<Handout> fromJson(const boost::json::object& o) {
       if (val.is_string()) h.podAnnotations[std::string(k)] = std::string(val.as_string());
   if (h.id.empty() || h.resource.empty() || h.ids.empty() || h.backend.empty() || h.container.empty())
     return makeError("id, resource, ids, backend or container missing");
+  // A line from before the match was journalled apart: the holder it names is the best guess.
+  if (o.contains("matchedContainer")) {
+    h.matchedPodUid = str("matchedPodUid");
+    h.matchedContainer = str("matchedContainer");
+  } else {
+    h.matchedPodUid = h.podUid;
+    h.matchedContainer = h.container;
+  }
   if (const auto* devices = o.if_contains("devices")) {
     if (!devices->is_array()) return makeError("devices is not an array");
     for (const auto& v : devices->as_array()) {
@@ -210,6 +220,8 @@ Result<std::vector<std::string>> HandoutStore::load() {
 Result<std::string> HandoutStore::create(Handout h) {
   std::sort(h.ids.begin(), h.ids.end());
   h.id = handoutId(h.resource, h.ids);
+  h.matchedPodUid = h.podUid;
+  h.matchedContainer = h.container;
   const fs::path dir = root_ / h.id;
   std::lock_guard lock(mu_);
   std::erase_if(handouts_, [&](const Handout& o) { return o.id == h.id; });
@@ -248,6 +260,18 @@ bool HandoutStore::attribute(const std::string& id, const std::string& podUid, c
     h.podName = podName;
     h.container = container;
     (void)appendLocked(boost::json::serialize(putLine(h)));
+    return true;
+  }
+  return false;
+}
+
+bool HandoutStore::rematch(const std::string& id, const std::string& podUid, const std::string& container) {
+  std::lock_guard lock(mu_);
+  for (auto& h : handouts_) {
+    if (h.id != id) continue;
+    h.matchedPodUid = podUid;
+    h.matchedContainer = container;
+    (void)appendLocked(boost::json::serialize(putLine(h)));  // memory is right; the journal is for restarts
     return true;
   }
   return false;

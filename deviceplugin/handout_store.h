@@ -9,14 +9,19 @@
 // pod and container that hold it (the guess at Allocate, PodResources' answer later), which
 // labels the metrics and decides when the folder may go, and the devices that Allocate gave
 // (memory and compute per ID), which the PodResources correction writes on the pod that
-// really holds the IDs, also after an agent restart.
+// really holds the IDs, also after an agent restart. Apart from the holder it keeps the pod
+// and container the agent matched the Allocate to, which only a correction moves: the
+// holder may already name the real pod before any correction ran for it (a pod the watch
+// did not show yet, a pod still being allocated), and the correction must still learn
+// which pod was served in its place.
 //
 // On disk: <root>/<id>/ is the folder the container sees. Who holds what is journalled in
 // one append-only file outside the root (the container cannot rewrite it), one JSON line
 // per change, so that Allocate pays one write() on an open file rather than creating
 // another file (a metadata operation costs ~0.4 ms on a loaded node); an agent restart
 // replays it, and the cleanup pass compacts it. A line without "devices" (written by an
-// agent before they were journalled) still loads, with no devices.
+// agent before they were journalled) still loads, with no devices; one without
+// "matchedPodUid" and "matchedContainer" was matched to the holder it names.
 // Thread-safe; every method takes one lock, and the file work for one handout is done
 // under it so a cleanup scan never sees a half-made handout.
 
@@ -46,6 +51,10 @@ struct Handout {
   std::string podName;
   std::string container;
   Annotations podAnnotations;  ///< what the backend asked to have written on the holder pod
+  /// The pod and container the agent matched the Allocate to (the holder at create), moved
+  /// only by the correction that set a wrongly served pod waiting again (rematch).
+  std::string matchedPodUid;
+  std::string matchedContainer;
 
   /// How the backend's limiter knows this container: unique among live containers (two
   /// handouts never share an id) and stable across corrections and agent restarts.
@@ -70,15 +79,18 @@ class HandoutStore {
   /// journal when it cannot be opened.
   Result<std::vector<std::string>> load();
 
-  /// Records `h` (id set from its resource and IDs) and gives it an empty folder: IDs
-  /// handed out again belong to a new container, so whatever an earlier holder left goes.
-  /// Returns the folder's path. Errors name the path.
+  /// Records `h` (id set from its resource and IDs, matched to its holder) and gives it an
+  /// empty folder: IDs handed out again belong to a new container, so whatever an earlier
+  /// holder left goes. Returns the folder's path. Errors name the path.
   Result<std::string> create(Handout h);
   /// Remembers the pod annotations the backend asked for. False if the handout is unknown.
   bool setPodAnnotations(const std::string& id, const Annotations& annotations);
   /// Attributes the handout to another holder; true when that changed something.
   bool attribute(const std::string& id, const std::string& podUid, const std::string& podNamespace,
                  const std::string& podName, const std::string& container);
+  /// A correction matched the handout to `podUid`'s `container`, the one the kubelet admitted
+  /// with it. False if the handout is unknown.
+  bool rematch(const std::string& id, const std::string& podUid, const std::string& container);
   /// Removes the record and the folder.
   void remove(const std::string& id);
   /// Removes whatever under the root belongs to no handout (left by a crash or an older

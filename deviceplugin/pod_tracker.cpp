@@ -399,7 +399,7 @@ void PodTracker::failPod(const std::string& uid) {
 
 std::optional<PodOutcome> PodTracker::correction(
     const std::string& uid, const std::map<std::string, std::map<std::string, std::vector<std::string>>>& held,
-    const HandoutStore& handouts) {
+    HandoutStore& handouts) {
   std::lock_guard lock(mu_);
   auto pod = pods_.find(uid);
   if (pod == pods_.end()) return std::nullopt;
@@ -432,23 +432,24 @@ std::optional<PodOutcome> PodTracker::correction(
       std::vector<DeviceGrant> devices;
       if (auto g = handouts.find(handoutId(resource, ids)); g && !g->devices.empty()) {
         devices = g->devices;
-        if (g->podUid != uid || g->container != container) {
-          // The kubelet admitted this pod with IDs the agent attributed to another waiting
-          // pod (interchangeable assignments): that pod has not been admitted and waits
-          // again, unless a correction already gave it the IDs it really holds. The agent
-          // attributes the handout to this pod after the correction (Agent::maintain).
-          if (auto other = progress_.find(g->podUid); other != progress_.end()) {
-            auto gv = other->second.given.find(g->container);
+        if (g->matchedPodUid != uid || g->matchedContainer != container) {
+          // The kubelet admitted this pod with IDs the agent matched to another waiting pod
+          // (interchangeable assignments): that pod has not been admitted and waits again,
+          // unless a correction already gave it the IDs it really holds. The match, not the
+          // holder: attribution may have moved the holder before this pod could be corrected.
+          if (auto other = progress_.find(g->matchedPodUid); other != progress_.end()) {
+            auto gv = other->second.given.find(g->matchedContainer);
             std::vector<DeviceGrant> mine;
             if (gv != other->second.given.end())
               for (const auto& d : gv->second)
                 if (d.backend == r->second) mine.push_back(d);
             if (sameDevices(mine, devices)) {
-              other->second.served.erase({g->container, resource});
+              other->second.served.erase({g->matchedContainer, resource});
               std::erase_if(gv->second, [&](const DeviceGrant& d) { return d.backend == r->second; });
               other->second.done = false;
             }
           }
+          handouts.rematch(g->id, uid, container);
         }
       } else {
         // Not handed out by an agent that journalled the devices (or not by this node's

@@ -114,12 +114,14 @@ class PodTracker {
 
   /// The assignment pod `uid` should carry given the IDs its containers hold
   /// (container -> resource -> ids, from PodResources), with the devices `handouts` says
-  /// Allocate gave those IDs (also before an agent restart). nullopt when the annotation (or
-  /// what this agent last wrote) already says so, or the pod is unknown. Takes the store's
-  /// lock inside the tracker's: the store must never call back into the tracker.
+  /// Allocate gave those IDs (also before an agent restart). A handout matched to another
+  /// pod's container sets that one waiting again and is rematched to `uid`. nullopt when the
+  /// annotation (or what this agent last wrote) already says so, or the pod is unknown.
+  /// Takes the store's lock inside the tracker's: the store must never call back into the
+  /// tracker.
   std::optional<PodOutcome> correction(
       const std::string& uid, const std::map<std::string, std::map<std::string, std::vector<std::string>>>& held,
-      const HandoutStore& handouts);
+      HandoutStore& handouts);
   /// The outcome `correction` returned could not be written: compare with the pod's
   /// annotation again next time, so the correction is retried.
   void forgetRecorded(const std::string& uid);

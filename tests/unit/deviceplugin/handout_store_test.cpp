@@ -122,6 +122,37 @@ TEST(DevicePluginHandoutStore, ReplaysTheDevicesEachAllocateGave) {
   EXPECT_EQ(third.store.find(id)->devices, made.devices);
 }
 
+TEST(DevicePluginHandoutStore, KeepsTheMatchApartFromTheHolderUntilACorrectionMovesIt) {
+  TempDir dir;
+  std::string id;
+  {
+    LoadedStore s(dir);
+    auto made = s.store.create(handout("vgpu.io/sim", {"sim-0::0"}, "guessed", "uid-g"));
+    ASSERT_TRUE(made.ok());
+    id = fs::path(*made).filename().string();
+    EXPECT_EQ(s.store.find(id)->matchedPodUid, "uid-g");
+    EXPECT_EQ(s.store.find(id)->matchedContainer, "main");
+    // PodResources names the real holder: the match stays.
+    EXPECT_TRUE(s.store.attribute(id, "uid-t", "default", "truth", "side"));
+    EXPECT_EQ(s.store.find(id)->matchedPodUid, "uid-g");
+  }
+  {
+    LoadedStore again(dir);
+    auto h = again.store.find(id);
+    ASSERT_TRUE(h);
+    EXPECT_EQ(h->podUid, "uid-t");
+    EXPECT_EQ(h->matchedPodUid, "uid-g");
+    EXPECT_EQ(h->matchedContainer, "main");
+    EXPECT_TRUE(again.store.rematch(id, "uid-t", "side"));
+    EXPECT_FALSE(again.store.rematch("vgpu.io_sim-0000000000000000", "uid-t", "side"));
+  }
+  LoadedStore third(dir);
+  auto h = third.store.find(id);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->matchedPodUid, "uid-t");
+  EXPECT_EQ(h->matchedContainer, "side");
+}
+
 TEST(DevicePluginHandoutStore, LoadsALineWrittenBeforeDevicesWereJournalled) {
   TempDir dir;
   const std::string id = handoutId("vgpu.io/sim", {"sim-0::1"});
@@ -137,6 +168,9 @@ TEST(DevicePluginHandoutStore, LoadsALineWrittenBeforeDevicesWereJournalled) {
   EXPECT_THAT(h->devices, IsEmpty());
   EXPECT_EQ(h->podName, "p");
   EXPECT_EQ(h->podAnnotations.at("k"), "v");
+  // Nor the match: it is the holder the line names.
+  EXPECT_EQ(h->matchedPodUid, "u");
+  EXPECT_EQ(h->matchedContainer, "main");
 }
 
 TEST(DevicePluginHandoutStore, SkipsALineWhoseDevicesCannotBeRead) {
