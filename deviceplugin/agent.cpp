@@ -96,6 +96,7 @@ struct Agent::Impl final : PluginHandler {
   metrics::Histogram& allocateSeconds;
   metrics::Gauge& pluginRegistered;
 
+  std::mutex maintainMu;
   std::mutex bgMu;
   std::condition_variable bgCv;
   bool stopping = false;
@@ -618,6 +619,9 @@ struct Agent::Impl final : PluginHandler {
   /// One maintenance pass: handouts attributed and pods corrected from PodResources, then
   /// the cleanup when it is due.
   void maintain(bool withCleanup) {
+    // One pass at a time: a pass asked for (maintainNow) while the loop's is running waits
+    // for it, so that when it returns every earlier pass's corrections are written too.
+    std::lock_guard pass(maintainMu);
     const Listing listing = listHeld();
     if (listing.pods) {
       attributeHandouts(*listing.pods);

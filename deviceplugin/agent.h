@@ -78,7 +78,8 @@ class Agent {
   /// http://address:port of /metrics, empty when off.
   std::string metricsUrl() const;
   std::string renderMetrics();
-  /// One PodResources pass (handouts attributed, pods corrected) and one cleanup pass, now.
+  /// One PodResources pass (handouts attributed, pods corrected) and one cleanup pass, now,
+  /// after the background pass in progress (if any) has finished.
   void maintainNow();
   bool podsSynced() const;
   PodTracker& tracker();
