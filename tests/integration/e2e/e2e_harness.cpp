@@ -46,7 +46,6 @@ struct Cluster::Node {
   fs::path dir;
   std::unique_ptr<fakes::FakeKubelet> kubelet;
   std::unique_ptr<ChildProcess> agent;
-  std::string metricsUrl;
   std::uint16_t metricsPort = 0;
   int agentStarts = 0;
   int containers = 0;
@@ -316,7 +315,6 @@ Status Cluster::restartKubelet(const std::string& name) {
 // ---- the node agent ----
 
 ChildProcess* Cluster::agent(const std::string& name) { return node(name)->agent.get(); }
-std::string Cluster::agentMetricsUrl(const std::string& name) const { return node(name)->metricsUrl; }
 std::string Cluster::agentLog(const std::string& name) const {
   const Node* n = node(name);
   return n->agent ? n->agent->log() : "";
@@ -359,9 +357,9 @@ Status Cluster::startAgent(const std::string& name) {
   waitUntil([&] { return servingLine() || !n->agent->running(); });
   if (!servingLine())
     return makeError("vgpu-device-plugin on " + name + " did not come up; its log:\n" + n->agent->log());
-  n->metricsUrl = urlAfter(n->agent->log(), "metrics on ");
-  if (n->metricsUrl.empty()) return makeError("vgpu-device-plugin on " + name + " did not say where /metrics is");
-  n->metricsPort = portOf(n->metricsUrl);
+  const std::string metricsUrl = urlAfter(n->agent->log(), "metrics on ");
+  if (metricsUrl.empty()) return makeError("vgpu-device-plugin on " + name + " did not say where /metrics is");
+  n->metricsPort = portOf(metricsUrl);
   const size_t want = registeredBefore + n->backendsHere().size();
   if (!waitUntil([&] { return n->kubelet->registrations().size() >= want; }))
     return makeError("vgpu-device-plugin on " + name + " did not register its plugins; its log:\n" + n->agent->log());
@@ -431,8 +429,7 @@ Status Cluster::startScheduler() {
   scheduler_ = std::move(started).value();
   if (!scheduler_->waitForLog("vgpu-scheduler serving on ", kWait))
     return makeError("vgpu-scheduler did not come up; its log:\n" + scheduler_->log());
-  schedulerUrl_ = urlAfter(scheduler_->log(), "vgpu-scheduler serving on ");
-  schedulerPort_ = portOf(schedulerUrl_);
+  schedulerPort_ = portOf(urlAfter(scheduler_->log(), "vgpu-scheduler serving on "));
   if (!waitUntil([&] {
         return TestHttpClient(schedulerPort_).setTimeout(std::chrono::seconds(2)).get("/readyz").status == 200;
       }))

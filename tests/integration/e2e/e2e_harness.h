@@ -174,9 +174,7 @@ class Cluster {
   fakes::FakeKubelet& kubelet(const std::string& node);
   ChildProcess* scheduler() { return scheduler_.get(); }
   ChildProcess* agent(const std::string& node);
-  const std::string& schedulerUrl() const { return schedulerUrl_; }
   std::uint16_t schedulerPort() const { return schedulerPort_; }
-  std::string agentMetricsUrl(const std::string& node) const;
   const std::vector<NodeSpec>& nodes() const { return specs_; }
   /// The shared device-config.yaml, the scheduler's and agents' log files.
   std::string configPath() const;
@@ -222,7 +220,6 @@ class Cluster {
   bool apiDown_ = false;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::unique_ptr<ChildProcess> scheduler_;
-  std::string schedulerUrl_;
   std::uint16_t schedulerPort_ = 0;
   int schedulerStarts_ = 0;
   std::unique_ptr<BackendLoadOutcome> loaded_;  ///< for predict() and the advertised counts
