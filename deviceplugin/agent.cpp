@@ -253,16 +253,7 @@ struct Agent::Impl final : PluginHandler {
     // The folder is named by what the kubelet handed out, not by the guessed pod, which
     // the PodResources pass may correct later (handout_store.h).
     std::shared_lock limiterLock(limiterMu);
-    Handout handout;
-    handout.resource = resource;
-    handout.ids = ids;
-    handout.backend = claim.backend;
-    handout.devices = claim.devices;
-    handout.podUid = claim.podUid;
-    handout.podNamespace = claim.podNamespace;
-    handout.podName = claim.podName;
-    handout.container = claim.container;
-    handout.id = handoutId(resource, ids);
+    Handout handout = handoutOf(claim);
     // The kubelet hands IDs out again only once their earlier holder is gone.
     if (auto earlier = handouts.find(handout.id)) releaseHandout(*earlier);
     auto hostDir = handouts.create(handout);

@@ -61,6 +61,20 @@ std::string sortedList(std::vector<std::string> ids) {
 
 }  // namespace
 
+Handout handoutOf(const Claim& claim) {
+  Handout h;
+  h.id = handoutId(claim.resource, claim.ids);
+  h.resource = claim.resource;
+  h.ids = claim.ids;
+  h.backend = claim.backend;
+  h.devices = claim.devices;
+  h.podUid = claim.podUid;
+  h.podNamespace = claim.podNamespace;
+  h.podName = claim.podName;
+  h.container = claim.container;
+  return h;
+}
+
 void PodTracker::setResources(std::map<std::string, std::string> resourceToBackend) {
   std::lock_guard lock(mu_);
   resources_ = std::move(resourceToBackend);

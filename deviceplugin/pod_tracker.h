@@ -69,6 +69,10 @@ struct Claim {
   Annotations podAnnotations;
 };
 
+/// What the agent records for a claim before answering the kubelet: the handout, held by
+/// and matched to the claimed pod's container, with the devices it gets.
+Handout handoutOf(const Claim& claim);
+
 /// What to record on a pod once every container of it was allocated.
 struct PodOutcome {
   std::string podUid;

@@ -23,18 +23,27 @@ std::string usedLine(const std::string& pod, std::uint64_t bytes) {
 
 class DevicePluginHandouts : public AgentFixture {
  protected:
+  /// Passes run when the test says (maintainNow) or when a pod is deleted.
+  AgentOptions manualPasses() {
+    AgentOptions o = options();
+    o.podResourcesInterval = std::chrono::hours(1);
+    o.cleanupInterval = std::chrono::hours(1);
+    return o;
+  }
+
+  /// A sim node, its kubelet, and an agent with manual passes, ready for pods.
+  void startNode() {
+    writeSimNode();
+    startKubelet();
+    startAgent(manualPasses());
+    ASSERT_TRUE(kubelet->waitForDevices(kSimCount, std::chrono::seconds(10)));
+    ASSERT_TRUE(waitFor([&] { return agent->podsSynced(); }));
+  }
+
   /// Two identical pods; the kubelet admits the younger first, so the agent attributes
   /// its container to the older one (the oldest waiting pod) and the older one's to it.
   void admitIdenticalPodsOutOfOrder() {
-    AgentOptions o = options();
-    // Passes run when the test says (maintainNow) or when a pod is deleted.
-    o.podResourcesInterval = std::chrono::hours(1);
-    o.cleanupInterval = std::chrono::hours(1);
-    writeSimNode();
-    startKubelet();
-    startAgent(o);
-    ASSERT_TRUE(kubelet->waitForDevices(kSimCount, std::chrono::seconds(10)));
-    ASSERT_TRUE(waitFor([&] { return agent->podsSynced(); }));
+    ASSERT_NO_FATAL_FAILURE(startNode());
 
     older = {"older",
              {{"main", {{kSimCount, 1}, {kSimMemory, 2000}}, {grant("sim-0", 0, 2000, 0, 0)}}},
@@ -123,10 +132,7 @@ TEST_F(DevicePluginHandouts, ARestartedAgentKeepsHeldFoldersWithTheirHoldersAndD
   agent.reset();
   fs::create_directories(stateRoot() / "vgpu.io_sim-00000000deadbeef");  // a folder nobody journalled
   std::ofstream(dir.path() / "state" / "containers.journal", std::ios::app) << "{\"op\":\"put\",\"id\":\"vgpu.io";
-  AgentOptions o = options();
-  o.podResourcesInterval = std::chrono::hours(1);
-  o.cleanupInterval = std::chrono::hours(1);
-  startAgent(o);
+  startAgent(manualPasses());
   ASSERT_TRUE(waitFor([&] { return agent->podsSynced(); }));
   agent->maintainNow();
   EXPECT_TRUE(fs::exists(folderOf(youngerGot) + "/region"));
@@ -139,14 +145,7 @@ TEST_F(DevicePluginHandouts, ARestartedAgentKeepsHeldFoldersWithTheirHoldersAndD
 }
 
 TEST_F(DevicePluginHandouts, ARestartedAgentCorrectsEachPodWithTheSliceItsContainerGot) {
-  AgentOptions o = options();
-  o.podResourcesInterval = std::chrono::hours(1);
-  o.cleanupInterval = std::chrono::hours(1);
-  writeSimNode();
-  startKubelet();
-  startAgent(o);
-  ASSERT_TRUE(kubelet->waitForDevices(kSimCount, std::chrono::seconds(10)));
-  ASSERT_TRUE(waitFor([&] { return agent->podsSynced(); }));
+  ASSERT_NO_FATAL_FAILURE(startNode());
   // Interchangeable for the kubelet (one device each), but not the same slice.
   PodSpec small{"small",
                 {{"main", {{kSimCount, 1}, {kSimMemory, 1000}}, {grant("sim-0", 0, 1000, 0, 0)}}},
@@ -171,7 +170,7 @@ TEST_F(DevicePluginHandouts, ARestartedAgentCorrectsEachPodWithTheSliceItsContai
   // pods with what their containers' limits say (the journal kept what Allocate gave).
   agent->stop();
   agent.reset();
-  startAgent(o);
+  startAgent(manualPasses());
   ASSERT_TRUE(waitFor([&] { return agent->podsSynced(); }));
   agent->maintainNow();
   EXPECT_EQ(agent->stats().corrections, 2u);

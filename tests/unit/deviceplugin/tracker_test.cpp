@@ -56,21 +56,6 @@ void setUp(PodTracker& tracker) {
   tracker.setDevices("sim", {dev("d0", 0), dev("d1", 1, 3000)});
 }
 
-/// What the agent records for a claim before answering the kubelet: the handout, with the
-/// devices the container gets.
-Handout handoutOf(const Claim& c) {
-  Handout h;
-  h.resource = c.resource;
-  h.ids = c.ids;
-  h.backend = c.backend;
-  h.devices = c.devices;
-  h.podUid = c.podUid;
-  h.podNamespace = c.podNamespace;
-  h.podName = c.podName;
-  h.container = c.container;
-  return h;
-}
-
 class DevicePluginTracker : public ::testing::Test {
  protected:
   void SetUp() override {
