@@ -45,16 +45,25 @@ class Query {
   std::string text_;
 };
 
+// Reason, message and details.causes of a Status object.
+void readStatus(const json::object& status, ApiError& e) {
+  if (auto* m = status.if_contains("message"); m && m->is_string()) e.message = m->get_string();
+  if (auto* r = status.if_contains("reason"); r && r->is_string()) e.reason = r->get_string();
+  const json::value* causes = nullptr;
+  if (auto* d = status.if_contains("details"); d && d->is_object()) causes = d->get_object().if_contains("causes");
+  if (causes == nullptr || !causes->is_array()) return;
+  for (const auto& c : causes->get_array()) {
+    const json::value* r = c.is_object() ? c.get_object().if_contains("reason") : nullptr;
+    if (r != nullptr && r->is_string()) e.causes.emplace_back(r->get_string());
+  }
+}
+
 ApiError errorFromResponse(const std::string& verb, const std::string& path,
                            const HttpResponse& res) {
-  ApiError e{verb, path, res.status, "", ""};
+  ApiError e{verb, path, res.status, "", "", {}};
   boost::system::error_code ec;
   auto v = json::parse(res.body, ec);
-  if (!ec && v.is_object()) {
-    const auto& o = v.get_object();
-    if (auto* m = o.if_contains("message"); m && m->is_string()) e.message = m->get_string();
-    if (auto* r = o.if_contains("reason"); r && r->is_string()) e.reason = r->get_string();
-  }
+  if (!ec && v.is_object()) readStatus(v.get_object(), e);
   if (e.message.empty()) e.message = res.body.substr(0, 300);
   return e;
 }
@@ -166,18 +175,18 @@ struct Client::Impl {
     auto cancelled = [&] { return cancel != nullptr && cancel->cancelled(); };
     for (int attempt = 0;; ++attempt) {
       throttle();
-      if (cancelled()) return ApiError{method, target, 0, "", "cancelled"};
+      if (cancelled()) return ApiError{method, target, 0, "", "cancelled", {}};
       detail::HttpRequest req{method, basePath + target, headers(contentType, forceToken), body};
       forceToken = false;
       auto r = transport->send(req, options.requestTimeout, cancel);
-      if (cancelled()) return ApiError{method, target, 0, "", "cancelled"};
+      if (cancelled()) return ApiError{method, target, 0, "", "cancelled", {}};
       if (!r) {
         if (attempt < options.maxRetries) {
           clock->sleepFor(backoff(attempt));
           continue;
         }
         return ApiError{method, target, 0, "",
-                        r.error().message + " (" + std::to_string(attempt + 1) + " attempts)"};
+                        r.error().message + " (" + std::to_string(attempt + 1) + " attempts)", {}};
       }
       HttpResponse& res = *r;
       if (res.status == 401 && !refreshed && !config.tokenFile.empty()) {
@@ -188,6 +197,12 @@ struct Client::Impl {
         continue;
       }
       bool retryable = res.status == 429 || (res.status >= 500 && res.status != 501);
+      if (res.status == 504) {
+        // Asking again for a version the apiserver lacks only repeats its wait; the
+        // caller (the informer) has a better move: relist from the most recent.
+        auto e = errorFromResponse(method, target, res);
+        if (e.isResourceVersionTooLarge()) return e;
+      }
       if (retryable && attempt < options.maxRetries) {
         Clock::Duration wait = backoff(attempt);
         if (res.status == 429 && !res.retryAfter.empty()) {
@@ -210,7 +225,7 @@ struct Client::Impl {
     boost::system::error_code ec;
     auto v = json::parse(res.body, ec);
     if (ec || !v.is_object()) {
-      return ApiError{method, target, res.status, "", "the response is not a JSON object"};
+      return ApiError{method, target, res.status, "", "the response is not a JSON object", {}};
     }
     return std::move(v.get_object());
   }
@@ -290,14 +305,14 @@ ApiResult<ListResult> Client::listPage(const ResourceType& type, const ListOptio
   ListResult out;
   auto* items = obj->if_contains("items");
   if (items != nullptr && !items->is_null() && !items->is_array()) {
-    return ApiError{"GET", target, r->status, "", "the list has no \"items\" array"};
+    return ApiError{"GET", target, r->status, "", "the list has no \"items\" array", {}};
   }
   if (items != nullptr && items->is_array()) {
     auto& arr = items->get_array();
     out.items.reserve(arr.size());
     for (auto& item : arr) {
       if (!item.is_object()) {
-        return ApiError{"GET", target, r->status, "", "a list item is not an object"};
+        return ApiError{"GET", target, r->status, "", "a list item is not an object", {}};
       }
       out.items.push_back(std::move(item.get_object()));
     }
@@ -360,7 +375,7 @@ ApiStatus Client::watch(const ResourceType& type, const WatchOptions& options,
     const json::value* o = ev ? ev->if_contains("object") : nullptr;
     if (t == nullptr || !t->is_string() || o == nullptr || !o->is_object()) {
       streamError = ApiError{"GET", target, 200, "",
-                             "malformed watch event: " + std::string(line.substr(0, 200))};
+                             "malformed watch event: " + std::string(line.substr(0, 200)), {}};
       return false;
     }
     std::string_view evType = t->get_string();
@@ -375,14 +390,13 @@ ApiStatus Client::watch(const ResourceType& type, const WatchOptions& options,
       event.type = WatchEventType::kBookmark;
     } else if (evType == "ERROR") {
       const auto& st = o->get_object();
-      ApiError e{"GET", target, 500, "", ""};
+      ApiError e{"GET", target, 500, "", "", {}};
       if (auto* c = st.if_contains("code"); c && c->is_int64()) e.httpStatus = static_cast<int>(c->get_int64());
-      if (auto* r = st.if_contains("reason"); r && r->is_string()) e.reason = r->get_string();
-      if (auto* m = st.if_contains("message"); m && m->is_string()) e.message = m->get_string();
+      readStatus(st, e);
       streamError = std::move(e);
       return false;
     } else {
-      streamError = ApiError{"GET", target, 200, "", "unknown watch event type " + std::string(evType)};
+      streamError = ApiError{"GET", target, 200, "", "unknown watch event type " + std::string(evType), {}};
       return false;
     }
     event.object = std::move(v.get_object()["object"].get_object());
@@ -411,7 +425,7 @@ ApiStatus Client::watch(const ResourceType& type, const WatchOptions& options,
   auto idle = std::chrono::seconds(options.timeoutSeconds > 0 ? options.timeoutSeconds + 30 : 3600);
   auto r = impl_->transport->stream(req, impl_->options.requestTimeout, idle, onData, cancel);
   if (cancel && cancel->cancelled()) return {};
-  if (!r) return ApiError{"GET", target, 0, "", r.error().message};
+  if (!r) return ApiError{"GET", target, 0, "", r.error().message, {}};
   if (r->status != 200) {
     if (r->status == 401) impl_->bearer(true);
     return errorFromResponse("GET", target, *r);

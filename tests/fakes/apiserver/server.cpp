@@ -200,6 +200,7 @@ struct FakeApiServer::Impl {
                const std::string& query, int retryAfter = -1) {
     http::response<http::string_body> res{static_cast<http::status>(r.status), 11};
     res.set(http::field::content_type, "application/json");
+    if (retryAfter < 0) retryAfter = r.retryAfterSeconds;
     if (retryAfter >= 0) res.set(http::field::retry_after, std::to_string(retryAfter));
     res.keep_alive(req.keep_alive());
     res.body() = r.body;
@@ -336,6 +337,14 @@ struct FakeApiServer::Impl {
             return respond(s, req, statusReply(400, "BadRequest", "limit must be a non-negative integer"), path, query);
           }
         }
+        // "0" is any version; Exact reads etcd at that revision, which the double does not
+        // keep, so it is served like NotOlderThan.
+        if (auto rv = param("resourceVersion");
+            param("continue").empty() && rv != "0" && param("resourceVersionMatch") != "Exact") {
+          if (auto tooLarge = store.waitForVersion(rv, options.tooLargeResourceVersionWait)) {
+            return respond(s, req, *tooLarge, path, query);
+          }
+        }
         return respond(s, req, store.list(plural, ns, sel, limit, param("continue")), path, query);
       }
       if (method == "POST") {
@@ -399,7 +408,20 @@ struct FakeApiServer::Impl {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout);
 
     std::vector<std::string> lines;
-    auto begun = store.beginWatch(w, param("resourceVersion"), lines);
+    auto begun = detail::Store::WaitResult::kGone;  // kGone: end after `lines`
+    if (param("sendInitialEvents") == "true") {
+      // Only the watch-list's refusal of a version the store lacks is modelled. The real
+      // one, past authorization, sends it as an ERROR event on a 200 stream.
+      auto tooLarge = store.waitForVersion(param("resourceVersion"), options.tooLargeResourceVersionWait);
+      if (!tooLarge) {
+        return respond(s, req, statusReply(400, "BadRequest",
+                                           "the fake apiserver does not serve sendInitialEvents watches"),
+                       path, query);
+      }
+      lines.push_back(R"({"type":"ERROR","object":)" + tooLarge->body + "}");
+    } else {
+      begun = store.beginWatch(w, param("resourceVersion"), lines);
+    }
     record(std::string(req.method_string()), path, query, 200);
 
     http::response<http::empty_body> res{http::status::ok, 11};
@@ -576,6 +598,22 @@ Status FakeApiServer::restart(bool keepHistory) {
   impl_->stopListening();
   impl_->killConnections();
   if (!keepHistory) impl_->store.compactHistory();
+  return impl_->listen(impl_->port);
+}
+
+StoreBackup FakeApiServer::backup() const {
+  return StoreBackup{std::make_shared<const detail::StoreBackup>(impl_->store.backup())};
+}
+
+Status FakeApiServer::restoreBackup(const StoreBackup& backup) {
+  if (!backup.state) return makeError("fake apiserver: restoreBackup needs a backup() result");
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->stopped = false;
+  }
+  impl_->stopListening();
+  impl_->killConnections();
+  impl_->store.restore(*backup.state);
   return impl_->listen(impl_->port);
 }
 

@@ -304,6 +304,48 @@ std::uint64_t Store::resourceVersion() {
   return rv_;
 }
 
+StoreBackup Store::backup() {
+  std::lock_guard lock(mu_);
+  return StoreBackup{rv_, objects_};
+}
+
+void Store::restore(const StoreBackup& backup) {
+  std::lock_guard lock(mu_);
+  rv_ = backup.rv;
+  objects_ = backup.objects;
+  // A fresh watch cache on the restored store: it can replay nothing older than now.
+  history_.clear();
+  compactedRv_ = rv_;
+  ++compactions_;
+  snapshots_.clear();
+  ++epoch_;
+  changed_.notify_all();
+}
+
+std::optional<Reply> Store::waitForVersion(std::string_view rv, std::chrono::milliseconds wait) {
+  std::string rvs(rv);
+  char* end = nullptr;
+  unsigned long long wanted = std::strtoull(rvs.c_str(), &end, 10);
+  if (rvs.empty() || end == rvs.c_str() || *end != '\0') return std::nullopt;
+  std::unique_lock lock(mu_);
+  changed_.wait_for(lock, wait, [&] { return stopping_ || rv_ >= wanted; });
+  if (rv_ >= wanted) return std::nullopt;
+  json::object status{
+      {"kind", "Status"},
+      {"apiVersion", "v1"},
+      {"metadata", json::object()},
+      {"status", "Failure"},
+      {"message", "Timeout: Too large resource version: " + std::to_string(wanted) +
+                      ", current: " + std::to_string(rv_)},
+      {"reason", "Timeout"},
+      {"details",
+       {{"causes", json::array{json::object{{"reason", "ResourceVersionTooLarge"},
+                                            {"message", "Too large resource version"}}}},
+        {"retryAfterSeconds", 1}}},
+      {"code", 504}};
+  return Reply{504, json::serialize(status), nullptr, 1};
+}
+
 std::vector<ObjectPtr> Store::all(std::string_view plural) {
   std::lock_guard lock(mu_);
   std::vector<ObjectPtr> out;
@@ -673,7 +715,9 @@ Store::WaitResult Store::next(Watch& w, std::chrono::steady_clock::time_point de
     if (!lines.empty()) return WaitResult::kLines;
     auto now = std::chrono::steady_clock::now();
     if (now >= deadline) return WaitResult::kTimeout;
-    if (w.bookmarks && now >= bookmarkAt) {
+    // A watch ahead of the store (restored from a backup) gets no bookmark, as upstream.
+    bool canBookmark = w.bookmarks && rv_ >= w.cursor;
+    if (canBookmark && now >= bookmarkAt) {
       w.cursor = std::max(w.cursor, rv_);
       const KindInfo* kind = kindByPlural(w.plural);
       lines.push_back(std::string(R"({"type":"BOOKMARK","object":{"kind":")") +
@@ -682,7 +726,7 @@ Store::WaitResult Store::next(Watch& w, std::chrono::steady_clock::time_point de
                       std::to_string(w.cursor) + R"("}}})");
       return WaitResult::kLines;
     }
-    changed_.wait_until(lock, w.bookmarks ? std::min(deadline, bookmarkAt) : deadline);
+    changed_.wait_until(lock, canBookmark ? std::min(deadline, bookmarkAt) : deadline);
   }
 }
 

@@ -26,6 +26,7 @@ struct Reply {
   int status = 200;
   std::string body;  ///< serialized JSON
   ObjectPtr object;  ///< the object written/read, when there is one
+  int retryAfterSeconds = -1;  ///< >= 0: sent as Retry-After
 };
 
 /// A Status error body with the apiserver's shape.
@@ -60,11 +61,19 @@ struct KindInfo {
 const KindInfo* kindByPlural(std::string_view plural);
 const KindInfo* kindByKind(std::string_view kind);
 
+struct StoreBackup {
+  std::uint64_t rv = 0;
+  std::map<std::string, std::map<std::string, ObjectPtr>, std::less<>> objects;
+};
+
 class Store {
  public:
   Reply get(std::string_view plural, std::string_view ns, std::string_view name);
   Reply list(std::string_view plural, std::string_view ns, const Selectors& sel,
              std::int64_t limit, std::string_view continueToken);
+  /// Waits up to `wait` for the store to reach `rv`; the apiserver's 504 "Too large
+  /// resource version" Status if it does not, nullopt when `rv` is served (or not a number).
+  std::optional<Reply> waitForVersion(std::string_view rv, std::chrono::milliseconds wait);
   /// `ns` from the path ("" for cluster-scoped, or when the body names it).
   Reply create(std::string_view plural, std::string_view ns, boost::json::value body);
   Reply update(std::string_view plural, boost::json::object obj);
@@ -74,6 +83,9 @@ class Store {
   Reply bind(std::string_view ns, std::string_view name, const boost::json::value& body);
   std::vector<ObjectPtr> all(std::string_view plural);
   std::uint64_t resourceVersion();
+  StoreBackup backup();
+  /// Puts the objects and counter back, forgets history and snapshots, breaks watches.
+  void restore(const StoreBackup& backup);
 
   // ---- watches ----
   struct Watch {

@@ -322,6 +322,32 @@ TEST_F(K8sClient, RetriesServerErrorsWithGrowingJitteredBackoff) {
   }
 }
 
+TEST(K8sClientErrors, ATooLargeResourceVersionIsKnownByItsCauseOrAnOlderServersMessage) {
+  struct Case {
+    const char* what;
+    ApiError error;
+    bool tooLarge;
+  };
+  const Case cases[] = {
+      {"1.18.6 and later: the cause", {"GET", "/", 504, "Timeout", "Timeout: Too large resource version: 9, current: 5", {"ResourceVersionTooLarge"}}, true},
+      {"before 1.18.6: only the message", {"GET", "/", 504, "Timeout", "Timeout: Too large resource version: 9, current: 5", {}}, true},
+      {"a plain gateway timeout", {"GET", "/", 504, "Timeout", "the request timed out", {}}, false},
+      {"another status with that cause", {"GET", "/", 500, "InternalError", "x", {"ResourceVersionTooLarge"}}, false},
+  };
+  for (const auto& c : cases) EXPECT_EQ(c.error.isResourceVersionTooLarge(), c.tooLarge) << c.what;
+}
+
+TEST_F(K8sClient, RetriesAGatewayTimeoutThatIsNotAboutTheVersion) {
+  seedPod("default", "p");
+  Fault f;
+  f.status = 504;
+  f.times = 2;
+  server_->addFault(f);
+  auto r = client_->get(kPods, "default", "p");
+  ASSERT_TRUE(r) << r.error().describe();
+  EXPECT_EQ(server_->requestCount(), 3u) << "2 refused + 1 served";
+}
+
 TEST_F(K8sClient, GivesUpAfterMaxRetriesWithTheLastStatus) {
   Fault f;
   f.status = 500;
@@ -649,7 +675,7 @@ TEST_F(K8sClient, ABrokenWatchStreamIsATransportError) {
 
 TEST_F(K8sClient, CancellingAWatchReturnsPromptly) {
   CancelToken cancel;
-  ApiStatus result(ApiError{"x", "x", 1, "", ""});
+  ApiStatus result(ApiError{"x", "x", 1, "", "", {}});
   WatchOptions wo;
   wo.resourceVersion = std::to_string(server_->resourceVersion());
   std::thread watcher([&] {

@@ -7,6 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <mutex>
+#include <thread>
+
 #include "test_support.h"
 #include "vgpu/k8s/object.h"
 
@@ -15,6 +18,7 @@ namespace {
 
 namespace json = boost::json;
 using testing::clientFor;
+using testing::eventually;
 using testing::makeNode;
 using testing::makePod;
 using testing::startServer;
@@ -159,6 +163,159 @@ TEST(K8sFakeApiServer, WatchWithoutAVersionStartsWithTheCurrentObjects) {
   });
   ASSERT_TRUE(s);
   EXPECT_EQ(seen, (std::vector<std::string>{"a", "b"}));
+}
+
+// The body of a raw HTTP response (for one that is not chunked).
+json::object statusBody(const std::string& raw) {
+  return json::parse(raw.substr(raw.find("\r\n\r\n") + 4)).as_object();
+}
+
+void expectTooLargeStatus(const json::object& status, std::uint64_t asked, std::uint64_t current) {
+  EXPECT_EQ(status.at("kind"), "Status");
+  EXPECT_EQ(status.at("status"), "Failure");
+  EXPECT_EQ(status.at("code"), 504);
+  EXPECT_EQ(status.at("reason"), "Timeout");
+  EXPECT_EQ(status.at("message"), json::value("Timeout: Too large resource version: " + std::to_string(asked) +
+                                                  ", current: " + std::to_string(current)));
+  EXPECT_EQ(status.at("details"), json::parse(R"({"causes":[{"reason":"ResourceVersionTooLarge",
+      "message":"Too large resource version"}],"retryAfterSeconds":1})"));
+}
+
+fakes::FakeApiServerOptions tooLargeWait(std::chrono::milliseconds wait) {
+  fakes::FakeApiServerOptions o;
+  o.tooLargeResourceVersionWait = wait;
+  return o;
+}
+
+TEST(K8sFakeApiServer, AListFromAVersionTheStoreLacksWaitsThenAnswersTooLarge) {
+  auto server = startServer(tooLargeWait(std::chrono::milliseconds(100)));
+  ASSERT_TRUE(server->create("pods", makePod("ns", "p")));
+  auto rv = server->resourceVersion();
+  for (std::string match : {"", "&resourceVersionMatch=NotOlderThan"}) {
+    auto start = std::chrono::steady_clock::now();
+    auto raw = rawHttp(server->port(), request("GET", "/api/v1/pods?resourceVersion=" + std::to_string(rv + 5) + match,
+                                               "application/json", ""));
+    EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(100)) << "waits first";
+    ASSERT_EQ(raw.rfind("HTTP/1.1 504", 0), 0u) << raw;
+    EXPECT_NE(raw.find("Retry-After: 1\r\n"), std::string::npos) << raw;
+    expectTooLargeStatus(statusBody(raw), rv + 5, rv);
+  }
+
+  auto client = clientFor(*server);
+  ListOptions ahead;
+  ahead.resourceVersion = std::to_string(rv + 1);
+  auto before = server->requestCount();
+  auto r = client->listPage(kPods, ahead);
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().isResourceVersionTooLarge()) << r.error().describe();
+  EXPECT_EQ(r.error().causes, std::vector<std::string>{"ResourceVersionTooLarge"});
+  EXPECT_EQ(server->requestCount() - before, 1u) << "the client does not ask again";
+
+  for (std::string served : {std::string("0"), std::to_string(rv), std::to_string(rv - 1)}) {
+    ListOptions lo;
+    lo.resourceVersion = served;
+    EXPECT_TRUE(client->listPage(kPods, lo)) << served;
+  }
+}
+
+TEST(K8sFakeApiServer, AListWaitingForANewerVersionIsServedOnceTheStoreGetsThere) {
+  auto server = startServer(tooLargeWait(std::chrono::seconds(5)));
+  auto rv = server->resourceVersion();
+  std::thread writer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_TRUE(server->create("pods", makePod("ns", "a")));
+    ASSERT_TRUE(server->create("pods", makePod("ns", "b")));
+  });
+  auto client = clientFor(*server);
+  ListOptions lo;
+  lo.resourceVersion = std::to_string(rv + 2);
+  auto start = std::chrono::steady_clock::now();
+  auto r = client->listPage(kPods, lo);
+  writer.join();
+  ASSERT_TRUE(r) << r.error().describe();
+  EXPECT_EQ(r->resourceVersion, std::to_string(rv + 2));
+  EXPECT_EQ(r->items.size(), 2u);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(4));
+}
+
+TEST(K8sFakeApiServer, AWatchListFromAVersionTheStoreLacksGetsTheTooLargeErrorEvent) {
+  auto server = startServer(tooLargeWait(std::chrono::milliseconds(20)));
+  auto rv = server->resourceVersion();
+  auto raw = rawHttp(server->port(),
+                     request("GET", "/api/v1/pods?watch=true&sendInitialEvents=true&allowWatchBookmarks=true"
+                                    "&resourceVersionMatch=NotOlderThan&resourceVersion=" + std::to_string(rv + 3),
+                             "application/json", ""));
+  ASSERT_EQ(raw.rfind("HTTP/1.1 200", 0), 0u) << raw;
+  auto at = raw.find(R"({"type":"ERROR")");
+  ASSERT_NE(at, std::string::npos) << raw;
+  auto event = json::parse(raw.substr(at, raw.find('\n', at) - at)).as_object();
+  expectTooLargeStatus(event.at("object").as_object(), rv + 3, rv);
+}
+
+TEST(K8sFakeApiServer, APlainWatchFromAVersionTheStoreLacksStaysSilentUntilTheStorePassesIt) {
+  fakes::FakeApiServerOptions o;
+  o.bookmarkInterval = std::chrono::milliseconds(10);
+  auto server = startServer(o);
+  auto rv = server->resourceVersion();
+  std::mutex mu;
+  std::vector<WatchEvent> seen;
+  std::size_t seenBeforeWrites = 99;
+  std::thread writer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    {
+      std::lock_guard lock(mu);
+      seenBeforeWrites = seen.size();
+    }
+    for (int i = 1; i <= 4; ++i) ASSERT_TRUE(server->create("pods", makePod("ns", "p" + std::to_string(i))));
+  });
+  auto client = clientFor(*server);
+  WatchOptions wo;
+  wo.resourceVersion = std::to_string(rv + 3);
+  auto s = client->watch(kPods, wo, [&](WatchEvent&& e) {
+    std::lock_guard lock(mu);
+    seen.push_back(std::move(e));
+    return seen.back().type == WatchEventType::kBookmark;
+  });
+  writer.join();
+  ASSERT_TRUE(s) << s.error().describe();
+  EXPECT_EQ(seenBeforeWrites, 0u) << "no event and no bookmark while the store is behind";
+  ASSERT_FALSE(seen.empty());
+  for (const auto& e : seen) {
+    EXPECT_GE(std::stoull(std::string(resourceVersion(e.object))), rv + 3);
+  }
+  EXPECT_EQ(seen.back().type, WatchEventType::kAdded);
+  EXPECT_EQ(name(seen.back().object), "p4") << "events up to the asked version are not sent";
+}
+
+TEST(K8sFakeApiServer, RestoringABackupTurnsVersionsBackAndForgetsHistory) {
+  auto server = startServer();
+  ASSERT_TRUE(server->create("pods", makePod("ns", "a")));
+  auto backup = server->backup();
+  auto backupRv = server->resourceVersion();
+  auto aBefore = *server->get("pods", "ns", "a");
+  ASSERT_TRUE(server->create("pods", makePod("ns", "lost")));
+  ASSERT_TRUE(server->patch("pods", "ns", "a", json::parse(R"({"metadata":{"labels":{"x":"y"}}})").as_object()));
+
+  auto client = clientFor(*server);
+  std::thread restorer([&] {
+    ASSERT_TRUE(eventually([&] { return server->openWatches() == 1; }));
+    ASSERT_TRUE(server->restoreBackup(backup));
+  });
+  WatchOptions wo;
+  wo.resourceVersion = std::to_string(server->resourceVersion());
+  auto cut = client->watch(kPods, wo, [](WatchEvent&&) { return true; });
+  restorer.join();
+  EXPECT_FALSE(cut) << "open watches are dropped";
+
+  EXPECT_EQ(server->resourceVersion(), backupRv);
+  EXPECT_EQ(server->list("pods"), std::vector<json::object>{aBefore});
+  auto next = server->create("pods", makePod("ns", "new"));
+  ASSERT_TRUE(next);
+  EXPECT_EQ(resourceVersion(*next), std::to_string(backupRv + 1)) << "a version clients have seen, reused";
+  wo.resourceVersion = std::to_string(backupRv - 1);
+  auto gone = client->watch(kPods, wo, [](WatchEvent&&) { return true; });
+  ASSERT_FALSE(gone);
+  EXPECT_TRUE(gone.error().isGone()) << "the restored store's watch cache starts empty";
 }
 
 TEST(K8sFakeApiServer, TheBinaryServesAFixtureFolder) {

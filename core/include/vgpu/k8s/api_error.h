@@ -3,7 +3,9 @@
 // do next (the HTTP status and the apiserver's reason) and what a person needs to act on
 // (the verb, the path and the apiserver's message).
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "vgpu/result.h"
 
@@ -17,12 +19,21 @@ struct ApiError {
   int httpStatus = 0;   ///< 0 = no HTTP response
   std::string reason;   ///< Status.reason from the apiserver (Conflict, NotFound, Expired...)
   std::string message;  ///< Status.message, or the transport's description
+  std::vector<std::string> causes;  ///< Status.details.causes[].reason
 
   bool isNotFound() const { return httpStatus == 404; }
   /// 409: a stale resourceVersion precondition, an existing object, an already bound pod.
   bool isConflict() const { return httpStatus == 409; }
   /// 410: the resourceVersion or continue token is too old; relist.
   bool isGone() const { return httpStatus == 410; }
+  /// 504 Timeout "Too large resource version": the apiserver has no such version yet and
+  /// may never have (its etcd was restored from a backup); relist from the most recent.
+  /// Servers before 1.18.6 gave no cause, only the message.
+  bool isResourceVersionTooLarge() const {
+    return httpStatus == 504 &&
+           (std::find(causes.begin(), causes.end(), "ResourceVersionTooLarge") != causes.end() ||
+            message.find("Too large resource version") != std::string::npos);
+  }
   bool isUnauthorized() const { return httpStatus == 401; }
   bool isTransport() const { return httpStatus == 0; }
 

@@ -20,6 +20,10 @@
 
 namespace vgpu::fakes {
 
+namespace detail {
+struct StoreBackup;
+}
+
 struct FakeApiServerOptions {
   bool tls = false;
   std::string token;       ///< bearer token every request must carry; empty = no check
@@ -29,6 +33,15 @@ struct FakeApiServerOptions {
   std::string bindAddress = "127.0.0.1";
   /// Open watches that asked for bookmarks get one this often when idle; 0 = never.
   std::chrono::milliseconds bookmarkInterval{0};
+  /// A list (or a sendInitialEvents watch) from a resourceVersion newer than the store's
+  /// waits this long for the store to catch up before answering 504 "Too large resource
+  /// version", as the real watch cache does for 3 s.
+  std::chrono::milliseconds tooLargeResourceVersionWait{3000};
+};
+
+/// What an etcd snapshot holds: every object and the resourceVersion counter.
+struct StoreBackup {
+  std::shared_ptr<const detail::StoreBackup> state;
 };
 
 /// A failure to inject into the next matching requests.
@@ -98,6 +111,12 @@ class FakeApiServer {
   /// the objects; `keepHistory` false also compacts (as a fresh watch cache would). After
   /// stop() it listens again: an outage that ends.
   Status restart(bool keepHistory = true);
+  /// The objects and the counter now, for restoreBackup().
+  StoreBackup backup() const;
+  /// An apiserver restarted on an etcd restored from `backup`: drops every connection,
+  /// puts the objects and the counter back (versions go backwards: later writes reuse
+  /// numbers clients have already seen), forgets the history and listens again.
+  Status restoreBackup(const StoreBackup& backup);
   /// Stops serving; safe to call twice.
   void stop();
 
