@@ -1,6 +1,7 @@
 // List, then watch from the list's resourceVersion; on a broken stream re-watch from the
-// last version seen; on 410 relist and reconcile by diffing against the cache, so the
-// callbacks see every change exactly once whatever happened on the wire.
+// last version seen, once the apiserver confirms it still has it; on 410 or a version the
+// apiserver lacks relist and reconcile by diffing against the cache, so the callbacks see
+// every change exactly once whatever happened on the wire.
 
 #include "vgpu/k8s/informer.h"
 
@@ -10,6 +11,7 @@
 #include <random>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 
 namespace vgpu::k8s {
 namespace {
@@ -139,8 +141,34 @@ struct Informer::Impl {
     return std::chrono::milliseconds(d.count() - d.count() / 4 + jitter(rng) / 2);
   }
 
+  ListOptions listOptions() const {
+    ListOptions lo;
+    lo.ns = options.ns;
+    lo.labelSelector = options.labelSelector;
+    lo.fieldSelector = options.fieldSelector;
+    lo.limit = options.pageSize;
+    return lo;
+  }
+
+  // After a relist from a version the apiserver lacked, a second such answer before any
+  // event means the server keeps refusing: back off rather than relist in a loop.
+  bool relistForTooLarge(bool& lastWasTooLarge, std::chrono::milliseconds& backoff) {
+    {
+      std::lock_guard lock(mu);
+      ++stats.resourceVersionsTooLarge;
+    }
+    bool again = std::exchange(lastWasTooLarge, true);
+    return !again || pause(nextBackoff(backoff));
+  }
+
   void run() {
     bool needList = true;
+    // Set when a stream failed: the apiserver may have come back on an etcd restored from
+    // a backup, older than our version. A plain watch from a version it lacks is accepted
+    // and stays silent until its store passes that version, losing what came between, so
+    // ask first with a one-item list from our version, which it refuses ("too large").
+    bool needCheck = false;
+    bool lastWasTooLarge = false;
     auto backoff = options.backoffMin;
     for (;;) {
       // One token per round, so stop() can interrupt the list as well as the watch.
@@ -158,19 +186,33 @@ struct Informer::Impl {
         }
       } clear{*this};
       if (needList) {
-        ListOptions lo;
-        lo.ns = options.ns;
-        lo.labelSelector = options.labelSelector;
-        lo.fieldSelector = options.fieldSelector;
-        lo.limit = options.pageSize;
-        auto r = client.list(type, lo, &cancel);
+        auto r = client.list(type, listOptions(), &cancel);  // "": the most recent
         if (!r) {
           if (!pause(nextBackoff(backoff))) return;
           continue;
         }
         replaceAll(std::move(*r));
         needList = false;
+        needCheck = false;
         backoff = options.backoffMin;
+      } else if (needCheck) {
+        ListOptions probe = listOptions();
+        probe.limit = 1;
+        {
+          std::lock_guard lock(mu);
+          probe.resourceVersion = rv;
+        }
+        auto r = client.listPage(type, probe, &cancel);
+        if (!r && r.error().isResourceVersionTooLarge()) {
+          if (!relistForTooLarge(lastWasTooLarge, backoff)) return;
+          needList = true;
+          continue;
+        }
+        if (!r) {
+          if (!pause(nextBackoff(backoff))) return;
+          continue;
+        }
+        needCheck = false;
       }
       WatchOptions wo;
       wo.ns = options.ns;
@@ -206,10 +248,17 @@ struct Informer::Impl {
         }
         continue;
       }
+      if (gotEvent) lastWasTooLarge = false;
       if (status.error().isGone()) {
         needList = true;  // history compacted: rebuild from a fresh list
         continue;
       }
+      if (status.error().isResourceVersionTooLarge()) {
+        if (!relistForTooLarge(lastWasTooLarge, backoff)) return;
+        needList = true;
+        continue;
+      }
+      needCheck = true;
       if (gotEvent) backoff = options.backoffMin;
       if (!pause(nextBackoff(backoff))) return;
     }

@@ -182,6 +182,54 @@ TEST(K8sInformer, ResumesFromItsVersionAfterAnApiserverRestart) {
   EXPECT_TRUE(mirror.problems().empty());
 }
 
+TEST(K8sInformer, RelistsWhenTheApiserverComesBackOnAnOlderRestoredStore) {
+  fakes::FakeApiServerOptions o;
+  o.tooLargeResourceVersionWait = std::chrono::milliseconds(50);
+  auto server = startServer(o);
+  auto client = clientFor(*server);
+  for (const char* n : {"keep", "change", "drop"}) ASSERT_TRUE(server->create("pods", makePod("ns", n)));
+  auto backup = server->backup();
+  // Written after the backup: the informer sees them, the restore loses them.
+  ASSERT_TRUE(server->create("pods", makePod("ns", "lost")));
+  for (int i = 0; i < 4; ++i) {
+    json::object patch{{"metadata", {{"annotations", {{"i", std::to_string(i)}}}}}};
+    ASSERT_TRUE(server->patch("pods", "ns", "keep", patch));
+  }
+  Mirror mirror;
+  Informer informer(*client, kPods, quick(), mirror.handlers());
+  informer.start();
+  ASSERT_TRUE(informer.waitForSync(std::chrono::seconds(10)));
+  ASSERT_TRUE(eventually([&] { return server->openWatches() == 1; }));
+  auto seenRv = std::stoull(informer.resourceVersion());
+  mirror.takeLog();
+
+  // Held off while the restored store moves on, reusing versions the informer has seen
+  // but staying below its version: a watch from there would wait in silence.
+  fakes::Fault down;
+  down.status = 503;
+  down.times = -1;
+  server->addFault(down);
+  ASSERT_TRUE(server->restoreBackup(backup));
+  ASSERT_TRUE(server->remove("pods", "ns", "drop"));
+  ASSERT_TRUE(server->patch("pods", "ns", "change", json::parse(R"({"metadata":{"labels":{"v":"2"}}})").as_object()));
+  ASSERT_TRUE(server->create("pods", makePod("ns", "born")));
+  ASSERT_LT(server->resourceVersion(), seenRv);
+  server->clearFaults();
+
+  ASSERT_TRUE(eventually([&] { return cacheState(informer) == serverState(*server); }));
+  auto log = mirror.takeLog();
+  std::sort(log.begin(), log.end());
+  EXPECT_EQ(log, (std::vector<std::string>{"add ns/born", "delete ns/drop", "delete ns/lost",
+                                           "update ns/change", "update ns/keep"}));
+  EXPECT_EQ(informer.stats().resourceVersionsTooLarge, 1u);
+  EXPECT_EQ(informer.stats().lists, 2u);
+  // And it watches again from the restored store's versions.
+  ASSERT_TRUE(server->create("pods", makePod("ns", "after")));
+  ASSERT_TRUE(eventually([&] { return informer.get("ns/after") != nullptr; }));
+  EXPECT_EQ(cacheState(informer), serverState(*server));
+  EXPECT_TRUE(mirror.problems().empty()) << mirror.problems().front();
+}
+
 TEST(K8sInformer, WorksOverTlsWithABearerToken) {
   fakes::FakeApiServerOptions o;
   o.tls = true;

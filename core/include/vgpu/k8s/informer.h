@@ -1,8 +1,9 @@
 #pragma once
 // A local mirror of one kind of object, fed by list+watch: the scheduler's view of all
 // nodes and pods, the node agent's view of the pods bound to its node. It survives broken
-// watches, 410 Gone and apiserver restarts by relisting and diffing, so callbacks see each
-// change once and a delete is never missed (HAMi's stale-accounting bug).
+// watches, 410 Gone, apiserver restarts and stores restored from a backup by relisting and
+// diffing, so callbacks see each change once and a delete is never missed (HAMi's
+// stale-accounting bug).
 
 #include <chrono>
 #include <cstdint>
@@ -42,6 +43,9 @@ struct InformerStats {
   std::uint64_t watches = 0;        ///< watch streams opened
   std::uint64_t watchErrors = 0;    ///< streams that ended in an error
   std::uint64_t events = 0;         ///< add/update/delete callbacks delivered
+  /// Answers that the apiserver lacks the informer's version (its etcd was restored from
+  /// a backup); each dropped the version and relisted.
+  std::uint64_t resourceVersionsTooLarge = 0;
 };
 
 class Informer {
