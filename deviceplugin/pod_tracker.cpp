@@ -346,6 +346,22 @@ bool PodTracker::podCompleteLocked(const TrackedPod& pod, const Progress& progre
   return true;
 }
 
+bool PodTracker::listedCompleteLocked(
+    const TrackedPod& pod, const std::map<std::string, std::map<std::string, std::vector<std::string>>>& held) const {
+  for (const auto& c : pod.info.containers) {
+    // The kubelet allocates init containers first and its List leaves them out.
+    if (c.init) continue;
+    for (const auto& [r, b] : resources_) {
+      if (limitOf(c, r) <= 0) continue;
+      auto hc = held.find(c.name);
+      if (hc == held.end()) return false;
+      auto ids = hc->second.find(r);
+      if (ids == hc->second.end() || ids->second.empty()) return false;
+    }
+  }
+  return true;
+}
+
 Assignment PodTracker::outcomeLocked(const TrackedPod& pod, const Progress& progress) const {
   Assignment a = pod.assignment ? *pod.assignment : Assignment{node_, {}};
   for (const auto& [container, grants] : progress.given) {
@@ -417,11 +433,9 @@ std::optional<PodOutcome> PodTracker::correction(
   std::lock_guard lock(mu_);
   auto pod = pods_.find(uid);
   if (pod == pods_.end()) return std::nullopt;
-  auto pr = progress_.find(uid);
-  // A pod whose containers are still being allocated is not corrected under its feet.
-  if (pr != progress_.end() && !pr->second.done && !pr->second.failed &&
-      (!pr->second.reserved.empty() || !pr->second.served.empty()))
-    return std::nullopt;
+  // An Allocate matched to this pod is being answered: the next pass sees its outcome.
+  if (auto pr = progress_.find(uid); pr != progress_.end() && !pr->second.reserved.empty()) return std::nullopt;
+  const bool complete = listedCompleteLocked(pod->second, held);
   std::optional<Assignment> base;
   bool recordedSuccess = false;
   if (auto w = written_.find(uid); w != written_.end()) {
@@ -480,9 +494,23 @@ std::optional<PodOutcome> PodTracker::correction(
           devices.push_back(d);
         }
       }
-      replaceDevices(fixed, container, r->second, devices);
+      if (complete) {
+        replaceDevices(fixed, container, r->second, devices);
+      } else {
+        // The kubelet is still admitting the pod: what it holds so far counts as served, so
+        // its remaining containers' Allocates are matched to it; nothing is recorded yet.
+        Progress& p = progress_[uid];
+        p.served.insert({container, resource});
+        auto& given = p.given[container];
+        std::erase_if(given, [&](const DeviceGrant& d) { return d.backend == r->second; });
+        given.insert(given.end(), devices.begin(), devices.end());
+      }
     }
   if (!any) return std::nullopt;
+  if (!complete) {
+    bumpLocked();
+    return std::nullopt;
+  }
   if (fixed == *base && recordedSuccess) return std::nullopt;
   written_[uid] = encodeAssignment(fixed);
   Progress& p = progress_[uid];

@@ -120,7 +120,10 @@ class PodTracker {
   /// (container -> resource -> ids, from PodResources), with the devices `handouts` says
   /// Allocate gave those IDs (also before an agent restart). A handout matched to another
   /// pod's container sets that one waiting again and is rematched to `uid`. nullopt when the
-  /// annotation (or what this agent last wrote) already says so, or the pod is unknown.
+  /// annotation (or what this agent last wrote) already says so, the pod is unknown, an
+  /// Allocate matched to it is in flight, or some of its containers hold nothing yet: the
+  /// kubelet is still admitting it, so what it holds counts as served (its remaining
+  /// containers are matched to it) and it is corrected once every container is listed.
   /// Takes the store's lock inside the tracker's: the store must never call back into the
   /// tracker.
   std::optional<PodOutcome> correction(
@@ -153,6 +156,11 @@ class PodTracker {
   std::vector<const TrackedPod*> waitingLocked() const;
   std::optional<Candidate> nextContainerLocked(const TrackedPod& pod, const std::string& resource) const;
   bool podCompleteLocked(const TrackedPod& pod, const Progress& progress) const;
+  /// Whether PodResources lists every container that asks for a served resource holding it
+  /// (else the kubelet, which records each container's devices as its Allocate returns, is
+  /// still admitting the pod).
+  bool listedCompleteLocked(const TrackedPod& pod,
+                            const std::map<std::string, std::map<std::string, std::vector<std::string>>>& held) const;
   std::optional<std::string> roomLocked(const std::string& uid, const std::vector<DeviceGrant>& devices) const;
   Assignment outcomeLocked(const TrackedPod& pod, const Progress& progress) const;
   void bumpLocked();

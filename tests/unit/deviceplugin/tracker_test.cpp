@@ -210,6 +210,58 @@ TEST_F(DevicePluginTracker, CorrectingTwoSwappedPodsLeavesNeitherWaitingAgain) {
   EXPECT_EQ(tracker.usageByDevice().at("d0").first, 3000u);
 }
 
+TEST_F(DevicePluginTracker, APodListedPartWayIsNotRecordedAndItsNextContainerIsMatchedToIt) {
+  tracker.upsert(pod("x", 1, {{g("d0", 0)}}));
+  tracker.upsert(pod("m", 2, {{g("d0", 1)}, {g("d0", 2)}}));
+  ASSERT_TRUE(allocate({"d0::0"}));  // m's c0, matched to x
+  // The kubelet lists m with c0 only: it is still admitting m.
+  EXPECT_FALSE(tracker.correction("uid-m", {{"c0", {{kRes, {"d0::0"}}}}}, handouts));
+  EXPECT_FALSE(tracker.recorded("uid-m"));
+  // m's c1 is matched to m and completes it with what each container really got.
+  auto c1 = tracker.claim(kRes, {"d0::2"});
+  ASSERT_TRUE(std::holds_alternative<Claim>(c1));
+  EXPECT_EQ(std::get<Claim>(c1).podName, "m");
+  EXPECT_EQ(std::get<Claim>(c1).container, "c1");
+  auto done = tracker.commit(std::get<Claim>(c1));
+  ASSERT_TRUE(done);
+  ASSERT_EQ(done->assignment.containers.size(), 2u);
+  EXPECT_EQ(done->assignment.containers[0].devices[0].slot, 0);
+  EXPECT_EQ(done->assignment.containers[1].devices[0].slot, 2);
+  // x waits again.
+  auto x = tracker.claim(kRes, {"d0::1"});
+  ASSERT_TRUE(std::holds_alternative<Claim>(x));
+  EXPECT_EQ(std::get<Claim>(x).podName, "x");
+}
+
+TEST_F(DevicePluginTracker, APodListedCompleteIsCorrectedThoughTheAgentStillWaitsForOneOfItsContainers) {
+  tracker.upsert(pod("x", 1, {{g("d0", 0)}}));
+  tracker.upsert(pod("m", 2, {{g("d0", 1)}, {g("d0", 2)}}));
+  ASSERT_TRUE(allocate({"d0::0"}));   // m's c0, matched to x
+  ASSERT_FALSE(allocate({"d0::1"}));  // m's c1, matched to m's c0
+  // The kubelet is done with m: its Allocates were all answered.
+  auto fix = tracker.correction("uid-m", {{"c0", {{kRes, {"d0::0"}}}}, {"c1", {{kRes, {"d0::1"}}}}}, handouts);
+  ASSERT_TRUE(fix);
+  ASSERT_EQ(fix->assignment.containers.size(), 2u);
+  EXPECT_EQ(fix->assignment.containers[0].devices[0].slot, 0);
+  EXPECT_EQ(fix->assignment.containers[1].devices[0].slot, 1);
+  auto x = tracker.claim(kRes, {"d0::2"});
+  ASSERT_TRUE(std::holds_alternative<Claim>(x));
+  EXPECT_EQ(std::get<Claim>(x).podName, "x");
+}
+
+TEST_F(DevicePluginTracker, AnAllocateInFlightForAPodDefersItsCorrection) {
+  tracker.upsert(pod("x", 1, {{g("d0", 0)}}));
+  tracker.upsert(pod("y", 2, {{g("d0", 1)}}));
+  ASSERT_TRUE(allocate({"d0::1"}));  // went to y
+  auto inFlight = tracker.claim(kRes, {"d0::0"});
+  ASSERT_TRUE(std::holds_alternative<Claim>(inFlight));
+  const std::map<std::string, std::map<std::string, std::vector<std::string>>> held{{"c0", {{kRes, {"d0::1"}}}}};
+  EXPECT_FALSE(tracker.correction("uid-x", held, handouts));
+  ASSERT_TRUE(handouts.create(handoutOf(std::get<Claim>(inFlight))).ok());
+  tracker.commit(std::get<Claim>(inFlight));
+  EXPECT_TRUE(tracker.correction("uid-x", held, handouts));
+}
+
 /// Two pods whose assignments differ only in memory (x: d0 slot 0 with 1000 MiB, y: d0 slot
 /// 1 with 3000 MiB). The kubelet admits y first with x's IDs, then x with y's: the agent's
 /// Allocate serves each under the other's name, so the container y really runs got x's
