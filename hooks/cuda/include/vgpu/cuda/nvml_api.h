@@ -1,0 +1,202 @@
+#pragma once
+/* vgpu's declarations of the part of NVML (libnvidia-ml.so.1) that libvgpu.so, the NVIDIA
+ * backend, the fake NVML and their tests use, written from NVIDIA's public NVML reference
+ * (API version 13) so that nothing here needs nvml.h. Usable from C and C++.
+ *
+ * Functions are declared under their exported names, versioned ones included
+ * (nvmlInit_v2, nvmlDeviceGetCount_v2, nvmlDeviceGetPciInfo_v3...). nvml.h maps the plain
+ * names onto these with macros; here nothing is renamed and code that dlopens NVML looks
+ * up exactly the name it calls. tests/unit/hooks/nvml_decl_check.cpp compares all of it
+ * with a real nvml.h wherever one is installed. */
+
+#if defined(__nvml_nvml_h__)
+#error "vgpu/cuda/nvml_api.h and the driver's nvml.h declare the same names; include only one"
+#endif
+
+#if defined(__cplusplus) && !defined(VGPU_CUDA_API_CXX_LINKAGE)
+extern "C" {
+#endif
+
+typedef struct nvmlDevice_st* nvmlDevice_t;
+typedef struct nvmlEventSet_st* nvmlEventSet_t;
+
+/* X(name, value); the _13 list is new in NVML API 13 (the cross-check skips it for 12). */
+#define VGPU_NVML_RETURNS(X)                  \
+  X(NVML_SUCCESS, 0)                          \
+  X(NVML_ERROR_UNINITIALIZED, 1)              \
+  X(NVML_ERROR_INVALID_ARGUMENT, 2)           \
+  X(NVML_ERROR_NOT_SUPPORTED, 3)              \
+  X(NVML_ERROR_NO_PERMISSION, 4)              \
+  X(NVML_ERROR_ALREADY_INITIALIZED, 5)        \
+  X(NVML_ERROR_NOT_FOUND, 6)                  \
+  X(NVML_ERROR_INSUFFICIENT_SIZE, 7)          \
+  X(NVML_ERROR_INSUFFICIENT_POWER, 8)         \
+  X(NVML_ERROR_DRIVER_NOT_LOADED, 9)          \
+  X(NVML_ERROR_TIMEOUT, 10)                   \
+  X(NVML_ERROR_IRQ_ISSUE, 11)                 \
+  X(NVML_ERROR_LIBRARY_NOT_FOUND, 12)         \
+  X(NVML_ERROR_FUNCTION_NOT_FOUND, 13)        \
+  X(NVML_ERROR_CORRUPTED_INFOROM, 14)         \
+  X(NVML_ERROR_GPU_IS_LOST, 15)               \
+  X(NVML_ERROR_RESET_REQUIRED, 16)            \
+  X(NVML_ERROR_OPERATING_SYSTEM, 17)          \
+  X(NVML_ERROR_LIB_RM_VERSION_MISMATCH, 18)   \
+  X(NVML_ERROR_IN_USE, 19)                    \
+  X(NVML_ERROR_MEMORY, 20)                    \
+  X(NVML_ERROR_NO_DATA, 21)                   \
+  X(NVML_ERROR_VGPU_ECC_NOT_SUPPORTED, 22)    \
+  X(NVML_ERROR_INSUFFICIENT_RESOURCES, 23)    \
+  X(NVML_ERROR_FREQ_NOT_SUPPORTED, 24)        \
+  X(NVML_ERROR_ARGUMENT_VERSION_MISMATCH, 25) \
+  X(NVML_ERROR_DEPRECATED, 26)                \
+  X(NVML_ERROR_NOT_READY, 27)                 \
+  X(NVML_ERROR_GPU_NOT_FOUND, 28)             \
+  X(NVML_ERROR_INVALID_STATE, 29)             \
+  X(NVML_ERROR_UNKNOWN, 999)
+#define VGPU_NVML_RETURNS_13(X) X(NVML_ERROR_RESET_TYPE_NOT_SUPPORTED, 30)
+#define VGPU_NVML_ALL_RETURNS(X) VGPU_NVML_RETURNS(X) VGPU_NVML_RETURNS_13(X)
+
+#define VGPU_NVML_ENUMERATOR_(name, value) name = value,
+typedef enum nvmlReturn_enum { VGPU_NVML_ALL_RETURNS(VGPU_NVML_ENUMERATOR_) } nvmlReturn_t;
+#undef VGPU_NVML_ENUMERATOR_
+
+/* nvmlInitWithFlags. */
+#define NVML_INIT_FLAG_NO_GPUS 1   /* succeed on a machine without GPUs */
+#define NVML_INIT_FLAG_NO_ATTACH 2 /* do not attach to the GPUs */
+
+/* Buffer sizes the string queries are documented to need. */
+#define NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80
+#define NVML_DEVICE_UUID_BUFFER_SIZE 80
+#define NVML_DEVICE_UUID_V2_BUFFER_SIZE 96
+#define NVML_DEVICE_NAME_BUFFER_SIZE 64
+#define NVML_DEVICE_NAME_V2_BUFFER_SIZE 96
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE 32
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE 16
+
+/* nvmlDeviceGetMigMode. */
+#define NVML_DEVICE_MIG_DISABLE 0x0
+#define NVML_DEVICE_MIG_ENABLE 0x1
+
+/* Event types (a 64-bit mask) for nvmlDeviceRegisterEvents. */
+#define nvmlEventTypeNone 0x0000000000000000LL
+#define nvmlEventTypeSingleBitEccError 0x0000000000000001LL
+#define nvmlEventTypeDoubleBitEccError 0x0000000000000002LL
+#define nvmlEventTypePState 0x0000000000000004LL
+#define nvmlEventTypeXidCriticalError 0x0000000000000008LL
+#define nvmlEventTypeClock 0x0000000000000010LL
+
+/* The `version` word of a versioned structure: its size, and its version in the top byte. */
+#define NVML_STRUCT_VERSION(data, ver) (unsigned int)(sizeof(nvml##data##_v##ver##_t) | ((ver) << 24U))
+
+/* nvmlDeviceGetMemoryInfo, in bytes. */
+typedef struct nvmlMemory_st {
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;
+} nvmlMemory_t;
+
+/* nvmlDeviceGetMemoryInfo_v2: the caller sets `version` to nvmlMemory_v2. */
+typedef struct nvmlMemory_v2_st {
+  unsigned int version;
+  unsigned long long total;
+  unsigned long long reserved; /* taken by the driver and firmware */
+  unsigned long long free;
+  unsigned long long used;
+} nvmlMemory_v2_t;
+#define nvmlMemory_v2 NVML_STRUCT_VERSION(Memory, 2)
+
+/* nvmlDeviceGetPciInfo_v3. */
+typedef struct nvmlPciInfo_st {
+  char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
+  unsigned int domain;
+  unsigned int bus;
+  unsigned int device;
+  unsigned int pciDeviceId;    /* device id << 16 | vendor id */
+  unsigned int pciSubSystemId;
+  char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
+} nvmlPciInfo_t;
+
+/* nvmlDeviceGetUtilizationRates: percent of the last sample period. */
+typedef struct nvmlUtilization_st {
+  unsigned int gpu;
+  unsigned int memory;
+} nvmlUtilization_t;
+
+/* nvmlDeviceGetComputeRunningProcesses_v3 (the v2 layout, which nvml.h calls the default). */
+typedef struct nvmlProcessInfo_v2_st {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+} nvmlProcessInfo_v2_t;
+typedef nvmlProcessInfo_v2_t nvmlProcessInfo_t;
+
+/* nvmlDeviceGetProcessUtilization: one sample per process. */
+typedef struct nvmlProcessUtilizationSample_st {
+  unsigned int pid;
+  unsigned long long timeStamp; /* microseconds */
+  unsigned int smUtil;
+  unsigned int memUtil;
+  unsigned int encUtil;
+  unsigned int decUtil;
+} nvmlProcessUtilizationSample_t;
+
+/* nvmlEventSetWait_v2. */
+typedef struct nvmlEventData_st {
+  nvmlDevice_t device;
+  unsigned long long eventType;
+  unsigned long long eventData; /* the Xid for nvmlEventTypeXidCriticalError */
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+} nvmlEventData_t;
+
+/* X(return type, name, parameters). */
+// clang-format off
+#define VGPU_NVML_FUNCTIONS(X)                                                                          \
+  X(nvmlReturn_t, nvmlInit_v2, (void))                                                                  \
+  X(nvmlReturn_t, nvmlInitWithFlags, (unsigned int flags))                                              \
+  X(nvmlReturn_t, nvmlShutdown, (void))                                                                 \
+  X(const char*, nvmlErrorString, (nvmlReturn_t result))                                                \
+  X(nvmlReturn_t, nvmlSystemGetDriverVersion, (char* version, unsigned int length))                     \
+  X(nvmlReturn_t, nvmlSystemGetCudaDriverVersion, (int* cudaDriverVersion))                             \
+  X(nvmlReturn_t, nvmlSystemGetCudaDriverVersion_v2, (int* cudaDriverVersion))                          \
+  X(nvmlReturn_t, nvmlDeviceGetCount_v2, (unsigned int* deviceCount))                                   \
+  X(nvmlReturn_t, nvmlDeviceGetHandleByIndex_v2, (unsigned int index, nvmlDevice_t* device))            \
+  X(nvmlReturn_t, nvmlDeviceGetHandleByUUID, (const char* uuid, nvmlDevice_t* device))                  \
+  X(nvmlReturn_t, nvmlDeviceGetHandleByPciBusId_v2, (const char* pciBusId, nvmlDevice_t* device))       \
+  X(nvmlReturn_t, nvmlDeviceGetUUID, (nvmlDevice_t device, char* uuid, unsigned int length))            \
+  X(nvmlReturn_t, nvmlDeviceGetName, (nvmlDevice_t device, char* name, unsigned int length))            \
+  X(nvmlReturn_t, nvmlDeviceGetIndex, (nvmlDevice_t device, unsigned int* index))                       \
+  X(nvmlReturn_t, nvmlDeviceGetMinorNumber, (nvmlDevice_t device, unsigned int* minorNumber))           \
+  X(nvmlReturn_t, nvmlDeviceGetPciInfo_v3, (nvmlDevice_t device, nvmlPciInfo_t* pci))                   \
+  X(nvmlReturn_t, nvmlDeviceGetCudaComputeCapability, (nvmlDevice_t device, int* major, int* minor))    \
+  X(nvmlReturn_t, nvmlDeviceGetMigMode, (nvmlDevice_t device, unsigned int* currentMode,                \
+                                         unsigned int* pendingMode))                                    \
+  X(nvmlReturn_t, nvmlDeviceGetNumaNodeId, (nvmlDevice_t device, unsigned int* node))                   \
+  X(nvmlReturn_t, nvmlDeviceGetMemoryInfo, (nvmlDevice_t device, nvmlMemory_t* memory))                 \
+  X(nvmlReturn_t, nvmlDeviceGetMemoryInfo_v2, (nvmlDevice_t device, nvmlMemory_v2_t* memory))           \
+  X(nvmlReturn_t, nvmlDeviceGetUtilizationRates, (nvmlDevice_t device, nvmlUtilization_t* utilization)) \
+  X(nvmlReturn_t, nvmlDeviceGetProcessUtilization, (nvmlDevice_t device,                                \
+                                                    nvmlProcessUtilizationSample_t* utilization,        \
+                                                    unsigned int* processSamplesCount,                  \
+                                                    unsigned long long lastSeenTimeStamp))              \
+  X(nvmlReturn_t, nvmlDeviceGetComputeRunningProcesses_v3, (nvmlDevice_t device,                        \
+                                                            unsigned int* infoCount,                    \
+                                                            nvmlProcessInfo_t* infos))                  \
+  X(nvmlReturn_t, nvmlEventSetCreate, (nvmlEventSet_t* set))                                            \
+  X(nvmlReturn_t, nvmlDeviceGetSupportedEventTypes, (nvmlDevice_t device,                               \
+                                                     unsigned long long* eventTypes))                   \
+  X(nvmlReturn_t, nvmlDeviceRegisterEvents, (nvmlDevice_t device, unsigned long long eventTypes,        \
+                                             nvmlEventSet_t set))                                       \
+  X(nvmlReturn_t, nvmlEventSetWait_v2, (nvmlEventSet_t set, nvmlEventData_t* data,                      \
+                                        unsigned int timeoutms))                                        \
+  X(nvmlReturn_t, nvmlEventSetFree, (nvmlEventSet_t set))
+// clang-format on
+
+#define VGPU_NVML_DECLARE_(ret, name, params) ret name params;
+VGPU_NVML_FUNCTIONS(VGPU_NVML_DECLARE_)
+#undef VGPU_NVML_DECLARE_
+
+#if defined(__cplusplus) && !defined(VGPU_CUDA_API_CXX_LINKAGE)
+} /* extern "C" */
+#endif
