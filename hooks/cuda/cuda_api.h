@@ -1,15 +1,12 @@
 #pragma once
-// What every translation unit of libvgpu.so sees: cuda.h with every ABI variant declared
-// (the driver's own view, __CUDA_API_VERSION_INTERNAL), the NVML subset, the hook list,
-// the table of real functions and the exported wrappers.
+// What every translation unit of libvgpu.so sees: vgpu's declarations of the driver API
+// (every ABI variant under its own name) and of NVML, the hook list, the table of real
+// functions and the exported wrappers.
 
-#ifndef __CUDA_API_VERSION_INTERNAL
-#define __CUDA_API_VERSION_INTERNAL 1
-#endif
-#include <cuda.h>
+#include "vgpu/cuda/driver_api.h"
+#include "vgpu/cuda/nvml_api.h"
 
 #include "hook_list.h"
-#include "nvml_subset.h"
 
 #define VGPU_EXPORT __attribute__((visibility("default")))
 

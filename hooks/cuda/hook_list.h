@@ -3,9 +3,9 @@
 // exported-symbol test; nothing else names the set.
 //
 // X(name, params): `name` is the exact exported symbol (a versioned or _ptsz name is a
-// distinct ABI and gets its own entry), `params` its parameter list as in cuda.h with
-// __CUDA_API_VERSION_INTERNAL defined. No #include here: the version script is made by
-// running the preprocessor over this file alone.
+// distinct ABI and gets its own entry), `params` its parameter list as vgpu/cuda/driver_api.h
+// declares it (a mismatch fails to compile). No #include here: the version script is made
+// by running the preprocessor over this file alone.
 
 // clang-format off
 #define VGPU_CUDA_HOOKS(X)                                                                  \

@@ -6,7 +6,6 @@
 //   CUDA_DEVICE_SM_LIMIT=50 vgpu_limiter_bench  launches go through the throttle
 
 #include <benchmark/benchmark.h>
-#include <cuda.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +13,8 @@
 
 #include <cstdint>
 #include <string>
+
+#include "vgpu/cuda/driver_api.h"
 
 namespace {
 

@@ -8,22 +8,15 @@
 // CUresult of cuMemAlloc(bytes) and of cuMemAlloc(1) after it), then "holding". It keeps
 // the memory until stdin closes, so the test can read the usage from outside, then frees
 // everything and exits 0. Exit 3: the driver could not be set up (reason on stderr).
-#include <cuda.h>
 #include <dlfcn.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 
-namespace {
+#include "vgpu/cuda/driver_api.h"
 
-using InitFn = CUresult (*)(unsigned);
-using DeviceGetFn = CUresult (*)(CUdevice*, int);
-using CtxCreateFn = CUresult (*)(CUcontext*, unsigned, CUdevice);
-using CtxDestroyFn = CUresult (*)(CUcontext);
-using MemGetInfoFn = CUresult (*)(size_t*, size_t*);
-using MemAllocFn = CUresult (*)(CUdeviceptr*, size_t);
-using MemFreeFn = CUresult (*)(CUdeviceptr);
+namespace {
 
 template <class Fn>
 Fn lookup(void* lib, const char* name) {
@@ -48,13 +41,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cuda_app: %s\n", dlerror());
     return 3;
   }
-  auto cuInit = lookup<InitFn>(lib, "cuInit");
-  auto cuDeviceGet = lookup<DeviceGetFn>(lib, "cuDeviceGet");
-  auto cuCtxCreate = lookup<CtxCreateFn>(lib, "cuCtxCreate_v2");
-  auto cuCtxDestroy = lookup<CtxDestroyFn>(lib, "cuCtxDestroy_v2");
-  auto cuMemGetInfo = lookup<MemGetInfoFn>(lib, "cuMemGetInfo_v2");
-  auto cuMemAlloc = lookup<MemAllocFn>(lib, "cuMemAlloc_v2");
-  auto cuMemFree = lookup<MemFreeFn>(lib, "cuMemFree_v2");
+  auto cuInit = lookup<decltype(&::cuInit)>(lib, "cuInit");
+  auto cuDeviceGet = lookup<decltype(&::cuDeviceGet)>(lib, "cuDeviceGet");
+  auto cuCtxCreate = lookup<decltype(&::cuCtxCreate_v2)>(lib, "cuCtxCreate_v2");
+  auto cuCtxDestroy = lookup<decltype(&::cuCtxDestroy_v2)>(lib, "cuCtxDestroy_v2");
+  auto cuMemGetInfo = lookup<decltype(&::cuMemGetInfo_v2)>(lib, "cuMemGetInfo_v2");
+  auto cuMemAlloc = lookup<decltype(&::cuMemAlloc_v2)>(lib, "cuMemAlloc_v2");
+  auto cuMemFree = lookup<decltype(&::cuMemFree_v2)>(lib, "cuMemFree_v2");
 
   CUdevice device = 0;
   CUcontext context = nullptr;

@@ -8,9 +8,8 @@
 #include <map>
 #include <string>
 
-#include <cuda.h>
-
-#include "nvml_subset.h"
+#include "vgpu/cuda/driver_api.h"
+#include "vgpu/cuda/nvml_api.h"
 
 namespace vgpu::fakegpu::test {
 
@@ -47,7 +46,7 @@ class TempDir {
 /// dlopen by soname; aborts the child with a message if the fake is not on LD_LIBRARY_PATH.
 void* openLib(const char* soname);
 
-/// Looks a symbol up in a library handle, typed as the function `F` declared by cuda.h.
+/// Looks a symbol up in a library handle, typed as the function `F` declared by driver_api.h.
 template <typename F>
 F* sym(void* lib, const char* name) {
   return reinterpret_cast<F*>(dlsym(lib, name));
@@ -63,7 +62,7 @@ F* sym(void* lib, const char* name) {
     }                                                                              \
   } while (0)
 
-// Resolves `name` from the fake libcuda into a local of the same name (types from cuda.h).
+// Resolves `name` from the fake libcuda into a local of the same name (types from driver_api.h).
 #define CU_FN(lib, name) auto* name = ::vgpu::fakegpu::test::sym<decltype(::name)>(lib, #name); \
   CHILD_CHECK(name != nullptr)
 #define NVML_FN(lib, name) CU_FN(lib, name)

@@ -1,12 +1,12 @@
 // Device queries and the exported symbol set of the fake libcuda.so.1.
 
-#include <fstream>
-#include <regex>
 #include <set>
+#include <string>
 
 #include <gtest/gtest.h>
 
 #include "child.h"
+#include "vgpu/cuda/per_thread_twins.h"
 
 namespace vgpu::fakegpu {
 namespace {
@@ -65,17 +65,13 @@ TEST(FakeGpuDevice, QueriesFollowTheConfig) {
   EXPECT_EQ(r.exitCode, 0) << r.stderrText;
 }
 
-// Wherever cuda.h declares a per-thread-default-stream variant (_ptsz/_ptds) of a function the
-// fake exports, the fake exports that variant too: read from cuda.h, not from a second list.
+// Wherever the driver API has a per-thread-default-stream twin (_ptsz/_ptds) of a function the
+// fake exports, the fake exports that twin too (the pairs: vgpu/cuda/per_thread_twins.h).
 TEST(FakeGpuDevice, ExportsEveryPerThreadVariantOfWhatItImplements) {
-  std::ifstream header(VGPU_CUDA_H);
-  ASSERT_TRUE(header) << VGPU_CUDA_H;
-  std::regex macro(R"(#define\s+\w+\s+__CUDA_API_PT(SZ|DS)\((\w+)\))");
   std::set<std::pair<std::string, std::string>> variants;
-  for (std::string line; std::getline(header, line);) {
-    std::smatch m;
-    if (std::regex_search(line, m, macro)) variants.insert({m[2], m[2].str() + (m[1] == "SZ" ? "_ptsz" : "_ptds")});
-  }
+#define VGPU_ADD_TWIN(base, twin) variants.insert({#base, #twin});
+  VGPU_CU_PER_THREAD_TWINS(VGPU_ADD_TWIN)
+#undef VGPU_ADD_TWIN
   ASSERT_GT(variants.size(), 40u);
   auto r = runChild({}, [&variants] {
     void* cuda = test::openLib("libcuda.so.1");

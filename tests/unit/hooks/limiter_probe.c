@@ -7,7 +7,6 @@
  *   0 ok, 1 check failed, 2 out of memory where the scenario allows it, 3 setup failed. */
 
 #define _GNU_SOURCE
-#include <cuda.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -21,6 +20,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "vgpu/cuda/driver_api.h"
+#include "vgpu/cuda/nvml_api.h"
 
 #define MIB (1024ull * 1024ull)
 
@@ -78,17 +80,10 @@ FN(cuLaunchKernel)
 FN(cuGetProcAddress_v2)
 FN(cuGetErrorName)
 
-typedef struct {
-  unsigned long long total, free, used;
-} NvmlMemory;
-typedef struct {
-  unsigned int version;
-  unsigned long long total, reserved, free, used;
-} NvmlMemoryV2;
-static int (*p_nvmlInit_v2)(void);
-static int (*p_nvmlDeviceGetHandleByIndex_v2)(unsigned int, void**);
-static int (*p_nvmlDeviceGetMemoryInfo)(void*, NvmlMemory*);
-static int (*p_nvmlDeviceGetMemoryInfo_v2)(void*, NvmlMemoryV2*);
+FN(nvmlInit_v2)
+FN(nvmlDeviceGetHandleByIndex_v2)
+FN(nvmlDeviceGetMemoryInfo)
+FN(nvmlDeviceGetMemoryInfo_v2)
 
 static int fail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 static int fail(const char* fmt, ...) {
@@ -139,10 +134,11 @@ static int loadCuda(void) {
 static int loadNvml(void) {
   g_nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_GLOBAL);
   if (!g_nvml) return 3;
-  p_nvmlInit_v2 = (int (*)(void))dlsym(g_nvml, "nvmlInit_v2");
-  p_nvmlDeviceGetHandleByIndex_v2 = (int (*)(unsigned int, void**))dlsym(g_nvml, "nvmlDeviceGetHandleByIndex_v2");
-  p_nvmlDeviceGetMemoryInfo = (int (*)(void*, NvmlMemory*))dlsym(g_nvml, "nvmlDeviceGetMemoryInfo");
-  p_nvmlDeviceGetMemoryInfo_v2 = (int (*)(void*, NvmlMemoryV2*))dlsym(g_nvml, "nvmlDeviceGetMemoryInfo_v2");
+  p_nvmlInit_v2 = (__typeof__(p_nvmlInit_v2))dlsym(g_nvml, "nvmlInit_v2");
+  p_nvmlDeviceGetHandleByIndex_v2 =
+      (__typeof__(p_nvmlDeviceGetHandleByIndex_v2))dlsym(g_nvml, "nvmlDeviceGetHandleByIndex_v2");
+  p_nvmlDeviceGetMemoryInfo = (__typeof__(p_nvmlDeviceGetMemoryInfo))dlsym(g_nvml, "nvmlDeviceGetMemoryInfo");
+  p_nvmlDeviceGetMemoryInfo_v2 = (__typeof__(p_nvmlDeviceGetMemoryInfo_v2))dlsym(g_nvml, "nvmlDeviceGetMemoryInfo_v2");
   return p_nvmlInit_v2 && p_nvmlDeviceGetHandleByIndex_v2 && p_nvmlDeviceGetMemoryInfo ? 0 : 3;
 }
 
@@ -479,17 +475,17 @@ static int scenarioNvml(size_t bytes) {
   if (rc) return rc;
   CUdeviceptr p;
   if (bytes && p_cuMemAlloc_v2(&p, bytes) != CUDA_SUCCESS) return fail("nvml: alloc failed");
-  if (loadNvml() != 0 || p_nvmlInit_v2() != 0) return fail("nvml: cannot initialise NVML");
-  void* dev = NULL;
-  NvmlMemory m;
-  NvmlMemoryV2 m2;
+  if (loadNvml() != 0 || p_nvmlInit_v2() != NVML_SUCCESS) return fail("nvml: cannot initialise NVML");
+  nvmlDevice_t dev = NULL;
+  nvmlMemory_t m;
+  nvmlMemory_v2_t m2;
   memset(&m2, 0, sizeof m2);
-  m2.version = (unsigned)(sizeof(NvmlMemoryV2) | (2u << 24));
-  if (p_nvmlDeviceGetHandleByIndex_v2(0, &dev) != 0 || p_nvmlDeviceGetMemoryInfo(dev, &m) != 0) {
+  m2.version = nvmlMemory_v2;
+  if (p_nvmlDeviceGetHandleByIndex_v2(0, &dev) != NVML_SUCCESS || p_nvmlDeviceGetMemoryInfo(dev, &m) != NVML_SUCCESS) {
     return fail("nvml: memory info failed");
   }
   printf("total=%llu\nfree=%llu\nused=%llu\n", m.total, m.free, m.used);
-  if (p_nvmlDeviceGetMemoryInfo_v2 && p_nvmlDeviceGetMemoryInfo_v2(dev, &m2) == 0) {
+  if (p_nvmlDeviceGetMemoryInfo_v2 && p_nvmlDeviceGetMemoryInfo_v2(dev, &m2) == NVML_SUCCESS) {
     printf("v2_total=%llu\nv2_free=%llu\nv2_used=%llu\n", m2.total, m2.free, m2.used);
   }
   return 0;

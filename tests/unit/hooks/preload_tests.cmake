@@ -4,8 +4,7 @@
 
 # The probe is C and links only libc/libdl, like an application that dlopens the driver.
 add_executable(vgpu_limiter_probe limiter_probe.c)
-target_include_directories(vgpu_limiter_probe PRIVATE ${VGPU_CUDA_INCLUDE_DIR})
-target_link_libraries(vgpu_limiter_probe PRIVATE ${CMAKE_DL_LIBS})
+target_link_libraries(vgpu_limiter_probe PRIVATE vgpu_cuda_api ${CMAKE_DL_LIBS})
 set_target_properties(vgpu_limiter_probe PROPERTIES C_STANDARD 11 C_EXTENSIONS ON)
 # Not vgpu_warnings: ISO C (-Wpedantic) forbids casting dlsym's void* to a function pointer,
 # which is exactly what an application that dlopens libcuda does.

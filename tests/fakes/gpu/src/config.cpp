@@ -2,10 +2,8 @@
 
 #include "config.h"
 
-#define __CUDA_API_VERSION_INTERNAL 1
-#include <cuda.h>
-
-#include "../nvml_subset.h"
+#include "vgpu/cuda/driver_api.h"
+#include "vgpu/cuda/nvml_api.h"
 
 #include <cctype>
 #include <cerrno>

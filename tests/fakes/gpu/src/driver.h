@@ -2,8 +2,7 @@
 // Internal state of the fake libcuda.so.1: objects behind the CUDA handles and the process-wide
 // driver. Only the fake's own sources include this.
 
-#define __CUDA_API_VERSION_INTERNAL 1  // cuda.h then declares every versioned symbol by its own name
-#include <cuda.h>
+#include "vgpu/cuda/driver_api.h"  // every versioned symbol under its own name
 
 #include <cstdint>
 #include <map>

@@ -1,10 +1,10 @@
-// Fake libnvidia-ml.so.1: the NVML subset in ../nvml_subset.h over the simulated machine.
+// Fake libnvidia-ml.so.1: the NVML subset of vgpu/cuda/nvml_api.h over the simulated machine.
 //
 // Memory, utilization and the process list come from the shared physical state that the fake
 // libcuda.so.1 writes, so NVML sees what every process holds on a device. Faults come from the
 // config: a failing init, a device whose queries fail, Xid events for event sets.
 
-#include "../nvml_subset.h"
+#include "vgpu/cuda/nvml_api.h"
 
 #include <strings.h>
 #include <time.h>
@@ -48,6 +48,8 @@ constexpr uint64_t kUtilWindowNs = 1000000000ull;  // NVML's utilization sample 
 constexpr unsigned long long kSupportedEvents =
     nvmlEventTypeXidCriticalError | nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError;
 constexpr unsigned kNoInstance = 0xFFFFFFFFu;
+// nvmlInitWithFlags accepts bit 2 too, as this fake always did; no nvml.h names it (12.6, 13.0).
+constexpr unsigned kInitFlagBit2 = 4;
 
 struct NamedCode {
   nvmlReturn_t code;
@@ -139,7 +141,7 @@ extern "C" {
 nvmlReturn_t nvmlInit_v2(void) { return init(0); }
 
 nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
-  unsigned known = NVML_INIT_FLAG_NO_GPUS | NVML_INIT_FLAG_NO_ATTACH | NVML_INIT_FLAG_FORCE_INIT;
+  unsigned known = NVML_INIT_FLAG_NO_GPUS | NVML_INIT_FLAG_NO_ATTACH | kInitFlagBit2;
   if ((flags & ~known) != 0) return NVML_ERROR_INVALID_ARGUMENT;
   return init(flags);
 }
