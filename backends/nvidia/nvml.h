@@ -1,87 +1,67 @@
 #pragma once
-// The part of NVML this backend calls, declared here from the documented ABI (nvml.h is not
-// installed on build machines, and the library is opened with dlopen, never linked), and a
-// long-lived session on libnvidia-ml.so.1.
+// The part of NVML this backend calls, and a long-lived session on libnvidia-ml.so.1. The
+// types and values come from vgpu/cuda/nvml_api.h (the project's one declaration of NVML;
+// no nvml.h is needed); the library is opened with dlopen, never linked.
 
-#include <cstdint>
 #include <memory>
 #include <string>
 
+#include "vgpu/cuda/nvml_api.h"
 #include "vgpu/result.h"
 
 namespace vgpu::nvidia {
 
+/// Short names for the NVML types and values the backend uses.
 namespace nvml {
 
-using Return = int;  // nvmlReturn_t
-using Device = struct nvmlDevice_st*;
-using EventSet = struct nvmlEventSet_st*;
+using Return = nvmlReturn_t;
+using Device = nvmlDevice_t;
+using EventSet = nvmlEventSet_t;
+using Memory = nvmlMemory_t;
+using PciInfo = nvmlPciInfo_t;
+using EventData = nvmlEventData_t;
 
-inline constexpr Return kSuccess = 0;
-inline constexpr Return kErrorNotSupported = 3;
-inline constexpr Return kErrorInsufficientSize = 7;
-inline constexpr Return kErrorTimeout = 10;
+inline constexpr Return kSuccess = NVML_SUCCESS;
+inline constexpr Return kErrorNotSupported = NVML_ERROR_NOT_SUPPORTED;
+inline constexpr Return kErrorInsufficientSize = NVML_ERROR_INSUFFICIENT_SIZE;
+inline constexpr Return kErrorTimeout = NVML_ERROR_TIMEOUT;
 
-inline constexpr unsigned kMigDisable = 0;
-inline constexpr unsigned kMigEnable = 1;
-inline constexpr unsigned kUuidBufferSize = 96;
-inline constexpr unsigned kNameBufferSize = 96;
-inline constexpr unsigned kDriverVersionBufferSize = 80;
+inline constexpr unsigned kMigDisable = NVML_DEVICE_MIG_DISABLE;
+inline constexpr unsigned kMigEnable = NVML_DEVICE_MIG_ENABLE;
+inline constexpr unsigned kUuidBufferSize = NVML_DEVICE_UUID_V2_BUFFER_SIZE;
+inline constexpr unsigned kNameBufferSize = NVML_DEVICE_NAME_V2_BUFFER_SIZE;
+inline constexpr unsigned kDriverVersionBufferSize = NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE;
 
-inline constexpr unsigned long long kEventSingleBitEcc = 0x1ULL;
-inline constexpr unsigned long long kEventDoubleBitEcc = 0x2ULL;
-inline constexpr unsigned long long kEventXidCritical = 0x8ULL;
-
-struct Memory {
-  unsigned long long total;
-  unsigned long long free;
-  unsigned long long used;
-};
-
-struct PciInfo {
-  char busIdLegacy[16];
-  unsigned domain;
-  unsigned bus;
-  unsigned device;
-  unsigned pciDeviceId;
-  unsigned pciSubSystemId;
-  char busId[32];
-};
-
-struct EventData {
-  Device device;
-  unsigned long long eventType;
-  unsigned long long eventData;
-  unsigned gpuInstanceId;
-  unsigned computeInstanceId;
-};
+inline constexpr unsigned long long kEventSingleBitEcc = nvmlEventTypeSingleBitEccError;
+inline constexpr unsigned long long kEventDoubleBitEcc = nvmlEventTypeDoubleBitEccError;
+inline constexpr unsigned long long kEventXidCritical = nvmlEventTypeXidCriticalError;
 
 }  // namespace nvml
 
 /// Function pointers resolved from libnvidia-ml.so.1, by their versioned symbol names.
 /// The optional ones are null when the driver does not have them.
 struct NvmlFunctions {
-  nvml::Return (*init)() = nullptr;  // nvmlInit_v2
-  nvml::Return (*shutdown)() = nullptr;
-  const char* (*errorString)(nvml::Return) = nullptr;
-  nvml::Return (*systemGetDriverVersion)(char*, unsigned) = nullptr;
-  nvml::Return (*deviceGetCount)(unsigned*) = nullptr;                  // _v2
-  nvml::Return (*deviceGetHandleByIndex)(unsigned, nvml::Device*) = nullptr;  // _v2
-  nvml::Return (*deviceGetUUID)(nvml::Device, char*, unsigned) = nullptr;
-  nvml::Return (*deviceGetName)(nvml::Device, char*, unsigned) = nullptr;
-  nvml::Return (*deviceGetIndex)(nvml::Device, unsigned*) = nullptr;
-  nvml::Return (*deviceGetMinorNumber)(nvml::Device, unsigned*) = nullptr;
-  nvml::Return (*deviceGetMemoryInfo)(nvml::Device, nvml::Memory*) = nullptr;
-  nvml::Return (*deviceGetPciInfo)(nvml::Device, nvml::PciInfo*) = nullptr;  // _v3
+  decltype(&::nvmlInit_v2) init = nullptr;
+  decltype(&::nvmlShutdown) shutdown = nullptr;
+  decltype(&::nvmlErrorString) errorString = nullptr;
+  decltype(&::nvmlSystemGetDriverVersion) systemGetDriverVersion = nullptr;
+  decltype(&::nvmlDeviceGetCount_v2) deviceGetCount = nullptr;
+  decltype(&::nvmlDeviceGetHandleByIndex_v2) deviceGetHandleByIndex = nullptr;
+  decltype(&::nvmlDeviceGetUUID) deviceGetUUID = nullptr;
+  decltype(&::nvmlDeviceGetName) deviceGetName = nullptr;
+  decltype(&::nvmlDeviceGetIndex) deviceGetIndex = nullptr;
+  decltype(&::nvmlDeviceGetMinorNumber) deviceGetMinorNumber = nullptr;
+  decltype(&::nvmlDeviceGetMemoryInfo) deviceGetMemoryInfo = nullptr;
+  decltype(&::nvmlDeviceGetPciInfo_v3) deviceGetPciInfo = nullptr;
   // Optional:
-  nvml::Return (*deviceGetCudaComputeCapability)(nvml::Device, int*, int*) = nullptr;
-  nvml::Return (*deviceGetMigMode)(nvml::Device, unsigned*, unsigned*) = nullptr;
-  nvml::Return (*deviceGetNumaNodeId)(nvml::Device, unsigned*) = nullptr;
-  nvml::Return (*eventSetCreate)(nvml::EventSet*) = nullptr;
-  nvml::Return (*deviceGetSupportedEventTypes)(nvml::Device, unsigned long long*) = nullptr;
-  nvml::Return (*deviceRegisterEvents)(nvml::Device, unsigned long long, nvml::EventSet) = nullptr;
-  nvml::Return (*eventSetWait)(nvml::EventSet, nvml::EventData*, unsigned) = nullptr;  // _v2
-  nvml::Return (*eventSetFree)(nvml::EventSet) = nullptr;
+  decltype(&::nvmlDeviceGetCudaComputeCapability) deviceGetCudaComputeCapability = nullptr;
+  decltype(&::nvmlDeviceGetMigMode) deviceGetMigMode = nullptr;
+  decltype(&::nvmlDeviceGetNumaNodeId) deviceGetNumaNodeId = nullptr;
+  decltype(&::nvmlEventSetCreate) eventSetCreate = nullptr;
+  decltype(&::nvmlDeviceGetSupportedEventTypes) deviceGetSupportedEventTypes = nullptr;
+  decltype(&::nvmlDeviceRegisterEvents) deviceRegisterEvents = nullptr;
+  decltype(&::nvmlEventSetWait_v2) eventSetWait = nullptr;
+  decltype(&::nvmlEventSetFree) eventSetFree = nullptr;
   /// r615+: the driver's own memory cap (only probed, never called by this backend).
   void* deviceSetMemoryLimits = nullptr;  // nvmlDeviceSetMemoryLimits_v1
 };
