@@ -4,7 +4,7 @@
  * built with per-thread default streams (nvcc --default-stream per-thread) calls the twin,
  * and so does cuGetProcAddress given CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM.
  *
- * The list is every pair cuda.h 12.6 to 13.0 routes through its per-thread renaming, so
+ * The list is every pair cuda.h 12.6, 12.9 or 13.0 routes through its per-thread renaming, so
  * that a test can ask "the fake exports f: does it export f's twin too?" without a
  * toolkit. Names only: most of these functions are not declared in driver_api.h. The
  * cross-check (tests/unit/hooks/cuda_decl_check.cpp) fails when a real cuda.h names a pair
@@ -40,6 +40,7 @@
   X(cuMemcpy2DUnaligned_v2, cuMemcpy2DUnaligned_v2_ptds) \
   X(cuMemcpy2D_v2, cuMemcpy2D_v2_ptds) \
   X(cuMemcpy3DAsync_v2, cuMemcpy3DAsync_v2_ptsz) \
+  X(cuMemcpy3DBatchAsync, cuMemcpy3DBatchAsync_ptsz) \
   X(cuMemcpy3DBatchAsync_v2, cuMemcpy3DBatchAsync_v2_ptsz) \
   X(cuMemcpy3DPeer, cuMemcpy3DPeer_ptds) \
   X(cuMemcpy3DPeerAsync, cuMemcpy3DPeerAsync_ptsz) \
@@ -49,6 +50,7 @@
   X(cuMemcpyAtoD_v2, cuMemcpyAtoD_v2_ptds) \
   X(cuMemcpyAtoHAsync_v2, cuMemcpyAtoHAsync_v2_ptsz) \
   X(cuMemcpyAtoH_v2, cuMemcpyAtoH_v2_ptds) \
+  X(cuMemcpyBatchAsync, cuMemcpyBatchAsync_ptsz) \
   X(cuMemcpyBatchAsync_v2, cuMemcpyBatchAsync_v2_ptsz) \
   X(cuMemcpyDtoA_v2, cuMemcpyDtoA_v2_ptds) \
   X(cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2_ptsz) \
