@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -30,6 +31,13 @@ constexpr NamedCode kNvmlNames[] = {
 #include "nvml_return_names.inc"
 };
 #undef X
+
+// The tables name every code driver_api.h / nvml_api.h declare: each name compiles only if
+// declared, and the counts match.
+#define VGPU_COUNT(name, value) +1
+static_assert(std::size(kCuNames) == 0 VGPU_CU_ALL_RESULTS(VGPU_COUNT), "cu_result_names.inc misses a CUresult");
+static_assert(std::size(kNvmlNames) == 0 VGPU_NVML_ALL_RETURNS(VGPU_COUNT), "nvml_return_names.inc misses a code");
+#undef VGPU_COUNT
 
 int codeFromName(const std::string& s, const NamedCode* table, size_t n, const std::string& prefix,
                  const std::string& errPrefix) {
