@@ -1,5 +1,6 @@
 #include "webhook.h"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 
@@ -25,6 +26,7 @@ struct Outcome {
   std::string reason;
   std::string message;
   json::array patch;
+  std::vector<std::string> warnings;  ///< AdmissionResponse.warnings: shown to the client, never blocking
 };
 
 Outcome deny(int code, std::string reason, std::string message) {
@@ -39,6 +41,40 @@ Outcome deny(int code, std::string reason, std::string message) {
 const json::object* objectAt(const json::object& o, std::string_view key) {
   const json::value* v = o.if_contains(key);
   return v && v->is_object() ? &v->get_object() : nullptr;
+}
+
+/// Whether node agents register `resource` with the kubelet (a device count), rather than
+/// it existing only in vgpu-scheduler's accounting (memory, cores, ...).
+bool advertised(const Backend& backend, std::string_view resource) {
+  for (const auto& r : backend.allocator().resources())
+    if (r.name == resource) return r.advertised;
+  return false;
+}
+
+/// Kubelets before 1.31 drop extended resources missing from the node's allocatable from
+/// app containers only, not from init containers (kubernetes/kubernetes#124255, fixed in
+/// 1.31 by #124273): an init container naming a resource no node advertises fails
+/// admission there with OutOf<resource>. Empty when `c` names none.
+std::string initContainerWarning(const BackendSet& backends, const ContainerResources& c) {
+  std::vector<std::string> missing, counts;
+  for (const auto& [name, value] : c.limits) {
+    const Backend* b = backends.ownerOf(name);
+    if (!b || advertised(*b, name)) continue;
+    missing.push_back(name);
+    for (const auto& r : b->allocator().resources())
+      if (r.advertised && std::find(counts.begin(), counts.end(), r.name) == counts.end()) counts.push_back(r.name);
+  }
+  if (missing.empty()) return {};
+  auto join = [](const std::vector<std::string>& v, std::string_view last) {
+    std::string out;
+    for (size_t i = 0; i < v.size(); ++i) out += (i == 0 ? "" : i + 1 == v.size() ? std::string(last) : ", ") + v[i];
+    return out;
+  };
+  std::string w = "vgpu: init container \"" + c.name + "\" asks for " + join(missing, " and ") +
+                  ", which no node advertises; kubelets older than 1.31 reject such a pod (OutOf" + missing.front() +
+                  ", kubernetes issue 124255): run kubelet 1.31 or newer";
+  if (!counts.empty()) w += ", or ask for " + join(counts, " or ") + " alone in init containers";
+  return w;
 }
 
 }  // namespace
@@ -162,7 +198,9 @@ http::Response Webhook::review(const http::Request& request) {
         if (!defaults.ok())
           return deny(400, "BadRequest", defaults.error().message);
         for (const auto& [name, value] : *defaults)
-          if (!c.limits.contains(name)) added[name] = value;
+          // Only a statement of what the scheduler assumes anyway; on an init container a
+          // resource no node advertises would make kubelets before 1.31 reject the pod.
+          if (!c.limits.contains(name) && (!c.init || advertised(*b, name))) added[name] = value;
       }
       if (added.empty()) continue;
       const json::object* resources = cj ? objectAt(*cj, "resources") : nullptr;
@@ -189,11 +227,22 @@ http::Response Webhook::review(const http::Request& request) {
     if (!request.ok()) return deny(400, "BadRequest", request.error().message);
     if (schedulerName != schedulerName_)
       ok.patch.push_back(json::object{{"op", "add"}, {"path", "/spec/schedulerName"}, {"value", schedulerName_}});
+    for (const auto& c : containers)
+      if (c.init)
+        if (std::string w = initContainerWarning(backends_, c); !w.empty()) ok.warnings.push_back(std::move(w));
     return ok;
   };
 
   Outcome outcome = decide();
   json::object response{{"uid", uid}, {"allowed", outcome.allowed}};
+  if (!outcome.warnings.empty()) {
+    json::array warnings;
+    for (const auto& w : outcome.warnings) {
+      warnings.emplace_back(w);
+      spdlog::info("webhook: warned {}: {}", uid, w);
+    }
+    response["warnings"] = std::move(warnings);
+  }
   if (!outcome.allowed) {
     response["status"] = json::object{{"metadata", json::object()}, {"status", "Failure"},
                                       {"message", outcome.message}, {"reason", outcome.reason}, {"code", outcome.code}};

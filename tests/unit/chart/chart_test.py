@@ -20,7 +20,8 @@ One check per run, named on the command line (ctest registers each as Chart.<che
                             Grafana dashboard queries only those (promtool parses every query)
   Render                    the chart rendered as `helm template` does (render/main.go) for several
                             sets of values: every document YAML, the ConfigMap's device config
-                            parsed by vgpu, the extender, webhook, TLS and mounts as intended
+                            parsed by vgpu, the extender, webhook, TLS and mounts as intended,
+                            each daemon's ClusterRole exactly the calls its code makes
 
 The device-config rendering below mirrors the "vgpu.deviceConfig" template in
 templates/_helpers.tpl (file, then values laid over it key by key).
@@ -478,6 +479,20 @@ RENDER_VARIANTS = [
 ]
 
 
+# (apiGroup, resource, verb) each daemon's apiserver calls need, no more, no less; a new call
+# in the code changes this table and the chart's ClusterRole together. vgpu-scheduler: node
+# and pod informers (list, watch), a pod read when the cache lags at bind (get), the Binding
+# (which carries the assignment annotations), Events. vgpu-device-plugin: the informer on
+# its node's pods, the pod and Node annotation patches, Events.
+DAEMON_RBAC = {
+    "vgpu-scheduler-extender": {("", "nodes", "list"), ("", "nodes", "watch"), ("", "pods", "get"),
+                                ("", "pods", "list"), ("", "pods", "watch"), ("", "pods/binding", "create"),
+                                ("", "events", "create")},
+    "vgpu-device-plugin": {("", "pods", "list"), ("", "pods", "watch"), ("", "pods", "patch"),
+                           ("", "nodes", "patch"), ("", "events", "create")},
+}
+
+
 def merged_values(chart, overlay):
     values = load_yaml(os.path.join(chart, "values.yaml"))
 
@@ -649,6 +664,18 @@ def check_rendered(args, description, kube, values, docs):
             for rule in docs[(kind, name)].get("rules", []):
                 if "*" in rule.get("verbs", []) or "*" in rule.get("resources", []):
                     fail("%s: %s %s grants a wildcard" % (description, kind, name))
+    for name, want in DAEMON_RBAC.items():
+        have = set()
+        for rule in need("ClusterRole", name).get("rules", []):
+            if rule.get("resourceNames"):
+                fail("%s: ClusterRole %s narrows a rule to resourceNames, which the daemon's calls do not" % (description, name))
+            for group in rule.get("apiGroups", []):
+                for resource in rule.get("resources", []):
+                    for verb in rule.get("verbs", []):
+                        have.add((group, resource, verb))
+        if have != want:
+            fail("%s: ClusterRole %s grants %s more and %s less than the daemon's calls" % (
+                description, name, sorted(have - want), sorted(want - have)))
 
 
 # ---------------------------------------------------------------------------------------

@@ -136,6 +136,65 @@ TEST_F(WebhookFixture, SchedulerWebhookRefusesWhatCannotWorkWithAClearMessage) {
   EXPECT_EQ(metrics.webhookReviews.value({"denied"}), 4);
 }
 
+TEST_F(WebhookFixture, SchedulerWebhookWarnsWhenInitContainersAskForWhatOldKubeletsReject) {
+  // Kubelets before 1.31 strip resources the node does not advertise from app containers
+  // only (kubernetes issue 124255): the pod is allowed, with a warning that says so.
+  ContainerSpecForTest prep{"prep", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}}};
+  prep.init = true;
+  ContainerSpecForTest main{"main", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "2000"}}};
+  auto response = review(podJson("", "x", {prep, main}, ""));
+  EXPECT_EQ(response.at("allowed"), true);
+  EXPECT_FALSE(response.contains("status"));
+  ASSERT_TRUE(response.contains("warnings")) << response;
+  const auto& warnings = response.at("warnings").as_array();
+  ASSERT_EQ(warnings.size(), 1u) << warnings;
+  const std::string w(warnings[0].as_string());
+  for (const char* part : {"init container \"prep\"", "nvidia.com/gpumem", "older than 1.31", "124255",
+                           "OutOfnvidia.com/gpumem", "nvidia.com/gpu alone"})
+    EXPECT_NE(w.find(part), std::string::npos) << part << " missing from: " << w;
+  EXPECT_EQ(w.find("\"main\""), std::string::npos) << w;
+
+  // The same when only the init container asks; each init container is named.
+  ContainerSpecForTest warm{"warm", {{"nvidia.com/gpucores", "20"}}};
+  warm.init = true;
+  auto alone = review(podJson("", "y", {prep, warm, {"main", {{"cpu", "1"}}}}, ""));
+  EXPECT_EQ(alone.at("allowed"), true);
+  ASSERT_TRUE(alone.contains("warnings")) << alone;
+  ASSERT_EQ(alone.at("warnings").as_array().size(), 2u);
+  EXPECT_NE(std::string(alone.at("warnings").as_array()[1].as_string()).find("\"warm\" asks for nvidia.com/gpucores"),
+            std::string::npos)
+      << alone.at("warnings");
+}
+
+TEST_F(WebhookFixture, SchedulerWebhookGivesInitContainersOnlyTheDeviceCountDefault) {
+  // A bare count means a whole device either way; writing cores 100 into an init container
+  // would itself make kubelets before 1.31 reject the pod, so only app containers get it.
+  ContainerSpecForTest prep{"prep", {{"nvidia.com/gpu", "1"}}};
+  prep.init = true;
+  auto response = review(podJson("", "x", {prep, {"main", {{"nvidia.com/gpu", "1"}}}}, ""));
+  EXPECT_EQ(response.at("allowed"), true);
+  EXPECT_FALSE(response.contains("warnings")) << response;
+  bool mainCores = false;
+  for (const auto& op : patchOf(response)) {
+    const std::string path(op.at("path").as_string());
+    EXPECT_EQ(path.find("/spec/initContainers/"), std::string::npos) << path;
+    if (path == "/spec/containers/0/resources/limits/nvidia.com~1gpucores") mainCores = true;
+  }
+  EXPECT_TRUE(mainCores);
+
+  // A memory-only init container still gets its count (advertised), and no warning is
+  // made of what the webhook added itself.
+  ContainerSpecForTest memOnly{"prep", {{"nvidia.com/gpumem", "1000"}}};
+  memOnly.init = true;
+  auto counted = review(podJson("", "y", {memOnly, {"main", {{"cpu", "1"}}}}, ""));
+  bool count = false;
+  for (const auto& op : patchOf(counted))
+    if (op.at("path") == "/spec/initContainers/0/resources/limits/nvidia.com~1gpu") count = true;
+  EXPECT_TRUE(count);
+  ASSERT_TRUE(counted.contains("warnings"));
+  EXPECT_EQ(counted.at("warnings").as_array().size(), 1u);
+}
+
 TEST_F(WebhookFixture, SchedulerWebhookMalformedReviewsAre400) {
   for (const char* body : {"", "[]", R"({"apiVersion":"admission.k8s.io/v1beta1","request":{"uid":"u"}})",
                            R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"})",
