@@ -1,6 +1,7 @@
 // vgpu_http: routing, limits, timeouts, TLS and graceful stop, over real loopback sockets.
 #include <gtest/gtest.h>
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -11,6 +12,9 @@
 #include <future>
 #include <mutex>
 #include <thread>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
 
 #include "test_http_client.h"
 #include "test_tls_cert.h"
