@@ -38,6 +38,20 @@ function(vgpu_add_subdirectories parent)
   endforeach()
 endfunction()
 
+# vgpu_add_subdirectories() for test folders: every test in a folder gets the folder's name
+# as its first ctest label (its area: `ctest -L k8s`, and the summary scripts/test.sh prints).
+function(vgpu_add_test_folders parent)
+  vgpu_add_subdirectories(${parent})
+  file(GLOB children LIST_DIRECTORIES true RELATIVE ${CMAKE_CURRENT_SOURCE_DIR}/${parent}
+       ${CMAKE_CURRENT_SOURCE_DIR}/${parent}/*)
+  foreach(child IN LISTS children)
+    get_property(added DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR} PROPERTY SUBDIRECTORIES)
+    if(${CMAKE_CURRENT_SOURCE_DIR}/${parent}/${child} IN_LIST added)
+      set_property(DIRECTORY ${parent}/${child} PROPERTY LABELS ${child})
+    endif()
+  endforeach()
+endfunction()
+
 # A GoogleTest executable registered with CTest, one ctest entry per test case.
 function(vgpu_gtest name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})

@@ -3,17 +3,13 @@
 #
 #   docker build -f docker/device-plugin.Dockerfile -t vgpu/vgpu-device-plugin:0.1.0 .
 #
-# Run from the repository root. libvgpu.so is compiled against the CUDA driver API header
-# only (cuda.h), taken from NVIDIA's CUDA image; nothing of CUDA is linked or shipped.
-
-ARG CUDA_HEADERS_IMAGE=nvidia/cuda:12.4.1-devel-ubuntu22.04
-
-FROM ${CUDA_HEADERS_IMAGE} AS cuda-headers
+# Run from the repository root. libvgpu.so is built from the project's own declarations of
+# the CUDA driver API (no CUDA toolkit); nothing of CUDA is linked or shipped.
 
 FROM debian:12 AS build
-COPY --from=cuda-headers /usr/local/cuda/include /usr/local/cuda/include
 WORKDIR /src
 COPY . .
+ENV VGPU_CMAKE_ARGS=-DVGPU_BUILD_TESTS=OFF
 RUN scripts/install-deps.sh \
  && VGPU_BUILD_DIR=/build scripts/build.sh vgpu-device-plugin vgpu \
       vgpu_backend_nvidia vgpu_backend_cambricon vgpu_backend_hygon vgpu_backend_sim \

@@ -8,6 +8,7 @@
 FROM debian:12 AS build
 WORKDIR /src
 COPY . .
+ENV VGPU_CMAKE_ARGS=-DVGPU_BUILD_TESTS=OFF
 RUN scripts/install-deps.sh \
  && VGPU_BUILD_DIR=/build scripts/build.sh vgpu-scheduler vgpu-sim \
       vgpu_backend_nvidia vgpu_backend_cambricon vgpu_backend_hygon vgpu_backend_sim \

@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,18 +57,27 @@ bool writeProcFile(const char* path, const std::string& text) {
   return ok;
 }
 
-bool applyPlan(const MountPlan& plan) {
+/// The steps every container start begins with; their number is the probe's exit code.
+enum NamespaceStep : int { kStepUnshare = 10, kStepIdMaps = 11, kStepPrivateRoot = 12 };
+
+/// A mount namespace of our own whose mounts never reach the host: 0, or the step that failed.
+int enterPrivateMountNamespace(const MountPlan& plan) {
   if (plan.uidMap.empty()) {
-    if (::unshare(CLONE_NEWNS) != 0) return say("unshare(CLONE_NEWNS)", "", errno), false;
+    if (::unshare(CLONE_NEWNS) != 0) return say("unshare(CLONE_NEWNS)", "", errno), kStepUnshare;
   } else {
-    if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return say("unshare(CLONE_NEWUSER|CLONE_NEWNS)", "", errno), false;
+    if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0)
+      return say("unshare(CLONE_NEWUSER|CLONE_NEWNS)", "", errno), kStepUnshare;
     if (!writeProcFile("/proc/self/setgroups", "deny") || !writeProcFile("/proc/self/uid_map", plan.uidMap) ||
         !writeProcFile("/proc/self/gid_map", plan.gidMap))
-      return say("writing the user namespace's id maps", "", errno), false;
+      return say("writing the user namespace's id maps", "", errno), kStepIdMaps;
   }
-  // Nothing mounted here may propagate back to the host.
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
-    return say("making / private", "", errno), false;
+    return say("making / private", "", errno), kStepPrivateRoot;
+  return 0;
+}
+
+bool applyPlan(const MountPlan& plan) {
+  if (enterPrivateMountNamespace(plan) != 0) return false;
   for (const auto& o : plan.overlays)
     if (::mount("overlay", o.target.c_str(), "overlay", 0, o.options.c_str()) != 0)
       return say("overlay on", o.target.c_str(), errno), false;
@@ -98,10 +108,7 @@ fs::path existingAncestor(fs::path path) {
 
 Result<MountPlan> planMounts(const ContainerSpec& spec, const std::string& scratchDir) {
   MountPlan plan;
-  if (::geteuid() != 0) {
-    plan.uidMap = "0 " + std::to_string(::geteuid()) + " 1\n";
-    plan.gidMap = "0 " + std::to_string(::getegid()) + " 1\n";
-  }
+  mapToRoot(plan);
   std::vector<MountPlan::Bind> wanted;
   for (const auto& m : spec.mounts) wanted.push_back({m.hostPath, m.containerPath, m.readOnly});
   for (const auto& d : spec.devices) wanted.push_back({d.hostPath, d.containerPath, false});
@@ -150,7 +157,49 @@ Result<MountPlan> planMounts(const ContainerSpec& spec, const std::string& scrat
   return plan;
 }
 
+/// Who the container's user namespace maps to root, when we are not root ourselves.
+void mapToRoot(MountPlan& plan) {
+  if (::geteuid() == 0) return;
+  plan.uidMap = "0 " + std::to_string(::geteuid()) + " 1\n";
+  plan.gidMap = "0 " + std::to_string(::getegid()) + " 1\n";
+}
+
+constexpr const char* kLeaveOut = " To leave the end-to-end tests out, configure with -DVGPU_WITHOUT_E2E=ON.";
+
 }  // namespace
+
+Status checkContainerSupport() {
+  MountPlan plan;
+  mapToRoot(plan);
+  const pid_t pid = ::fork();
+  if (pid < 0) return makeError(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    const int devNull = ::open("/dev/null", O_WRONLY);
+    if (devNull >= 0) ::dup2(devNull, 2);  // the parent words the failure
+    ::_exit(enterPrivateMountNamespace(plan));
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  const int step = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  switch (step) {
+    case 0:
+      return {};
+    case kStepUnshare:
+    case kStepIdMaps:
+      return makeError(std::string("the end-to-end tests start each container in a mount namespace of its own, and "
+                                   "this process cannot make one: they need root (CAP_SYS_ADMIN), or unprivileged "
+                                   "user namespaces for other users (sysctl kernel.unprivileged_userns_clone=1), "
+                                   "and a seccomp profile that allows unshare.") + kLeaveOut);
+    case kStepPrivateRoot:
+      return makeError(std::string("the end-to-end tests make / private in each container's mount namespace, and "
+                                   "the kernel refused (EINVAL: / is not a mount point, as inside a plain chroot). "
+                                   "Bind-mount the root folder onto itself before entering it (mount --bind DIR DIR; "
+                                   "docs/development.md shows the steps).") + kLeaveOut);
+    default:
+      return makeError("the mount namespace probe ended with status " + std::to_string(status));
+  }
+}
 
 Result<std::unique_ptr<ChildProcess>> startContainer(const ContainerLaunch& launch) {
   auto plan = planMounts(launch.spec, launch.scratchDir);

@@ -30,6 +30,10 @@ struct ContainerLaunch {
   std::string logFile;     ///< the process's stderr
 };
 
+/// Whether this process can start containers (a private mount namespace, as root or in a
+/// user namespace); the error says what is missing and how to provide it.
+Status checkContainerSupport();
+
 /// Starts the process with its stdin and stdout on pipes. Errors: a mount plan that cannot
 /// be prepared; a mount that fails in the child shows as exit code 127 with the reason in
 /// the log.

@@ -234,6 +234,7 @@ Status Cluster::writeNodeFiles(Node& n) {
 
 Status Cluster::start(std::vector<NodeSpec> nodes) {
   if (dir_.empty()) return makeError("cannot create a temp folder under /tmp");
+  if (auto s = checkContainerSupport(); !s.ok()) return s;
   specs_ = nodes;
   std::sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   for (auto& spec : nodes) {

@@ -10,6 +10,7 @@
 #include <cstdlib>
 
 #include "agent_fixture.h"
+#include "promtool_check.h"
 #include "region_support.h"
 
 namespace vgpu::deviceplugin::testing {
@@ -48,15 +49,16 @@ HttpReply httpGet(const std::string& url, const std::string& path) {
   return r;
 }
 
-/// What `promtool check metrics` says about `text` (empty = clean).
-std::string promtoolProblems(const TempDir& dir, const std::string& text) {
-  const auto file = dir.write("metrics.txt", text);
-  const auto out = dir.path() / "promtool.out";
-  const std::string cmd = "promtool check metrics < " + file.string() + " > " + out.string() + " 2>&1";
-  const int rc = std::system(cmd.c_str());
-  std::ifstream in(out);
-  std::string msg((std::istreambuf_iterator<char>(in)), {});
-  return rc == 0 ? "" : (msg.empty() ? "promtool failed" : msg);
+/// What `promtool check metrics` says about `text` (empty = clean, or promtool left out by
+/// VGPU_WITHOUT_PROMTOOL).
+std::string promtoolProblems(const std::string& text) {
+#ifdef VGPU_PROMTOOL
+  const auto check = vgpu::testing::promtoolCheck(VGPU_PROMTOOL, text);
+  return check.exitCode == 0 ? "" : (check.output.empty() ? "promtool failed" : check.output);
+#else
+  (void)text;
+  return "";
+#endif
 }
 
 class DevicePluginMetrics : public AgentFixture {};
@@ -74,7 +76,7 @@ TEST_F(DevicePluginMetrics, ExportsDeviceTotalsAndContainerUsageFromSharedRegion
   const auto reply = httpGet(agent->metricsUrl(), "/metrics");
   ASSERT_EQ(reply.status, 200);
   const std::string& text = reply.body;
-  EXPECT_EQ(promtoolProblems(dir, text), "");
+  EXPECT_EQ(promtoolProblems(text), "");
   const std::string labels = "{namespace=\"default\",pod=\"work\",container=\"main\",device_uuid=\"sim-1\",device_index=\"0\"}";
   EXPECT_THAT(text, HasSubstr("vgpu_container_memory_used_bytes" + labels + " 536870912\n"));
   EXPECT_THAT(text, HasSubstr("vgpu_container_memory_limit_bytes" + labels + " 3145728000\n"));
@@ -132,7 +134,7 @@ TEST_F(DevicePluginMetrics, NvidiaBackendOnTheFakeNvmlAllocatesWithLimitsFileAnd
 
   writeRegion(folder + "/shared/shared-region", gpu1, 100ull << 20, 3000ull << 20, 25);
   const std::string text = agent->renderMetrics();
-  EXPECT_EQ(promtoolProblems(dir, text), "");
+  EXPECT_EQ(promtoolProblems(text), "");
   EXPECT_THAT(text, HasSubstr("vgpu_container_memory_used_bytes{namespace=\"default\",pod=\"cuda\",container=\"train\","
                               "device_uuid=\"" + gpu1 + "\",device_index=\"0\"} 104857600\n"));
 }

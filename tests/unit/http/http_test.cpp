@@ -1,6 +1,7 @@
 // vgpu_http: routing, limits, timeouts, TLS and graceful stop, over real loopback sockets.
 #include <gtest/gtest.h>
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -12,12 +13,19 @@
 #include <mutex>
 #include <thread>
 
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+
 #include "test_http_client.h"
+#include "test_tls_cert.h"
 #include "vgpu/http/server.h"
 
 namespace vgpu::http {
 namespace {
 
+using testing::kCanMakeCerts;
+using testing::kNoCertsReason;
+using testing::makeSelfSignedCert;
 using testing::TestHttpClient;
 namespace fs = std::filesystem;
 
@@ -74,14 +82,6 @@ class TempDir {
   static inline int counter_ = 0;
   fs::path path_;
 };
-
-/// A self-signed EC certificate made with the openssl tool into `dir`.
-bool makeCert(const fs::path& dir) {
-  const std::string cmd = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj /CN=localhost"
-                          " -addext subjectAltName=IP:127.0.0.1 -keyout " + (dir / "tls.key").string() + " -out " +
-                          (dir / "tls.crt").string() + " >/dev/null 2>&1";
-  return std::system(cmd.c_str()) == 0;
-}
 
 TEST(HttpServer, RoutesByMethodAndExactPath) {
   auto server = startOrDie(echoRouter());
@@ -156,7 +156,8 @@ TEST(HttpServer, SlowClientIsCutAfterReadTimeout) {
 
 TEST(HttpServer, ServesHttpsFromCertAndKeyFiles) {
   TempDir dir;
-  ASSERT_TRUE(makeCert(dir.path()));
+  if (!kCanMakeCerts) GTEST_SKIP() << kNoCertsReason;
+  ASSERT_TRUE(makeSelfSignedCert(dir.path()));
   ServerOptions options;
   options.certFile = (dir.path() / "tls.crt").string();
   options.keyFile = (dir.path() / "tls.key").string();
@@ -176,7 +177,8 @@ TEST(HttpServer, ServesHttpsFromCertAndKeyFiles) {
 
 TEST(HttpServer, RefusesUnusableTlsMaterialNamingTheFile) {
   TempDir dir;
-  ASSERT_TRUE(makeCert(dir.path()));
+  if (!kCanMakeCerts) GTEST_SKIP() << kNoCertsReason;
+  ASSERT_TRUE(makeSelfSignedCert(dir.path()));
   std::ofstream(dir.path() / "junk.pem") << "not a pem\n";
   struct Case {
     const char* description;
@@ -320,7 +322,8 @@ TEST(TestHttpClient, HandlerSlowerThanTheTimeoutFailsAndTheNextRequestSucceeds) 
 
 TEST(TestHttpClient, RequestsWithinTheTimeoutSucceedOverPlainAndTls) {
   TempDir dir;
-  ASSERT_TRUE(makeCert(dir.path()));
+  if (!kCanMakeCerts) GTEST_SKIP() << kNoCertsReason;
+  ASSERT_TRUE(makeSelfSignedCert(dir.path()));
   ServerOptions tlsOptions;
   tlsOptions.certFile = (dir.path() / "tls.crt").string();
   tlsOptions.keyFile = (dir.path() / "tls.key").string();
