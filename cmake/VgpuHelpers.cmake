@@ -52,12 +52,19 @@ function(vgpu_add_test_folders parent)
   endforeach()
 endfunction()
 
+# A test program's own sources are compiled with -O1: at -O3 GoogleTest's macros cost about
+# 40 % more compile time, and what tests measure lives in the (optimised) libraries they link.
+function(vgpu_test_optimization target)
+  target_compile_options(${target} PRIVATE $<$<NOT:$<CONFIG:Debug>>:-O1>)
+endfunction()
+
 # A GoogleTest executable registered with CTest, one ctest entry per test case.
 function(vgpu_gtest name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gmock GTest::gtest_main)
   vgpu_warnings(${name})
+  vgpu_test_optimization(${name})
   include(GoogleTest)
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
 endfunction()
