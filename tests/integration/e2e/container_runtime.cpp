@@ -99,6 +99,13 @@ bool applyPlan(const MountPlan& plan) {
 
 // ---- in the parent ----
 
+/// Who the container's user namespace maps to root, when we are not root ourselves.
+void mapToRoot(MountPlan& plan) {
+  if (::geteuid() == 0) return;
+  plan.uidMap = "0 " + std::to_string(::geteuid()) + " 1\n";
+  plan.gidMap = "0 " + std::to_string(::getegid()) + " 1\n";
+}
+
 /// The nearest folder of `path` that exists on the host.
 fs::path existingAncestor(fs::path path) {
   std::error_code ec;
@@ -155,13 +162,6 @@ Result<MountPlan> planMounts(const ContainerSpec& spec, const std::string& scrat
   }
   plan.binds = std::move(wanted);
   return plan;
-}
-
-/// Who the container's user namespace maps to root, when we are not root ourselves.
-void mapToRoot(MountPlan& plan) {
-  if (::geteuid() == 0) return;
-  plan.uidMap = "0 " + std::to_string(::geteuid()) + " 1\n";
-  plan.gidMap = "0 " + std::to_string(::getegid()) + " 1\n";
 }
 
 constexpr const char* kLeaveOut = " To leave the end-to-end tests out, configure with -DVGPU_WITHOUT_E2E=ON.";
