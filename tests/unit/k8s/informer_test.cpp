@@ -169,6 +169,8 @@ TEST(K8sInformer, RelistAfterGoneReportsExactlyWhatWasMissed) {
 
 // Keeps the informer's watches failing (its lists still work) while a test changes things.
 void holdWatchesDown(fakes::FakeApiServer& server, const Informer& informer) {
+  // Its watch open first: one still on its way in could slip past the fault and the break.
+  ASSERT_TRUE(eventually([&] { return server.openWatches() >= 1; }));
   fakes::Fault down;
   down.watch = fakes::Fault::Watch::kOnly;
   down.status = 503;

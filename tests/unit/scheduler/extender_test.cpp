@@ -53,6 +53,8 @@ std::uint64_t memoryOn(SchedulerService& s, const std::string& node, int devices
 /// Keeps the scheduler's informers from watching (their lists still work) while a test
 /// changes the cluster behind their back.
 void cutWatches(fakes::FakeApiServer& api) {
+  // Both watches open first: one still on its way in could slip past the fault and the break.
+  ASSERT_TRUE(eventually([&] { return api.openWatches() >= 2; }));
   fakes::Fault down;
   down.watch = fakes::Fault::Watch::kOnly;
   down.status = 503;
