@@ -135,7 +135,7 @@ void CambriconBackend::fit(const vgpu_device_request& q, const vgpu_device& d, c
 
 std::string CambriconBackend::explain(const vgpu_fit_result& result) const {
   if (result.reason == kReasonNotSmlu)
-    return "the MLU is not in sMLU mode, so it is given only whole (100% of " + rules_.names.cores +
+    return "the MLU is not in sMLU mode, so it is given only whole (100 percent of " + rules_.names.cores +
            " and all its memory); ask for the whole card, or enable sMLU on it (cnmon set -c <card> -smlu on)";
   if (result.reason < VGPU_REASON_BACKEND) return explainCoreReason(result);
   return "refused by the cambricon backend (reason " + std::to_string(result.reason) + ")";

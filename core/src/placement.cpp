@@ -205,17 +205,18 @@ NodeEvaluation run(const PreparedPod& pod, const NodeState& node, NodePolicy nod
   return eval;
 }
 
-/// "2 nvidia.com/gpu (3000 MiB, 30% compute each)": in the resource names the user wrote.
+/// "2 nvidia.com/gpu (3000 MiB, 30 percent compute each)": in the resource names the user
+/// wrote. "percent", never '%': kube-scheduler prints refusals through a printf format.
 std::string describeRequest(const DeviceRequest& r, const Allocator& allocator) {
   std::string unit = r.backend + " device" + (r.count == 1 ? "" : "s");
   for (const auto& resource : allocator.resources())
     if (resource.role == VGPU_RESOURCE_COUNT) unit = resource.name;
   const std::string memory = r.memoryMiB != 0 ? std::to_string(r.memoryMiB) + " MiB"
                              : r.memoryPercent != 0 && r.memoryPercent != 100
-                                 ? std::to_string(r.memoryPercent) + "% of the memory"
+                                 ? std::to_string(r.memoryPercent) + " percent of the memory"
                                  : "all the memory";
   return std::to_string(r.count) + " " + unit + " (" + memory + ", " + std::to_string(r.computePercent) +
-         "% compute" + (r.count == 1 ? "" : " each") + ")";
+         " percent compute" + (r.count == 1 ? "" : " each") + ")";
 }
 
 }  // namespace

@@ -16,7 +16,9 @@ std::string explainCoreReason(const vgpu_fit_result& r) {
       return r.needed == 0 ? "device is not in the pod's list of device ids" : "device id is excluded by the pod";
     case VGPU_REASON_SHARES_EXHAUSTED: return "all " + a + " shares of the device are taken";
     case VGPU_REASON_INSUFFICIENT_MEMORY: return "not enough free memory (needs " + n + " MiB, " + a + " MiB free)";
-    case VGPU_REASON_INSUFFICIENT_COMPUTE: return "not enough free compute (needs " + n + "%, " + a + "% free)";
+    case VGPU_REASON_INSUFFICIENT_COMPUTE:
+      // "percent", never '%': kube-scheduler prints these words through a printf format.
+      return "not enough free compute (needs " + n + " percent, " + a + " percent free)";
     case VGPU_REASON_EXCLUSIVE_CONFLICT:
       return r.needed >= 100 ? "wants the device alone but " + a + " container(s) already use it"
                              : "device is held exclusively by another container";

@@ -443,16 +443,18 @@ Result<ClusterCache::Reserved> ClusterCache::reserve(const PodInfo& pod, const P
     r.keys = keys;
     r.inFlight = true;
     r.reservation = true;
+    r.reservationId = nextReservation_++;
     r.boundAt = now;
+    const std::uint64_t id = r.reservationId;
     addHolder(std::move(r));
-    return Reserved{std::move(a)};
+    return Reserved{std::move(a), id};
   }
 }
 
-void ClusterCache::release(const std::string& uid) {
+void ClusterCache::release(const std::string& uid, std::uint64_t id) {
   std::unique_lock lock(mu_);
   auto it = pods_.find(uid);
-  if (it != pods_.end() && it->second.reservation) dropHolder(uid);
+  if (it != pods_.end() && it->second.reservation && it->second.reservationId == id) dropHolder(uid);
   changed_.notify_all();
 }
 

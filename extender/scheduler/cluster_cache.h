@@ -114,6 +114,7 @@ class ClusterCache {
   /// What reserve() decided.
   struct Reserved {
     Assignment assignment;  ///< with slots chosen
+    std::uint64_t id = 0;   ///< names this reservation for release()
   };
   /// Re-checks that `pod` fits `node` now, chooses the lowest free slot per device and
   /// records the pod's usage as a reservation, atomically with respect to other binds. If
@@ -122,8 +123,9 @@ class ClusterCache {
   /// Errors are words for the pod's events.
   Result<Reserved> reserve(const PodInfo& pod, const PreparedPod& prepared, const std::string& node,
                            const PlacementEngine& engine, std::chrono::milliseconds holdTimeout);
-  /// Drops a reservation whose bind failed (no-op once the informer confirmed the pod).
-  void release(const std::string& uid);
+  /// Drops reservation `id` of pod `uid`, whose bind failed: a no-op once the informer has
+  /// confirmed the pod, or when the pod's record is no longer that reservation.
+  void release(const std::string& uid, std::uint64_t id);
 
   CacheStats stats() const;
   /// Usage on one device (tests).
@@ -136,6 +138,7 @@ class ClusterCache {
     AllocateKeys keys;
     bool inFlight = false;
     bool reservation = false;  ///< made by reserve(), not yet seen from the informer
+    std::uint64_t reservationId = 0;
     std::chrono::system_clock::time_point boundAt{};
   };
   void addHolder(PodRecord record);      // requires mu_ exclusive
@@ -166,6 +169,7 @@ class ClusterCache {
   void indexRebuild();
   const NodeEntry* indexFind(std::string_view name, std::size_t hash) const;
   std::unordered_map<std::string, PodRecord> pods_;  // by uid: pods holding devices
+  std::uint64_t nextReservation_ = 1;
   std::unordered_map<std::string, std::unordered_set<std::string>> podsByNode_;  // also for nodes not (yet) known
 };
 

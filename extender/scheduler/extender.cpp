@@ -27,9 +27,7 @@ double secondsSince(SteadyClock::time_point start) {
   return std::chrono::duration<double>(SteadyClock::now() - start).count();
 }
 
-http::Response badRequest(const std::string& message) {
-  return http::Response::json(json::serialize(json::object{{"Error", message}}), 400);
-}
+http::Response badRequest(const std::string& message) { return http::Response::json(errorAnswer(message), 400); }
 
 /// `storage`: where the parsed tree lives (a per-request arena for the big filter bodies).
 Result<json::object> parseBody(const std::string& body, const char* what, json::storage_ptr storage = {}) {
@@ -148,9 +146,11 @@ std::string describeAssignment(const Assignment& a) {
 
 Extender::Extender(const BackendSet& backends, const SchedulerConfig& config, ClusterCache& cache, k8s::Client& client,
                    EventRecorder& events, SchedulerMetrics& metrics,
-                   std::function<k8s::ObjectPtr(const std::string&)> podLookup, ExtenderOptions options)
+                   std::function<k8s::ObjectPtr(const std::string&)> podLookup, ExtenderOptions options,
+                   std::function<bool()> ready)
     : backends_(backends), engine_(config), cache_(cache), client_(client), events_(events), metrics_(metrics),
-      podLookup_(std::move(podLookup)), options_(options), heartbeatTimeout_(config.heartbeatTimeout) {}
+      podLookup_(std::move(podLookup)), options_(options), heartbeatTimeout_(config.heartbeatTimeout),
+      ready_(std::move(ready)) {}
 
 http::Response Extender::filter(const http::Request& request) {
   const auto start = SteadyClock::now();
@@ -164,6 +164,18 @@ http::Response Extender::filter(const http::Request& request) {
   FilterResult result(names.size());
   if (!pod.ours) {
     for (std::uint32_t i = 0; i < names.size(); ++i) result.pass(i);  // not ours: every node is fine
+  } else if (!isReady()) {
+    // An Error, not FailedNodes: kube-scheduler puts a pod whose filter failed with an error
+    // in its backoff queue (retried in 1-10 s), while nodes refused in FailedNodes park it
+    // as unschedulable until some cluster event or the 5-minute flush. Every node is in
+    // FailedNodes too, for readers that do not look at Error; none is unresolvable.
+    result.setError(std::string(kNotReady));
+    const auto why = result.reason(kNotReady);
+    for (std::uint32_t i = 0; i < names.size(); ++i) result.fail(i, why, false);
+    metrics_.podsRefused.inc({"not-ready"});
+    metrics_.filterDuration.observe(secondsSince(start));
+    spdlog::info("pod={} filter refused: not ready (caches not synced)", pod.info.key());
+    return http::Response::json(result.toJson(*args));
   } else if (!pod.invalid.empty()) {
     const auto why = result.reason("invalid vgpu request: " + pod.invalid);
     for (std::uint32_t i = 0; i < names.size(); ++i) result.fail(i, why, true);
@@ -225,7 +237,8 @@ http::Response Extender::prioritize(const http::Request& request) {
   const auto& names = args->names;
   PodContext pod = podContext(args->pod, backends_);
   std::vector<std::int64_t> scores(names.size(), 0);
-  if (pod.ours && pod.invalid.empty()) {
+  // Before the cache is ready every node scores 0: no preference rather than a wrong one.
+  if (pod.ours && pod.invalid.empty() && isReady()) {
     cache_.readNodes(names, [&](const std::vector<const NodeEntry*>& entries, std::chrono::system_clock::time_point now) {
       for (size_t i = 0; i < names.size(); ++i) {
         const NodeEntry* node = entries[i];
@@ -272,8 +285,9 @@ http::Response Extender::bind(const http::Request& request) {
     metrics_.bindDuration.observe({"error"}, secondsSince(start));
     spdlog::warn("pod={} node={} bind failed: {}", key, node, message);
     events_.podEvent(podNs, name, podUid, "Warning", "BindingFailed", message);
-    return http::Response::json(json::serialize(json::object{{"Error", message}}));
+    return http::Response::json(errorAnswer(message));
   };
+  if (!isReady()) return fail("not-ready", std::string(kNotReady), uid);
 
   // The pod as it is now: the informer's copy, or the apiserver's when the cache lags.
   k8s::ObjectPtr podObj = podLookup_ ? podLookup_(key) : nullptr;
@@ -304,16 +318,22 @@ http::Response Extender::bind(const http::Request& request) {
   bindRequest.annotations[std::string(keys::kPodBindPhase)] = "allocating";
   bindRequest.annotations[std::string(keys::kPodBindTime)] = formatTimestamp(std::chrono::system_clock::now());
   auto bound = client_.bind(bindRequest);
-  if (!bound.ok() && (bound.error().isTransport() || bound.error().httpStatus >= 500)) {
-    // The answer was lost, not necessarily the Binding: if the apiserver applied it, the
-    // reservation must stay, or its share could be given twice before the informer catches up.
+  if (!bound.ok() && (bound.error().isConflict() || bound.error().isTransport() || bound.error().httpStatus >= 500)) {
+    // Not necessarily a failed Binding: an answer lost on the way back (transport, 5xx) may
+    // hide one the apiserver applied, and the client's retry of that POST then meets our own
+    // Binding as 409 "already assigned". Dropping the reservation of a bound pod would give
+    // its share away twice before the informer catches up, so the pod as it is now decides:
+    // bound here (this instance of it) is a success.
     auto now = client_.get(k8s::kPods, podNs, name);
-    if (now.ok() && k8s::nodeName(*now) == node && k8s::uid(*now) == pod.info.uid &&
-        k8s::annotation(*now, keys::kPodAssignment) == bindRequest.annotations[std::string(keys::kPodAssignment)])
+    if (now.ok() && k8s::uid(*now) == pod.info.uid && k8s::nodeName(*now) == node) {
+      if (k8s::annotation(*now, keys::kPodAssignment) != bindRequest.annotations[std::string(keys::kPodAssignment)])
+        spdlog::warn("pod={} node={} bound, but not with this bind's assignment: the informer's copy will replace "
+                     "the reservation", key, node);
       bound = k8s::ApiStatus();
+    }
   }
   if (!bound.ok()) {
-    cache_.release(pod.info.uid);  // a failed bind leaves no reservation behind
+    cache_.release(pod.info.uid, reserved->id);  // a failed bind leaves no reservation behind
     return fail("bind-api-error", "binding to " + node + ": " + bound.error().describe(), pod.info.uid);
   }
   metrics_.podsPlaced.inc();

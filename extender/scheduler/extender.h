@@ -6,6 +6,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "cluster_cache.h"
 #include "event_recorder.h"
@@ -27,9 +28,18 @@ class Extender {
  public:
   /// `podLookup` finds a pod in the informer cache by "ns/name" (null = absent); the client
   /// is used for pods the cache has not seen yet and for the Binding. All must outlive this.
+  /// `ready` says whether the cache holds the whole cluster (the first list of nodes and of
+  /// pods applied); until then filter and bind refuse and prioritize scores nothing, since
+  /// an empty cache would hand out devices that pods already hold. Null = always ready.
   Extender(const BackendSet& backends, const SchedulerConfig& config, ClusterCache& cache, k8s::Client& client,
            EventRecorder& events, SchedulerMetrics& metrics, std::function<k8s::ObjectPtr(const std::string&)> podLookup,
-           ExtenderOptions options = {});
+           ExtenderOptions options = {}, std::function<bool()> ready = {});
+
+  /// The words filter and bind answer with before the cache is ready.
+  static constexpr std::string_view kNotReady =
+      "vgpu-scheduler is not ready: its node and pod caches are still being loaded from the apiserver, and "
+      "placing pods from an incomplete cache could give out devices other pods hold; kube-scheduler will try "
+      "this pod again";
 
   http::Response filter(const http::Request& request);
   http::Response prioritize(const http::Request& request);
@@ -45,6 +55,8 @@ class Extender {
   std::function<k8s::ObjectPtr(const std::string&)> podLookup_;
   ExtenderOptions options_;
   std::chrono::seconds heartbeatTimeout_;
+  std::function<bool()> ready_;
+  bool isReady() const { return !ready_ || ready_(); }
 };
 
 }  // namespace vgpu::scheduler

@@ -89,7 +89,7 @@ std::string FilterResult::toJson(const ExtenderArgs& args) const {
   }
   // Each reason escaped once, then copied per node.
   std::vector<std::string> quoted(reasons_.size());
-  for (std::size_t id = 0; id < reasons_.size(); ++id) appendJsonString(quoted[id], reasons_[id]);
+  for (std::size_t id = 0; id < reasons_.size(); ++id) appendJsonString(quoted[id], printfSafe(reasons_[id]));
   auto appendFailures = [&](bool unresolvable) {
     body += '{';
     bool first = true;
@@ -107,7 +107,9 @@ std::string FilterResult::toJson(const ExtenderArgs& args) const {
   appendFailures(false);
   body += ",\"FailedAndUnresolvableNodes\":";
   appendFailures(true);
-  body += ",\"Error\":\"\"}";
+  body += ",\"Error\":";
+  appendJsonString(body, printfSafe(error_));
+  body += '}';
   return body;
 }
 

@@ -32,6 +32,10 @@ class FilterResult {
     failed_.push_back({index, reason, unresolvable});
   }
 
+  /// Fails the whole call (ExtenderFilterResult.Error): kube-scheduler then ignores the
+  /// node verdicts and retries the pod after its backoff.
+  void setError(std::string error) { error_ = std::move(error); }
+
   std::size_t passedCount() const { return passed_.size(); }
   std::size_t failedCount() const { return failed_.size(); }
 
@@ -42,6 +46,7 @@ class FilterResult {
   /// The JSON answer, in the shape of the request: NodeNames when it was nodeCacheCapable,
   /// else Nodes (the fitting Node objects as received). NodeNames is an array even when
   /// empty: null would be read as "no opinion".
+  /// Reasons and the error go through printfSafe(): kube-scheduler formats them.
   std::string toJson(const ExtenderArgs& args) const;
 
  private:
@@ -55,6 +60,7 @@ class FilterResult {
   std::vector<Failure> failed_;
   std::deque<std::string> reasons_;  // stable: ids_ holds views into it
   std::unordered_map<std::string_view, ReasonId> ids_;
+  std::string error_;
 };
 
 }  // namespace vgpu::scheduler

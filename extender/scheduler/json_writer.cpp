@@ -66,4 +66,28 @@ void appendJsonString(std::string& out, std::string_view text) {
   out += '"';
 }
 
+std::string printfSafe(std::string_view text) {
+  if (text.find('%') == std::string_view::npos) return std::string(text);
+  auto word = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
+  std::string out;
+  out.reserve(text.size() + 16);
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    if (!out.empty() && word(out.back())) out += ' ';
+    out += "percent";
+    if (i + 1 < text.size() && word(text[i + 1])) out += ' ';
+  }
+  return out;
+}
+
+std::string errorAnswer(std::string_view error) {
+  std::string out = "{\"Error\":";
+  appendJsonString(out, printfSafe(error));
+  out += '}';
+  return out;
+}
+
 }  // namespace vgpu::scheduler

@@ -91,7 +91,8 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const DeviceCo
                                               [s] { s->metrics.eventsDropped.inc(); });
   k8s::Informer* pods = s->podInformer.get();
   s->extender = std::make_unique<Extender>(backends, config.scheduler, *s->cache, client, *s->events, s->metrics,
-                                           [pods](const std::string& key) { return pods->get(key); }, options.extender);
+                                           [pods](const std::string& key) { return pods->get(key); }, options.extender,
+                                           [s] { return s->ready(); });
   s->webhook = std::make_unique<Webhook>(backends, options.schedulerName, s->metrics);
   s->registry.addCollector([s] { s->collect(); });
 

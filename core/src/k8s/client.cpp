@@ -297,6 +297,7 @@ ApiResult<ListResult> Client::listPage(const ResourceType& type, const ListOptio
   q.add("labelSelector", options.labelSelector).add("fieldSelector", options.fieldSelector);
   if (options.limit > 0) q.add("limit", std::to_string(options.limit));
   q.add("continue", options.continueToken).add("resourceVersion", options.resourceVersion);
+  q.add("resourceVersionMatch", options.resourceVersionMatch);
   std::string target = type.collectionPath(options.ns) + q.str();
   auto r = impl_->execute("GET", target, "", "", cancel);
   if (!r) return std::move(r).error();
@@ -352,6 +353,9 @@ ApiResult<ListResult> Client::list(const ResourceType& type, ListOptions options
       }
       if (r->continueToken.empty()) break;
       page.continueToken = r->continueToken;
+      // The token carries the list's version; a resourceVersion beside it is a 400.
+      page.resourceVersion.clear();
+      page.resourceVersionMatch.clear();
     }
     if (!expired) return all;
   }

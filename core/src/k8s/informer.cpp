@@ -1,7 +1,9 @@
 // List, then watch from the list's resourceVersion; on a broken stream re-watch from the
 // last version seen, once the apiserver confirms it still has it; on 410 or a version the
 // apiserver lacks relist and reconcile by diffing against the cache, so the callbacks see
-// every change exactly once whatever happened on the wire.
+// every change exactly once whatever happened on the wire. Every list after the first is
+// served from the apiserver's watch cache (never a quorum read from etcd) and waits a
+// jittered backoff first, so that clients cut off together do not come back together.
 
 #include "vgpu/k8s/informer.h"
 
@@ -75,8 +77,12 @@ struct Informer::Impl {
         auto it = cache.find(key);
         if (it == cache.end()) {
           out.push_back({Kind::kAdd, nullptr, obj});
-        } else if (k8s::resourceVersion(*it->second) != k8s::resourceVersion(*obj) ||
-                   uid(*it->second) != uid(*obj)) {
+        } else if (uid(*it->second) != uid(*obj)) {
+          // Deleted and created again under the same name while we were not watching: the
+          // old object is gone (whoever keys by uid must hear of it), the new one is new.
+          out.push_back({Kind::kDelete, it->second, nullptr});
+          out.push_back({Kind::kAdd, nullptr, obj});
+        } else if (k8s::resourceVersion(*it->second) != k8s::resourceVersion(*obj)) {
           out.push_back({Kind::kUpdate, it->second, obj});
         }
         next.emplace(std::move(key), std::move(obj));
@@ -100,6 +106,7 @@ struct Informer::Impl {
 
   void apply(WatchEvent&& event) {
     std::optional<Notification> n;
+    std::optional<Notification> replaced;  // a different object under the same name: its delete first
     {
       std::lock_guard lock(mu);
       std::string eventRv(k8s::resourceVersion(event.object));
@@ -118,13 +125,18 @@ struct Informer::Impl {
       } else if (it == cache.end()) {
         n = Notification{Kind::kAdd, nullptr, obj};
         cache.emplace(key, obj);
-      } else if (k8s::resourceVersion(*it->second) != eventRv || uid(*it->second) != uid(*obj)) {
+      } else if (uid(*it->second) != uid(*obj)) {
+        replaced = Notification{Kind::kDelete, it->second, nullptr};
+        n = Notification{Kind::kAdd, nullptr, obj};
+        it->second = obj;
+      } else if (k8s::resourceVersion(*it->second) != eventRv) {
         n = Notification{Kind::kUpdate, it->second, obj};
         it->second = obj;
       }
       // else: a replay of what the cache already holds (re-watch after a relist).
       if (!eventRv.empty()) rv = eventRv;
     }
+    if (replaced) notify(*replaced);
     if (n) notify(*n);
   }
 
@@ -134,11 +146,13 @@ struct Informer::Impl {
     return !cv.wait_for(lock, d, [&] { return stopping; });
   }
 
+  /// Exponential backoff with equal jitter: uniformly in [d/2, d], d doubling up to the cap.
+  /// The spread is what keeps many clients cut off at one instant from returning together.
   std::chrono::milliseconds nextBackoff(std::chrono::milliseconds& current) {
     auto d = current;
     current = std::min(options.backoffMax, current * 2);
     std::uniform_int_distribution<std::int64_t> jitter(0, d.count() / 2);
-    return std::chrono::milliseconds(d.count() - d.count() / 4 + jitter(rng) / 2);
+    return std::chrono::milliseconds(d.count() - d.count() / 2 + jitter(rng));
   }
 
   ListOptions listOptions() const {
@@ -150,25 +164,31 @@ struct Informer::Impl {
     return lo;
   }
 
-  // After a relist from a version the apiserver lacked, a second such answer before any
-  // event means the server keeps refusing: back off rather than relist in a loop.
-  bool relistForTooLarge(bool& lastWasTooLarge, std::chrono::milliseconds& backoff) {
-    {
-      std::lock_guard lock(mu);
-      ++stats.resourceVersionsTooLarge;
-    }
-    bool again = std::exchange(lastWasTooLarge, true);
-    return !again || pause(nextBackoff(backoff));
+  void countTooLarge() {
+    std::lock_guard lock(mu);
+    ++stats.resourceVersionsTooLarge;
+  }
+
+  /// A full list from `from`: "0" (any version: the watch cache's, paged by the apiserver
+  /// only when it has no watch cache) or the last version seen (not older than it). The
+  /// latter goes unpaged, as client-go's reflector sends it: with a limit the apiserver
+  /// would read at exactly that version, from etcd, and answer 410 once it is compacted.
+  ApiResult<ListResult> listFrom(const std::string& from, CancelToken* cancel) {
+    ListOptions lo = listOptions();
+    lo.resourceVersion = from;
+    if (from != "0") lo.limit = 0;
+    return client.list(type, lo, cancel);
   }
 
   void run() {
-    bool needList = true;
-    // Set when a stream failed: the apiserver may have come back on an etcd restored from
-    // a backup, older than our version. A plain watch from a version it lacks is accepted
-    // and stays silent until its store passes that version, losing what came between, so
-    // ask first with a one-item list from our version, which it refuses ("too large").
-    bool needCheck = false;
-    bool lastWasTooLarge = false;
+    enum class Next { kList, kCheck, kWatch };
+    Next next = Next::kList;
+    // What the next list starts from: "0" at first and when our version is of no use (the
+    // apiserver lacks it), our last version after a 410 from a watch (as the reflector
+    // does: served from the watch cache, never older than what we hold). Never "": that is
+    // a quorum read from etcd, and after an apiserver restart every client would do it at once.
+    std::string from = "0";
+    bool first = true;
     auto backoff = options.backoffMin;
     for (;;) {
       // One token per round, so stop() can interrupt the list as well as the watch.
@@ -185,34 +205,52 @@ struct Informer::Impl {
           impl.activeCancel = nullptr;
         }
       } clear{*this};
-      if (needList) {
-        auto r = client.list(type, listOptions(), &cancel);  // "": the most recent
-        if (!r) {
-          if (!pause(nextBackoff(backoff))) return;
-          continue;
+      if (next == Next::kList) {
+        // Every list but the first waits its turn, growing while relists keep failing or
+        // watches keep ending before any event.
+        if (!std::exchange(first, false) && !pause(nextBackoff(backoff))) return;
+        auto r = listFrom(from, &cancel);
+        if (!r && from != "0" && (r.error().isGone() || r.error().isResourceVersionTooLarge())) {
+          // Our version is of no use here (compacted on a server without a watch cache, or
+          // a store behind us): take whatever version the watch cache has.
+          if (r.error().isResourceVersionTooLarge()) countTooLarge();
+          from = "0";
+          r = listFrom(from, &cancel);
         }
+        if (!r) continue;
         replaceAll(std::move(*r));
-        needList = false;
-        needCheck = false;
-        backoff = options.backoffMin;
-      } else if (needCheck) {
+        next = Next::kWatch;
+      } else if (next == Next::kCheck) {
+        // The stream broke: the apiserver may have come back on an etcd restored from a
+        // backup, older than our version. A plain watch from a version it lacks is accepted
+        // and stays silent until its store passes that version, losing what came between,
+        // so ask first with a one-item list not older than our version, which it refuses
+        // ("too large"). NotOlderThan, not the legacy meaning of a version with a limit: that
+        // is an exact read, 410 once compacted, which no retry would ever get past.
         ListOptions probe = listOptions();
         probe.limit = 1;
+        probe.resourceVersionMatch = "NotOlderThan";
         {
           std::lock_guard lock(mu);
           probe.resourceVersion = rv;
         }
         auto r = client.listPage(type, probe, &cancel);
         if (!r && r.error().isResourceVersionTooLarge()) {
-          if (!relistForTooLarge(lastWasTooLarge, backoff)) return;
-          needList = true;
+          countTooLarge();
+          from = "0";
+          next = Next::kList;
+          continue;
+        }
+        if (!r && r.error().isGone()) {
+          from = probe.resourceVersion;
+          next = Next::kList;
           continue;
         }
         if (!r) {
           if (!pause(nextBackoff(backoff))) return;
           continue;
         }
-        needCheck = false;
+        next = Next::kWatch;
       }
       WatchOptions wo;
       wo.ns = options.ns;
@@ -237,6 +275,7 @@ struct Informer::Impl {
         if (stopping) return;
         if (!status) ++stats.watchErrors;
       }
+      if (gotEvent) backoff = options.backoffMin;
       if (status) {
         // The server ended the stream: resume from the last version, at once unless it
         // keeps ending streams straight away (then back off instead of hammering it).
@@ -248,18 +287,20 @@ struct Informer::Impl {
         }
         continue;
       }
-      if (gotEvent) lastWasTooLarge = false;
       if (status.error().isGone()) {
-        needList = true;  // history compacted: rebuild from a fresh list
+        // History compacted past our version: relist, not older than it.
+        std::lock_guard lock(mu);
+        from = rv.empty() ? "0" : rv;
+        next = Next::kList;
         continue;
       }
       if (status.error().isResourceVersionTooLarge()) {
-        if (!relistForTooLarge(lastWasTooLarge, backoff)) return;
-        needList = true;
+        countTooLarge();
+        from = "0";
+        next = Next::kList;
         continue;
       }
-      needCheck = true;
-      if (gotEvent) backoff = options.backoffMin;
+      next = Next::kCheck;
       if (!pause(nextBackoff(backoff))) return;
     }
   }

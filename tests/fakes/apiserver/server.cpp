@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <deque>
 #include <filesystem>
@@ -43,6 +44,97 @@ using detail::statusReply;
 using Request = http::request<http::string_body>;
 
 constexpr std::size_t kRequestLogLimit = 10000;
+
+// Per connection thread: when the request being served arrived, and whether its answer
+// is to be lost (Fault::Action::kLoseReply).
+thread_local std::chrono::steady_clock::time_point tArrived;
+thread_local bool tLoseReply = false;
+
+// One field error of a ListOptions validation, as apimachinery's field.Error renders it.
+struct FieldError {
+  std::string type;    // cause reason, e.g. FieldValueForbidden
+  std::string body;    // "Forbidden: ...", without the field
+  std::string field;
+};
+
+// 422 Invalid for ListOptions, the shape errors.NewInvalid gives
+// (staging/src/k8s.io/apiserver/pkg/endpoints/handlers/get.go).
+Reply invalidListOptions(const std::vector<FieldError>& errs) {
+  std::string agg;
+  json::array causes;
+  for (const auto& e : errs) {
+    if (!agg.empty()) agg += ", ";
+    agg += e.field + ": " + e.body;
+    causes.push_back(json::object{{"reason", e.type}, {"message", e.body}, {"field", e.field}});
+  }
+  if (errs.size() > 1) agg = "[" + agg + "]";
+  json::object o{{"kind", "Status"},
+                 {"apiVersion", "v1"},
+                 {"metadata", json::object()},
+                 {"status", "Failure"},
+                 {"message", "ListOptions.meta.k8s.io \"\" is invalid: " + agg},
+                 {"reason", "Invalid"},
+                 {"details", json::object{{"group", "meta.k8s.io"}, {"kind", "ListOptions"}, {"causes", causes}}},
+                 {"code", 422}};
+  return Reply{422, json::serialize(o), nullptr};
+}
+
+FieldError forbidden(const std::string& field, const std::string& detail) {
+  return {"FieldValueForbidden", "Forbidden: " + detail, field};
+}
+
+// k8s.io/apimachinery/pkg/apis/meta/internalversion/validation: ValidateListOptions (the
+// WatchList gate on, as from 1.32).
+std::optional<Reply> validateListOptions(const std::map<std::string, std::string>& params, bool watch) {
+  auto has = [&](const char* k) { return params.count(k) > 0; };
+  auto param = [&](const char* k) {
+    auto it = params.find(k);
+    return it == params.end() ? std::string() : it->second;
+  };
+  const std::string match = param("resourceVersionMatch");
+  std::vector<FieldError> errs;
+  if (watch) {
+    if (has("sendInitialEvents") && match != "NotOlderThan")
+      errs.push_back(forbidden("resourceVersionMatch", "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"));
+    if (!match.empty()) {
+      if (!has("sendInitialEvents"))
+        errs.push_back(forbidden("resourceVersionMatch",
+                                 "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"));
+      if (match != "NotOlderThan")
+        errs.push_back({"FieldValueNotSupported",
+                        "Unsupported value: \"" + match + "\": supported values: \"NotOlderThan\"", "resourceVersionMatch"});
+      if (!param("continue").empty())
+        errs.push_back(forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"));
+    }
+  } else {
+    if (!match.empty()) {
+      if (param("resourceVersion").empty())
+        errs.push_back(forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden unless resourceVersion is provided"));
+      if (!param("continue").empty())
+        errs.push_back(forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"));
+      if (match != "Exact" && match != "NotOlderThan")
+        errs.push_back({"FieldValueNotSupported",
+                        "Unsupported value: \"" + match + "\": supported values: \"Exact\", \"NotOlderThan\", \"\"",
+                        "resourceVersionMatch"});
+      if (match == "Exact" && param("resourceVersion") == "0")
+        errs.push_back(forbidden("resourceVersionMatch", "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""));
+    }
+    if (has("sendInitialEvents")) errs.push_back(forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list"));
+  }
+  if (errs.empty()) return std::nullopt;
+  return invalidListOptions(errs);
+}
+
+// A resourceVersion as the apiserver's versioner parses it ("" and "0" are 0).
+std::optional<std::uint64_t> parseVersion(const std::string& rv) {
+  if (rv.empty()) return 0;
+  if (rv.find_first_not_of("0123456789") != std::string::npos || rv.size() > 20) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(rv.c_str(), &end, 10);
+  if (errno != 0) return std::nullopt;
+  return v;
+}
 
 Result<json::object> objectOrError(Reply r) {
   if (r.status >= 300) {
@@ -191,13 +283,18 @@ struct FakeApiServer::Impl {
               int status) {
     std::lock_guard lock(mu);
     ++requestTotal;
-    log.push_back(RequestRecord{method, path, query, status});
+    log.push_back(RequestRecord{method, path, query, status, tArrived});
     if (log.size() > kRequestLogLimit) log.pop_front();
   }
 
   template <class S>
   bool respond(S& s, const Request& req, const Reply& r, const std::string& path,
                const std::string& query, int retryAfter = -1) {
+    if (tLoseReply) {
+      // Served (and applied), but the answer never reaches the client.
+      record(std::string(req.method_string()), path, query, 0);
+      return false;
+    }
     http::response<http::string_body> res{static_cast<http::status>(r.status), 11};
     res.set(http::field::content_type, "application/json");
     if (retryAfter < 0) retryAfter = r.retryAfterSeconds;
@@ -230,6 +327,8 @@ struct FakeApiServer::Impl {
 
   template <class S>
   bool handle(S& s, const Request& req) {
+    tArrived = std::chrono::steady_clock::now();
+    tLoseReply = false;
     std::string method(req.method_string());
     auto url = boost::urls::parse_origin_form(req.target());
     if (!url) {
@@ -266,6 +365,7 @@ struct FakeApiServer::Impl {
           std::string msg = code == 429 ? "Too many requests, please try again later."
                                         : "injected failure " + std::to_string(code);
           if (code == 410) msg = "too old resource version";
+          if (!fault->message.empty()) msg = fault->message;
           return respond(s, req, statusReply(code, reason, msg), path, query, fault->retryAfterSeconds);
         }
         case Fault::Action::kHang:
@@ -275,6 +375,12 @@ struct FakeApiServer::Impl {
         case Fault::Action::kDrop:
           record(method, path, query, 0);
           return false;
+        case Fault::Action::kDelay:
+          store.sleep(fault->delay);
+          break;
+        case Fault::Action::kLoseReply:
+          tLoseReply = true;
+          break;
       }
     }
 
@@ -326,6 +432,7 @@ struct FakeApiServer::Impl {
 
     if (name.empty()) {
       if (method == "GET") {
+        if (auto invalid = validateListOptions(params, watch)) return respond(s, req, *invalid, path, query);
         auto sel = detail::Selectors::parse(plural, param("labelSelector"), param("fieldSelector"));
         if (!sel.error.empty()) return respond(s, req, statusReply(400, "BadRequest", sel.error), path, query);
         if (watch) return serveWatch(s, req, plural, ns, std::move(sel), params, path, query);
@@ -337,15 +444,7 @@ struct FakeApiServer::Impl {
             return respond(s, req, statusReply(400, "BadRequest", "limit must be a non-negative integer"), path, query);
           }
         }
-        // "0" is any version; Exact reads etcd at that revision, which the double does not
-        // keep, so it is served like NotOlderThan.
-        if (auto rv = param("resourceVersion");
-            param("continue").empty() && rv != "0" && param("resourceVersionMatch") != "Exact") {
-          if (auto tooLarge = store.waitForVersion(rv, options.tooLargeResourceVersionWait)) {
-            return respond(s, req, *tooLarge, path, query);
-          }
-        }
-        return respond(s, req, store.list(plural, ns, sel, limit, param("continue")), path, query);
+        return respond(s, req, serveList(plural, ns, sel, limit, params), path, query);
       }
       if (method == "POST") {
         json::value body;
@@ -388,6 +487,49 @@ struct FakeApiServer::Impl {
       return respond(s, req, store.update(plural, std::move(body.get_object())), path, query);
     }
     return methodNotAllowed();
+  }
+
+  // A list as the real apiserver serves it for each combination of resourceVersion,
+  // resourceVersionMatch, limit and continue (after validation): cacher/delegator.go
+  // ShouldDelegateList, watch_cache.go waitUntilFreshAndList, storage.ValidateListOptions
+  // and etcd3/store.go GetList. The double is its own watch cache, always up to date.
+  Reply serveList(const std::string& plural, const std::string& ns, const detail::Selectors& sel, std::int64_t limit,
+                  const std::map<std::string, std::string>& params) {
+    auto param = [&](const char* k) {
+      auto it = params.find(k);
+      return it == params.end() ? std::string() : it->second;
+    };
+    const std::string rv = param("resourceVersion");
+    const std::string match = param("resourceVersionMatch");
+    detail::ListRead read;
+    read.limit = limit;
+    read.continueToken = param("continue");
+    if (!read.continueToken.empty()) {
+      if (!detail::Store::validContinueToken(read.continueToken)) {
+        return statusReply(400, "BadRequest", "invalid continue token: continue key is not valid: " + read.continueToken);
+      }
+      if (!rv.empty() && rv != "0") {
+        return statusReply(400, "BadRequest", "specifying resource version is not allowed when using continue");
+      }
+      return store.list(plural, ns, sel, read);
+    }
+    const auto version = parseVersion(rv);
+    if (!version) {
+      return statusReply(400, "BadRequest",
+                         "invalid resource version: resourceVersion: Invalid value: \"" + rv +
+                             "\": strconv.ParseUint: parsing \"" + rv + "\": invalid syntax");
+    }
+    if (rv.empty() || *version == 0) {
+      // "": the most recent (a consistent read), paged. "0": any version, from the watch
+      // cache, which ignores limit for it.
+      if (!rv.empty()) read.limit = 0;
+      return store.list(plural, ns, sel, read);
+    }
+    // A version: Exact (asked for, or the legacy meaning of a version with a limit) reads
+    // at exactly it, else NotOlderThan. Either waits for a store that has not reached it yet.
+    if (auto tooLarge = store.waitForVersion(rv, options.tooLargeResourceVersionWait)) return *tooLarge;
+    if (match == "Exact" || (match.empty() && limit > 0)) read.exact = *version;
+    return store.list(plural, ns, sel, read);
   }
 
   template <class S>

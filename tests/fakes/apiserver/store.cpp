@@ -363,9 +363,32 @@ Reply Store::get(std::string_view plural, std::string_view ns, std::string_view 
   return Reply{200, serializeObject(it->second), it->second};
 }
 
-Reply Store::list(std::string_view plural, std::string_view ns, const Selectors& sel,
-                  std::int64_t limit, std::string_view continueToken) {
+bool Store::validContinueToken(std::string_view token) {
+  unsigned long long id = 0;
+  unsigned long long off = 0;
+  char extra = 0;
+  const std::string t(token);
+  if (std::sscanf(t.c_str(), "snap-%llu-%llu%c", &id, &off, &extra) == 2) return true;
+  return t.rfind("after-", 0) == 0 && t.size() > 6;
+}
+
+std::map<std::string, ObjectPtr> Store::stateAt(std::string_view plural, std::uint64_t at) {
+  std::map<std::string, ObjectPtr> state = objectsOf(plural);
+  // Undo, newest first, every write made after `at`.
+  for (auto it = history_.rbegin(); it != history_.rend() && it->rv > at; ++it) {
+    if (it->plural != plural) continue;
+    const json::object& any = it->after ? *it->after : *it->before;
+    const std::string key = keyOf(strAt(any, "metadata", "namespace"), strAt(any, "metadata", "name"));
+    if (it->before) state[key] = it->before;
+    else state.erase(key);
+  }
+  return state;
+}
+
+Reply Store::list(std::string_view plural, std::string_view ns, const Selectors& sel, const ListRead& read) {
   const KindInfo* kind = kindByPlural(plural);
+  const std::int64_t limit = read.limit;
+  const std::string_view continueToken = read.continueToken;
   std::vector<ObjectPtr> page;
   std::string cont;
   std::uint64_t rv = 0;
@@ -375,29 +398,62 @@ Reply Store::list(std::string_view plural, std::string_view ns, const Selectors&
     std::vector<ObjectPtr> items;
     std::size_t offset = 0;
     std::uint64_t snapId = 0;
-    if (!continueToken.empty()) {
+    auto select = [&](const std::map<std::string, ObjectPtr>& objects, std::string_view after) {
+      for (auto it = after.empty() ? objects.begin() : objects.upper_bound(std::string(after)); it != objects.end();
+           ++it) {
+        if (!ns.empty() && strAt(*it->second, "metadata", "namespace") != ns) continue;
+        if (sel.matches(*it->second)) items.push_back(it->second);
+      }
+    };
+    if (continueToken.rfind("after-", 0) == 0) {
+      // The token a 410 hands out: the rest of the list, read now (etcd3's continue at -1).
+      rv = rv_;
+      select(objectsOf(plural), continueToken.substr(6));
+    } else if (!continueToken.empty()) {
       unsigned long long id = 0;
       unsigned long long off = 0;
-      if (std::sscanf(std::string(continueToken).c_str(), "snap-%llu-%llu", &id, &off) != 2) {
-        return statusReply(400, "BadRequest", "continue key is not valid: " + std::string(continueToken));
-      }
+      std::sscanf(std::string(continueToken).c_str(), "snap-%llu-%llu", &id, &off);
       auto it = snapshots_.find(id);
-      if (it == snapshots_.end() || it->second.rv < compactedRv_ ||
-          it->second.compaction != compactions_) {
+      if (it == snapshots_.end() || it->second.rv < compactedRv_ || it->second.compaction != compactions_) {
+        // As etcd3 answers a continue whose revision was compacted: 410 with a token that
+        // continues after the last item returned, at the current version.
+        std::string fresh;
+        if (it != snapshots_.end() && off > 0 && off <= it->second.items.size()) {
+          const auto& last = *it->second.items[off - 1];
+          fresh = "after-" + keyOf(strAt(last, "metadata", "namespace"), strAt(last, "metadata", "name"));
+        }
         if (it != snapshots_.end()) snapshots_.erase(it);
-        return statusReply(410, "Expired",
-                           "The provided continue parameter is too old to display a consistent "
-                           "list result. You can start a new list without the continue parameter.");
+        if (fresh.empty()) {
+          return statusReply(410, "Expired",
+                             "The provided continue parameter is too old to display a consistent list result. You "
+                             "can start a new list without the continue parameter.");
+        }
+        json::object o{{"kind", "Status"},
+                       {"apiVersion", "v1"},
+                       {"metadata", json::object{{"continue", fresh}}},
+                       {"status", "Failure"},
+                       {"message",
+                        "The provided continue parameter is too old to display a consistent list result. You can "
+                        "start a new list without the continue parameter, or use the continue token in this "
+                        "response to retrieve the remainder of the results. Continuing with the provided token "
+                        "results in an inconsistent list - objects that were created, modified, or deleted between "
+                        "the time the first chunk was returned and now may show up in the list."},
+                       {"reason", "Expired"},
+                       {"code", 410}};
+        return Reply{410, json::serialize(o), nullptr};
       }
       snapId = id;
       offset = off;
       rv = it->second.rv;
+    } else if (read.exact) {
+      if (*read.exact < compactedRv_) {
+        return statusReply(410, "Expired", "The resourceVersion for the provided list is too old.");
+      }
+      rv = *read.exact;
+      select(rv == rv_ ? objectsOf(plural) : stateAt(plural, rv), {});
     } else {
       rv = rv_;
-      for (const auto& [key, obj] : objectsOf(plural)) {
-        if (!ns.empty() && strAt(*obj, "metadata", "namespace") != ns) continue;
-        if (sel.matches(*obj)) items.push_back(obj);
-      }
+      select(objectsOf(plural), {});
     }
     const std::vector<ObjectPtr>& src = snapId != 0 ? snapshots_[snapId].items : items;
     std::size_t end = src.size();
@@ -405,7 +461,7 @@ Reply Store::list(std::string_view plural, std::string_view ns, const Selectors&
       end = offset + static_cast<std::size_t>(limit);
     }
     if (offset < src.size()) page.assign(src.begin() + static_cast<std::ptrdiff_t>(offset), src.begin() + static_cast<std::ptrdiff_t>(end));
-    remaining = src.size() - end;
+    remaining = src.size() - std::min(end, src.size());
     if (remaining > 0) {
       if (snapId == 0) {
         snapId = nextSnapshot_++;
@@ -425,7 +481,9 @@ Reply Store::list(std::string_view plural, std::string_view ns, const Selectors&
   out += std::to_string(rv);
   out += '"';
   if (!cont.empty()) {
-    out += R"(,"continue":")" + cont + R"(","remainingItemCount":)" + std::to_string(remaining);
+    out += R"(,"continue":")" + cont + '"';
+    // Only an unfiltered count is exact, so the apiserver leaves it out under a selector.
+    if (sel.labels.empty() && sel.fields.empty()) out += R"(,"remainingItemCount":)" + std::to_string(remaining);
   }
   out += R"(},"items":[)";
   for (std::size_t i = 0; i < page.size(); ++i) {
@@ -764,6 +822,11 @@ void Store::hang() {
   std::unique_lock lock(mu_);
   std::uint64_t e = hangEpoch_;
   changed_.wait(lock, [&] { return stopping_ || hangEpoch_ != e; });
+}
+
+void Store::sleep(std::chrono::milliseconds d) {
+  std::unique_lock lock(mu_);
+  changed_.wait_for(lock, d, [&] { return stopping_; });
 }
 
 std::size_t Store::openWatches() {

@@ -66,11 +66,21 @@ struct StoreBackup {
   std::map<std::string, std::map<std::string, ObjectPtr>, std::less<>> objects;
 };
 
+/// What a list reads, once the HTTP side has sorted out resourceVersion and its match.
+struct ListRead {
+  std::int64_t limit = 0;        ///< page size; 0 = everything
+  std::string continueToken;     ///< from a previous page (or a 410's fresh token)
+  /// Set: the state at exactly this version, rebuilt from the history (410 when the
+  /// history no longer reaches back to it). Unset: the current state.
+  std::optional<std::uint64_t> exact;
+};
+
 class Store {
  public:
   Reply get(std::string_view plural, std::string_view ns, std::string_view name);
-  Reply list(std::string_view plural, std::string_view ns, const Selectors& sel,
-             std::int64_t limit, std::string_view continueToken);
+  Reply list(std::string_view plural, std::string_view ns, const Selectors& sel, const ListRead& read);
+  /// Whether `token` is one list() could have handed out (400 "invalid continue token" if not).
+  static bool validContinueToken(std::string_view token);
   /// Waits up to `wait` for the store to reach `rv`; the apiserver's 504 "Too large
   /// resource version" Status if it does not, nullopt when `rv` is served (or not a number).
   std::optional<Reply> waitForVersion(std::string_view rv, std::chrono::milliseconds wait);
@@ -111,6 +121,8 @@ class Store {
   void releaseHangs();
   /// Blocks a hung request until releaseHangs()/stop.
   void hang();
+  /// Sleeps `d`, or less if the server stops.
+  void sleep(std::chrono::milliseconds d);
   std::size_t openWatches();
   void watchOpened(int delta);
 
@@ -127,6 +139,8 @@ class Store {
     std::uint64_t compaction;  ///< compactHistory() count when taken: any later one expires it
     std::vector<ObjectPtr> items;
   };
+  /// The objects of `plural` as they were at version `at` (requires at >= compactedRv_).
+  std::map<std::string, ObjectPtr> stateAt(std::string_view plural, std::uint64_t at);
 
   std::string nextRv();
   void record(std::string_view plural, std::string type, ObjectPtr before, ObjectPtr after);

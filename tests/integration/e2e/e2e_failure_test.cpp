@@ -458,7 +458,7 @@ TEST_P(E2EFailureSchedulerRestart, CacheRebuildsFromTheApiserverAndNoShareIsGive
     const char* why;
   };
   const Refused refusals[] = {{"too-much-memory", 10000, 10, "not enough free memory (needs 10000 MiB, 5960 MiB free)"},
-                              {"too-much-compute", 1000, 30, "not enough free compute (needs 30%, 20% free)"}};
+                              {"too-much-compute", 1000, 30, "not enough free compute (needs 30 percent, 20 percent free)"}};
   for (const Refused& r : refusals) ASSERT_TRUE(cluster.createPod(podYaml(r.name, 1, r.memoryMiB, r.cores)).ok());
 
   cluster.stopScheduler(graceful);

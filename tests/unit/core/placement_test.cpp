@@ -156,7 +156,7 @@ TEST_F(PlacementTest, MultiDeviceRequestGetsDistinctDevices) {
   std::set<std::string> ids;
   for (const auto& d : a.containers[0].devices) ids.insert(d.deviceId);
   EXPECT_EQ(ids.size(), 3u);
-  EXPECT_THAT(refusal(pod({gpu(5, 1000, 10)}), n), HasSubstr("needs 5 vgpu.io/sim (1000 MiB, 10% compute each): 4 of 4 fit"));
+  EXPECT_THAT(refusal(pod({gpu(5, 1000, 10)}), n), HasSubstr("needs 5 vgpu.io/sim (1000 MiB, 10 percent compute each): 4 of 4 fit"));
 }
 
 TEST_F(PlacementTest, MemoryPercentageIsAShareOfEachDevice) {
@@ -206,7 +206,7 @@ TEST_F(PlacementTest, InitContainersCountLikeKubernetes) {
 TEST_F(PlacementTest, AppContainersOfOnePodAddUp) {
   auto n = node("n1", devices("n1", 1));
   EXPECT_THAT(refusal(pod({gpu(1, 50000, 10, "a"), gpu(1, 50000, 10, "b")}), n),
-              HasSubstr("container \"b\" needs 1 vgpu.io/sim (50000 MiB, 10% compute)"));
+              HasSubstr("container \"b\" needs 1 vgpu.io/sim (50000 MiB, 10 percent compute)"));
 }
 
 TEST_F(PlacementTest, SharesRunOut) {
@@ -229,7 +229,7 @@ TEST_F(PlacementTest, UnhealthyAndCordonedDevicesAreRefusedWithTheirReason) {
 TEST_F(PlacementTest, ComputeRunsOut) {
   auto n = node("n1", devices("n1", 1));
   place(pod({gpu(1, 1000, 80)}), n);
-  EXPECT_THAT(refusal(pod({gpu(1, 1000, 30)}), n), HasSubstr("not enough free compute (needs 30%, 20% free)"));
+  EXPECT_THAT(refusal(pod({gpu(1, 1000, 30)}), n), HasSubstr("not enough free compute (needs 30 percent, 20 percent free)"));
 }
 
 TEST_F(PlacementTest, UnavailableNodeAndNodeWithoutDevicesSayWhy) {

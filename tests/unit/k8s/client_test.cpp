@@ -150,6 +150,29 @@ TEST_F(K8sClient, ListFollowsContinueTokensAcrossPages) {
   EXPECT_EQ(requestsTo("/api/v1/pods"), 1u + 5u);
 }
 
+TEST_F(K8sClient, PagesAfterTheFirstSendOnlyTheContinueToken) {
+  for (int i = 0; i < 7; ++i) seedPod("ns", "pod-" + std::to_string(i));
+  const std::string at = std::to_string(server_->resourceVersion());
+  seedPod("ns", "pod-later");
+  // A version with a limit: the state at exactly that version, in pages. The apiserver
+  // refuses a resourceVersion beside a continue token (400), so only the first page names it.
+  ListOptions o;
+  o.limit = 3;
+  o.resourceVersion = at;
+  auto all = client_->list(kPods, o);
+  ASSERT_TRUE(all) << all.error().describe();
+  EXPECT_EQ(all->items.size(), 7u) << "pod-later came after that version";
+  EXPECT_EQ(all->resourceVersion, at);
+  std::size_t pages = 0;
+  for (const auto& r : server_->requests()) {
+    if (r.path != "/api/v1/pods") continue;
+    ++pages;
+    EXPECT_EQ(r.query.find("continue=") == std::string::npos, r.query.find("resourceVersion=") != std::string::npos)
+        << r.query;
+  }
+  EXPECT_EQ(pages, 3u);
+}
+
 TEST_F(K8sClient, ExpiredContinueTokenIsGoneForAPageAndRestartsAFullList) {
   for (int i = 0; i < 10; ++i) seedPod("ns", "p" + std::to_string(i));
   ListOptions o;

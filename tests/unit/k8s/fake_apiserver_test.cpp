@@ -358,5 +358,176 @@ TEST(K8sFakeApiServer, TheBinaryRejectsBadArguments) {
   EXPECT_EQ(WEXITSTATUS(std::system(cmd.c_str())), 1);
 }
 
+// Status code and JSON body of a GET the client would not send as it is.
+struct RawAnswer {
+  int status = 0;
+  json::object body;
+};
+RawAnswer rawGet(std::uint16_t port, const std::string& target) {
+  auto raw = rawHttp(port, request("GET", target, "application/json", ""));
+  RawAnswer out;
+  if (raw.rfind("HTTP/1.1 ", 0) == 0) out.status = std::stoi(raw.substr(9, 3));
+  boost::system::error_code ec;
+  auto v = json::parse(raw.substr(raw.find("\r\n\r\n") + 4), ec);
+  if (!ec && v.is_object()) out.body = v.as_object();
+  return out;
+}
+
+std::vector<std::string> itemNames(const json::object& list) {
+  std::vector<std::string> out;
+  for (const auto& item : list.at("items").as_array()) out.emplace_back(name(item.as_object()));
+  return out;
+}
+
+// What the real apiserver answers for each combination of resourceVersion,
+// resourceVersionMatch, limit and continue (k8s.io/apiserver storage/cacher/delegator.go,
+// watch_cache.go, storage/interfaces.go ValidateListOptions, etcd3/store.go and errors.go;
+// apimachinery meta/internalversion/validation).
+TEST(K8sFakeApiServer, ListsAnswerEachResourceVersionCombinationAsTheApiserverDoes) {
+  auto server = startServer(tooLargeWait(std::chrono::milliseconds(20)));
+  ASSERT_TRUE(server->create("pods", makePod("ns", "a")));
+  ASSERT_TRUE(server->create("pods", makePod("ns", "b")));
+  const std::string old = std::to_string(server->resourceVersion());  // a and b
+  ASSERT_TRUE(server->create("pods", makePod("ns", "c")));
+  ASSERT_TRUE(server->remove("pods", "ns", "a"));
+  const std::string now = std::to_string(server->resourceVersion());  // b and c
+  const std::string ahead = std::to_string(server->resourceVersion() + 5);
+  const std::string path = "/api/v1/namespaces/ns/pods";
+  auto first = rawGet(server->port(), path + "?limit=1");
+  ASSERT_EQ(first.status, 200);
+  const std::string token(first.body.at("metadata").at("continue").as_string());
+
+  struct Case {
+    const char* description;
+    std::string query;
+    int status;
+    std::vector<std::string> items;  // 200: the names listed
+    std::string listVersion;         // 200: metadata.resourceVersion
+    bool more = false;               // 200: a continue token follows
+    std::string message;             // otherwise: the Status message (exactly)
+  };
+  const std::string invalid = "ListOptions.meta.k8s.io \"\" is invalid: ";
+  const std::vector<Case> cases = {
+      {"no version: the most recent, paged", "?limit=1", 200, {"b"}, now, true, ""},
+      {"0: any version, from the watch cache, which ignores limit", "?resourceVersion=0&limit=1", 200, {"b", "c"}, now, false, ""},
+      {"0 NotOlderThan: the same", "?resourceVersion=0&resourceVersionMatch=NotOlderThan&limit=1", 200, {"b", "c"}, now, false, ""},
+      {"a version and a limit: exact, the legacy meaning", "?resourceVersion=" + old + "&limit=1", 200, {"a"}, old, true, ""},
+      {"a version alone: not older than it", "?resourceVersion=" + old, 200, {"b", "c"}, now, false, ""},
+      {"NotOlderThan with a limit: the current state, paged",
+       "?resourceVersion=" + old + "&resourceVersionMatch=NotOlderThan&limit=1", 200, {"b"}, now, true, ""},
+      {"Exact: the state at that version", "?resourceVersion=" + old + "&resourceVersionMatch=Exact", 200, {"a", "b"}, old, false, ""},
+      {"continue with 0 beside it", "?continue=" + token + "&resourceVersion=0", 200, {"c"}, now, false, ""},
+      {"match without a version", "?resourceVersionMatch=NotOlderThan", 422, {}, "", false,
+       invalid + "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"},
+      {"Exact at 0", "?resourceVersion=0&resourceVersionMatch=Exact", 422, {}, "", false,
+       invalid + "resourceVersionMatch: Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""},
+      {"an unknown match", "?resourceVersion=" + old + "&resourceVersionMatch=Newest", 422, {}, "", false,
+       invalid + "resourceVersionMatch: Unsupported value: \"Newest\": supported values: \"Exact\", \"NotOlderThan\", \"\""},
+      {"match with continue (two errors)", "?continue=" + token + "&resourceVersionMatch=NotOlderThan", 422, {}, "", false,
+       invalid + "[resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is "
+                 "provided, resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided]"},
+      {"sendInitialEvents on a list", "?sendInitialEvents=true", 422, {}, "", false,
+       invalid + "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list"},
+      {"a version beside continue", "?continue=" + token + "&resourceVersion=" + old, 400, {}, "", false,
+       "specifying resource version is not allowed when using continue"},
+      {"a token never handed out", "?continue=bogus", 400, {}, "", false,
+       "invalid continue token: continue key is not valid: bogus"},
+      {"a version that is no number", "?resourceVersion=abc", 400, {}, "", false,
+       "invalid resource version: resourceVersion: Invalid value: \"abc\": strconv.ParseUint: parsing \"abc\": "
+       "invalid syntax"},
+      {"exact ahead of the store", "?resourceVersion=" + ahead + "&limit=1", 504, {}, "", false,
+       "Timeout: Too large resource version: " + ahead + ", current: " + now},
+      {"not older than ahead of the store", "?resourceVersion=" + ahead, 504, {}, "", false,
+       "Timeout: Too large resource version: " + ahead + ", current: " + now},
+  };
+  for (const auto& c : cases) {
+    auto r = rawGet(server->port(), path + c.query);
+    EXPECT_EQ(r.status, c.status) << c.description << ": " << json::serialize(r.body);
+    if (c.status == 200) {
+      EXPECT_EQ(itemNames(r.body), c.items) << c.description;
+      EXPECT_EQ(r.body.at("metadata").at("resourceVersion"), json::value(c.listVersion)) << c.description;
+      EXPECT_EQ(r.body.at("metadata").as_object().contains("continue"), c.more) << c.description;
+    } else {
+      EXPECT_EQ(r.body.at("kind"), "Status") << c.description;
+      EXPECT_EQ(r.body.at("code"), c.status) << c.description;
+      EXPECT_EQ(r.body.at("message"), json::value(c.message)) << c.description;
+    }
+  }
+  auto causes = rawGet(server->port(), path + "?resourceVersionMatch=Exact").body.at("details");
+  EXPECT_EQ(causes, json::parse(R"({"group":"meta.k8s.io","kind":"ListOptions","causes":[{"reason":"FieldValueForbidden",
+      "message":"Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+      "field":"resourceVersionMatch"}]})"));
+  auto watchMatch = rawGet(server->port(), path + "?watch=true&resourceVersion=" + now + "&resourceVersionMatch=NotOlderThan");
+  EXPECT_EQ(watchMatch.status, 422);
+  EXPECT_EQ(watchMatch.body.at("message"),
+            json::value(invalid + "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless "
+                                  "sendInitialEvents is provided"));
+
+  // Once etcd compacted: an exact read of the old version is gone for good (410, and asking
+  // again with the same version can never succeed), not-older-than reads are served, and a
+  // continue token answers 410 with a token for the rest at the current version.
+  auto paged = rawGet(server->port(), path + "?limit=1");  // b, then a token for c
+  ASSERT_EQ(itemNames(paged.body), std::vector<std::string>{"b"});
+  const std::string pending(paged.body.at("metadata").at("continue").as_string());
+  server->compactHistory();
+  for (std::string query : {"?resourceVersion=" + old + "&limit=1", "?resourceVersion=" + old + "&resourceVersionMatch=Exact"}) {
+    auto r = rawGet(server->port(), path + query);
+    EXPECT_EQ(r.status, 410) << query;
+    EXPECT_EQ(r.body.at("reason"), "Expired") << query;
+    EXPECT_EQ(r.body.at("message"), "The resourceVersion for the provided list is too old.") << query;
+  }
+  auto notOlder = rawGet(server->port(), path + "?resourceVersion=" + old + "&resourceVersionMatch=NotOlderThan&limit=1");
+  EXPECT_EQ(notOlder.status, 200);
+  EXPECT_EQ(itemNames(notOlder.body), std::vector<std::string>{"b"});
+  auto expired = rawGet(server->port(), path + "?continue=" + pending);
+  ASSERT_EQ(expired.status, 410);
+  EXPECT_EQ(expired.body.at("reason"), "Expired");
+  EXPECT_NE(std::string(expired.body.at("message").as_string()).find("use the continue token in this response"),
+            std::string::npos);
+  const std::string fresh(expired.body.at("metadata").at("continue").as_string());
+  ASSERT_TRUE(server->create("pods", makePod("ns", "d")));
+  auto rest = rawGet(server->port(), path + "?continue=" + fresh);
+  ASSERT_EQ(rest.status, 200) << json::serialize(rest.body);
+  EXPECT_EQ(itemNames(rest.body), (std::vector<std::string>{"c", "d"})) << "after b, read now";
+}
+
+TEST(K8sFakeApiServer, RecordsWhenEachRequestArrived) {
+  auto server = startServer();
+  auto client = clientFor(*server);
+  auto before = std::chrono::steady_clock::now();
+  ASSERT_TRUE(client->listPage(kPods, {}));
+  auto after = std::chrono::steady_clock::now();
+  auto log = server->requests();
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_GE(log[0].at, before);
+  EXPECT_LE(log[0].at, after);
+}
+
+TEST(K8sFakeApiServer, ALostReplyAppliesTheRequestAndADelayedOneIsServedLate) {
+  auto server = startServer();
+  ASSERT_TRUE(server->create("pods", makePod("ns", "p")));
+  fakes::Fault lose;
+  lose.method = "POST";
+  lose.action = fakes::Fault::Action::kLoseReply;
+  server->addFault(lose);
+  ClientOptions once = testing::fastOptions();
+  once.maxRetries = 0;
+  auto client = clientFor(*server, once);
+  auto bound = client->bind({"ns", "p", "n1", "", {}});
+  ASSERT_FALSE(bound);
+  EXPECT_TRUE(bound.error().isTransport()) << bound.error().describe();
+  EXPECT_EQ(nodeName(*server->get("pods", "ns", "p")), "n1") << "applied all the same";
+
+  fakes::Fault slow;
+  slow.method = "GET";
+  slow.action = fakes::Fault::Action::kDelay;
+  slow.delay = std::chrono::milliseconds(150);
+  server->addFault(slow);
+  auto start = std::chrono::steady_clock::now();
+  auto got = client->get(kPods, "ns", "p");
+  EXPECT_TRUE(got);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(150));
+}
+
 }  // namespace
 }  // namespace vgpu::k8s

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 
 #include "test_support.h"
@@ -164,6 +165,194 @@ TEST(K8sInformer, RelistAfterGoneReportsExactlyWhatWasMissed) {
   EXPECT_EQ(log, (std::vector<std::string>{"add ns/born", "delete ns/drop", "update ns/change"}));
   EXPECT_EQ(informer.stats().lists, 2u);
   EXPECT_TRUE(mirror.problems().empty());
+}
+
+// Keeps the informer's watches failing (its lists still work) while a test changes things.
+void holdWatchesDown(fakes::FakeApiServer& server, const Informer& informer) {
+  // Its watch open first: one still on its way in could slip past the fault and the break.
+  ASSERT_TRUE(eventually([&] { return server.openWatches() >= 1; }));
+  fakes::Fault down;
+  down.watch = fakes::Fault::Watch::kOnly;
+  down.status = 503;
+  down.times = -1;
+  server.addFault(down);
+  auto errors = informer.stats().watchErrors;
+  server.breakWatches();
+  ASSERT_TRUE(eventually([&] { return informer.stats().watchErrors >= errors + 2; }));
+}
+
+bool isList(const fakes::RequestRecord& r) {
+  return r.method == "GET" && r.query.find("watch=true") == std::string::npos;
+}
+std::string queryParam(const std::string& query, const std::string& key) {
+  for (std::size_t at = 0; at < query.size();) {
+    auto amp = query.find('&', at);
+    auto part = query.substr(at, amp == std::string::npos ? std::string::npos : amp - at);
+    if (part.rfind(key + "=", 0) == 0) return part.substr(key.size() + 1);
+    if (amp == std::string::npos) break;
+    at = amp + 1;
+  }
+  return {};
+}
+
+// Issue 19 item 1: after etcd compacts past the informer's version, its check after a
+// broken stream must not be an exact read (limit + resourceVersion), which the apiserver
+// answers 410 for ever after.
+TEST(K8sInformer, GetsPastACompactionOfItsVersionWhileItsStreamWasBroken) {
+  auto server = startServer();
+  auto client = clientFor(*server);
+  for (const char* n : {"keep", "change"}) ASSERT_TRUE(server->create("pods", makePod("ns", n)));
+  Mirror mirror;
+  Informer informer(*client, kPods, quick(), mirror.handlers());
+  informer.start();
+  ASSERT_TRUE(informer.waitForSync(std::chrono::seconds(10)));
+  holdWatchesDown(*server, informer);
+  ASSERT_TRUE(server->patch("pods", "ns", "change", json::parse(R"({"metadata":{"labels":{"v":"2"}}})").as_object()));
+  ASSERT_TRUE(server->create("pods", makePod("ns", "born")));
+  server->compactHistory();
+  server->clearFaults();
+  ASSERT_TRUE(eventually([&] { return cacheState(informer) == serverState(*server); }))
+      << "wedged on a version etcd has compacted";
+  EXPECT_TRUE(mirror.problems().empty());
+  for (const auto& r : server->requests()) {
+    if (!isList(r)) continue;
+    EXPECT_NE(r.status, 410) << r.query;
+    const auto rv = queryParam(r.query, "resourceVersion");
+    if (!rv.empty() && rv != "0" && !queryParam(r.query, "limit").empty()) {
+      EXPECT_EQ(queryParam(r.query, "resourceVersionMatch"), "NotOlderThan") << "an exact read: " << r.query;
+    }
+  }
+}
+
+// Issue 19 item 2: no list is a quorum read ("" goes to etcd, from every client at once
+// after an apiserver restart); the first list is "0", a relist after 410 is not older than
+// the last version seen, unpaged (so the watch cache serves it), after a jittered backoff.
+TEST(K8sInformer, ListsAreServedFromTheWatchCacheAndRelistsWaitTheirTurn) {
+  auto server = startServer();
+  auto client = clientFor(*server);
+  for (int i = 0; i < 9; ++i) ASSERT_TRUE(server->create("pods", makePod("ns", "p" + std::to_string(i))));
+  InformerOptions o = quick();
+  o.backoffMin = std::chrono::milliseconds(100);
+  o.backoffMax = std::chrono::milliseconds(1000);
+  Informer informer(*client, kPods, o, {});
+  informer.start();
+  ASSERT_TRUE(informer.waitForSync(std::chrono::seconds(10)));
+  ASSERT_TRUE(eventually([&] { return server->openWatches() == 1; }));
+  const std::string seen = informer.resourceVersion();
+  holdWatchesDown(*server, informer);
+  ASSERT_TRUE(server->create("pods", makePod("ns", "late")));
+  server->compactHistory();
+  server->clearFaults();
+  ASSERT_TRUE(eventually([&] { return informer.stats().lists == 2 && informer.get("ns/late"); }));
+
+  std::vector<fakes::RequestRecord> lists;
+  std::optional<std::chrono::steady_clock::time_point> gone;
+  for (const auto& r : server->requests()) {
+    if (isList(r) && r.query.find("resourceVersionMatch") == std::string::npos) lists.push_back(r);
+    if (!isList(r) && r.status == 200 && queryParam(r.query, "resourceVersion") == seen) gone = r.at;
+  }
+  ASSERT_EQ(lists.size(), 2u);
+  EXPECT_EQ(queryParam(lists[0].query, "resourceVersion"), "0") << lists[0].query;
+  EXPECT_EQ(queryParam(lists[1].query, "resourceVersion"), seen) << lists[1].query;
+  EXPECT_EQ(queryParam(lists[1].query, "limit"), "") << "unpaged: with a limit it would be an exact read";
+  for (const auto& r : server->requests()) {
+    if (isList(r)) {
+      EXPECT_NE(queryParam(r.query, "resourceVersion"), "") << "a quorum read: " << r.query;
+    }
+  }
+  ASSERT_TRUE(gone) << "the re-watch that met the compaction";
+  EXPECT_GE(lists[1].at - *gone, std::chrono::milliseconds(50)) << "relisted without waiting";
+}
+
+TEST(K8sInformer, RelistsBackOffExponentiallyWithJitterAcrossClients) {
+  auto server = startServer();
+  auto client = clientFor(*server);
+  constexpr int kInformers = 6;
+  std::vector<std::unique_ptr<Informer>> informers;
+  for (int i = 0; i < kInformers; ++i) {
+    ASSERT_TRUE(server->create("pods", makePod("ns" + std::to_string(i), "p")));
+    InformerOptions o = quick();
+    o.ns = "ns" + std::to_string(i);
+    o.backoffMin = std::chrono::milliseconds(40);
+    o.backoffMax = std::chrono::milliseconds(5000);
+    informers.push_back(std::make_unique<Informer>(*client, kPods, o, InformerHandlers{}));
+    informers.back()->start();
+  }
+  for (auto& i : informers) ASSERT_TRUE(i->waitForSync(std::chrono::seconds(10)));
+  // Every watch from now on is told its version is gone: each informer relists again and
+  // again, never seeing an event, so its backoff keeps growing.
+  fakes::Fault gone;
+  gone.watch = fakes::Fault::Watch::kOnly;
+  gone.status = 410;
+  gone.times = -1;
+  server->addFault(gone);
+  const auto since = std::chrono::steady_clock::now();
+  server->breakWatches();
+  ASSERT_TRUE(eventually([&] {
+    for (auto& i : informers)
+      if (i->stats().lists < 6) return false;
+    return true;
+  }, std::chrono::seconds(20)));
+  server->clearFaults();
+
+  std::vector<std::vector<double>> gaps(kInformers);  // ms between one informer's relists
+  for (int i = 0; i < kInformers; ++i) {
+    std::vector<std::chrono::steady_clock::time_point> at;
+    for (const auto& r : server->requests())
+      if (isList(r) && r.at > since && r.path == "/api/v1/namespaces/ns" + std::to_string(i) + "/pods") at.push_back(r.at);
+    ASSERT_GE(at.size(), 5u) << i;
+    for (std::size_t k = 1; k < at.size(); ++k)
+      gaps[i].push_back(std::chrono::duration<double, std::milli>(at[k] - at[k - 1]).count());
+    // Equal jitter: the k-th wait is within [d/2, d] with d doubling, so each wait is at
+    // least the one before it (a few ms of slack for the round trips), and they grow.
+    for (std::size_t k = 1; k < gaps[i].size(); ++k) EXPECT_GE(gaps[i][k], gaps[i][k - 1] - 5) << i << " " << k;
+    EXPECT_GE(gaps[i][3], 2.5 * gaps[i][0]) << i;
+  }
+  // And clients cut off at the same instant do not come back in step.
+  double lo = 1e9, hi = 0;
+  for (const auto& g : gaps) {
+    lo = std::min(lo, g[2]);
+    hi = std::max(hi, g[2]);
+  }
+  EXPECT_GE(hi - lo, 5.0) << "the third waits of " << kInformers << " clients are all within 5 ms";
+}
+
+// Issue 27 item 2: a pod deleted and created again under its name while the informer was
+// not watching shows up only in a relist, with a new uid. That is a delete of the old
+// object and an add of the new one, not an update: whoever keys by uid must hear of both.
+TEST(K8sInformer, ANameReusedByANewObjectIsADeleteAndAnAdd) {
+  auto server = startServer();
+  auto client = clientFor(*server);
+  auto old = server->create("pods", makePod("ns", "p"));
+  ASSERT_TRUE(old);
+  std::mutex mu;
+  std::vector<std::string> log;
+  InformerHandlers h;
+  h.onAdd = [&](const ObjectPtr& o) {
+    std::lock_guard lock(mu);
+    log.push_back("add " + std::string(uid(*o)));
+  };
+  h.onUpdate = [&](const ObjectPtr& b, const ObjectPtr& a) {
+    std::lock_guard lock(mu);
+    log.push_back("update " + std::string(uid(*b)) + " -> " + std::string(uid(*a)));
+  };
+  h.onDelete = [&](const ObjectPtr& o) {
+    std::lock_guard lock(mu);
+    log.push_back("delete " + std::string(uid(*o)));
+  };
+  Informer informer(*client, kPods, quick(), h);
+  informer.start();
+  ASSERT_TRUE(informer.waitForSync(std::chrono::seconds(10)));
+  holdWatchesDown(*server, informer);
+  ASSERT_TRUE(server->remove("pods", "ns", "p"));
+  auto again = server->create("pods", makePod("ns", "p"));
+  ASSERT_TRUE(again);
+  server->compactHistory();
+  server->clearFaults();
+  ASSERT_TRUE(eventually([&] { return informer.get("ns/p") && uid(*informer.get("ns/p")) == uid(*again); }));
+  std::lock_guard lock(mu);
+  EXPECT_EQ(log, (std::vector<std::string>{"add " + std::string(uid(*old)), "delete " + std::string(uid(*old)),
+                                           "add " + std::string(uid(*again))}));
 }
 
 TEST(K8sInformer, ResumesFromItsVersionAfterAnApiserverRestart) {

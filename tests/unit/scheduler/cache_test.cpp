@@ -113,7 +113,9 @@ TEST_F(CacheFixture, SchedulerCacheReserveTakesLowestFreeSlotsAndReleaseGivesThe
   ASSERT_TRUE(r2.ok()) << r2.error().message;
   EXPECT_EQ(r2->assignment.containers[0].devices[0].slot, 3);
   EXPECT_EQ(cache.deviceUsage("n1", "GPU-n1-0")->shares, 4u);
-  cache.release("uid-2");
+  cache.release("uid-2", r2->id + 1);  // not that reservation: kept
+  EXPECT_EQ(cache.deviceUsage("n1", "GPU-n1-0")->shares, 4u);
+  cache.release("uid-2", r2->id);
   EXPECT_EQ(cache.deviceUsage("n1", "GPU-n1-0")->shares, 3u);
   PodInfo p3 = info(gpuPod("r", 1000), "uid-3");
   auto r3 = cache.reserve(p3, prepare(p3), "n1", engine, std::chrono::milliseconds(0));

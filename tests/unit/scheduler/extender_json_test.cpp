@@ -237,5 +237,38 @@ TEST(SchedulerFilterResult, WithoutNodeCacheCapableTheFittingNodeObjectsComeBack
   EXPECT_EQ(out.at("FailedNodes"), (json::object{{"a", "full"}}));
 }
 
+TEST(SchedulerJsonWriter, PercentSignsBecomeTheWordPercent) {
+  struct Case {
+    const char* in;
+    const char* out;
+  } cases[] = {
+      {"needs 30%, 20% free", "needs 30 percent, 20 percent free"},
+      {"(3000 MiB, 0% compute)", "(3000 MiB, 0 percent compute)"},
+      {"100%", "100 percent"},
+      {"% of it", "percent of it"},
+      {"50%compute", "50 percent compute"},
+      {"%d %s %!c(MISSING)", "percent d percent s percent!c(MISSING)"},
+      {"no sign at all", "no sign at all"},
+      {"", ""},
+  };
+  for (const auto& c : cases) EXPECT_EQ(printfSafe(c.in), c.out) << c.in;
+  EXPECT_EQ(fullParse(errorAnswer("quota 100% used \"now\"")), json::parse(R"({"Error":"quota 100 percent used \"now\""})"));
+}
+
+TEST(SchedulerFilterResult, ReasonsAndTheErrorAreWrittenWithoutPercentSigns) {
+  const std::string body = json::serialize(json::object{{"Pod", kPod}, {"Nodes", nullptr}, {"NodeNames", json::array{"a", "b"}}});
+  json::monotonic_resource arena;
+  auto args = parseExtenderArgs(body, &arena);
+  ASSERT_TRUE(args.ok());
+  FilterResult result(2);
+  result.fail(0, result.reason("needs 30% compute"), false);
+  result.fail(1, result.reason("50% of the memory"), true);
+  result.setError("100% wrong");
+  const json::object out = fullParse(result.toJson(*args)).as_object();
+  EXPECT_EQ(out.at("FailedNodes").at("a"), "needs 30 percent compute");
+  EXPECT_EQ(out.at("FailedAndUnresolvableNodes").at("b"), "50 percent of the memory");
+  EXPECT_EQ(out.at("Error"), "100 percent wrong");
+}
+
 }  // namespace
 }  // namespace vgpu::scheduler

@@ -6,6 +6,8 @@
 #include "scheduler_harness.h"
 #include "vgpu/codec/assignment_codec.h"
 #include "vgpu/k8s/object.h"
+#include "vgpu/allocator.h"
+#include "vgpu/backend_abi.h"
 
 namespace vgpu::scheduler {
 namespace {
@@ -24,6 +26,41 @@ std::vector<std::string> names(const json::value& v) {
   if (v.is_array())
     for (const auto& n : v.as_array()) out.emplace_back(n.as_string());
   return out;
+}
+
+/// A pod the node agent has admitted: bound to `node`, its assignment on the pod.
+json::object admittedPod(const std::string& name, const std::string& node, std::uint64_t memoryMiB, std::uint32_t cores = 0) {
+  Assignment a;
+  a.node = node;
+  a.containers.push_back({"main", false, {{"sim", "GPU-" + node + "-0", 0, memoryMiB, cores, 0}}});
+  std::map<std::string, std::string> limits{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", std::to_string(memoryMiB)}};
+  if (cores > 0) limits["nvidia.com/gpucores"] = std::to_string(cores);
+  json::object pod = podJson("default", name, {{"main", limits}}, "vgpu-scheduler",
+                             json::object{{std::string(keys::kPodAssignment), encodeAssignment(a)},
+                                          {std::string(keys::kPodBindPhase), "success"}});
+  pod["spec"].as_object()["nodeName"] = node;
+  pod["status"].as_object()["phase"] = "Running";
+  return pod;
+}
+
+std::uint64_t memoryOn(SchedulerService& s, const std::string& node, int devices) {
+  std::uint64_t total = 0;
+  for (int i = 0; i < devices; ++i)
+    if (auto u = s.cache().deviceUsage(node, "GPU-" + node + "-" + std::to_string(i))) total += u->memoryMiB;
+  return total;
+}
+
+/// Keeps the scheduler's informers from watching (their lists still work) while a test
+/// changes the cluster behind their back.
+void cutWatches(fakes::FakeApiServer& api) {
+  // Both watches open first: one still on its way in could slip past the fault and the break.
+  ASSERT_TRUE(eventually([&] { return api.openWatches() >= 2; }));
+  fakes::Fault down;
+  down.watch = fakes::Fault::Watch::kOnly;
+  down.status = 503;
+  down.times = -1;
+  api.addFault(down);
+  api.breakWatches();
 }
 
 struct ExtenderFixture : ::testing::Test {
@@ -282,6 +319,175 @@ TEST(SchedulerReadiness, ReadyzIs503UntilTheCachesSync) {
   ASSERT_TRUE(service->waitForSync(std::chrono::seconds(60)));
   EXPECT_EQ(http.get("/readyz").status, 200);
   service->stop();
+}
+
+// Issue 27 item 1: a restarted vgpu-scheduler answered from empty caches and gave out
+// devices pods already held. Until the first list of nodes and of pods is in, filter and
+// bind refuse with an Error (kube-scheduler's backoff queue: retried in seconds, no node
+// marked unschedulable or unresolvable), prioritize scores nothing, /readyz is 503.
+TEST(SchedulerReadiness, RefusesToPlaceUntilNodesAndPodsAreListed) {
+  auto api = std::move(fakes::FakeApiServer::start()).value();
+  ASSERT_TRUE(api->create("nodes", nodeJson("n", gpus("n", 1, 8000))).ok());
+  ASSERT_TRUE(api->create("pods", admittedPod("holder", "n", 8000)).ok());  // the whole GPU
+  auto waiting = api->create("pods", gpuPod("waiting", 8000));
+  ASSERT_TRUE(waiting.ok());
+  fakes::Fault slow;  // an apiserver slow to list pods (nodes come at once)
+  slow.method = "GET";
+  slow.pathPrefix = "/api/v1/pods";
+  slow.watch = fakes::Fault::Watch::kNever;
+  slow.action = fakes::Fault::Action::kDelay;
+  slow.delay = std::chrono::milliseconds(2500);
+  api->addFault(slow);
+  k8s::ClientConfig cc;
+  cc.server = api->url();
+  auto client = std::move(k8s::Client::create(cc)).value();
+  BackendSet backends = simBackends();
+  auto service = std::move(SchedulerService::start(DeviceConfig{}, backends, *client, {})).value();
+  TestHttpClient http(service->port());
+  ASSERT_TRUE(eventually([&] { return service->cache().stats().nodes == 1; }));
+  ASSERT_FALSE(service->ready());
+
+  auto early = parse(http.post("/filter", extenderArgs(*waiting, {"n"})).body);
+  EXPECT_NE(std::string(early.at("Error").as_string()).find("not ready"), std::string::npos) << early;
+  EXPECT_TRUE(names(early.at("NodeNames")).empty()) << early;
+  EXPECT_TRUE(early.at("FailedNodes").as_object().contains("n")) << early;
+  EXPECT_TRUE(early.at("FailedAndUnresolvableNodes").as_object().empty()) << "nothing unresolvable";
+  auto scores = json::parse(http.post("/prioritize", extenderArgs(*waiting, {"n"})).body).as_array();
+  ASSERT_EQ(scores.size(), 1u);
+  EXPECT_EQ(scores[0].at("Score"), 0);
+  auto bound = parse(http.post("/bind", bindingArgs(*waiting, "n")).body);
+  EXPECT_NE(std::string(bound.at("Error").as_string()).find("not ready"), std::string::npos) << bound;
+  EXPECT_EQ(k8s::nodeName(*api->get("pods", "default", "waiting")), "") << "nothing was bound";
+  EXPECT_EQ(service->cache().stats().reservations, 0u);
+  EXPECT_EQ(http.get("/readyz").status, 503);
+  EXPECT_EQ(http.get("/healthz").status, 200);
+
+  ASSERT_TRUE(service->waitForSync(std::chrono::seconds(30)));
+  EXPECT_EQ(http.get("/readyz").status, 200);
+  auto later = parse(http.post("/filter", extenderArgs(*waiting, {"n"})).body);
+  EXPECT_EQ(later.at("Error"), "");
+  EXPECT_TRUE(names(later.at("NodeNames")).empty()) << "the holder's GPU is taken: " << later;
+  EXPECT_NE(std::string(later.at("FailedNodes").at("n").as_string()).find("8000 MiB"), std::string::npos) << later;
+  service->stop();
+}
+
+// Issue 27 item 2: the cache keys pods by uid; a pod deleted and created again under its
+// name, seen only through a relist, must give back the old pod's devices.
+TEST_F(ExtenderFixture, SchedulerAPodRecreatedUnderItsNameWhileUnwatchedGivesBackTheOldOnesDevices) {
+  auto pod = h.createPod(gpuPod("p", 30000));
+  ASSERT_EQ(parse(http.post("/bind", bindingArgs(pod, "big")).body).at("Error"), "");
+  ASSERT_TRUE(eventually([&] { return h.service->cache().stats().reservations == 0; }));  // confirmed by the informer
+  ASSERT_EQ(memoryOn(*h.service, "big", 2), 30000u);
+  cutWatches(*h.api);
+  ASSERT_TRUE(h.api->remove("pods", "default", "p").ok());
+  h.createPod(gpuPod("p", 30000));  // a new uid, not bound
+  h.api->compactHistory();          // so the scheduler learns of it through a relist
+  h.api->clearFaults();
+  EXPECT_TRUE(eventually([&] { return memoryOn(*h.service, "big", 2) == 0; }))
+      << "the old pod still holds " << memoryOn(*h.service, "big", 2) << " MiB";
+  EXPECT_EQ(h.service->cache().stats().pods, 0u);
+}
+
+// Issue 27 item 5: the client retries a POST whose answer was lost; the retry finds the pod
+// bound by the first attempt (409). That is our own Binding: a success, reservation kept.
+TEST_F(ExtenderFixture, SchedulerBindWhoseAnswerWasLostIsASuccessAndKeepsItsReservation) {
+  auto pod = h.createPod(gpuPod("p", 30000));
+  fakes::Fault lose;
+  lose.method = "POST";
+  lose.pathPrefix = "/api/v1/namespaces/default/pods/p/binding";
+  lose.action = fakes::Fault::Action::kLoseReply;
+  h.api->addFault(lose);
+  auto out = parse(http.post("/bind", bindingArgs(pod, "big")).body);
+  EXPECT_EQ(out.at("Error"), "") << out;
+  EXPECT_EQ(memoryOn(*h.service, "big", 2), 30000u) << "the reservation of a bound pod was dropped";
+  EXPECT_EQ(h.service->cache().stats().pods, 1u);
+  std::size_t conflicts = 0;
+  for (const auto& r : h.api->requests()) conflicts += r.method == "POST" && r.status == 409;
+  EXPECT_EQ(conflicts, 1u) << "the retried POST met the first one's Binding";
+  EXPECT_EQ(k8s::nodeName(*h.api->get("pods", "default", "p")), "big");
+}
+
+TEST_F(ExtenderFixture, SchedulerBindConflictingWithABindingElsewhereReleasesItsReservation) {
+  auto pod = h.createPod(gpuPod("q", 30000));
+  ASSERT_TRUE(h.client->bind({"default", "q", "small", "", {}}).ok());  // another binder got there first
+  auto out = parse(http.post("/bind", bindingArgs(pod, "big")).body);
+  EXPECT_NE(std::string(out.at("Error").as_string()).find("409"), std::string::npos) << out;
+  EXPECT_EQ(memoryOn(*h.service, "big", 2), 0u);
+  EXPECT_EQ(h.service->cache().stats().reservations, 0u);
+}
+
+// Issue 27 item 6: kube-scheduler uses the extender's words as printf formats (extender.go
+// fmt.Errorf(result.Error); schedule_one.go Eventf(..., msg) for FailedScheduling), so a
+// '%' arrives as "%!c(MISSING)". Every reason template and every message the extender can
+// send in FailedNodes, FailedAndUnresolvableNodes and Error must be free of them.
+TEST(SchedulerMessages, EveryReasonTemplateSaysPercentInWords) {
+  std::vector<std::string> texts;
+  for (int reason = VGPU_REASON_NONE; reason <= VGPU_REASON_NUMA_MISMATCH; ++reason)
+    for (std::uint64_t needed : {0, 30, 100})
+      texts.push_back(explainCoreReason(vgpu_fit_result{0, reason, needed, 20, {}}));
+  for (const char* name : {"sim", "nvidia", "cambricon", "hygon"}) {
+    BackendParams params;
+    params.name = name;
+    auto backend = loadBackend(backendLibraryPath(VGPU_BACKEND_DIR, name), params);
+    ASSERT_TRUE(backend.ok()) << name << ": " << backend.error().message;
+    for (int reason = VGPU_REASON_NONE; reason < VGPU_REASON_BACKEND + 8; ++reason) {
+      if (reason == VGPU_REASON_NUMA_MISMATCH + 1) reason = VGPU_REASON_BACKEND;
+      for (std::uint64_t needed : {0, 30, 100})
+        texts.push_back((*backend)->allocator().explain(vgpu_fit_result{0, reason, needed, 20, {}}));
+    }
+  }
+  for (const auto& t : texts) EXPECT_EQ(t.find('%'), std::string::npos) << t;
+  EXPECT_EQ(explainCoreReason(vgpu_fit_result{0, VGPU_REASON_INSUFFICIENT_COMPUTE, 30, 20, {}}),
+            "not enough free compute (needs 30 percent, 20 percent free)");
+}
+
+TEST_F(ExtenderFixture, SchedulerNoPercentSignInAnyRefusalOrError) {
+  std::vector<std::string> said;  // every reason and error the extender answered
+  auto collect = [&](const json::object& out) {
+    for (const char* map : {"FailedNodes", "FailedAndUnresolvableNodes"})
+      if (out.contains(map))
+        for (const auto& [node, why] : out.at(map).as_object()) said.emplace_back(why.as_string());
+    said.emplace_back(out.at("Error").as_string());
+  };
+  // Compute nearly used up on "small": the refusal names percentages of compute.
+  auto busy = h.createPod(gpuPod("busy", 1000, 90));
+  ASSERT_EQ(parse(http.post("/bind", bindingArgs(busy, "small")).body).at("Error"), "");
+  h.createNode(nodeJson("broken", {}));
+  ASSERT_TRUE(h.api->patch("nodes", "", "broken",
+                           json::object{{"metadata", json::object{{"annotations", json::object{{keys::nodeDevices("sim"),
+                                                                                                "100% garbage"}}}}}})
+                  .ok());
+  ASSERT_TRUE(eventually([&] {
+    bool unreadable = false;
+    h.service->cache().read([&](const ClusterCache::Lookup& lookup, std::chrono::system_clock::time_point) {
+      const NodeEntry* n = lookup("broken");
+      unreadable = n && n->state.unavailable.find("cannot be read") != std::string::npos;
+    });
+    return unreadable;
+  }));
+  const std::vector<std::string> everyNode{"big", "small", "stale", "plain", "broken", "ghost"};
+  collect(filter(gpuPod("compute", 1000, 30), everyNode));
+  collect(filter(podJson("default", "share", {{"main", {{"nvidia.com/gpu", "3"}, {"nvidia.com/gpumem-percentage", "50"}}}}),
+                 everyNode));
+  collect(filter(podJson("default", "odd", {{"main", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "50%"}}}}), {"big"}));
+  collect(filter(podJson("default", "over", {{"main", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "150"}}}}), {"big"}));
+  // Bind refusals: no longer fits, and the apiserver's own words.
+  collect(parse(http.post("/bind", bindingArgs(h.createPod(gpuPod("late", 1000, 30)), "small")).body));
+  fakes::Fault quota;
+  quota.method = "POST";
+  quota.pathPrefix = "/api/v1/namespaces/default/pods/q/binding";
+  quota.status = 403;
+  quota.message = "pods \"q\" is forbidden: exceeded quota: 100% of gpu used";
+  h.api->addFault(quota);
+  collect(parse(http.post("/bind", bindingArgs(h.createPod(gpuPod("q", 1000)), "big")).body));
+
+  std::string all;
+  for (const auto& s : said) all += s + "\n";
+  for (const char* expected : {"30 percent compute", "needs 30 percent, 10 percent free", "50 percent of the memory",
+                               "heartbeat is stale", "cannot be read", "not known", "50 percent", "150",
+                               "100 percent of gpu used"})
+    EXPECT_NE(all.find(expected), std::string::npos) << expected << " not among:\n" << all;
+  for (const auto& s : said) EXPECT_EQ(s.find('%'), std::string::npos) << s;
 }
 
 }  // namespace

@@ -44,7 +44,15 @@ struct ListOptions {
   std::string fieldSelector;   ///< e.g. "spec.nodeName=node1"
   std::int64_t limit = 500;    ///< page size; 0 = no paging
   std::string continueToken;   ///< for listPage: the token of the previous page
-  std::string resourceVersion; ///< "" = most recent (consistent read)
+  /// "" = the most recent (a consistent read: a quorum read from etcd on servers without
+  /// consistent reads from the watch cache); "0" = any version, served from the watch
+  /// cache, which then ignores `limit`; a version = not older than it, except that with a
+  /// `limit` and no `resourceVersionMatch` the apiserver reads at exactly that version
+  /// (410 once compacted). docs/kubernetes-client.md has the table.
+  std::string resourceVersion;
+  /// "", "NotOlderThan" or "Exact"; only with a resourceVersion and without a continue token
+  /// (the apiserver answers 422 otherwise).
+  std::string resourceVersionMatch;
 };
 
 struct ListResult {
@@ -107,7 +115,8 @@ class Client {
   /// One page (follow `continueToken` yourself). `cancel` ends it early with an error.
   ApiResult<ListResult> listPage(const ResourceType& type, const ListOptions& options,
                                  CancelToken* cancel = nullptr);
-  /// All pages. If a continue token expires (410) mid-way it starts over, a few times.
+  /// All pages. Pages after the first send only the continue token (the apiserver refuses
+  /// a resourceVersion beside one). If a token expires (410) mid-way it starts over, a few times.
   ApiResult<ListResult> list(const ResourceType& type, ListOptions options,
                              CancelToken* cancel = nullptr);
   /// Blocks while the stream lasts, calling `handler` per event. Returns ok when the server

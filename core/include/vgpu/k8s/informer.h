@@ -31,9 +31,13 @@ struct InformerOptions {
   std::string ns;               ///< empty = all namespaces
   std::string labelSelector;
   std::string fieldSelector;    ///< e.g. "spec.nodeName=node1"
+  /// Page size of the first list (resourceVersion=0): the apiserver's watch cache ignores
+  /// it, an apiserver without one pages. Relists are unpaged (see docs/kubernetes-client.md).
   std::int64_t pageSize = 500;
   int watchTimeoutSeconds = 300;
-  std::chrono::milliseconds backoffMin{200};   ///< after a failed list or watch
+  /// Before every list but the first, and after a failed watch: doubling from backoffMin
+  /// to backoffMax, jittered (between half and all of it).
+  std::chrono::milliseconds backoffMin{200};
   std::chrono::milliseconds backoffMax{10000};
 };
 

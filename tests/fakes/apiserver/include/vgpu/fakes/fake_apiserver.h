@@ -50,6 +50,10 @@ struct Fault {
     kStatus,  ///< answer `status` with a Status body (and Retry-After if set)
     kHang,    ///< accept the request and never answer (until releaseHangs/stop)
     kDrop,    ///< close the connection without answering
+    kDelay,   ///< wait `delay`, then serve the request normally (a slow apiserver)
+    /// Serve the request (a write is applied) but close the connection instead of sending
+    /// the answer: a reply lost on the way back, so the client retries what already happened.
+    kLoseReply,
   };
   enum class Watch { kAny, kOnly, kNever };
   std::string method;      ///< "" = any; GET, POST, PATCH, DELETE
@@ -58,6 +62,8 @@ struct Fault {
   Watch watch = Watch::kAny;
   Action action = Action::kStatus;
   int status = 500;
+  std::string message;     ///< kStatus: the Status message ("" = a generic one)
+  std::chrono::milliseconds delay{0};  ///< kDelay
   int retryAfterSeconds = -1;
   int times = 1;           ///< matching requests affected; -1 = until clearFaults()
 };
@@ -67,6 +73,7 @@ struct RequestRecord {
   std::string path;
   std::string query;
   int status = 0;  ///< 0 while a watch is streaming, or when dropped/hung
+  std::chrono::steady_clock::time_point at;  ///< when the request arrived
 };
 
 class FakeApiServer {
