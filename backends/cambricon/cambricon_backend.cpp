@@ -259,6 +259,8 @@ Result<std::vector<Device>> CambriconBackend::discover() {
 Result<std::vector<HealthEvent>> CambriconBackend::waitForHealthEvents(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
+    // Started after us: say so in the agent's log (Allocate refuses it too).
+    if (auto s = checkNoVendorPlugin(); !s.ok()) return s.error();
     auto cards = this->cards();
     if (!cards.ok()) return std::move(cards).error();
     std::vector<HealthEvent> events;

@@ -114,6 +114,7 @@ inline std::string mluId(const char* uuid) { return std::string("MLU-") + uuid; 
 class ListeningSocket {
  public:
   explicit ListeningSocket(const std::filesystem::path& path) {
+    ::unlink(path.c_str());  // as a plugin does before it serves
     fd_ = ::socket(AF_UNIX, SOCK_STREAM, 0);
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;

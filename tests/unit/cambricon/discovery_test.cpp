@@ -176,6 +176,11 @@ TEST(CambriconDiscovery, RefusesToStartWhileCambriconsOwnPluginRuns) {
   auto devices = backend->discover();
   ASSERT_TRUE(devices.ok()) << devices.error().message;
   EXPECT_EQ(devices->size(), 3u);
+  // Started after us: the health loop reports it, so the agent's log says which to remove.
+  ListeningSocket late(fake.pluginDir() / "cambricon.sock");
+  auto events = backend->waitForHealthEvents(std::chrono::milliseconds(10));
+  ASSERT_FALSE(events.ok());
+  EXPECT_THAT(events.error().message, HasSubstr("Cambricon's own device plugin is running"));
 }
 
 TEST(CambriconFakeCndev, AnswersAWrongStructVersionWithAnError) {
