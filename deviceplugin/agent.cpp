@@ -53,8 +53,13 @@ std::string pluginSocketName(const std::string& resource) {
 }
 
 struct Agent::Impl final : PluginHandler {
+  /// One loaded backend with node-side discovery. The map of them is fixed after create();
+  /// a backend whose driver is not there yet waits, unserved, for a rediscovery to find
+  /// its devices (devices, serving, problem and resources under devMu).
   struct BackendState {
     Backend* backend = nullptr;
+    bool serving = false;      ///< its devices are published and its resources served
+    std::string problem;       ///< why it serves nothing (discovery's error, no devices)
     std::vector<Device> devices;
     std::uint64_t version = 1;
     std::vector<std::string> resources;
@@ -64,8 +69,9 @@ struct Agent::Impl final : PluginHandler {
   AgentOptions options;
   BackendSet backends;
   std::vector<std::string> warnings;
-  std::map<std::string, BackendState> served;          // backend -> state (backends with devices)
-  std::map<std::string, std::string> resourceToBackend;
+  std::size_t enabledBackends = 0;                     // in the config, loaded or not
+  std::map<std::string, BackendState> served;          // backend -> state; keys fixed after create()
+  std::map<std::string, std::string> resourceToBackend;  // serving backends' resources; under devMu
   mutable std::mutex devMu;
   std::condition_variable devCv;
 
@@ -77,7 +83,8 @@ struct Agent::Impl final : PluginHandler {
   /// Allocate holds it shared from making a handout until the backend has set it up; the
   /// cleanup pass holds it alone, so reconcile never sees a backend's half-made container.
   std::shared_mutex limiterMu;
-  std::vector<std::unique_ptr<PluginServer>> plugins;
+  mutable std::mutex pluginsMu;
+  std::map<std::string, std::unique_ptr<PluginServer>> plugins;  // resource -> its plugin; under pluginsMu
   std::unique_ptr<http::Server> httpServer;
 
   metrics::Registry registry;
@@ -92,6 +99,8 @@ struct Agent::Impl final : PluginHandler {
   metrics::Gauge& ctrComputeLimit;
   metrics::Gauge& ctrBusy;
   metrics::Gauge& ctrProcs;
+  metrics::Gauge& ctrUtilization;
+  metrics::Gauge& backendDevices;
   metrics::Counter& allocateTotal;
   metrics::Histogram& allocateSeconds;
   metrics::Gauge& pluginRegistered;
@@ -103,8 +112,11 @@ struct Agent::Impl final : PluginHandler {
   bool started = false;
   bool nodeDirty = true;
   bool cleanupSoon = false;  // a pod went away: clean up on the next pass, not at the interval
+  bool rediscoverSoon = false;  // SIGHUP: look for drivers that appeared, now
   std::deque<std::pair<int, std::function<bool()>>> tasks;  // attempts left, task
-  std::thread nodeThread, maintThread, recorderThread;
+  std::thread nodeThread, maintThread, recorderThread, rediscoverThread;
+  std::mutex rediscoverMu;  // one rediscovery at a time
+  std::string lastUsageProblem;  // guarded by bgMu: usage query errors are said once per change
   AgentStats stats;
 
   explicit Impl(AgentOptions o)
@@ -138,6 +150,13 @@ struct Agent::Impl final : PluginHandler {
                                {"namespace", "pod", "container", "device_uuid", "device_index"})),
         ctrProcs(registry.gauge("vgpu_container_processes", "Processes of the container attached to libvgpu.so.",
                                 {"namespace", "pod", "container"})),
+        ctrUtilization(registry.gauge("vgpu_container_compute_utilization_percent",
+                                      "How busy the container keeps the device, as the vendor library reports it "
+                                      "for the container's partition or whole device.",
+                                      {"namespace", "pod", "container", "device_uuid", "device_index"})),
+        backendDevices(registry.gauge("vgpu_backend_devices",
+                                      "Devices the backend serves on this node (0: its driver or devices are missing).",
+                                      {"backend"})),
         allocateTotal(registry.counter("vgpu_allocate_total", "Allocate calls answered, by resource and result.",
                                        {"resource", "result"})),
         allocateSeconds(registry.histogram("vgpu_allocate_duration_seconds", "Time to answer one Allocate call.",
@@ -196,7 +215,15 @@ struct Agent::Impl final : PluginHandler {
 
   Limiter* limiterOf(const std::string& backend) const {
     auto it = served.find(backend);
-    return it == served.end() ? nullptr : it->second.backend->limiter();
+    if (it == served.end()) return nullptr;
+    std::lock_guard lock(devMu);
+    return it->second.serving ? it->second.backend->limiter() : nullptr;
+  }
+
+  bool isServing(const std::string& backend) const {
+    auto it = served.find(backend);
+    std::lock_guard lock(devMu);
+    return it != served.end() && it->second.serving;
   }
 
   /// Undoes one handout: what the backend made for it, then its folder and record.
@@ -273,6 +300,7 @@ struct Agent::Impl final : PluginHandler {
       grant.devices = claim.devices;
       grant.hostDir = *hostDir;
       grant.podAnnotations = claim.podAnnotations;
+      grant.podUid = claim.podUid;
       auto s = limiter->containerSpec(grant);
       if (!s.ok()) {
         tracker.abort(claim, true);
@@ -394,7 +422,7 @@ struct Agent::Impl final : PluginHandler {
       std::lock_guard lock(devMu);
       for (const auto& [name, st] : served) {
         if (remove) patch.annotations[keys::nodeDevices(name)] = std::nullopt;
-        else patch.annotations[keys::nodeDevices(name)] = encodeInventory(st.devices);
+        else if (st.serving) patch.annotations[keys::nodeDevices(name)] = encodeInventory(st.devices);
       }
     }
     if (remove) patch.annotations[std::string(keys::kNodeHeartbeat)] = std::nullopt;
@@ -599,7 +627,7 @@ struct Agent::Impl final : PluginHandler {
     std::map<std::string, std::vector<ContainerRef>> liveByBackend;
     for (const auto& h : handouts.all()) liveByBackend[h.backend].push_back(h.backendRef());
     for (const auto& [name, st] : served)
-      if (auto* lim = st.backend->limiter())
+      if (auto* lim = limiterOf(name))
         if (auto s = lim->reconcile(liveByBackend[name]); !s.ok())
           logLine("warning", "reconcile " + name + ": " + s.error().message);
     lock.unlock();
@@ -638,11 +666,13 @@ struct Agent::Impl final : PluginHandler {
   // ---- Metrics ----
   void collect() {
     for (auto* g : {&devMemory, &devCompute, &devSplit, &devHealthy, &devMemAllocated, &devComputeAllocated,
-                    &ctrMemUsed, &ctrMemLimit, &ctrComputeLimit, &ctrBusy, &ctrProcs})
+                    &ctrMemUsed, &ctrMemLimit, &ctrComputeLimit, &ctrBusy, &ctrProcs, &ctrUtilization,
+                    &backendDevices})
       g->clear();
     const auto usage = tracker.usageByDevice();
     {
       std::lock_guard lock(devMu);
+      for (const auto& [name, st] : served) backendDevices.set({name}, st.serving ? st.devices.size() : 0);
       for (const auto& [name, st] : served)
         for (const auto& d : st.devices) {
           const metrics::LabelValues l{name, d.id, std::to_string(d.index), d.model};
@@ -655,10 +685,181 @@ struct Agent::Impl final : PluginHandler {
           devComputeAllocated.set(l, u == usage.end() ? 0.0 : static_cast<double>(u->second.second));
         }
     }
-    std::size_t i = 0;
-    for (const auto& [resource, b] : resourceToBackend)
-      if (i < plugins.size()) pluginRegistered.set({resource}, plugins[i++]->registered() ? 1 : 0);
+    {
+      std::lock_guard lock(pluginsMu);
+      for (const auto& [resource, plugin] : plugins) pluginRegistered.set({resource}, plugin->registered() ? 1 : 0);
+    }
     collectRegions();
+    collectBackendUsage();
+  }
+
+  /// Per-container usage the backends read from their vendor libraries (MLU, DCU: no
+  /// libvgpu.so region), labelled like the regions' series.
+  void collectBackendUsage() {
+    std::map<ContainerRef, Handout> byRef;
+    for (const auto& h : handouts.all()) byRef.emplace(h.backendRef(), h);
+    std::string problems;
+    for (const auto& [name, st] : served) {
+      if (!isServing(name)) continue;
+      UsageReporter* reporter = st.backend->usageReporter();
+      if (!reporter) continue;
+      auto usage = reporter->containerUsage();
+      if (!usage.ok()) {
+        problems += (problems.empty() ? "" : "; ") + name + ": " + usage.error().message;
+        continue;
+      }
+      for (const auto& u : *usage) {
+        auto h = byRef.find(u.container);
+        if (h == byRef.end()) continue;  // made by an earlier agent and not yet reconciled
+        const metrics::LabelValues l{h->second.podNamespace, h->second.podName, h->second.container, u.deviceId,
+                                     std::to_string(u.deviceIndex)};
+        ctrMemLimit.set(l, static_cast<double>(u.memoryLimitBytes));
+        ctrComputeLimit.set(l, u.computeLimitPercent);
+        if (u.memoryUsedBytes) ctrMemUsed.set(l, static_cast<double>(*u.memoryUsedBytes));
+        if (u.utilizationPercent) ctrUtilization.set(l, *u.utilizationPercent);
+      }
+    }
+    std::lock_guard lock(bgMu);
+    if (problems != lastUsageProblem && !problems.empty())
+      logLine("warning", "per-container usage cannot be read: " + problems);
+    lastUsageProblem = problems;
+  }
+
+  // ---- Rediscovery ----
+  /// One line per backend: how many devices it serves, or why none.
+  void logServing() {
+    std::lock_guard lock(devMu);
+    for (const auto& [name, st] : served) {
+      std::string resources;
+      for (const auto& r : st.resources) resources += (resources.empty() ? "" : ", ") + r;
+      if (st.serving)
+        logLine("info", "backend " + name + " serves " + std::to_string(st.devices.size()) + " device(s) as " +
+                            resources);
+      else
+        logLine("info", "backend " + name + " serves no devices: " + st.problem);
+    }
+  }
+
+  /// Starts the plugin servers and the health thread of a backend that now serves.
+  Status startServing(const std::string& name) {
+    std::vector<std::string> resources;
+    {
+      std::lock_guard lock(devMu);
+      resources = served.at(name).resources;
+    }
+    for (const auto& resource : resources) {
+      PluginServerOptions po;
+      po.resource = resource;
+      po.pluginDir = options.pluginDir;
+      po.socketName = pluginSocketName(resource);
+      auto server = std::make_unique<PluginServer>(po, *this);
+      if (auto s = server->start(); !s.ok()) return s;
+      std::lock_guard lock(pluginsMu);
+      plugins[resource] = std::move(server);
+    }
+    served.at(name).health = std::thread([this, name] { healthLoop(name); });
+    return {};
+  }
+
+  /// Asks every backend that serves nothing yet for its devices again: a driver loaded
+  /// after the agent started (common after a reboot) is served from then on.
+  void rediscover(const char* why) {
+    std::lock_guard pass(rediscoverMu);
+    bool changed = false;
+    for (auto& [name, st] : served) {
+      {
+        std::lock_guard lock(devMu);
+        if (st.serving) continue;  // the health loop follows what it serves
+      }
+      auto devices = st.backend->discovery()->discover();
+      std::string problem;
+      if (!devices.ok()) problem = devices.error().message;
+      else if (devices->empty()) problem = "found no devices on this node";
+      if (!problem.empty()) {
+        std::lock_guard lock(devMu);
+        if (problem != st.problem) logLine("info", "backend " + name + " (" + why + "): " + problem);
+        st.problem = problem;
+        continue;
+      }
+      for (auto& d : *devices) d.backend = name;
+      std::vector<std::string> resources;
+      for (const auto& r : st.backend->allocator().resources())
+        if (r.advertised) resources.push_back(r.name);
+      std::map<std::string, std::string> routes;
+      {
+        std::lock_guard lock(devMu);
+        std::string conflict;
+        for (const auto& r : resources)
+          if (auto owner = resourceToBackend.find(r); owner != resourceToBackend.end() && owner->second != name)
+            conflict = "resource " + r + " is already served by backend " + owner->second;
+        if (!conflict.empty()) {
+          st.problem = conflict;
+          continue;
+        }
+        st.devices = *devices;
+        st.resources = resources;
+        st.serving = true;
+        st.problem.clear();
+        ++st.version;
+        for (const auto& r : resources) resourceToBackend[r] = name;
+        routes = resourceToBackend;
+      }
+      devCv.notify_all();
+      tracker.setDevices(name, *devices);
+      tracker.setResources(routes);
+      bool running;
+      {
+        std::lock_guard lock(bgMu);
+        running = started && !stopping;
+      }
+      if (!running) continue;  // start() serves what create() found
+      logLine("info", "backend " + name + " (" + why + "): found " + std::to_string(devices->size()) +
+                          " device(s); serving them now");
+      if (auto s = startServing(name); !s.ok()) logLine("error", "backend " + name + ": " + s.error().message);
+      changed = true;
+    }
+    if (changed) {
+      markNodeDirty();
+      logServing();
+    }
+  }
+
+  void rediscoverLoop() {
+    std::unique_lock lock(bgMu);
+    while (!stopping) {
+      const auto interval = options.rediscoverInterval.count() > 0 ? options.rediscoverInterval
+                                                                   : std::chrono::milliseconds(std::chrono::hours(24));
+      bgCv.wait_for(lock, interval, [&] { return stopping || rediscoverSoon; });
+      if (stopping) return;
+      const bool asked = rediscoverSoon;
+      rediscoverSoon = false;
+      if (!asked && options.rediscoverInterval.count() <= 0) continue;
+      lock.unlock();
+      rediscover(asked ? "asked to rediscover" : "periodic rediscovery");
+      lock.lock();
+    }
+  }
+
+  /// Ready: something serves devices and every plugin is registered, or no backend is
+  /// enabled at all.
+  std::pair<bool, std::string> readiness() const {
+    if (enabledBackends == 0) return {true, "no backend is enabled\n"};
+    bool anyServing = false;
+    std::string why;
+    {
+      std::lock_guard lock(devMu);
+      for (const auto& [name, st] : served) {
+        anyServing = anyServing || st.serving;
+        if (!st.serving) why += "backend " + name + " serves no devices: " + st.problem + "\n";
+      }
+    }
+    for (const auto& w : warnings)
+      if (w.rfind("backend skipped: ", 0) == 0) why += w + "\n";
+    if (!anyServing) return {false, "no backend serves devices\n" + why};
+    std::lock_guard lock(pluginsMu);
+    for (const auto& [resource, plugin] : plugins)
+      if (!plugin->registered()) return {false, "resource " + resource + " is not registered with the kubelet\n"};
+    return {true, "ok\n" + why};
   }
 
   /// Per-container usage from the shared regions in the handouts' folders, labelled with
@@ -710,42 +911,35 @@ Result<std::unique_ptr<Agent>> Agent::create(AgentOptions options) {
   auto impl = std::make_unique<Impl>(std::move(options));
   auto& o = impl->options;
   const fs::path dir = o.backendDir.empty() ? defaultBackendDir() : fs::path(o.backendDir);
+  impl->enabledBackends = config->enabledBackends().size();
   auto loaded = loadEnabledBackends(*config, dir, o.nodeName);
   for (const auto& f : loaded.failures) impl->warnings.push_back("backend skipped: " + f.message);
   impl->backends = std::move(loaded.backends);
-  if (impl->backends.empty())
+  if (impl->backends.empty() && impl->enabledBackends > 0)
     return makeError("no backend could be loaded from " + dir.string() + " (enabled in " + o.configPath + ")" +
                      (impl->warnings.empty() ? "" : ": " + impl->warnings.front()));
-  std::map<std::string, std::string> resourceToBackend;
+  if (impl->enabledBackends == 0) logLine("warning", "no backend is enabled in " + o.configPath + "; serving nothing");
   for (const auto& b : impl->backends.all()) {
-    Discovery* discovery = b->discovery();
-    if (!discovery) {
+    if (!b->discovery()) {
       impl->warnings.push_back("backend " + b->name() + " has no discovery on the node side; skipped");
-      continue;
-    }
-    auto devices = discovery->discover();
-    if (!devices.ok()) {
-      impl->warnings.push_back("backend " + b->name() + " skipped: " + devices.error().message);
-      continue;
-    }
-    if (devices->empty()) {
-      impl->warnings.push_back("backend " + b->name() + " found no devices on this node; skipped");
       continue;
     }
     Impl::BackendState st;
     st.backend = b.get();
-    st.devices = std::move(devices).value();
-    for (auto& d : st.devices) d.backend = b->name();
-    for (const auto& r : b->allocator().resources())
-      if (r.advertised) {
-        st.resources.push_back(r.name);
-        resourceToBackend[r.name] = b->name();
-      }
-    impl->tracker.setDevices(b->name(), st.devices);
+    st.problem = "not discovered yet";
     impl->served.emplace(b->name(), std::move(st));
   }
-  impl->resourceToBackend = resourceToBackend;
-  impl->tracker.setResources(resourceToBackend);
+  // A backend whose driver or devices are missing now waits for a rediscovery (periodic,
+  // or on SIGHUP) instead of being dropped.
+  impl->rediscover("start");
+  {
+    std::lock_guard lock(impl->devMu);
+    for (const auto& [name, st] : impl->served)
+      if (!st.serving)
+        impl->warnings.push_back(st.problem.rfind("found no devices", 0) == 0
+                                     ? "backend " + name + " found no devices on this node; rediscovered later"
+                                     : "backend " + name + " serves nothing for now: " + st.problem);
+  }
   for (const auto& w : impl->warnings) logLine("warning", w);
 
   k8s::ClientConfig api = o.apiConfig;
@@ -795,10 +989,6 @@ Status Agent::start() {
   im.recorderThread = std::thread([&im] { im.recorderLoop(); });
   im.nodeThread = std::thread([&im] { im.nodeLoop(); });
   im.maintThread = std::thread([&im] { im.maintLoop(); });
-  for (auto& [name, st] : im.served) {
-    const std::string n = name;
-    st.health = std::thread([&im, n] { im.healthLoop(n); });
-  }
 
   if (!im.options.metricsAddress.empty()) {
     const auto colon = im.options.metricsAddress.rfind(':');
@@ -818,23 +1008,24 @@ Status Agent::start() {
       r.contentType = metrics::Registry::kContentType;
       return r;
     });
-    router.get("/healthz", [this](const http::Request&) {
-      return registered() ? http::Response::text("ok\n") : http::Response::text("not registered with the kubelet\n", 503);
+    router.get("/healthz", [&im](const http::Request&) {
+      const auto [ready, text] = im.readiness();
+      return ready ? http::Response::text(text) : http::Response::text(text, 503);
     });
     auto server = http::Server::start(so, std::move(router));
     if (!server.ok()) return makeError("metrics endpoint: " + server.error().message);
     im.httpServer = std::move(server).value();
   }
 
-  for (const auto& [resource, backend] : im.resourceToBackend) {
-    PluginServerOptions po;
-    po.resource = resource;
-    po.pluginDir = im.options.pluginDir;
-    po.socketName = pluginSocketName(resource);
-    auto server = std::make_unique<PluginServer>(po, im);
-    if (auto s = server->start(); !s.ok()) return s;
-    im.plugins.push_back(std::move(server));
+  {
+    // Rediscovery may make a backend serve from here on; it starts its plugins itself then.
+    std::lock_guard pass(im.rediscoverMu);
+    for (const auto& [name, st] : im.served)
+      if (im.isServing(name))
+        if (auto s = im.startServing(name); !s.ok()) return s;
   }
+  im.rediscoverThread = std::thread([&im] { im.rediscoverLoop(); });
+  im.logServing();
   return {};
 }
 
@@ -847,7 +1038,12 @@ void Agent::stop() {
   }
   im.bgCv.notify_all();
   im.devCv.notify_all();
-  for (auto& p : im.plugins) p->stop();
+  if (im.rediscoverThread.joinable()) im.rediscoverThread.join();
+  { std::lock_guard pass(im.rediscoverMu); }  // a rediscoverNow() in progress: no plugin starts after this
+  {
+    std::lock_guard lock(im.pluginsMu);
+    for (auto& [resource, p] : im.plugins) p->stop();
+  }
   if (im.httpServer) im.httpServer->stop(std::chrono::milliseconds(500));
   for (auto* t : {&im.nodeThread, &im.maintThread, &im.recorderThread})
     if (t->joinable()) t->join();
@@ -865,7 +1061,25 @@ void Agent::stop() {
 
 std::vector<std::string> Agent::resources() const {
   std::vector<std::string> out;
+  std::lock_guard lock(impl_->devMu);
   for (const auto& [r, b] : impl_->resourceToBackend) out.push_back(r);
+  return out;
+}
+
+void Agent::rediscoverNow() { impl_->rediscover("asked to rediscover"); }
+
+void Agent::requestRediscovery() {
+  std::lock_guard lock(impl_->bgMu);
+  impl_->rediscoverSoon = true;
+  impl_->bgCv.notify_all();
+}
+
+bool Agent::ready() const { return impl_->readiness().first; }
+
+std::map<std::string, std::size_t> Agent::servedDevices() const {
+  std::map<std::string, std::size_t> out;
+  std::lock_guard lock(impl_->devMu);
+  for (const auto& [name, st] : impl_->served) out[name] = st.serving ? st.devices.size() : 0;
   return out;
 }
 
@@ -883,7 +1097,8 @@ AgentStats Agent::stats() const {
   return impl_->stats;
 }
 bool Agent::registered() const {
-  for (const auto& p : impl_->plugins)
+  std::lock_guard lock(impl_->pluginsMu);
+  for (const auto& [resource, p] : impl_->plugins)
     if (!p->registered()) return false;
   return !impl_->plugins.empty();
 }

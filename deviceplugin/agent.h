@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +37,9 @@ struct AgentOptions {
   int apiRetries = 1;
   std::chrono::milliseconds podResourcesInterval{2000};
   std::chrono::milliseconds cleanupInterval{10000};
+  /// How often backends that serve no devices are asked again (a driver loaded late);
+  /// 0 = only when asked (SIGHUP, requestRediscovery).
+  std::chrono::milliseconds rediscoverInterval{30000};
 };
 
 /// Flags override environment variables, which override defaults. `--help` yields an
@@ -59,8 +63,9 @@ struct AgentStats {
 class Agent {
  public:
   /// Reads the config (a bad file is an error naming it), loads the backends and
-  /// discovers devices: a backend that fails to load or finds no devices is reported and
-  /// skipped. Errors: config, apiserver client, no backend loaded at all.
+  /// discovers devices: a backend that fails to load is reported and skipped; one whose
+  /// driver or devices are missing is reported and asked again by every rediscovery.
+  /// Errors: config, apiserver client, backends enabled but none loaded.
   static Result<std::unique_ptr<Agent>> create(AgentOptions options);
   ~Agent();  ///< stop()
   Agent(const Agent&) = delete;
@@ -86,6 +91,16 @@ class Agent {
   AgentStats stats() const;
   /// Whether every plugin is registered with the kubelet.
   bool registered() const;
+  /// What /healthz says: a backend serves devices and every plugin is registered, or no
+  /// backend is enabled.
+  bool ready() const;
+  /// Asks the backends that serve nothing for their devices again, now (SIGHUP does this
+  /// through requestRediscovery, the periodic pass every rediscoverInterval).
+  void rediscoverNow();
+  /// The same on the agent's own thread, soon; safe from a signal-waiting thread.
+  void requestRediscovery();
+  /// Devices each loaded backend serves (0: none yet).
+  std::map<std::string, std::size_t> servedDevices() const;
 
   struct Impl;
 

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   auto agent = Agent::create(parsed->options);
@@ -42,7 +43,11 @@ int main(int argc, char** argv) {
   if (!(*agent)->metricsUrl().empty()) std::fprintf(stderr, "; metrics on %s", (*agent)->metricsUrl().c_str());
   std::fprintf(stderr, "\n");
   int sig = 0;
-  sigwait(&signals, &sig);
+  // SIGHUP: look again for devices of backends that serve none (a driver loaded late).
+  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+    std::fprintf(stderr, "vgpu-device-plugin: SIGHUP, rediscovering devices\n");
+    (*agent)->requestRediscovery();
+  }
   std::fprintf(stderr, "vgpu-device-plugin: signal %d, shutting down\n", sig);
   (*agent)->stop();
   return 0;

@@ -20,7 +20,7 @@ Result<ParsedOptions> parseAgentOptions(int argc, const char* const* argv, const
   o.stateDir = envOr("VGPU_STATE_DIR", o.stateDir);
   o.kubeconfig = envOr("KUBECONFIG_FILE", "");
   std::int64_t heartbeat = o.heartbeatInterval.count() / 1000, podWait = o.podWait.count(),
-               apiTimeout = o.apiTimeout.count();
+               apiTimeout = o.apiTimeout.count(), rediscover = o.rediscoverInterval.count() / 1000;
 
   po::options_description desc("vgpu-device-plugin: the vgpu node agent\nOptions (environment variable in brackets)");
   desc.add_options()
@@ -35,6 +35,8 @@ Result<ParsedOptions> parseAgentOptions(int argc, const char* const* argv, const
       ("state-dir", po::value(&o.stateDir), "host folder for per-container files [VGPU_STATE_DIR]")
       ("kubeconfig", po::value(&o.kubeconfig), "kubeconfig file; default: in-cluster, then $KUBECONFIG")
       ("heartbeat-seconds", po::value(&heartbeat), "republish the node's devices this often")
+      ("rediscover-seconds", po::value(&rediscover),
+       "ask backends that serve no devices again this often (a driver loaded late), 0 = only on SIGHUP")
       ("pod-wait-ms", po::value(&podWait), "how long Allocate waits for a pod the watch has not shown yet")
       ("api-timeout-ms", po::value(&apiTimeout), "per apiserver request while Allocate records its outcome")
       ("api-retries", po::value(&o.apiRetries), "retries of that request");
@@ -54,9 +56,11 @@ Result<ParsedOptions> parseAgentOptions(int argc, const char* const* argv, const
   }
   if (o.nodeName.empty()) return makeError("no node name: set NODE_NAME (from the pod's spec.nodeName) or --node-name");
   if (heartbeat <= 0) return makeError("--heartbeat-seconds must be > 0");
+  if (rediscover < 0) return makeError("--rediscover-seconds must be >= 0");
   if (podWait < 0 || apiTimeout <= 0 || o.apiRetries < 0)
     return makeError("--pod-wait-ms must be >= 0, --api-timeout-ms > 0 and --api-retries >= 0");
   o.heartbeatInterval = std::chrono::seconds(heartbeat);
+  o.rediscoverInterval = std::chrono::seconds(rediscover);
   o.podWait = std::chrono::milliseconds(podWait);
   o.apiTimeout = std::chrono::milliseconds(apiTimeout);
   return out;

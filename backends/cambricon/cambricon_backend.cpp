@@ -1,5 +1,9 @@
 #include "cambricon_backend.h"
 
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -48,7 +52,32 @@ std::string join(const std::vector<std::string>& items, const char* separator) {
 
 std::string devNodePath(const std::string& name) { return name.empty() || name[0] == '/' ? name : kCapsDir + name; }
 
+/// Whether something accepts connections on the unix socket `path`.
+bool socketAnswers(const std::filesystem::path& path) {
+  sockaddr_un addr{};
+  if (path.string().size() >= sizeof(addr.sun_path)) return false;
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  const bool ok = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return ok;
+}
+
 }  // namespace
+
+std::optional<std::filesystem::path> runningVendorPluginSocket(const std::filesystem::path& pluginDir) {
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(pluginDir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() < 5 || name.substr(name.size() - 5) != ".sock" || name.rfind("vgpu-", 0) == 0) continue;
+    const bool vendors = name == "cambricon.sock" || name == "real-mlu-counts.sock" ||
+                         name.find("smlu") != std::string::npos || name.rfind("cambricon", 0) == 0;
+    if (vendors && socketAnswers(it->path())) return it->path();
+  }
+  return std::nullopt;
+}
 
 CambriconBackend::CambriconBackend(BackendParams params, sdk::StandardRequestRules rules, CambriconOptions options)
     : params_(std::move(params)),
@@ -70,13 +99,18 @@ Result<std::unique_ptr<CambriconBackend>> CambriconBackend::create(const Backend
       if (value.empty() || value[0] != '/')
         return makeError(at + ": must be an absolute folder, got \"" + value + "\"");
       options.stateDir = value;
-    } else if (key == "vendorPluginAnnotations") {
+    } else if (key == "vendorPluginAnnotations" || key == "multiCardSmlu") {
       if (value != "true" && value != "false")
         return makeError(at + ": must be \"true\" or \"false\", got \"" + value + "\"");
-      options.vendorAnnotations = value == "true";
+      (key == "multiCardSmlu" ? options.multiCardSmlu : options.vendorAnnotations) = value == "true";
+    } else if (key == "devRoot" || key == "kubeletPluginDir") {
+      if (value.empty() || value[0] != '/')
+        return makeError(at + ": must be an absolute folder, got \"" + value + "\"");
+      (key == "devRoot" ? options.devRoot : options.kubeletPluginDir) = value;
     } else {
       return makeError(at +
-                       ": unknown option (the cambricon backend knows libraryPath, stateDir, vendorPluginAnnotations)");
+                       ": unknown option (the cambricon backend knows libraryPath, stateDir, vendorPluginAnnotations, "
+                       "multiCardSmlu, devRoot, kubeletPluginDir)");
     }
   }
   // The driver enforces each partition; it cannot hand out more than the card has.
@@ -115,6 +149,13 @@ Result<std::optional<DeviceRequest>> CambriconBackend::parseRequest(const Contai
                      ".options.vendorPluginAnnotations on, a shared request can use only one card (Cambricon's "
                      "plugin reads one card per container); ask for " +
                      rules_.names.count + ": 1 or for whole cards");
+  if (partial && r.count > 1 && !options_.multiCardSmlu)
+    return makeError("container \"" + container.name + "\": " + rules_.names.count + " of " + std::to_string(r.count) +
+                     " with a share of each card: the MLU driver gives a container one sMLU instance, so a share "
+                     "can be of one card only; ask for " + rules_.names.count +
+                     ": 1, or for whole cards (no " + rules_.names.memory + ", " + rules_.names.cores +
+                     " 100). If your driver and container runtime take several, set backends." + params_.name +
+                     ".options.multiCardSmlu: \"true\"");
   return parsed;
 }
 
@@ -188,7 +229,18 @@ Device CambriconBackend::toDevice(const CardInfo& card) const {
   return d;
 }
 
+Status CambriconBackend::checkNoVendorPlugin() const {
+  if (auto socket = runningVendorPluginSocket(options_.kubeletPluginDir))
+    return makeError("backend " + params_.name + ": Cambricon's own device plugin is running on this node (its socket " +
+                     socket->string() +
+                     " answers). Its resync destroys every sMLU instance it did not make, so the two cannot share "
+                     "the MLUs: remove Cambricon's device plugin (its DaemonSet) from this node, or disable backends." +
+                     params_.name + " for this node");
+  return {};
+}
+
 Result<std::vector<Device>> CambriconBackend::discover() {
+  if (auto s = checkNoVendorPlugin(); !s.ok()) return s.error();
   auto cards = this->cards();
   if (!cards.ok()) return std::move(cards).error();
   std::vector<Device> out;
@@ -207,6 +259,8 @@ Result<std::vector<Device>> CambriconBackend::discover() {
 Result<std::vector<HealthEvent>> CambriconBackend::waitForHealthEvents(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
+    // Started after us: say so in the agent's log (Allocate refuses it too).
+    if (auto s = checkNoVendorPlugin(); !s.ok()) return s.error();
     auto cards = this->cards();
     if (!cards.ok()) return std::move(cards).error();
     std::vector<HealthEvent> events;
@@ -270,9 +324,34 @@ Status CambriconBackend::destroyRecords(const std::vector<InstanceRecord>& recor
   return {};
 }
 
+DeviceNode CambriconBackend::nodeAt(const std::string& containerPath) const {
+  // The host's path under devRoot; the container sees it where the driver made it.
+  const std::string rel = containerPath.rfind("/dev/", 0) == 0 ? containerPath.substr(5) : containerPath;
+  return {(options_.devRoot / rel).string(), containerPath, "rw"};
+}
+
+Result<std::vector<DeviceNode>> CambriconBackend::cardNodes(int index) const {
+  const std::string n = std::to_string(index);
+  std::error_code ec;
+  std::vector<DeviceNode> out;
+  const DeviceNode card = nodeAt("/dev/cambricon_dev" + n);
+  if (!std::filesystem::exists(card.hostPath, ec))
+    return makeError(card.hostPath + " does not exist (is the Cambricon driver loaded?)");
+  out.push_back(card);
+  // The card's other nodes, as Cambricon's plugin passes them, where the driver made them:
+  // which exist depends on the model and the driver version.
+  for (const std::string& name : {"/dev/cambricon_ipcm" + n, "/dev/commu" + n, "/dev/cmsg_ctrl" + n,
+                                  "/dev/cambr-msgq:" + n, "/dev/cambr-rpc:" + n}) {
+    DeviceNode node = nodeAt(name);
+    if (std::filesystem::exists(node.hostPath, ec)) out.push_back(std::move(node));
+  }
+  return out;
+}
+
 Result<ContainerSpec> CambriconBackend::containerSpec(const ContainerGrant& grant) {
   const std::string who = "container " + grant.podNamespace + "/" + grant.podName + "/" + grant.container.containerName;
   if (grant.devices.empty()) return makeError(who + " was granted no MLU");
+  if (auto s = checkNoVendorPlugin(); !s.ok()) return makeError(who + ": " + s.error().message);
   std::lock_guard lock(limiterMutex_);
   auto cards = this->cards();
   if (!cards.ok()) return std::move(cards).error().prefix(who);
@@ -282,16 +361,40 @@ Result<ContainerSpec> CambriconBackend::containerSpec(const ContainerGrant& gran
   if (!loaded.ok()) return std::move(loaded).error().prefix(who);
   SmluState state = std::move(loaded).value();
 
+  // The driver gives a container one sMLU instance of a card, and one card's at most unless
+  // the operator says the driver takes more.
+  std::set<std::string> seen;
+  std::size_t shared = 0;
+  for (const auto& g : grant.devices) {
+    if (!seen.insert(g.deviceId).second)
+      return makeError(who + ": card " + g.deviceId +
+                       " is granted twice; a container gets at most one sMLU instance of a card");
+    auto card = std::find_if(cards->begin(), cards->end(),
+                             [&](const CardInfo& c) { return deviceIdFor(c.uuid) == g.deviceId; });
+    const std::uint64_t published = card == cards->end() ? 0 : publishedMemoryMiB(*card);
+    if (g.compute < 100 || (g.memoryMiB != 0 && g.memoryMiB < published)) ++shared;
+  }
+  if (shared > 1 && !options_.multiCardSmlu)
+    return makeError(who + ": shares of " + std::to_string(shared) +
+                     " cards are granted; the MLU driver gives a container one sMLU instance (set backends." +
+                     params_.name + ".options.multiCardSmlu only if yours takes more)");
+
   std::vector<InstanceRecord> made;
   // Undo this call's instances and the profiles left unused, so a failure leaks nothing.
   auto abandon = [&](Error error) -> Error {
     if (auto s = destroyRecords(made, *cards, state); !s.ok())
       error.message += "; cleaning up also failed: " + s.error().message;
+    std::erase_if(state.wholeCards, [&](const WholeCardRecord& w) { return w.owner == grant.container; });
     if (auto s = saveSmluState(statePath(), state); !s.ok()) error.message += "; " + s.error().message;
     return error.prefix(who);
   };
+  std::erase_if(state.wholeCards, [&](const WholeCardRecord& w) { return w.owner == grant.container; });
 
   ContainerSpec spec;
+  std::set<std::string> passed;
+  auto pass = [&](const DeviceNode& node) {
+    if (passed.insert(node.containerPath).second) spec.devices.push_back(node);
+  };
   std::vector<std::string> visible;
   std::string virtualDevices;
   bool annotated = false;
@@ -312,6 +415,8 @@ Result<ContainerSpec> CambriconBackend::containerSpec(const ContainerGrant& gran
     const std::uint32_t quota = std::min<std::uint32_t>(g.compute, 100);
     const std::uint64_t memoryMiB = g.memoryMiB == 0 ? published : g.memoryMiB;
     const std::string size = std::to_string(quota) + "% and " + std::to_string(memoryMiB) + " MiB";
+    auto nodes = cardNodes(card->index);
+    if (!nodes.ok()) return abandon(makeError("card " + g.deviceId + ": " + nodes.error().message));
 
     // A repeated Allocate for the same container reuses its instance; one of another size
     // (or one left from a slice when the card is now given whole) goes.
@@ -327,10 +432,10 @@ Result<ContainerSpec> CambriconBackend::containerSpec(const ContainerGrant& gran
     if (!stale.empty()) {
       if (auto s = destroyRecords(stale, *cards, state); !s.ok()) return abandon(s.error());
     }
-    spec.devices.push_back({dev, dev, "rw"});
-    spec.devices.push_back({ipcm, ipcm, "rw"});
+    for (const auto& node : *nodes) pass(node);
     if (whole) {
       visible.push_back(idx);
+      state.wholeCards.push_back({grant.container, g.deviceId, card->index, published});
       continue;
     }
     if (!card->smlu)
@@ -377,7 +482,15 @@ Result<ContainerSpec> CambriconBackend::containerSpec(const ContainerGrant& gran
       made.back() = record;
       if (record.devNode.empty()) return abandon(makeError("cnDev gave sMLU instance " + name + " no device node"));
     }
-    spec.devices.push_back({record.devNode, record.devNode, "rw"});
+    // The driver makes the instance's node; give udev a moment before calling it missing.
+    const DeviceNode instanceNode = nodeAt(record.devNode);
+    std::error_code ec;
+    for (int i = 0; i < 20 && !std::filesystem::exists(instanceNode.hostPath, ec); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!std::filesystem::exists(instanceNode.hostPath, ec))
+      return abandon(makeError("sMLU instance " + record.name + " on card " + g.deviceId + ": its device node " +
+                               instanceNode.hostPath + " does not exist"));
+    pass(instanceNode);
     virtualDevices += dev + "," + ipcm + "," + record.devNode + ";";
     if (options_.vendorAnnotations && !annotated) {
       annotated = true;
@@ -387,6 +500,12 @@ Result<ContainerSpec> CambriconBackend::containerSpec(const ContainerGrant& gran
       spec.podAnnotations[kVendorInstanceKey] = std::to_string(record.profileId) + "_" + std::to_string(record.handle) +
                                                 "_" + idx + "_" + std::to_string(record.instanceId);
     }
+  }
+  // Nodes of the whole driver, not of one card, where they exist.
+  for (const char* shared : {"/dev/cambricon_ctl", "/dev/cambricon_gdr"}) {
+    const DeviceNode node = nodeAt(shared);
+    std::error_code ec;
+    if (std::filesystem::exists(node.hostPath, ec)) pass(node);
   }
   if (auto s = saveSmluState(statePath(), state); !s.ok()) return abandon(s.error());
   if (!visible.empty()) spec.env["CAMBRICON_VISIBLE_DEVICES"] = join(visible, ",");
@@ -399,10 +518,15 @@ Status CambriconBackend::release(const ContainerRef& container) {
   auto loaded = loadSmluState(statePath());
   if (!loaded.ok()) return loaded.error();
   SmluState state = std::move(loaded).value();
+  const auto wholeBefore = state.wholeCards.size();
+  std::erase_if(state.wholeCards, [&](const WholeCardRecord& w) { return w.owner == container; });
   std::vector<InstanceRecord> mine;
   for (const auto& r : state.instances)
     if (r.owner == container) mine.push_back(r);
-  if (mine.empty()) return {};
+  if (mine.empty()) {
+    if (state.wholeCards.size() != wholeBefore) return saveSmluState(statePath(), state);
+    return {};
+  }
   auto cards = this->cards();
   if (!cards.ok()) return cards.error();
   const Status destroyed = destroyRecords(mine, *cards, state);
@@ -419,16 +543,76 @@ Status CambriconBackend::reconcile(const std::vector<ContainerRef>& live) {
   if (!loaded.ok()) return loaded.error();
   SmluState state = std::move(loaded).value();
   const std::set<ContainerRef> keep(live.begin(), live.end());
+  const auto wholeBefore = state.wholeCards.size();
+  std::erase_if(state.wholeCards, [&](const WholeCardRecord& w) { return !keep.contains(w.owner); });
   std::vector<InstanceRecord> gone;
   for (const auto& r : state.instances)
     if (!keep.contains(r.owner)) gone.push_back(r);
-  if (gone.empty() && state.profiles.empty()) return {};
+  if (gone.empty() && state.profiles.empty()) {
+    if (state.wholeCards.size() != wholeBefore) return saveSmluState(statePath(), state);
+    return {};
+  }
   auto cards = this->cards();
   if (!cards.ok()) return cards.error();
   const Status destroyed = destroyRecords(gone, *cards, state);
   if (auto s = saveSmluState(statePath(), state); !s.ok()) return s;
   if (!destroyed.ok()) return makeError("reconciling sMLU instances: " + destroyed.error().message);
   return {};
+}
+
+Result<std::vector<ContainerUsage>> CambriconBackend::containerUsage() {
+  std::lock_guard lock(limiterMutex_);
+  auto loaded = loadSmluState(statePath());
+  if (!loaded.ok()) return loaded.error();
+  const SmluState& state = *loaded;
+  std::vector<ContainerUsage> out;
+  if (state.instances.empty() && state.wholeCards.empty()) return out;
+  auto cards = this->cards();
+  if (!cards.ok()) return cards.error();
+  auto lib = library();
+  if (!lib.ok()) return lib.error();
+  auto handleOf = [&](const std::string& id) -> std::optional<cndevDevice_t> {
+    for (const auto& c : *cards)
+      if (deviceIdFor(c.uuid) == id) return c.handle;
+    return std::nullopt;
+  };
+  // The container sees its cards in the order it was given them; whole and shared ones
+  // are recorded apart, so number them by card index, which is that order's as well.
+  std::map<ContainerRef, std::vector<std::pair<int, ContainerUsage>>> byContainer;
+  for (const auto& w : state.wholeCards) {
+    ContainerUsage u;
+    u.container = w.owner;
+    u.deviceId = w.cardId;
+    u.memoryLimitBytes = w.memoryMiB << 20;
+    u.computeLimitPercent = 100;
+    if (auto h = handleOf(w.cardId))
+      if (auto used = (*lib)->usage(*h); used.ok()) {
+        u.memoryUsedBytes = used->memoryUsedMiB << 20;  // held alone: the card's use is the container's
+        u.utilizationPercent = used->utilizationPercent;
+      }
+    byContainer[w.owner].emplace_back(w.cardIndex, std::move(u));
+  }
+  for (const auto& r : state.instances) {
+    ContainerUsage u;
+    u.container = r.owner;
+    u.deviceId = r.cardId;
+    u.memoryLimitBytes = r.memoryMiB << 20;
+    u.computeLimitPercent = r.quota;
+    if (auto info = (*lib)->instance(r.handle); info.ok()) {
+      u.memoryUsedBytes = info->memoryUsedBytes;
+      u.utilizationPercent = std::min<std::uint32_t>(info->quotaUsed, 100);
+    }
+    byContainer[r.owner].emplace_back(r.cardIndex, std::move(u));
+  }
+  for (auto& [owner, list] : byContainer) {
+    std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    int position = 0;
+    for (auto& [index, u] : list) {
+      u.deviceIndex = position++;
+      out.push_back(std::move(u));
+    }
+  }
+  return out;
 }
 
 }  // namespace vgpu::cambricon

@@ -46,7 +46,19 @@ struct CambriconOptions {
   std::vector<std::string> libraryPaths{"libcndev.so", "/usr/local/neuware/lib64/libcndev.so"};
   std::filesystem::path stateDir = "/var/lib/vgpu/cambricon";
   bool vendorAnnotations = false;
+  /// Where the MLU device nodes are looked for (the host's /dev; tests point it elsewhere).
+  std::filesystem::path devRoot = "/dev";
+  /// The kubelet's device-plugin folder, where Cambricon's own plugin puts its sockets.
+  std::filesystem::path kubeletPluginDir = "/var/lib/kubelet/device-plugins";
+  /// More than one sMLU instance per container (on different cards). Off: no cnDev call
+  /// says whether the driver and the container runtime accept it.
+  bool multiCardSmlu = false;
 };
+
+/// A socket of Cambricon's own device plugin that answers in `pluginDir`, or nullopt.
+/// Its sockets are cambricon.sock and one per resource it registers (real-mlu-counts,
+/// the *.smlu.* resources of dynamic-smlu mode); a file nobody listens on does not count.
+std::optional<std::filesystem::path> runningVendorPluginSocket(const std::filesystem::path& pluginDir);
 
 class CambriconBackend {
  public:
@@ -72,6 +84,10 @@ class CambriconBackend {
   Status release(const ContainerRef& container);
   Status reconcile(const std::vector<ContainerRef>& live);
 
+  /// Per-container usage: cnDev's per-instance MAX/USAGE for an sMLU, the card's own memory
+  /// and utilization for a card held whole.
+  Result<std::vector<ContainerUsage>> containerUsage();
+
   const sdk::StandardRequestRules& rules() const { return rules_; }
   const CambriconOptions& options() const { return options_; }
   std::filesystem::path statePath() const { return options_.stateDir / "smlu-instances.json"; }
@@ -82,6 +98,12 @@ class CambriconBackend {
   Result<CndevLibrary*> library();
   Result<std::vector<CardInfo>> cards();
   Device toDevice(const CardInfo& card) const;
+  /// Refuses to go on while Cambricon's own plugin runs on the node: its resync destroys
+  /// every sMLU instance no pod annotation of its own names.
+  Status checkNoVendorPlugin() const;
+  /// The card's device nodes that exist on the host (cambricon_dev<N> must).
+  Result<std::vector<DeviceNode>> cardNodes(int index) const;
+  DeviceNode nodeAt(const std::string& containerPath) const;
   std::uint64_t publishedMemoryMiB(const CardInfo& card) const;
   /// Destroys `records`' instances and then the profiles this backend created that no
   /// instance uses any more; removes from `state` what it destroyed. Keeps going after an

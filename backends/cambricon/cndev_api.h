@@ -63,6 +63,13 @@ typedef enum {
 
 typedef enum { CNDEV_SMLU_MAX = 0, CNDEV_SMLU_USAGE = 1, CNDEV_SMLU_ITEM_COUNT = 2 } cndevSMluItemEnum_t;
 
+typedef enum {
+  CNDEV_COMPUTEMODE_DEFAULT = 0,    /* several contexts per card */
+  CNDEV_COMPUTEMODE_EXCLUSIVE = 1,  /* one context per card */
+  CNDEV_COMPUTEMODE_PROHIBITED = 2, /* no context may use the card */
+  CNDEV_COMPUTEMODE_COUNT = 0xFF
+} cndevComputeModeEnum_t;
+
 typedef struct {
   int version;
   unsigned number; /* cards on the host */
@@ -96,6 +103,17 @@ typedef struct {
   int version;
   int32_t nodeId;
 } cndevNUMANodeId_t;
+
+typedef struct {
+  int version;
+  cndevComputeModeEnum_t mode;
+} cndevComputeMode_t;
+
+typedef struct {
+  int version;
+  int averageCoreUtilization; /* percent */
+  int coreUtilization[80];
+} cndevUtilizationInfo_t;
 
 typedef struct {
   int version;
@@ -154,6 +172,8 @@ typedef cndevRet_t (*cndevGetCardHealthState_fn)(cndevCardHealthState_t* state, 
 typedef cndevRet_t (*cndevGetNUMANodeIdByDevId_fn)(cndevNUMANodeId_t* numa, cndevDevice_t device);
 typedef int (*cndevGetMLULinkPortNumber_fn)(cndevDevice_t device);
 typedef cndevRet_t (*cndevGetSMLUMode_fn)(cndevSMLUMode_t* mode, cndevDevice_t device);
+typedef cndevRet_t (*cndevGetComputeMode_fn)(cndevComputeMode_t* mode, cndevDevice_t device);
+typedef cndevRet_t (*cndevGetDeviceUtilizationInfo_fn)(cndevUtilizationInfo_t* info, cndevDevice_t device);
 typedef cndevRet_t (*cndevCreateSMluProfileInfo_fn)(cndevSMluSet_t* profile, int* profileId, cndevDevice_t device);
 typedef cndevRet_t (*cndevDestroySMluProfileInfo_fn)(int profileId, cndevDevice_t device);
 typedef cndevRet_t (*cndevGetSMluProfileIdInfo_fn)(cndevSMluProfileIdInfo_t* ids, cndevDevice_t device);

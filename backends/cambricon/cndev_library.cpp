@@ -132,6 +132,8 @@ Result<std::unique_ptr<CndevLibrary>> CndevLibrary::open(const std::vector<std::
   resolve(h, "cndevGetNUMANodeIdByDevId", lib->numa_);
   resolve(h, "cndevGetMLULinkPortNumber", lib->linkPorts_);
   resolve(h, "cndevGetSMLUMode", lib->smluMode_);
+  resolve(h, "cndevGetComputeMode", lib->computeMode_);
+  resolve(h, "cndevGetDeviceUtilizationInfo", lib->utilization_);
   const bool smlu = resolve(h, "cndevCreateSMluProfileInfo", lib->createProfile_) &
                         resolve(h, "cndevDestroySMluProfileInfo", lib->destroyProfile_) &
                         resolve(h, "cndevGetSMluProfileIdInfo", lib->profileIds_) &
@@ -158,13 +160,35 @@ CndevLibrary::~CndevLibrary() {
 Result<bool> CndevLibrary::healthy(cndevDevice_t handle, std::string* detail) const {
   auto state = versioned<cndevCardHealthState_t>();
   if (const auto r = health_(&state, handle); r != CNDEV_SUCCESS) return fail("cndevGetCardHealthState", r);
-  const bool good = state.health == 1;
-  if (detail)
-    *detail = good
-                  ? ""
-                  : "cnDev reports health " + std::to_string(state.health) + " (device state " +
-                        std::to_string(state.deviceState) + ", driver state " + std::to_string(state.driverState) + ")";
-  return good;
+  if (state.health != 1) {
+    if (detail)
+      *detail = "cnDev reports health " + std::to_string(state.health) + " (device state " +
+                std::to_string(state.deviceState) + ", driver state " + std::to_string(state.driverState) + ")";
+    return false;
+  }
+  // A PROHIBITED card lets no process use it, as Cambricon's own plugin treats it.
+  if (computeMode_) {
+    auto mode = versioned<cndevComputeMode_t>();
+    if (computeMode_(&mode, handle) == CNDEV_SUCCESS && mode.mode == CNDEV_COMPUTEMODE_PROHIBITED) {
+      if (detail) *detail = "its compute mode is PROHIBITED (no process may use it; set it back to default with cnmon)";
+      return false;
+    }
+  }
+  if (detail) detail->clear();
+  return true;
+}
+
+Result<CardUsage> CndevLibrary::usage(cndevDevice_t handle) const {
+  CardUsage out;
+  auto memory = versioned<cndevMemoryInfo_t>();
+  if (const auto r = memory_(&memory, handle); r != CNDEV_SUCCESS) return fail("cndevGetMemoryUsage", r);
+  out.memoryUsedMiB = memory.physicalMemoryUsed > 0 ? static_cast<std::uint64_t>(memory.physicalMemoryUsed) : 0;
+  if (utilization_) {
+    auto util = versioned<cndevUtilizationInfo_t>();
+    if (utilization_(&util, handle) == CNDEV_SUCCESS && util.averageCoreUtilization >= 0)
+      out.utilizationPercent = static_cast<std::uint32_t>(std::min(util.averageCoreUtilization, 100));
+  }
+  return out;
 }
 
 Result<std::vector<CardInfo>> CndevLibrary::cards() const {
@@ -261,7 +285,7 @@ Result<std::vector<SmluInstance>> CndevLibrary::instances(cndevDevice_t card) co
       const auto& i = infos[static_cast<size_t>(k)];
       out.push_back({i.profileId, i.instanceId, fixedString(i.instanceName, sizeof(i.instanceName)),
                      fixedString(i.devNodeName, sizeof(i.devNodeName)), i.mluQuota[CNDEV_SMLU_MAX],
-                     i.memorySize[CNDEV_SMLU_MAX]});
+                     i.memorySize[CNDEV_SMLU_MAX], i.mluQuota[CNDEV_SMLU_USAGE], i.memorySize[CNDEV_SMLU_USAGE]});
     }
     return out;
   }
@@ -289,7 +313,9 @@ Result<SmluInstance> CndevLibrary::instance(cndevMluInstance_t handle) const {
                       fixedString(info.instanceName, sizeof(info.instanceName)),
                       fixedString(info.devNodeName, sizeof(info.devNodeName)),
                       info.mluQuota[CNDEV_SMLU_MAX],
-                      info.memorySize[CNDEV_SMLU_MAX]};
+                      info.memorySize[CNDEV_SMLU_MAX],
+                      info.mluQuota[CNDEV_SMLU_USAGE],
+                      info.memorySize[CNDEV_SMLU_USAGE]};
 }
 
 Status CndevLibrary::destroyInstance(cndevMluInstance_t handle) const {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,12 @@ struct CardInfo {
   int mluLinkPorts = 0;
 };
 
+/// What a card is using now (for a card held whole, the container's use).
+struct CardUsage {
+  std::uint64_t memoryUsedMiB = 0;
+  std::optional<std::uint32_t> utilizationPercent;  ///< unset: cnDev has no utilization query
+};
+
 /// An sMLU instance as cnDev lists it.
 struct SmluInstance {
   int profileId = 0;
@@ -35,6 +42,8 @@ struct SmluInstance {
   std::string devNode;
   std::uint32_t quota = 0;
   std::uint64_t memoryBytes = 0;
+  std::uint32_t quotaUsed = 0;        ///< mluQuota[USAGE]: how busy the instance is
+  std::uint64_t memoryUsedBytes = 0;  ///< memorySize[USAGE]
 };
 
 /// An sMLU profile of one card.
@@ -58,8 +67,10 @@ class CndevLibrary {
 
   /// Every card, unhealthy ones included.
   Result<std::vector<CardInfo>> cards() const;
-  /// Health of one card (for the health loop).
+  /// Health of one card (for the health loop): cnDev's health state, and not PROHIBITED.
   Result<bool> healthy(cndevDevice_t handle, std::string* detail) const;
+  /// Memory in use and core utilization of one card.
+  Result<CardUsage> usage(cndevDevice_t handle) const;
 
   Result<std::vector<SmluProfile>> profiles(cndevDevice_t card) const;
   Result<int> createProfile(cndevDevice_t card, std::uint32_t quota, std::uint64_t memoryBytes) const;
@@ -92,6 +103,8 @@ class CndevLibrary {
   cndevGetNUMANodeIdByDevId_fn numa_ = nullptr;
   cndevGetMLULinkPortNumber_fn linkPorts_ = nullptr;
   cndevGetSMLUMode_fn smluMode_ = nullptr;
+  cndevGetComputeMode_fn computeMode_ = nullptr;
+  cndevGetDeviceUtilizationInfo_fn utilization_ = nullptr;
   cndevCreateSMluProfileInfo_fn createProfile_ = nullptr;
   cndevDestroySMluProfileInfo_fn destroyProfile_ = nullptr;
   cndevGetSMluProfileIdInfo_fn profileIds_ = nullptr;

@@ -114,6 +114,26 @@ Result<SmluState> loadSmluState(const std::filesystem::path& path) {
       state.profiles.push_back({*card, static_cast<int>(*id)});
     }
   }
+  if (const auto* list = top.if_contains("wholeCards")) {
+    if (!list->is_array()) return where("\"wholeCards\" must be a list");
+    size_t n = 0;
+    for (const auto& item : list->as_array()) {
+      const std::string at = "wholeCards[" + std::to_string(n++) + "]: ";
+      if (!item.is_object()) return where(at + "expected an object");
+      const auto& o = item.as_object();
+      auto holder = stringField(o, "holder");
+      auto container = stringField(o, "container");
+      auto card = stringField(o, "card");
+      for (auto* v : {&holder, &container, &card})
+        if (!v->ok()) return where(at + v->error().message);
+      auto index = intField(o, "cardIndex");
+      auto memory = intField(o, "memoryMiB");
+      for (auto* v : {&index, &memory})
+        if (!v->ok()) return where(at + v->error().message);
+      state.wholeCards.push_back(
+          {{*holder, *container}, *card, static_cast<int>(*index), static_cast<std::uint64_t>(*memory)});
+    }
+  }
   return state;
 }
 
@@ -133,7 +153,15 @@ Status saveSmluState(const std::filesystem::path& path, const SmluState& state) 
                                      {"memoryMiB", r.memoryMiB}});
   json::array profiles;
   for (const auto& p : state.profiles) profiles.push_back(json::object{{"card", p.cardId}, {"profileId", p.profileId}});
-  const json::object root{{"version", kStateVersion}, {"instances", instances}, {"profiles", profiles}};
+  json::array whole;
+  for (const auto& w : state.wholeCards)
+    whole.push_back(json::object{{"holder", w.owner.holder},
+                                 {"container", w.owner.containerName},
+                                 {"card", w.cardId},
+                                 {"cardIndex", w.cardIndex},
+                                 {"memoryMiB", w.memoryMiB}});
+  const json::object root{
+      {"version", kStateVersion}, {"instances", instances}, {"profiles", profiles}, {"wholeCards", whole}};
 
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);

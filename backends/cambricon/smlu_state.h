@@ -34,9 +34,19 @@ struct ProfileRecord {
   bool operator==(const ProfileRecord&) const = default;
 };
 
+/// A card a container holds whole (no instance; recorded for per-container usage).
+struct WholeCardRecord {
+  ContainerRef owner;
+  std::string cardId;
+  int cardIndex = 0;
+  std::uint64_t memoryMiB = 0;
+  bool operator==(const WholeCardRecord&) const = default;
+};
+
 struct SmluState {
   std::vector<InstanceRecord> instances;
   std::vector<ProfileRecord> profiles;
+  std::vector<WholeCardRecord> wholeCards;  ///< absent in files of earlier versions
   bool operator==(const SmluState&) const = default;
 };
 

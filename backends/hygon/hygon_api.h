@@ -56,6 +56,7 @@ typedef rsmi_status_t (*rsmi_dev_serial_number_get_fn)(uint32_t dv_ind, char* se
 typedef rsmi_status_t (*rsmi_dev_unique_id_get_fn)(uint32_t dv_ind, uint64_t* id);
 typedef rsmi_status_t (*rsmi_dev_pci_id_get_fn)(uint32_t dv_ind, uint64_t* bdfid);
 typedef rsmi_status_t (*rsmi_dev_memory_total_get_fn)(uint32_t dv_ind, rsmi_memory_type_t type, uint64_t* total);
+typedef rsmi_status_t (*rsmi_dev_memory_usage_get_fn)(uint32_t dv_ind, rsmi_memory_type_t type, uint64_t* used);
 typedef rsmi_status_t (*rsmi_dev_busy_percent_get_fn)(uint32_t dv_ind, uint32_t* busy_percent);
 typedef rsmi_status_t (*rsmi_dev_drm_render_minor_get_fn)(uint32_t dv_ind, uint32_t* minor);
 typedef rsmi_status_t (*rsmi_topo_get_numa_node_number_fn)(uint32_t dv_ind, uint32_t* numa_node);
@@ -101,6 +102,8 @@ typedef dmiStatus (*dmiCreateVDevices_fn)(int device_id, int vdev_count, int* vd
 typedef dmiStatus (*dmiDestroyVDevices_fn)(int device_id);
 typedef dmiStatus (*dmiDestroySingleVDevice_fn)(int vdev_id);
 typedef dmiStatus (*dmiGetStatusString_fn)(dmiStatus status, const char** text);
+typedef dmiStatus (*dmiGetDevBusyPercent_fn)(int device_id, int* busy_percent);
+typedef dmiStatus (*dmiGetVDevBusyPercent_fn)(int vdevice_id, int* busy_percent);
 
 #ifdef __cplusplus
 }

@@ -1,10 +1,12 @@
 #include "hygon_backend.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <thread>
 
@@ -87,6 +89,10 @@ Result<HygonOptions> HygonOptions::parse(const std::string& backend, const std::
       o.stateDir = value;
     } else if (key == "vdevCopyDir") {
       o.vdevCopyDir = value;
+    } else if (key == "containerConfDir") {
+      if (value.empty() || value[0] != '/' || fs::path(value).relative_path().empty())
+        return makeError(at + ": must be an absolute folder other than /, got \"" + value + "\"");
+      o.containerConfDir = value;
     } else if (key == "hyhalDir") {
       o.hyhalDir = value;
     } else if (key == "driverMountDir") {
@@ -99,9 +105,13 @@ Result<HygonOptions> HygonOptions::parse(const std::string& backend, const std::
     } else {
       return makeError(at +
                        ": unknown option (the hygon backend knows driverDir, sysfsRoot, devRoot, enforcement, "
-                       "stateDir, vdevCopyDir, hyhalDir, driverMountDir)");
+                       "stateDir, vdevCopyDir, containerConfDir, hyhalDir, driverMountDir)");
     }
   }
+  if (o.enforcement == Enforcement::kHydmi && o.vdevCopyDir.empty())
+    return makeError("backends." + backend +
+                     ".options.vdevCopyDir: must name hydmi's folder (/etc/vdev) with enforcement hydmi: the "
+                     "container's file is made from the vdev<id>.conf hydmi writes there");
   return o;
 }
 
@@ -139,14 +149,65 @@ std::uint32_t deviceComputeUnits(const vgpu_device& device) {
 
 std::string VdevConfig::render() const {
   std::string s = "PciBusId: " + pciBusId + "\n";
-  if (writeMask) s += "cu_mask: " + toHex(mask.low) + "\ncu_mask: " + toHex(mask.high) + "\n";
+  s += "cu_mask: " + toHex(mask.low) + "\ncu_mask: " + toHex(mask.high) + "\n";
   s += "cu_count: " + std::to_string(cuCount) + "\n";
   s += "mem: " + std::to_string(memoryMiB) + " MiB\n";
-  s += "device_id: 0\n";  // the container sees its one vDCU as device 0
+  s += "device_id: " + std::to_string(deviceId) + "\n";
   s += "vdev_id: " + std::to_string(vdevId) + "\n";
-  if (pipeId >= 0) s += "pipe_id: " + std::to_string(pipeId) + "\n";
+  s += "pipe_id: " + std::to_string(pipeId) + "\n";
   s += "enable: 1\n";
   return s;
+}
+
+Result<VdevConfig> VdevConfig::parse(const std::string& text) {
+  VdevConfig c;
+  int masks = 0;
+  std::set<std::string> seen;
+  size_t start = 0;
+  int lineNo = 0;
+  auto number = [](const std::string& v, std::uint64_t& out) {
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+    return ec == std::errc() && end == v.data() + v.size();
+  };
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = trimmed(text.substr(start, end - start).c_str());
+    start = end + 1;
+    ++lineNo;
+    if (line.empty()) continue;
+    const auto colon = line.find(':');
+    const std::string where = "line " + std::to_string(lineNo) + " (\"" + line + "\")";
+    if (colon == std::string::npos) return makeError(where + ": expected `key: value`");
+    const std::string key = trimmed(line.substr(0, colon).c_str());
+    const std::string value = trimmed(line.substr(colon + 1).c_str());
+    std::uint64_t n = 0;
+    if (key == "PciBusId") {
+      c.pciBusId = value;
+    } else if (key == "cu_mask") {
+      auto bits = parseHex(value);
+      if (!bits.ok() || masks >= 2) return makeError(where + ": expected two cu_mask lines of 0x<hex>");
+      (masks++ == 0 ? c.mask.low : c.mask.high) = *bits;
+    } else if (key == "cu_count" && number(value, n) && n <= kMaxComputeUnits) {
+      c.cuCount = static_cast<std::uint32_t>(n);
+    } else if (key == "mem" && value.size() > 4 && value.substr(value.size() - 4) == " MiB" &&
+               number(value.substr(0, value.size() - 4), n)) {
+      c.memoryMiB = n;
+    } else if ((key == "device_id" || key == "vdev_id" || key == "pipe_id") && number(value, n) && n < 100000) {
+      (key == "device_id" ? c.deviceId : key == "vdev_id" ? c.vdevId : c.pipeId) = static_cast<int>(n);
+    } else if (key == "enable") {
+      if (value != "1") return makeError(where + ": the vDCU is not enabled");
+    } else if (key == "cu_count" || key == "mem" || key == "device_id" || key == "vdev_id" || key == "pipe_id") {
+      return makeError(where + ": bad value");
+    } else {
+      continue;  // keys a newer driver may add
+    }
+    seen.insert(key);
+  }
+  for (const char* key : {"PciBusId", "cu_mask", "cu_count", "mem", "vdev_id", "pipe_id"})
+    if (!seen.contains(key)) return makeError(std::string("no ") + key + " line");
+  if (masks != 2) return makeError("expected two cu_mask lines, found " + std::to_string(masks));
+  return c;
 }
 
 // ---- creation and the allocator ----
@@ -174,6 +235,9 @@ Result<std::unique_ptr<HygonBackend>> HygonBackend::create(const BackendParams& 
   rules.names = sdk::StandardResourceNames::resolve(kDefaultNames, params.resources);
   rules.annotations = kAnnotationKeys;
   rules.maxPriority = 0;
+  // A slice without hygon.com/dcucores gets the whole DCU's compute, as HAMi gives it;
+  // backends.<name>.defaultCores changes that.
+  rules.defaultCores = 100;
   rules = rules.withSettings(s);
   if (rules.memoryUnitMiB == 0) return makeError(at + "memoryUnitMiB: must be at least 1");
   return std::unique_ptr<HygonBackend>(new HygonBackend(params, std::move(*options), std::move(rules)));
@@ -440,10 +504,27 @@ Result<std::vector<HealthEvent>> HygonBackend::waitForHealthEvents(std::chrono::
 
 // ---- limiter ----
 
+fs::path HygonBackend::confRoot() const {
+  return options_.containerConfDir.empty() ? options_.stateDir / "dcu" : options_.containerConfDir;
+}
+
+Status HygonBackend::checkConfDirs(const std::vector<Holding>& holdings) const {
+  // Release deletes these folders: only our own per-pod folders (or the older layout's).
+  for (size_t i = 0; i < holdings.size(); ++i) {
+    const fs::path dir = holdings[i].confDir;
+    if (dir.empty() || dir.parent_path() == confRoot() || dir.filename() == kLegacyConfDirName) continue;
+    return makeError("state file " + stateFilePath(options_.stateDir).string() + ": holdings[" + std::to_string(i) +
+                     "].confDir: \"" + dir.string() + "\" is not a folder of this backend (" + confRoot().string() +
+                     "); move the file aside to start afresh");
+  }
+  return {};
+}
+
 Status HygonBackend::loadState() {
   if (stateLoaded_) return {};
   auto loaded = loadHoldings(stateFilePath(options_.stateDir));
   if (!loaded.ok()) return std::move(loaded).error().prefix("backend " + params_.name);
+  if (auto s = checkConfDirs(*loaded); !s.ok()) return makeError("backend " + params_.name + ": " + s.error().message);
   holdings_ = std::move(*loaded);
   stateLoaded_ = true;
   return {};
@@ -471,23 +552,77 @@ Result<const HygonBackend::Dcu*> HygonBackend::dcuFor(const DeviceGrant& grant) 
   return d;
 }
 
-Result<std::vector<int>> HygonBackend::hydmiVdevIds(int device) {
-  int max = 0;
-  if (const auto st = hydmi_->getMaxVDeviceCount(&max); st != DMI_STATUS_SUCCESS)
-    return makeError(hydmi_->describe("dmiGetMaxVDeviceCount", device, st));
-  std::vector<int> ids;
-  for (int vid = 0; vid < max; ++vid) {
+Result<std::map<int, int>> HygonBackend::hydmiVdevs() {
+  int perDevice = 0, devices = 0;
+  if (const auto st = hydmi_->getMaxVDeviceCount(&perDevice); st != DMI_STATUS_SUCCESS)
+    return makeError(hydmi_->describe("dmiGetMaxVDeviceCount", 0, st));
+  if (hydmi_->getDeviceCount(&devices) != DMI_STATUS_SUCCESS) devices = 1;
+  const int limit = std::clamp(perDevice * std::max(devices, 1), kMaxVdevIds, 4096);
+  std::map<int, int> out;
+  for (int vid = 0; vid < limit; ++vid) {
     dmiDeviceInfo info{};
-    if (hydmi_->getVDeviceInfo(vid, &info) == DMI_STATUS_SUCCESS && info.device_id == device) ids.push_back(vid);
+    const auto st = hydmi_->getVDeviceInfo(vid, &info);
+    if (st == DMI_STATUS_SUCCESS) {
+      out[vid] = info.device_id;
+    } else if (st == DMI_STATUS_OPEN_MKFD_FAILED || st == DMI_STATUS_MKFD_NOT_OPENED ||
+               st == DMI_STATUS_NOT_INITIALIZED) {
+      return makeError(hydmi_->describe("dmiGetVDeviceInfo", vid, st));  // hydmi itself fails, not "no such vDCU"
+    }
   }
+  return out;
+}
+
+Result<std::vector<int>> HygonBackend::hydmiVdevIds(int device) {
+  auto all = hydmiVdevs();
+  if (!all.ok()) return std::move(all).error();
+  std::vector<int> ids;
+  for (const auto& [vid, dev] : *all)
+    if (dev == device) ids.push_back(vid);
   return ids;
 }
+
+namespace {
+
+/// A piece of a folder name: only [A-Za-z0-9.-], so `_` separates the fields.
+std::string namePart(const std::string& text) {
+  std::string out;
+  for (char c : text) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.') ? c : '-';
+  return out.empty() ? "-" : out;
+}
+
+/// `<podUID>_<container>_<devIdx>_<pipeId>_<vdevId>_<mask1>_<mask2>`, the per-container
+/// folder layout of HAMi's dcu-vgpu-device-plugin, so Hygon's tooling finds the same names.
+std::string confDirName(const Holding& h) {
+  return namePart(h.podUid.empty() ? h.container.holder : h.podUid) + "_" + namePart(h.container.containerName) + "_" +
+         std::to_string(h.deviceIndex) + "_" + std::to_string(h.pipeId) + "_" + std::to_string(h.vdevId) + "_" +
+         toHex(h.mask.low) + "_" + toHex(h.mask.high);
+}
+
+/// The pod UID of a folder confDirName made, or nullopt for a name that is not ours.
+std::optional<std::string> podOfConfDir(const std::string& name) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t end; (end = name.find('_', start)) != std::string::npos; start = end + 1)
+    parts.push_back(name.substr(start, end - start));
+  parts.push_back(name.substr(start));
+  if (parts.size() != 7 || parts[0].empty() || parts[5].rfind("0x", 0) != 0 || parts[6].rfind("0x", 0) != 0)
+    return std::nullopt;
+  for (int i : {2, 3, 4})
+    if (parts[static_cast<size_t>(i)].empty() ||
+        !std::all_of(parts[static_cast<size_t>(i)].begin(), parts[static_cast<size_t>(i)].end(),
+                     [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+      return std::nullopt;
+  return parts[0];
+}
+
+}  // namespace
 
 Result<Holding> HygonBackend::createVdev(const ContainerGrant& grant, const DeviceGrant& g, const Dcu& dcu,
                                          std::uint32_t cus, std::vector<std::function<void()>>& undo) {
   const int devIndex = dcu.device.index;
   Holding h;
   h.container = grant.container;
+  h.podUid = grant.podUid;
   h.deviceId = dcu.device.id;
   h.deviceIndex = devIndex;
   h.memoryMiB = g.memoryMiB;
@@ -496,7 +631,7 @@ Result<Holding> HygonBackend::createVdev(const ContainerGrant& grant, const Devi
   std::uint64_t usedMemory = 0;
   std::set<int> vdevIds, pipeIds;
   for (const auto& o : holdings_) {
-    if (o.vdevId >= 0 && !o.hydmi) vdevIds.insert(o.vdevId);
+    if (o.vdevId >= 0) vdevIds.insert(o.vdevId);  // node-wide, whichever mode made it
     if (o.deviceId != h.deviceId) continue;
     used |= o.mask;
     usedMemory += o.memoryMiB;
@@ -517,12 +652,21 @@ Result<Holding> HygonBackend::createVdev(const ContainerGrant& grant, const Devi
 
   VdevConfig conf;
   conf.pciBusId = dcu.pciBusId;
-  conf.mask = h.mask;
   conf.cuCount = cus;
   conf.memoryMiB = g.memoryMiB;
+  std::error_code ec;
+  const fs::path hostVdevDir = options_.vdevCopyDir;
   if (options_.enforcement == Enforcement::kVdevFile) {
+    // vDCU ids are the node's: skip those hydmi lists (made by hy-smi or another tool) and
+    // any vdev<id>.conf on the host that is not ours, so no file of someone else's is touched.
+    if (hydmi_)
+      if (auto listed = hydmiVdevs(); listed.ok())
+        for (const auto& [vid, dev] : *listed) vdevIds.insert(vid);
     int vid = 0;
-    while (vid < kMaxVdevIds && vdevIds.contains(vid)) ++vid;
+    while (vid < kMaxVdevIds &&
+           (vdevIds.contains(vid) ||
+            (!hostVdevDir.empty() && fs::exists(hostVdevDir / ("vdev" + std::to_string(vid) + ".conf"), ec))))
+      ++vid;
     if (vid == kMaxVdevIds) return makeError("all " + std::to_string(kMaxVdevIds) + " vDCU ids of this node are in use");
     int pipe = 0;
     while (pipe < kMaxPipeIds && pipeIds.contains(pipe)) ++pipe;
@@ -530,7 +674,6 @@ Result<Holding> HygonBackend::createVdev(const ContainerGrant& grant, const Devi
       return makeError("all " + std::to_string(kMaxPipeIds) + " pipe ids of DCU " + h.deviceId + " are in use");
     h.vdevId = vid;
     h.pipeId = pipe;
-    conf.pipeId = pipe;
   } else {
     auto before = hydmiVdevIds(devIndex);
     if (!before.ok()) return std::move(before).error();
@@ -558,39 +701,52 @@ Result<Holding> HygonBackend::createVdev(const ContainerGrant& grant, const Devi
     }
     h.vdevId = created.front();
     h.hydmi = true;
-    conf.vdevId = h.vdevId;
-    conf.writeMask = false;
     Hydmi* hydmi = hydmi_.get();
     const int vid = h.vdevId;
     undo.push_back([hydmi, vid] { hydmi->destroySingleVDevice(vid); });
+    // hydmi placed the CUs and picked the pipe, and wrote them in its own file, which it
+    // owns: read it, never write it.
+    const fs::path own = hostVdevDir / ("vdev" + std::to_string(vid) + ".conf");
+    std::ifstream in(own);
+    if (!in)
+      return makeError("hydmi made vDCU " + std::to_string(vid) + " on DCU " + h.deviceId + " but wrote no " +
+                       own.string() + "; the container needs the CU mask and pipe from it (is options.vdevCopyDir "
+                       "hydmi's folder?)");
+    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    auto theirs = VdevConfig::parse(text);
+    if (!theirs.ok()) return makeError("hydmi's " + own.string() + ": " + theirs.error().message);
+    if (theirs->vdevId != vid)
+      return makeError("hydmi's " + own.string() + " names vDCU " + std::to_string(theirs->vdevId) + ", not " +
+                       std::to_string(vid));
+    h.mask = theirs->mask;
+    h.pipeId = theirs->pipeId;
+    if (!theirs->pciBusId.empty()) conf.pciBusId = theirs->pciBusId;
+    conf.cuCount = theirs->cuCount;
+    conf.memoryMiB = theirs->memoryMiB;
   }
+  conf.mask = h.mask;
   conf.vdevId = h.vdevId;
+  conf.pipeId = h.pipeId;
+  conf.deviceId = 0;  // the container sees its one vDCU as device 0
 
-  if (grant.hostDir.empty())
-    return makeError("container " + grant.container.containerName + " has no host folder for its vDCU configuration");
-  const fs::path confDir = fs::path(grant.hostDir) / kConfDirName;
-  std::error_code ec;
-  const bool existed = fs::exists(confDir, ec);
+  const fs::path confDir = confRoot() / confDirName(h);
+  fs::remove_all(confDir, ec);  // a folder left by an agent killed half way
   fs::create_directories(confDir, ec);
   if (ec) return makeError(confDir.string() + ": cannot be created: " + ec.message());
-  if (!existed)
-    undo.push_back([confDir] {
-      std::error_code e;
-      fs::remove_all(confDir, e);
-    });
+  undo.push_back([confDir] {
+    std::error_code e;
+    fs::remove_all(confDir, e);
+  });
   h.confDir = confDir.string();
   const std::string text = conf.render();
   if (auto s = writeFile(confDir / kConfName, text); !s.ok()) return s.error();
-  undo.push_back([file = confDir / kConfName] {
-    std::error_code e;
-    fs::remove(file, e);
-  });
-  if (!options_.vdevCopyDir.empty()) {
-    const fs::path copyDir = options_.vdevCopyDir;
-    fs::create_directories(copyDir, ec);
-    if (ec) return makeError(copyDir.string() + ": cannot be created: " + ec.message());
-    const fs::path copy = copyDir / ("vdev" + std::to_string(h.vdevId) + ".conf");
-    if (auto s = writeFile(copy, text); !s.ok()) {
+  if (options_.enforcement == Enforcement::kVdevFile && !hostVdevDir.empty()) {
+    fs::create_directories(hostVdevDir, ec);
+    if (ec) return makeError(hostVdevDir.string() + ": cannot be created: " + ec.message());
+    const fs::path copy = hostVdevDir / ("vdev" + std::to_string(h.vdevId) + ".conf");
+    VdevConfig hostConf = conf;
+    hostConf.deviceId = devIndex;  // on the host, the DCU's own index
+    if (auto s = writeFile(copy, hostConf.render()); !s.ok()) {
       fs::remove(copy, ec);
       return s.error();
     }
@@ -652,6 +808,7 @@ Result<ContainerSpec> HygonBackend::containerSpec(const ContainerGrant& grant) {
         }
       Holding h;
       h.container = grant.container;
+      h.podUid = grant.podUid;
       h.deviceId = g.deviceId;
       h.deviceIndex = dcu.device.index;
       h.whole = true;
@@ -703,6 +860,7 @@ Status HygonBackend::undoHolding(const Holding& h) {
   if (h.hydmi && h.vdevId >= 0) {
     if (auto s = openLibraries(); !s.ok()) return s;
     if (!hydmi_) return makeError("vDCU " + std::to_string(h.vdevId) + " cannot be destroyed: libhydmi.so is not loaded");
+    // hydmi removes its own vdev<id>.conf with the vDCU.
     const auto st = hydmi_->destroySingleVDevice(h.vdevId);
     if (st != DMI_STATUS_SUCCESS && st != DMI_STATUS_VDEV_NOT_EXIST)
       return makeError("vDCU " + std::to_string(h.vdevId) + " on DCU " + h.deviceId + " of container " +
@@ -739,6 +897,29 @@ Status HygonBackend::releaseWhere(const std::function<bool(const ContainerRef&)>
   return {};
 }
 
+Status HygonBackend::collectStaleConfDirs() {
+  const fs::path root = confRoot();
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return {};
+  std::set<std::string> keepDirs, livePods;
+  for (const auto& h : holdings_) {
+    if (!h.confDir.empty()) keepDirs.insert(h.confDir);
+    if (!h.podUid.empty()) livePods.insert(h.podUid);
+  }
+  std::string failures;
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const auto pod = podOfConfDir(name);
+    // Only folders named as we name them; and never one a live pod holds, even unrecorded.
+    if (!pod || !it->is_directory() || keepDirs.contains(it->path().string()) || livePods.contains(*pod)) continue;
+    std::error_code rec;
+    fs::remove_all(it->path(), rec);
+    if (rec) failures += (failures.empty() ? "" : "; ") + it->path().string() + ": " + rec.message();
+  }
+  if (!failures.empty()) return makeError("removing stale vDCU folders: " + failures);
+  return {};
+}
+
 Status HygonBackend::release(const ContainerRef& container) {
   std::lock_guard lock(mutex_);
   if (auto s = loadState(); !s.ok()) return s;
@@ -749,7 +930,48 @@ Status HygonBackend::reconcile(const std::vector<ContainerRef>& live) {
   std::lock_guard lock(mutex_);
   if (auto s = loadState(); !s.ok()) return s;
   const std::set<ContainerRef> keep(live.begin(), live.end());
-  return releaseWhere([&](const ContainerRef& c) { return !keep.contains(c); });
+  const Status released = releaseWhere([&](const ContainerRef& c) { return !keep.contains(c); });
+  const Status collected = collectStaleConfDirs();
+  if (!released.ok()) return released;
+  return collected;
+}
+
+Result<std::vector<ContainerUsage>> HygonBackend::containerUsage() {
+  std::lock_guard lock(mutex_);
+  if (auto s = loadState(); !s.ok()) return s.error();
+  if (holdings_.empty()) return std::vector<ContainerUsage>{};
+  if (auto s = openLibraries(); !s.ok()) return s.error();
+  std::map<ContainerRef, int> nextIndex;
+  std::vector<ContainerUsage> out;
+  for (const auto& h : holdings_) {
+    ContainerUsage u;
+    u.container = h.container;
+    u.deviceId = h.deviceId;
+    u.deviceIndex = nextIndex[h.container]++;  // in the container: its DCUs in grant order
+    u.memoryLimitBytes = h.memoryMiB << 20;
+    std::uint32_t total = 0;
+    for (const auto& d : dcus_)
+      if (d.device.id == h.deviceId) total = d.cuCount;
+    u.computeLimitPercent = h.whole ? 100 : total == 0 ? 0 : percentFor(h.mask.count(), total);
+    const auto index = static_cast<uint32_t>(h.deviceIndex);
+    if (h.whole) {
+      // Held alone: the device's own figures are the container's.
+      std::uint64_t used = 0;
+      if (rsmi_->devMemoryUsageGet && rsmi_->devMemoryUsageGet(index, RSMI_MEM_TYPE_VRAM, &used) == RSMI_STATUS_SUCCESS)
+        u.memoryUsedBytes = used;
+      std::uint32_t busy = 0;
+      if (rsmi_->devBusyPercentGet(index, &busy) == RSMI_STATUS_SUCCESS) u.utilizationPercent = std::min(busy, 100u);
+    } else if (h.hydmi && hydmi_) {
+      dmiDeviceInfo info{};
+      if (hydmi_->getVDeviceInfo(h.vdevId, &info) == DMI_STATUS_SUCCESS) u.memoryUsedBytes = info.usage_mem_size;
+      int busy = 0;
+      if (hydmi_->getVDevBusyPercent && hydmi_->getVDevBusyPercent(h.vdevId, &busy) == DMI_STATUS_SUCCESS && busy >= 0)
+        u.utilizationPercent = std::min(static_cast<std::uint32_t>(busy), 100u);
+    }
+    // A vdev-file slice: no query covers a vDCU hydmi did not make; only its limits are known.
+    out.push_back(std::move(u));
+  }
+  return out;
 }
 
 }  // namespace vgpu::hygon

@@ -44,7 +44,12 @@ struct HygonOptions {
   std::filesystem::path devRoot = "/dev";
   Enforcement enforcement = Enforcement::kVdevFile;
   std::filesystem::path stateDir = "/var/lib/vgpu/hygon";
-  std::string vdevCopyDir = "/etc/vdev";  ///< Empty: no copy for the exporter.
+  /// The host's vDCU folder. hydmi mode: hydmi writes vdev<id>.conf there and the backend
+  /// only reads it. vdev-file mode: the backend puts its copy there for the exporter, never
+  /// over a file it did not write. Empty: no copy (vdev-file mode only).
+  std::string vdevCopyDir = "/etc/vdev";
+  /// Where the per-pod folders with each container's vdev0.conf go; empty: <stateDir>/dcu.
+  std::filesystem::path containerConfDir;
   std::string hyhalDir = "/opt/hyhal";    ///< Empty: not mounted.
   std::string driverMountDir;             ///< Mounted at /opt/hygondriver when set ($HYGONPATH).
 
@@ -72,16 +77,19 @@ std::uint32_t grantedComputeUnits(std::uint32_t percent, std::uint32_t total);
 /// A device's CU count: its `cuCount` attribute, else the model table; 0 = unknown.
 std::uint32_t deviceComputeUnits(const vgpu_device& device);
 
-/// The text of vdev0.conf for one vDCU.
+/// The text of a vDCU configuration file (vdev0.conf in the container, vdev<id>.conf on
+/// the host): one `key: value` per line, both cu_mask words, device_id as given.
 struct VdevConfig {
   std::string pciBusId;
   CuMask mask;
-  bool writeMask = true;  ///< false in hydmi mode, where the driver places the CUs
   std::uint32_t cuCount = 0;
   std::uint64_t memoryMiB = 0;
+  int deviceId = 0;  ///< 0 in the container's file: it sees its one vDCU as device 0
   int vdevId = 0;
-  int pipeId = -1;  ///< < 0: no pipe_id line
+  int pipeId = 0;
   std::string render() const;
+  /// Reads such a file (hydmi's own); errors name the line that is wrong or missing.
+  static Result<VdevConfig> parse(const std::string& text);
 };
 
 class HygonBackend {
@@ -105,7 +113,13 @@ class HygonBackend {
   // Limiter
   Result<ContainerSpec> containerSpec(const ContainerGrant& grant);
   Status release(const ContainerRef& container);
+  /// Also removes the per-pod folders no live container holds (by pod UID).
   Status reconcile(const std::vector<ContainerRef>& live);
+
+  /// Per-container usage: hydmi's per-vDCU memory and busy percent, ROCm-SMI's per-device
+  /// figures for a DCU held whole; a vdev-file slice reports only its limits (no query
+  /// exists for it).
+  Result<std::vector<ContainerUsage>> containerUsage();
 
   /// What the limiter holds now (loads the state file on first use).
   Result<std::vector<Holding>> holdings();
@@ -127,7 +141,13 @@ class HygonBackend {
   Result<std::vector<Dcu>> probe();
   Status loadState();
   Result<const Dcu*> dcuFor(const DeviceGrant& grant);
+  /// Every vDCU hydmi lists, id -> DCU index. Ids are node-wide: all of 0..kMaxVdevIds are
+  /// asked, not only dmiGetMaxVDeviceCount's (a per-DCU limit).
+  Result<std::map<int, int>> hydmiVdevs();
   Result<std::vector<int>> hydmiVdevIds(int device);
+  std::filesystem::path confRoot() const;
+  Status checkConfDirs(const std::vector<Holding>& holdings) const;
+  Status collectStaleConfDirs();
   Result<Holding> createVdev(const ContainerGrant& grant, const DeviceGrant& g, const Dcu& dcu, std::uint32_t cus,
                              std::vector<std::function<void()>>& undo);
   Status undoHolding(const Holding& h);

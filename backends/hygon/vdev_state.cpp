@@ -14,6 +14,7 @@ constexpr std::int64_t kVersion = 1;
 json::object toJson(const Holding& h) {
   return json::object{{"holder", h.container.holder},
                       {"container", h.container.containerName},
+                      {"podUid", h.podUid},
                       {"deviceId", h.deviceId},
                       {"deviceIndex", h.deviceIndex},
                       {"whole", h.whole},
@@ -67,6 +68,7 @@ Result<Holding> fromJson(const json::value& v, const std::string& where) {
   }
   VGPU_TAKE(f.str("holder"), h.container.holder)
   VGPU_TAKE(f.str("container"), h.container.containerName)
+  if (f.object().contains("podUid")) VGPU_TAKE(f.str("podUid"), h.podUid)  // absent before per-pod folders
   VGPU_TAKE(f.str("deviceId"), h.deviceId)
   std::int64_t n = 0;
   VGPU_TAKE(f.num("deviceIndex"), n)
@@ -93,9 +95,10 @@ Result<Holding> fromJson(const json::value& v, const std::string& where) {
   if (!high.ok()) return std::move(high).error().prefix(where + ".cuMask[1]");
   h.mask = {*low, *high};
   if (h.container.holder.empty() || h.deviceId.empty()) return makeError(where + ": holder and deviceId must be set");
-  // Release deletes these paths: never trust the file with anything but our own names.
-  if (!h.confDir.empty() && std::filesystem::path(h.confDir).filename() != kConfDirName)
-    return makeError(where + ".confDir: \"" + h.confDir + "\" is not a " + kConfDirName + " folder");
+  // Release deletes these paths: never trust the file with anything but our own names
+  // (the backend also checks confDir is in its folder, which it alone knows).
+  if (!h.confDir.empty() && !std::filesystem::path(h.confDir).is_absolute())
+    return makeError(where + ".confDir: \"" + h.confDir + "\" is not an absolute folder");
   if (!h.copyPath.empty()) {
     const std::string name = std::filesystem::path(h.copyPath).filename().string();
     if (name.size() < 10 || name.rfind("vdev", 0) != 0 || name.substr(name.size() - 5) != ".conf")

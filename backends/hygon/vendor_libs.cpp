@@ -90,6 +90,8 @@ Result<std::unique_ptr<RocmSmi>> RocmSmi::open(const std::vector<std::string>& d
                    resolve(l, "rsmi_dev_drm_render_minor_get", r->devDrmRenderMinorGet),
                    resolve(l, "rsmi_topo_get_numa_node_number", r->topoGetNumaNodeNumber)})
     if (!s.ok()) return s.error();
+  if (auto sym = l.symbol("rsmi_dev_memory_usage_get"); sym.ok())
+    r->devMemoryUsageGet = reinterpret_cast<rsmi_dev_memory_usage_get_fn>(*sym);
   if (const rsmi_status_t st = init(0); st != RSMI_STATUS_SUCCESS) {
     r->shutDown_ = nullptr;  // never initialised: nothing to shut down
     return makeError(r->path() + ": " + describe("rsmi_init", -1, st) + " (is the DCU driver loaded?)");
@@ -123,6 +125,8 @@ Result<std::unique_ptr<Hydmi>> Hydmi::open(const std::vector<std::string>& dirs)
     if (!s.ok()) return s.error();
   // Optional: only used for words in messages.
   if (auto sym = l.symbol("dmiGetStatusString"); sym.ok()) h->getStatusString_ = reinterpret_cast<dmiGetStatusString_fn>(*sym);
+  if (auto sym = l.symbol("dmiGetVDevBusyPercent"); sym.ok())
+    h->getVDevBusyPercent = reinterpret_cast<dmiGetVDevBusyPercent_fn>(*sym);
   return h;
 }
 

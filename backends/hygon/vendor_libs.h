@@ -52,6 +52,7 @@ class RocmSmi {
   rsmi_dev_unique_id_get_fn devUniqueIdGet = nullptr;
   rsmi_dev_pci_id_get_fn devPciIdGet = nullptr;
   rsmi_dev_memory_total_get_fn devMemoryTotalGet = nullptr;
+  rsmi_dev_memory_usage_get_fn devMemoryUsageGet = nullptr;  ///< optional (usage metrics)
   rsmi_dev_busy_percent_get_fn devBusyPercentGet = nullptr;
   rsmi_dev_drm_render_minor_get_fn devDrmRenderMinorGet = nullptr;
   rsmi_topo_get_numa_node_number_fn topoGetNumaNodeNumber = nullptr;
@@ -83,6 +84,7 @@ class Hydmi {
   dmiCreateVDevices_fn createVDevices = nullptr;
   dmiDestroyVDevices_fn destroyVDevices = nullptr;
   dmiDestroySingleVDevice_fn destroySingleVDevice = nullptr;
+  dmiGetVDevBusyPercent_fn getVDevBusyPercent = nullptr;  ///< optional (usage metrics)
 
  private:
   explicit Hydmi(std::unique_ptr<DynamicLibrary> lib) : lib_(std::move(lib)) {}

@@ -39,7 +39,7 @@ struct DlCloser {
 using LibraryHandle = std::unique_ptr<void, DlCloser>;
 
 /// A backend living in a shared library, seen through the C++ interfaces.
-class LoadedBackend final : public Backend, public Allocator, public Discovery, public Limiter {
+class LoadedBackend final : public Backend, public Allocator, public Discovery, public Limiter, public UsageReporter {
  public:
   LoadedBackend(LibraryHandle library, const vgpu_backend_table& table, vgpu_backend* instance, std::string name)
       : library_(std::move(library)), table_(table), instance_(instance), name_(std::move(name)) {
@@ -59,6 +59,7 @@ class LoadedBackend final : public Backend, public Allocator, public Discovery, 
   Limiter* limiter() override {
     return has(&vgpu_backend_table::container_spec) && table_.release && table_.reconcile ? this : nullptr;
   }
+  UsageReporter* usageReporter() override { return has(&vgpu_backend_table::container_usage) ? this : nullptr; }
 
   // Allocator
   const std::vector<ResourceName>& resources() const override { return resources_; }
@@ -152,6 +153,7 @@ class LoadedBackend final : public Backend, public Allocator, public Discovery, 
     c.host_dir = grant.hostDir.c_str();
     c.pod_annotations = annotations.c;
     c.grant_size = sizeof(vgpu_grant);
+    c.pod_uid = grant.podUid.c_str();
     ContainerSpec spec;
     vgpu_spec_sink sink{};
     sink.ctx = &spec;
@@ -185,6 +187,27 @@ class LoadedBackend final : public Backend, public Allocator, public Discovery, 
     if (table_.reconcile(instance_, refs.data(), refs.size(), err.buf()) != VGPU_OK)
       return makeError(err.str("reconcile failed"));
     return {};
+  }
+
+  // UsageReporter
+  Result<std::vector<ContainerUsage>> containerUsage() override {
+    std::vector<ContainerUsage> out;
+    ErrorText err;
+    const vgpu_status s = table_.container_usage(instance_, [](void* p, const vgpu_container_usage* u) {
+      // A newer backend's record may be longer; an older one cannot be shorter than 1.1's.
+      if (u == nullptr || u->struct_size < sizeof(vgpu_container_usage)) return;
+      ContainerUsage c;
+      c.container = {u->holder ? u->holder : "", u->container_name ? u->container_name : ""};
+      c.deviceId = u->device_id ? u->device_id : "";
+      c.deviceIndex = u->device_index;
+      c.memoryLimitBytes = u->memory_limit_bytes;
+      if (u->memory_used_bytes >= 0) c.memoryUsedBytes = static_cast<std::uint64_t>(u->memory_used_bytes);
+      c.computeLimitPercent = u->compute_limit_percent;
+      if (u->utilization_percent >= 0) c.utilizationPercent = static_cast<std::uint32_t>(u->utilization_percent);
+      static_cast<std::vector<ContainerUsage>*>(p)->push_back(std::move(c));
+    }, &out, err.buf());
+    if (s != VGPU_OK) return makeError(err.str("usage query failed"));
+    return out;
   }
 
  private:

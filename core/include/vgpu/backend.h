@@ -20,6 +20,8 @@ class Backend {
   virtual const Allocator& allocator() const = 0;
   virtual Discovery* discovery() = 0;
   virtual Limiter* limiter() = 0;
+  /// Per-container usage, where the backend reports it (null otherwise).
+  virtual UsageReporter* usageReporter() { return nullptr; }
 };
 
 }  // namespace vgpu

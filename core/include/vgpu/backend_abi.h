@@ -8,8 +8,9 @@
  * callback) that carries them; whoever keeps them copies them.
  *
  * Versioning: major<<16 | minor. A major change breaks the table; a minor change only
- * appends slots. Every struct the caller fills starts with its own size so that either side
- * can tell which fields the other knows. A null optional slot means "not supported".
+ * appends slots (1.1: vgpu_container_grant.pod_uid and the container_usage slot). Every
+ * struct the caller fills starts with its own size so that either side can tell which
+ * fields the other knows. A null optional slot means "not supported".
  * See docs/writing-a-backend.md.
  */
 #ifndef VGPU_BACKEND_ABI_H
@@ -23,7 +24,7 @@ extern "C" {
 #endif
 
 #define VGPU_BACKEND_ABI_MAJOR 1u
-#define VGPU_BACKEND_ABI_MINOR 0u
+#define VGPU_BACKEND_ABI_MINOR 1u
 #define VGPU_BACKEND_ABI_VERSION ((VGPU_BACKEND_ABI_MAJOR << 16) | VGPU_BACKEND_ABI_MINOR)
 #define VGPU_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define VGPU_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -208,6 +209,10 @@ typedef struct vgpu_container_grant {
   /* sizeof(vgpu_grant) as the caller built `devices`: step through the array by it, so
    * vgpu_grant can grow in a minor version (read only the fields you know). */
   size_t grant_size;
+  /* 1.1: the UID of the pod the agent attributes the container to. A label for files and
+   * messages (vendor tools name per-pod folders by it); never a key for what the limiter
+   * holds, which is `holder`. Read it only when struct_size covers it; may be empty. */
+  const char* pod_uid;
 } vgpu_container_grant;
 
 /* Identifies a container whose resources a limiter may hold. */
@@ -229,6 +234,20 @@ typedef struct vgpu_spec_sink {
   void (*pod_annotation)(void* ctx, const char* key, const char* value);
 } vgpu_spec_sink;
 
+/* 1.1: what one container uses of one device it holds, as the vendor library reports it
+ * (per partition, per process or, for a device held whole, per device). */
+typedef struct vgpu_container_usage {
+  uint32_t struct_size;
+  const char* holder; /* the container, as in vgpu_container_ref */
+  const char* container_name;
+  const char* device_id;
+  int32_t device_index;          /* the device's index as the container sees it */
+  uint64_t memory_limit_bytes;   /* the container's memory on the device */
+  int64_t memory_used_bytes;     /* -1: the vendor library cannot tell */
+  uint32_t compute_limit_percent; /* the container's compute share of the device, 0..100 */
+  int32_t utilization_percent;   /* busy percent of the whole device the container causes; -1: unknown */
+} vgpu_container_usage;
+
 typedef struct vgpu_backend vgpu_backend; /* a backend instance, opaque to the loader */
 
 typedef void (*vgpu_device_sink)(void* ctx, const vgpu_device* device);
@@ -236,6 +255,7 @@ typedef void (*vgpu_resource_sink)(void* ctx, const vgpu_resource* resource);
 typedef void (*vgpu_request_sink)(void* ctx, const vgpu_device_request* request);
 typedef void (*vgpu_amount_sink)(void* ctx, const char* resource, int64_t value);
 typedef void (*vgpu_health_sink)(void* ctx, const char* device_id, uint32_t health, const char* reason);
+typedef void (*vgpu_usage_sink)(void* ctx, const vgpu_container_usage* usage);
 
 /*
  * The function table. Required slots: create, destroy, resources, parse_request, fit.
@@ -280,6 +300,10 @@ typedef struct vgpu_backend_table {
   /* Frees whatever the limiter holds for containers not in `live`. */
   vgpu_status (*reconcile)(vgpu_backend* backend, const vgpu_container_ref* live, size_t live_count,
                            vgpu_error_buf* err);
+
+  /* 1.1, node side: emits one vgpu_container_usage per device of each container the limiter
+   * holds now, from the vendor library. Called when /metrics is scraped; must not block long. */
+  vgpu_status (*container_usage)(vgpu_backend* backend, vgpu_usage_sink sink, void* ctx, vgpu_error_buf* err);
 } vgpu_backend_table;
 
 /* Fills `table` (whose struct_size the loader set) for a loader of `loader_abi_version`.

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +29,21 @@ struct ContainerGrant {
   std::vector<DeviceGrant> devices;  ///< Only this backend's devices.
   std::string hostDir;               ///< A host folder the agent made for this container.
   Annotations podAnnotations;
+  /// The pod the agent attributes the container to: a label for files and messages, never
+  /// a key for what is held (that is `container`). May be empty.
+  std::string podUid;
+};
+
+/// What one container uses of one device it holds, as the vendor library reports it.
+struct ContainerUsage {
+  ContainerRef container;
+  std::string deviceId;
+  int deviceIndex = 0;  ///< the device's index as the container sees it
+  std::uint64_t memoryLimitBytes = 0;
+  std::optional<std::uint64_t> memoryUsedBytes;  ///< unset: the vendor library cannot tell
+  std::uint32_t computeLimitPercent = 0;         ///< the container's compute share, 0..100
+  std::optional<std::uint32_t> utilizationPercent;  ///< busy percent of the whole device; unset: unknown
+  bool operator==(const ContainerUsage&) const = default;
 };
 
 /// Node side ("enforcement"): what the kubelet must do so the container gets exactly its
@@ -45,6 +62,16 @@ class Limiter {
 
   /// Undo what is held for every container not in `live` (after an agent restart too).
   virtual Status reconcile(const std::vector<ContainerRef>& live) = 0;
+};
+
+/// Node side, optional: per-container usage for /metrics, from the vendor library's
+/// per-partition, per-process or per-device queries. Thread-safe; called on scrapes.
+class UsageReporter {
+ public:
+  virtual ~UsageReporter() = default;
+  /// One entry per device of each container the limiter holds now.
+  /// Errors: the vendor library fails (in words); the caller reports and goes on.
+  virtual Result<std::vector<ContainerUsage>> containerUsage() = 0;
 };
 
 }  // namespace vgpu

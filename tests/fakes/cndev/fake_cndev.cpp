@@ -5,12 +5,18 @@
 //
 // Config (file named by VGPU_FAKE_CNDEV_CONFIG), one item per line, '#' starts a comment:
 //   card uuid=<36 chars> name=MLU370-X8 memoryMB=24576 numa=0 health=1 smlu=on mlulink=0
-//        (healthError=1: cndevGetCardHealthState fails for the card)
+//        (healthError=1: cndevGetCardHealthState fails for the card; computeMode=2: PROHIBITED;
+//         memoryUsedMB=N util=P: what cndevGetMemoryUsage / cndevGetDeviceUtilizationInfo say)
+//   instanceUsage card=0 id=1 memMiB=512 util=30   what cnDev reports as the instance's USAGE
+//   option devRoot=<dir>         where the driver makes (and removes) each instance's node,
+//                                cambricon-caps/cap_dev<card>_mi<id>, as the real one does in /dev
 //   option apiVersion=6          struct version the library accepts (others: UNSUPPORTED_API_VERSION)
 //   option noDriver=1            cndevInit answers NO_DRIVER
 //   option failProfileCreate=N   the Nth profile creation (counted in the state) fails
 //   option failInstanceCreate=N  the Nth instance creation fails
 // State: VGPU_FAKE_CNDEV_STATE, default "<config>.state".
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -39,6 +45,14 @@ struct Card {
   bool smlu = true;
   int mlulink = 0;
   bool healthError = false;  // cndevGetCardHealthState fails for this card
+  int computeMode = CNDEV_COMPUTEMODE_DEFAULT;
+  int64_t memoryUsedMB = -1;  // -1: what the instances' profiles take
+  int util = 0;
+};
+
+struct InstanceUsage {
+  uint64_t memMiB = 0;
+  uint32_t util = 0;
 };
 
 struct Config {
@@ -47,6 +61,8 @@ struct Config {
   bool noDriver = false;
   int failProfileCreate = 0;
   int failInstanceCreate = 0;
+  std::string devRoot;
+  std::map<std::pair<int, int>, InstanceUsage> instanceUsage;  // (card, instance id)
   bool ok = false;
 };
 
@@ -124,12 +140,19 @@ Config loadConfig() {
       card.smlu = f.count("smlu") == 0 || f["smlu"] == "on";
       card.mlulink = static_cast<int>(number(f, "mlulink", 0));
       card.healthError = number(f, "healthError", 0) != 0;
+      card.computeMode = static_cast<int>(number(f, "computeMode", CNDEV_COMPUTEMODE_DEFAULT));
+      card.memoryUsedMB = number(f, "memoryUsedMB", -1);
+      card.util = static_cast<int>(number(f, "util", 0));
       c.cards.push_back(card);
+    } else if (kind == "instanceUsage") {
+      c.instanceUsage[{static_cast<int>(number(f, "card", 0)), static_cast<int>(number(f, "id", 0))}] = {
+          static_cast<uint64_t>(number(f, "memMiB", 0)), static_cast<uint32_t>(number(f, "util", 0))};
     } else if (kind == "option") {
       c.apiVersion = static_cast<int>(number(f, "apiVersion", c.apiVersion));
       c.noDriver = number(f, "noDriver", c.noDriver) != 0;
       c.failProfileCreate = static_cast<int>(number(f, "failProfileCreate", c.failProfileCreate));
       c.failInstanceCreate = static_cast<int>(number(f, "failInstanceCreate", c.failInstanceCreate));
+      if (f.count("devRoot")) c.devRoot = f["devRoot"];
     }
   }
   return c;
@@ -213,6 +236,24 @@ void usedOn(const State& s, int card, uint32_t& quota, uint64_t& memory) {
 
 uint64_t cardBytes(const Card& card) { return static_cast<uint64_t>(card.memoryMB) * 1024 * 1024; }
 
+std::string instanceNode(int card, int id) {
+  return "/dev/cambricon-caps/cap_dev" + std::to_string(card) + "_mi" + std::to_string(id);
+}
+
+/// The driver makes an instance's character device when it makes the instance.
+void makeNode(const Config& c, int card, int id, bool present) {
+  if (c.devRoot.empty()) return;
+  const std::string path = c.devRoot + instanceNode(card, id).substr(4);  // under devRoot, without "/dev"
+  if (present) {
+    const std::string dir = path.substr(0, path.rfind('/'));
+    for (size_t i = 1; i <= dir.size(); ++i)
+      if (i == dir.size() || dir[i] == '/') ::mkdir(dir.substr(0, i).c_str(), 0755);
+    std::ofstream(path).put('\0');
+  } else {
+    std::remove(path.c_str());
+  }
+}
+
 void fillInstance(const Config& c, const State& s, const Instance& i, cndevSMluInfo_t* out) {
   const int version = out->version;
   std::memset(out, 0, sizeof(*out));
@@ -226,11 +267,14 @@ void fillInstance(const Config& c, const State& s, const Instance& i, cndevSMluI
   copyString(out->profileName, sizeof(out->profileName),
              p ? "smlu-" + std::to_string(p->quota) + "-" + std::to_string(p->memory >> 20) + "m" : "");
   copyString(out->instanceName, sizeof(out->instanceName), i.name);
-  copyString(out->devNodeName, sizeof(out->devNodeName),
-             "/dev/cambricon-caps/cap_dev" + std::to_string(i.card) + "_mi" + std::to_string(i.id));
+  copyString(out->devNodeName, sizeof(out->devNodeName), instanceNode(i.card, i.id));
   if (p) {
     out->mluQuota[CNDEV_SMLU_MAX] = p->quota;
     out->memorySize[CNDEV_SMLU_MAX] = p->memory;
+  }
+  if (auto u = c.instanceUsage.find({i.card, i.id}); u != c.instanceUsage.end()) {
+    out->mluQuota[CNDEV_SMLU_USAGE] = u->second.util;
+    out->memorySize[CNDEV_SMLU_USAGE] = u->second.memMiB << 20;
   }
 }
 
@@ -324,7 +368,8 @@ FAKE_EXPORT cndevRet_t cndevGetMemoryUsage(cndevMemoryInfo_t* info, cndevDevice_
   uint64_t memory = 0;
   usedOn(s, card, quota, memory);
   info->physicalMemoryTotal = c.cards[card].memoryMB;
-  info->physicalMemoryUsed = static_cast<int64_t>(memory >> 20);
+  info->physicalMemoryUsed =
+      c.cards[card].memoryUsedMB >= 0 ? c.cards[card].memoryUsedMB : static_cast<int64_t>(memory >> 20);
   info->virtualMemoryTotal = c.cards[card].memoryMB;
   info->virtualMemoryUsed = info->physicalMemoryUsed;
   info->channelNumber = 0;
@@ -362,6 +407,27 @@ FAKE_EXPORT int cndevGetMLULinkPortNumber(cndevDevice_t device) {
   const int index = device - kHandleBase;
   if (gInitCount == 0 || index < 0 || index >= static_cast<int>(c.cards.size())) return 0;
   return c.cards[index].mlulink;
+}
+
+FAKE_EXPORT cndevRet_t cndevGetComputeMode(cndevComputeMode_t* mode, cndevDevice_t device) {
+  std::lock_guard lock(gMutex);
+  if (!mode) return CNDEV_ERROR_INVALID_ARGUMENT;
+  const Config c = loadConfig();
+  int card = 0;
+  if (auto r = check(c, mode->version, &device, &card); r != CNDEV_SUCCESS) return r;
+  mode->mode = static_cast<cndevComputeModeEnum_t>(c.cards[card].computeMode);
+  return CNDEV_SUCCESS;
+}
+
+FAKE_EXPORT cndevRet_t cndevGetDeviceUtilizationInfo(cndevUtilizationInfo_t* info, cndevDevice_t device) {
+  std::lock_guard lock(gMutex);
+  if (!info) return CNDEV_ERROR_INVALID_ARGUMENT;
+  const Config c = loadConfig();
+  int card = 0;
+  if (auto r = check(c, info->version, &device, &card); r != CNDEV_SUCCESS) return r;
+  info->averageCoreUtilization = c.cards[card].util;
+  for (auto& core : info->coreUtilization) core = c.cards[card].util;
+  return CNDEV_SUCCESS;
 }
 
 FAKE_EXPORT cndevRet_t cndevGetSMLUMode(cndevSMLUMode_t* mode, cndevDevice_t device) {
@@ -490,6 +556,7 @@ FAKE_EXPORT cndevRet_t cndevCreateSMluInstanceByProfileId(cndevMluInstance_t* ha
                 instanceName.empty() ? "mi" + std::to_string(id) : instanceName};
   s.instances.push_back(made);
   saveState(s);
+  makeNode(c, card, id, true);
   *handle = made.handle;
   return CNDEV_SUCCESS;
 }
@@ -497,11 +564,14 @@ FAKE_EXPORT cndevRet_t cndevCreateSMluInstanceByProfileId(cndevMluInstance_t* ha
 FAKE_EXPORT cndevRet_t cndevDestroySMluInstanceByHandle(cndevMluInstance_t handle) {
   std::lock_guard lock(gMutex);
   if (gInitCount == 0) return CNDEV_ERROR_UNINITIALIZED;
+  const Config c = loadConfig();
   State s = loadState();
-  const auto before = s.instances.size();
-  std::erase_if(s.instances, [&](const Instance& i) { return i.handle == handle; });
-  if (s.instances.size() == before) return CNDEV_ERROR_NOT_FOUND;
+  auto it = std::find_if(s.instances.begin(), s.instances.end(), [&](const Instance& i) { return i.handle == handle; });
+  if (it == s.instances.end()) return CNDEV_ERROR_NOT_FOUND;
+  const Instance gone = *it;
+  s.instances.erase(it);
   saveState(s);
+  makeNode(c, gone.card, gone.id, false);
   return CNDEV_SUCCESS;
 }
 

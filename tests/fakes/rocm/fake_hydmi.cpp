@@ -1,8 +1,14 @@
 // A double of libhydmi.so: the real C symbols; physical devices from $VGPU_FAKE_ROCM_CONFIG,
-// virtual devices in a state file. Creation enforces the device's remaining CUs and memory
-// and the node's vDCU limit, as the driver does.
+// virtual devices in a state file. As the driver does: creation enforces the device's
+// remaining CUs and memory and its vDCU limit (dmiGetMaxVDeviceCount is per DCU), vDCU ids
+// are node-wide (0..199, the lowest free one, whatever the DCU), the driver places the CUs
+// and picks the pipe itself, and hydmi writes its own vdev<id>.conf (and removes it on
+// destroy) in `vdevDir`.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <type_traits>
 
 #include "fake_rocm_state.h"
@@ -30,6 +36,47 @@ void remaining(const FakeConfig& c, const std::vector<FakeVdev>& vdevs, int devi
 }
 
 bool validDevice(const FakeConfig& c, int device) { return device >= 0 && static_cast<size_t>(device) < c.devices.size(); }
+
+std::string hex16(std::uint64_t v) {
+  char b[24];
+  std::snprintf(b, sizeof b, "0x%016llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+std::string pciBusId(const FakeDevice& d) {
+  const std::uint64_t b = d.bdfid.value_or(0);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%04x:%02x:%02x.%x", static_cast<unsigned>(b >> 32), static_cast<unsigned>((b >> 8) & 0xff),
+                static_cast<unsigned>((b >> 3) & 0x1f), static_cast<unsigned>(b & 7));
+  return buf;
+}
+
+std::filesystem::path confPath(const FakeConfig& c, int vid) {
+  return std::filesystem::path(c.vdevDir) / ("vdev" + std::to_string(vid) + ".conf");
+}
+
+/// hydmi's own file for a vDCU, in the layout Hygon's stack reads (device_id: the DCU).
+void writeConf(const FakeConfig& c, const FakeVdev& v) {
+  if (c.vdevDir.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(c.vdevDir, ec);
+  std::ofstream out(confPath(c, v.id), std::ios::trunc);
+  out << "PciBusId: " << pciBusId(c.devices[static_cast<size_t>(v.device)]) << "\n"
+      << "cu_mask: " << hex16(v.maskLow) << "\n"
+      << "cu_mask: " << hex16(v.maskHigh) << "\n"
+      << "cu_count: " << v.cus << "\n"
+      << "mem: " << v.memMiB << " MiB\n"
+      << "device_id: " << v.device << "\n"
+      << "vdev_id: " << v.id << "\n"
+      << "pipe_id: " << v.pipe << "\n"
+      << "enable: 1\n";
+}
+
+void removeConf(const FakeConfig& c, int vid) {
+  if (c.vdevDir.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove(confPath(c, vid), ec);
+}
 
 }  // namespace
 
@@ -91,6 +138,8 @@ FAKE_EXPORT dmiStatus dmiGetVDeviceInfo(int vid, dmiDeviceInfo* info) {
     std::snprintf(info->name, sizeof info->name, "vDCU %d", vid);
     info->compute_unit_count = v.cus;
     info->global_mem_size = static_cast<size_t>(v.memMiB) * 1024 * 1024;
+    if (auto u = config.vdevUsage.find(vid); u != config.vdevUsage.end())
+      info->usage_mem_size = static_cast<size_t>(u->second.usedMiB) * 1024 * 1024;
     info->device_id = v.device;
     return DMI_STATUS_SUCCESS;
   }
@@ -111,19 +160,50 @@ FAKE_EXPORT dmiStatus dmiCreateVDevices(int device, int count, int* cus, int* me
     freeMem -= memMiB[i];
   }
   if (freeCus < 0 || freeMem < 0) return DMI_STATUS_OUT_OF_RESOURCES;
-  if (static_cast<int>(vdevs.size()) + count > config.maxVdevs) return DMI_STATUS_OUT_OF_RESOURCES;
+  const auto onDevice = std::count_if(vdevs.begin(), vdevs.end(), [&](const FakeVdev& v) { return v.device == device; });
+  if (onDevice + count > config.maxVdevs) return DMI_STATUS_OUT_OF_RESOURCES;
+  std::vector<FakeVdev> made;
   for (int i = 0; i < count; ++i) {
     int vid = 0;
-    while (std::any_of(vdevs.begin(), vdevs.end(), [&](const FakeVdev& v) { return v.id == vid; })) ++vid;
-    vdevs.push_back({vid, device, cus[i], memMiB[i]});
+    while (vid < kNodeVdevIds &&
+           std::any_of(vdevs.begin(), vdevs.end(), [&](const FakeVdev& v) { return v.id == vid; }))
+      ++vid;
+    int pipe = 0;
+    while (pipe < kPipesPerDevice &&
+           std::any_of(vdevs.begin(), vdevs.end(), [&](const FakeVdev& v) { return v.device == device && v.pipe == pipe; }))
+      ++pipe;
+    if (vid == kNodeVdevIds || pipe == kPipesPerDevice) return DMI_STATUS_OUT_OF_RESOURCES;
+    // The driver places the CUs: the lowest ones no other vDCU of the device holds.
+    std::uint64_t usedLow = 0, usedHigh = 0;
+    for (const auto& v : vdevs)
+      if (v.device == device) {
+        usedLow |= v.maskLow;
+        usedHigh |= v.maskHigh;
+      }
+    FakeVdev v{vid, device, cus[i], memMiB[i], pipe, 0, 0};
+    for (int cu = 0, left = cus[i]; cu < 128 && left > 0; ++cu) {
+      std::uint64_t& mask = cu < 64 ? v.maskLow : v.maskHigh;
+      const std::uint64_t used = cu < 64 ? usedLow : usedHigh;
+      const std::uint64_t bit = std::uint64_t{1} << (cu % 64);
+      if ((used & bit) == 0) {
+        mask |= bit;
+        --left;
+      }
+    }
+    vdevs.push_back(v);
+    made.push_back(v);
   }
-  return saveVdevs(config, vdevs) ? DMI_STATUS_SUCCESS : DMI_STATUS_CREATE_VDEV_FAILED;
+  if (!saveVdevs(config, vdevs)) return DMI_STATUS_CREATE_VDEV_FAILED;
+  for (const auto& v : made) writeConf(config, v);
+  return DMI_STATUS_SUCCESS;
 }
 
 FAKE_EXPORT dmiStatus dmiDestroyVDevices(int device) {
   ENTER("dmiDestroyVDevices");
   if (!validDevice(config, device)) return DMI_STATUS_INVALID_ARGUMENTS;
   auto vdevs = loadVdevs(config);
+  for (const auto& v : vdevs)
+    if (v.device == device) removeConf(config, v.id);
   std::erase_if(vdevs, [&](const FakeVdev& v) { return v.device == device; });
   return saveVdevs(config, vdevs) ? DMI_STATUS_SUCCESS : DMI_STATUS_DESTROY_VDEV_FAILED;
 }
@@ -134,7 +214,27 @@ FAKE_EXPORT dmiStatus dmiDestroySingleVDevice(int vid) {
   const auto before = vdevs.size();
   std::erase_if(vdevs, [&](const FakeVdev& v) { return v.id == vid; });
   if (vdevs.size() == before) return DMI_STATUS_VDEV_NOT_EXIST;
-  return saveVdevs(config, vdevs) ? DMI_STATUS_SUCCESS : DMI_STATUS_DESTROY_VDEV_FAILED;
+  if (!saveVdevs(config, vdevs)) return DMI_STATUS_DESTROY_VDEV_FAILED;
+  removeConf(config, vid);
+  return DMI_STATUS_SUCCESS;
+}
+
+FAKE_EXPORT dmiStatus dmiGetDevBusyPercent(int device, int* busy) {
+  ENTER("dmiGetDevBusyPercent");
+  if (busy == nullptr || !validDevice(config, device)) return DMI_STATUS_INVALID_ARGUMENTS;
+  *busy = static_cast<int>(config.devices[static_cast<size_t>(device)].busy);
+  return DMI_STATUS_SUCCESS;
+}
+
+FAKE_EXPORT dmiStatus dmiGetVDevBusyPercent(int vid, int* busy) {
+  ENTER("dmiGetVDevBusyPercent");
+  if (busy == nullptr) return DMI_STATUS_INVALID_ARGUMENTS;
+  const auto vdevs = loadVdevs(config);
+  if (std::none_of(vdevs.begin(), vdevs.end(), [&](const FakeVdev& v) { return v.id == vid; }))
+    return DMI_STATUS_VDEV_NOT_EXIST;
+  auto u = config.vdevUsage.find(vid);
+  *busy = u == config.vdevUsage.end() ? 0 : u->second.busy;
+  return DMI_STATUS_SUCCESS;
 }
 
 FAKE_EXPORT dmiStatus dmiGetStatusString(dmiStatus status, const char** text) {
@@ -163,3 +263,5 @@ static_assert(std::is_same_v<decltype(&dmiCreateVDevices), dmiCreateVDevices_fn>
 static_assert(std::is_same_v<decltype(&dmiDestroyVDevices), dmiDestroyVDevices_fn>);
 static_assert(std::is_same_v<decltype(&dmiDestroySingleVDevice), dmiDestroySingleVDevice_fn>);
 static_assert(std::is_same_v<decltype(&dmiGetStatusString), dmiGetStatusString_fn>);
+static_assert(std::is_same_v<decltype(&dmiGetDevBusyPercent), dmiGetDevBusyPercent_fn>);
+static_assert(std::is_same_v<decltype(&dmiGetVDevBusyPercent), dmiGetVDevBusyPercent_fn>);

@@ -107,7 +107,7 @@ FAKE_EXPORT rsmi_status_t rsmi_dev_memory_total_get(uint32_t dv, rsmi_memory_typ
 FAKE_EXPORT rsmi_status_t rsmi_dev_memory_usage_get(uint32_t dv, rsmi_memory_type_t type, uint64_t* used) {
   ENTER("rsmi_dev_memory_usage_get", dv);
   if (used == nullptr || type > RSMI_MEM_TYPE_GTT) return RSMI_STATUS_INVALID_ARGS;
-  *used = 0;
+  *used = type == RSMI_MEM_TYPE_GTT ? 0 : d->vramUsedMiB * 1024 * 1024;
   return RSMI_STATUS_SUCCESS;
 }
 
@@ -115,7 +115,7 @@ FAKE_EXPORT rsmi_status_t rsmi_dev_busy_percent_get(uint32_t dv, uint32_t* busy)
   ENTER("rsmi_dev_busy_percent_get", dv);
   if (busy == nullptr) return RSMI_STATUS_INVALID_ARGS;
   if (d->lost) return RSMI_STATUS_AMDGPU_RESTART_ERR;
-  *busy = 0;
+  *busy = d->busy;
   return RSMI_STATUS_SUCCESS;
 }
 
@@ -145,6 +145,7 @@ static_assert(std::is_same_v<decltype(&rsmi_dev_serial_number_get), rsmi_dev_ser
 static_assert(std::is_same_v<decltype(&rsmi_dev_unique_id_get), rsmi_dev_unique_id_get_fn>);
 static_assert(std::is_same_v<decltype(&rsmi_dev_pci_id_get), rsmi_dev_pci_id_get_fn>);
 static_assert(std::is_same_v<decltype(&rsmi_dev_memory_total_get), rsmi_dev_memory_total_get_fn>);
+static_assert(std::is_same_v<decltype(&rsmi_dev_memory_usage_get), rsmi_dev_memory_usage_get_fn>);
 static_assert(std::is_same_v<decltype(&rsmi_dev_busy_percent_get), rsmi_dev_busy_percent_get_fn>);
 static_assert(std::is_same_v<decltype(&rsmi_dev_drm_render_minor_get), rsmi_dev_drm_render_minor_get_fn>);
 static_assert(std::is_same_v<decltype(&rsmi_topo_get_numa_node_number), rsmi_topo_get_numa_node_number_fn>);

@@ -31,6 +31,8 @@ bool parseDevice(std::istringstream& in, FakeDevice& d) {
       else if (key == "renderMinor") d.renderMinor = static_cast<std::uint32_t>(std::stoul(value));
       else if (key == "uniqueId") d.uniqueId = std::stoull(value, nullptr, 16);
       else if (key == "state") d.lost = value == "lost";
+      else if (key == "vramUsedMiB") d.vramUsedMiB = std::stoull(value);
+      else if (key == "busy") d.busy = static_cast<std::uint32_t>(std::stoul(value));
       else if (key == "bdf") {
         std::uint64_t b = 0;
         if (!parseBdf(value, b)) return false;
@@ -66,8 +68,21 @@ FakeConfig loadConfig() {
       while (words >> token) {
         if (token.rfind("maxVdevs=", 0) == 0) c.maxVdevs = std::atoi(token.c_str() + 9);
         else if (token.rfind("stateFile=", 0) == 0) c.stateFile = token.substr(10);
+        else if (token.rfind("vdevDir=", 0) == 0) c.vdevDir = token.substr(8);
         else return FakeConfig{};
       }
+    } else if (kind == "vdevUsage") {
+      int id = -1;
+      FakeVdevUsage u;
+      std::string token;
+      while (words >> token) {
+        if (token.rfind("id=", 0) == 0) id = std::atoi(token.c_str() + 3);
+        else if (token.rfind("usedMiB=", 0) == 0) u.usedMiB = std::strtoull(token.c_str() + 8, nullptr, 10);
+        else if (token.rfind("busy=", 0) == 0) u.busy = std::atoi(token.c_str() + 5);
+        else return FakeConfig{};
+      }
+      if (id < 0) return FakeConfig{};
+      c.vdevUsage[id] = u;
     } else if (kind == "fail") {
       std::string fn;
       int status = 0;
@@ -92,14 +107,16 @@ std::vector<FakeVdev> loadVdevs(const FakeConfig& config) {
   std::ifstream in(config.stateFile);
   FakeVdev v;
   std::string word;
-  while (in >> word >> v.id >> v.device >> v.cus >> v.memMiB)
+  while (in >> word >> v.id >> v.device >> v.cus >> v.memMiB >> v.pipe >> v.maskLow >> v.maskHigh)
     if (word == "vdev") out.push_back(v);
   return out;
 }
 
 bool saveVdevs(const FakeConfig& config, const std::vector<FakeVdev>& vdevs) {
   std::ofstream out(config.stateFile, std::ios::trunc);
-  for (const auto& v : vdevs) out << "vdev " << v.id << ' ' << v.device << ' ' << v.cus << ' ' << v.memMiB << '\n';
+  for (const auto& v : vdevs)
+    out << "vdev " << v.id << ' ' << v.device << ' ' << v.cus << ' ' << v.memMiB << ' ' << v.pipe << ' ' << v.maskLow
+        << ' ' << v.maskHigh << '\n';
   return static_cast<bool>(out);
 }
 

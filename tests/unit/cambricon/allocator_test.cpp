@@ -130,6 +130,22 @@ TEST(CambriconRequest, VendorAnnotationsAllowOnlyOneSharedCard) {
   EXPECT_TRUE(backend->parseRequest(container({{kCount, 2}}), {}).ok()) << "whole cards need no annotation";
 }
 
+TEST(CambriconRequest, AShareIsOfOneCardUnlessTheDriverTakesSeveral) {
+  auto backend = makeBackend(schedulerParams());
+  auto shared = backend->parseRequest(container({{kCount, 2}, {kMemory, 4}, {kCores, 10}}), {});
+  ASSERT_FALSE(shared.ok());
+  EXPECT_THAT(shared.error().message, HasSubstr("container \"main\""));
+  EXPECT_THAT(shared.error().message, HasSubstr("one sMLU instance"));
+  EXPECT_THAT(shared.error().message, HasSubstr(std::string(kCount) + ": 1"));
+  EXPECT_TRUE(backend->parseRequest(container({{kCount, 2}}), {}).ok()) << "whole cards are not shares";
+  EXPECT_TRUE(backend->parseRequest(container({{kCount, 1}, {kMemory, 4}, {kCores, 10}}), {}).ok());
+  auto params = schedulerParams();
+  params.settings.options["multiCardSmlu"] = "true";
+  auto several = makeBackend(params)->parseRequest(container({{kCount, 2}, {kMemory, 4}, {kCores, 10}}), {});
+  ASSERT_TRUE(several.ok()) << several.error().message;
+  EXPECT_EQ((*several)->count, 2u);
+}
+
 TEST(CambriconRequest, AdmissionAddsTheCountAndTheWholeCardQuota) {
   auto backend = makeBackend(schedulerParams());
   auto shared = backend->admissionDefaults(container({{kMemory, 4}, {kCores, 10}}), {});

@@ -3,7 +3,11 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -33,11 +37,16 @@ class TempDir {
 };
 
 /// The fake libcndev.so's cards and options, written to a temp file that
-/// VGPU_FAKE_CNDEV_CONFIG names; the fake keeps its sMLU state beside it.
+/// VGPU_FAKE_CNDEV_CONFIG names; the fake keeps its sMLU state beside it. The host's /dev
+/// is a folder here too: the card and ipcm nodes of cards 0-2 exist, and the fake driver
+/// makes each sMLU instance's node in it.
 class FakeCndev {
  public:
   explicit FakeCndev(std::string cards) {
     config_ = dir_.path() / "cndev.conf";
+    std::filesystem::create_directories(pluginDir());
+    for (int i = 0; i < 3; ++i)
+      for (const char* family : {"cambricon_dev", "cambricon_ipcm"}) addNode(family + std::to_string(i));
     write(std::move(cards));
     setenv("VGPU_FAKE_CNDEV_CONFIG", config_.c_str(), 1);
     unsetenv("VGPU_FAKE_CNDEV_STATE");
@@ -46,11 +55,21 @@ class FakeCndev {
 
   void write(std::string text) {
     text_ = std::move(text);
-    std::ofstream(config_, std::ios::trunc) << text_;
+    std::ofstream(config_, std::ios::trunc) << text_ << "\noption devRoot=" << devRoot().string() << "\n";
   }
   void append(const std::string& line) { write(text_ + line + "\n"); }
   const std::filesystem::path& dir() const { return dir_.path(); }
   std::filesystem::path stateDir() const { return dir_.path() / "agent-state"; }
+  /// The host's /dev as the backend sees it (options.devRoot).
+  std::filesystem::path devRoot() const { return dir_.path() / "dev"; }
+  /// The kubelet's device-plugin folder (options.kubeletPluginDir).
+  std::filesystem::path pluginDir() const { return dir_.path() / "device-plugins"; }
+  /// Makes /dev/<name> exist on the fake host.
+  void addNode(const std::string& name) const {
+    std::filesystem::create_directories((devRoot() / name).parent_path());
+    std::ofstream(devRoot() / name).put('\0');
+  }
+  void removeNode(const std::string& name) const { std::filesystem::remove(devRoot() / name); }
 
   /// The fake driver's sMLU state lines of one kind ("profile" or "instance").
   std::vector<std::string> driverState(const std::string& kind) const {
@@ -70,6 +89,8 @@ class FakeCndev {
     p.settings.options = std::move(options);
     p.settings.options.try_emplace("libraryPath", VGPU_FAKE_CNDEV_LIBRARY);
     p.settings.options.try_emplace("stateDir", stateDir().string());
+    p.settings.options.try_emplace("devRoot", devRoot().string());
+    p.settings.options.try_emplace("kubeletPluginDir", pluginDir().string());
     return p;
   }
 
@@ -87,6 +108,29 @@ inline std::string threeCards() {
 }
 
 inline std::string mluId(const char* uuid) { return std::string("MLU-") + uuid; }
+
+/// A unix socket something listens on (a running device plugin), closed with the object;
+/// the file stays, as a killed plugin's does.
+class ListeningSocket {
+ public:
+  explicit ListeningSocket(const std::filesystem::path& path) {
+    ::unlink(path.c_str());  // as a plugin does before it serves
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), 0) << path;
+    EXPECT_EQ(::listen(fd_, 4), 0);
+  }
+  ~ListeningSocket() { close(); }
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
 
 inline std::unique_ptr<CambriconBackend> makeBackend(const BackendParams& params) {
   auto created = CambriconBackend::create(params);

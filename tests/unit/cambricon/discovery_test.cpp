@@ -134,6 +134,55 @@ TEST(CambriconDiscovery, ReportsHealthChanges) {
   EXPECT_THAT((*events)[0].reason, HasSubstr("health 0"));
 }
 
+TEST(CambriconDiscovery, AProhibitedCardIsUnhealthy) {
+  // Compute mode PROHIBITED lets no process use the card, whatever its health state says.
+  FakeCndev fake(std::string("card uuid=") + kUuid0 + " health=1\ncard uuid=" + kUuid1 + " health=1 computeMode=2\n");
+  auto backend = makeBackend(fake.params());
+  auto devices = backend->discover();
+  ASSERT_TRUE(devices.ok()) << devices.error().message;
+  EXPECT_EQ((*devices)[0].health, Health::kHealthy);
+  EXPECT_EQ((*devices)[1].health, Health::kUnhealthy);
+  EXPECT_THAT((*devices)[1].attributes.at("healthDetail"), HasSubstr("PROHIBITED"));
+
+  fake.write(std::string("card uuid=") + kUuid0 + " health=1 computeMode=2\ncard uuid=" + kUuid1 + " health=1\n");
+  auto events = backend->waitForHealthEvents(std::chrono::seconds(5));
+  ASSERT_TRUE(events.ok()) << events.error().message;
+  ASSERT_EQ(events->size(), 2u);
+  EXPECT_EQ((*events)[0].deviceId, mluId(kUuid0));
+  EXPECT_EQ((*events)[0].health, Health::kUnhealthy);
+  EXPECT_THAT((*events)[0].reason, HasSubstr("PROHIBITED"));
+  EXPECT_EQ((*events)[1].health, Health::kHealthy);
+}
+
+TEST(CambriconDiscovery, RefusesToStartWhileCambriconsOwnPluginRuns) {
+  FakeCndev fake(threeCards());
+  auto backend = makeBackend(fake.params());
+  {
+    ListeningSocket vendor(fake.pluginDir() / "cambricon.sock");
+    auto devices = backend->discover();
+    ASSERT_FALSE(devices.ok());
+    EXPECT_THAT(devices.error().message, HasSubstr((fake.pluginDir() / "cambricon.sock").string()));
+    EXPECT_THAT(devices.error().message, HasSubstr("remove Cambricon's device plugin"));
+    EXPECT_THAT(devices.error().message, HasSubstr("or disable backends.cambricon"));
+  }
+  // In dynamic-smlu mode it serves one socket per resource; any of them counts.
+  {
+    ListeningSocket vendor(fake.pluginDir() / "cambricon.com-mlu.smlu.vcore.sock");
+    EXPECT_FALSE(backend->discover().ok());
+  }
+  // A socket file nobody answers on (a plugin that was removed) and our own sockets do not.
+  std::filesystem::remove(fake.pluginDir() / "cambricon.com-mlu.smlu.vcore.sock");
+  ListeningSocket ours(fake.pluginDir() / "vgpu-cambricon.com-vmlu.sock");
+  auto devices = backend->discover();
+  ASSERT_TRUE(devices.ok()) << devices.error().message;
+  EXPECT_EQ(devices->size(), 3u);
+  // Started after us: the health loop reports it, so the agent's log says which to remove.
+  ListeningSocket late(fake.pluginDir() / "cambricon.sock");
+  auto events = backend->waitForHealthEvents(std::chrono::milliseconds(10));
+  ASSERT_FALSE(events.ok());
+  EXPECT_THAT(events.error().message, HasSubstr("Cambricon's own device plugin is running"));
+}
+
 TEST(CambriconFakeCndev, AnswersAWrongStructVersionWithAnError) {
   FakeCndev fake(threeCards());
   void* lib = dlopen(VGPU_FAKE_CNDEV_LIBRARY, RTLD_NOW | RTLD_LOCAL);

@@ -27,11 +27,14 @@ DeviceGrant onCard(const char* uuid, int index, std::uint64_t memoryMiB, std::ui
   return {"cambricon", mluId(uuid), index, memoryMiB, compute, 0};
 }
 
+/// The nodes as the container sees them; each comes from the same place under the host's /dev.
 std::vector<std::string> hostPaths(const ContainerSpec& spec) {
   std::vector<std::string> out;
   for (const auto& d : spec.devices) {
-    EXPECT_EQ(d.hostPath, d.containerPath);
-    out.push_back(d.hostPath);
+    EXPECT_EQ(d.containerPath.rfind("/dev/", 0), 0u) << d.containerPath;
+    EXPECT_TRUE(d.hostPath.ends_with(d.containerPath.substr(4))) << d.hostPath;
+    EXPECT_TRUE(std::filesystem::exists(d.hostPath)) << d.hostPath;
+    out.push_back(d.containerPath);
   }
   return out;
 }
@@ -72,8 +75,8 @@ TEST_F(CambriconLimiter, CreatesAnSmluInstanceOfTheGrantedSizeForASharedCard) {
   EXPECT_THAT(instances[0], HasSubstr("name=" + instanceNameFor({"p1", "c"})));
 }
 
-TEST_F(CambriconLimiter, GivesEveryCardOfAMultiCardGrantItsNodes) {
-  auto backend = makeBackend(fake_.params());
+TEST_F(CambriconLimiter, GivesEveryCardOfAMultiCardGrantItsNodesWhereTheDriverTakesSeveral) {
+  auto backend = makeBackend(fake_.params({{"multiCardSmlu", "true"}}));
   auto spec = backend->containerSpec(grantFor("p1", "c", {onCard(kUuid0, 0, 2048, 20), onCard(kUuid1, 1, 2048, 20)}));
   ASSERT_TRUE(spec.ok()) << spec.error().message;
   EXPECT_THAT(hostPaths(*spec), ::testing::ElementsAre("/dev/cambricon_dev0", "/dev/cambricon_ipcm0",
@@ -93,6 +96,63 @@ TEST_F(CambriconLimiter, GivesMultipleWholeCardsTheirNodes) {
   EXPECT_THAT(hostPaths(*spec), ::testing::ElementsAre("/dev/cambricon_dev0", "/dev/cambricon_ipcm0",
                                                        "/dev/cambricon_dev2", "/dev/cambricon_ipcm2"));
   EXPECT_EQ(spec->env.at("CAMBRICON_VISIBLE_DEVICES"), "0,2");
+}
+
+TEST_F(CambriconLimiter, PassesEveryNodeOfTheCardThatTheHostHasAndNoOther) {
+  // This host's driver made no ipcm node for card 0, but the other families of Cambricon's
+  // plugin, and the ctl and gdr nodes; card 1's nodes must not reach a card-0 container.
+  fake_.removeNode("cambricon_ipcm0");
+  for (const char* n : {"cambricon_ctl", "cambricon_gdr", "commu0", "cmsg_ctrl0", "cambr-msgq:0", "cambr-rpc:0",
+                        "commu1", "cambr-rpc:1"})
+    fake_.addNode(n);
+  auto backend = makeBackend(fake_.params());
+  auto whole = backend->containerSpec(grantFor("p1", "c", {onCard(kUuid0, 0, 24576, 100)}));
+  ASSERT_TRUE(whole.ok()) << whole.error().message;
+  EXPECT_THAT(hostPaths(*whole),
+              ::testing::ElementsAre("/dev/cambricon_dev0", "/dev/commu0", "/dev/cmsg_ctrl0", "/dev/cambr-msgq:0",
+                                     "/dev/cambr-rpc:0", "/dev/cambricon_ctl", "/dev/cambricon_gdr"));
+  EXPECT_EQ(whole->devices[0].hostPath, (fake_.devRoot() / "cambricon_dev0").string());
+  // A share: the card's nodes that exist, and the instance's node the driver made.
+  auto shared = backend->containerSpec(grantFor("p2", "c", {onCard(kUuid1, 1, 4096, 30)}));
+  ASSERT_TRUE(shared.ok()) << shared.error().message;
+  EXPECT_THAT(hostPaths(*shared),
+              ::testing::ElementsAre("/dev/cambricon_dev1", "/dev/cambricon_ipcm1", "/dev/commu1", "/dev/cambr-rpc:1",
+                                     "/dev/cambricon-caps/cap_dev1_mi1", "/dev/cambricon_ctl", "/dev/cambricon_gdr"));
+}
+
+TEST_F(CambriconLimiter, RefusesACardWhoseDeviceNodeTheHostLacks) {
+  fake_.removeNode("cambricon_dev2");
+  auto backend = makeBackend(fake_.params());
+  auto spec = backend->containerSpec(grantFor("p1", "c", {onCard(kUuid2, 2, 81920, 100)}));
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(spec.error().message, HasSubstr((fake_.devRoot() / "cambricon_dev2").string() + " does not exist"));
+  EXPECT_THAT(spec.error().message, HasSubstr("default/pod-p1/c"));
+}
+
+TEST_F(CambriconLimiter, GivesAContainerAtMostOneSmluInstancePerCardAndOneSharedCard) {
+  auto backend = makeBackend(fake_.params());
+  auto twice = backend->containerSpec(grantFor("p1", "c", {onCard(kUuid0, 0, 2048, 20), onCard(kUuid0, 0, 2048, 20)}));
+  ASSERT_FALSE(twice.ok());
+  EXPECT_THAT(twice.error().message, HasSubstr("at most one sMLU instance of a card"));
+  auto two = backend->containerSpec(grantFor("p1", "c", {onCard(kUuid0, 0, 2048, 20), onCard(kUuid1, 1, 2048, 20)}));
+  ASSERT_FALSE(two.ok());
+  EXPECT_THAT(two.error().message, HasSubstr("one sMLU instance"));
+  EXPECT_THAT(two.error().message, HasSubstr("multiCardSmlu"));
+  EXPECT_THAT(fake_.driverState("instance"), IsEmpty());
+  // A share of one card next to whole cards is fine.
+  auto mixed =
+      backend->containerSpec(grantFor("p1", "c", {onCard(kUuid0, 0, 2048, 20), onCard(kUuid2, 2, 81920, 100)}));
+  ASSERT_TRUE(mixed.ok()) << mixed.error().message;
+  EXPECT_THAT(fake_.driverState("instance"), SizeIs(1));
+}
+
+TEST_F(CambriconLimiter, RefusesToMakeInstancesWhileCambriconsOwnPluginRuns) {
+  ListeningSocket vendor(fake_.pluginDir() / "cambricon.sock");
+  auto backend = makeBackend(fake_.params());
+  auto spec = backend->containerSpec(grantFor("p1", "c", {onCard(kUuid0, 0, 2048, 20)}));
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(spec.error().message, HasSubstr("Cambricon's own device plugin is running"));
+  EXPECT_THAT(fake_.driverState("instance"), IsEmpty());
 }
 
 TEST_F(CambriconLimiter, ReusesAProfileOfTheSameSize) {
@@ -165,7 +225,7 @@ TEST_F(CambriconLimiter, NeverDestroysAProfileItDidNotCreate) {
 
 TEST_F(CambriconLimiter, LeaksNothingWhenTheSecondCardFails) {
   fake_.append("option failInstanceCreate=2");
-  auto backend = makeBackend(fake_.params());
+  auto backend = makeBackend(fake_.params({{"multiCardSmlu", "true"}}));
   auto spec = backend->containerSpec(grantFor("p1", "c", {onCard(kUuid0, 0, 2048, 20), onCard(kUuid1, 1, 2048, 20)}));
   ASSERT_FALSE(spec.ok());
   EXPECT_THAT(spec.error().message, HasSubstr(mluId(kUuid1)));
@@ -181,7 +241,7 @@ TEST_F(CambriconLimiter, LeaksNothingWhenTheSecondCardFails) {
 
 TEST_F(CambriconLimiter, LeaksNothingWhenAProfileCannotBeCreated) {
   fake_.append("option failProfileCreate=2");
-  auto backend = makeBackend(fake_.params());
+  auto backend = makeBackend(fake_.params({{"multiCardSmlu", "true"}}));
   auto spec = backend->containerSpec(grantFor("p1", "c", {onCard(kUuid0, 0, 2048, 20), onCard(kUuid1, 1, 2048, 20)}));
   ASSERT_FALSE(spec.ok());
   EXPECT_THAT(spec.error().message, HasSubstr("creating an sMLU profile of 20% and 2048 MiB"));
@@ -218,7 +278,7 @@ TEST_F(CambriconLimiter, RefusesACardThisNodeDoesNotHave) {
 
 TEST_F(CambriconLimiter, ReconcileAfterARestartDestroysWhatGoneContainersHeld) {
   {
-    auto before = makeBackend(fake_.params());
+    auto before = makeBackend(fake_.params({{"multiCardSmlu", "true"}}));
     ASSERT_TRUE(before->containerSpec(grantFor("p1", "c", {onCard(kUuid0, 0, 4096, 25)})).ok());
     ASSERT_TRUE(
         before->containerSpec(grantFor("p2", "c", {onCard(kUuid0, 0, 2048, 10), onCard(kUuid1, 1, 2048, 10)})).ok());

@@ -62,10 +62,50 @@ TEST(CambriconLoader, DiscoversAndPartitionsThroughTheSharedLibrary) {
   auto spec = (*backend)->limiter()->containerSpec(grant);
   ASSERT_TRUE(spec.ok()) << spec.error().message;
   ASSERT_EQ(spec->devices.size(), 3u);
-  EXPECT_EQ(spec->devices[2].hostPath, "/dev/cambricon-caps/cap_dev0_mi1");
+  EXPECT_EQ(spec->devices[2].containerPath, "/dev/cambricon-caps/cap_dev0_mi1");
+  EXPECT_EQ(spec->devices[2].hostPath, (fake.devRoot() / "cambricon-caps/cap_dev0_mi1").string());
   EXPECT_EQ(fake.driverState("instance").size(), 1u);
   ASSERT_TRUE((*backend)->limiter()->reconcile({}).ok());
   EXPECT_TRUE(fake.driverState("instance").empty());
+}
+
+TEST(CambriconLoader, ReportsEachContainersUsageFromCndev) {
+  FakeCndev fake(std::string("card uuid=") + kUuid0 + " memoryMB=24576 smlu=on\ncard uuid=" + kUuid1 +
+                 " memoryMB=49152 smlu=on memoryUsedMB=30000 util=64\ninstanceUsage card=0 id=1 memMiB=700 util=18\n");
+  auto backend = load(fake.params());
+  ASSERT_TRUE(backend.ok()) << backend.error().message;
+  UsageReporter* usage = (*backend)->usageReporter();
+  ASSERT_NE(usage, nullptr);
+  ContainerGrant shared;
+  shared.container = {"h-1", "infer"};
+  shared.devices = {{"cambricon", mluId(kUuid0), 0, 4096, 30, 0}};
+  ContainerGrant whole;
+  whole.container = {"h-2", "train"};
+  whole.devices = {{"cambricon", mluId(kUuid1), 1, 49152, 100, 0}};
+  ASSERT_TRUE((*backend)->limiter()->containerSpec(shared).ok());
+  ASSERT_TRUE((*backend)->limiter()->containerSpec(whole).ok());
+  auto got = usage->containerUsage();
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  ASSERT_EQ(got->size(), 2u);
+  std::map<std::string, ContainerUsage> byName;
+  for (const auto& u : *got) byName[u.container.containerName] = u;
+  const ContainerUsage& s = byName.at("infer");  // the sMLU instance's MAX and USAGE
+  EXPECT_EQ(s.deviceId, mluId(kUuid0));
+  EXPECT_EQ(s.deviceIndex, 0);
+  EXPECT_EQ(s.memoryLimitBytes, 4096ull << 20);
+  EXPECT_EQ(s.memoryUsedBytes, std::optional<std::uint64_t>(700ull << 20));
+  EXPECT_EQ(s.computeLimitPercent, 30u);
+  EXPECT_EQ(s.utilizationPercent, std::optional<std::uint32_t>(18));
+  const ContainerUsage& w = byName.at("train");  // held whole: the card's own figures
+  EXPECT_EQ(w.deviceId, mluId(kUuid1));
+  EXPECT_EQ(w.memoryLimitBytes, 49152ull << 20);
+  EXPECT_EQ(w.memoryUsedBytes, std::optional<std::uint64_t>(30000ull << 20));
+  EXPECT_EQ(w.computeLimitPercent, 100u);
+  EXPECT_EQ(w.utilizationPercent, std::optional<std::uint32_t>(64));
+  ASSERT_TRUE((*backend)->limiter()->release(whole.container).ok());
+  got = usage->containerUsage();
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->size(), 1u);
 }
 
 TEST(CambriconLoader, LoadsOnTheSchedulerWithoutLibcndev) {

@@ -72,12 +72,17 @@ TEST_F(CambriconSim, PlacesSharedSlicesOnSmluCards) {
   EXPECT_EQ(infer.at("compute").as_int64(), 25);
 }
 
-TEST_F(CambriconSim, GivesMultiCardRequestsDistinctCardsOfOneNode) {
+TEST_F(CambriconSim, GivesMultiCardRequestsDistinctWholeCardsOfOneNode) {
   ASSERT_EQ(status("research/mlu-multi"), "placed");
   const auto& d = devices("research/mlu-multi");
   ASSERT_EQ(d.size(), 2u);
   EXPECT_NE(d.at(0).at("id"), d.at(1).at("id"));
-  EXPECT_EQ(d.at(0).at("memoryMiB").as_int64(), 8192);
+  EXPECT_EQ(d.at(0).at("compute").as_int64(), 100);
+}
+
+TEST_F(CambriconSim, RefusesAShareOfTwoCardsWithTheReason) {
+  ASSERT_EQ(status("research/mlu-multi-share"), "invalid");
+  EXPECT_THAT(std::string(pod("research/mlu-multi-share").at("error").as_string()), HasSubstr("one sMLU instance"));
 }
 
 TEST_F(CambriconSim, HonoursModelAndUuidAnnotations) {

@@ -54,6 +54,12 @@ TEST(Loader, AcceptsABackendOfANewerMinorVersion) {
   EXPECT_EQ((*r)->limiter(), nullptr);
 }
 
+TEST(Loader, LoadsA1Dot0BackendWhoseTableEndsBeforeTheUsageSlot) {
+  auto r = loadTestBackend("abi10");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ((*r)->usageReporter(), nullptr);  // the slot it does not know reads as unsupported
+}
+
 TEST(Loader, RefusesABackendThatRefusesThisLoader) {
   auto r = loadTestBackend("refuses");
   ASSERT_FALSE(r.ok());

@@ -221,9 +221,12 @@ class DevicePluginCambricon : public AgentFixture {
  protected:
   void SetUp() override {
     AgentFixture::SetUp();
+    // The host's /dev with the card's nodes; the fake driver makes instance nodes there.
+    for (const char* node : {"cambricon_dev0", "cambricon_ipcm0"}) dir.write("dev/" + std::string(node), "");
     const auto cards =
         dir.write("cndev.conf", std::string("card uuid=") + kMluUuid +
-                                    " name=MLU370-X4 memoryMB=24576 numa=0 health=1 smlu=on mlulink=0\n");
+                                    " name=MLU370-X4 memoryMB=24576 numa=0 health=1 smlu=on mlulink=0\n"
+                                    "option devRoot=" + (dir.path() / "dev").string() + "\n");
     ::setenv("VGPU_FAKE_CNDEV_CONFIG", cards.c_str(), 1);
     ::unsetenv("VGPU_FAKE_CNDEV_STATE");
   }
@@ -236,6 +239,8 @@ class DevicePluginCambricon : public AgentFixture {
               std::string("version: 1\nbackends:\n  cambricon:\n    enabled: true\n    splitCount: 4\n"
                           "    options:\n      libraryPath: ") +
                   VGPU_FAKE_CNDEV_LIBRARY + "\n      stateDir: " + (dir.path() / "cambricon").string() +
+                  "\n      devRoot: " + (dir.path() / "dev").string() +
+                  "\n      kubeletPluginDir: " + (dir.path() / "dp").string() +
                   "\n      vendorPluginAnnotations: \"" + (vendorAnnotations ? "true" : "false") + "\"\n");
     startKubelet();
     startAgent(options());

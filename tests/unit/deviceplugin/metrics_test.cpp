@@ -140,5 +140,139 @@ TEST_F(DevicePluginMetrics, NvidiaBackendOnTheFakeNvmlAllocatesWithLimitsFileAnd
 }
 #endif
 
+#ifdef VGPU_FAKE_CNDEV_LIBRARY
+constexpr const char* kMlu = "0a1b2c3d-0000-4000-8000-000000000000";
+
+/// An MLU node on the fake cnDev: the host's /dev in a temp folder, the cambricon backend.
+class DevicePluginMlu : public AgentFixture {
+ protected:
+  void TearDown() override {
+    AgentFixture::TearDown();
+    ::unsetenv("VGPU_FAKE_CNDEV_CONFIG");
+  }
+  /// The fake driver's config; `extra` adds lines (noDriver, instanceUsage...).
+  void writeCards(const std::string& extra = "") {
+    for (const char* node : {"cambricon_dev0", "cambricon_ipcm0", "cambricon_dev1", "cambricon_ipcm1"})
+      dir.write("dev/" + std::string(node), "");
+    const auto cards =
+        dir.write("cndev.conf", std::string("card uuid=") + kMlu + " name=MLU370-X4 memoryMB=24576 smlu=on\n" +
+                                    "card uuid=0a1b2c3d-0000-4000-8000-000000000001 name=MLU370-X4 memoryMB=24576 "
+                                    "smlu=on memoryUsedMB=20000 util=55\noption devRoot=" +
+                                    (dir.path() / "dev").string() + "\n" + extra);
+    ::setenv("VGPU_FAKE_CNDEV_CONFIG", cards.c_str(), 1);
+    ::unsetenv("VGPU_FAKE_CNDEV_STATE");
+  }
+  void writeConfig() {
+    dir.write("device-config.yaml", std::string("version: 1\nbackends:\n  cambricon:\n    enabled: true\n"
+                                                "    options:\n      libraryPath: ") +
+                                        VGPU_FAKE_CNDEV_LIBRARY + "\n      stateDir: " +
+                                        (dir.path() / "cambricon").string() + "\n      devRoot: " +
+                                        (dir.path() / "dev").string() + "\n      kubeletPluginDir: " +
+                                        (dir.path() / "dp").string() + "\n");
+  }
+  fakes::AdmitResult admit(const std::string& name, const std::string& card, int index, std::uint64_t memory,
+                           std::uint32_t cores, std::map<std::string, std::int64_t> limits) {
+    PodSpec spec{name, {{"main", limits, {grant(card, index, memory, cores, 0, "cambricon")}}}};
+    const std::string uid = createPod(spec);
+    fakes::KubeletPod pod;
+    pod.name = name;
+    pod.uid = uid;
+    pod.containers.push_back({"main", false, {{"cambricon.com/vmlu", 1}}});
+    return kubelet->admit(pod);
+  }
+};
+
+TEST_F(DevicePluginMlu, ExportsEachMluContainersUsageUnderTheNvidiaNames) {
+  writeCards("instanceUsage card=0 id=1 memMiB=700 util=18\n");
+  writeConfig();
+  startKubelet();
+  startAgent(options());
+  ASSERT_TRUE(kubelet->waitForDevices("cambricon.com/vmlu", std::chrono::seconds(10)));
+  ASSERT_TRUE(waitFor([&] { return agent->podsSynced(); }));
+  const std::string card0 = std::string("MLU-") + kMlu;
+  const std::string card1 = "MLU-0a1b2c3d-0000-4000-8000-000000000001";
+  auto shared = admit("infer", card0, 0, 4096, 30,
+                      {{"cambricon.com/vmlu", 1}, {"cambricon.com/mlu.smlu.vmemory", 16}, {"cambricon.com/mlu.smlu.vcore", 30}});
+  ASSERT_TRUE(shared.admitted) << shared.error;
+  auto whole = admit("train", card1, 1, 24576, 100, {{"cambricon.com/vmlu", 1}});
+  ASSERT_TRUE(whole.admitted) << whole.error;
+
+  const std::string text = httpGet(agent->metricsUrl(), "/metrics").body;
+  EXPECT_EQ(promtoolProblems(dir, text), "");
+  const std::string s = "{namespace=\"default\",pod=\"infer\",container=\"main\",device_uuid=\"" + card0 +
+                        "\",device_index=\"0\"}";
+  EXPECT_THAT(text, HasSubstr("vgpu_container_memory_limit_bytes" + s + " 4294967296\n"));
+  EXPECT_THAT(text, HasSubstr("vgpu_container_memory_used_bytes" + s + " 734003200\n"));
+  EXPECT_THAT(text, HasSubstr("vgpu_container_compute_limit_percent" + s + " 30\n"));
+  EXPECT_THAT(text, HasSubstr("vgpu_container_compute_utilization_percent" + s + " 18\n"));
+  const std::string w = "{namespace=\"default\",pod=\"train\",container=\"main\",device_uuid=\"" + card1 +
+                        "\",device_index=\"0\"}";
+  EXPECT_THAT(text, HasSubstr("vgpu_container_memory_used_bytes" + w + " 20971520000\n"));
+  EXPECT_THAT(text, HasSubstr("vgpu_container_compute_limit_percent" + w + " 100\n"));
+  EXPECT_THAT(text, HasSubstr("vgpu_container_compute_utilization_percent" + w + " 55\n"));
+  EXPECT_THAT(text, HasSubstr("vgpu_backend_devices{backend=\"cambricon\"} 2\n"));
+}
+
+TEST_F(DevicePluginMlu, ADriverLoadedAfterTheAgentStartedIsServedOnceRediscovered) {
+  writeCards("option noDriver=1\n");  // the node rebooted; the MLU driver is not loaded yet
+  writeConfig();
+  startKubelet();
+  auto o = options();
+  o.rediscoverInterval = std::chrono::milliseconds(0);  // only when asked, as on SIGHUP
+  startAgent(o);
+  EXPECT_TRUE(agent->resources().empty());
+  EXPECT_FALSE(agent->ready());
+  const auto notReady = httpGet(agent->metricsUrl(), "/healthz");
+  EXPECT_EQ(notReady.status, 503);
+  EXPECT_THAT(notReady.body, HasSubstr("backend cambricon serves no devices"));
+  EXPECT_THAT(notReady.body, HasSubstr("CNDEV_ERROR_NO_DRIVER"));
+  EXPECT_THAT(agent->renderMetrics(), HasSubstr("vgpu_backend_devices{backend=\"cambricon\"} 0\n"));
+
+  writeCards();  // the driver is loaded now
+  agent->rediscoverNow();
+  EXPECT_EQ(agent->resources(), (std::vector<std::string>{"cambricon.com/vmlu"}));
+  ASSERT_TRUE(kubelet->waitForDevices("cambricon.com/vmlu", std::chrono::seconds(10)));
+  EXPECT_EQ(kubelet->devices("cambricon.com/vmlu").size(), 20u);  // 2 cards x splitCount 10
+  EXPECT_TRUE(waitFor([&] { return agent->ready(); }));
+  EXPECT_EQ(httpGet(agent->metricsUrl(), "/healthz").status, 200);
+  EXPECT_EQ(agent->servedDevices().at("cambricon"), 2u);
+  EXPECT_THAT(agent->renderMetrics(), HasSubstr("vgpu_backend_devices{backend=\"cambricon\"} 2\n"));
+  // The node's inventory is published for the scheduler, and a pod can be admitted.
+  EXPECT_TRUE(waitFor([&] {
+    auto node = api->get("nodes", "", kNode);
+    return node && boost::json::serialize(*node).find(kMlu) != std::string::npos;
+  }));
+  auto shared = admit("late", std::string("MLU-") + kMlu, 0, 4096, 30,
+                      {{"cambricon.com/vmlu", 1}, {"cambricon.com/mlu.smlu.vmemory", 16}, {"cambricon.com/mlu.smlu.vcore", 30}});
+  EXPECT_TRUE(shared.admitted) << shared.error;
+}
+#endif
+
+TEST_F(DevicePluginMetrics, RediscoversPeriodicallyAndSaysWhichBackendsServeHowManyDevices) {
+  devices.clear();  // the sim "driver" lists nothing yet
+  writeSimNode();
+  startKubelet();
+  auto o = options();
+  o.rediscoverInterval = std::chrono::milliseconds(200);
+  startAgent(o);
+  EXPECT_TRUE(agent->resources().empty());
+  EXPECT_EQ(httpGet(agent->metricsUrl(), "/healthz").status, 503);
+  devices = {{"sim-0", 16384}};
+  writeSimNode();
+  ASSERT_TRUE(kubelet->waitForDevices(kSimCount, std::chrono::seconds(10)));
+  EXPECT_EQ(kubelet->devices(kSimCount).size(), 4u);
+  EXPECT_TRUE(waitFor([&] { return httpGet(agent->metricsUrl(), "/healthz").status == 200; }));
+  EXPECT_THAT(agent->renderMetrics(), HasSubstr("vgpu_backend_devices{backend=\"sim\"} 1\n"));
+}
+
+TEST_F(DevicePluginMetrics, AnAgentWithNoBackendEnabledIsReady) {
+  dir.write("device-config.yaml", "version: 1\nbackends:\n  sim:\n    enabled: false\n");
+  startKubelet();
+  startAgent(options());
+  EXPECT_TRUE(agent->resources().empty());
+  EXPECT_TRUE(agent->ready());
+  EXPECT_EQ(httpGet(agent->metricsUrl(), "/healthz").status, 200);
+}
+
 }  // namespace
 }  // namespace vgpu::deviceplugin::testing

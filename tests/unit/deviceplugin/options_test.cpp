@@ -47,5 +47,20 @@ TEST(DevicePluginOptions, BadFlagsAreClearErrors) {
   EXPECT_THAT(h->usage, HasSubstr("--device-plugin-dir"));
 }
 
+TEST(DevicePluginOptions, RediscoveryRunsEveryThirtySecondsUnlessSetOtherwise) {
+  const char* plain[] = {"vgpu-device-plugin", "--node-name", "n"};
+  auto d = parseAgentOptions(3, plain, envOf({}));
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_EQ(d->options.rediscoverInterval, std::chrono::seconds(30));
+  const char* off[] = {"vgpu-device-plugin", "--node-name", "n", "--rediscover-seconds", "0"};
+  auto o = parseAgentOptions(5, off, envOf({}));
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  EXPECT_EQ(o->options.rediscoverInterval, std::chrono::seconds(0));  // only on SIGHUP
+  const char* bad[] = {"vgpu-device-plugin", "--node-name", "n", "--rediscover-seconds", "-1"};
+  auto b = parseAgentOptions(5, bad, envOf({}));
+  ASSERT_FALSE(b.ok());
+  EXPECT_THAT(b.error().message, HasSubstr("--rediscover-seconds"));
+}
+
 }  // namespace
 }  // namespace vgpu::deviceplugin

@@ -32,6 +32,8 @@ struct FakeDcu {
   std::string name{};
   bool lost = false;
   bool withNodes = true;  ///< false: no /dev/dri entries for it
+  std::uint64_t vramUsedMiB = 0;  ///< what ROCm-SMI reports in use
+  std::uint32_t busy = 0;         ///< rsmi_dev_busy_percent_get
 };
 
 inline std::string readText(const fs::path& p) {
@@ -77,9 +79,14 @@ class FakeNode {
   fs::path dev() const { return root_ / "dev"; }
   fs::path config() const { return root_ / "rocm.conf"; }
   fs::path stateDir() const { return root_ / "state"; }
+  /// The host's /etc/vdev: hydmi writes its vdev<id>.conf here, vdev-file mode its copies.
   fs::path copyDir() const { return root_ / "etc-vdev"; }
+  /// Where the backend puts the per-pod folders (its default, <stateDir>/dcu).
+  fs::path confRoot() const { return stateDir() / "dcu"; }
   fs::path hostDir(const std::string& container) const { return root_ / "containers" / container; }
   std::vector<FakeDcu>& dcus() { return dcus_; }
+  /// vDCUs hydmi allows per DCU (dmiGetMaxVDeviceCount); ids stay node-wide.
+  int maxVdevsPerDcu = 16;
 
   /// Rewrites the fake libraries' config from dcus() plus `extra` lines ("fail ...").
   void writeConfig(const std::string& extra = "") {
@@ -92,8 +99,11 @@ class FakeNode {
       if (d.renderMinor >= 0) text += " renderMinor=" + std::to_string(d.renderMinor);
       if (!d.name.empty()) text += " name=" + d.name;
       if (d.lost) text += " state=lost";
+      if (d.vramUsedMiB != 0) text += " vramUsedMiB=" + std::to_string(d.vramUsedMiB);
+      if (d.busy != 0) text += " busy=" + std::to_string(d.busy);
       text += "\n";
     }
+    text += "hydmi maxVdevs=" + std::to_string(maxVdevsPerDcu) + " vdevDir=" + copyDir().string() + "\n";
     writeText(config(), text + extra);
   }
 

@@ -235,6 +235,24 @@ TEST(HygonRequest, AContainerGetsAtMostOneVirtualDcu) {
   EXPECT_EQ((*whole)->computePercent, 100u);
 }
 
+TEST(HygonRequest, ASliceWithoutCoresGetsTheWholeDcusComputeUnlessConfigured) {
+  // HAMi gives a DCU request without hygon.com/dcucores 100 %, not one CU.
+  auto b = scheduler();
+  auto r = b->parseRequest({"c", false, {{"hygon.com/dcunum", 1}, {"hygon.com/dcumem", 4000}}}, {});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ((*r)->computePercent, 100u);
+  auto add = b->admissionDefaults({"c", false, {{"hygon.com/dcumem", 4000}}}, {});
+  ASSERT_TRUE(add.ok());
+  EXPECT_EQ(add->at("hygon.com/dcucores"), 100);  // the pod states what it gets
+  BackendParams p;
+  p.name = "hygon";
+  p.settings.defaultCores = 25;
+  auto configured = scheduler(p);
+  auto c = configured->parseRequest({"c", false, {{"hygon.com/dcunum", 1}, {"hygon.com/dcumem", 4000}}}, {});
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ((*c)->computePercent, 25u);
+}
+
 TEST(HygonRequest, RefusesBadValuesNamingTheResource) {
   auto b = scheduler();
   auto cores = b->parseRequest({"c", false, {{"hygon.com/dcunum", 1}, {"hygon.com/dcucores", 150}}}, {});

@@ -34,10 +34,30 @@ ContainerGrant grant(const FakeNode& node, const std::string& container, std::ve
   g.container = {"pod-" + container, container};
   g.podNamespace = "default";
   g.podName = "pod-" + container;
+  g.podUid = "uid-" + container;
   g.devices = std::move(devices);
   g.hostDir = node.hostDir(container).string();
   fs::create_directories(g.hostDir);
   return g;
+}
+
+/// The folder with the container's vdev0.conf, as the backend recorded it ("" if none).
+fs::path confDirOf(HygonBackend& b, const std::string& container) {
+  auto held = b.holdings();
+  if (!held.ok()) return {};
+  for (const auto& h : *held)
+    if (h.container.containerName == container) return h.confDir;
+  return {};
+}
+
+/// The per-pod folders under the backend's folder.
+std::vector<std::string> confDirs(const FakeNode& node) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(node.confRoot(), ec), end; !ec && it != end; it.increment(ec))
+    out.push_back(it->path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 DeviceGrant slice(const std::string& id, int index, std::uint64_t memory, std::uint32_t compute) {
@@ -66,7 +86,10 @@ TEST(HygonLimiter, ASliceGetsItsVdevFileMountsAndDeviceNodes) {
   auto spec = b->containerSpec(grant(node, "app", {slice("DCU-A", 0, 4000, 25)}));
   ASSERT_TRUE(spec.ok()) << spec.error().message;
 
-  const auto conf = node.hostDir("app") / "hygon-vdev" / "vdev0.conf";
+  // The per-pod folder is named as HAMi's plugin names it: <podUID>_<ctr>_<devIdx>_<pipe>_<vdev>_<masks>.
+  const fs::path dir = node.confRoot() / "uid-app_app_0_0_0_0x0000000000007fff_0x0000000000000000";
+  EXPECT_EQ(confDirOf(*b, "app"), dir);
+  const auto conf = dir / "vdev0.conf";
   EXPECT_EQ(readText(conf),
             "PciBusId: 0000:03:00.0\n"
             "cu_mask: 0x0000000000007fff\n"
@@ -78,7 +101,7 @@ TEST(HygonLimiter, ASliceGetsItsVdevFileMountsAndDeviceNodes) {
             "pipe_id: 0\n"
             "enable: 1\n");
   EXPECT_EQ(readText(node.copyDir() / "vdev0.conf"), readText(conf));
-  EXPECT_EQ(spec->mounts, (std::vector<Mount>{{(node.hostDir("app") / "hygon-vdev").string(), "/etc/vdev/docker", true}}));
+  EXPECT_EQ(spec->mounts, (std::vector<Mount>{{dir.string(), "/etc/vdev/docker", true}}));
   EXPECT_EQ(spec->devices, (std::vector<DeviceNode>{{(node.dev() / "kfd").string(), "/dev/kfd", "rwm"},
                                                     {(node.dev() / "mkfd").string(), "/dev/mkfd", "rwm"},
                                                     {(node.dev() / "dri/card0").string(), "/dev/dri/card0", "rwm"},
@@ -189,6 +212,7 @@ TEST(HygonLimiter, ManyContainersComeAndGoWithoutOverlapOrLeaks) {
     for (const auto& h : *held) {
       ASSERT_TRUE(vdevIds.insert(h.vdevId).second) << "vdev id " << h.vdevId << " given twice";
       ASSERT_TRUE(fs::exists(fs::path(h.confDir) / "vdev0.conf"));
+      ASSERT_EQ(fs::path(h.confDir).parent_path(), node.confRoot());
       ASSERT_TRUE(fs::exists(h.copyPath));
     }
     ASSERT_EQ(filesIn(node.copyDir()).size(), live.size()) << "step " << step;
@@ -199,14 +223,14 @@ TEST(HygonLimiter, ManyContainersComeAndGoWithoutOverlapOrLeaks) {
   ASSERT_TRUE(held.ok());
   EXPECT_TRUE(held->empty());
   EXPECT_TRUE(filesIn(node.copyDir()).empty());
-  for (const auto& [name, dev] : booking) EXPECT_FALSE(fs::exists(node.hostDir(name) / "hygon-vdev")) << name;
+  EXPECT_TRUE(confDirs(node).empty());
   // Every CU came back: each DCU can be given whole again.
   EXPECT_TRUE(b->containerSpec(grant(node, "after-a", {slice("DCU-A", 0, 16368, 100)})).ok());
   EXPECT_TRUE(b->containerSpec(grant(node, "after-b", {slice("DCU-B", 1, 65520, 100)})).ok());
 }
 
-TEST(HygonLimiter, HydmiModeCreatesAndDestroysDriverVdevs) {
-  FakeNode node({{.serial = "A"}, {.serial = "B"}});
+TEST(HygonLimiter, HydmiModeGivesTheContainerHydmisMasksAndPipeAndLeavesHydmisFilesAlone) {
+  FakeNode node({{.serial = "A"}, {.serial = "B", .bdf = "0000:43:00.0"}});
   auto b = agent(node.params("hydmi"));
   auto first = b->containerSpec(grant(node, "one", {slice("DCU-B", 1, 3000, 50)}));
   ASSERT_TRUE(first.ok()) << first.error().message;
@@ -215,15 +239,93 @@ TEST(HygonLimiter, HydmiModeCreatesAndDestroysDriverVdevs) {
   EXPECT_EQ(node.hydmiVdevCount(), 2);
   EXPECT_EQ(node.hydmiVdev(0), (std::array<long, 3>{1, 30, 3000}));  // on DCU 1: 30 of 60 CUs, 3000 MiB
   EXPECT_EQ(node.hydmiVdev(1), (std::array<long, 3>{1, 30, 3000}));
-  const std::string conf = readText(node.hostDir("two") / "hygon-vdev" / "vdev0.conf");
-  EXPECT_THAT(conf, HasSubstr("vdev_id: 1\n"));
-  EXPECT_THAT(conf, HasSubstr("cu_count: 30\n"));
-  EXPECT_THAT(conf, HasSubstr("mem: 3000 MiB\n"));
-  EXPECT_THAT(conf, ::testing::Not(HasSubstr("cu_mask")));  // the driver places the CUs
+  // hydmi placed the second vDCU on CUs 30-59 and pipe 1, and wrote its own file.
+  const std::string hydmis =
+      "PciBusId: 0000:43:00.0\n"
+      "cu_mask: 0x0fffffffc0000000\n"
+      "cu_mask: 0x0000000000000000\n"
+      "cu_count: 30\n"
+      "mem: 3000 MiB\n"
+      "device_id: 1\n"
+      "vdev_id: 1\n"
+      "pipe_id: 1\n"
+      "enable: 1\n";
+  EXPECT_EQ(readText(node.copyDir() / "vdev1.conf"), hydmis);  // never overwritten
+  // The container's file has every line of it, seen from inside: its one vDCU is device 0.
+  const fs::path dir = node.confRoot() / "uid-two_two_1_1_1_0x0fffffffc0000000_0x0000000000000000";
+  EXPECT_EQ(confDirOf(*b, "two"), dir);
+  EXPECT_EQ(readText(dir / "vdev0.conf"),
+            "PciBusId: 0000:43:00.0\n"
+            "cu_mask: 0x0fffffffc0000000\n"
+            "cu_mask: 0x0000000000000000\n"
+            "cu_count: 30\n"
+            "mem: 3000 MiB\n"
+            "device_id: 0\n"
+            "vdev_id: 1\n"
+            "pipe_id: 1\n"
+            "enable: 1\n");
+  EXPECT_EQ(second->mounts, (std::vector<Mount>{{dir.string(), "/etc/vdev/docker", true}}));
   ASSERT_TRUE(b->release({"pod-one", "one"}).ok());
   EXPECT_EQ(node.hydmiVdevCount(), 1);
+  EXPECT_FALSE(fs::exists(node.copyDir() / "vdev0.conf"));  // hydmi removed its own with the vDCU
+  EXPECT_EQ(readText(node.copyDir() / "vdev1.conf"), hydmis);
   ASSERT_TRUE(b->reconcile({}).ok());
   EXPECT_EQ(node.hydmiVdevCount(), 0);
+  EXPECT_TRUE(confDirs(node).empty());
+}
+
+TEST(HygonLimiter, HydmiVdevIdsAreNodeWideSoVdevsOnLaterDcusAreFound) {
+  // hydmi allows 2 vDCUs per DCU, but numbers them across the node: the first vDCU of the
+  // second DCU is id 2, past the per-DCU maximum.
+  FakeNode node({{.serial = "A"}, {.serial = "B"}});
+  node.maxVdevsPerDcu = 2;
+  node.writeConfig();
+  auto b = agent(node.params("hydmi"));
+  ASSERT_TRUE(b->containerSpec(grant(node, "a1", {slice("DCU-A", 0, 1000, 20)})).ok());
+  ASSERT_TRUE(b->containerSpec(grant(node, "a2", {slice("DCU-A", 0, 1000, 20)})).ok());
+  auto spec = b->containerSpec(grant(node, "b1", {slice("DCU-B", 1, 1000, 20)}));
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_EQ(node.hydmiVdev(2), (std::array<long, 3>{1, 12, 1000}));
+  auto held = b->holdings();
+  ASSERT_TRUE(held.ok());
+  ASSERT_EQ(held->size(), 3u);
+  EXPECT_EQ(held->back().vdevId, 2);
+  EXPECT_THAT(readText(confDirOf(*b, "b1") / "vdev0.conf"), HasSubstr("vdev_id: 2\n"));
+  ASSERT_TRUE(b->release({"pod-b1", "b1"}).ok());
+  EXPECT_EQ(node.hydmiVdev(2), (std::array<long, 3>{-1, -1, -1}));
+}
+
+TEST(HygonLimiter, VdevFileModeNeverOverwritesAVdevFileItDidNotWrite) {
+  FakeNode node({{.serial = "A"}});
+  fake::writeText(node.copyDir() / "vdev0.conf", "made by hy-smi\n");
+  auto b = agent(node.params());
+  auto spec = b->containerSpec(grant(node, "app", {slice("DCU-A", 0, 1000, 10)}));
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_EQ(readText(node.copyDir() / "vdev0.conf"), "made by hy-smi\n");
+  ASSERT_EQ(b->holdings()->size(), 1u);
+  EXPECT_EQ(b->holdings()->front().vdevId, 1);
+  EXPECT_THAT(readText(node.copyDir() / "vdev1.conf"), HasSubstr("vdev_id: 1\n"));
+  ASSERT_TRUE(b->release({"pod-app", "app"}).ok());
+  EXPECT_EQ(readText(node.copyDir() / "vdev0.conf"), "made by hy-smi\n");
+  EXPECT_FALSE(fs::exists(node.copyDir() / "vdev1.conf"));
+}
+
+TEST(HygonLimiter, ReconcileRemovesPerPodFoldersOfPodsThatAreGone) {
+  FakeNode node({{.serial = "A"}});
+  auto b = agent(node.params());
+  ASSERT_TRUE(b->containerSpec(grant(node, "stays", {slice("DCU-A", 0, 1000, 10)})).ok());
+  const std::string own = confDirOf(*b, "stays").filename().string();
+  // Left by an agent killed half way: a folder of a pod that is gone, one of a live pod that
+  // no record names, and something that is not ours at all.
+  const std::string gone = "uid-gone_c_0_3_7_0x0000000000000001_0x0000000000000000";
+  const std::string sibling = "uid-stays_other_0_4_8_0x0000000000000002_0x0000000000000000";
+  fake::writeText(node.confRoot() / gone / "vdev0.conf", "x");
+  fake::writeText(node.confRoot() / sibling / "vdev0.conf", "x");
+  fake::writeText(node.confRoot() / "notes" / "keep.txt", "x");
+  ASSERT_TRUE(b->reconcile({{"pod-stays", "stays"}}).ok());
+  EXPECT_EQ(confDirs(node), (std::vector<std::string>{"notes", sibling, own}));
+  ASSERT_TRUE(b->reconcile({}).ok());
+  EXPECT_EQ(confDirs(node), (std::vector<std::string>{"notes"}));
 }
 
 TEST(HygonLimiter, HydmiCreationFailureLeavesNothingBehind) {
@@ -235,7 +337,7 @@ TEST(HygonLimiter, HydmiCreationFailureLeavesNothingBehind) {
   EXPECT_THAT(spec.error().message, HasSubstr("dmiCreateVDevices(0) failed: status 11 (out of resources)"));
   EXPECT_EQ(node.hydmiVdevCount(), 0);
   EXPECT_TRUE(b->holdings()->empty());
-  EXPECT_FALSE(fs::exists(node.hostDir("app") / "hygon-vdev"));
+  EXPECT_TRUE(confDirs(node).empty());
   EXPECT_TRUE(filesIn(node.copyDir()).empty());
 }
 
@@ -262,13 +364,14 @@ TEST(HygonLimiter, AFailureAfterTheVdevIsMadeDestroysIt) {
   ASSERT_FALSE(spec.ok());
   EXPECT_THAT(spec.error().message, HasSubstr(node.copyDir().string()));
   EXPECT_EQ(node.hydmiVdevCount(), 0);
-  EXPECT_FALSE(fs::exists(node.hostDir("app") / "hygon-vdev"));
+  EXPECT_TRUE(confDirs(node).empty());
   EXPECT_TRUE(b->holdings()->empty());
 }
 
 TEST(HygonLimiter, AStateFileThatCannotBeWrittenUndoesTheVdev) {
   FakeNode node({{.serial = "A"}});
-  auto b = agent(node.params("hydmi"));
+  const fs::path confs = node.root() / "confs";  // per-pod folders outside the broken state dir
+  auto b = agent(node.params("hydmi", {{"containerConfDir", confs.string()}}));
   ASSERT_TRUE(b->holdings().ok());  // state loaded (empty) before the folder turns into a file
   fake::writeText(node.stateDir(), "not a folder");
   auto spec = b->containerSpec(grant(node, "app", {slice("DCU-A", 0, 3000, 50)}));
@@ -276,7 +379,7 @@ TEST(HygonLimiter, AStateFileThatCannotBeWrittenUndoesTheVdev) {
   EXPECT_THAT(spec.error().message, HasSubstr("recording its vDCU"));
   EXPECT_EQ(node.hydmiVdevCount(), 0);
   EXPECT_TRUE(filesIn(node.copyDir()).empty());
-  EXPECT_FALSE(fs::exists(node.hostDir("app") / "hygon-vdev"));
+  EXPECT_TRUE(filesIn(confs).empty());
 }
 
 TEST(HygonLimiter, ARestartedAgentReclaimsWhatItsPredecessorMade) {
@@ -295,8 +398,8 @@ TEST(HygonLimiter, ARestartedAgentReclaimsWhatItsPredecessorMade) {
   ASSERT_TRUE(held.ok());
   ASSERT_EQ(held->size(), 1u);
   EXPECT_EQ((*held)[0].container.containerName, "stays");
-  EXPECT_FALSE(fs::exists(node.hostDir("goes") / "hygon-vdev"));
-  EXPECT_TRUE(fs::exists(node.hostDir("stays") / "hygon-vdev" / "vdev0.conf"));
+  EXPECT_EQ(confDirs(node).size(), 1u);
+  EXPECT_TRUE(fs::exists(confDirOf(*after, "stays") / "vdev0.conf"));
   // The new agent knows which CUs are taken: a new slice does not overlap the survivor.
   ASSERT_TRUE(after->containerSpec(grant(node, "new", {slice("DCU-A", 0, 2000, 20)})).ok());
   expectDisjointPerDevice(*after->holdings());
@@ -348,7 +451,7 @@ TEST(HygonLimiter, PipeIdsOfOneDcuRunOutWithAClearError) {
   ASSERT_FALSE(spec.ok());
   EXPECT_THAT(spec.error().message, HasSubstr("all 20 pipe ids of DCU DCU-A are in use"));
   EXPECT_EQ(b->holdings()->size(), static_cast<size_t>(kMaxPipeIds));
-  EXPECT_FALSE(fs::exists(node.hostDir("one-too-many") / "hygon-vdev"));
+  EXPECT_EQ(confDirs(node).size(), static_cast<size_t>(kMaxPipeIds));
 }
 
 TEST(HygonLimiter, ReleasingAnUnknownContainerIsFine) {

@@ -11,8 +11,8 @@
 //     void fit(const vgpu_device_request&, const vgpu_device&, const vgpu_device_usage&,
 //              vgpu_fit_result&) const;
 //     // Optional, detected at compile time: explain, admissionDefaults, discover,
-//     // waitForHealthEvents, containerSpec, release, reconcile (same signatures as the
-//     // vgpu::Allocator / Discovery / Limiter interfaces).
+//     // waitForHealthEvents, containerSpec, release, reconcile, containerUsage (same
+//     // signatures as the vgpu::Allocator / Discovery / Limiter / UsageReporter interfaces).
 //   };
 //   VGPU_DEFINE_BACKEND(MyBackend, "mine", "What it drives")
 
@@ -82,6 +82,9 @@ inline ContainerGrant grantFromC(const vgpu_container_grant& g, const std::strin
   }
   out.hostDir = g.host_dir ? g.host_dir : "";
   out.podAnnotations = annotationsFromC(&g.pod_annotations);
+  // 1.1: a 1.0 agent's grant ends before pod_uid.
+  if (g.struct_size >= offsetof(vgpu_container_grant, pod_uid) + sizeof(const char*) && g.pod_uid)
+    out.podUid = g.pod_uid;
   return out;
 }
 
@@ -238,6 +241,29 @@ struct Adapter {
       return fail(err, VGPU_ERROR_INTERNAL, std::string("reconcile threw: ") + e.what());
     }
   }
+
+  static vgpu_status containerUsage(vgpu_backend* b, vgpu_usage_sink sink, void* ctx, vgpu_error_buf* err) {
+    try {
+      auto usage = self(b).containerUsage();
+      if (!usage.ok()) return fail(err, VGPU_ERROR_UNAVAILABLE, usage.error().message);
+      for (const auto& u : *usage) {
+        vgpu_container_usage c{};
+        c.struct_size = sizeof(c);
+        c.holder = u.container.holder.c_str();
+        c.container_name = u.container.containerName.c_str();
+        c.device_id = u.deviceId.c_str();
+        c.device_index = u.deviceIndex;
+        c.memory_limit_bytes = u.memoryLimitBytes;
+        c.memory_used_bytes = u.memoryUsedBytes ? static_cast<int64_t>(*u.memoryUsedBytes) : -1;
+        c.compute_limit_percent = u.computeLimitPercent;
+        c.utilization_percent = u.utilizationPercent ? static_cast<int32_t>(*u.utilizationPercent) : -1;
+        sink(ctx, &c);
+      }
+      return VGPU_OK;
+    } catch (const std::exception& e) {
+      return fail(err, VGPU_ERROR_INTERNAL, std::string("container_usage threw: ") + e.what());
+    }
+  }
 };
 
 template <class B>
@@ -258,6 +284,9 @@ concept HasLimiter = requires(B& b, const ContainerGrant& g, const ContainerRef&
   b.release(r);
   b.reconcile(live);
 };
+
+template <class B>
+concept HasUsage = requires(B& b) { b.containerUsage(); };
 
 /// Fills `table` for backend class B; the body of VGPU_DEFINE_BACKEND's entry function.
 template <class B>
@@ -286,6 +315,7 @@ int fillTable(uint32_t loaderVersion, vgpu_backend_table* table, const char* nam
     t.release = &A::release;
     t.reconcile = &A::reconcile;
   }
+  if constexpr (HasUsage<B>) t.container_usage = &A::containerUsage;
   // An older loader knows a shorter table: give it the prefix it knows.
   const uint32_t size = std::min<uint32_t>(table->struct_size, sizeof(vgpu_backend_table));
   std::memcpy(table, &t, size);

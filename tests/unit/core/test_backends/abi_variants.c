@@ -48,7 +48,11 @@ VGPU_BACKEND_EXPORT int VGPU_BACKEND_ENTRY(unsigned loader, vgpu_backend_table* 
 #ifndef NO_FIT
   table.fit = fit;
 #endif
-  memcpy(t, &table, t->struct_size < sizeof table ? t->struct_size : sizeof table);
+#ifdef TABLE_STRUCT_SIZE
+  /* A backend built against an older header: its table ends earlier. */
+  table.struct_size = TABLE_STRUCT_SIZE;
+#endif
+  memcpy(t, &table, t->struct_size < table.struct_size ? t->struct_size : table.struct_size);
   return 0;
 }
 #endif
