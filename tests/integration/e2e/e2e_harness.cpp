@@ -207,7 +207,8 @@ Status Cluster::writeClusterFiles() {
   for (const auto& n : nodes_) {
     y << "  - name: " << n->spec.name << "\n    backends:\n";
 #ifdef VGPU_E2E_FAKE_CNDEV
-    y << "      cambricon:\n        options:\n          stateDir: " << (n->dir / "cambricon").string() << "\n";
+    y << "      cambricon:\n        options:\n          stateDir: " << (n->dir / "cambricon").string()
+      << "\n          devRoot: " << (n->dir / "dev-mlu").string() << "\n";
 #endif
 #ifdef VGPU_E2E_FAKE_ROCM_DIR
     y << "      hygon:\n        options:\n          sysfsRoot: " << (n->dir / "sys").string()
@@ -228,7 +229,7 @@ Status Cluster::writeClusterFiles() {
 
 Status Cluster::writeNodeFiles(Node& n) {
   if (auto s = writeText(n.dir / "gpus.conf", fakeGpuMachine(n.spec.gpus)); !s.ok()) return s;
-  if (auto s = writeText(n.dir / "cndev.conf", fakeCndevConfig(n.spec.mlus)); !s.ok()) return s;
+  if (auto s = writeFakeMluNode(n.dir, n.spec.mlus); !s.ok()) return s;
   return writeFakeDcuNode(n.dir, n.spec.dcus);
 }
 

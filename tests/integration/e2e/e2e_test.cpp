@@ -308,13 +308,13 @@ TEST(E2EMixedCluster, EachVendorsPodLandsOnItsNodeAndAllocatesWithThatBackendsSp
   const ContainerSpec dcuSpec = dcu.run->specOf("main");
   EXPECT_TRUE(hasDevice(dcuSpec, "/dev/kfd"));
   EXPECT_TRUE(hasDevice(dcuSpec, "/dev/dri/card" + std::to_string(dcuAssigned->containers[0].devices[0].deviceIndex)));
-  // The vDCU's configuration, written in the agent's state folder and mounted read-only
-  // where the DCU runtime reads it.
+  // The vDCU's configuration, written in the Hygon backend's per-pod folder (named as HAMi's
+  // dcu-vgpu-device-plugin names them) and mounted read-only where the DCU runtime reads it.
   auto vdev = std::find_if(dcuSpec.mounts.begin(), dcuSpec.mounts.end(),
                            [](const Mount& m) { return m.containerPath == "/etc/vdev/docker"; });
   ASSERT_NE(vdev, dcuSpec.mounts.end());
   EXPECT_TRUE(vdev->readOnly);
-  EXPECT_EQ(vdev->hostPath.rfind(cluster.nodeDir("dcu-node") + "/state/", 0), 0u) << vdev->hostPath;
+  EXPECT_EQ(vdev->hostPath.rfind(cluster.nodeDir("dcu-node") + "/hygon/dcu/", 0), 0u) << vdev->hostPath;
   EXPECT_THAT(readFile(fs::path(vdev->hostPath) / "vdev0.conf"), HasSubstr("mem: 4000 MiB"));
 
   // And the GPU pod goes to the only node with GPUs.

@@ -13,13 +13,19 @@ std::string fakeGpuMachine(const std::vector<FakeGpu>& gpus) {
   return text;
 }
 
-std::string fakeCndevConfig(const std::vector<FakeMlu>& mlus) {
-  if (mlus.empty()) return "option noDriver=1\n";
-  std::string text;
-  for (const auto& m : mlus)
+Status writeFakeMluNode(const fs::path& root, const std::vector<FakeMlu>& mlus) {
+  if (mlus.empty()) return writeText(root / "cndev.conf", "option noDriver=1\n");
+  // The card's device node, which the backend requires on the host (under devRoot), and
+  // where the fake driver makes each sMLU instance's node.
+  const fs::path dev = root / "dev-mlu";
+  std::string text = "option devRoot=" + dev.string() + "\n";
+  for (size_t i = 0; i < mlus.size(); ++i) {
+    const auto& m = mlus[i];
+    if (auto s = writeText(dev / ("cambricon_dev" + std::to_string(i)), ""); !s.ok()) return s;
     text += "card uuid=" + m.uuid + " name=" + m.model + " memoryMB=" + std::to_string(m.memoryMiB) +
             " numa=0 health=1 smlu=" + (m.smlu ? "on" : "off") + "\n";
-  return text;
+  }
+  return writeText(root / "cndev.conf", text);
 }
 
 Status writeText(const fs::path& path, const std::string& text) {

@@ -45,8 +45,9 @@ struct NodeSpec {
 
 /// VGPU_FAKE_GPU_CONFIG text for these GPUs (no `gpu` line: a node without NVIDIA GPUs).
 std::string fakeGpuMachine(const std::vector<FakeGpu>& gpus);
-/// VGPU_FAKE_CNDEV_CONFIG text; without cards, a node without the Cambricon driver.
-std::string fakeCndevConfig(const std::vector<FakeMlu>& mlus);
+/// Writes `root`/cndev.conf (VGPU_FAKE_CNDEV_CONFIG; without cards, a node without the
+/// Cambricon driver) and the cards' device nodes under `root`/dev-mlu (the backend's devRoot).
+Status writeFakeMluNode(const std::filesystem::path& root, const std::vector<FakeMlu>& mlus);
 /// Writes `root`/rocm.conf (VGPU_FAKE_ROCM_CONFIG), `root`/sys and `root`/dev for these
 /// DCUs (empty trees without DCUs: no Hygon device there).
 Status writeFakeDcuNode(const std::filesystem::path& root, const std::vector<FakeDcu>& dcus);

@@ -198,7 +198,7 @@ TEST_F(DevicePluginMlu, ExportsEachMluContainersUsageUnderTheNvidiaNames) {
   ASSERT_TRUE(whole.admitted) << whole.error;
 
   const std::string text = httpGet(agent->metricsUrl(), "/metrics").body;
-  EXPECT_EQ(promtoolProblems(dir, text), "");
+  EXPECT_EQ(promtoolProblems(text), "");
   const std::string s = "{namespace=\"default\",pod=\"infer\",container=\"main\",device_uuid=\"" + card0 +
                         "\",device_index=\"0\"}";
   EXPECT_THAT(text, HasSubstr("vgpu_container_memory_limit_bytes" + s + " 4294967296\n"));
