@@ -1,6 +1,7 @@
 // The real-cluster tests: one run per release (ctest RealK8s.1.34, RealK8s.1.37: this
-// program with --release=<release>). The tests of a run share one control plane, started
-// once (it takes seconds); each test works in its own namespace and on its own nodes.
+// program with --release=<release>). The tests of a run share one cluster, started once
+// (it takes seconds): the control plane, vgpu-scheduler and the chart's webhook, with the
+// chart's sim devices (no GPU needed); each test works in its own namespace and nodes.
 
 #include <gtest/gtest.h>
 
@@ -10,6 +11,7 @@
 #include <iostream>
 
 #include "real_cluster.h"
+#include "vgpu/annotations.h"
 
 namespace vgpu::realk8s {
 namespace {
@@ -34,7 +36,7 @@ const json::value* at(const json::object& obj, std::initializer_list<const char*
 class RealK8s : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    cluster_ = new RealCluster({.release = gRelease});
+    cluster_ = new RealCluster({.release = gRelease, .startVgpu = true, .chartValues = kSimChartValues});
     startStatus_ = new Status(cluster_->start());
   }
   static void TearDownTestSuite() {
@@ -96,6 +98,51 @@ TEST_F(RealK8s, ControlPlaneStartsAndSchedulesAPlainPod) {
         scheduledCondition = str(cond.as_object().if_contains("status")) == "True";
   EXPECT_TRUE(scheduledCondition) << json::serialize(*p);
   EXPECT_TRUE(c.deletePod("plain", "plain").ok());
+}
+
+TEST_F(RealK8s, SharedDevicePodIsMutatedAndPlacedThroughTheExtender) {
+  auto& c = cluster();
+  ASSERT_TRUE(c.createNamespace("shared").ok());
+  auto node = c.addVgpuNode("sim-node");
+  ASSERT_TRUE(node.ok()) << node.error().message;
+  // Asks for a slice of a sim device and names no scheduler: the chart's webhook must
+  // send it to the chart's profile, whose extender (vgpu-scheduler) places it.
+  const json::object pod{
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", {{"name", "slice"}}},
+      {"spec",
+       {{"containers",
+         json::array{json::object{
+             {"name", "main"},
+             {"image", "registry.k8s.io/pause:3.10"},
+             {"resources",
+              {{"limits", {{"vgpu.io/sim", "1"}, {"vgpu.io/sim-memory", "4096"}, {"vgpu.io/sim-cores", "30"}}}}}}}}}}};
+  auto created = c.api().post("/api/v1/namespaces/shared/pods", json::serialize(pod));
+  ASSERT_EQ(created.status, 201) << created.describe();
+  EXPECT_EQ(str(at(created.json(), {"spec", "schedulerName"})), c.schedulerName())
+      << "the webhook did not claim the pod: " << created.body;
+
+  json::object stored;
+  const bool bound = c.waitFor([&] {
+    auto p = c.getObject("/api/v1/namespaces/shared/pods/slice");
+    if (p.ok()) stored = *p;
+    return p.ok() && !str(at(stored, {"spec", "nodeName"})).empty();
+  });
+  ASSERT_TRUE(bound) << "not bound: " << json::serialize(stored) << "\nkube-scheduler's log ends:\n"
+                     << c.logTail("kube-scheduler") << "\nvgpu-scheduler's log ends:\n"
+                     << c.logTail("vgpu-scheduler");
+  EXPECT_EQ(str(at(stored, {"spec", "nodeName"})), "sim-node");
+  // Bound by the extender's /bind: the assignment came with the Binding.
+  const std::string assignment = str(at(stored, {"metadata", "annotations", std::string(keys::kPodAssignment).c_str()}));
+  EXPECT_NE(assignment.find("SIM-GPU-"), std::string::npos) << json::serialize(stored);
+
+  // The kubelet double admits it: the agent finds the pod through the real apiserver.
+  auto admitted = c.admitPod("shared", "slice");
+  ASSERT_TRUE(admitted.ok()) << admitted.error().message;
+  EXPECT_TRUE(admitted->admitted) << admitted->error << "\nthe agent's log ends:\n"
+                                  << c.logTail("vgpu-device-plugin@sim-node");
+  EXPECT_TRUE(c.deletePod("shared", "slice").ok());
 }
 
 /// What the apiserver answers about a resourceVersion: a list at exactly that version, the

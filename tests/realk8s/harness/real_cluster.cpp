@@ -5,9 +5,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -16,6 +19,9 @@
 #include "fake_nodes.h"
 #include "pki.h"
 #include "test_http_client.h"
+#include "vgpu/annotations.h"
+#include "vgpu/codec/base64.h"
+#include "vgpu/pod_info.h"
 #include "vgpu/yaml_json.h"
 
 namespace vgpu::realk8s {
@@ -30,6 +36,9 @@ namespace paths {
 constexpr const char* kBinDir = VGPU_REALK8S_BIN_DIR;  // <release>/k8s
 constexpr const char* kChartRender = VGPU_REALK8S_CHART_RENDER;
 constexpr const char* kChartDir = VGPU_REALK8S_CHART_DIR;
+constexpr const char* kVgpuScheduler = VGPU_REALK8S_VGPU_SCHEDULER;
+constexpr const char* kVgpuAgent = VGPU_REALK8S_VGPU_AGENT;
+constexpr const char* kBackendDir = VGPU_REALK8S_BACKEND_DIR;
 }  // namespace paths
 
 struct RealCluster::Component {
@@ -37,6 +46,14 @@ struct RealCluster::Component {
   std::unique_ptr<ChildProcess> process;
   int starts = 0;
   std::string logFile;
+};
+
+struct RealCluster::VgpuNode {
+  std::string name;
+  fs::path dir;
+  std::unique_ptr<fakes::FakeKubelet> kubelet;
+  fs::path pluginDir() const { return dir / "dp"; }
+  fs::path podResourcesSocket() const { return dir / "pr" / "kubelet.sock"; }
 };
 
 std::string readText(const std::string& path) {
@@ -175,7 +192,7 @@ RealCluster::RealCluster(RealClusterOptions options) : options_(std::move(option
   std::string pattern = "/tmp/realk8s-" + options_.release + "-XXXXXX";
   if (::mkdtemp(pattern.data()) != nullptr) dir_ = pattern;
   binary_ = std::string(paths::kBinDir) + "/" + options_.release + "/k8s";
-  for (const char* name : {"etcd", "kube-apiserver", "kube-scheduler"}) {
+  for (const char* name : {"etcd", "kube-apiserver", "kube-scheduler", "vgpu-scheduler"}) {
     auto c = std::make_unique<Component>();
     c->name = name;
     components_[name] = std::move(c);
@@ -191,7 +208,11 @@ RealCluster::RealCluster(RealClusterOptions options) : options_(std::move(option
 
 RealCluster::~RealCluster() {
   // Clients first, the store last: nothing logs a storm of connection errors meanwhile.
-  for (const char* name : {"kube-scheduler", "kube-apiserver", "etcd"}) {
+  for (auto& [name, c] : components_)
+    if (name.rfind("vgpu-device-plugin@", 0) == 0 && c->process) c->process->kill();
+  for (auto& [name, n] : vgpuNodes_)
+    if (n->kubelet) n->kubelet->stop();
+  for (const char* name : {"kube-scheduler", "vgpu-scheduler", "kube-apiserver", "etcd"}) {
     auto& c = *components_[name];
     if (c.process) c.process->kill();
   }
@@ -295,6 +316,8 @@ Status RealCluster::start() {
   if (auto s = createNamespace(kChartNamespace); !s.ok()) return s;
   if (auto s = applyChartObjects("scheduler-rbac.yaml"); !s.ok()) return s;
   if (auto s = applyChartObjects("device-plugin-rbac.yaml"); !s.ok()) return s;
+  if (options_.startVgpu)
+    if (auto s = startVgpu(); !s.ok()) return s;
   if (options_.startKubeScheduler)
     if (auto s = startKubeScheduler(); !s.ok()) return s;
   return {};
@@ -303,19 +326,21 @@ Status RealCluster::start() {
 // ---- the chart ----
 
 Status RealCluster::renderChart() {
-  // The chart as `helm install vgpu charts/vgpu -n vgpu-system` renders it for this
-  // Kubernetes version, with one value set: the extender port, so the extender URL in the
-  // scheduler config (https://127.0.0.1:<port>) names the test's free port.
+  // The chart as `helm install vgpu charts/vgpu -n vgpu-system -f <test's values>`
+  // renders it for this Kubernetes version, with one more value: the extender port, so the
+  // extender URL in the scheduler config (https://127.0.0.1:<port>) names the test's port.
   const fs::path out = fs::path(dir_) / "chart";
   std::error_code ec;
   fs::create_directories(out, ec);
-  const std::string values = (fs::path(dir_) / "chart-values.yaml").string();
+  const std::string testValues = (fs::path(dir_) / "chart-test-values.yaml").string();
+  if (auto s = writeText(testValues, options_.chartValues.empty() ? "{}\n" : options_.chartValues); !s.ok()) return s;
+  const std::string values = (fs::path(dir_) / "chart-port-values.yaml").string();
   if (auto s = writeText(values, "scheduler:\n  extender:\n    port: " + std::to_string(extenderPort_) + "\n"); !s.ok())
     return s;
   ProcessOptions o;
   o.program = paths::kChartRender;
   o.args = {"-chart", paths::kChartDir, "-out", out.string(), "-namespace", kChartNamespace, "-release", kChartRelease,
-            "-kube-version", kubernetesVersion_, "-values", values};
+            "-kube-version", kubernetesVersion_, "-values", testValues, "-values", values};
   o.env = {{"PATH", "/usr/bin:/bin"}};
   o.logFile = (fs::path(dir_) / "chart-render.log").string();
   auto p = ChildProcess::start(std::move(o));
@@ -360,7 +385,70 @@ Status RealCluster::renderChart() {
   if (profiles && profiles->is_array() && !profiles->as_array().empty() && profiles->as_array()[0].is_object())
     schedulerName_ = str(profiles->as_array()[0].as_object().if_contains("schedulerName"));
   if (schedulerName_.empty()) return makeError("the chart's scheduler config names no profile");
+
+  // The device config, as the ConfigMap vgpu-device-config is mounted at /etc/vgpu in
+  // both daemons' pods: every key a file of <dir>/etc-vgpu, and the one substitution
+  // /etc/vgpu/ -> <dir>/etc-vgpu/ in device-config.yaml (the sim backend's devicesFile).
+  auto dcDocs = yamlDocumentsToJson(readText((out / "device-config.yaml").string()), "device-config.yaml");
+  if (!dcDocs.ok()) return makeError("the rendered device-config.yaml: " + dcDocs.error().message);
+  const fs::path mount = fs::path(dir_) / "etc-vgpu";
+  for (const auto& d : *dcDocs) {
+    const auto* data = d.is_object() ? d.as_object().if_contains("data") : nullptr;
+    if (!data || !data->is_object()) continue;
+    for (const auto& [key, value] : data->as_object()) {
+      std::string text = str(&value);
+      if (key == "device-config.yaml")
+        for (auto at = text.find("/etc/vgpu/"); at != std::string::npos; at = text.find("/etc/vgpu/", at))
+          text.replace(at, std::strlen("/etc/vgpu/"), mount.string() + "/");
+      if (auto s = writeText(mount / std::string(key), text); !s.ok()) return s;
+    }
+  }
+  auto deviceConfig = yamlDocumentsToJson(readText(deviceConfigPath()), deviceConfigPath());
+  if (!deviceConfig.ok() || deviceConfig->empty() || !(*deviceConfig)[0].is_object())
+    return makeError("the chart's device-config.yaml does not parse");
+  if (const auto* backends = (*deviceConfig)[0].as_object().if_contains("backends"); backends && backends->is_object())
+    for (const auto& [name, b] : backends->as_object()) {
+      if (!b.is_object()) continue;
+      const auto* enabled = b.as_object().if_contains("enabled");
+      if (!enabled || !enabled->is_bool() || !enabled->as_bool()) continue;
+      enabledBackends_.push_back(std::string(name));
+      countResources_.push_back(str(at(b.as_object(), {"resources", "count"})));
+    }
   return {};
+}
+
+std::string RealCluster::deviceConfigPath() const { return dir_ + "/etc-vgpu/device-config.yaml"; }
+
+Result<std::vector<std::string>> RealCluster::chartArgs(const std::string& templateFile, const std::string& container,
+                                                        const std::map<std::string, std::string>& substitutions) {
+  auto docs = yamlDocumentsToJson(readText(dir_ + "/chart/" + templateFile), templateFile);
+  if (!docs.ok()) return makeError("the rendered " + templateFile + ": " + docs.error().message);
+  const json::array* args = nullptr;
+  for (const auto& d : *docs) {
+    const auto* containers = d.is_object() ? at(d.as_object(), {"spec", "template", "spec", "containers"}) : nullptr;
+    if (!containers || !containers->is_array()) continue;
+    for (const auto& c : containers->as_array())
+      if (c.is_object() && str(c.as_object().if_contains("name")) == container)
+        if (const auto* a = c.as_object().if_contains("args"); a && a->is_array()) args = &a->as_array();
+  }
+  if (!args) return makeError(templateFile + " has no container " + container + " with args");
+  std::vector<std::string> out;
+  std::set<std::string> substituted;
+  for (const auto& a : *args) {
+    std::string arg = str(&a);
+    const auto eq = arg.find('=');
+    const std::string flag = arg.substr(0, eq);
+    if (auto it = substitutions.find(flag); it != substitutions.end() && eq != std::string::npos) {
+      arg = flag + "=" + it->second;
+      substituted.insert(flag);
+    }
+    out.push_back(arg);
+  }
+  for (const auto& [flag, value] : substitutions)
+    if (!substituted.count(flag))
+      return makeError("the chart no longer passes " + flag + "=... to " + container + " (" + templateFile +
+                       "): update real_cluster.cpp");
+  return out;
 }
 
 Status RealCluster::applyChartObjects(const std::string& templateFile) {
@@ -382,13 +470,15 @@ Status RealCluster::applyChartObjects(const std::string& templateFile) {
 // ---- the components ----
 
 Status RealCluster::startComponent(Component& c, const std::vector<std::string>& args,
-                                   const std::function<bool()>& ready) {
+                                   const std::function<bool()>& ready, const std::string& program,
+                                   const std::map<std::string, std::string>& extraEnv) {
   if (c.process && c.process->running()) return makeError(c.name + " is already running");
   ProcessOptions o;
-  o.program = binary_;
-  o.args = {c.name};
+  o.program = program.empty() ? binary_ : program;
+  if (program.empty()) o.args = {c.name};
   o.args.insert(o.args.end(), args.begin(), args.end());
   o.env = {{"PATH", "/usr/local/bin:/usr/bin:/bin"}, {"HOME", dir_}};
+  o.env.insert(extraEnv.begin(), extraEnv.end());
   c.logFile = dir_ + "/" + c.name + "-" + std::to_string(++c.starts) + ".log";
   o.logFile = c.logFile;
   auto started = ChildProcess::start(std::move(o));
@@ -396,10 +486,10 @@ Status RealCluster::startComponent(Component& c, const std::vector<std::string>&
   c.process = std::move(started).value();
   const bool ok = waitFor([&] { return !c.process->running() || ready(); }, kStartTimeout);
   if (!c.process->running())
-    return makeError(c.name + " " + kubernetesVersion_ + " exited while starting; its log ends:\n" +
+    return makeError(c.name + " (with Kubernetes " + kubernetesVersion_ + ") exited while starting; its log ends:\n" +
                      logTail(c.name, 60));
   if (!ok)
-    return makeError(c.name + " " + kubernetesVersion_ + " was not ready after " +
+    return makeError(c.name + " (with Kubernetes " + kubernetesVersion_ + ") was not ready after " +
                      std::to_string(kStartTimeout.count()) + " s; its log ends:\n" + logTail(c.name, 60));
   return {};
 }
@@ -520,6 +610,202 @@ Result<std::int64_t> RealCluster::compactEtcd(bool raw) {
   if (out->rfind("compacted ", 0) != 0 || space == std::string::npos)
     return makeError("etcd-compact said: " + *out);
   return std::stoll(out->substr(space + 1));
+}
+
+// ---- vgpu ----
+
+Status RealCluster::startVgpu() {
+  if (auto s = startVgpuScheduler(); !s.ok()) return s;
+  return registerWebhook();
+}
+
+Status RealCluster::startVgpuScheduler() {
+  // The chart's arguments; only paths and the listen address differ from the pod's.
+  auto args = chartArgs("scheduler-deployment.yaml", "vgpu-scheduler",
+                        {{"--config", deviceConfigPath()},
+                         {"--listen", "127.0.0.1:" + std::to_string(extenderPort_)},
+                         {"--tls-cert", dir_ + "/pki/vgpu-scheduler.crt"},
+                         {"--tls-key", dir_ + "/pki/vgpu-scheduler.key"}});
+  if (!args.ok()) return std::move(args).error();
+  // In the pod: in-cluster credentials, and the backends next to the binary.
+  args->push_back("--kubeconfig=" + dir_ + "/vgpu-scheduler.kubeconfig");
+  args->push_back("--backend-dir=" + std::string(paths::kBackendDir));
+  const std::uint16_t port = extenderPort_;
+  auto s = startComponent(
+      component("vgpu-scheduler"), *args,
+      [port] {
+        return testing::TestHttpClient(port, true).setTimeout(std::chrono::seconds(2)).get("/readyz").status == 200;
+      },
+      paths::kVgpuScheduler, {{"POD_NAME", "vgpu-scheduler-realk8s"}});
+  if (!s.ok()) return s;
+  for (const auto& [name, n] : vgpuNodes_)
+    if (auto w = waitForVgpuSchedulerCache(name); !w.ok()) return w;
+  return {};
+}
+
+void RealCluster::stopVgpuScheduler(bool graceful) { stopComponent(component("vgpu-scheduler"), graceful); }
+
+Status RealCluster::registerWebhook() {
+  // The chart's MutatingWebhookConfiguration with one substitution per webhook: its
+  // clientConfig names the Service vgpu-scheduler and the chart's CA; here it is the URL
+  // https://127.0.0.1:<port><the service's path> and the harness's CA. Rules, selectors,
+  // match conditions, failure policy and timeout are the chart's.
+  auto docs = yamlDocumentsToJson(readText(dir_ + "/chart/scheduler-tls.yaml"), "scheduler-tls.yaml");
+  if (!docs.ok()) return makeError("the rendered scheduler-tls.yaml: " + docs.error().message);
+  const std::string caBundle = base64Encode(readText(caFile()));
+  bool found = false;
+  for (auto& d : *docs) {
+    if (!d.is_object() || str(d.as_object().if_contains("kind")) != "MutatingWebhookConfiguration") continue;
+    found = true;
+    auto& webhooks = d.as_object()["webhooks"];
+    if (!webhooks.is_array()) return makeError("the chart's MutatingWebhookConfiguration has no webhooks");
+    for (auto& w : webhooks.as_array()) {
+      if (!w.is_object()) continue;
+      const std::string path = str(at(w.as_object(), {"clientConfig", "service", "path"}));
+      w.as_object()["clientConfig"] = json::object{
+          {"url", "https://127.0.0.1:" + std::to_string(extenderPort_) + path}, {"caBundle", caBundle}};
+    }
+    auto collection = collectionOf(d.as_object());
+    if (!collection.ok()) return std::move(collection).error();
+    auto r = admin_->post(*collection, json::serialize(d));
+    if (r.status != 201 && r.status != 409) return makeError("registering the chart's webhook: " + r.describe());
+  }
+  if (!found) return makeError("the chart rendered no MutatingWebhookConfiguration (scheduler-tls.yaml)");
+  // The apiserver picks the configuration up asynchronously: wait until a dry-run pod
+  // that asks for a managed resource comes back mutated.
+  if (countResources_.empty()) return {};
+  const json::object probe{
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", {{"name", "webhook-probe"}}},
+      {"spec",
+       {{"containers",
+         json::array{json::object{{"name", "main"},
+                                  {"image", "registry.k8s.io/pause:3.10"},
+                                  {"resources", {{"limits", {{countResources_.front(), "1"}}}}}}}}}}};
+  std::string last;
+  if (!waitFor([&] {
+        auto r = admin_->post("/api/v1/namespaces/default/pods?dryRun=All", json::serialize(probe));
+        last = r.describe();
+        return r.status == 201 && str(at(r.json(), {"spec", "schedulerName"})) == schedulerName_;
+      }))
+    return makeError("the chart's webhook never mutated a pod; the last dry run: " + last +
+                     "\nvgpu-scheduler's log ends:\n" + logTail("vgpu-scheduler"));
+  return {};
+}
+
+fakes::FakeKubelet& RealCluster::kubelet(const std::string& node) { return *vgpuNodes_.at(node)->kubelet; }
+
+Status RealCluster::addVgpuNode(const std::string& name) {
+  if (vgpuNodes_.count(name)) return makeError("node " + name + " exists");
+  if (auto s = createNode(name); !s.ok()) return s;
+  auto n = std::make_unique<VgpuNode>();
+  n->name = name;
+  n->dir = fs::path(dir_) / "nodes" / name;
+  std::error_code ec;
+  fs::create_directories(n->pluginDir(), ec);
+  fs::create_directories(n->podResourcesSocket().parent_path(), ec);
+  fakes::FakeKubeletOptions ko;
+  ko.devicePluginDir = n->pluginDir().string();
+  ko.podResourcesSocket = n->podResourcesSocket().string();
+  auto k = fakes::FakeKubelet::start(ko);
+  if (!k.ok()) return makeError("the kubelet double of " + name + ": " + k.error().message);
+  n->kubelet = std::move(k).value();
+  VgpuNode& node = *n;
+  vgpuNodes_[name] = std::move(n);
+
+  auto args = chartArgs("device-plugin-daemonset.yaml", "vgpu-device-plugin",
+                        {{"--config", deviceConfigPath()},
+                         {"--device-plugin-dir", node.pluginDir().string()},
+                         {"--pod-resources-socket", node.podResourcesSocket().string()},
+                         {"--metrics-address", "127.0.0.1:0"},
+                         {"--state-dir", (node.dir / "state").string()}});
+  if (!args.ok()) return std::move(args).error();
+  args->push_back("--kubeconfig=" + dir_ + "/vgpu-device-plugin.kubeconfig");
+  args->push_back("--backend-dir=" + std::string(paths::kBackendDir));
+  const std::string componentName = "vgpu-device-plugin@" + name;
+  auto c = std::make_unique<Component>();
+  c->name = componentName;
+  Component& agent = *c;
+  components_[componentName] = std::move(c);
+  auto s = startComponent(
+      agent, *args,
+      [&] {
+        const std::string log = readText(agent.logFile);
+        const auto at = log.rfind("vgpu-device-plugin: serving");
+        return at != std::string::npos && log.find('\n', at) != std::string::npos;
+      },
+      paths::kVgpuAgent, {{"NODE_NAME", name}});
+  if (!s.ok()) return s;
+
+  // The kubelet's part: the plugins register and send their devices, and the Node's
+  // capacity and allocatable show the healthy ones.
+  json::object quantities;
+  for (const auto& resource : countResources_) {
+    const auto anyHealthy = [](const std::vector<fakes::KubeletDevice>& list) {
+      return std::any_of(list.begin(), list.end(), [](const auto& d) { return d.healthy; });
+    };
+    if (!node.kubelet->waitForDevices(resource, kWait, anyHealthy))
+      return makeError("no " + resource + " devices reached the kubelet double of " + name +
+                       "; vgpu-device-plugin's log ends:\n" + logTail(componentName));
+    const auto devices = node.kubelet->devices(resource);
+    quantities[resource] =
+        std::to_string(std::count_if(devices.begin(), devices.end(), [](const auto& d) { return d.healthy; }));
+  }
+  const json::object status{{"status", {{"capacity", quantities}, {"allocatable", quantities}}}};
+  if (auto r = admin_->patch("/api/v1/nodes/" + name + "/status", json::serialize(status)); r.status != 200)
+    return makeError("the device counts of Node " + name + ": " + r.describe());
+  for (const auto& backend : enabledBackends_) {
+    const std::string key = keys::nodeDevices(backend);
+    if (!waitFor([&] {
+          auto node = getObject("/api/v1/nodes/" + name);
+          return node.ok() && !str(at(*node, {"metadata", "annotations", key.c_str()})).empty();
+        }))
+      return makeError("Node " + name + " never got " + key + "; vgpu-device-plugin's log ends:\n" +
+                       logTail(componentName));
+  }
+  const auto& scheduler = component("vgpu-scheduler");
+  if (scheduler.process && scheduler.process->running()) return waitForVgpuSchedulerCache(name);
+  return {};
+}
+
+Status RealCluster::waitForVgpuSchedulerCache(const std::string& node) {
+  // The per-device capacity gauge lists a node's devices once the cache holds the node's
+  // inventory (published whole, in one annotation): from then on the filter can place there.
+  std::string last;
+  const std::string label = "node=\"" + node + "\"";
+  if (!waitFor([&] {
+        auto r = testing::TestHttpClient(extenderPort_, true).setTimeout(std::chrono::seconds(5)).get("/metrics");
+        last = r.body;
+        std::istringstream lines(r.body);
+        for (std::string line; std::getline(lines, line);)
+          if (line.rfind("vgpu_device_memory_capacity_bytes{", 0) == 0 && line.find(label) != std::string::npos)
+            return true;
+        return false;
+      }))
+    return makeError("vgpu-scheduler's cache never showed the devices of " + node + "; its metrics:\n" + last);
+  return {};
+}
+
+Result<fakes::AdmitResult> RealCluster::admitPod(const std::string& ns, const std::string& name) {
+  const std::string path = "/api/v1/namespaces/" + ns + "/pods/" + name;
+  auto pod = getObject(path);
+  if (!pod.ok()) return std::move(pod).error();
+  const std::string nodeName = str(at(*pod, {"spec", "nodeName"}));
+  const auto it = vgpuNodes_.find(nodeName);
+  if (it == vgpuNodes_.end()) return makeError("pod " + ns + "/" + name + " is on '" + nodeName + "', no vgpu node");
+  auto info = parsePod(json::value(*pod));
+  if (!info.ok()) return std::move(info).error();
+  fakes::KubeletPod kp;
+  kp.ns = ns;
+  kp.name = name;
+  kp.uid = info->uid;
+  for (const auto& c : info->containers) kp.containers.push_back({c.name, c.init, c.limits});
+  fakes::AdmitResult result = it->second->kubelet->admit(kp);
+  if (result.admitted)
+    if (auto r = admin_->patch(path + "/status", R"({"status":{"phase":"Running"}})"); r.status != 200)
+      return makeError("reporting " + ns + "/" + name + " Running: " + r.describe());
+  return result;
 }
 
 // ---- the API ----

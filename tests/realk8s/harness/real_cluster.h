@@ -3,15 +3,21 @@
 //
 //   etcd            the release's own etcd (the version k8s.io/kubernetes requires)
 //   kube-apiserver  TLS on 127.0.0.1 with the harness's CA, static tokens, Node,RBAC
-//   kube-scheduler  configured from the file the chart renders (chartSchedulerConfig
-//                   says what is substituted), running as the chart's ServiceAccount with
-//                   the chart's RBAC applied
+//   kube-scheduler  configured from the file the chart renders (renderChart says what is
+//                   substituted), running as the chart's ServiceAccount with the chart's
+//                   RBAC applied
+//   vgpu-scheduler  (startVgpu) the real binary with the chart's arguments, HTTPS with a
+//                   certificate of the harness's CA, registered through the chart's
+//                   MutatingWebhookConfiguration (pointed at 127.0.0.1, with the caBundle)
+//   per vgpu node   (addVgpuNode) a Node object, the kubelet double (in this process) and
+//                   the real vgpu-device-plugin with the chart's arguments
 //
-// all three from the release's multi-call binary (tests/realk8s/build.sh; `k8s <component>`),
-// each a child process with its log in the folder. There is no kube-controller-manager and
-// no real kubelet: the harness does their part where a test needs it (namespaces get their
-// `default` ServiceAccount, Node objects are made Ready and untainted, pods are deleted
-// with gracePeriodSeconds=0). README.md lists every flag and why.
+// etcd and the Kubernetes components come from the release's multi-call binary
+// (tests/realk8s/build.sh; `k8s <component>`); every daemon is a child process with its
+// log in the folder. There is no kube-controller-manager and no real kubelet: the harness
+// does their part where a test needs it (namespaces get their `default` ServiceAccount,
+// Node objects are made Ready and untainted and get the device counts the kubelet double
+// holds, pods are deleted with gracePeriodSeconds=0). README.md lists every flag and why.
 //
 //   RealCluster c({.release = "1.34"});
 //   ASSERT_TRUE(c.start().ok());
@@ -33,6 +39,7 @@
 
 #include "api_client.h"
 #include "child_process.h"
+#include "vgpu/fakes/fake_kubelet.h"
 #include "vgpu/result.h"
 
 namespace vgpu::realk8s {
@@ -47,9 +54,17 @@ inline constexpr const char* kChartNamespace = "vgpu-system";
 inline constexpr const char* kChartRelease = "vgpu";
 
 struct RealClusterOptions {
-  std::string release;           ///< "1.34" or "1.37": a folder of the build's realk8s/
+  std::string release;  ///< "1.34" or "1.37": a folder of the build's realk8s/
   bool startKubeScheduler = true;
+  /// vgpu-scheduler and the chart's webhook too (start them later with startVgpu()).
+  bool startVgpu = false;
+  /// Values laid over the chart's values.yaml, as `helm install -f`; the harness adds
+  /// only scheduler.extender.port. kSimChartValues: the chart's sim devices instead of
+  /// NVIDIA (machines without a GPU or its fake driver).
+  std::string chartValues{};
 };
+
+inline constexpr const char* kSimChartValues = "devices:\n  nvidia:\n    enabled: false\n  sim:\n    enabled: true\n";
 
 class RealCluster {
  public:
@@ -74,6 +89,25 @@ class RealCluster {
   Status restartEtcd(bool graceful = true);
   Status restartApiServer(bool graceful = true);
   Status restartKubeScheduler(bool graceful = true);
+
+  // ---- vgpu, as the chart deploys it ----
+  /// vgpu-scheduler (waits for /readyz), then the chart's MutatingWebhookConfiguration.
+  Status startVgpu();
+  /// vgpu-scheduler alone (it keeps its port; the webhook stays registered).
+  Status startVgpuScheduler();
+  void stopVgpuScheduler(bool graceful = true);
+  /// A vgpu node: createNode, a kubelet double, vgpu-device-plugin; waits until the
+  /// plugins registered and sent devices, the Node carries the agent's inventory
+  /// annotation and the device counts (as the kubelet would set its capacity), and a
+  /// running vgpu-scheduler has the node's devices in its cache.
+  Status addVgpuNode(const std::string& name);
+  fakes::FakeKubelet& kubelet(const std::string& node);
+  /// The node's kubelet admits a bound pod (GetPreferredAllocation, Allocate per
+  /// container) and, when it did, reports it Running.
+  Result<fakes::AdmitResult> admitPod(const std::string& ns, const std::string& name);
+  /// The device-config.yaml both daemons read: the chart's ConfigMap, "mounted" in the
+  /// folder (its /etc/vgpu/ paths pointing there).
+  std::string deviceConfigPath() const;
 
   /// Compacts etcd's history at its current revision (`k8s etcd-compact`, through the
   /// etcd client); returns that revision. By default as kube-apiserver's compactor does it
@@ -121,18 +155,25 @@ class RealCluster {
   /// The bearer token of a static user: "admin", "kube-scheduler" (the chart's scheduler
   /// ServiceAccount), "vgpu-scheduler" (the same account: one pod), "vgpu-device-plugin".
   std::string tokenFor(const std::string& user) const;
-  /// The last lines of a component's current log ("etcd", "kube-apiserver", "kube-scheduler").
+  /// The last lines of a component's current log ("etcd", "kube-apiserver",
+  /// "kube-scheduler", "vgpu-scheduler", "vgpu-device-plugin@<node>").
   std::string logTail(const std::string& component, size_t lines = 40) const;
 
  private:
   struct Component;
+  struct VgpuNode;
   Status writeFiles();
   Status renderChart();
   Status applyChartObjects(const std::string& templateFile);
-  Status startComponent(Component& c, const std::vector<std::string>& args,
-                        const std::function<bool()>& ready);
+  Status registerWebhook();
+  Result<std::vector<std::string>> chartArgs(const std::string& templateFile, const std::string& container,
+                                             const std::map<std::string, std::string>& substitutions);
+  /// Starts `program` (the release binary with the component's name first when empty).
+  Status startComponent(Component& c, const std::vector<std::string>& args, const std::function<bool()>& ready,
+                        const std::string& program = "", const std::map<std::string, std::string>& extraEnv = {});
   void stopComponent(Component& c, bool graceful);
   Component& component(const std::string& name) const;
+  Status waitForVgpuSchedulerCache(const std::string& node);
 
   RealClusterOptions options_;
   std::string dir_;
@@ -144,6 +185,9 @@ class RealCluster {
   std::map<std::string, std::unique_ptr<Component>> components_;
   std::string schedulerName_;
   std::string schedulerConfig_;
+  std::vector<std::string> enabledBackends_;  ///< in the chart's device config
+  std::vector<std::string> countResources_;   ///< of those backends: what their plugins register
+  std::map<std::string, std::unique_ptr<VgpuNode>> vgpuNodes_;
 };
 
 /// `text` from `path` (empty when it cannot be read).
