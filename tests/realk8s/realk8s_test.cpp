@@ -134,7 +134,8 @@ TEST_F(RealK8s, SharedDevicePodIsMutatedAndPlacedThroughTheExtender) {
                      << c.logTail("vgpu-scheduler");
   EXPECT_EQ(str(at(stored, {"spec", "nodeName"})), "sim-node");
   // Bound by the extender's /bind: the assignment came with the Binding.
-  const std::string assignment = str(at(stored, {"metadata", "annotations", std::string(keys::kPodAssignment).c_str()}));
+  const std::string assignmentKey(keys::kPodAssignment);
+  const std::string assignment = str(at(stored, {"metadata", "annotations", assignmentKey.c_str()}));
   EXPECT_NE(assignment.find("SIM-GPU-"), std::string::npos) << json::serialize(stored);
 
   // The kubelet double admits it: the agent finds the pod through the real apiserver.

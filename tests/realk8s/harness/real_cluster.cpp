@@ -123,10 +123,12 @@ std::string tail(const std::string& text, size_t lines) {
 }
 
 std::string kubeconfig(std::uint16_t port, const std::string& ca, const std::string& user, const std::string& token) {
-  return "apiVersion: v1\nkind: Config\nclusters:\n- name: realk8s\n  cluster:\n    server: https://127.0.0.1:" +
-         std::to_string(port) + "\n    certificate-authority: " + ca + "\nusers:\n- name: " + user +
-         "\n  user:\n    token: " + token + "\ncontexts:\n- name: realk8s\n  context:\n    cluster: realk8s\n    user: " +
-         user + "\ncurrent-context: realk8s\n";
+  std::ostringstream y;
+  y << "apiVersion: v1\nkind: Config\nclusters:\n- name: realk8s\n  cluster:\n    server: https://127.0.0.1:" << port
+    << "\n    certificate-authority: " << ca << "\nusers:\n- name: " << user << "\n  user:\n    token: " << token
+    << "\ncontexts:\n- name: realk8s\n  context:\n    cluster: realk8s\n    user: " << user
+    << "\ncurrent-context: realk8s\n";
+  return y.str();
 }
 
 /// The REST collection of a rendered chart object (the kinds the chart's RBAC and
@@ -268,23 +270,23 @@ Status RealCluster::writeFiles() {
   // Static tokens (token,user,uid,"groups"). The daemons authenticate as the chart's
   // ServiceAccounts would (user system:serviceaccount:<ns>:<name>), so the chart's RBAC
   // is what authorizes them.
-  const std::string saPrefix = std::string("system:serviceaccount:") + kChartNamespace + ":";
+  const std::string saUser = std::string("system:serviceaccount:") + kChartNamespace + ":" + kChartRelease;
   const std::string saGroups = std::string("\"system:serviceaccounts,system:serviceaccounts:") + kChartNamespace + "\"";
   std::ostringstream tokens;
-  tokens << tokens_["admin"] << ",admin,admin-uid,\"system:masters\"\n"
-         << tokens_["kube-scheduler"] << "," << saPrefix << kChartRelease << "-scheduler,vgpu-scheduler-uid," << saGroups
-         << "\n"
-         << tokens_["vgpu-scheduler"] << "," << saPrefix << kChartRelease << "-scheduler,vgpu-scheduler-uid," << saGroups
-         << "\n"
-         << tokens_["vgpu-device-plugin"] << "," << saPrefix << kChartRelease
-         << "-device-plugin,vgpu-device-plugin-uid," << saGroups << "\n";
+  const auto line = [&](const std::string& token, const std::string& user, const std::string& groups) {
+    tokens << token << "," << user << "," << user << "-uid," << groups << "\n";
+  };
+  line(tokens_["admin"], "admin", "\"system:masters\"");
+  line(tokens_["kube-scheduler"], saUser + "-scheduler", saGroups);
+  line(tokens_["vgpu-scheduler"], saUser + "-scheduler", saGroups);
+  line(tokens_["vgpu-device-plugin"], saUser + "-device-plugin", saGroups);
   if (auto s = writeText(dir / "tokens.csv", tokens.str()); !s.ok()) return s;
   const std::string caPath = caFile();
   if (auto s = writeText(adminKubeconfig(), kubeconfig(apiPort_, caPath, "admin", tokens_["admin"])); !s.ok()) return s;
-  for (const char* user : {"kube-scheduler", "vgpu-scheduler", "vgpu-device-plugin"})
-    if (auto s = writeText(dir / (std::string(user) + ".kubeconfig"), kubeconfig(apiPort_, caPath, user, tokens_[user]));
-        !s.ok())
-      return s;
+  for (const char* user : {"kube-scheduler", "vgpu-scheduler", "vgpu-device-plugin"}) {
+    const auto path = dir / (std::string(user) + ".kubeconfig");
+    if (auto s = writeText(path, kubeconfig(apiPort_, caPath, user, tokens_[user])); !s.ok()) return s;
+  }
   return {};
 }
 
