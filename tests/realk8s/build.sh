@@ -55,8 +55,9 @@ ldflags="-s -w -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=$major -X $pkg.g
 ldflags+=" -X $pkg.gitTreeState=clean"
 # -s -w: no symbol table or DWARF (a third of the link time; stack traces keep names).
 # -trimpath: packages compiled the same wherever the module cache or worktree is, so the
-# build cache serves every worktree.
-build_flags=(-trimpath "-ldflags=$ldflags")
+# build cache serves every worktree. -buildvcs=false: no `git status` of the checkout
+# (which fails on a checkout owned by another user, and would stamp every commit).
+build_flags=(-trimpath -buildvcs=false "-ldflags=$ldflags")
 
 stamp=$( (
   cd "$module"
