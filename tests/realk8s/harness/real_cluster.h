@@ -1,0 +1,196 @@
+#pragma once
+// A real Kubernetes control plane for the tests, on loopback, in a temp folder:
+//
+//   etcd            the release's own etcd (the version k8s.io/kubernetes requires)
+//   kube-apiserver  TLS on 127.0.0.1 with the harness's CA, static tokens, Node,RBAC
+//   kube-scheduler  configured from the file the chart renders (renderChart says what is
+//                   substituted), running as the chart's ServiceAccount with the chart's
+//                   RBAC applied
+//   vgpu-scheduler  (startVgpu) the real binary with the chart's arguments, HTTPS with a
+//                   certificate of the harness's CA, registered through the chart's
+//                   MutatingWebhookConfiguration (pointed at 127.0.0.1, with the caBundle)
+//   per vgpu node   (addVgpuNode) a Node object, the kubelet double (in this process) and
+//                   the real vgpu-device-plugin with the chart's arguments
+//
+// etcd and the Kubernetes components come from the release's multi-call binary
+// (tests/realk8s/build.sh; `k8s <component>`); every daemon is a child process with its
+// log in the folder. There is no kube-controller-manager and no real kubelet: the harness
+// does their part where a test needs it (namespaces get their `default` ServiceAccount,
+// Node objects are made Ready and untainted and get the device counts the kubelet double
+// holds, pods are deleted with gracePeriodSeconds=0). README.md lists every flag and why.
+//
+//   RealCluster c({.release = "1.34"});
+//   ASSERT_TRUE(c.start().ok());
+//   c.createNamespace("t"); c.createNode("node-a");
+//   auto r = c.api().post("/api/v1/namespaces/t/pods", podJson);
+//   c.waitFor([&] { ... }, std::chrono::seconds(60));
+//
+// The destructor kills and reaps every child, also when a test fails half way; the
+// folder is removed unless VGPU_REALK8S_KEEP is set (its logs are then kept and named).
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <boost/json/object.hpp>
+
+#include "api_client.h"
+#include "child_process.h"
+#include "vgpu/fakes/fake_kubelet.h"
+#include "vgpu/result.h"
+
+namespace vgpu::realk8s {
+
+/// Bounds for starting a component on a loaded 2-core machine (the two releases' suites
+/// run at once).
+inline constexpr std::chrono::seconds kStartTimeout{180};
+inline constexpr std::chrono::seconds kWait{60};
+
+/// The chart's release: namespace and name, as `helm install vgpu -n vgpu-system` would.
+inline constexpr const char* kChartNamespace = "vgpu-system";
+inline constexpr const char* kChartRelease = "vgpu";
+
+struct RealClusterOptions {
+  std::string release;  ///< "1.34" or "1.37": a folder of the build's realk8s/
+  bool startKubeScheduler = true;
+  /// vgpu-scheduler and the chart's webhook too (start them later with startVgpu()).
+  bool startVgpu = false;
+  /// Values laid over the chart's values.yaml, as `helm install -f`; the harness adds
+  /// only scheduler.extender.port. kSimChartValues: the chart's sim devices instead of
+  /// NVIDIA (machines without a GPU or its fake driver).
+  std::string chartValues{};
+};
+
+inline constexpr const char* kSimChartValues = "devices:\n  nvidia:\n    enabled: false\n  sim:\n    enabled: true\n";
+
+class RealCluster {
+ public:
+  explicit RealCluster(RealClusterOptions options);
+  ~RealCluster();  ///< kills and reaps every component
+  RealCluster(const RealCluster&) = delete;
+  RealCluster& operator=(const RealCluster&) = delete;
+
+  /// Certificates, keys and tokens; etcd; kube-apiserver until /readyz; the `default`
+  /// ServiceAccount, the chart's namespace and its scheduler RBAC; kube-scheduler until
+  /// /healthz. Errors name the part that did not come up, with the end of its log.
+  Status start();
+
+  // ---- the components: stop (SIGTERM, or SIGKILL when not graceful) and start again on
+  // the same ports and data; start waits until the component is ready ----
+  Status startEtcd();
+  void stopEtcd(bool graceful = true);
+  Status startApiServer();
+  void stopApiServer(bool graceful = true);
+  Status startKubeScheduler();
+  void stopKubeScheduler(bool graceful = true);
+  Status restartEtcd(bool graceful = true);
+  Status restartApiServer(bool graceful = true);
+  Status restartKubeScheduler(bool graceful = true);
+
+  // ---- vgpu, as the chart deploys it ----
+  /// vgpu-scheduler (waits for /readyz), then the chart's MutatingWebhookConfiguration.
+  Status startVgpu();
+  /// vgpu-scheduler alone (it keeps its port; the webhook stays registered).
+  Status startVgpuScheduler();
+  void stopVgpuScheduler(bool graceful = true);
+  /// A vgpu node: createNode, a kubelet double, vgpu-device-plugin; waits until the
+  /// plugins registered and sent devices, the Node carries the agent's inventory
+  /// annotation and the device counts (as the kubelet would set its capacity), and a
+  /// running vgpu-scheduler has the node's devices in its cache.
+  Status addVgpuNode(const std::string& name);
+  fakes::FakeKubelet& kubelet(const std::string& node);
+  /// The node's kubelet admits a bound pod (GetPreferredAllocation, Allocate per
+  /// container) and, when it did, reports it Running.
+  Result<fakes::AdmitResult> admitPod(const std::string& ns, const std::string& name);
+  /// The device-config.yaml both daemons read: the chart's ConfigMap, "mounted" in the
+  /// folder (its /etc/vgpu/ paths pointing there).
+  std::string deviceConfigPath() const;
+
+  /// Compacts etcd's history at its current revision (`k8s etcd-compact`, through the
+  /// etcd client); returns that revision. By default as kube-apiserver's compactor does it
+  /// (the revision recorded in etcd's compact_rev_key, which every apiserver watches);
+  /// `raw`: the compaction alone, as etcd's --auto-compaction would, unknown to the
+  /// apiservers. kube-apiserver's own compaction runs once a day
+  /// (--etcd-compaction-interval=24h), so history goes only when a test says so.
+  Result<std::int64_t> compactEtcd(bool raw = false);
+
+  // ---- the API, as cluster admin (a static token in system:masters) ----
+  ApiClient& api() { return *admin_; }
+  /// A client with another of the static tokens (tokenFor).
+  ApiClient clientAs(const std::string& token) const;
+  /// Creates a namespace and its `default` ServiceAccount (the ServiceAccount admission
+  /// plugin refuses pods without it; the controller-manager would make it).
+  Status createNamespace(const std::string& name);
+  /// A Node object as a registered, Ready kubelet shows it: `capacity` (= allocatable;
+  /// default 8 CPUs, 32Gi, 110 pods), condition Ready, and without the not-ready taint
+  /// that admission puts on a new Node (the node lifecycle controller would lift it).
+  Status createNode(const std::string& name, std::map<std::string, std::string> capacity = {});
+  /// DELETE with gracePeriodSeconds=0 (no kubelet confirms a graceful delete), then waits
+  /// until it is gone.
+  Status deletePod(const std::string& ns, const std::string& name);
+  /// The object at `path` (GET), or an error with the reply.
+  Result<boost::json::object> getObject(const std::string& path);
+  /// Polls `cond` every 100 ms until it holds or `timeout` passes.
+  static bool waitFor(const std::function<bool()>& cond, std::chrono::milliseconds timeout = kWait);
+
+  // ---- what the cluster is made of ----
+  const std::string& release() const { return options_.release; }
+  /// "v1.34.4": what the binary says it is (`k8s version`).
+  const std::string& kubernetesVersion() const { return kubernetesVersion_; }
+  const std::string& dir() const { return dir_; }
+  std::uint16_t apiServerPort() const { return apiPort_; }
+  std::string etcdUrl() const;
+  std::string caFile() const;
+  std::string adminKubeconfig() const;
+  /// The extender port written into the rendered scheduler config (where vgpu-scheduler
+  /// is expected to listen).
+  std::uint16_t extenderPort() const { return extenderPort_; }
+  /// The profile the chart gives kube-scheduler (scheduler.schedulerName).
+  const std::string& schedulerName() const { return schedulerName_; }
+  /// The kube-scheduler configuration as written for this run, and as rendered.
+  const std::string& schedulerConfig() const { return schedulerConfig_; }
+  /// The bearer token of a static user: "admin", "kube-scheduler" (the chart's scheduler
+  /// ServiceAccount), "vgpu-scheduler" (the same account: one pod), "vgpu-device-plugin".
+  std::string tokenFor(const std::string& user) const;
+  /// The last lines of a component's current log ("etcd", "kube-apiserver",
+  /// "kube-scheduler", "vgpu-scheduler", "vgpu-device-plugin@<node>").
+  std::string logTail(const std::string& component, size_t lines = 40) const;
+
+ private:
+  struct Component;
+  struct VgpuNode;
+  Status writeFiles();
+  Status renderChart();
+  Status applyChartObjects(const std::string& templateFile);
+  Status registerWebhook();
+  Result<std::vector<std::string>> chartArgs(const std::string& templateFile, const std::string& container,
+                                             const std::map<std::string, std::string>& substitutions);
+  /// Starts `program` (the release binary with the component's name first when empty).
+  Status startComponent(Component& c, const std::vector<std::string>& args, const std::function<bool()>& ready,
+                        const std::string& program = "", const std::map<std::string, std::string>& extraEnv = {});
+  void stopComponent(Component& c, bool graceful);
+  Component& component(const std::string& name) const;
+  Status waitForVgpuSchedulerCache(const std::string& node);
+
+  RealClusterOptions options_;
+  std::string dir_;
+  std::string binary_;
+  std::string kubernetesVersion_;
+  std::uint16_t etcdPort_ = 0, etcdPeerPort_ = 0, apiPort_ = 0, kubeSchedulerPort_ = 0, extenderPort_ = 0;
+  std::map<std::string, std::string> tokens_;
+  std::unique_ptr<ApiClient> admin_;
+  std::map<std::string, std::unique_ptr<Component>> components_;
+  std::string schedulerName_;
+  std::string schedulerConfig_;
+  std::vector<std::string> enabledBackends_;  ///< in the chart's device config
+  std::vector<std::string> countResources_;   ///< of those backends: what their plugins register
+  std::map<std::string, std::unique_ptr<VgpuNode>> vgpuNodes_;
+};
+
+/// `text` from `path` (empty when it cannot be read).
+std::string readText(const std::string& path);
+
+}  // namespace vgpu::realk8s

@@ -1,0 +1,1 @@
+../cmd/main.go
