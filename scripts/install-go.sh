@@ -8,7 +8,10 @@ set -euo pipefail
 
 version=1.26.8  # the newest the module pins need; bump with the sum below
 sha256_amd64=30c2b1bf7dcc88d3eb0a1364e47ddd9128edb3110a30e8a0ef61cd5856b31de7
-minimum=${VGPU_GO_MINIMUM:-1.25}  # what the realk8s go.mod files say (`go` lines)
+# The newest `go` directive of the real-cluster suite's modules.
+root=$(cd "$(dirname "$0")/.." && pwd)
+minimum=$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$root"/tests/realk8s/*/go.mod 2>/dev/null | sort -V | tail -n 1)
+minimum=${minimum:-1.21}
 
 # True when go version $1 (e.g. 1.26.8) is at least $2 (e.g. 1.25).
 at_least() {
