@@ -98,6 +98,7 @@ struct Agent::Impl final : PluginHandler {
   metrics::Gauge& ctrMemLimit;
   metrics::Gauge& ctrComputeLimit;
   metrics::Gauge& ctrBusy;
+  metrics::Gauge& ctrUnenforced;
   metrics::Gauge& ctrProcs;
   metrics::Gauge& ctrUtilization;
   metrics::Gauge& backendDevices;
@@ -148,6 +149,10 @@ struct Agent::Impl final : PluginHandler {
         ctrBusy(registry.gauge("vgpu_container_compute_busy_seconds",
                                "Kernel time a container used on the device since its region was created.",
                                {"namespace", "pod", "container", "device_uuid", "device_index"})),
+        ctrUnenforced(registry.gauge("vgpu_container_limit_unenforced",
+                                     "1 when a container's limit is set but libvgpu.so cannot enforce it with this "
+                                     "driver (it says so on the container's stderr at start).",
+                                     {"namespace", "pod", "container", "device_uuid", "device_index", "limit"})),
         ctrProcs(registry.gauge("vgpu_container_processes", "Processes of the container attached to libvgpu.so.",
                                 {"namespace", "pod", "container"})),
         ctrUtilization(registry.gauge("vgpu_container_compute_utilization_percent",
@@ -666,7 +671,7 @@ struct Agent::Impl final : PluginHandler {
   // ---- Metrics ----
   void collect() {
     for (auto* g : {&devMemory, &devCompute, &devSplit, &devHealthy, &devMemAllocated, &devComputeAllocated,
-                    &ctrMemUsed, &ctrMemLimit, &ctrComputeLimit, &ctrBusy, &ctrProcs, &ctrUtilization,
+                    &ctrMemUsed, &ctrMemLimit, &ctrComputeLimit, &ctrBusy, &ctrUnenforced, &ctrProcs, &ctrUtilization,
                     &backendDevices})
       g->clear();
     const auto usage = tracker.usageByDevice();
@@ -894,6 +899,11 @@ struct Agent::Impl final : PluginHandler {
           ctrMemLimit.set(l, static_cast<double>(limit));
           ctrComputeLimit.set(l, __atomic_load_n(&d.sm_limit, __ATOMIC_RELAXED));
           ctrBusy.set(l, static_cast<double>(__atomic_load_n(&d.compute_busy_ns, __ATOMIC_RELAXED)) / 1e9);
+          const auto unenforced = __atomic_load_n(&d.unenforced, __ATOMIC_RELAXED);  // 0 in version-1 regions
+          for (const auto& [name, bit] : {std::pair{"memory", VGPU_REGION_UNENFORCED_MEMORY},
+                                          std::pair{"compute", VGPU_REGION_UNENFORCED_COMPUTE}}) {
+            ctrUnenforced.set({ns, pod, container, uuid, std::to_string(i), name}, (unenforced & bit) != 0 ? 1 : 0);
+          }
         }
         vgpu_region_close(region);
       }

@@ -20,10 +20,7 @@ constexpr size_t kMaxDevices = 16;  // libvgpu.so knows CUDA ordinals 0..15
 
 bool optedOut(const ContainerGrant& grant) {
   auto it = grant.podAnnotations.find(kOptOutAnnotation);
-  if (it == grant.podAnnotations.end()) return false;
-  for (const auto& item : sdk::splitList(it->second))
-    if (item == "true" || item == "*" || item == grant.container.containerName) return true;
-  return false;
+  return it != grant.podAnnotations.end() && optOutNames(it->second, grant.container.containerName);
 }
 
 /// Writes `text` to `path` so a reader never sees half a file, then makes it read-only.
@@ -46,6 +43,12 @@ Status writeFileAtomically(const fs::path& path, const std::string& text) {
 }
 
 }  // namespace
+
+bool optOutNames(const std::string& containers, const std::string& container) {
+  for (const auto& item : sdk::splitList(containers))
+    if (item == "true" || item == "*" || item == container) return true;
+  return false;
+}
 
 Status kernelMemoryCapSupport(bool nvmlHasSetMemoryLimits, const std::string& sysRoot) {
   if (!nvmlHasSetMemoryLimits)
@@ -88,15 +91,21 @@ Result<ContainerSpec> NvidiaLimiter::containerSpec(const ContainerGrant& grant) 
                      " asks to run without libvgpu.so, but backends." + settings_.backend +
                      ".options.allowOptOut is false on this node");
 
+  // The driver's cap reaches the container only through the CDI hook of cdiKind's spec: with
+  // no kind, memory stays libvgpu.so's (parseOptions refuses "driver" without one).
   bool driverCap = false;
-  if (settings_.memory == MemoryEnforcement::kDriver) {
+  if (settings_.memory == MemoryEnforcement::kDriver && settings_.cdiKind.empty()) {
+    return makeError(who + ": backends." + settings_.backend +
+                     ".options.memoryEnforcement is driver, but no cdiKind is set: nothing would apply the "
+                     "driver's memory cap");
+  } else if (settings_.memory == MemoryEnforcement::kDriver) {
     std::lock_guard lock(mutex_);
     if (const Status& s = kernelCap(); !s.ok())
       return makeError(who + ": backends." + settings_.backend +
                        ".options.memoryEnforcement is driver, but this node cannot cap GPU memory in the kernel: " +
                        s.error().message);
     driverCap = true;
-  } else if (settings_.memory == MemoryEnforcement::kAuto) {
+  } else if (settings_.memory == MemoryEnforcement::kAuto && !settings_.cdiKind.empty()) {
     std::lock_guard lock(mutex_);
     driverCap = kernelCap().ok();
   }
@@ -124,6 +133,9 @@ Result<ContainerSpec> NvidiaLimiter::containerSpec(const ContainerGrant& grant) 
   if (grant.devices[0].priority >= 0) limits.emplace_back(VGPU_ENV_TASK_PRIORITY, std::to_string(grant.devices[0].priority));
 
   spec.env["NVIDIA_VISIBLE_DEVICES"] = visible;
+  // Who enforces memory, on the pod for people to see (the same for every container of the
+  // pod on this node; opted-out containers are named by their own annotation).
+  spec.podAnnotations[kMemoryEnforcerAnnotation] = driverCap ? "driver" : "libvgpu.so";
   if (!settings_.cdiKind.empty()) {
     std::string devices;
     for (size_t i = 0; i < grant.devices.size(); ++i)

@@ -24,7 +24,13 @@ enum class MemoryEnforcement : std::uint8_t {
 
 /// Pod annotation naming the containers (comma list, or "true" / "*" for all) that run
 /// without libvgpu.so preloaded. Their limits are still written, for programs that load it.
+/// Honoured only where the operator allows it (allowOptOut); refused otherwise, by the
+/// webhook (admission) and again here.
 inline constexpr const char* kOptOutAnnotation = "nvidia.com/disable-control";
+
+/// Pod annotation the backend sets: what enforces the memory limit of the pod's NVIDIA
+/// containers on its node, "libvgpu.so" or "driver" (the kernel cap through the CDI hook).
+inline constexpr const char* kMemoryEnforcerAnnotation = "nvidia.com/vgpu-memory-enforcer";
 
 /// Where things appear inside the container.
 inline constexpr const char* kContainerRegionDir = "/var/run/vgpu";
@@ -44,12 +50,16 @@ struct LimiterSettings {
   double memoryScaling = 1.0;  ///< > 1: memory is oversubscribed
   std::string corePolicy;      ///< GPU_CORE_UTILIZATION_POLICY; empty = libvgpu's default
   std::string logLevel;        ///< LIBVGPU_LOG_LEVEL; empty = libvgpu's default
-  bool allowOptOut = true;
+  bool allowOptOut = false;  ///< the operator's consent to nvidia.com/disable-control
   /// Non-empty: also ask the runtime for the GPUs as CDI devices of this kind (e.g.
   /// "k8s.device-plugin.nvidia.com/gpu", whose spec carries the toolkit's memory-limit hook),
-  /// through the annotation kCdiAnnotation.
+  /// through the annotation kCdiAnnotation. The driver's memory cap is applied only through
+  /// that hook: without a kind, memory is libvgpu.so's to enforce (see memory).
   std::string cdiKind;
 };
+
+/// Whether `containers` (the opt-out annotation's value) names `container`.
+bool optOutNames(const std::string& containers, const std::string& container);
 
 /// The CDI annotation (containerd / CRI-O read `cdi.k8s.io/*` as CDI device requests).
 inline constexpr const char* kCdiAnnotation = "cdi.k8s.io/vgpu-nvidia";

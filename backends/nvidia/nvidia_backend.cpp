@@ -87,6 +87,11 @@ Result<NvidiaOptions> parseOptions(const BackendParams& params, const char* disa
       return makeError(at + ": unknown option (the nvidia backend knows " + kKnownOptions + ")");
     }
   }
+  if (o.limiter.memory == MemoryEnforcement::kDriver && o.limiter.cdiKind.empty())
+    return makeError(section + ".options.memoryEnforcement is driver, which needs " + section +
+                     ".options.cdiKind: the driver's memory cap reaches a container only through the CDI hook "
+                     "of a kind whose spec carries it (e.g. k8s.device-plugin.nvidia.com/gpu); without one "
+                     "nothing would enforce the memory limit");
   auto health = HealthCheckPolicy::fromEnvironment(disableHealthChecks, enableHealthChecks);
   if (!health.ok()) return std::move(health).error().prefix("backend " + name);
   o.discovery.health = *health;
@@ -104,6 +109,16 @@ Result<std::unique_ptr<NvidiaBackend>> NvidiaBackend::create(const BackendParams
   if (!options.ok()) return std::move(options).error();
   // Nothing is probed here: the scheduler creates the backend too, on machines without GPUs.
   return std::unique_ptr<NvidiaBackend>(new NvidiaBackend(params, std::move(options).value()));
+}
+
+Result<std::map<std::string, std::int64_t>> NvidiaBackend::admissionDefaults(const ContainerResources& container,
+                                                                             const Annotations& annotations) const {
+  if (auto it = annotations.find(kOptOutAnnotation);
+      it != annotations.end() && !options_.limiter.allowOptOut && optOutNames(it->second, container.name))
+    return makeError("container \"" + container.name + "\" asks (pod annotation " + std::string(kOptOutAnnotation) +
+                     ") to run without libvgpu.so, which would lift its GPU memory and compute limits; backends." +
+                     options_.limiter.backend + ".options.allowOptOut is false: the operator must allow opting out");
+  return allocator_.admissionDefaults(container, annotations);
 }
 
 Status NvidiaBackend::kernelMemoryCap() {
@@ -130,8 +145,11 @@ Result<std::vector<Device>> NvidiaBackend::discover() {
   if (!devices.ok() || options_.limiter.memory == MemoryEnforcement::kLibvgpu) return devices;
   // Publish whether the driver cap asked for in the config works here, so it shows in the
   // node's inventory rather than only when a container fails to start.
+  // Without a CDI kind nothing applies the driver's cap: auto leaves memory to libvgpu.so.
   const Status cap = kernelMemoryCap();
-  const std::string value = cap.ok() ? "supported" : "unsupported: " + cap.error().message;
+  const std::string value = options_.limiter.cdiKind.empty() ? "unused: no cdiKind, libvgpu.so enforces memory"
+                            : cap.ok()                       ? "supported"
+                                                             : "unsupported: " + cap.error().message;
   for (auto& d : *devices) d.attributes[attr::kKernelMemoryLimit] = value;
   return devices;
 }

@@ -48,10 +48,10 @@ class NvidiaBackend {
     allocator_.fit(request, device, usage, result);
   }
   std::string explain(const vgpu_fit_result& result) const { return allocator_.explain(result); }
+  /// Also refuses, at admission, a container that asks (nvidia.com/disable-control) to run
+  /// without libvgpu.so where the operator does not allow it (allowOptOut).
   Result<std::map<std::string, std::int64_t>> admissionDefaults(const ContainerResources& container,
-                                                                const Annotations& annotations) const {
-    return allocator_.admissionDefaults(container, annotations);
-  }
+                                                                const Annotations& annotations) const;
 
   // Discovery
   Result<std::vector<Device>> discover();

@@ -13,14 +13,14 @@ namespace {
 // device has, unless oversubscription makes the limit real), free is what is left of it.
 void virtualize(int dev, uint64_t physTotal, uint64_t physFree, uint64_t* total, uint64_t* free) {
   const Runtime& rt = runtime();
-  uint64_t limit = rt.cfg.devices[dev].memoryBytes;
-  *total = rt.cfg.oversubscribe || limit < physTotal ? limit : physTotal;
+  uint64_t limit = rt.memoryLimit(dev);
+  *total = rt.oversubscribe() || limit < physTotal ? limit : physTotal;
   uint64_t used = containerUsage(dev);
   *free = used >= *total ? 0 : *total - used;
-  if (!rt.cfg.oversubscribe && *free > physFree) *free = physFree;
+  if (!rt.oversubscribe() && *free > physFree) *free = physFree;
 }
 
-bool limited(int dev) { return dev >= 0 && runtime().cfg.devices[dev].memoryBytes != 0; }
+bool limited(int dev) { return dev >= 0 && runtime().memoryLimit(dev) != 0; }
 
 // The CUDA ordinal of an NVML device, matched by UUID (the one index space is CUDA's).
 int ordinalOfNvmlDevice(nvmlDevice_t device) {
@@ -46,11 +46,11 @@ int ordinalOfNvmlDevice(nvmlDevice_t device) {
   return -1;
 }
 
-CUresult procAddress(void** pfn, CUresult rc) {
+CUresult procAddress(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags, CUresult rc) {
   // Whatever variant the driver picked for this version and these flags, hand out the
   // wrapper of exactly that variant; functions we do not wrap come back untouched.
   if (rc == CUDA_SUCCESS && pfn != nullptr && *pfn != nullptr) {
-    if (void* w = wrapperForReal(*pfn)) *pfn = w;
+    if (void* w = wrapperForProcAddress(symbol, cudaVersion, flags, *pfn)) *pfn = w;
   }
   return rc;
 }
@@ -66,17 +66,28 @@ CUresult cuInit(unsigned int Flags) {
 
 CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
                              CUdriverProcAddressQueryResult* symbolStatus) {
-  VGPU_ENTER_CUDA(cuGetProcAddress_v2);
-  return procAddress(pfn, real::cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, symbolStatus));
+  if (CUresult rc = ensureCuda(); rc != CUDA_SUCCESS) return rc;
+  if (real::cuGetProcAddress_v2 != nullptr) {
+    return procAddress(symbol, pfn, cudaVersion, flags,
+                       real::cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, symbolStatus));
+  }
+  // A driver before 12.0 has only v1, which says nothing about why a symbol was not found.
+  if (real::cuGetProcAddress == nullptr) return CUDA_ERROR_NOT_FOUND;
+  CUresult rc = procAddress(symbol, pfn, cudaVersion, flags, real::cuGetProcAddress(symbol, pfn, cudaVersion, flags));
+  if (symbolStatus != nullptr) {
+    *symbolStatus = rc == CUDA_SUCCESS ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  }
+  return rc;
 }
 
 CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags) {
   if (CUresult rc = ensureCuda(); rc != CUDA_SUCCESS) return rc;
   if (real::cuGetProcAddress != nullptr) {
-    return procAddress(pfn, real::cuGetProcAddress(symbol, pfn, cudaVersion, flags));
+    return procAddress(symbol, pfn, cudaVersion, flags, real::cuGetProcAddress(symbol, pfn, cudaVersion, flags));
   }
   if (real::cuGetProcAddress_v2 == nullptr) return CUDA_ERROR_NOT_FOUND;
-  return procAddress(pfn, real::cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, nullptr));
+  return procAddress(symbol, pfn, cudaVersion, flags,
+                     real::cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, nullptr));
 }
 
 CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
@@ -109,8 +120,8 @@ CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
   if (rc != CUDA_SUCCESS || bytes == nullptr || dev < 0 || dev >= kLimiterMaxDevices || !limited(dev)) {
     return rc;
   }
-  uint64_t limit = runtime().cfg.devices[dev].memoryBytes;
-  if (runtime().cfg.oversubscribe || limit < *bytes) *bytes = limit;
+  uint64_t limit = runtime().memoryLimit(dev);
+  if (runtime().oversubscribe() || limit < *bytes) *bytes = limit;
   return rc;
 }
 

@@ -1,6 +1,8 @@
 // The one list of what libvgpu.so wraps. It drives the table of real functions, the
 // wrappers' declarations, the linker version script (exports.map.in) and the
-// exported-symbol test; nothing else names the set.
+// exported-symbol test; nothing else names the set. (VGPU_CUDA_PROC_ABI below states what
+// the driver's cuGetProcAddress returns for each of them; LimiterExports tests that it
+// covers every hook.)
 //
 // X(name, params): `name` is the exact exported symbol (a versioned or _ptsz name is a
 // distinct ABI and gets its own entry), `params` its parameter list as vgpu/cuda/driver_api.h
@@ -105,9 +107,13 @@
   X(cuDeviceGetUuid_v2, (CUuuid* uuid, CUdevice dev))                                       \
   X(cuEventCreate, (CUevent* phEvent, unsigned int Flags))                                  \
   X(cuEventDestroy_v2, (CUevent hEvent))                                                    \
+  /* what older drivers have instead (runtime.cpp: kFallbacks) */                            \
+  X(cuDeviceGetUuid, (CUuuid* uuid, CUdevice dev))                                          \
+  X(cuEventDestroy, (CUevent hEvent))                                                       \
+  X(cuEventElapsedTime, (float* pMilliseconds, CUevent hStart, CUevent hEnd))               \
   X(cuEventRecord, (CUevent hEvent, CUstream hStream))                                      \
   X(cuEventRecord_ptsz, (CUevent hEvent, CUstream hStream))                                 \
-  X(cuEventSynchronize, (CUevent hEvent))                                                   \
+  X(cuEventQuery, (CUevent hEvent))                                                         \
   X(cuEventElapsedTime_v2, (float* pMilliseconds, CUevent hStart, CUevent hEnd))           \
   X(cuStreamIsCapturing, (CUstream hStream, CUstreamCaptureStatus* captureStatus))          \
   X(cuStreamIsCapturing_ptsz, (CUstream hStream, CUstreamCaptureStatus* captureStatus))     \
@@ -119,6 +125,64 @@
      CUdevice device))                                                                      \
   X(cuMemGetAllocationPropertiesFromHandle, (CUmemAllocationProp* prop,                     \
                                              CUmemGenericAllocationHandle handle))
+
+// What the driver's cuGetProcAddress hands out for a base name, as facts about the driver
+// API (not a second list of hooks): every ABI variant of each function wrapped above, the
+// CUDA version that introduced it (the PFN_<name>_v<version> typedefs of cudaTypedefs.h)
+// and its per-thread-default-stream twin, or `none`. Variants that are not wrapped are
+// listed too, so that an old caller gets the driver's own function, never a wrapper of
+// another ABI. R(base, version, variant, twin).
+#define VGPU_CUDA_PROC_ABI(R)                                                               \
+  R(cuInit, 2000, cuInit, none)                                                             \
+  R(cuGetProcAddress, 11030, cuGetProcAddress, none)                                        \
+  R(cuGetProcAddress, 12000, cuGetProcAddress_v2, none)                                     \
+  R(cuMemGetInfo, 2000, cuMemGetInfo, none)                                                 \
+  R(cuMemGetInfo, 3020, cuMemGetInfo_v2, none)                                              \
+  R(cuDeviceTotalMem, 2000, cuDeviceTotalMem, none)                                         \
+  R(cuDeviceTotalMem, 3020, cuDeviceTotalMem_v2, none)                                      \
+  R(cuMemAlloc, 2000, cuMemAlloc, none)                                                     \
+  R(cuMemAlloc, 3020, cuMemAlloc_v2, none)                                                  \
+  R(cuMemAllocPitch, 2000, cuMemAllocPitch, none)                                           \
+  R(cuMemAllocPitch, 3020, cuMemAllocPitch_v2, none)                                        \
+  R(cuMemAllocManaged, 6000, cuMemAllocManaged, none)                                       \
+  R(cuMemFree, 2000, cuMemFree, none)                                                       \
+  R(cuMemFree, 3020, cuMemFree_v2, none)                                                    \
+  R(cuMemAllocAsync, 11020, cuMemAllocAsync, cuMemAllocAsync_ptsz)                          \
+  R(cuMemAllocFromPoolAsync, 11020, cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz)  \
+  R(cuMemFreeAsync, 11020, cuMemFreeAsync, cuMemFreeAsync_ptsz)                             \
+  R(cuArrayCreate, 2000, cuArrayCreate, none)                                               \
+  R(cuArrayCreate, 3020, cuArrayCreate_v2, none)                                            \
+  R(cuArray3DCreate, 2000, cuArray3DCreate, none)                                           \
+  R(cuArray3DCreate, 3020, cuArray3DCreate_v2, none)                                        \
+  R(cuArrayDestroy, 2000, cuArrayDestroy, none)                                             \
+  R(cuMipmappedArrayCreate, 5000, cuMipmappedArrayCreate, none)                             \
+  R(cuMipmappedArrayDestroy, 5000, cuMipmappedArrayDestroy, none)                           \
+  R(cuMemCreate, 10020, cuMemCreate, none)                                                  \
+  R(cuMemRelease, 10020, cuMemRelease, none)                                                \
+  R(cuMemMap, 10020, cuMemMap, none)                                                        \
+  R(cuMemImportFromShareableHandle, 10020, cuMemImportFromShareableHandle, none)            \
+  R(cuIpcOpenMemHandle, 4010, cuIpcOpenMemHandle, none)                                     \
+  R(cuIpcOpenMemHandle, 11000, cuIpcOpenMemHandle_v2, none)                                 \
+  R(cuIpcCloseMemHandle, 4010, cuIpcCloseMemHandle, none)                                   \
+  R(cuGraphAddMemAllocNode, 11040, cuGraphAddMemAllocNode, none)                            \
+  R(cuGraphDestroyNode, 10000, cuGraphDestroyNode, none)                                    \
+  R(cuGraphDestroy, 10000, cuGraphDestroy, none)                                            \
+  R(cuCtxCreate, 2000, cuCtxCreate, none)                                                   \
+  R(cuCtxCreate, 3020, cuCtxCreate_v2, none)                                                \
+  R(cuCtxCreate, 11040, cuCtxCreate_v3, none)                                               \
+  R(cuCtxCreate, 12050, cuCtxCreate_v4, none)                                               \
+  R(cuCtxDestroy, 2000, cuCtxDestroy, none)                                                 \
+  R(cuCtxDestroy, 4000, cuCtxDestroy_v2, none)                                              \
+  R(cuDevicePrimaryCtxRetain, 7000, cuDevicePrimaryCtxRetain, none)                         \
+  R(cuDevicePrimaryCtxRelease, 7000, cuDevicePrimaryCtxRelease, none)                       \
+  R(cuDevicePrimaryCtxRelease, 11000, cuDevicePrimaryCtxRelease_v2, none)                   \
+  R(cuDevicePrimaryCtxReset, 7000, cuDevicePrimaryCtxReset, none)                           \
+  R(cuDevicePrimaryCtxReset, 11000, cuDevicePrimaryCtxReset_v2, none)                       \
+  R(cuLaunchKernel, 4000, cuLaunchKernel, cuLaunchKernel_ptsz)                              \
+  R(cuLaunchKernelEx, 11060, cuLaunchKernelEx, cuLaunchKernelEx_ptsz)                       \
+  R(cuLaunchCooperativeKernel, 9000, cuLaunchCooperativeKernel,                             \
+    cuLaunchCooperativeKernel_ptsz)                                                         \
+  R(cuGraphLaunch, 10000, cuGraphLaunch, cuGraphLaunch_ptsz)
 
 #define VGPU_NVML_HOOKS(X)                                                                  \
   X(nvmlDeviceGetMemoryInfo, (nvmlDevice_t device, nvmlMemory_t* memory))                   \

@@ -103,6 +103,7 @@ CUresult arrayAlloc(Kind kind, uint64_t estimate, Create&& create, Requirement&&
 // first context on the device, read through NVML (cuMemGetInfo needs a context to exist).
 std::atomic<int64_t> gContextOverhead[kLimiterMaxDevices];
 std::atomic<int> gPrimaryRefs[kLimiterMaxDevices];
+std::atomic<CUcontext> gPrimaryContext[kLimiterMaxDevices];  // as cuDevicePrimaryCtxRetain gave it
 
 bool nvmlDeviceUsed(int dev, uint64_t* used) {
   if (ensureNvml() != NVML_SUCCESS || real::nvmlInit_v2 == nullptr || real::nvmlDeviceGetHandleByUUID == nullptr ||
@@ -175,7 +176,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   return pointerAlloc(dptr, bytesize, [&] {
     CUresult r = real::cuMemAlloc_v2(dptr, bytesize);
     // The limit allows it but the device is full: managed memory can page to the host.
-    if (r == CUDA_ERROR_OUT_OF_MEMORY && runtime().cfg.oversubscribe && real::cuMemAllocManaged != nullptr) {
+    if (r == CUDA_ERROR_OUT_OF_MEMORY && runtime().oversubscribe() && real::cuMemAllocManaged != nullptr) {
       r = real::cuMemAllocManaged(dptr, bytesize, CU_MEM_ATTACH_GLOBAL);
       if (r == CUDA_SUCCESS) logf(kLogInfo, "%zu bytes oversubscribed as managed memory", bytesize);
     }
@@ -459,7 +460,9 @@ CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int
 
 CUresult cuCtxDestroy_v2(CUcontext ctx) {
   VGPU_ENTER_CUDA(cuCtxDestroy_v2);
-  return freed(Kind::kContext, reinterpret_cast<uintptr_t>(ctx), [&] { return real::cuCtxDestroy_v2(ctx); });
+  CUresult rc = freed(Kind::kContext, reinterpret_cast<uintptr_t>(ctx), [&] { return real::cuCtxDestroy_v2(ctx); });
+  if (rc == CUDA_SUCCESS) throttle::forget(ctx);
+  return rc;
 }
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
@@ -469,7 +472,10 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   // The overhead is charged on the first retain and given back on the last release.
   if (gPrimaryRefs[d].load() > 0) {
     CUresult rc = real::cuDevicePrimaryCtxRetain(pctx, dev);
-    if (rc == CUDA_SUCCESS) gPrimaryRefs[d].fetch_add(1);
+    if (rc == CUDA_SUCCESS) {
+      gPrimaryRefs[d].fetch_add(1);
+      if (pctx != nullptr) gPrimaryContext[d].store(*pctx);
+    }
     return rc;
   }
   CUcontext ctx = nullptr;
@@ -478,6 +484,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
       [&] { real::cuDevicePrimaryCtxRelease_v2(dev); }, true);
   if (rc == CUDA_SUCCESS) {
     if (pctx != nullptr) *pctx = ctx;
+    gPrimaryContext[d].store(ctx);
     gPrimaryRefs[d].fetch_add(1);
   }
   return rc;
@@ -497,6 +504,7 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
       bytes += ctxRec.bytes;
     }
     releaseMemory(d, bytes);
+    if (CUcontext ctx = gPrimaryContext[d].load()) throttle::forget(ctx);
   }
   return rc;
 }
@@ -509,6 +517,7 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   uint64_t bytes = 0;
   ledger::takeDevice(d, &bytes);  // the reset freed every allocation of the context
   releaseMemory(d, bytes);
+  if (CUcontext ctx = gPrimaryContext[d].load()) throttle::forget(ctx);  // and its events
   return rc;
 }
 

@@ -88,18 +88,17 @@ void initConfig() {
     long v = strtol(level, &end, 10);
     if (end != level && *end == '\0' && v >= 0 && v <= 4) gLogLevel.store(static_cast<int>(v));
   }
-  auto cfg = loadLimiterConfig([](const char* name) { return getenv(name); });
-  if (!cfg.ok()) {
-    logf(kLogError, "refusing to start: %s", cfg.error().message.c_str());
+  char err[VGPU_LIMITER_PATH_MAX + 512] = "";
+  auto env = [](void*, const char* name) -> const char* { return getenv(name); };
+  if (vgpu_limiter_settings_load(env, nullptr, nullptr, &rt.cfg, err, sizeof err) != 0) {
+    logf(kLogError, "refusing to start: %s", err);
     __atomic_store_n(&gRuntime, &rt, __ATOMIC_RELEASE);
     tInInit = false;
     return;
   }
-  rt.cfg = std::move(*cfg);
   rt.configOk = true;
-  for (int d = 0; d < kLimiterMaxDevices; ++d) rt.computeAny |= rt.cfg.computeLimited(d);
-  char err[512] = "";
-  if (vgpu_region_open(rt.cfg.regionPath.c_str(), &rt.region, err, sizeof err) != VGPU_REGION_OK) {
+  for (int d = 0; d < kLimiterMaxDevices; ++d) rt.computeAny |= rt.computeLimited(d);
+  if (vgpu_region_open(rt.cfg.region_path, &rt.region, err, sizeof err) != VGPU_REGION_OK) {
     logf(kLogError, "%s; limits apply to this process alone", err);
     if (vgpu_region_open_private(&rt.region, err, sizeof err) != VGPU_REGION_OK) {
       logf(kLogError, "%s", err);
@@ -116,10 +115,61 @@ void initConfig() {
     rt.slot.store(slot);
     vgpu_region_publish_priority(rt.region, rt.cfg.priority);
   }
-  logf(kLogInfo, "started: region %s, limits file %s", rt.cfg.regionPath.c_str(),
-       rt.cfg.limitsFile.empty() ? "(none)" : rt.cfg.limitsFile.c_str());
+  logf(kLogInfo, "started: region %s, limits file %s", rt.cfg.region_path,
+       rt.cfg.limits_file[0] == '\0' ? "(none)" : rt.cfg.limits_file);
   __atomic_store_n(&gRuntime, &rt, __ATOMIC_RELEASE);
   tInInit = false;
+}
+
+// Entry points an older driver lacks and the older equivalent with the same parameters it
+// has instead (cuEventElapsedTime_v2 came with R570/CUDA 12.8, cuDeviceGetUuid_v2 with 11.4).
+// cuGetProcAddress_v2 falls back to v1 in its wrapper (entry_hooks.cpp).
+void useOlderEntryPoints() {
+  struct Fallback {
+    void** newer;
+    void* older;
+    const char* what;
+  };
+  const Fallback kFallbacks[] = {
+      {reinterpret_cast<void**>(&real::cuEventElapsedTime_v2), reinterpret_cast<void*>(real::cuEventElapsedTime),
+       "cuEventElapsedTime_v2"},
+      {reinterpret_cast<void**>(&real::cuDeviceGetUuid_v2), reinterpret_cast<void*>(real::cuDeviceGetUuid),
+       "cuDeviceGetUuid_v2"},
+      {reinterpret_cast<void**>(&real::cuEventDestroy_v2), reinterpret_cast<void*>(real::cuEventDestroy),
+       "cuEventDestroy_v2"},
+  };
+  for (const Fallback& f : kFallbacks) {
+    if (*f.newer == nullptr && f.older != nullptr) {
+      *f.newer = f.older;
+      logf(kLogInfo, "the driver has no %s; using the older entry point", f.what);
+    }
+  }
+}
+
+// A limit that this driver gives no way to enforce is said once, here, at the error level
+// (so it shows by default), and published per device in the region for the node agent.
+void reportWhatCannotBeEnforced(Runtime& rt) {
+  bool anyMemory = false, anyCompute = false;
+  for (int d = 0; d < kLimiterMaxDevices; ++d) {
+    anyMemory |= rt.memoryLimit(d) != 0;
+    anyCompute |= rt.computeLimited(d);
+  }
+  // Without the current context's device no allocation can be charged to one.
+  if (anyMemory && real::cuCtxGetDevice == nullptr) {
+    rt.unenforced |= VGPU_REGION_UNENFORCED_MEMORY;
+    logf(kLogError, "the memory limit is NOT enforced: the driver has no cuCtxGetDevice");
+  }
+  const char* missing = real::cuCtxGetCurrent == nullptr        ? "cuCtxGetCurrent"
+                        : real::cuEventCreate == nullptr        ? "cuEventCreate"
+                        : real::cuEventRecord == nullptr        ? "cuEventRecord"
+                        : real::cuEventQuery == nullptr         ? "cuEventQuery"
+                        : real::cuEventElapsedTime_v2 == nullptr ? "cuEventElapsedTime (nor _v2)"
+                                                                : nullptr;
+  if (anyCompute && missing != nullptr) {
+    rt.unenforced |= VGPU_REGION_UNENFORCED_COMPUTE;
+    rt.computeAny = false;  // launches pass straight through rather than half-throttled
+    logf(kLogError, "the compute limit is NOT enforced: the driver has no %s", missing);
+  }
 }
 
 void initCuda() {
@@ -142,7 +192,9 @@ void initCuda() {
   real::name = reinterpret_cast<decltype(real::name)>(sym(rt.cudaHandle, #name));
   VGPU_CUDA_INTERNAL(VGPU_RESOLVE_INTERNAL)
 #undef VGPU_RESOLVE_INTERNAL
+  useOlderEntryPoints();
   rt.cudaBase = baseOf(reinterpret_cast<const void*>(real::cuInit));
+  reportWhatCannotBeEnforced(rt);
   gCudaStatus.store(CUDA_SUCCESS);
   detail::gCudaReady.store(true, std::memory_order_release);
   tInInit = false;
@@ -271,6 +323,76 @@ void* wrapperForReal(const void* realFn) {
   return nullptr;
 }
 
+namespace {
+
+struct AbiRow {
+  const char* base;
+  int version;
+  const char* variant;
+  const char* twin;  // "none" when there is none
+};
+const AbiRow kAbi[] = {
+#define VGPU_ABI_ROW(base, version, variant, twin) {#base, version, #variant, #twin},
+    VGPU_CUDA_PROC_ABI(VGPU_ABI_ROW)
+#undef VGPU_ABI_ROW
+};
+constexpr int kPerThreadStreamsSince = 7000;  // the _ptsz/_ptds entry points
+
+const HookEntry* hookNamed(const char* name) {
+  for (const HookEntry& h : kHooks) {
+    if (strcmp(h.name, name) == 0) return &h;
+  }
+  return nullptr;
+}
+
+// Whether the driver has `variant`: a hooked one was resolved at start; one we do not wrap
+// is only ever handed back untouched, so it needs no check.
+bool driverHas(const char* variant) {
+  const HookEntry* h = hookNamed(variant);
+  return h == nullptr || *h->real != nullptr;
+}
+
+CUresult askDriver(const char* symbol, int cudaVersion, cuuint64_t flags, void** fn) {
+  *fn = nullptr;
+  if (real::cuGetProcAddress_v2 != nullptr) return real::cuGetProcAddress_v2(symbol, fn, cudaVersion, flags, nullptr);
+  if (real::cuGetProcAddress != nullptr) return real::cuGetProcAddress(symbol, fn, cudaVersion, flags);
+  return CUDA_ERROR_NOT_FOUND;
+}
+
+}  // namespace
+
+void* wrapperForProcAddress(const char* symbol, int cudaVersion, cuuint64_t flags, void* driverFn) {
+  if (symbol == nullptr || driverFn == nullptr) return nullptr;
+  // The driver handed out what dlsym gave us: that settles it.
+  if (void* w = wrapperForReal(driverFn)) return w;
+  // Otherwise by name, as the driver chooses: the newest ABI not above the caller's version
+  // that this driver has, and its per-thread twin when the caller asked for those streams.
+  const AbiRow* row = nullptr;
+  for (const AbiRow& r : kAbi) {
+    if (strcmp(r.base, symbol) != 0 || r.version > cudaVersion || !driverHas(r.variant)) continue;
+    if (row == nullptr || r.version > row->version) row = &r;
+  }
+  if (row == nullptr) return nullptr;
+  const char* variant = row->variant;
+  int version = row->version;
+  if ((flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0 && cudaVersion >= kPerThreadStreamsSince &&
+      strcmp(row->twin, "none") != 0) {
+    variant = row->twin;
+    if (version < kPerThreadStreamsSince) version = kPerThreadStreamsSince;
+  }
+  const HookEntry* hook = hookNamed(variant);
+  if (hook == nullptr || *hook->real == nullptr) return nullptr;  // not wrapped: the driver's own
+  // Only when the driver gives the same entry point for exactly that ABI's version is it that
+  // ABI (a newer driver may have a newer one this library does not know): else hand back its own.
+  void* check = nullptr;
+  if (askDriver(symbol, version, flags, &check) != CUDA_SUCCESS || check != driverFn) {
+    logf(kLogWarn, "cuGetProcAddress(%s, %d): the driver's entry point is not %s; handed out unwrapped", symbol,
+         cudaVersion, variant);
+    return nullptr;
+  }
+  return hook->wrapper;
+}
+
 int currentDevice() {
   CUdevice dev = -1;
   if (real::cuCtxGetDevice == nullptr || real::cuCtxGetDevice(&dev) != CUDA_SUCCESS) return -1;
@@ -292,14 +414,18 @@ void publishDevice(int dev) {
   snprintf(uuid, sizeof uuid, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
            b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
   memcpy(rt.uuids[dev], uuid, sizeof uuid);
-  vgpu_region_publish_device(rt.region, dev, uuid, rt.cfg.devices[dev].memoryBytes, rt.cfg.devices[dev].smPercent);
+  vgpu_region_publish_device(rt.region, dev, uuid, rt.memoryLimit(dev), rt.smPercent(dev));
+  uint32_t unenforced = 0;
+  if (rt.memoryLimit(dev) != 0) unenforced |= rt.unenforced & VGPU_REGION_UNENFORCED_MEMORY;
+  if (rt.computeLimited(dev)) unenforced |= rt.unenforced & VGPU_REGION_UNENFORCED_COMPUTE;
+  vgpu_region_publish_unenforced(rt.region, dev, unenforced);
   rt.publishedDevices.fetch_or(bit);
 }
 
 CUresult reserveMemory(int dev, uint64_t bytes) {
   Runtime& rt = runtime();
   publishDevice(dev);
-  uint64_t limit = rt.cfg.devices[dev].memoryBytes;
+  uint64_t limit = rt.memoryLimit(dev);
   int rc = vgpu_region_try_add(rt.region, ensureSlot(rt), dev, bytes, limit);
   if (rc == VGPU_REGION_OK) return CUDA_SUCCESS;
   if (rc == VGPU_REGION_OVER_LIMIT) {

@@ -9,10 +9,12 @@
 #include <atomic>
 
 #include "cuda_api.h"
-#include "vgpu/limiter_config.h"
+#include "vgpu/limiter_settings.h"
 #include "vgpu/shared_region.h"
 
 namespace vgpu {
+
+inline constexpr int kLimiterMaxDevices = VGPU_LIMITER_MAX_DEVICES;
 
 /// Log levels of LIBVGPU_LOG_LEVEL.
 enum LogLevel : int { kLogError = 1, kLogWarn = 2, kLogInfo = 3, kLogDebug = 4 };
@@ -22,7 +24,7 @@ void logf(int level, const char* fmt, ...) __attribute__((format(printf, 2, 3)))
 
 /// The state every wrapper reads. Filled once by ensureCuda()/ensureConfig().
 struct Runtime {
-  LimiterConfig cfg;
+  vgpu_limiter_settings cfg;
   bool configOk = false;
   vgpu_region* region = nullptr;
   std::atomic<int> slot{-1};
@@ -33,6 +35,14 @@ struct Runtime {
   bool computeAny = false;                    // some device has a compute limit
   std::atomic<uint32_t> publishedDevices{0};  // bit i: device i's UUID/limits published
   char uuids[kLimiterMaxDevices][VGPU_REGION_UUID_LEN] = {};
+  /// VGPU_REGION_UNENFORCED_* bits for limits this driver gives no way to enforce (the
+  /// same for every device: they come from missing entry points). Set once in ensureCuda.
+  uint32_t unenforced = 0;
+
+  uint64_t memoryLimit(int dev) const { return cfg.memory_bytes[dev]; }
+  uint32_t smPercent(int dev) const { return cfg.sm_percent[dev]; }
+  bool computeLimited(int dev) const { return vgpu_limiter_compute_limited(&cfg, dev) != 0; }
+  bool oversubscribe() const { return cfg.oversubscribe != 0; }
 };
 
 namespace detail {
@@ -65,6 +75,11 @@ void* wrapperByName(const char* name);
 
 /// The wrapper for a real driver function pointer, or nullptr if `real` is not hooked.
 void* wrapperForReal(const void* real);
+
+/// The wrapper to hand out instead of `driverFn`, what the driver's cuGetProcAddress gave for
+/// (symbol, cudaVersion, flags); nullptr when that is not a function we wrap (or not one we
+/// can be sure of: then the caller gets the driver's own).
+void* wrapperForProcAddress(const char* symbol, int cudaVersion, cuuint64_t flags, void* driverFn);
 
 /// Real dlsym, bypassing libvgpu's own export.
 void* realDlsym(void* handle, const char* name);
@@ -123,23 +138,34 @@ void clear();
 namespace throttle {
 /// True when some device has a compute limit; false makes launches pure pass-through.
 inline bool active() { return runtime().computeAny; }
+
+/// What begin() hands to end(): the context's state and the burst the launch joined.
+struct Ticket {
+  void* ctx = nullptr;  // the context's state; nullptr: not throttled
+  uint64_t burst = 0;
+  uint64_t generation = 0;
+};
+
 /// Runs `launch` inside the current burst, holding the caller back when the container's
 /// GPU time is over its share. `ptsz` says the launch used the per-thread default stream.
+/// No lock of the library is held while the launch runs or while the caller is held back.
 template <class F>
 CUresult around(CUstream stream, bool ptsz, F&& launch);
-CUresult begin(CUstream stream, bool ptsz, void** state);
-void end(void* state, CUresult launchResult);
+void begin(CUstream stream, bool ptsz, Ticket* ticket);
+void end(const Ticket& ticket, CUresult launchResult);
+/// The context is gone (cuCtxDestroy, last release or reset of a primary context), and its
+/// events with it: its state is dropped, and made afresh if the handle is used again.
+void forget(CUcontext ctx);
 /// Forgets per-context state (in a forked child).
 void reset();
 }  // namespace throttle
 
 template <class F>
 CUresult throttle::around(CUstream stream, bool ptsz, F&& launch) {
-  void* state = nullptr;
-  CUresult rc = begin(stream, ptsz, &state);
-  if (rc != CUDA_SUCCESS) return rc;
+  Ticket ticket;
+  begin(stream, ptsz, &ticket);
   CUresult result = launch();
-  end(state, result);
+  end(ticket, result);
   return result;
 }
 

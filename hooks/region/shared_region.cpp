@@ -140,7 +140,8 @@ int checkHeader(const vgpu_region* r, const char* path, char* err, size_t len) {
              static_cast<unsigned long long>(r->magic), static_cast<unsigned long long>(VGPU_REGION_MAGIC));
     return VGPU_REGION_ERROR;
   }
-  if (r->version != VGPU_REGION_VERSION || r->header_size != sizeof(vgpu_region) ||
+  if (r->version < VGPU_REGION_OLDEST_VERSION || r->version > VGPU_REGION_VERSION ||
+      r->header_size != sizeof(vgpu_region) ||
       r->max_devices != VGPU_REGION_MAX_DEVICES || r->max_procs != VGPU_REGION_MAX_PROCS) {
     setError(err, len, "%s has region version %u (size %u), this build reads version %u (size %zu)", path, r->version,
              r->header_size, VGPU_REGION_VERSION, sizeof(vgpu_region));
@@ -172,15 +173,16 @@ int vgpu_region_open(const char* path, vgpu_region** out, char* err, size_t err_
   }
   int rc = VGPU_REGION_ERROR;
   void* mem = MAP_FAILED;
-  struct stat st;
   do {
-    if (fstat(fd, &st) != 0) {
-      setError(err, err_len, "stat of shared region %s: %s", path, strerror(errno));
+    // lseek, not fstat: fstat is a GLIBC_2.33 symbol, and libvgpu.so loads with glibc 2.17.
+    off_t size = lseek(fd, 0, SEEK_END);
+    if (size < 0) {
+      setError(err, err_len, "sizing up shared region %s: %s", path, strerror(errno));
       break;
     }
-    bool fresh = st.st_size == 0;
-    if (!fresh && static_cast<size_t>(st.st_size) != sizeof(vgpu_region)) {
-      setError(err, err_len, "%s has %lld bytes, a version %u region has %zu", path, static_cast<long long>(st.st_size),
+    bool fresh = size == 0;
+    if (!fresh && static_cast<size_t>(size) != sizeof(vgpu_region)) {
+      setError(err, err_len, "%s has %lld bytes, a version %u region has %zu", path, static_cast<long long>(size),
                VGPU_REGION_VERSION, sizeof(vgpu_region));
       break;
     }
@@ -220,10 +222,10 @@ int vgpu_region_open_readonly(const char* path, const vgpu_region** out, char* e
     setError(err, err_len, "opening shared region %s: %s", path, strerror(errno));
     return VGPU_REGION_ERROR;
   }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != sizeof(vgpu_region)) {
+  off_t size = lseek(fd, 0, SEEK_END);
+  if (size < 0 || static_cast<size_t>(size) != sizeof(vgpu_region)) {
     setError(err, err_len, "%s is not a version %u shared region (size %lld, expected %zu)", path, VGPU_REGION_VERSION,
-             static_cast<long long>(st.st_size), sizeof(vgpu_region));
+             static_cast<long long>(size), sizeof(vgpu_region));
     close(fd);
     return VGPU_REGION_ERROR;
   }
@@ -361,6 +363,10 @@ void vgpu_region_publish_device(vgpu_region* r, int dev, const char* uuid, uint6
   storeU64(&d->memory_limit, memory_limit);
   __atomic_store_n(&d->sm_limit, sm_limit, __ATOMIC_RELAXED);
   vgpu_region_unlock(r);
+}
+
+void vgpu_region_publish_unenforced(vgpu_region* r, int dev, uint32_t bits) {
+  if (validDevice(dev)) __atomic_store_n(&r->devices[dev].unenforced, bits, __ATOMIC_RELAXED);
 }
 
 void vgpu_region_publish_priority(vgpu_region* r, int32_t priority) {

@@ -17,6 +17,9 @@ uint64_t vgpuFakeDeviceUsedBytes(int dev);
 uint64_t vgpuFakeProcessUsedBytes(int dev);
 /** Number of simulated devices, or -1 if the fake cannot initialise. */
 int vgpuFakeDeviceCount(void);
+/** The exported name of the driver function behind `fn`: an entry point cuGetProcAddress
+ *  handed out, or the exported symbol itself; NULL for anything else. Needs no cuInit. */
+const char* vgpuFakeProcName(const void* fn);
 
 #ifdef __cplusplus
 }

@@ -81,6 +81,19 @@ TEST_F(DevicePluginMetrics, ExportsDeviceTotalsAndContainerUsageFromSharedRegion
   EXPECT_THAT(text, HasSubstr("vgpu_container_memory_used_bytes" + labels + " 536870912\n"));
   EXPECT_THAT(text, HasSubstr("vgpu_container_memory_limit_bytes" + labels + " 3145728000\n"));
   EXPECT_THAT(text, HasSubstr("vgpu_container_compute_limit_percent" + labels + " 30\n"));
+  const std::string unenforced = labels.substr(0, labels.size() - 1) + ",limit=";
+  EXPECT_THAT(text, HasSubstr("vgpu_container_limit_unenforced" + unenforced + "\"memory\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("vgpu_container_limit_unenforced" + unenforced + "\"compute\"} 0\n"));
+  // What libvgpu.so publishes when the driver leaves it no way to throttle.
+  {
+    vgpu_region* region = nullptr;
+    ASSERT_EQ(vgpu_region_open((folder + "/region").c_str(), &region, nullptr, 0), VGPU_REGION_OK);
+    vgpu_region_publish_unenforced(region, 0, VGPU_REGION_UNENFORCED_COMPUTE);
+    vgpu_region_close(region);
+  }
+  const std::string later = httpGet(agent->metricsUrl(), "/metrics").body;
+  EXPECT_THAT(later, HasSubstr("vgpu_container_limit_unenforced" + unenforced + "\"compute\"} 1\n"));
+  EXPECT_THAT(later, HasSubstr("vgpu_container_limit_unenforced" + unenforced + "\"memory\"} 0\n"));
   EXPECT_THAT(text, HasSubstr("vgpu_container_processes{namespace=\"default\",pod=\"work\",container=\"main\"} 1\n"));
   const std::string dev = "{backend=\"sim\",device_id=\"sim-1\",device_index=\"1\",model=\"Sim GPU\"}";
   EXPECT_THAT(text, HasSubstr("vgpu_device_memory_bytes" + dev + " 17179869184\n"));

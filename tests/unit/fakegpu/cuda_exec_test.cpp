@@ -202,6 +202,54 @@ TEST_F(FakeGpuExec, PerThreadStreamVariantsUseTheThreadsStream) {
   EXPECT_EQ(r.exitCode, 0) << r.stderrText;
 }
 
+// cuStreamWaitValue32: work queued behind an unsatisfied wait runs only once another stream
+// writes the value, as on hardware; events recorded behind it are not complete until then.
+TEST_F(FakeGpuExec, StreamWaitValueHoldsLaterWorkUntilAnotherStreamWritesIt) {
+  auto r = runChild(env(), [] {
+    OPEN_SPIN();
+    CU_FN(cuda, cuStreamCreate);
+    CU_FN(cuda, cuStreamQuery);
+    CU_FN(cuda, cuStreamSynchronize);
+    CU_FN(cuda, cuMemAlloc_v2);
+    CU_FN(cuda, cuMemsetD32_v2);
+    CU_FN(cuda, cuStreamWaitValue32);
+    CU_FN(cuda, cuStreamWriteValue32);
+    CU_FN(cuda, cuEventCreate);
+    CU_FN(cuda, cuEventRecord);
+    CU_FN(cuda, cuEventQuery);
+    CU_FN(cuda, cuEventSynchronize);
+    CUstream a = nullptr, b = nullptr;
+    CHILD_CHECK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+    CHILD_CHECK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+    CUdeviceptr flag = 0;
+    CHILD_CHECK(cuMemAlloc_v2(&flag, 4) == CUDA_SUCCESS && cuMemsetD32_v2(flag, 0, 1) == CUDA_SUCCESS);
+    CHILD_CHECK(cuStreamWaitValue32(a, flag + 1, 1, CU_STREAM_WAIT_VALUE_GEQ) == CUDA_ERROR_INVALID_VALUE);
+    // Already satisfied: nothing waits.
+    CHILD_CHECK(cuStreamWaitValue32(a, flag, 0, CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS);
+    CHILD_CHECK(cuStreamQuery(a) == CUDA_SUCCESS);
+    CHILD_CHECK(cuStreamWaitValue32(a, flag, 1, CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS);
+    uint64_t us = 20000;
+    void* args[] = {&us};
+    CUevent done = nullptr;
+    CHILD_CHECK(cuEventCreate(&done, CU_EVENT_DEFAULT) == CUDA_SUCCESS);
+    CHILD_CHECK(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, a, args, nullptr) == CUDA_SUCCESS);
+    CHILD_CHECK(cuEventRecord(done, a) == CUDA_SUCCESS);
+    uint64_t t0 = nowNs();
+    timespec pause{0, 60'000'000};
+    nanosleep(&pause, nullptr);
+    CHILD_CHECK(cuStreamQuery(a) == CUDA_ERROR_NOT_READY);  // still waiting, long after 20 ms
+    CHILD_CHECK(cuEventQuery(done) == CUDA_ERROR_NOT_READY);
+    CHILD_CHECK(busyNs(0) == 0);
+    CHILD_CHECK(cuStreamWriteValue32(b, flag, 1, CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS);
+    CHILD_CHECK(cuEventSynchronize(done) == CUDA_SUCCESS);
+    CHILD_CHECK(cuStreamSynchronize(a) == CUDA_SUCCESS);
+    CHILD_CHECK(nowNs() - t0 >= 80'000'000);  // it ran after the write, for its 20 ms
+    CHILD_CHECK(busyNs(0) >= 20'000'000);
+    return 0;
+  });
+  EXPECT_EQ(r.exitCode, 0) << r.stderrText;
+}
+
 TEST_F(FakeGpuExec, GraphKernelNodesRunWhenLaunched) {
   auto r = runChild(env(), [] {
     OPEN_SPIN();

@@ -1,8 +1,12 @@
-// cuGetProcAddress in the fake libcuda.so.1 returns the variant the real driver would.
+// cuGetProcAddress in the fake libcuda.so.1 returns the variant the real driver would, as
+// an entry point of its own (not the exported symbol), and an older driver has nothing newer.
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "child.h"
+#include "fake_gpu_control.h"
 
 namespace vgpu::fakegpu {
 namespace {
@@ -67,20 +71,24 @@ TEST(FakeGpuProcAddress, ReturnsTheVariantForVersionAndFlags) {
     CU_FN(cuda, cuGetProcAddress_v2);
     using V1 = CUresult(const char*, void**, int, cuuint64_t);
     auto* v1 = test::sym<V1>(cuda, "cuGetProcAddress");
-    CHILD_CHECK(v1 != nullptr);
+    auto* nameOf = test::sym<decltype(vgpuFakeProcName)>(cuda, "vgpuFakeProcName");
+    CHILD_CHECK(v1 != nullptr && nameOf != nullptr);
+    auto sameName = [&](void* fn, const char* want) {
+      const char* got = nameOf(fn);
+      return want == nullptr ? fn == nullptr : got != nullptr && std::strcmp(got, want) == 0;
+    };
     int failures = 0;
     for (const ProcCase& c : kCases) {
       void* fn = reinterpret_cast<void*>(1);
       CUdriverProcAddressQueryResult status = static_cast<CUdriverProcAddressQueryResult>(99);
       CUresult res = cuGetProcAddress_v2(c.symbol, &fn, c.version, c.flags, &status);
-      void* want = c.expect ? dlsym(cuda, c.expect) : nullptr;
       void* fn1 = reinterpret_cast<void*>(1);
       CUresult res1 = v1(c.symbol, &fn1, c.version, c.flags);
-      if (res != c.result || status != c.status || fn != want || res1 != c.result || fn1 != want ||
-          (c.expect && want == nullptr)) {
-        std::fprintf(stderr, "%s %d flags=%llu: got %d/%d/%p (v1 %d/%p), want %d/%d/%s\n", c.symbol, c.version,
-                     static_cast<unsigned long long>(c.flags), res, status, fn, res1, fn1, c.result, c.status,
-                     c.expect ? c.expect : "null");
+      if (res != c.result || status != c.status || !sameName(fn, c.expect) || res1 != c.result ||
+          !sameName(fn1, c.expect)) {
+        std::fprintf(stderr, "%s %d flags=%llu: got %d/%d/%s (v1 %d/%s), want %d/%d/%s\n", c.symbol, c.version,
+                     static_cast<unsigned long long>(c.flags), res, status, fn ? nameOf(fn) : "null", res1,
+                     fn1 ? nameOf(fn1) : "null", c.result, c.status, c.expect ? c.expect : "null");
         ++failures;
       }
     }
@@ -96,11 +104,92 @@ TEST(FakeGpuProcAddress, WorksBeforeCuInit) {
   auto r = test::runChild({}, [] {
     void* cuda = test::openLib("libcuda.so.1");
     CU_FN(cuda, cuGetProcAddress_v2);
+    auto* nameOf = test::sym<decltype(vgpuFakeProcName)>(cuda, "vgpuFakeProcName");
     void* fn = nullptr;
     CHILD_CHECK(cuGetProcAddress_v2("cuInit", &fn, 12000, kDefault, nullptr) == CUDA_SUCCESS);
-    CHILD_CHECK(fn == dlsym(cuda, "cuInit"));
+    CHILD_CHECK(std::strcmp(nameOf(fn), "cuInit") == 0);
     CHILD_CHECK(reinterpret_cast<CUresult (*)(unsigned)>(fn)(0) == CUDA_SUCCESS);
     return 0;
+  });
+  EXPECT_EQ(r.exitCode, 0) << r.stderrText;
+}
+
+// As from the real driver, what cuGetProcAddress hands out is the driver's own entry point,
+// not the exported symbol: a library preloaded to interpose the exports does not see it.
+TEST(FakeGpuProcAddress, HandsOutTheDriversOwnEntryPointsNotTheExports) {
+  auto r = test::runChild({}, [] {
+    void* cuda = test::openLib("libcuda.so.1");
+    CU_FN(cuda, cuGetProcAddress_v2);
+    auto* nameOf = test::sym<decltype(vgpuFakeProcName)>(cuda, "vgpuFakeProcName");
+    void* fn = nullptr;
+    CHILD_CHECK(cuGetProcAddress_v2("cuDriverGetVersion", &fn, 12000, kDefault, nullptr) == CUDA_SUCCESS);
+    CHILD_CHECK(fn != nullptr && fn != dlsym(cuda, "cuDriverGetVersion"));
+    CHILD_CHECK(std::strcmp(nameOf(fn), "cuDriverGetVersion") == 0);
+    CHILD_CHECK(std::strcmp(nameOf(dlsym(cuda, "cuDriverGetVersion")), "cuDriverGetVersion") == 0);
+    CHILD_CHECK(nameOf(reinterpret_cast<void*>(&std::strcmp)) == nullptr);
+    int version = 0;
+    CHILD_CHECK(reinterpret_cast<CUresult (*)(int*)>(fn)(&version) == CUDA_SUCCESS && version == 13000);
+    return 0;
+  });
+  EXPECT_EQ(r.exitCode, 0) << r.stderrText;
+}
+
+// Entry points newer than CUDA 11.4, by the version that introduced them. The R470-like fake
+// (lib/fakegpu-r470) exports none of them and its cuGetProcAddress never returns one; the
+// default fake has them all. Runs against whichever fake is on LD_LIBRARY_PATH (ctest runs
+// it against both).
+TEST(FakeGpuDriverVersion, ExportsNothingNewerThanItself) {
+  auto r = test::runChild({}, [] {
+    void* cuda = test::openLib("libcuda.so.1");
+    void* nvml = test::openLib("libnvidia-ml.so.1");
+    CU_FN(cuda, cuDriverGetVersion);
+    CU_FN(cuda, cuGetProcAddress);
+    auto* nameOf = test::sym<decltype(vgpuFakeProcName)>(cuda, "vgpuFakeProcName");
+    int driver = 0;
+    CHILD_CHECK(cuDriverGetVersion(&driver) == CUDA_SUCCESS);
+    CHILD_CHECK(driver == 13000 || driver == 11040);
+    struct Newer {
+      const char* name;
+      const char* base;
+      int version;
+    } newer[] = {
+        {"cuArrayGetMemoryRequirements", "cuArrayGetMemoryRequirements", 11060},
+        {"cuLaunchKernelEx", "cuLaunchKernelEx", 11060},
+        {"cuLaunchKernelEx_ptsz", "cuLaunchKernelEx", 11060},
+        {"cuStreamWaitValue32_v2", "cuStreamWaitValue32", 11070},
+        {"cuStreamWriteValue32_v2", "cuStreamWriteValue32", 11070},
+        {"cuGetProcAddress_v2", "cuGetProcAddress", 12000},
+        {"cuGraphInstantiateWithParams", "cuGraphInstantiateWithParams", 12000},
+        {"cuCtxCreate_v4", "cuCtxCreate", 12050},
+        {"cuEventElapsedTime_v2", "cuEventElapsedTime", 12080},
+        {"cuCtxSynchronize_v2", "cuCtxSynchronize", 13000},
+    };
+    int failures = 0;
+    for (const Newer& n : newer) {
+      bool exported = dlsym(cuda, n.name) != nullptr;
+      void* fn = nullptr;
+      for (cuuint64_t flags : {CU_GET_PROC_ADDRESS_LEGACY_STREAM, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM}) {
+        void* f = nullptr;
+        if (cuGetProcAddress(n.base, &f, driver, flags) == CUDA_SUCCESS && f && std::strcmp(nameOf(f), n.name) == 0)
+          fn = f;
+      }
+      if (exported != (n.version <= driver) || (fn != nullptr) != (n.version <= driver)) {
+        std::fprintf(stderr, "driver %d: %s (CUDA %d) exported=%d, from cuGetProcAddress=%d\n", driver, n.name,
+                     n.version, exported, fn != nullptr);
+        ++failures;
+      }
+    }
+    // The older equivalents are there in both.
+    for (const char* old : {"cuEventElapsedTime", "cuGetProcAddress", "cuCtxCreate_v3", "cuStreamWaitValue32"})
+      CHILD_CHECK(dlsym(cuda, old) != nullptr);
+    CHILD_CHECK((dlsym(nvml, "nvmlDeviceGetMemoryInfo_v2") != nullptr) == (driver > 11040));
+    CHILD_CHECK(dlsym(nvml, "nvmlDeviceGetMemoryInfo") != nullptr);
+    CU_FN(nvml, nvmlInit_v2);
+    CU_FN(nvml, nvmlSystemGetCudaDriverVersion);
+    int nvmlCuda = 0;
+    CHILD_CHECK(nvmlInit_v2() == NVML_SUCCESS && nvmlSystemGetCudaDriverVersion(&nvmlCuda) == NVML_SUCCESS);
+    CHILD_CHECK(nvmlCuda == driver);
+    return failures;
   });
   EXPECT_EQ(r.exitCode, 0) << r.stderrText;
 }
@@ -165,16 +254,21 @@ TEST(FakeGpuProcAddress, ReachesEveryExportedDriverFunction) {
     CU_FN(cuda, cuGetProcAddress_v2);
     std::regex suffix("(_v[0-9]+)?(_ptsz|_ptds)?$");
     int missing = 0;
+    auto* nameOf = test::sym<decltype(vgpuFakeProcName)>(cuda, "vgpuFakeProcName");
+    CU_FN(cuda, cuDriverGetVersion);
+    int driver = 0;
+    CHILD_CHECK(cuDriverGetVersion(&driver) == CUDA_SUCCESS);
     for (const std::string& name : exported) {
       if (name.rfind("cu", 0) != 0) continue;
-      void* want = dlsym(cuda, name.c_str());
       std::string base = std::regex_replace(name, suffix, "");
       if (name == "cuGraphInstantiateWithFlags") base = name;
       bool found = false;
-      for (int version = 2000; version <= 13000 && !found; version += 10) {
+      for (int version = 2000; version <= driver && !found; version += 10) {
         for (cuuint64_t flags : {CU_GET_PROC_ADDRESS_LEGACY_STREAM, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM}) {
           void* fn = nullptr;
-          if (cuGetProcAddress_v2(base.c_str(), &fn, version, flags, nullptr) == CUDA_SUCCESS && fn == want) found = true;
+          if (cuGetProcAddress_v2(base.c_str(), &fn, version, flags, nullptr) == CUDA_SUCCESS && fn != nullptr &&
+              name == nameOf(fn))
+            found = true;
         }
       }
       if (!found) {

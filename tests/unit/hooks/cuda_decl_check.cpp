@@ -97,6 +97,8 @@ VGPU_DECLCHECK_MAP_HANDLE(CUmemoryPool)
   X(CUdevice_attribute)              \
   X(CUarray_format)                  \
   X(CUstream_flags)                  \
+  X(CUstreamWaitValue_flags)         \
+  X(CUstreamWriteValue_flags)        \
   X(CUevent_flags)                   \
   X(CUmemAttach_flags)               \
   X(CUipcMem_flags)                  \
@@ -227,6 +229,13 @@ VGPU_CU_RESULTS_13_0(VGPU_CHECK_RESULT)
   X(CU_AD_FORMAT_MAX)                                              \
   X(CU_STREAM_DEFAULT)                                             \
   X(CU_STREAM_NON_BLOCKING)                                        \
+  X(CU_STREAM_WAIT_VALUE_GEQ)                                      \
+  X(CU_STREAM_WAIT_VALUE_EQ)                                       \
+  X(CU_STREAM_WAIT_VALUE_AND)                                      \
+  X(CU_STREAM_WAIT_VALUE_NOR)                                      \
+  X(CU_STREAM_WAIT_VALUE_FLUSH)                                    \
+  X(CU_STREAM_WRITE_VALUE_DEFAULT)                                 \
+  X(CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER)                       \
   X(CU_EVENT_DEFAULT)                                              \
   X(CU_EVENT_BLOCKING_SYNC)                                        \
   X(CU_EVENT_DISABLE_TIMING)                                       \

@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -40,7 +41,14 @@ FN(cuDevicePrimaryCtxRetain)
 FN(cuDevicePrimaryCtxRelease_v2)
 FN(cuCtxSetCurrent)
 FN(cuCtxCreate_v4)
+FN(cuCtxCreate_v2)
+FN(cuCtxGetCurrent)
 FN(cuCtxDestroy_v2)
+FN(cuDevicePrimaryCtxReset_v2)
+FN(cuStreamCreate)
+FN(cuStreamWaitValue32)
+FN(cuStreamWriteValue32)
+FN(cuMemsetD32_v2)
 FN(cuCtxSynchronize)
 FN(cuMemGetInfo_v2)
 FN(cuMemAlloc_v2)
@@ -78,6 +86,8 @@ FN(cuModuleLoadData)
 FN(cuModuleGetFunction)
 FN(cuLaunchKernel)
 FN(cuGetProcAddress_v2)
+FN(cuGetProcAddress)
+FN(cuDriverGetVersion)
 FN(cuGetErrorName)
 
 FN(nvmlInit_v2)
@@ -127,6 +137,18 @@ static int loadCuda(void) {
                                                   LOAD(cuMemcpyDtoH_v2) LOAD(cuModuleLoadData) LOAD(cuModuleGetFunction)
                                                       LOAD(cuLaunchKernel) LOAD(cuGetProcAddress_v2)
                                                           LOAD(cuGetErrorName)
+  LOAD(cuCtxCreate_v2)
+  LOAD(cuCtxGetCurrent)
+  LOAD(cuDevicePrimaryCtxReset_v2)
+  LOAD(cuStreamCreate)
+  LOAD(cuMemsetD32_v2)
+  LOAD(cuGetProcAddress)
+  LOAD(cuDriverGetVersion)
+  /* The newest ABI the driver has, as an application built for it would use. */
+  p_cuStreamWaitValue32 = (__typeof__(p_cuStreamWaitValue32))dlsym(g_cuda, "cuStreamWaitValue32_v2");
+  if (!p_cuStreamWaitValue32) LOAD(cuStreamWaitValue32)
+  p_cuStreamWriteValue32 = (__typeof__(p_cuStreamWriteValue32))dlsym(g_cuda, "cuStreamWriteValue32_v2");
+  if (!p_cuStreamWriteValue32) LOAD(cuStreamWriteValue32)
 #undef LOAD
                                                               return 0;
 }
@@ -169,6 +191,13 @@ static uint64_t containerUsed(void) {
   size_t free = 0, total = 0;
   if (p_cuMemGetInfo_v2(&free, &total) != CUDA_SUCCESS) return UINT64_MAX;
   return total - free;
+}
+
+/* A new context on device 0, current on this thread: with the newest ABI the driver has
+ * (cuCtxCreate_v4 came with CUDA 12.5). */
+static CUresult createContext(CUcontext* ctx) {
+  if (p_cuCtxCreate_v4) return p_cuCtxCreate_v4(ctx, NULL, 0, 0);
+  return p_cuCtxCreate_v2(ctx, 0, 0);
 }
 
 /* ---- one allocation path: allocate `bytes` into *obj, free it ---- */
@@ -343,7 +372,7 @@ static CUresult allocPath(const char* path, size_t bytes, Obj* o) {
   }
   if (!strcmp(path, "context")) {
     CUcontext ctx;
-    CUresult rc = p_cuCtxCreate_v4(&ctx, NULL, 0, 0);
+    CUresult rc = createContext(&ctx);
     if (rc == CUDA_SUCCESS) {
       o->ptr = (CUdeviceptr)(uintptr_t)ctx;
       CUcontext primary;
@@ -491,52 +520,63 @@ static int scenarioNvml(size_t bytes) {
   return 0;
 }
 
-/* procaddr: which exported variant each (symbol, version, flags) request resolves to. */
+/* procaddr: which exported variant each (symbol, version, flags) request resolves to, and
+ * whose it is: libvgpu's wrapper (its exported name) or the driver's own entry point (named
+ * by the fake driver's vgpuFakeProcName, since it is not the exported symbol). Requests above
+ * the driver's version fail alike with and without the library. */
 static int scenarioProcAddr(void) {
   int rc = setup();
   if (rc) return rc;
+  const char* (*procName)(const void*) = (const char* (*)(const void*))dlsym(g_cuda, "vgpuFakeProcName");
+  if (!procName) return fail("procaddr: the driver has no vgpuFakeProcName");
   struct {
     const char* symbol;
     int version;
     cuuint64_t flags;
   } cases[] = {
       {"cuMemAlloc", 12000, CU_GET_PROC_ADDRESS_DEFAULT},
+      {"cuMemAlloc", 11040, CU_GET_PROC_ADDRESS_DEFAULT},
       {"cuMemAlloc", 3000, CU_GET_PROC_ADDRESS_DEFAULT},
-      {"cuMemFree", 12000, CU_GET_PROC_ADDRESS_DEFAULT},
-      {"cuMemGetInfo", 12000, CU_GET_PROC_ADDRESS_DEFAULT},
+      {"cuMemFree", 11040, CU_GET_PROC_ADDRESS_DEFAULT},
+      {"cuMemGetInfo", 11040, CU_GET_PROC_ADDRESS_DEFAULT},
       {"cuMemGetInfo", 3000, CU_GET_PROC_ADDRESS_DEFAULT},
-      {"cuLaunchKernel", 12000, CU_GET_PROC_ADDRESS_LEGACY_STREAM},
-      {"cuLaunchKernel", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM},
+      {"cuLaunchKernel", 11040, CU_GET_PROC_ADDRESS_LEGACY_STREAM},
+      {"cuLaunchKernel", 11040, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM},
+      {"cuLaunchKernel", 6050, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM},
       {"cuLaunchKernelEx", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM},
-      {"cuLaunchCooperativeKernel", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM},
-      {"cuGraphLaunch", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM},
-      {"cuMemAllocAsync", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM},
-      {"cuMemAllocAsync", 12000, CU_GET_PROC_ADDRESS_LEGACY_STREAM},
-      {"cuMemFreeAsync", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM},
+      {"cuLaunchCooperativeKernel", 11040, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM},
+      {"cuGraphLaunch", 11040, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM},
+      {"cuMemAllocAsync", 11040, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM},
+      {"cuMemAllocAsync", 11040, CU_GET_PROC_ADDRESS_LEGACY_STREAM},
+      {"cuMemFreeAsync", 11040, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM},
       {"cuCtxCreate", 3000, CU_GET_PROC_ADDRESS_DEFAULT},
       {"cuCtxCreate", 11000, CU_GET_PROC_ADDRESS_DEFAULT},
-      {"cuCtxCreate", 12000, CU_GET_PROC_ADDRESS_DEFAULT},
+      {"cuCtxCreate", 11040, CU_GET_PROC_ADDRESS_DEFAULT},
       {"cuCtxCreate", 13000, CU_GET_PROC_ADDRESS_DEFAULT},
+      {"cuCtxDestroy", 3000, CU_GET_PROC_ADDRESS_DEFAULT},
+      {"cuCtxDestroy", 11040, CU_GET_PROC_ADDRESS_DEFAULT},
+      {"cuDevicePrimaryCtxRelease", 10000, CU_GET_PROC_ADDRESS_DEFAULT},
+      {"cuDevicePrimaryCtxRelease", 11040, CU_GET_PROC_ADDRESS_DEFAULT},
+      {"cuIpcOpenMemHandle", 11040, CU_GET_PROC_ADDRESS_DEFAULT},
+      {"cuGetProcAddress", 11040, CU_GET_PROC_ADDRESS_DEFAULT},
       {"cuGetProcAddress", 12000, CU_GET_PROC_ADDRESS_DEFAULT},
-      {"cuDeviceGetName", 12000, CU_GET_PROC_ADDRESS_DEFAULT},
-      {"cuMemcpyHtoD", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM},
+      {"cuDeviceGetName", 11040, CU_GET_PROC_ADDRESS_DEFAULT},
+      {"cuMemcpyHtoD", 11040, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM},
   };
-  static const char* suffixes[] = {"", "_v2", "_v3", "_v4", "_ptsz", "_ptds", "_v2_ptsz", "_v2_ptds"};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     void* fn = NULL;
-    CUdriverProcAddressQueryResult status;
-    CUresult r = p_cuGetProcAddress_v2(cases[i].symbol, &fn, cases[i].version, cases[i].flags, &status);
+    CUresult r = p_cuGetProcAddress_v2
+                     ? p_cuGetProcAddress_v2(cases[i].symbol, &fn, cases[i].version, cases[i].flags, NULL)
+                     : p_cuGetProcAddress(cases[i].symbol, &fn, cases[i].version, cases[i].flags);
     const char* which = "none";
-    char name[128];
-    for (size_t s = 0; r == CUDA_SUCCESS && s < sizeof suffixes / sizeof suffixes[0]; ++s) {
-      snprintf(name, sizeof name, "%s%s", cases[i].symbol, suffixes[s]);
-      if (fn != NULL && dlsym(RTLD_DEFAULT, name) == fn) {
-        which = name;
-        break;
-      }
-    }
+    const char* lib = "driver";
     Dl_info info;
-    const char* lib = fn && dladdr(fn, &info) && strstr(info.dli_fname, "libvgpu") ? "vgpu" : "driver";
+    if (fn && dladdr(fn, &info) && strstr(info.dli_fname, "libvgpu")) {
+      lib = "vgpu";
+      which = info.dli_sname && info.dli_saddr == fn ? info.dli_sname : "unnamed";
+    } else if (fn) {
+      which = procName(fn) ? procName(fn) : "unknown";
+    }
     printf("%s@%d/%llu -> rc=%d %s %s\n", cases[i].symbol, cases[i].version, (unsigned long long)cases[i].flags, (int)r,
            which, lib);
   }
@@ -580,19 +620,24 @@ static uint64_t nowNs(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* compute <ms> <kernel_us>: keep the device busy with "spin" kernels; report the share
- * of wall time the device was busy with them (the fake's schedule, not our own figure). */
-static int scenarioCompute(unsigned ms, unsigned long long kernelUs) {
-  int rc = setup();
-  if (rc) return rc;
+/* The spin kernel in the current context. */
+static int loadSpin(CUfunction* spin) {
+  CUmodule mod;
+  static const char image[] = "spin";
+  if (p_cuModuleLoadData(&mod, image) != CUDA_SUCCESS || p_cuModuleGetFunction(spin, mod, "spin") != CUDA_SUCCESS) {
+    return fail("no spin kernel");
+  }
+  return 0;
+}
+
+/* Keeps the current context's device busy with "spin" kernels for `ms`; prints the share of
+ * wall time the device was busy with them (the fake's schedule, not our own figure) as
+ * <key>=, and the launch count. */
+static int runCompute(unsigned ms, unsigned long long kernelUs, const char* key) {
   uint64_t (*busyNs)(int) = (uint64_t(*)(int))dlsym(g_cuda, "vgpuFakeDeviceBusyNs");
   if (!busyNs) return fail("compute: the driver has no vgpuFakeDeviceBusyNs");
-  CUmodule mod;
   CUfunction spin;
-  static const char image[] = "spin";
-  if (p_cuModuleLoadData(&mod, image) != CUDA_SUCCESS || p_cuModuleGetFunction(&spin, mod, "spin") != CUDA_SUCCESS) {
-    return fail("compute: no spin kernel");
-  }
+  if (loadSpin(&spin) != 0) return 1;
   void* params[] = {&kernelUs};
   /* Warm up one burst so the measurement starts in the steady state. */
   for (int i = 0; i < 3; ++i) p_cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
@@ -607,7 +652,123 @@ static int scenarioCompute(unsigned ms, unsigned long long kernelUs) {
   }
   p_cuCtxSynchronize();
   uint64_t b1 = busyNs(0), t1 = nowNs();
-  printf("share=%.4f\nlaunches=%u\n", (double)(b1 - b0) / (double)(t1 - t0), launches);
+  printf("%s=%.4f\nlaunches=%u\n", key, (double)(b1 - b0) / (double)(t1 - t0), launches);
+  return 0;
+}
+
+/* compute <ms> <kernel_us>: runCompute on device 0's primary context. */
+static int scenarioCompute(unsigned ms, unsigned long long kernelUs) {
+  int rc = setup();
+  if (rc) return rc;
+  return runCompute(ms, kernelUs, "share");
+}
+
+/* manyctx <n> <ms>: n contexts of its own on device 0, each running a kernel, then compute on
+ * the last one. */
+static int scenarioManyContexts(unsigned n, unsigned ms) {
+  int rc = setup();
+  if (rc) return rc;
+  CUcontext ctx = NULL;
+  unsigned long long us = 100;
+  void* params[] = {&us};
+  for (unsigned i = 0; i < n; ++i) {
+    CUfunction spin;
+    CUresult r = createContext(&ctx); /* each becomes current */
+    if (r != CUDA_SUCCESS) return fail("manyctx: context %u: %s", i, errName(r));
+    if (loadSpin(&spin) != 0) return 1;
+    if ((r = p_cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL)) != CUDA_SUCCESS) {
+      return fail("manyctx: launch in context %u: %s", i, errName(r));
+    }
+  }
+  p_cuCtxSynchronize();
+  return runCompute(ms, 1000, "share");
+}
+
+/* primaryreset <ms>: compute, reset device 0's primary context (its events go with it),
+ * retain it again and compute once more: share_before=, share_after=. */
+static int scenarioPrimaryReset(unsigned ms) {
+  int rc = setup();
+  if (rc) return rc;
+  if ((rc = runCompute(ms, 1000, "share_before")) != 0) return rc;
+  CUdevice dev;
+  CUcontext ctx;
+  CUresult r;
+  p_cuDeviceGet(&dev, 0);
+  if ((r = p_cuDevicePrimaryCtxReset_v2(dev)) != CUDA_SUCCESS) return fail("reset: %s", errName(r));
+  if ((r = p_cuDevicePrimaryCtxRetain(&ctx, dev)) != CUDA_SUCCESS || (r = p_cuCtxSetCurrent(ctx)) != CUDA_SUCCESS) {
+    return fail("retain after reset: %s", errName(r));
+  }
+  return runCompute(ms, 1000, "share_after");
+}
+
+/* twostreams: a kernel on stream A waits (cuStreamWaitValue32) for a value that another
+ * thread writes on stream B after launching kernels of its own there, as NCCL's kernels wait
+ * for their peers. With a compute limit the launches go through the throttle; nothing of it
+ * may wait for A's kernel while B needs to get through. Prints done=1. */
+static CUstream g_streamB;
+static CUdeviceptr g_flag;
+static CUfunction g_spin;
+static CUcontext g_ctx;
+static CUresult g_writerResult = CUDA_ERROR_UNKNOWN;
+
+static void* writerThread(void* arg) {
+  (void)arg;
+  p_cuCtxSetCurrent(g_ctx);
+  unsigned long long us = 500;
+  void* params[] = {&us};
+  CUresult r = CUDA_SUCCESS;
+  for (int i = 0; i < 32 && r == CUDA_SUCCESS; ++i) {
+    r = p_cuLaunchKernel(g_spin, 1, 1, 1, 1, 1, 1, 0, g_streamB, params, NULL);
+  }
+  if (r == CUDA_SUCCESS) r = p_cuStreamWriteValue32(g_streamB, g_flag, 1, CU_STREAM_WRITE_VALUE_DEFAULT);
+  g_writerResult = r;
+  return NULL;
+}
+
+static int scenarioTwoStreams(void) {
+  int rc = setup();
+  if (rc) return rc;
+  if (!p_cuStreamWaitValue32 || !p_cuStreamWriteValue32) return fail("twostreams: no stream memory operations");
+  CUstream a;
+  CUresult r;
+  p_cuCtxGetCurrent(&g_ctx);
+  if ((r = p_cuStreamCreate(&a, CU_STREAM_NON_BLOCKING)) ||
+      (r = p_cuStreamCreate(&g_streamB, CU_STREAM_NON_BLOCKING)) || (r = p_cuMemAlloc_v2(&g_flag, 4)) ||
+      (r = p_cuMemsetD32_v2(g_flag, 0, 1))) {
+    return fail("twostreams: setup: %s", errName(r));
+  }
+  if (loadSpin(&g_spin) != 0) return 1;
+  unsigned long long us = 500;
+  void* params[] = {&us};
+  /* Measured bursts first, on both streams, so the throttle is in its steady state. */
+  for (int i = 0; i < 16; ++i) {
+    p_cuLaunchKernel(g_spin, 1, 1, 1, 1, 1, 1, 0, a, params, NULL);
+    p_cuLaunchKernel(g_spin, 1, 1, 1, 1, 1, 1, 0, g_streamB, params, NULL);
+  }
+  p_cuCtxSynchronize();
+  if ((r = p_cuStreamWaitValue32(a, g_flag, 1, CU_STREAM_WAIT_VALUE_GEQ)) != CUDA_SUCCESS) {
+    return fail("twostreams: wait value: %s", errName(r));
+  }
+  for (int i = 0; i < 32; ++i) {
+    if ((r = p_cuLaunchKernel(g_spin, 1, 1, 1, 1, 1, 1, 0, a, params, NULL)) != CUDA_SUCCESS) {
+      return fail("twostreams: launch on A: %s", errName(r));
+    }
+  }
+  pthread_t writer;
+  if (pthread_create(&writer, NULL, writerThread, NULL) != 0) return fail("twostreams: no thread");
+  pthread_join(writer, NULL);
+  if (g_writerResult != CUDA_SUCCESS) return fail("twostreams: writer: %s", errName(g_writerResult));
+  if ((r = p_cuCtxSynchronize()) != CUDA_SUCCESS) return fail("twostreams: sync: %s", errName(r));
+  printf("done=1\n");
+  return 0;
+}
+
+/* driverversion: what the driver says it is. */
+static int scenarioDriverVersion(void) {
+  if (loadCuda() != 0) return 3;
+  int v = 0;
+  if (p_cuDriverGetVersion(&v) != CUDA_SUCCESS) return fail("cuDriverGetVersion failed");
+  printf("driver=%d\n", v);
   return 0;
 }
 
@@ -638,6 +799,10 @@ int main(int argc, char** argv) {
   if (!strcmp(s, "procaddr")) return scenarioProcAddr();
   if (!strcmp(s, "passthrough")) return scenarioPassthrough();
   if (!strcmp(s, "compute")) return scenarioCompute((unsigned)arg, arg2);
+  if (!strcmp(s, "manyctx")) return scenarioManyContexts((unsigned)arg, (unsigned)arg2);
+  if (!strcmp(s, "primaryreset")) return scenarioPrimaryReset((unsigned)arg);
+  if (!strcmp(s, "twostreams")) return scenarioTwoStreams();
+  if (!strcmp(s, "driverversion")) return scenarioDriverVersion();
   fprintf(stderr, "probe: unknown scenario %s\n", s);
   return 3;
 }

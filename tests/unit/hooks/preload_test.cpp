@@ -1,11 +1,20 @@
 // libvgpu.so as a container runs it: each scenario is a separate process (limiter_probe)
 // started with LD_PRELOAD and the limiter's environment, against the fake driver.
+//
+// The same tests run (ctest registers them several times):
+// - against the default fake driver (R580, CUDA 13.0);
+// - against the R470-like one (VGPU_TEST_FAKE_GPU_DIR: CUDA 11.4, nothing newer exported);
+// - inside a Debian 11 root (VGPU_TEST_OLD_ROOT: glibc 2.31), where the library, the probe
+//   and the fakes are copied and every probe runs chroot'ed, in a mount namespace of its own
+//   with /proc mounted.
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -14,10 +23,12 @@
 #include <chrono>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "hook_list.h"
 #include "vgpu/shared_region.h"
 
 namespace {
@@ -53,6 +64,59 @@ uint64_t fieldU64(const std::string& out, const std::string& key) {
   return strtoull(field(out, key).c_str(), nullptr, 10);
 }
 
+// The driver functions libvgpu.so wraps.
+const std::set<std::string>& hooked() {
+  static const std::set<std::string> names = [] {
+    std::set<std::string> n;
+#define VGPU_NAME(name, params) n.insert(#name);
+    VGPU_CUDA_HOOKS(VGPU_NAME)
+#undef VGPU_NAME
+    return n;
+  }();
+  return names;
+}
+
+// Where the fake driver is: VGPU_TEST_FAKE_GPU_DIR (a colon list) or the default fakes.
+std::string fakeLibPath() {
+  const char* dir = getenv("VGPU_TEST_FAKE_GPU_DIR");
+  return dir != nullptr && dir[0] != '\0' ? dir : VGPU_FAKE_LIB_PATH;
+}
+
+// A Debian 11 (or other old) root to run the probes in, or "" to run them here.
+std::string oldRoot() {
+  const char* root = getenv("VGPU_TEST_OLD_ROOT");
+  return root != nullptr ? root : "";
+}
+
+// Copies what the probes need into `dst`, the test's own folder in the root (each test: the
+// build may have changed them, and tests run side by side).
+void copyIntoRoot(const std::string& dst) {
+  std::string cmd = "mkdir -p '" + dst + "/fakegpu' && cp '" VGPU_LIBVGPU "' '" VGPU_PROBE "' '" + dst + "/'";
+  std::string libs = fakeLibPath();
+  for (size_t start = 0; start <= libs.size();) {
+    size_t end = libs.find(':', start);
+    if (end == std::string::npos) end = libs.size();
+    // The first folder that has a library wins, as on LD_LIBRARY_PATH: copy without overwriting.
+    cmd += " && cp -n '" + libs.substr(start, end - start) + "'/lib*.so.1 '" + dst + "/fakegpu/'";
+    start = end + 1;
+  }
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+}
+
+// In a forked child: a mount namespace of its own, /proc mounted in the root, and (when
+// `preloadFile` is given) that file bind-mounted over the root's /etc/ld.so.preload, so no
+// other process in the root sees it; then chroot. Returns false (errno set) on failure.
+bool enterRoot(const std::string& root, const std::string& preloadFile) {
+  if (unshare(CLONE_NEWNS) != 0) return false;
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return false;
+  if (mount("proc", (root + "/proc").c_str(), "proc", 0, nullptr) != 0) return false;
+  if (!preloadFile.empty() &&
+      mount(preloadFile.c_str(), (root + "/etc/ld.so.preload").c_str(), nullptr, MS_BIND, nullptr) != 0) {
+    return false;
+  }
+  return chroot(root.c_str()) == 0 && chdir("/") == 0;
+}
+
 // A probe started in the background (its stdin and stdout are pipes).
 struct Running {
   pid_t pid = -1;
@@ -65,24 +129,38 @@ class LimiterPreload : public ::testing::Test {
  protected:
   void SetUp() override {
     signal(SIGPIPE, SIG_IGN);  // a probe that died must fail the test, not kill it
-    char tmpl[] = "/tmp/vgpu-preload-test-XXXXXX";
-    dir_ = mkdtemp(tmpl);
+    root_ = oldRoot();
+    if (!root_.empty() && geteuid() != 0) GTEST_SKIP() << "needs root: the probes run chroot'ed in " << root_;
+    std::string tmpl = root_ + "/tmp/vgpu-preload-test-XXXXXX";
+    dir_ = mkdtemp(tmpl.data());
+    inner_ = dir_.substr(root_.size());  // the same folder as the probes see it
+    if (!root_.empty()) {
+      copyIntoRoot(dir_ + "/bin");
+      probe_ = inner_ + "/bin/vgpu_limiter_probe";
+      libvgpu_ = inner_ + "/bin/libvgpu.so";
+      libPath_ = inner_ + "/bin/fakegpu";
+    }
     config_ = dir_ + "/gpus.conf";
     std::ofstream(config_) << "gpu uuid=GPU-6b1f7c2a-0f4e-4a8e-9d2c-3a5b7e9f1c20 name=\"Fake H100\" "
                            << "memory_mib=" << kDeviceMiB << " sm_count=132 cc=9.0 context_mib=" << kContextMiB << "\n";
   }
-  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+  void TearDown() override {
+    if (!dir_.empty()) std::system(("rm -rf " + dir_).c_str());
+  }
+
+  // A path under the test's folder, as the probes see it (inside the old root, if any).
+  std::string probePath(const std::string& name) const { return inner_ + "/" + name; }
 
   std::map<std::string, std::string> env(const std::map<std::string, std::string>& extra, bool preload) const {
     std::map<std::string, std::string> e{
         {"PATH", "/usr/bin:/bin"},
-        {"LD_LIBRARY_PATH", VGPU_FAKE_LIB_PATH},
-        {"VGPU_FAKE_GPU_CONFIG", config_},
-        {"VGPU_FAKE_GPU_STATE", dir_ + "/fake-state"},
-        {"CUDA_DEVICE_MEMORY_SHARED_CACHE", dir_ + "/region"},
-        {"PROBE_EXPORTER_REGION", dir_ + "/exporter-region"},
+        {"LD_LIBRARY_PATH", libPath_},
+        {"VGPU_FAKE_GPU_CONFIG", probePath("gpus.conf")},
+        {"VGPU_FAKE_GPU_STATE", probePath("fake-state")},
+        {"CUDA_DEVICE_MEMORY_SHARED_CACHE", probePath("region")},
+        {"PROBE_EXPORTER_REGION", probePath("exporter-region")},
     };
-    if (preload) e["LD_PRELOAD"] = VGPU_LIBVGPU;
+    if (preload) e["LD_PRELOAD"] = libvgpu_;
     for (const auto& [k, v] : extra) e[k] = v;
     return e;
   }
@@ -103,13 +181,17 @@ class LimiterPreload : public ::testing::Test {
       dup2(outPipe[1], 1);
       int err = open(r.errPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       dup2(err, 2);
-      std::vector<char*> argv{const_cast<char*>(VGPU_PROBE)};
+      std::vector<char*> argv{const_cast<char*>(probe_.c_str())};
       for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
       std::vector<char*> envp;
       for (auto& s : envStrings) envp.push_back(s.data());
       envp.push_back(nullptr);
-      execve(VGPU_PROBE, argv.data(), envp.data());
+      if (!root_.empty() && !enterRoot(root_, "")) {
+        dprintf(2, "cannot enter %s: %s\n", root_.c_str(), strerror(errno));
+        _exit(126);
+      }
+      execve(probe_.c_str(), argv.data(), envp.data());
       _exit(127);
     }
     close(inPipe[0]);
@@ -168,7 +250,12 @@ class LimiterPreload : public ::testing::Test {
     return finish(r, timeoutMs);
   }
 
-  std::string dir_;
+  std::string root_;  // the old root the probes run in, "" for this machine
+  std::string probe_ = VGPU_PROBE;
+  std::string libvgpu_ = VGPU_LIBVGPU;
+  std::string libPath_ = fakeLibPath();
+  std::string dir_;    // the test's folder, as this process sees it
+  std::string inner_;  // the same, as the probes see it
   std::string config_;
   int runs_ = 0;
 };
@@ -239,11 +326,10 @@ TEST_F(LimiterPreload, WithoutALimitTheDeviceLooksPhysical) {
 }
 
 TEST_F(LimiterPreload, LimitsFileBeatsTheEnvironment) {
-  std::string file = dir_ + "/limits.env";
-  std::ofstream(file) << "CUDA_DEVICE_MEMORY_LIMIT=128m\n";
-  ProbeResult r =
-      run({"meminfo"},
-          {{"VGPU_LIMITS_FILE", file}, {"CUDA_DEVICE_MEMORY_LIMIT", "512m"}, {"CUDA_DEVICE_MEMORY_LIMIT_0", "768m"}});
+  std::ofstream(dir_ + "/limits.env") << "CUDA_DEVICE_MEMORY_LIMIT=128m\n";
+  ProbeResult r = run({"meminfo"}, {{"VGPU_LIMITS_FILE", probePath("limits.env")},
+                                    {"CUDA_DEVICE_MEMORY_LIMIT", "512m"},
+                                    {"CUDA_DEVICE_MEMORY_LIMIT_0", "768m"}});
   ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_EQ(fieldU64(r.out, "total"), 128 * kMiB);
 }
@@ -353,14 +439,27 @@ TEST_F(LimiterPreload, ProcAddressReturnsTheWrapperOfExactlyTheRequestedVariant)
     ++lines;
     std::string va = la.substr(0, la.rfind(' ')), vb = lb.substr(0, lb.rfind(' '));
     EXPECT_EQ(va, vb);
-    bool wrapped = la.find(" none ") == std::string::npos && la.rfind("cuDeviceGetName", 0) != 0 &&
-                   la.rfind("cuMemcpyHtoD", 0) != 0;
-    EXPECT_EQ(la.substr(la.rfind(' ') + 1), wrapped ? "vgpu" : "driver") << la;
+    // "<request> -> rc=<n> <variant> <whose>": ours exactly when that variant is wrapped.
+    std::string variant = va.substr(va.rfind(' ') + 1);
+    EXPECT_EQ(la.substr(la.rfind(' ') + 1), hooked().count(variant) ? "vgpu" : "driver") << la;
   }
-  EXPECT_EQ(lines, 20);
-  EXPECT_NE(with.out.find("cuLaunchKernel@12000/2 -> rc=0 cuLaunchKernel_ptsz vgpu"), std::string::npos) << with.out;
-  EXPECT_NE(with.out.find("cuLaunchKernel@12000/1 -> rc=0 cuLaunchKernel vgpu"), std::string::npos);
-  EXPECT_NE(with.out.find("cuMemAlloc@12000/0 -> rc=0 cuMemAlloc_v2 vgpu"), std::string::npos);
+  EXPECT_EQ(lines, 28);
+  // The driver hands out entry points of its own, not its exports, so these can only be
+  // right if the wrapper is chosen by name, version and flags (CUDA 11.4: both fakes).
+  for (const char* line : {"cuLaunchKernel@11040/2 -> rc=0 cuLaunchKernel_ptsz vgpu",
+                           "cuLaunchKernel@11040/1 -> rc=0 cuLaunchKernel vgpu",
+                           "cuLaunchKernel@6050/2 -> rc=0 cuLaunchKernel vgpu",
+                           "cuMemAlloc@11040/0 -> rc=0 cuMemAlloc_v2 vgpu", "cuMemAlloc@3000/0 -> rc=0 cuMemAlloc vgpu",
+                           "cuCtxCreate@11040/0 -> rc=0 cuCtxCreate_v3 vgpu",
+                           "cuCtxCreate@3000/0 -> rc=0 cuCtxCreate vgpu",
+                           "cuMemAllocAsync@11040/2 -> rc=0 cuMemAllocAsync_ptsz vgpu",
+                           "cuGetProcAddress@11040/0 -> rc=0 cuGetProcAddress vgpu",
+                           // Older ABIs that are not wrapped stay the driver's, never another ABI's wrapper.
+                           "cuCtxDestroy@3000/0 -> rc=0 cuCtxDestroy driver",
+                           "cuDevicePrimaryCtxRelease@10000/0 -> rc=0 cuDevicePrimaryCtxRelease driver",
+                           "cuDeviceGetName@11040/0 -> rc=0 cuDeviceGetName driver"}) {
+    EXPECT_NE(with.out.find(line), std::string::npos) << line << "\n" << with.out;
+  }
 }
 
 TEST_F(LimiterPreload, PassthroughFunctionsBehaveExactlyAsWithoutTheLibrary) {
@@ -415,8 +514,9 @@ INSTANTIATE_TEST_SUITE_P(Limits, LimiterCompute, ::testing::Values(10, 30, 50, 9
 TEST_F(LimiterPreload, ComputeLimitOfHundredOrZeroDoesNotThrottle) {
   for (const char* limit : {"100", "0"}) {
     std::string region = dir_ + "/region-" + limit;
-    ProbeResult r =
-        run({"compute", "300", "1000"}, {{"CUDA_DEVICE_SM_LIMIT", limit}, {"CUDA_DEVICE_MEMORY_SHARED_CACHE", region}});
+    ProbeResult r = run({"compute", "300", "1000"},
+                        {{"CUDA_DEVICE_SM_LIMIT", limit},
+                         {"CUDA_DEVICE_MEMORY_SHARED_CACHE", probePath("region-") + limit}});
     ASSERT_EQ(r.exitCode, 0) << r.err;
     // The throttle never engaged: no burst was measured, nothing was held back.
     const vgpu_region* view = nullptr;
@@ -428,14 +528,141 @@ TEST_F(LimiterPreload, ComputeLimitOfHundredOrZeroDoesNotThrottle) {
   }
   // And the same program with a limit does engage it (the check above can fail).
   std::string region = dir_ + "/region-50";
-  ProbeResult r =
-      run({"compute", "300", "1000"}, {{"CUDA_DEVICE_SM_LIMIT", "50"}, {"CUDA_DEVICE_MEMORY_SHARED_CACHE", region}});
+  ProbeResult r = run({"compute", "300", "1000"},
+                      {{"CUDA_DEVICE_SM_LIMIT", "50"}, {"CUDA_DEVICE_MEMORY_SHARED_CACHE", probePath("region-50")}});
   ASSERT_EQ(r.exitCode, 0) << r.err;
   const vgpu_region* view = nullptr;
   ASSERT_EQ(vgpu_region_open_readonly(region.c_str(), &view, nullptr, 0), VGPU_REGION_OK);
   EXPECT_GT(view->devices[0].compute_busy_ns, 0u);
   EXPECT_GT(view->devices[0].compute_held_ns, 0u);
   vgpu_region_close(view);
+}
+
+// A limit is a cap whatever else the program does: more contexts than any fixed table would
+// hold, or a context whose events the driver freed (cuDevicePrimaryCtxReset).
+TEST_F(LimiterPreload, FortyContextsAreThrottledLikeOne) {
+  ProbeResult r = run({"manyctx", "40", "1000"}, {{"CUDA_DEVICE_SM_LIMIT", "30"}});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  double share = strtod(field(r.out, "share").c_str(), nullptr) * 100;
+  EXPECT_LE(share, 35.0) << r.out;
+  EXPECT_GE(share, 25.0) << r.out;
+}
+
+TEST_F(LimiterPreload, ThrottlingGoesOnAfterThePrimaryContextIsReset) {
+  ProbeResult r = run({"primaryreset", "800"}, {{"CUDA_DEVICE_SM_LIMIT", "30"}});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  double before = strtod(field(r.out, "share_before").c_str(), nullptr) * 100;
+  double after = strtod(field(r.out, "share_after").c_str(), nullptr) * 100;
+  EXPECT_LE(before, 35.0) << r.out;
+  EXPECT_LE(after, 35.0) << r.out;
+  EXPECT_GE(after, 25.0) << r.out;
+}
+
+// A kernel that waits (cuStreamWaitValue32) for a value another thread writes after launches
+// of its own on another stream: the throttle must never wait on the GPU while that thread
+// needs to get through, nor wait on a burst that cannot finish before later launches.
+TEST_F(LimiterPreload, AKernelWaitingForALaterLaunchDoesNotDeadlockTheThrottle) {
+  auto t0 = std::chrono::steady_clock::now();
+  ProbeResult r = run({"twostreams"}, {{"CUDA_DEVICE_SM_LIMIT", "50"}}, true, 20000);
+  EXPECT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_EQ(field(r.out, "done"), "1") << r.out;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+}
+
+// The limiter and this test must agree on which fake driver runs (ctest registers R470.*
+// with the R470-like one, lib/fakegpu-r470).
+TEST_F(LimiterPreload, RunsAgainstTheDriverItWasRegisteredFor) {
+  ProbeResult r = run({"driverversion"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  std::string dir = fakeLibPath();
+  bool r470 = dir.size() >= 12 && dir.compare(dir.size() - 12, 12, "fakegpu-r470") == 0;
+  EXPECT_EQ(field(r.out, "driver"), r470 ? "11040" : "13000") << dir;
+}
+
+// A driver without event timing at all (a broken one: every supported driver has
+// cuEventElapsedTime) leaves a compute limit that cannot be enforced: said once on stderr at
+// start, published in the region for the node agent, and no pretending in between.
+TEST_F(LimiterPreload, AComputeLimitThatCannotBeEnforcedIsSaidOnceAndPublished) {
+  if (!root_.empty() || getenv("VGPU_TEST_FAKE_GPU_DIR") != nullptr) GTEST_SKIP() << "runs with the default fakes only";
+  libPath_ = std::string(VGPU_FAKE_NO_TIMING_LIB_PATH) + ":" + libPath_;
+  ProbeResult r = run({"compute", "300", "1000"}, {{"CUDA_DEVICE_SM_LIMIT", "30"}});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  const std::string said = "the compute limit is NOT enforced: the driver has no cuEventElapsedTime";
+  ASSERT_NE(r.err.find(said), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(said), r.err.rfind(said)) << "said more than once: " << r.err;
+  EXPECT_EQ(r.out.find("NOT"), std::string::npos);  // stdout stays the program's
+  const vgpu_region* view = nullptr;
+  ASSERT_EQ(vgpu_region_open_readonly((dir_ + "/region").c_str(), &view, nullptr, 0), VGPU_REGION_OK);
+  EXPECT_EQ(view->devices[0].unenforced, VGPU_REGION_UNENFORCED_COMPUTE);
+  EXPECT_EQ(view->devices[0].compute_held_ns, 0u);  // not half-throttled either
+  vgpu_region_close(view);
+  // With the driver's timing present, nothing is unenforced and nothing is said.
+  libPath_ = fakeLibPath();
+  std::system(("rm -f " + dir_ + "/region").c_str());
+  ProbeResult ok = run({"compute", "300", "1000"}, {{"CUDA_DEVICE_SM_LIMIT", "30"}});
+  ASSERT_EQ(ok.exitCode, 0) << ok.err;
+  EXPECT_EQ(ok.err, "");
+  ASSERT_EQ(vgpu_region_open_readonly((dir_ + "/region").c_str(), &view, nullptr, 0), VGPU_REGION_OK);
+  EXPECT_EQ(view->devices[0].unenforced, 0u);
+  vgpu_region_close(view);
+}
+
+// ---- an old userland: every process of the container loads the library ----
+
+// /etc/ld.so.preload names the library, so every program of the root loads it, CUDA or not:
+// with a symbol version its glibc lacks, none would start. LD_BIND_NOW makes the loader
+// resolve every symbol at start, not only those a program happens to call.
+TEST_F(LimiterPreload, EveryProgramOfTheRootStartsWithTheLibraryInLdSoPreload) {
+  if (root_.empty()) GTEST_SKIP() << "runs only in an old root (VGPU_TEST_OLD_ROOT; ctest's OldRoot.* tests)";
+  // The root's own file stays empty; each program here gets the listing bind-mounted over it.
+  std::string rootPreload = root_ + "/etc/ld.so.preload";
+  if (access(rootPreload.c_str(), F_OK) != 0) std::ofstream(rootPreload).flush();
+  std::ofstream(dir_ + "/ld.so.preload") << libvgpu_ << "\n";
+  struct Program {
+    std::vector<std::string> argv;
+    std::string out;
+  } programs[] = {
+      {{"/bin/true"}, ""},
+      {{"/bin/sh", "-c", "echo started"}, "started\n"},
+      {{"/bin/ls", "-d", "/etc"}, "/etc\n"},
+      {{"/usr/bin/apt-get", "--version"}, ""},  // C++ (libstdc++ of the root)
+  };
+  for (bool bindNow : {false, true}) {
+    for (const Program& p : programs) {
+      int outPipe[2];
+      ASSERT_EQ(pipe(outPipe), 0);
+      std::string errPath = dir_ + "/stderr.preload";
+      pid_t pid = fork();
+      if (pid == 0) {
+        dup2(outPipe[1], 1);
+        int err = open(errPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(err, 2);
+        if (!enterRoot(root_, dir_ + "/ld.so.preload")) _exit(126);
+        std::vector<char*> argv;
+        for (const auto& a : p.argv) argv.push_back(const_cast<char*>(a.c_str()));
+        argv.push_back(nullptr);
+        std::string bind = "LD_BIND_NOW=1";
+        char* envp[] = {const_cast<char*>("PATH=/usr/bin:/bin"), bindNow ? bind.data() : nullptr, nullptr};
+        execve(argv[0], argv.data(), envp);
+        _exit(127);
+      }
+      close(outPipe[1]);
+      std::string out;
+      char buf[4096];
+      ssize_t n;
+      while ((n = read(outPipe[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+      close(outPipe[0]);
+      int status = 0;
+      waitpid(pid, &status, 0);
+      std::string what = p.argv[0] + (bindNow ? " (LD_BIND_NOW)" : "");
+      ASSERT_TRUE(WIFEXITED(status)) << what;
+      EXPECT_EQ(WEXITSTATUS(status), 0) << what << ": " << readAll(errPath);
+      EXPECT_EQ(readAll(errPath), "") << what;
+      if (!p.out.empty()) {
+        EXPECT_EQ(out, p.out) << what;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -39,7 +39,8 @@ TEST(NvidiaOptions, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(o->limiter.memory, MemoryEnforcement::kLibvgpu);
   EXPECT_EQ(o->limiter.libvgpuHostPath, "/usr/local/vgpu/libvgpu.so");
   EXPECT_EQ(o->limiter.ldPreloadHostPath, "/usr/local/vgpu/ld.so.preload");
-  EXPECT_TRUE(o->limiter.allowOptOut);
+  EXPECT_FALSE(o->limiter.allowOptOut);  // opting out of the limits needs the operator's consent
+  EXPECT_TRUE(o->limiter.cdiKind.empty());
   EXPECT_TRUE(o->discovery.health.enabled);
 }
 
@@ -55,7 +56,7 @@ TEST(NvidiaOptions, ReadsEveryOption) {
                             {"ldPreloadPath", "/opt/vgpu/ld.so.preload"},
                             {"corePolicy", "force"},
                             {"logLevel", "4"},
-                            {"allowOptOut", "false"},
+                            {"allowOptOut", "true"},
                             {"cdiKind", "k8s.device-plugin.nvidia.com/gpu"}});
   p.settings.memoryScaling = 2.0;
   p.settings.coreScaling = 1.5;
@@ -77,8 +78,21 @@ TEST(NvidiaOptions, ReadsEveryOption) {
   EXPECT_EQ(o->limiter.ldPreloadHostPath, "/opt/vgpu/ld.so.preload");
   EXPECT_EQ(o->limiter.corePolicy, "force");
   EXPECT_EQ(o->limiter.logLevel, "4");
-  EXPECT_FALSE(o->limiter.allowOptOut);
+  EXPECT_TRUE(o->limiter.allowOptOut);
   EXPECT_EQ(o->limiter.cdiKind, "k8s.device-plugin.nvidia.com/gpu");
+}
+
+// The driver's memory cap reaches a container only through the CDI hook of cdiKind's spec:
+// "driver" without a kind would leave memory to nobody, so it is refused at start.
+TEST(NvidiaOptions, DriverMemoryEnforcementNeedsACdiKind) {
+  auto o = parseOptions(params({{"memoryEnforcement", "driver"}}), nullptr, nullptr);
+  ASSERT_FALSE(o.ok());
+  EXPECT_THAT(o.error().message, HasSubstr("backends.nvidia.options.memoryEnforcement is driver, which needs "
+                                           "backends.nvidia.options.cdiKind"));
+  EXPECT_TRUE(parseOptions(params({{"memoryEnforcement", "driver"}, {"cdiKind", "k8s.device-plugin.nvidia.com/gpu"}}),
+                           nullptr, nullptr)
+                  .ok());
+  EXPECT_TRUE(parseOptions(params({{"memoryEnforcement", "auto"}}), nullptr, nullptr).ok());
 }
 
 TEST(NvidiaOptions, RefusesUnknownKeysAndBadValuesNamingTheKey) {
@@ -128,6 +142,31 @@ TEST(NvidiaBackendLibrary, LoadsThroughTheLoaderWithAllThreeInterfaces) {
   ASSERT_EQ((*backend)->allocator().resources().size(), 5u);
   EXPECT_EQ((*backend)->allocator().resources()[0].name, "nvidia.com/gpu");
   EXPECT_TRUE((*backend)->allocator().resources()[0].advertised);
+}
+
+// nvidia.com/disable-control lifts a container's limits: the webhook asks the backend
+// (admissionDefaults) and it refuses unless the operator allowed opting out.
+TEST(NvidiaBackendLibrary, AdmissionRefusesAnOptOutWithoutTheOperatorsConsent) {
+  ContainerResources c;
+  c.name = "train";
+  c.limits = {{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", 4000}};
+  auto byDefault = load(params(fakeOptions()));
+  ASSERT_TRUE(byDefault.ok()) << byDefault.error().message;
+  for (const char* value : {"train", "true", "*", "debug,train"}) {
+    auto refused = (*byDefault)->allocator().admissionDefaults(c, {{"nvidia.com/disable-control", value}});
+    ASSERT_FALSE(refused.ok()) << value;
+    EXPECT_THAT(refused.error().message, HasSubstr("container \"train\""));
+    EXPECT_THAT(refused.error().message, HasSubstr("backends.nvidia.options.allowOptOut is false"));
+  }
+  // Naming another container, or no annotation: nothing to refuse.
+  EXPECT_TRUE((*byDefault)->allocator().admissionDefaults(c, {{"nvidia.com/disable-control", "debug"}}).ok());
+  EXPECT_TRUE((*byDefault)->allocator().admissionDefaults(c, {}).ok());
+
+  auto options = fakeOptions();
+  options["allowOptOut"] = "true";
+  auto consenting = load(params(options));
+  ASSERT_TRUE(consenting.ok()) << consenting.error().message;
+  EXPECT_TRUE((*consenting)->allocator().admissionDefaults(c, {{"nvidia.com/disable-control", "train"}}).ok());
 }
 
 TEST(NvidiaBackendLibrary, RefusesAnUnknownOptionAtLoad) {
@@ -228,6 +267,7 @@ TEST(NvidiaBackendLibrary, DriverModeThatCannotWorkHereSaysSoInTheInventoryAndAt
   setEnv("VGPU_FAKE_GPU_CONFIG", dir.write("machine.conf", "gpu uuid=" + kH100 + " memory_mib=81559\n").string());
   auto options = fakeOptions();
   options["memoryEnforcement"] = "driver";
+  options["cdiKind"] = "k8s.device-plugin.nvidia.com/gpu";
   options["hostSysRoot"] = dir.path().string();
   auto backend = load(params(options));
   ASSERT_TRUE(backend.ok()) << backend.error().message;

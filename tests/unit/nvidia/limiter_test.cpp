@@ -153,9 +153,12 @@ TEST(NvidiaLimiter, OversubscribedMemoryLetsLibvgpuSpillToManagedMemory) {
   EXPECT_FALSE(spec2->env.contains("CUDA_OVERSUBSCRIBE"));
 }
 
+constexpr const char* kCdiKind = "k8s.device-plugin.nvidia.com/gpu";
+
 TEST(NvidiaLimiter, DriverModeCapsMemoryInTheKernelAndPreloadsOnlyForCompute) {
   LimiterSettings s;
   s.memory = MemoryEnforcement::kDriver;
+  s.cdiKind = kCdiKind;
   auto l = limiter(s, supported);
   TempDir slice;
   auto spec = l.containerSpec(grantOf(slice, {dev(kGpu0, 10000, 30), dev(kGpu1, 8000, 30)}));
@@ -193,6 +196,41 @@ TEST(NvidiaLimiter, AsksForCdiDevicesWhenAKindIsConfigured) {
   EXPECT_TRUE(noCdi->annotations.empty());
 }
 
+// Memory is always enforced by someone: without a CDI kind nothing would apply the driver's
+// cap, so auto mode leaves memory to libvgpu.so even where the driver could cap it, and the
+// pod says which one enforces it.
+TEST(NvidiaLimiter, WithoutACdiKindMemoryStaysLibvgpusEvenWhereTheDriverCouldCapIt) {
+  int asked = 0;
+  LimiterSettings s;
+  s.memory = MemoryEnforcement::kAuto;
+  auto l = limiter(s, [&] {
+    ++asked;
+    return supported();
+  });
+  TempDir dir;
+  auto spec = l.containerSpec(grantOf(dir, {dev(kGpu0, 10000, 100)}));
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_EQ(spec->env["CUDA_DEVICE_MEMORY_LIMIT_0"], "10000m");
+  EXPECT_FALSE(spec->env.contains("NVIDIA_GPU_MEMORY_LIMIT"));
+  EXPECT_TRUE(hasMount(*spec, "/etc/ld.so.preload"));  // a whole GPU, but its memory is limited
+  EXPECT_EQ(spec->podAnnotations.at(kMemoryEnforcerAnnotation), "libvgpu.so");
+  EXPECT_EQ(asked, 0);
+
+  LimiterSettings driver;
+  driver.memory = MemoryEnforcement::kDriver;  // (parseOptions refuses this without a kind)
+  auto refused = limiter(driver, supported).containerSpec(grantOf(dir, {dev(kGpu0, 10000, 30)}));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.error().message, HasSubstr("no cdiKind"));
+
+  s.cdiKind = kCdiKind;
+  auto withKind = limiter(s, supported);
+  TempDir other;
+  auto capped = withKind.containerSpec(grantOf(other, {dev(kGpu0, 10000, 100)}));
+  ASSERT_TRUE(capped.ok()) << capped.error().message;
+  EXPECT_EQ(capped->env["NVIDIA_GPU_MEMORY_LIMIT"], "10000");
+  EXPECT_EQ(capped->podAnnotations.at(kMemoryEnforcerAnnotation), "driver");
+}
+
 TEST(NvidiaLimiter, AWholeGpuUnderCoreScalingIsNotThrottled) {
   // With coreScaling 2 a container that wants the GPU alone is granted all 200 units.
   TempDir dir;
@@ -206,6 +244,7 @@ TEST(NvidiaLimiter, AWholeGpuUnderCoreScalingIsNotThrottled) {
 TEST(NvidiaLimiter, DriverModeWithOversubscriptionProtectsOnlyThePhysicalShare) {
   LimiterSettings s;
   s.memory = MemoryEnforcement::kDriver;
+  s.cdiKind = kCdiKind;
   s.memoryScaling = 2.0;
   auto l = limiter(s, supported);
   TempDir dir;
@@ -219,6 +258,7 @@ TEST(NvidiaLimiter, DriverModeWithOversubscriptionProtectsOnlyThePhysicalShare) 
 TEST(NvidiaLimiter, DriverModeAskedForButUnsupportedIsRefusedSayingWhy) {
   LimiterSettings s;
   s.memory = MemoryEnforcement::kDriver;
+  s.cdiKind = kCdiKind;
   auto l = limiter(s, unsupported);
   TempDir dir;
   auto spec = l.containerSpec(grantOf(dir, {dev(kGpu0, 10000, 30)}));
@@ -232,6 +272,7 @@ TEST(NvidiaLimiter, AutoModeUsesTheDriverCapOnlyWhereSupportedAndAsksOnce) {
   int asked = 0;
   LimiterSettings s;
   s.memory = MemoryEnforcement::kAuto;
+  s.cdiKind = kCdiKind;
   auto without = limiter(s, [&] {
     ++asked;
     return unsupported();
@@ -253,7 +294,9 @@ TEST(NvidiaLimiter, AutoModeUsesTheDriverCapOnlyWhereSupportedAndAsksOnce) {
 }
 
 TEST(NvidiaLimiter, AContainerThatOptsOutRunsWithoutThePreloadButKeepsItsLimits) {
-  auto l = limiter();
+  LimiterSettings s;
+  s.allowOptOut = true;
+  auto l = limiter(s);
   const struct {
     const char* annotation;
     bool preloaded;
@@ -271,9 +314,7 @@ TEST(NvidiaLimiter, AContainerThatOptsOutRunsWithoutThePreloadButKeepsItsLimits)
 }
 
 TEST(NvidiaLimiter, RefusesAnOptOutTheOperatorForbids) {
-  LimiterSettings s;
-  s.allowOptOut = false;
-  auto l = limiter(s);
+  auto l = limiter();  // allowOptOut is false unless the operator sets it
   TempDir dir;
   auto spec = l.containerSpec(grantOf(dir, {dev(kGpu0, 10000, 30)}, {{kOptOutAnnotation, "train"}}));
   ASSERT_FALSE(spec.ok());

@@ -195,6 +195,45 @@ TEST_F(WebhookFixture, SchedulerWebhookGivesInitContainersOnlyTheDeviceCountDefa
   EXPECT_EQ(counted.at("warnings").as_array().size(), 1u);
 }
 
+// nvidia.com/disable-control runs a container without libvgpu.so, out of its limits: the
+// NVIDIA backend refuses it at admission unless the operator set allowOptOut (default false).
+TEST(SchedulerWebhookNvidia, RefusesAnOptOutTheOperatorDidNotAllow) {
+  auto verdict = [](const std::map<std::string, std::string>& options) {
+    BackendParams params;
+    params.name = "nvidia";
+    params.settings.options = options;
+    auto nvidia = loadBackend(backendLibraryPath(VGPU_BACKEND_DIR, "nvidia"), params);
+    if (!nvidia.ok()) throw std::runtime_error(nvidia.error().message);
+    BackendSet backends;
+    (void)backends.add(std::move(nvidia).value());
+    metrics::Registry registry;
+    SchedulerMetrics metrics{registry};
+    Webhook webhook{backends, "vgpu-scheduler", metrics};
+    json::object pod = podJson("", "debugger", {{"train", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "4000"}}}}, "",
+                               json::object{{"nvidia.com/disable-control", "train"}});
+    json::object req{{"uid", "u-1"},
+                     {"kind", json::object{{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+                     {"namespace", "team-a"},
+                     {"operation", "CREATE"},
+                     {"object", pod}};
+    http::Request r;
+    r.body = json::serialize(json::object{{"apiVersion", "admission.k8s.io/v1"}, {"kind", "AdmissionReview"}, {"request", req}});
+    http::Response resp = webhook.review(r);
+    EXPECT_EQ(resp.status, 200) << resp.body;
+    return json::parse(resp.body).as_object().at("response").as_object();
+  };
+  auto refused = verdict({});
+  EXPECT_EQ(refused.at("allowed"), false);
+  ASSERT_TRUE(refused.contains("status"));
+  const std::string message(refused.at("status").as_object().at("message").as_string());
+  EXPECT_NE(message.find("container \"train\""), std::string::npos) << message;
+  EXPECT_NE(message.find("nvidia.com/disable-control"), std::string::npos) << message;
+  EXPECT_NE(message.find("allowOptOut is false"), std::string::npos) << message;
+
+  auto allowed = verdict({{"allowOptOut", "true"}});
+  EXPECT_EQ(allowed.at("allowed"), true);
+}
+
 TEST_F(WebhookFixture, SchedulerWebhookMalformedReviewsAre400) {
   for (const char* body : {"", "[]", R"({"apiVersion":"admission.k8s.io/v1beta1","request":{"uid":"u"}})",
                            R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"})",

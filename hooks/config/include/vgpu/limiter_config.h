@@ -1,7 +1,8 @@
 #pragma once
 // The limiter's configuration: limits from the read-only limits file and the environment
 // (vgpu/limiter_contract.h names them), parsed strictly so a typo is an error, not a
-// silently different limit.
+// silently different limit. The parser is vgpu/limiter_settings.h (C, what libvgpu.so runs);
+// this is its C++ face.
 
 #include <array>
 #include <cstdint>
@@ -14,7 +15,7 @@
 
 namespace vgpu {
 
-inline constexpr int kLimiterMaxDevices = 16;
+inline constexpr int kLimiterMaxDevices = 16;  // VGPU_LIMITER_MAX_DEVICES
 
 /// Limits of one device (CUDA ordinal as the container sees it). 0 means none.
 struct DeviceLimit {

@@ -26,10 +26,19 @@ extern "C" {
 #endif
 
 #define VGPU_REGION_MAGIC 0x314e475255504756ULL /* "VGPURGN1" little-endian */
-#define VGPU_REGION_VERSION 1u
+/* Version 2 gives devices[i].unenforced its meaning; the layout is version 1's, whose
+ * writers left that field 0, so both are read (and written) alike. */
+#define VGPU_REGION_VERSION 2u
+#define VGPU_REGION_OLDEST_VERSION 1u
 #define VGPU_REGION_MAX_DEVICES 16
 #define VGPU_REGION_MAX_PROCS 1024
 #define VGPU_REGION_UUID_LEN 48
+
+/** Bits of vgpu_region_device.unenforced: a limit is set but this driver gives the library no
+ *  way to enforce it (a missing entry point with no older equivalent). The library also says
+ *  so once on stderr; the node agent exports it. */
+#define VGPU_REGION_UNENFORCED_MEMORY 0x1u
+#define VGPU_REGION_UNENFORCED_COMPUTE 0x2u
 
 /** Per-device state shared by the container. */
 typedef struct vgpu_region_device {
@@ -37,7 +46,7 @@ typedef struct vgpu_region_device {
   uint64_t memory_limit;           /* bytes, 0 = none; as last published by a process */
   uint64_t memory_used;            /* bytes, sum of memory_used over live process slots */
   uint32_t sm_limit;               /* percent, 0 = none; as last published */
-  uint32_t reserved0;
+  uint32_t unenforced;             /* VGPU_REGION_UNENFORCED_* (version 2; always 0 before) */
   int64_t compute_credit_ns; /* token bucket of GPU time (atomic) */
   int64_t compute_stamp_ns;  /* CLOCK_MONOTONIC of the last refill (atomic) */
   uint64_t compute_busy_ns;  /* cumulative measured kernel time (atomic) */
@@ -85,7 +94,8 @@ enum {
  */
 int vgpu_region_open(const char* path, vgpu_region** out, char* err, size_t err_len);
 
-/** Maps an existing region read-only (for the node agent). Checks magic and version. */
+/** Maps an existing region read-only (for the node agent). Checks magic and version (any
+ *  from VGPU_REGION_OLDEST_VERSION to VGPU_REGION_VERSION). */
 int vgpu_region_open_readonly(const char* path, const vgpu_region** out, char* err, size_t err_len);
 
 /** A private, unshared region (anonymous memory), for a process that has no file. */
@@ -127,6 +137,9 @@ int vgpu_region_reclaim_dead(vgpu_region* region);
 /** Publishes a device's UUID and limits for the node agent (under the lock). */
 void vgpu_region_publish_device(vgpu_region* region, int dev, const char* uuid, uint64_t memory_limit,
                                 uint32_t sm_limit);
+
+/** Publishes which of the device's limits are not enforced (VGPU_REGION_UNENFORCED_* bits). */
+void vgpu_region_publish_unenforced(vgpu_region* region, int dev, uint32_t bits);
 
 /** Publishes the container's priority (CUDA_TASK_PRIORITY). */
 void vgpu_region_publish_priority(vgpu_region* region, int32_t priority);

@@ -18,12 +18,27 @@
 namespace vgpu::fakegpu {
 
 struct Context;
+struct Event;
+
+/// Work queued behind a cuStreamWaitValue32 that is not yet satisfied: a kernel of `durNs`,
+/// or (ev set) an event record.
+struct DeferredWork {
+  uint64_t durNs = 0;
+  Event* ev = nullptr;
+};
 
 /// Work-completion tracking for one stream (kernels run back to back on the device).
 struct StreamState {
   Context* ctx = nullptr;
   unsigned flags = 0;
   uint64_t lastEndNs = 0;
+  /// Waiting on a value (cuStreamWaitValue32): kernels and event records queue in `deferred`
+  /// until a cuStreamWriteValue32 of this process satisfies the wait.
+  bool blocked = false;
+  uintptr_t waitAddr = 0;
+  uint32_t waitValue = 0;
+  unsigned waitFlags = 0;
+  std::vector<DeferredWork> deferred;
 };
 
 struct Context {
@@ -32,6 +47,7 @@ struct Context {
   bool primary = false;
   bool active = false;          ///< false: a primary context that is not retained / was reset
   uint64_t lastEndNs = 0;       ///< end of the last work submitted in this context
+  int blockedStreams = 0;       ///< streams of this context waiting on a value
   StreamState legacyStream;     ///< the NULL stream
   std::map<long, StreamState> perThreadStreams;  ///< by thread id: CU_STREAM_PER_THREAD
 };
@@ -40,6 +56,7 @@ struct Event {
   Context* ctx = nullptr;
   unsigned flags = 0;
   bool recorded = false;
+  bool pending = false;         ///< recorded behind an unsatisfied value wait: time not known yet
   uint64_t timeNs = 0;          ///< when the device reaches the record point
 };
 
@@ -192,10 +209,19 @@ CUresult requireContext(Context*& out);
 CUresult resolveStream(CUstream handle, bool perThread, Context*& ctx, StreamState*& out);
 /// Sleeps until CLOCK_MONOTONIC reaches `ns`.
 void waitUntil(uint64_t ns);
+/// Sleeps while `blocked()` (evaluated under Driver::mu) is true: work behind a value wait.
+template <class F>
+void waitWhileBlocked(F&& blocked);
 /// Schedules a kernel of `durNs` on the stream's device; returns its end. Caller holds Driver::mu.
 uint64_t submitKernel(StreamState* stream, uint64_t durNs);
 /// When all work submitted so far on `stream` is done (legacy stream: all work of the context).
 uint64_t streamDoneAt(const StreamState* stream);
+/// Value waits (cuStreamWaitValue32): a stream that goes away completes its deferred events
+/// and drops its deferred kernels; an event that goes away is dropped from every queue; a
+/// context that goes away drops all of its streams' deferred work. Caller holds Driver::mu.
+void abandonDeferred(StreamState* st);
+void forgetDeferredEvent(Event* ev);
+void dropDeferredWork(Context* ctx);
 /// Releases everything a context owns (allocations, overhead). Caller holds Driver::mu.
 void releaseContextResources(Context* ctx);
 /// Frees one allocation (unmap, uncharge). Caller holds Driver::mu.
@@ -205,4 +231,20 @@ std::map<uintptr_t, Allocation>::iterator findAllocation(uintptr_t p, size_t len
 /// True if [p, p+len) is device memory the process may touch (allocations, VMM mappings).
 bool deviceRangeValid(uintptr_t p, size_t len);
 
+}  // namespace vgpu::fakegpu
+
+#include <time.h>
+
+namespace vgpu::fakegpu {
+template <class F>
+void waitWhileBlocked(F&& blocked) {
+  for (;;) {
+    {
+      std::lock_guard lock(Driver::get().mu);
+      if (!blocked()) return;
+    }
+    timespec ts{0, 500'000};
+    nanosleep(&ts, nullptr);
+  }
+}
 }  // namespace vgpu::fakegpu

@@ -1,6 +1,7 @@
 // Fake libcuda.so.1: initialisation, errors, devices and contexts.
 
 #include "driver.h"
+#include "driver_version.h"
 
 #include <time.h>
 
@@ -155,6 +156,7 @@ CUresult elapsed(float* ms, CUevent a, CUevent b) {
   if (!drv.events.count(ea) || !drv.events.count(eb)) return CUDA_ERROR_INVALID_HANDLE;
   if ((ea->flags | eb->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
   if (!ea->recorded || !eb->recorded) return CUDA_ERROR_INVALID_HANDLE;
+  if (ea->pending || eb->pending) return CUDA_ERROR_NOT_READY;
   uint64_t now = monotonicNs();
   if (ea->timeNs > now || eb->timeNs > now) return CUDA_ERROR_NOT_READY;
   *ms = static_cast<float>((static_cast<double>(eb->timeNs) - static_cast<double>(ea->timeNs)) / 1e6);
@@ -256,6 +258,7 @@ void waitUntil(uint64_t ns) {
 
 void releaseContextResources(Context* ctx) {
   auto& drv = Driver::get();
+  dropDeferredWork(ctx);
   for (auto it = drv.allocations.begin(); it != drv.allocations.end();) {
     auto next = std::next(it);
     if (it->second.ctx == ctx) freeAllocation(it);
@@ -324,7 +327,7 @@ CUresult cuInit(unsigned int flags) {
 
 CUresult cuDriverGetVersion(int* version) {
   if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *version = CUDA_VERSION;
+  *version = VGPU_FAKE_CUDA_DRIVER_VERSION;
   return CUDA_SUCCESS;
 }
 
@@ -511,10 +514,13 @@ CUresult cuCtxSynchronize(void) {
   Context* ctx = nullptr;
   if (CUresult r = requireContext(ctx)) return r;
   uint64_t until = 0;
-  {
-    std::lock_guard lock(Driver::get().mu);
+  auto& drv = Driver::get();
+  waitWhileBlocked([&] {
+    if (!drv.contexts.count(ctx)) return false;
+    if (ctx->blockedStreams > 0) return true;  // as on hardware: it waits for the write
     until = ctx->lastEndNs;
-  }
+    return false;
+  });
   waitUntil(until);
   return CUDA_SUCCESS;
 }

@@ -15,6 +15,18 @@
 #include <cstring>
 
 namespace vgpu::fakegpu {
+
+// Every stream of this process, created or implicit (legacy, per-thread).
+template <class F>
+void forEachStream(F&& f) {
+  auto& drv = Driver::get();
+  for (StreamState* st : drv.streams) f(st);
+  for (Context* ctx : drv.contexts) {
+    f(&ctx->legacyStream);
+    for (auto& [tid, st] : ctx->perThreadStreams) f(&st);
+  }
+}
+
 namespace {
 
 constexpr uint64_t kMaxKernelUs = 3600ull * 1000000ull;
@@ -26,13 +38,20 @@ CUresult streamSync(CUstream s, bool perThread) {
   if (CUresult r = checkInit()) return r;
   auto& drv = Driver::get();
   uint64_t until = 0;
+  Context* ctx = nullptr;
+  StreamState* st = nullptr;
   {
     std::lock_guard lock(drv.mu);
-    Context* ctx = nullptr;
-    StreamState* st = nullptr;
     if (CUresult r = resolveStream(s, perThread, ctx, st)) return r;
-    until = streamDoneAt(st);
   }
+  // Work behind an unsatisfied value wait does not finish until another stream writes it.
+  waitWhileBlocked([&] {
+    if (!drv.contexts.count(ctx)) return false;
+    if (st == &ctx->legacyStream ? ctx->blockedStreams > 0 : (drv.streams.count(st) || st->ctx == ctx) && st->blocked)
+      return true;
+    until = streamDoneAt(st);
+    return false;
+  });
   waitUntil(until);
   return CUDA_SUCCESS;
 }
@@ -44,6 +63,7 @@ CUresult streamQuery(CUstream s, bool perThread) {
   Context* ctx = nullptr;
   StreamState* st = nullptr;
   if (CUresult r = resolveStream(s, perThread, ctx, st)) return r;
+  if (st->blocked || (st == &ctx->legacyStream && ctx->blockedStreams > 0)) return CUDA_ERROR_NOT_READY;
   return monotonicNs() >= streamDoneAt(st) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
@@ -54,7 +74,74 @@ CUresult streamDestroy(CUstream s) {
   auto* st = reinterpret_cast<StreamState*>(s);
   if (!drv.streams.count(st)) return CUDA_ERROR_INVALID_HANDLE;
   drv.streams.erase(st);  // queued work still completes: it lives in the device schedule
+  abandonDeferred(st);
   delete st;
+  return CUDA_SUCCESS;
+}
+
+bool valueSatisfies(uint32_t current, uint32_t value, unsigned flags) {
+  switch (flags & 0x3u) {
+    case CU_STREAM_WAIT_VALUE_GEQ: return static_cast<int32_t>(current - value) >= 0;
+    case CU_STREAM_WAIT_VALUE_EQ: return current == value;
+    case CU_STREAM_WAIT_VALUE_AND: return (current & value) != 0;
+    default: return ~(current | value) != 0;  // NOR
+  }
+}
+
+// Runs what queued behind a satisfied wait, in order: it starts no earlier than now.
+void unblock(StreamState* st) {
+  st->blocked = false;
+  --st->ctx->blockedStreams;
+  std::vector<DeferredWork> work;
+  work.swap(st->deferred);
+  for (const DeferredWork& w : work) {
+    if (w.ev != nullptr) {
+      w.ev->pending = false;
+      w.ev->timeNs = std::max(monotonicNs(), streamDoneAt(st));
+    } else if (w.durNs > 0) {
+      submitKernel(st, w.durNs);
+    }
+  }
+}
+
+CUresult streamWaitValue(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned flags, bool perThread) {
+  if (CUresult r = checkInit()) return r;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  Context* ctx = nullptr;
+  StreamState* st = nullptr;
+  if (CUresult r = resolveStream(s, perThread, ctx, st)) return r;
+  if ((flags & ~(0x3u | CU_STREAM_WAIT_VALUE_FLUSH)) != 0 || (addr & 3) != 0 || !deviceRangeValid(addr, 4))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (st->blocked) return CUDA_ERROR_NOT_SUPPORTED;  // one wait at a time per stream here
+  uint32_t current = __atomic_load_n(reinterpret_cast<uint32_t*>(addr), __ATOMIC_ACQUIRE);
+  if (valueSatisfies(current, value, flags)) return CUDA_SUCCESS;
+  st->blocked = true;
+  st->waitAddr = addr;
+  st->waitValue = value;
+  st->waitFlags = flags;
+  ++ctx->blockedStreams;
+  return CUDA_SUCCESS;
+}
+
+CUresult streamWriteValue(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned flags, bool perThread) {
+  if (CUresult r = checkInit()) return r;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  Context* ctx = nullptr;
+  StreamState* st = nullptr;
+  if (CUresult r = resolveStream(s, perThread, ctx, st)) return r;
+  if ((flags & ~unsigned{CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER}) != 0 || (addr & 3) != 0 ||
+      !deviceRangeValid(addr, 4))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (st->blocked) return CUDA_ERROR_NOT_SUPPORTED;  // a write queued behind a wait: not modelled
+  // Written when enqueued (the host sees it early); what it releases starts after the
+  // writing stream's earlier work, which the device runs first anyway.
+  __atomic_store_n(reinterpret_cast<uint32_t*>(addr), value, __ATOMIC_RELEASE);
+  forEachStream([&](StreamState* other) {
+    if (other->blocked && other->waitAddr == addr && valueSatisfies(value, other->waitValue, other->waitFlags))
+      unblock(other);
+  });
   return CUDA_SUCCESS;
 }
 
@@ -68,8 +155,13 @@ CUresult eventRecord(CUevent e, CUstream s, bool perThread) {
   StreamState* st = nullptr;
   if (CUresult r = resolveStream(s, perThread, ctx, st)) return r;
   if (ctx != ev->ctx) return CUDA_ERROR_INVALID_HANDLE;
-  ev->timeNs = std::max(monotonicNs(), streamDoneAt(st));
   ev->recorded = true;
+  ev->pending = st->blocked;
+  if (st->blocked) {
+    st->deferred.push_back({0, ev});
+    return CUDA_SUCCESS;
+  }
+  ev->timeNs = std::max(monotonicNs(), streamDoneAt(st));
   return CUDA_SUCCESS;
 }
 
@@ -80,6 +172,7 @@ CUresult eventDestroy(CUevent e) {
   auto* ev = reinterpret_cast<Event*>(e);
   if (!drv.events.count(ev)) return CUDA_ERROR_INVALID_HANDLE;
   drv.events.erase(ev);
+  forgetDeferredEvent(ev);
   delete ev;
   return CUDA_SUCCESS;
 }
@@ -251,6 +344,37 @@ CUresult streamWaitEvent(CUstream s, CUevent e, bool perThread) {
 
 }  // namespace
 
+// A blocked stream that goes away: its deferred events complete now, its kernels never run.
+void abandonDeferred(StreamState* st) {
+  for (DeferredWork& w : st->deferred)
+    if (w.ev != nullptr) {
+      w.ev->pending = false;
+      w.ev->timeNs = monotonicNs();
+    }
+  st->deferred.clear();
+  if (st->blocked && st->ctx != nullptr) --st->ctx->blockedStreams;
+  st->blocked = false;
+}
+
+void forgetDeferredEvent(Event* ev) {
+  forEachStream([&](StreamState* st) {
+    for (DeferredWork& w : st->deferred)
+      if (w.ev == ev) {
+        w.ev = nullptr;
+        w.durNs = 0;
+      }
+  });
+}
+
+void dropDeferredWork(Context* ctx) {
+  auto& drv = Driver::get();
+  for (StreamState* st : drv.streams)
+    if (st->ctx == ctx) abandonDeferred(st);
+  abandonDeferred(&ctx->legacyStream);
+  for (auto& [tid, st] : ctx->perThreadStreams) abandonDeferred(&st);
+  ctx->blockedStreams = 0;
+}
+
 CUresult resolveStream(CUstream handle, bool perThread, Context*& ctx, StreamState*& out) {
   auto& drv = Driver::get();
   if (handle == nullptr || handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD) {
@@ -278,6 +402,10 @@ CUresult resolveStream(CUstream handle, bool perThread, Context*& ctx, StreamSta
 
 uint64_t submitKernel(StreamState* stream, uint64_t durNs) {
   Context* ctx = stream->ctx;
+  if (stream->blocked) {
+    stream->deferred.push_back({durNs, nullptr});
+    return 0;
+  }
   uint64_t end = Driver::get().shared()->scheduleKernel(ctx->dev, durNs);
   stream->lastEndNs = end;
   ctx->lastEndNs = std::max(ctx->lastEndNs, end);
@@ -331,6 +459,25 @@ CUresult cuStreamWaitEvent_ptsz(CUstream s, CUevent e, unsigned int flags) {
   return streamWaitEvent(s, e, true);
 }
 
+CUresult cuStreamWaitValue32(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  return streamWaitValue(s, addr, value, flags, false);
+}
+CUresult cuStreamWaitValue32_v2(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  return streamWaitValue(s, addr, value, flags, false);
+}
+CUresult cuStreamWaitValue32_v2_ptsz(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  return streamWaitValue(s, addr, value, flags, true);
+}
+CUresult cuStreamWriteValue32(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  return streamWriteValue(s, addr, value, flags, false);
+}
+CUresult cuStreamWriteValue32_v2(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  return streamWriteValue(s, addr, value, flags, false);
+}
+CUresult cuStreamWriteValue32_v2_ptsz(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  return streamWriteValue(s, addr, value, flags, true);
+}
+
 CUresult cuEventCreate(CUevent* phEvent, unsigned int flags) {
   Context* ctx = nullptr;
   if (CUresult r = requireContext(ctx)) return r;
@@ -363,6 +510,7 @@ CUresult cuEventQuery(CUevent e) {
   std::lock_guard lock(drv.mu);
   auto* ev = reinterpret_cast<Event*>(e);
   if (!drv.events.count(ev)) return CUDA_ERROR_INVALID_HANDLE;
+  if (ev->pending) return CUDA_ERROR_NOT_READY;
   return !ev->recorded || monotonicNs() >= ev->timeNs ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
@@ -370,12 +518,17 @@ CUresult cuEventSynchronize(CUevent e) {
   if (CUresult r = checkInit()) return r;
   auto& drv = Driver::get();
   uint64_t until = 0;
+  auto* ev = reinterpret_cast<Event*>(e);
   {
     std::lock_guard lock(drv.mu);
-    auto* ev = reinterpret_cast<Event*>(e);
     if (!drv.events.count(ev)) return CUDA_ERROR_INVALID_HANDLE;
-    until = ev->recorded ? ev->timeNs : 0;
   }
+  waitWhileBlocked([&] {
+    if (!drv.events.count(ev)) return false;
+    if (ev->pending) return true;
+    until = ev->recorded ? ev->timeNs : 0;
+    return false;
+  });
   waitUntil(until);
   return CUDA_SUCCESS;
 }

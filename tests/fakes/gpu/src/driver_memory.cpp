@@ -1014,8 +1014,10 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, vo
   if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
   int src = static_cast<int>(reinterpret_cast<intptr_t>(osHandle));
-  struct stat st{};
-  if (src < 0 || fstat(src, &st) != 0) return CUDA_ERROR_INVALID_VALUE;
+  // The memfd's size (lseek, not fstat: fstat is a GLIBC_2.33 symbol and the fakes also run
+  // in older roots); the memfd is only ever mapped, so moving its offset changes nothing.
+  off_t size = src < 0 ? -1 : lseek(src, 0, SEEK_END);
+  if (size < 0) return CUDA_ERROR_INVALID_VALUE;
   // The exporter named the memfd after the device; that is how the importer learns it.
   char link[64], target[256] = {};
   std::snprintf(link, sizeof link, "/proc/self/fd/%d", src);
@@ -1028,7 +1030,7 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, vo
   std::lock_guard lock(drv.mu);
   VmmHandle h;
   h.fd = fd;
-  h.size = static_cast<size_t>(st.st_size);
+  h.size = static_cast<size_t>(size);
   h.dev = dev;
   h.imported = true;
   h.prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;

@@ -6,6 +6,8 @@
 
 #include "vgpu/cuda/nvml_api.h"
 
+#include "driver_version.h"
+
 #include <strings.h>
 #include <time.h>
 #include <unistd.h>
@@ -42,8 +44,8 @@ struct nvmlEventSet_st {
 namespace vgpu::fakegpu {
 namespace {
 
-constexpr const char* kDriverVersion = "580.82.07";
-constexpr int kCudaDriverVersion = 13000;
+constexpr const char* kDriverVersion = VGPU_FAKE_NVML_DRIVER_VERSION;
+constexpr int kCudaDriverVersion = VGPU_FAKE_CUDA_DRIVER_VERSION;
 constexpr uint64_t kUtilWindowNs = 1000000000ull;  // NVML's utilization sample period, 1 s
 constexpr unsigned long long kSupportedEvents =
     nvmlEventTypeXidCriticalError | nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError;

@@ -5,8 +5,17 @@
 // version not above cudaVersion; with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM it returns
 // the row's _ptsz/_ptds variant where there is one (those exist from CUDA 7.0). The versions are
 // those of the PFN_<name>_v<version> typedefs in cudaTypedefs.h.
+//
+// Like the real driver, what it hands out is not the exported symbol but an internal entry
+// point of the same function (a thunk here): an interposer that recognises only the
+// addresses dlsym gives it sees nothing it knows. The library is linked with
+// -Bsymbolic-functions, so neither the table nor a thunk is redirected by a preloaded
+// library that exports the same names.
 
 #include "driver.h"
+#include "driver_version.h"
+
+#include "../fake_gpu_control.h"
 
 #include <cstring>
 
@@ -18,12 +27,28 @@ struct ProcEntry {
   int version;
   void* fn;
   void* perThread;
+  const char* fnName;
+  const char* perThreadName;
+  void* exported;           // the exported symbol (what dlsym gives)
+  void* exportedPerThread;
 };
 
 constexpr int kPerThreadSince = 7000;
 
-#define P(name, version, fn) {name, version, reinterpret_cast<void*>(&fn), nullptr}
-#define PT(name, version, fn, ptfn) {name, version, reinterpret_cast<void*>(&fn), reinterpret_cast<void*>(&ptfn)}
+// A distinct function per driver function that calls it: the driver's internal entry point.
+template <auto F>
+struct Thunk;
+template <class... A, CUresult (*F)(A...)>
+struct Thunk<F> {
+  static CUresult call(A... a) { return F(a...); }
+};
+
+#define P(name, version, fn)                                                                          \
+  {name, version, reinterpret_cast<void*>(&Thunk<&fn>::call), nullptr, #fn, nullptr,                  \
+   reinterpret_cast<void*>(&fn), nullptr}
+#define PT(name, version, fn, ptfn)                                                                   \
+  {name, version, reinterpret_cast<void*>(&Thunk<&fn>::call), reinterpret_cast<void*>(&Thunk<&ptfn>::call), \
+   #fn, #ptfn, reinterpret_cast<void*>(&fn), reinterpret_cast<void*>(&ptfn)}
 
 const ProcEntry kProcTable[] = {
     P("cuInit", 2000, cuInit),
@@ -137,6 +162,10 @@ const ProcEntry kProcTable[] = {
     PT("cuStreamSynchronize", 2000, cuStreamSynchronize, cuStreamSynchronize_ptsz),
     PT("cuStreamQuery", 2000, cuStreamQuery, cuStreamQuery_ptsz),
     PT("cuStreamWaitEvent", 3020, cuStreamWaitEvent, cuStreamWaitEvent_ptsz),
+    P("cuStreamWaitValue32", 8000, cuStreamWaitValue32),
+    PT("cuStreamWaitValue32", 11070, cuStreamWaitValue32_v2, cuStreamWaitValue32_v2_ptsz),
+    P("cuStreamWriteValue32", 8000, cuStreamWriteValue32),
+    PT("cuStreamWriteValue32", 11070, cuStreamWriteValue32_v2, cuStreamWriteValue32_v2_ptsz),
     P("cuEventCreate", 2000, cuEventCreate),
     PT("cuEventRecord", 2000, cuEventRecord, cuEventRecord_ptsz),
     PT("cuEventRecordWithFlags", 11010, cuEventRecordWithFlags, cuEventRecordWithFlags_ptsz),
@@ -179,11 +208,13 @@ CUresult lookup(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flag
   if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *pfn = nullptr;
   constexpr cuuint64_t kKnown = CU_GET_PROC_ADDRESS_LEGACY_STREAM | CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
-  if ((flags & ~kKnown) != 0 || cudaVersion <= 0 || cudaVersion > CUDA_VERSION) return CUDA_ERROR_INVALID_VALUE;
+  if ((flags & ~kKnown) != 0 || cudaVersion <= 0 || cudaVersion > VGPU_FAKE_CUDA_DRIVER_VERSION)
+    return CUDA_ERROR_INVALID_VALUE;
   const ProcEntry* best = nullptr;
   bool known = false;
   for (const ProcEntry& e : kProcTable) {
-    if (std::strcmp(e.name, symbol) != 0) continue;
+    // An older driver has no row newer than itself (nor exports those functions).
+    if (e.version > VGPU_FAKE_CUDA_DRIVER_VERSION || std::strcmp(e.name, symbol) != 0) continue;
     known = true;
     if (e.version <= cudaVersion && (best == nullptr || e.version > best->version)) best = &e;
   }
@@ -202,6 +233,16 @@ CUresult lookup(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flag
 }  // namespace vgpu::fakegpu
 
 extern "C" {
+
+const char* vgpuFakeProcName(const void* fn) {
+  if (fn == nullptr) return nullptr;
+  for (const auto& e : vgpu::fakegpu::kProcTable) {
+    if (e.version > VGPU_FAKE_CUDA_DRIVER_VERSION) continue;
+    if (fn == e.fn || fn == e.exported) return e.fnName;
+    if (e.perThread != nullptr && (fn == e.perThread || fn == e.exportedPerThread)) return e.perThreadName;
+  }
+  return nullptr;
+}
 
 CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
                              CUdriverProcAddressQueryResult* symbolStatus) {

@@ -148,11 +148,11 @@ SharedState* SharedState::attach(const MachineConfig& cfg, const char* peerSonam
     return nullptr;
   }
   flock(fd, LOCK_EX);
-  struct stat st{};
-  fstat(fd, &st);
-  if (st.st_size != 0 && static_cast<size_t>(st.st_size) != sizeof(vgpu_fake_gpu_state)) {
+  // (lseek rather than fstat: fstat is a GLIBC_2.33 symbol, and the fakes also run in older roots)
+  off_t size = lseek(fd, 0, SEEK_END);
+  if (size != 0 && static_cast<size_t>(size) != sizeof(vgpu_fake_gpu_state)) {
     error = std::string("vgpu fake GPU: state file ") + path + " has the wrong size (another version? delete it)";
-  } else if (st.st_size == 0 && ftruncate(fd, sizeof(vgpu_fake_gpu_state)) != 0) {
+  } else if (size == 0 && ftruncate(fd, sizeof(vgpu_fake_gpu_state)) != 0) {
     error = std::string("vgpu fake GPU: cannot size state file ") + path + ": " + std::strerror(errno);
   }
   void* region = MAP_FAILED;

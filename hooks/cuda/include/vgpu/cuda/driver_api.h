@@ -249,6 +249,21 @@ typedef enum CUarray_format_enum {
 /* cuStreamCreate flags. */
 typedef enum CUstream_flags_enum { CU_STREAM_DEFAULT = 0x0, CU_STREAM_NON_BLOCKING = 0x1 } CUstream_flags;
 
+/* cuStreamWaitValue32: the comparison (low bits) and a flush flag. */
+typedef enum CUstreamWaitValue_flags_enum {
+  CU_STREAM_WAIT_VALUE_GEQ = 0x0,   /* (int32_t)(*addr - value) >= 0, cyclic */
+  CU_STREAM_WAIT_VALUE_EQ = 0x1,    /* *addr == value */
+  CU_STREAM_WAIT_VALUE_AND = 0x2,   /* (*addr & value) != 0 */
+  CU_STREAM_WAIT_VALUE_NOR = 0x3,   /* ~(*addr | value) != 0 */
+  CU_STREAM_WAIT_VALUE_FLUSH = 1 << 30
+} CUstreamWaitValue_flags;
+
+/* cuStreamWriteValue32. */
+typedef enum CUstreamWriteValue_flags_enum {
+  CU_STREAM_WRITE_VALUE_DEFAULT = 0x0,
+  CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER = 0x1
+} CUstreamWriteValue_flags;
+
 /* cuEventCreate flags (a bit set). */
 typedef enum CUevent_flags_enum {
   CU_EVENT_DEFAULT = 0x0,
@@ -760,6 +775,18 @@ typedef struct CUctxCreateParams_st {
   X(cuStreamWaitEvent, (CUstream hStream, CUevent hEvent, unsigned int Flags))                    \
   X(cuStreamWaitEvent_ptsz, (CUstream hStream, CUevent hEvent, unsigned int Flags))               \
   X(cuStreamIsCapturing, (CUstream hStream, CUstreamCaptureStatus* captureStatus))                \
+  /* stream memory operations: v1 (CUDA 8.0) and _v2 (11.7), the same parameters */               \
+  X(cuStreamWaitValue32, (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)) \
+  X(cuStreamWaitValue32_v2, (CUstream stream, CUdeviceptr addr, cuuint32_t value,                 \
+                             unsigned int flags))                                                 \
+  X(cuStreamWaitValue32_v2_ptsz, (CUstream stream, CUdeviceptr addr, cuuint32_t value,            \
+                                  unsigned int flags))                                            \
+  X(cuStreamWriteValue32, (CUstream stream, CUdeviceptr addr, cuuint32_t value,                   \
+                           unsigned int flags))                                                   \
+  X(cuStreamWriteValue32_v2, (CUstream stream, CUdeviceptr addr, cuuint32_t value,                \
+                              unsigned int flags))                                                \
+  X(cuStreamWriteValue32_v2_ptsz, (CUstream stream, CUdeviceptr addr, cuuint32_t value,           \
+                                   unsigned int flags))                                           \
   X(cuStreamIsCapturing_ptsz, (CUstream hStream, CUstreamCaptureStatus* captureStatus))           \
   /* events */                                                                                    \
   X(cuEventCreate, (CUevent* phEvent, unsigned int Flags))                                        \

@@ -1,0 +1,34 @@
+#!/bin/sh
+# Makes, once, the Debian root that the limiter's old-userland tests run in (ctest fixture
+# LimiterOldRoot.Create): debootstrap --variant=minbase <suite> into <dir>, about 250 MB and
+# a few minutes. A complete root (marked by .vgpu-root-complete) is reused as it is.
+# Usage: make_old_root.sh <dir> [suite] [mirror]. Exit 77 (ctest: skipped) when not root.
+set -eu
+dir=$1
+suite=${2:-bullseye}
+mirror=${3:-http://deb.debian.org/debian}
+if [ "$(id -u)" != 0 ]; then
+  echo "SKIPPED: making and entering a Debian root needs root (debootstrap, chroot, mount namespaces)"
+  exit 77
+fi
+if [ -f "$dir/.vgpu-root-complete" ]; then
+  echo "reusing $dir"
+  exit 0
+fi
+if ! command -v debootstrap >/dev/null 2>&1; then
+  echo "debootstrap is not installed; scripts/install-deps.sh installs it (apt-get install debootstrap)" >&2
+  exit 1
+fi
+mkdir -p "$(dirname "$dir")"
+rm -rf "$dir.partial"
+echo "debootstrap --variant=minbase $suite $dir ($mirror); log in $dir.log"
+if ! debootstrap --variant=minbase "$suite" "$dir.partial" "$mirror" >"$dir.log" 2>&1; then
+  tail -n 20 "$dir.log" >&2
+  echo "debootstrap failed: is $mirror reachable? (cmake -DVGPU_DEBIAN_MIRROR=... names another)" >&2
+  exit 1
+fi
+: >"$dir.partial/etc/ld.so.preload"  # the tests bind-mount their own listing over it
+touch "$dir.partial/.vgpu-root-complete"
+rm -rf "$dir"
+mv "$dir.partial" "$dir"
+echo "made $dir"
