@@ -30,10 +30,15 @@ gtest_discover_tests(vgpu_limiter_preload_test DISCOVERY_TIMEOUT 60 TEST_PREFIX 
   ENVIRONMENT "VGPU_TEST_FAKE_GPU_DIR=${VGPU_FAKE_GPU_R470_LIB_DIR}")
 
 # And inside a Debian 11 root (glibc 2.31, as Ubuntu 20.04; UBI 8 has 2.28), made once per
-# build folder by the fixture below with debootstrap and reused while complete. Needs root
+# machine (in ~/.cache/vgpu) by the fixture below with debootstrap and reused while complete. Needs root
 # (debootstrap, chroot, a mount namespace): as anyone else the fixture and the tests are
 # skipped, saying so. VGPU_OLD_ROOT may name a root made elsewhere (it is then reused as is).
-set(VGPU_OLD_ROOT ${CMAKE_BINARY_DIR}/old-root/bullseye CACHE PATH
+if(DEFINED ENV{HOME})
+  set(old_root_default $ENV{HOME}/.cache/vgpu/old-root-bullseye)
+else()
+  set(old_root_default ${CMAKE_BINARY_DIR}/old-root/bullseye)
+endif()
+set(VGPU_OLD_ROOT ${old_root_default} CACHE PATH
     "Debian 11 root for the limiter's old-userland tests (made by debootstrap when missing)")
 set(VGPU_DEBIAN_MIRROR "http://deb.debian.org/debian" CACHE STRING "Debian mirror for debootstrap")
 add_test(NAME LimiterOldRoot.Create
