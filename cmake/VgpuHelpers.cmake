@@ -59,14 +59,30 @@ function(vgpu_test_optimization target)
 endfunction()
 
 # A GoogleTest executable registered with CTest, one ctest entry per test case.
+# NO_DISCOVERY: the caller registers the cases itself (vgpu_gtest_cases), e.g. in groups
+# with different properties.
 function(vgpu_gtest name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(ARG "NO_DISCOVERY" "" "SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gmock GTest::gtest_main)
   vgpu_warnings(${name})
   vgpu_test_optimization(${name})
+  if(NOT ARG_NO_DISCOVERY)
+    vgpu_gtest_cases(${name})
+  endif()
+endfunction()
+
+# Registers the cases of a GoogleTest executable that match FILTER (a --gtest_filter; all by
+# default) as ctest tests named PREFIX<case>, with extra ctest PROPERTIES.
+function(vgpu_gtest_cases name)
+  cmake_parse_arguments(ARG "" "PREFIX;FILTER" "PROPERTIES" ${ARGN})
   include(GoogleTest)
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
+  set(filter)
+  if(ARG_FILTER)
+    set(filter TEST_FILTER ${ARG_FILTER})
+  endif()
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 TEST_PREFIX "${ARG_PREFIX}" ${filter}
+                       PROPERTIES TIMEOUT 300 ${ARG_PROPERTIES})
 endfunction()
 
 # A loadable backend: libvgpu-backend-<name>.so in VGPU_BACKEND_OUTPUT_DIR, exporting only
