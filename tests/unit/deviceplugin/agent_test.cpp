@@ -115,8 +115,10 @@ TEST_F(DevicePluginAgent, AllocatesASingleContainerPodTheDevicesOfItsAssignment)
 
 TEST_F(DevicePluginAgent, AllocatesMultiContainerPodsAndMultiDeviceContainers) {
   startSimNode();
+  // The init container on the slot of the app container after it, as the scheduler places
+  // it: the kubelet reuses an init container's devices for the next containers.
   PodSpec spec{"multi",
-               {{"init", {{kSimCount, 1}, {kSimMemory, 1000}}, {grant("sim-0", 0, 1000, 0, 0)}, true},
+               {{"init", {{kSimCount, 1}, {kSimMemory, 1000}}, {grant("sim-0", 0, 1000, 0, 1)}, true},
                 {"a", {{kSimCount, 2}, {kSimMemory, 2000}}, {grant("sim-0", 0, 2000, 0, 1), grant("sim-1", 1, 2000, 0, 0)}},
                 {"b", {{kSimCount, 1}, {kSimMemory, 500}}, {grant("sim-1", 1, 500, 0, 3)}}}};
   const std::string uid = createPod(spec);
@@ -125,7 +127,7 @@ TEST_F(DevicePluginAgent, AllocatesMultiContainerPodsAndMultiDeviceContainers) {
   ASSERT_EQ(result.allocations.size(), 3u);
   std::map<std::string, fakes::ContainerAllocation> by;
   for (const auto& a : result.allocations) by[a.container] = a;
-  EXPECT_EQ(sorted(by["init"].deviceIds), (std::vector<std::string>{"sim-0::0"}));
+  EXPECT_EQ(sorted(by["init"].deviceIds), (std::vector<std::string>{"sim-0::1"}));
   EXPECT_EQ(sorted(by["a"].deviceIds), (std::vector<std::string>{"sim-0::1", "sim-1::0"}));
   EXPECT_EQ(sorted(by["b"].deviceIds), (std::vector<std::string>{"sim-1::3"}));
   EXPECT_EQ(by["a"].response.env.at("VGPU_SIM_MEMORY_LIMIT_1"), "2000m");
