@@ -233,6 +233,14 @@ struct Agent::Impl final : PluginHandler {
     handouts.remove(h.id);
   }
 
+  /// Whether `earlier` (a live handout of the IDs `claim` got) belongs to another container of
+  /// the pod being admitted: the kubelet reuses an init container's devices for the containers
+  /// after it, and hands IDs to another pod only once their holder is gone.
+  static bool sameAdmission(const Handout& earlier, const Claim& claim) {
+    const bool samePod = earlier.matchedPodUid == claim.podUid || earlier.podUid == claim.podUid;
+    return samePod && earlier.matchedContainer != claim.container;
+  }
+
   /// The pod annotations the backends asked for, over every handout `uid` holds. A pod
   /// carries one value per key: when two containers disagree the first one's is kept.
   Annotations podAnnotationsFor(const std::string& uid) const {
@@ -281,9 +289,12 @@ struct Agent::Impl final : PluginHandler {
     // the PodResources pass may correct later (handout_store.h).
     std::shared_lock limiterLock(limiterMu);
     Handout handout = handoutOf(claim);
-    // The kubelet hands IDs out again only once their earlier holder is gone.
-    if (auto earlier = handouts.find(handout.id)) releaseHandout(*earlier);
+    // The kubelet hands IDs out again once their earlier holder is gone, or within one pod
+    // from an init container to the containers after it: that one keeps its own handout.
+    for (const auto& earlier : handouts.withIds(resource, ids))
+      if (!sameAdmission(earlier, claim)) releaseHandout(earlier);
     auto hostDir = handouts.create(handout);
+    if (hostDir.ok()) handout.id = fs::path(*hostDir).filename().string();
     if (!hostDir.ok()) {
       tracker.abort(claim, true);
       const std::string msg = who + ": " + hostDir.error().message;
@@ -403,7 +414,39 @@ struct Agent::Impl final : PluginHandler {
     p.info = std::move(info).value();
     if (const auto* ts = k8s::findPath(obj, {"metadata", "creationTimestamp"}); ts && ts->is_string())
       if (auto t = parseTimestamp(ts->as_string()); t.ok()) p.created = *t;
+    readInitContainers(obj, p);
+    // An init container that finished gives its handout back now, not at the next interval.
+    bool released = false;
+    for (const auto& h : handouts.heldBy(p.info.uid)) released = released || p.initFinished(h.container);
     tracker.upsert(std::move(p));
+    if (released) {
+      std::lock_guard lock(bgMu);
+      cleanupSoon = true;
+      bgCv.notify_all();
+    }
+  }
+
+  /// Sidecars (spec.initContainers[].restartPolicy Always) and the init containers that exited
+  /// with code 0 (status.initContainerStatuses[].state.terminated): the kubelet's PodResources
+  /// never lists an init container, so the pod's status is what says one has ended.
+  static void readInitContainers(const boost::json::object& obj, TrackedPod& p) {
+    if (const auto* spec = k8s::findPath(obj, {"spec", "initContainers"}); spec && spec->is_array())
+      for (const auto& c : spec->as_array()) {
+        const auto* o = c.if_object();
+        const auto* name = o ? o->if_contains("name") : nullptr;
+        const auto* policy = o ? o->if_contains("restartPolicy") : nullptr;
+        if (name && name->is_string() && policy && policy->is_string() && policy->as_string() == "Always")
+          p.sidecars.insert(std::string(name->as_string()));
+      }
+    const auto* statuses = k8s::findPath(obj, {"status", "initContainerStatuses"});
+    if (!statuses || !statuses->is_array()) return;
+    for (const auto& st : statuses->as_array()) {
+      const auto* o = st.if_object();
+      const auto* name = o ? o->if_contains("name") : nullptr;
+      const auto* code = o ? k8s::findPath(*o, {"state", "terminated", "exitCode"}) : nullptr;
+      if (name && name->is_string() && code && code->is_int64() && code->as_int64() == 0)
+        p.initDone.insert(std::string(name->as_string()));
+    }
   }
 
   void onPodDeleted(const boost::json::object& obj) {
@@ -536,12 +579,13 @@ struct Agent::Impl final : PluginHandler {
       const std::string ns = slash == std::string::npos ? std::string() : key.substr(0, slash);
       const std::string name = slash == std::string::npos ? key : key.substr(slash + 1);
       auto uid = uidByKey.find(key);
+      const std::string podUid = uid == uidByKey.end() ? std::string() : uid->second;
       for (const auto& [container, byResource] : held)
         for (const auto& [resource, ids] : byResource) {
           if (ids.empty()) continue;
-          const std::string id = handoutId(resource, ids);
-          if (handouts.attribute(id, uid == uidByKey.end() ? std::string() : uid->second, ns, name, container))
-            logLine("info", "the devices handed out as " + id + " are held by pod " + key + " container " + container);
+          auto h = handouts.listedAs(resource, ids, podUid, container);
+          if (h && handouts.attribute(h->id, podUid, ns, name, container))
+            logLine("info", "the devices handed out as " + h->id + " are held by pod " + key + " container " + container);
         }
     }
   }
@@ -592,15 +636,22 @@ struct Agent::Impl final : PluginHandler {
   void cleanup(const Listing& listing) {
     if (!informer || !informer->hasSynced()) return;
     if (listing.asked && !listing.pods) return;
-    std::set<std::string> held;
+    std::map<std::string, std::string> uidByKey;
+    std::map<std::string, TrackedPod> livePods;
+    for (auto& p : tracker.pods()) {
+      uidByKey[p.info.key()] = p.info.uid;
+      if (!p.info.terminated()) livePods.emplace(p.info.uid, std::move(p));
+    }
+    std::set<std::string> held;  // handouts a listed container holds
     if (listing.pods)
-      for (const auto& [key, containers] : *listing.pods)
+      for (const auto& [key, containers] : *listing.pods) {
+        auto uid = uidByKey.find(key);
         for (const auto& [container, byResource] : containers)
           for (const auto& [resource, ids] : byResource)
-            if (!ids.empty()) held.insert(handoutId(resource, ids));
-    std::set<std::string> livePods;
-    for (const auto& p : tracker.pods())
-      if (!p.info.terminated()) livePods.insert(p.info.uid);
+            if (!ids.empty())
+              if (auto h = handouts.listedAs(resource, ids, uid == uidByKey.end() ? "" : uid->second, container))
+                held.insert(h->id);
+      }
 
     // Whether the kubelet reports h's container holding other IDs of h's resource.
     auto holdsOthers = [&](const Handout& h) {
@@ -616,10 +667,17 @@ struct Agent::Impl final : PluginHandler {
     std::unique_lock lock(limiterMu);
     std::uint64_t removed = 0;
     for (const auto& h : handouts.all()) {
-      if (held.contains(h.id)) continue;
-      if (!h.podUid.empty() && livePods.contains(h.podUid) && !holdsOthers(h)) continue;
-      logLine("info", "container " + h.container + " of pod " + h.podNamespace + "/" + h.podName +
-                          " is gone: removing its folder " + handouts.folder(h.id).string());
+      auto pod = livePods.find(h.podUid);
+      // An init container that ran to completion: PodResources never lists one, its pod's
+      // status says it ended. Its IDs may be held by the container after it, under its own handout.
+      const bool initEnded = pod != livePods.end() && pod->second.initFinished(h.container);
+      if (!initEnded) {
+        if (held.contains(h.id)) continue;
+        if (!h.podUid.empty() && pod != livePods.end() && !holdsOthers(h)) continue;
+      }
+      logLine("info", std::string(initEnded ? "init container " : "container ") + h.container + " of pod " +
+                          h.podNamespace + "/" + h.podName + (initEnded ? " has finished" : " is gone") +
+                          ": removing its folder " + handouts.folder(h.id).string());
       releaseHandout(h);
       ++removed;
     }

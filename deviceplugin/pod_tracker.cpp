@@ -61,6 +61,12 @@ std::string sortedList(std::vector<std::string> ids) {
 
 }  // namespace
 
+bool TrackedPod::initFinished(const std::string& container) const {
+  if (!initDone.contains(container) || sidecars.contains(container)) return false;
+  return std::any_of(info.containers.begin(), info.containers.end(),
+                     [&](const ContainerResources& c) { return c.init && c.name == container; });
+}
+
 Handout handoutOf(const Claim& claim) {
   Handout h;
   h.id = handoutId(claim.resource, claim.ids);
@@ -458,7 +464,7 @@ std::optional<PodOutcome> PodTracker::correction(
       if (r == resources_.end() || ids.empty()) continue;
       any = true;
       std::vector<DeviceGrant> devices;
-      if (auto g = handouts.find(handoutId(resource, ids)); g && !g->devices.empty()) {
+      if (auto g = handouts.listedAs(resource, ids, uid, container); g && !g->devices.empty()) {
         devices = g->devices;
         if (g->matchedPodUid != uid || g->matchedContainer != container) {
           // The kubelet admitted this pod with IDs the agent matched to another waiting pod

@@ -39,6 +39,14 @@ struct TrackedPod {
   std::string assignmentError;           ///< why the annotation did not decode
   std::string bindTime;                  ///< the bind-time annotation, kept for ordering
   std::string bindPhase;                 ///< the bind-phase annotation
+  /// Init containers that exited with code 0 (status.initContainerStatuses): done for good,
+  /// unless the pod's sandbox is made again.
+  std::set<std::string> initDone;
+  /// Init containers with restartPolicy Always (sidecars): they keep their devices.
+  std::set<std::string> sidecars;
+
+  /// Whether `container` is an init container that ran to completion (a sidecar never is).
+  bool initFinished(const std::string& container) const;
 };
 
 /// Why a claim failed, for the gRPC status and for whom to blame.
