@@ -105,6 +105,12 @@ struct Agent::Impl final : PluginHandler {
   metrics::Histogram& allocateSeconds;
   metrics::Gauge& pluginRegistered;
 
+  std::mutex waitMu;  // the fields below
+  std::set<std::string> gaveUpOn;  // pods the kubelet named that the watch did not show within podWait
+  std::chrono::steady_clock::time_point fruitlessUntil{};
+  std::uint64_t podsAtFruitless = 0;
+  std::map<std::string, unsigned> againCount;  // handout id -> Allocates answered again
+
   std::mutex maintainMu;
   std::mutex bgMu;
   std::condition_variable bgCv;
@@ -192,10 +198,16 @@ struct Agent::Impl final : PluginHandler {
     // hint that names the assignment saves a correction later.
     const auto deadline =
         std::chrono::steady_clock::now() + std::min<std::chrono::milliseconds>(options.podWait, std::chrono::seconds(1));
+    KubeletView kubelet(*this);
+    WatchWait wait(*this);
     for (;;) {
       const auto seen = tracker.generation();
       auto ids = tracker.preferred(resource, available, mustInclude, size);
-      if (!ids.empty() || std::chrono::steady_clock::now() >= deadline) return ids;
+      if (!ids.empty()) return ids;
+      // The kubelet admits again a container the agent served (it lost its record of the
+      // devices): steer it to the IDs that container holds.
+      if (auto again = againHint(resource, available, mustInclude, size, kubelet)) return *again;
+      if (!wait.worthIt(kubelet) || std::chrono::steady_clock::now() >= deadline) return {};
       tracker.waitForChange(seen, deadline);
     }
   }
@@ -231,6 +243,8 @@ struct Agent::Impl final : PluginHandler {
     if (Limiter* lim = limiterOf(h.backend))
       if (auto s = lim->release(h.backendRef()); !s.ok()) logLine("warning", s.error().message);
     handouts.remove(h.id);
+    std::lock_guard lock(waitMu);
+    againCount.erase(h.id);
   }
 
   /// Whether `earlier` (a live handout of the IDs `claim` got) belongs to another container of
@@ -261,17 +275,235 @@ struct Agent::Impl final : PluginHandler {
     for (const auto& [k, v] : podAnnotationsFor(uid)) patch.annotations.emplace(k, v);
   }
 
-  std::variant<ContainerSpec, RpcError> allocateImpl(const std::string& resource, const std::vector<std::string>& ids) {
+  // ---- Which container an Allocate is for ----
+  /// What the kubelet's PodResources API says, asked at most once per Allocate (or hint)
+  /// and only when needed.
+  struct KubeletView {
+    explicit KubeletView(Impl& im) : impl(im) {}
+    /// "ns/name" -> what its containers hold; nullopt when not configured or not answering.
+    const std::optional<std::map<std::string, HeldDevices>>& pods() {
+      if (!asked) {
+        asked = true;
+        configured = !impl.options.podResourcesSocket.empty();
+        listed = impl.listHeld(std::chrono::milliseconds(500)).pods;
+      }
+      return listed;
+    }
+    bool isConfigured() {
+      pods();
+      return configured;
+    }
+    Impl& impl;
+    bool asked = false;
+    bool configured = false;
+    std::optional<std::map<std::string, HeldDevices>> listed;
+  };
+
+  /// Waiting for the watch to show the pod the kubelet admits (issue 27 item 13): only for
+  /// pods the kubelet names that the watch has not shown, each at most podWait in all;
+  /// without PodResources, not again right after a wait that found nothing.
+  struct WatchWait {
+    explicit WatchWait(Impl& im) : impl(im) {}
+    /// Whether waiting may help; decided once, then until every pod waited for is known.
+    bool worthIt(KubeletView& kubelet) {
+      if (decided) return worth && !allKnown();
+      decided = true;
+      std::set<std::string> known;
+      for (const auto& p : impl.tracker.pods()) known.insert(p.info.key());
+      std::lock_guard lock(impl.waitMu);
+      if (const auto& listed = kubelet.pods()) {
+        for (const auto& [key, held] : *listed)
+          if (!known.contains(key) && !impl.gaveUpOn.contains(key)) waitingFor.insert(key);
+        worth = !waitingFor.empty();
+      } else {
+        worth = !(std::chrono::steady_clock::now() < impl.fruitlessUntil &&
+                  impl.tracker.podsSeen() == impl.podsAtFruitless);
+      }
+      return worth;
+    }
+    bool allKnown() const {
+      if (waitingFor.empty()) return false;
+      std::set<std::string> known;
+      for (const auto& p : impl.tracker.pods()) known.insert(p.info.key());
+      return std::all_of(waitingFor.begin(), waitingFor.end(), [&](const std::string& k) { return known.contains(k); });
+    }
+    /// The wait ran out: do not wait for the same pods (or, blind, at once) again.
+    void inVain() {
+      if (!worth) return;
+      std::lock_guard lock(impl.waitMu);
+      if (impl.gaveUpOn.size() > 1000) impl.gaveUpOn.clear();
+      impl.gaveUpOn.insert(waitingFor.begin(), waitingFor.end());
+      impl.fruitlessUntil = std::chrono::steady_clock::now() + impl.options.podWait;
+      impl.podsAtFruitless = impl.tracker.podsSeen();
+    }
+    Impl& impl;
+    bool decided = false;
+    bool worth = false;
+    std::set<std::string> waitingFor;
+  };
+
+  /// A container the agent served that the kubelet admits again.
+  struct Again {
+    Handout handout;
+    TrackedPod pod;
+  };
+
+  /// Whether the kubelet has lost its record of `h`'s devices: the holder pod is one of its
+  /// active pods and none of its listed containers holds h's IDs (an init container is never
+  /// listed). Without a PodResources API the pod's state alone decides.
+  bool kubeletLost(const Handout& h, KubeletView& kubelet) {
+    if (!kubelet.isConfigured()) return true;
+    const auto& listed = kubelet.pods();
+    if (!listed) return false;
+    auto pod = listed->find(h.podNamespace + "/" + h.podName);
+    if (pod == listed->end()) return false;  // not active: gone for the kubelet, the IDs free
+    for (const auto& [container, byResource] : pod->second)
+      if (auto ids = byResource.find(h.resource); ids != byResource.end())
+        for (const auto& id : ids->second)
+          if (std::find(h.ids.begin(), h.ids.end(), id) != h.ids.end()) return false;
+    return true;
+  }
+
+  /// Handouts of pods served in full that the kubelet may be admitting again: their pod
+  /// known and running, what Allocate gave journalled.
+  std::vector<Again> againCandidates(const std::vector<Handout>& handouts) {
+    std::vector<Again> out;
+    for (const auto& h : handouts) {
+      if (h.devices.empty()) continue;
+      if (auto pod = tracker.servedPod(h.podUid)) out.push_back({h, std::move(*pod)});
+    }
+    return out;
+  }
+
+  /// An Allocate of exactly the IDs of a handout whose container the kubelet lost (its
+  /// checkpoint missing or unreadable at a restart): answered again, not a new container.
+  /// Of several handouts of the IDs (an init container's reused) the one answered again the
+  /// fewest times, oldest first, as the kubelet admits containers in order.
+  std::optional<Again> allocatedAgain(const std::string& resource, const std::vector<std::string>& ids,
+                                      KubeletView& kubelet) {
+    auto candidates = againCandidates(handouts.withIds(resource, ids));
+    std::optional<Again> best;
+    unsigned bestCount = 0;
+    for (auto& c : candidates) {
+      if (!kubeletLost(c.handout, kubelet)) continue;
+      const unsigned n = answeredAgain(c.handout.id);
+      if (!best || n < bestCount) {
+        bestCount = n;
+        best = std::move(c);
+      }
+    }
+    return best;
+  }
+
+  /// The IDs of a container being admitted again, for GetPreferredAllocation: the oldest pod
+  /// first, then its containers in the kubelet's order.
+  std::optional<std::vector<std::string>> againHint(const std::string& resource,
+                                                    const std::vector<std::string>& available,
+                                                    const std::vector<std::string>& mustInclude, std::size_t size,
+                                                    KubeletView& kubelet) {
+    const std::set<std::string> avail(available.begin(), available.end());
+    std::vector<Handout> fits;
+    for (const auto& h : handouts.all()) {
+      if (h.resource != resource || h.ids.size() != size) continue;
+      if (!std::all_of(h.ids.begin(), h.ids.end(), [&](const std::string& id) { return avail.contains(id); })) continue;
+      if (!std::all_of(mustInclude.begin(), mustInclude.end(), [&](const std::string& id) {
+            return std::find(h.ids.begin(), h.ids.end(), id) != h.ids.end();
+          }))
+        continue;
+      fits.push_back(h);
+    }
+    auto candidates = againCandidates(fits);
+    auto order = [](const Again& a) {
+      int index = 0;
+      for (size_t i = 0; i < a.pod.info.containers.size(); ++i)
+        if (a.pod.info.containers[i].name == a.handout.container) index = static_cast<int>(i);
+      return std::make_tuple(a.pod.created, a.pod.info.key(), index);
+    };
+    std::sort(candidates.begin(), candidates.end(), [&](const Again& a, const Again& b) { return order(a) < order(b); });
+    for (const auto& c : candidates)
+      if (kubeletLost(c.handout, kubelet)) return c.handout.ids;
+    return std::nullopt;
+  }
+
+  unsigned answeredAgain(const std::string& id) {
+    std::lock_guard lock(waitMu);
+    auto it = againCount.find(id);
+    return it == againCount.end() ? 0 : it->second;
+  }
+
+  /// The pod and container an Allocate is for: a waiting container whose assignment names
+  /// these IDs; else a container the kubelet admits again; else a waiting container with
+  /// the same request signature (tracker.claim). Waits for the watch only while it may
+  /// still show the pod (WatchWait).
+  std::variant<Claim, Again, ClaimError> match(const std::string& resource, const std::vector<std::string>& ids) {
     const auto deadline = std::chrono::steady_clock::now() + options.podWait;
-    std::variant<Claim, ClaimError> got;
+    KubeletView kubelet(*this);
+    WatchWait wait(*this);
     for (;;) {
       const auto seen = tracker.generation();
-      got = tracker.claim(resource, ids);
-      auto* err = std::get_if<ClaimError>(&got);
-      // The kubelet may see a pod before our watch does: wait a bounded time for it.
-      if (!err || err->failure != ClaimFailure::kNoPod || std::chrono::steady_clock::now() >= deadline) break;
+      auto got = tracker.claim(resource, ids);
+      if (auto* c = std::get_if<Claim>(&got); c && c->exact) return std::move(*c);
+      if (auto again = allocatedAgain(resource, ids, kubelet)) {
+        if (auto* c = std::get_if<Claim>(&got)) tracker.abort(*c, /*failPod=*/false);
+        return std::move(*again);
+      }
+      if (auto* c = std::get_if<Claim>(&got)) return std::move(*c);
+      auto& err = std::get<ClaimError>(got);
+      if (err.failure != ClaimFailure::kNoPod || !wait.worthIt(kubelet)) return std::move(err);
+      if (std::chrono::steady_clock::now() >= deadline) {
+        wait.inVain();
+        return std::move(err);
+      }
       tracker.waitForChange(seen, deadline);
     }
+  }
+
+  /// The same answer as the first Allocate gave the container: the backend's limiter asked
+  /// again with the same grant and key (its folder kept), which makes nothing new.
+  std::variant<ContainerSpec, RpcError> answerAgain(const Again& again) {
+    const Handout& h = again.handout;
+    const std::string who = "pod " + h.podNamespace + "/" + h.podName + " container " + h.container;
+    ContainerSpec spec;
+    {
+      std::shared_lock limiterLock(limiterMu);
+      if (Limiter* limiter = limiterOf(h.backend)) {
+        ContainerGrant grant;
+        grant.container = h.backendRef();
+        grant.podNamespace = h.podNamespace;
+        grant.podName = h.podName;
+        for (size_t i = 0; i < again.pod.info.containers.size(); ++i)
+          if (again.pod.info.containers[i].name == h.container) grant.containerIndex = static_cast<int>(i);
+        grant.devices = h.devices;
+        grant.hostDir = handouts.folder(h.id).string();
+        grant.podAnnotations = again.pod.info.annotations;
+        grant.podUid = h.podUid;
+        std::error_code ec;
+        fs::create_directories(grant.hostDir, ec);
+        auto s = limiter->containerSpec(grant);
+        if (!s.ok()) {
+          const std::string msg = who + ": backend " + h.backend + " cannot set up the devices again: " + s.error().message;
+          logLine("error", "Allocate " + h.resource + ": " + msg);
+          return RpcError{RpcCode::kFailedPrecondition, msg};
+        }
+        spec = std::move(s).value();
+      }
+    }
+    {
+      std::lock_guard lock(waitMu);
+      ++againCount[h.id];
+    }
+    logLine("info", "Allocate " + h.resource + " for " + who +
+                        " again (the kubelet lost its record of the devices): answered with the devices it holds, " +
+                        h.id);
+    return spec;
+  }
+
+  std::variant<ContainerSpec, RpcError> allocateImpl(const std::string& resource, const std::vector<std::string>& ids) {
+    auto matched = match(resource, ids);
+    if (auto* again = std::get_if<Again>(&matched)) return answerAgain(*again);
+    std::variant<Claim, ClaimError> got;
+    if (auto* c = std::get_if<Claim>(&matched)) got = std::move(*c);
+    else got = std::get<ClaimError>(std::move(matched));
     if (auto* err = std::get_if<ClaimError>(&got)) {
       logLine("error", "Allocate " + resource + ": " + err->message);
       if (err->failure == ClaimFailure::kBadRequest) return RpcError{RpcCode::kInvalidArgument, err->message};
@@ -549,14 +781,14 @@ struct Agent::Impl final : PluginHandler {
     std::optional<std::map<std::string, HeldDevices>> pods;  ///< unset when not asked or it failed
   };
 
-  Listing listHeld() {
+  Listing listHeld(std::chrono::milliseconds timeout = std::chrono::seconds(2)) {
     Listing out;
     if (options.podResourcesSocket.empty()) return out;
     out.asked = true;
     std::string problem;
     if (!fs::exists(options.podResourcesSocket)) {
       problem = "the kubelet's PodResources socket " + options.podResourcesSocket + " does not exist";
-    } else if (auto listed = listPodResources(options.podResourcesSocket, std::chrono::seconds(2)); !listed.ok()) {
+    } else if (auto listed = listPodResources(options.podResourcesSocket, timeout); !listed.ok()) {
       problem = listed.error().message;
     } else {
       out.pods = std::move(listed).value();

@@ -120,6 +120,12 @@ class PodTracker {
   /// Marks a pod failed so it is not matched again.
   void failPod(const std::string& uid);
 
+  /// A pod the agent served in full (it waits for no Allocate) that has not finished:
+  /// its pod and whether it is so. nullopt when unknown.
+  std::optional<TrackedPod> servedPod(const std::string& uid) const;
+  /// How many pods the watch has shown so far (a pod not seen before counts once).
+  std::uint64_t podsSeen() const;
+
   /// Waits until the set of pods changes or `deadline`; false on timeout.
   bool waitForChange(std::uint64_t seen, std::chrono::steady_clock::time_point deadline) const;
   std::uint64_t generation() const;
@@ -162,6 +168,7 @@ class PodTracker {
   };
 
   std::vector<const TrackedPod*> waitingLocked() const;
+  bool waitingLocked(const TrackedPod& pod) const;
   std::optional<Candidate> nextContainerLocked(const TrackedPod& pod, const std::string& resource) const;
   bool podCompleteLocked(const TrackedPod& pod, const Progress& progress) const;
   /// Whether PodResources lists every container that asks for a served resource holding it
@@ -177,6 +184,7 @@ class PodTracker {
   mutable std::mutex mu_;
   mutable std::condition_variable changed_;
   std::uint64_t generation_ = 0;
+  std::uint64_t podsSeen_ = 0;
   std::map<std::string, std::string> resources_;  // resource -> backend
   std::map<std::string, Device> devices_;         // device id -> device
   std::map<std::string, TrackedPod> pods_;        // uid -> pod
