@@ -76,7 +76,8 @@ struct Agent::Impl final : PluginHandler {
   std::condition_variable devCv;
 
   std::unique_ptr<k8s::Client> client;       // watch, node publishing, corrections
-  std::unique_ptr<k8s::Client> allocClient;  // Allocate's bounded writes
+  std::unique_ptr<k8s::Client> allocClient;  // bounded writes (the node's annotations at shutdown)
+  std::unique_ptr<k8s::Client> writeClient;  // pods' annotations, off the Allocate path; retried by the writers
   std::unique_ptr<k8s::Informer> informer;
   PodTracker tracker;
   HandoutStore handouts;
@@ -104,6 +105,24 @@ struct Agent::Impl final : PluginHandler {
   metrics::Counter& allocateTotal;
   metrics::Histogram& allocateSeconds;
   metrics::Gauge& pluginRegistered;
+
+  /// What is still to be written on one pod: the latest value of each key.
+  struct PendingWrite {
+    std::string ns, name;
+    k8s::MetadataPatch patch;
+    std::vector<std::function<void()>> onWritten;
+    int failures = 0;
+    bool queued = false;
+    bool writing = false;
+    std::chrono::steady_clock::time_point notBefore{};
+  };
+
+  std::mutex writeMu;  // the fields below
+  std::condition_variable writeCv;
+  std::map<std::string, PendingWrite> pendingWrites;  // pod uid -> what is left to write
+  std::deque<std::string> writeQueue;                 // pods with something to write, in order
+  bool writersStop = false;
+  std::vector<std::thread> writers;
 
   std::mutex waitMu;  // the fields below
   std::set<std::string> gaveUpOn;  // pods the kubelet named that the watch did not show within podWait
@@ -556,31 +575,109 @@ struct Agent::Impl final : PluginHandler {
     }
     limiterLock.unlock();
     if (!spec.podAnnotations.empty()) handouts.setPodAnnotations(handout.id, spec.podAnnotations);
-    auto outcome = tracker.commit(claim);
-    if (outcome) {
-      // The pod's last container: record the outcome before the kubelet starts it, so the
-      // annotations never claim what did not happen.
+    if (auto outcome = tracker.commit(claim)) {
+      // The pod's last container: its outcome is written after the answer, off the kubelet's
+      // path (issue 27 item 15). The scheduler counts the pod in flight until it reads it, or
+      // until the pod runs; the PodResources pass writes it too should this agent stop first.
       k8s::MetadataPatch patch;
       patch.annotations[std::string(keys::kPodBindPhase)] = "success";
       patch.annotations[std::string(keys::kPodAllocateError)] = std::nullopt;
       if (outcome->changed) patch.annotations[std::string(keys::kPodAssignment)] = encodeAssignment(outcome->assignment);
       addPodAnnotations(patch, claim.podUid);
-      auto r = allocClient->patchMetadata(k8s::kPods, claim.podNamespace, claim.podName, patch);
-      if (!r.ok()) {
-        tracker.rollbackPod(claim.podUid);
-        {
-          std::shared_lock relock(limiterMu);
-          for (const auto& h : handouts.heldBy(claim.podUid)) releaseHandout(h);
-        }
-        const std::string msg = who + ": cannot record the allocation on the pod (" + r.error().describe() +
-                                "); nothing was handed out, the kubelet will reject the pod. Check that the "
-                                "apiserver is reachable from the node.";
-        logLine("error", msg);
-        recordFailure(claim.podUid, msg, claim.podNamespace, claim.podName);
-        return RpcError{RpcCode::kUnavailable, msg};
-      }
+      writeLater(claim.podUid, claim.podNamespace, claim.podName, std::move(patch));
     }
     return spec;
+  }
+
+  // ---- Writing pods' annotations ----
+  /// Queues `patch` for pod `uid` (merged over what is still pending: a later value of a
+  /// key wins) and returns at once. Writer threads send it, one write per pod at a time so the
+  /// last wanted value lands last, retrying with backoff until the apiserver takes it or
+  /// says the pod is gone. `onWritten` runs after it is on the apiserver.
+  void writeLater(const std::string& uid, const std::string& ns, const std::string& name, k8s::MetadataPatch patch,
+                  std::function<void()> onWritten = {}) {
+    std::lock_guard lock(writeMu);
+    PendingWrite& w = pendingWrites[uid];
+    w.ns = ns;
+    w.name = name;
+    for (auto& [k, v] : patch.annotations) w.patch.annotations[k] = std::move(v);
+    if (onWritten) w.onWritten.push_back(std::move(onWritten));
+    if (!w.queued && !w.writing) {
+      w.queued = true;
+      writeQueue.push_back(uid);
+    }
+    writeCv.notify_one();
+  }
+
+  void writerLoop() {
+    std::unique_lock lock(writeMu);
+    for (;;) {
+      // The first pod whose backoff is over.
+      auto ready = writeQueue.end();
+      auto next = std::chrono::steady_clock::time_point::max();
+      const auto now = std::chrono::steady_clock::now();
+      for (auto it = writeQueue.begin(); it != writeQueue.end(); ++it) {
+        const auto at = pendingWrites.at(*it).notBefore;
+        if (at <= now) {
+          ready = it;
+          break;
+        }
+        next = std::min(next, at);
+      }
+      if (ready == writeQueue.end()) {
+        if (writersStop) return;
+        if (next == std::chrono::steady_clock::time_point::max()) writeCv.wait(lock);
+        else writeCv.wait_until(lock, next);
+        continue;
+      }
+      const std::string uid = *ready;
+      writeQueue.erase(ready);
+      PendingWrite& w = pendingWrites.at(uid);
+      w.queued = false;
+      w.writing = true;
+      const std::string ns = w.ns, name = w.name;
+      k8s::MetadataPatch patch = std::move(w.patch);
+      w.patch = {};
+      auto callbacks = std::move(w.onWritten);
+      w.onWritten.clear();
+      lock.unlock();
+      auto r = writeClient->patchMetadata(k8s::kPods, ns, name, patch);
+      if (r.ok())
+        for (auto& f : callbacks) f();
+      lock.lock();
+      PendingWrite& after = pendingWrites.at(uid);
+      after.writing = false;
+      if (!r.ok() && !r.error().isNotFound()) {
+        // Put it back under anything newer, and try again later.
+        for (auto& [k, v] : patch.annotations) after.patch.annotations.try_emplace(k, std::move(v));
+        after.onWritten.insert(after.onWritten.begin(), std::make_move_iterator(callbacks.begin()),
+                               std::make_move_iterator(callbacks.end()));
+        ++after.failures;
+        if (after.failures == 1 || after.failures % 20 == 0)
+          logLine("warning", "recording the allocation on pod " + ns + "/" + name + " (attempt " +
+                                 std::to_string(after.failures) + ", retried until the apiserver takes it): " +
+                                 r.error().describe());
+        after.notBefore = std::chrono::steady_clock::now() +
+                          std::min<std::chrono::milliseconds>(std::chrono::milliseconds(100 << std::min(after.failures, 6)),
+                                                             std::chrono::seconds(5));
+      } else {
+        after.failures = 0;
+        after.notBefore = {};
+      }
+      if (!after.patch.annotations.empty() || !after.onWritten.empty()) {
+        after.queued = true;
+        writeQueue.push_back(uid);
+      } else {
+        pendingWrites.erase(uid);
+      }
+      writeCv.notify_all();
+    }
+  }
+
+  /// Waits until nothing is left to write (or `timeout`); true when nothing is.
+  bool flushWrites(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(writeMu);
+    return writeCv.wait_for(lock, timeout, [&] { return pendingWrites.empty(); });
   }
 
   /// Marks a pod failed (bind phase, reason) and emits a Warning Event, in the background
@@ -847,16 +944,12 @@ struct Agent::Impl final : PluginHandler {
       patch.annotations[std::string(keys::kPodBindPhase)] = "success";
       patch.annotations[std::string(keys::kPodAllocateError)] = std::nullopt;
       addPodAnnotations(patch, outcome.podUid);
-      auto r = client->patchMetadata(k8s::kPods, outcome.podNamespace, outcome.podName, patch);
-      if (!r.ok()) {
-        tracker.forgetRecorded(outcome.podUid);
-        logLine("warning", "correcting the assignment of pod " + key + " (retried on the next pass): " +
-                               r.error().describe());
-        continue;
-      }
-      logLine("info", "pod " + key + ": assignment corrected to the devices the kubelet gave it");
-      std::lock_guard lock(bgMu);
-      ++stats.corrections;
+      // Through the same queue as Allocate's outcomes, so the later of the two lands last.
+      writeLater(outcome.podUid, outcome.podNamespace, outcome.podName, std::move(patch), [this, key] {
+        logLine("info", "pod " + key + ": assignment corrected to the devices the kubelet gave it");
+        std::lock_guard lock(bgMu);
+        ++stats.corrections;
+      });
     }
   }
 
@@ -1249,6 +1342,14 @@ Result<std::unique_ptr<Agent>> Agent::create(AgentOptions options) {
   auto allocClient = k8s::Client::create(api, bounded);
   if (!allocClient.ok()) return makeError("Kubernetes API client: " + allocClient.error().message);
   impl->allocClient = std::move(allocClient).value();
+  // One attempt per write, long enough for an apiserver slowed by a burst; the writers retry
+  // with their own backoff, and stop() waits for at most one attempt.
+  k8s::ClientOptions writes;
+  writes.requestTimeout = std::max<std::chrono::milliseconds>(o.apiTimeout, std::chrono::seconds(10));
+  writes.maxRetries = 0;
+  auto writeClient = k8s::Client::create(api, writes);
+  if (!writeClient.ok()) return makeError("Kubernetes API client: " + writeClient.error().message);
+  impl->writeClient = std::move(writeClient).value();
   return std::unique_ptr<Agent>(new Agent(std::move(impl)));
 }
 
@@ -1277,6 +1378,7 @@ Status Agent::start() {
     im.started = true;
   }
   im.recorderThread = std::thread([&im] { im.recorderLoop(); });
+  for (int i = 0; i < 4; ++i) im.writers.emplace_back([&im] { im.writerLoop(); });
   im.nodeThread = std::thread([&im] { im.nodeLoop(); });
   im.maintThread = std::thread([&im] { im.maintLoop(); });
 
@@ -1337,6 +1439,17 @@ void Agent::stop() {
   if (im.httpServer) im.httpServer->stop(std::chrono::milliseconds(500));
   for (auto* t : {&im.nodeThread, &im.maintThread, &im.recorderThread})
     if (t->joinable()) t->join();
+  // What Allocate answered is written before the agent goes, if the apiserver lets it soon;
+  // else the next agent's PodResources pass writes it.
+  if (!im.flushWrites(std::chrono::seconds(2))) logLine("warning", "on shutdown: some pods' outcomes were not written yet");
+  {
+    std::lock_guard lock(im.writeMu);
+    im.writersStop = true;
+    im.writeQueue.clear();
+  }
+  im.writeCv.notify_all();
+  for (auto& t : im.writers)
+    if (t.joinable()) t.join();
   for (auto& [name, st] : im.served)
     if (st.health.joinable()) st.health.join();
   if (im.informer) im.informer->stop();
@@ -1379,7 +1492,11 @@ std::string Agent::renderMetrics() {
   if (!impl_->httpServer) impl_->collect();
   return impl_->registry.render();
 }
-void Agent::maintainNow() { impl_->maintain(/*withCleanup=*/true); }
+void Agent::maintainNow() {
+  impl_->maintain(/*withCleanup=*/true);
+  impl_->flushWrites(std::chrono::seconds(10));
+}
+bool Agent::flushWrites(std::chrono::milliseconds timeout) { return impl_->flushWrites(timeout); }
 bool Agent::podsSynced() const { return impl_->informer && impl_->informer->hasSynced(); }
 PodTracker& Agent::tracker() { return impl_->tracker; }
 AgentStats Agent::stats() const {

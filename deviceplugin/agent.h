@@ -84,8 +84,12 @@ class Agent {
   std::string metricsUrl() const;
   std::string renderMetrics();
   /// One PodResources pass (handouts attributed, pods corrected) and one cleanup pass, now,
-  /// after the background pass in progress (if any) has finished.
+  /// after the background pass in progress (if any) has finished; returns once what it
+  /// wrote on pods is on the apiserver (or after 10 s).
   void maintainNow();
+  /// Waits until every pod annotation queued so far (Allocate's outcomes, corrections) is on
+  /// the apiserver, at most `timeout`; true when nothing is left to write.
+  bool flushWrites(std::chrono::milliseconds timeout);
   bool podsSynced() const;
   PodTracker& tracker();
   AgentStats stats() const;

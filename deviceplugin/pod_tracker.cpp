@@ -428,25 +428,6 @@ void PodTracker::abort(const Claim& claim, bool failPod) {
   bumpLocked();
 }
 
-std::vector<Claim> PodTracker::rollbackPod(const std::string& uid) {
-  std::lock_guard lock(mu_);
-  std::vector<Claim> out;
-  auto it = progress_.find(uid);
-  if (it == progress_.end()) return out;
-  for (const auto& [container, grants] : it->second.given) {
-    Claim c;
-    c.podUid = uid;
-    c.container = container;
-    c.devices = grants;
-    out.push_back(std::move(c));
-  }
-  it->second = Progress{};
-  it->second.failed = true;
-  written_.erase(uid);
-  bumpLocked();
-  return out;
-}
-
 void PodTracker::failPod(const std::string& uid) {
   std::lock_guard lock(mu_);
   progress_[uid].failed = true;
@@ -545,11 +526,6 @@ std::optional<PodOutcome> PodTracker::correction(
   for (const auto& c : fixed.containers) p.given[c.name] = c.devices;
   bumpLocked();
   return PodOutcome{uid, pod->second.info.podNamespace, pod->second.info.name, std::move(fixed), true};
-}
-
-void PodTracker::forgetRecorded(const std::string& uid) {
-  std::lock_guard lock(mu_);
-  written_.erase(uid);
 }
 
 std::optional<Assignment> PodTracker::recorded(const std::string& uid) const {

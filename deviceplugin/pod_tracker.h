@@ -115,13 +115,11 @@ class PodTracker {
   /// The Allocate failed: the reservation is dropped; `failPod` keeps the pod from being
   /// matched again (the kubelet rejects a pod whose Allocate failed).
   void abort(const Claim& claim, bool failPod);
-  /// Undo a committed pod (its outcome could not be recorded): containers unserved, pod failed.
-  std::vector<Claim> rollbackPod(const std::string& uid);
   /// Marks a pod failed so it is not matched again.
   void failPod(const std::string& uid);
 
-  /// A pod the agent served in full (it waits for no Allocate) that has not finished:
-  /// its pod and whether it is so. nullopt when unknown.
+  /// The pod, when the agent served it in full (it waits for no Allocate: this agent
+  /// committed it, or its annotation says success) and it has not finished; else nullopt.
   std::optional<TrackedPod> servedPod(const std::string& uid) const;
   /// How many pods the watch has shown so far (a pod not seen before counts once).
   std::uint64_t podsSeen() const;
@@ -143,9 +141,6 @@ class PodTracker {
   std::optional<PodOutcome> correction(
       const std::string& uid, const std::map<std::string, std::map<std::string, std::vector<std::string>>>& held,
       HandoutStore& handouts);
-  /// The outcome `correction` returned could not be written: compare with the pod's
-  /// annotation again next time, so the correction is retried.
-  void forgetRecorded(const std::string& uid);
   /// A pod's assignment as this agent last recorded it (for tests and metrics).
   std::optional<Assignment> recorded(const std::string& uid) const;
   /// Containers this agent gave devices to: (pod uid, container) of pods still known.
