@@ -32,7 +32,8 @@ struct AgentOptions {
   std::chrono::milliseconds heartbeatInterval{30000};
   /// How long Allocate waits for the watch to show a pod it cannot find yet.
   std::chrono::milliseconds podWait{3000};
-  /// Per apiserver request while Allocate records its outcome, and how often it retries.
+  /// Per apiserver request at shutdown, and how often it retries; each write of a pod's
+  /// outcome after Allocate gets max(apiTimeout, 10 s) and is retried until it lands.
   std::chrono::milliseconds apiTimeout{2000};
   int apiRetries = 1;
   std::chrono::milliseconds podResourcesInterval{2000};
