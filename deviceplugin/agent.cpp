@@ -329,8 +329,9 @@ struct Agent::Impl final : PluginHandler {
       decided = true;
       std::set<std::string> known;
       for (const auto& p : impl.tracker.pods()) known.insert(p.info.key());
+      const auto& listed = kubelet.pods();  // before the lock: a gRPC call
       std::lock_guard lock(impl.waitMu);
-      if (const auto& listed = kubelet.pods()) {
+      if (listed) {
         for (const auto& [key, held] : *listed)
           if (!known.contains(key) && !impl.gaveUpOn.contains(key)) waitingFor.insert(key);
         worth = !waitingFor.empty();
