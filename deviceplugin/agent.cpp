@@ -76,7 +76,8 @@ struct Agent::Impl final : PluginHandler {
   std::condition_variable devCv;
 
   std::unique_ptr<k8s::Client> client;       // watch, node publishing, corrections
-  std::unique_ptr<k8s::Client> allocClient;  // Allocate's bounded writes
+  std::unique_ptr<k8s::Client> allocClient;  // bounded writes (the node's annotations at shutdown)
+  std::unique_ptr<k8s::Client> writeClient;  // pods' annotations, off the Allocate path; retried by the writers
   std::unique_ptr<k8s::Informer> informer;
   PodTracker tracker;
   HandoutStore handouts;
@@ -105,6 +106,30 @@ struct Agent::Impl final : PluginHandler {
   metrics::Counter& allocateTotal;
   metrics::Histogram& allocateSeconds;
   metrics::Gauge& pluginRegistered;
+
+  /// What is still to be written on one pod: the latest value of each key.
+  struct PendingWrite {
+    std::string ns, name;
+    k8s::MetadataPatch patch;
+    std::vector<std::function<void()>> onWritten;
+    int failures = 0;
+    bool queued = false;
+    bool writing = false;
+    std::chrono::steady_clock::time_point notBefore{};
+  };
+
+  std::mutex writeMu;  // the fields below
+  std::condition_variable writeCv;
+  std::map<std::string, PendingWrite> pendingWrites;  // pod uid -> what is left to write
+  std::deque<std::string> writeQueue;                 // pods with something to write, in order
+  bool writersStop = false;
+  std::vector<std::thread> writers;
+
+  std::mutex waitMu;  // the fields below
+  std::set<std::string> gaveUpOn;  // pods the kubelet named that the watch did not show within podWait
+  std::chrono::steady_clock::time_point fruitlessUntil{};
+  std::uint64_t podsAtFruitless = 0;
+  std::map<std::string, unsigned> againCount;  // handout id -> Allocates answered again
 
   std::mutex maintainMu;
   std::mutex bgMu;
@@ -197,10 +222,16 @@ struct Agent::Impl final : PluginHandler {
     // hint that names the assignment saves a correction later.
     const auto deadline =
         std::chrono::steady_clock::now() + std::min<std::chrono::milliseconds>(options.podWait, std::chrono::seconds(1));
+    KubeletView kubelet(*this);
+    WatchWait wait(*this);
     for (;;) {
       const auto seen = tracker.generation();
       auto ids = tracker.preferred(resource, available, mustInclude, size);
-      if (!ids.empty() || std::chrono::steady_clock::now() >= deadline) return ids;
+      if (!ids.empty()) return ids;
+      // The kubelet admits again a container the agent served (it lost its record of the
+      // devices): steer it to the IDs that container holds.
+      if (auto again = againHint(resource, available, mustInclude, size, kubelet)) return *again;
+      if (!wait.worthIt(kubelet) || std::chrono::steady_clock::now() >= deadline) return {};
       tracker.waitForChange(seen, deadline);
     }
   }
@@ -236,6 +267,16 @@ struct Agent::Impl final : PluginHandler {
     if (Limiter* lim = limiterOf(h.backend))
       if (auto s = lim->release(h.backendRef()); !s.ok()) logLine("warning", s.error().message);
     handouts.remove(h.id);
+    std::lock_guard lock(waitMu);
+    againCount.erase(h.id);
+  }
+
+  /// Whether `earlier` (a live handout of the IDs `claim` got) belongs to another container of
+  /// the pod being admitted: the kubelet reuses an init container's devices for the containers
+  /// after it, and hands IDs to another pod only once their holder is gone.
+  static bool sameAdmission(const Handout& earlier, const Claim& claim) {
+    const bool samePod = earlier.matchedPodUid == claim.podUid || earlier.podUid == claim.podUid;
+    return samePod && earlier.matchedContainer != claim.container;
   }
 
   /// The pod annotations the backends asked for, over every handout `uid` holds. A pod
@@ -258,17 +299,236 @@ struct Agent::Impl final : PluginHandler {
     for (const auto& [k, v] : podAnnotationsFor(uid)) patch.annotations.emplace(k, v);
   }
 
-  std::variant<ContainerSpec, RpcError> allocateImpl(const std::string& resource, const std::vector<std::string>& ids) {
+  // ---- Which container an Allocate is for ----
+  /// What the kubelet's PodResources API says, asked at most once per Allocate (or hint)
+  /// and only when needed.
+  struct KubeletView {
+    explicit KubeletView(Impl& im) : impl(im) {}
+    /// "ns/name" -> what its containers hold; nullopt when not configured or not answering.
+    const std::optional<std::map<std::string, HeldDevices>>& pods() {
+      if (!asked) {
+        asked = true;
+        configured = !impl.options.podResourcesSocket.empty();
+        listed = impl.listHeld(std::chrono::milliseconds(500)).pods;
+      }
+      return listed;
+    }
+    bool isConfigured() {
+      pods();
+      return configured;
+    }
+    Impl& impl;
+    bool asked = false;
+    bool configured = false;
+    std::optional<std::map<std::string, HeldDevices>> listed;
+  };
+
+  /// Waiting for the watch to show the pod the kubelet admits (issue 27 item 13): only for
+  /// pods the kubelet names that the watch has not shown, each at most podWait in all;
+  /// without PodResources, not again right after a wait that found nothing.
+  struct WatchWait {
+    explicit WatchWait(Impl& im) : impl(im) {}
+    /// Whether waiting may help; decided once, then until every pod waited for is known.
+    bool worthIt(KubeletView& kubelet) {
+      if (decided) return worth && !allKnown();
+      decided = true;
+      std::set<std::string> known;
+      for (const auto& p : impl.tracker.pods()) known.insert(p.info.key());
+      const auto& listed = kubelet.pods();  // before the lock: a gRPC call
+      std::lock_guard lock(impl.waitMu);
+      if (listed) {
+        for (const auto& [key, held] : *listed)
+          if (!known.contains(key) && !impl.gaveUpOn.contains(key)) waitingFor.insert(key);
+        worth = !waitingFor.empty();
+      } else {
+        worth = !(std::chrono::steady_clock::now() < impl.fruitlessUntil &&
+                  impl.tracker.podsSeen() == impl.podsAtFruitless);
+      }
+      return worth;
+    }
+    bool allKnown() const {
+      if (waitingFor.empty()) return false;
+      std::set<std::string> known;
+      for (const auto& p : impl.tracker.pods()) known.insert(p.info.key());
+      return std::all_of(waitingFor.begin(), waitingFor.end(), [&](const std::string& k) { return known.contains(k); });
+    }
+    /// The wait ran out: do not wait for the same pods (or, blind, at once) again.
+    void inVain() {
+      if (!worth) return;
+      std::lock_guard lock(impl.waitMu);
+      if (impl.gaveUpOn.size() > 1000) impl.gaveUpOn.clear();
+      impl.gaveUpOn.insert(waitingFor.begin(), waitingFor.end());
+      impl.fruitlessUntil = std::chrono::steady_clock::now() + impl.options.podWait;
+      impl.podsAtFruitless = impl.tracker.podsSeen();
+    }
+    Impl& impl;
+    bool decided = false;
+    bool worth = false;
+    std::set<std::string> waitingFor;
+  };
+
+  /// A container the agent served that the kubelet admits again.
+  struct Again {
+    Handout handout;
+    TrackedPod pod;
+  };
+
+  /// Whether the kubelet has lost its record of `h`'s devices: the holder pod is one of its
+  /// active pods and none of its listed containers holds h's IDs (an init container is never
+  /// listed). Without a PodResources API the pod's state alone decides.
+  bool kubeletLost(const Handout& h, KubeletView& kubelet) {
+    if (!kubelet.isConfigured()) return true;
+    const auto& listed = kubelet.pods();
+    if (!listed) return false;
+    auto pod = listed->find(h.podNamespace + "/" + h.podName);
+    if (pod == listed->end()) return false;  // not active: gone for the kubelet, the IDs free
+    for (const auto& [container, byResource] : pod->second)
+      if (auto ids = byResource.find(h.resource); ids != byResource.end())
+        for (const auto& id : ids->second)
+          if (std::find(h.ids.begin(), h.ids.end(), id) != h.ids.end()) return false;
+    return true;
+  }
+
+  /// Handouts of pods served in full that the kubelet may be admitting again: their pod
+  /// known and running, what Allocate gave journalled.
+  std::vector<Again> againCandidates(const std::vector<Handout>& handouts) {
+    std::vector<Again> out;
+    for (const auto& h : handouts) {
+      if (h.devices.empty()) continue;
+      if (auto pod = tracker.servedPod(h.podUid)) out.push_back({h, std::move(*pod)});
+    }
+    return out;
+  }
+
+  /// An Allocate of exactly the IDs of a handout whose container the kubelet lost (its
+  /// checkpoint missing or unreadable at a restart): answered again, not a new container.
+  /// Of several handouts of the IDs (an init container's reused) the one answered again the
+  /// fewest times, oldest first, as the kubelet admits containers in order.
+  std::optional<Again> allocatedAgain(const std::string& resource, const std::vector<std::string>& ids,
+                                      KubeletView& kubelet) {
+    auto candidates = againCandidates(handouts.withIds(resource, ids));
+    std::optional<Again> best;
+    unsigned bestCount = 0;
+    for (auto& c : candidates) {
+      if (!kubeletLost(c.handout, kubelet)) continue;
+      const unsigned n = answeredAgain(c.handout.id);
+      if (!best || n < bestCount) {
+        bestCount = n;
+        best = std::move(c);
+      }
+    }
+    return best;
+  }
+
+  /// The IDs of a container being admitted again, for GetPreferredAllocation: the oldest pod
+  /// first, then its containers in the kubelet's order.
+  std::optional<std::vector<std::string>> againHint(const std::string& resource,
+                                                    const std::vector<std::string>& available,
+                                                    const std::vector<std::string>& mustInclude, std::size_t size,
+                                                    KubeletView& kubelet) {
+    const std::set<std::string> avail(available.begin(), available.end());
+    std::vector<Handout> fits;
+    for (const auto& h : handouts.all()) {
+      if (h.resource != resource || h.ids.size() != size) continue;
+      if (!std::all_of(h.ids.begin(), h.ids.end(), [&](const std::string& id) { return avail.contains(id); })) continue;
+      if (!std::all_of(mustInclude.begin(), mustInclude.end(), [&](const std::string& id) {
+            return std::find(h.ids.begin(), h.ids.end(), id) != h.ids.end();
+          }))
+        continue;
+      fits.push_back(h);
+    }
+    auto candidates = againCandidates(fits);
+    auto order = [](const Again& a) {
+      int index = 0;
+      for (size_t i = 0; i < a.pod.info.containers.size(); ++i)
+        if (a.pod.info.containers[i].name == a.handout.container) index = static_cast<int>(i);
+      return std::make_tuple(a.pod.created, a.pod.info.key(), index);
+    };
+    std::sort(candidates.begin(), candidates.end(), [&](const Again& a, const Again& b) { return order(a) < order(b); });
+    for (const auto& c : candidates)
+      if (kubeletLost(c.handout, kubelet)) return c.handout.ids;
+    return std::nullopt;
+  }
+
+  unsigned answeredAgain(const std::string& id) {
+    std::lock_guard lock(waitMu);
+    auto it = againCount.find(id);
+    return it == againCount.end() ? 0 : it->second;
+  }
+
+  /// The pod and container an Allocate is for: a waiting container whose assignment names
+  /// these IDs; else a container the kubelet admits again; else a waiting container with
+  /// the same request signature (tracker.claim). Waits for the watch only while it may
+  /// still show the pod (WatchWait).
+  std::variant<Claim, Again, ClaimError> match(const std::string& resource, const std::vector<std::string>& ids) {
     const auto deadline = std::chrono::steady_clock::now() + options.podWait;
-    std::variant<Claim, ClaimError> got;
+    KubeletView kubelet(*this);
+    WatchWait wait(*this);
     for (;;) {
       const auto seen = tracker.generation();
-      got = tracker.claim(resource, ids);
-      auto* err = std::get_if<ClaimError>(&got);
-      // The kubelet may see a pod before our watch does: wait a bounded time for it.
-      if (!err || err->failure != ClaimFailure::kNoPod || std::chrono::steady_clock::now() >= deadline) break;
+      auto got = tracker.claim(resource, ids);
+      if (auto* c = std::get_if<Claim>(&got); c && c->exact) return std::move(*c);
+      if (auto again = allocatedAgain(resource, ids, kubelet)) {
+        if (auto* c = std::get_if<Claim>(&got)) tracker.abort(*c, /*failPod=*/false);
+        return std::move(*again);
+      }
+      if (auto* c = std::get_if<Claim>(&got)) return std::move(*c);
+      auto& err = std::get<ClaimError>(got);
+      if (err.failure != ClaimFailure::kNoPod || !wait.worthIt(kubelet)) return std::move(err);
+      if (std::chrono::steady_clock::now() >= deadline) {
+        wait.inVain();
+        return std::move(err);
+      }
       tracker.waitForChange(seen, deadline);
     }
+  }
+
+  /// The same answer as the first Allocate gave the container: the backend's limiter asked
+  /// again with the same grant and key (its folder kept), which makes nothing new.
+  std::variant<ContainerSpec, RpcError> answerAgain(const Again& again) {
+    const Handout& h = again.handout;
+    const std::string who = "pod " + h.podNamespace + "/" + h.podName + " container " + h.container;
+    ContainerSpec spec;
+    {
+      std::shared_lock limiterLock(limiterMu);
+      if (Limiter* limiter = limiterOf(h.backend)) {
+        ContainerGrant grant;
+        grant.container = h.backendRef();
+        grant.podNamespace = h.podNamespace;
+        grant.podName = h.podName;
+        for (size_t i = 0; i < again.pod.info.containers.size(); ++i)
+          if (again.pod.info.containers[i].name == h.container) grant.containerIndex = static_cast<int>(i);
+        grant.devices = h.devices;
+        grant.hostDir = handouts.folder(h.id).string();
+        grant.podAnnotations = again.pod.info.annotations;
+        grant.podUid = h.podUid;
+        std::error_code ec;
+        fs::create_directories(grant.hostDir, ec);
+        auto s = limiter->containerSpec(grant);
+        if (!s.ok()) {
+          const std::string msg = who + ": backend " + h.backend + " cannot set up the devices again: " + s.error().message;
+          logLine("error", "Allocate " + h.resource + ": " + msg);
+          return RpcError{RpcCode::kFailedPrecondition, msg};
+        }
+        spec = std::move(s).value();
+      }
+    }
+    {
+      std::lock_guard lock(waitMu);
+      ++againCount[h.id];
+    }
+    logLine("info", "Allocate " + h.resource + " for " + who +
+                        " again (the kubelet lost its record of the devices): answered with the devices it holds, " +
+                        h.id);
+    return spec;
+  }
+
+  std::variant<ContainerSpec, RpcError> allocateImpl(const std::string& resource, const std::vector<std::string>& ids) {
+    auto matched = match(resource, ids);
+    if (auto* again = std::get_if<Again>(&matched)) return answerAgain(*again);
+    std::variant<Claim, ClaimError> got;
+    if (auto* c = std::get_if<Claim>(&matched)) got = std::move(*c);
+    else got = std::get<ClaimError>(std::move(matched));
     if (auto* err = std::get_if<ClaimError>(&got)) {
       logLine("error", "Allocate " + resource + ": " + err->message);
       if (err->failure == ClaimFailure::kBadRequest) return RpcError{RpcCode::kInvalidArgument, err->message};
@@ -286,9 +546,12 @@ struct Agent::Impl final : PluginHandler {
     // the PodResources pass may correct later (handout_store.h).
     std::shared_lock limiterLock(limiterMu);
     Handout handout = handoutOf(claim);
-    // The kubelet hands IDs out again only once their earlier holder is gone.
-    if (auto earlier = handouts.find(handout.id)) releaseHandout(*earlier);
+    // The kubelet hands IDs out again once their earlier holder is gone, or within one pod
+    // from an init container to the containers after it: that one keeps its own handout.
+    for (const auto& earlier : handouts.withIds(resource, ids))
+      if (!sameAdmission(earlier, claim)) releaseHandout(earlier);
     auto hostDir = handouts.create(handout);
+    if (hostDir.ok()) handout.id = fs::path(*hostDir).filename().string();
     if (!hostDir.ok()) {
       tracker.abort(claim, true);
       const std::string msg = who + ": " + hostDir.error().message;
@@ -318,31 +581,109 @@ struct Agent::Impl final : PluginHandler {
     }
     limiterLock.unlock();
     if (!spec.podAnnotations.empty()) handouts.setPodAnnotations(handout.id, spec.podAnnotations);
-    auto outcome = tracker.commit(claim);
-    if (outcome) {
-      // The pod's last container: record the outcome before the kubelet starts it, so the
-      // annotations never claim what did not happen.
+    if (auto outcome = tracker.commit(claim)) {
+      // The pod's last container: its outcome is written after the answer, off the kubelet's
+      // path (issue 27 item 15). The scheduler counts the pod in flight until it reads it, or
+      // until the pod runs; the PodResources pass writes it too should this agent stop first.
       k8s::MetadataPatch patch;
       patch.annotations[std::string(keys::kPodBindPhase)] = "success";
       patch.annotations[std::string(keys::kPodAllocateError)] = std::nullopt;
       if (outcome->changed) patch.annotations[std::string(keys::kPodAssignment)] = encodeAssignment(outcome->assignment);
       addPodAnnotations(patch, claim.podUid);
-      auto r = allocClient->patchMetadata(k8s::kPods, claim.podNamespace, claim.podName, patch);
-      if (!r.ok()) {
-        tracker.rollbackPod(claim.podUid);
-        {
-          std::shared_lock relock(limiterMu);
-          for (const auto& h : handouts.heldBy(claim.podUid)) releaseHandout(h);
-        }
-        const std::string msg = who + ": cannot record the allocation on the pod (" + r.error().describe() +
-                                "); nothing was handed out, the kubelet will reject the pod. Check that the "
-                                "apiserver is reachable from the node.";
-        logLine("error", msg);
-        recordFailure(claim.podUid, msg, claim.podNamespace, claim.podName);
-        return RpcError{RpcCode::kUnavailable, msg};
-      }
+      writeLater(claim.podUid, claim.podNamespace, claim.podName, std::move(patch));
     }
     return spec;
+  }
+
+  // ---- Writing pods' annotations ----
+  /// Queues `patch` for pod `uid` (merged over what is still pending: a later value of a
+  /// key wins) and returns at once. Writer threads send it, one write per pod at a time so the
+  /// last wanted value lands last, retrying with backoff until the apiserver takes it or
+  /// says the pod is gone. `onWritten` runs after it is on the apiserver.
+  void writeLater(const std::string& uid, const std::string& ns, const std::string& name, k8s::MetadataPatch patch,
+                  std::function<void()> onWritten = {}) {
+    std::lock_guard lock(writeMu);
+    PendingWrite& w = pendingWrites[uid];
+    w.ns = ns;
+    w.name = name;
+    for (auto& [k, v] : patch.annotations) w.patch.annotations[k] = std::move(v);
+    if (onWritten) w.onWritten.push_back(std::move(onWritten));
+    if (!w.queued && !w.writing) {
+      w.queued = true;
+      writeQueue.push_back(uid);
+    }
+    writeCv.notify_one();
+  }
+
+  void writerLoop() {
+    std::unique_lock lock(writeMu);
+    for (;;) {
+      // The first pod whose backoff is over.
+      auto ready = writeQueue.end();
+      auto next = std::chrono::steady_clock::time_point::max();
+      const auto now = std::chrono::steady_clock::now();
+      for (auto it = writeQueue.begin(); it != writeQueue.end(); ++it) {
+        const auto at = pendingWrites.at(*it).notBefore;
+        if (at <= now) {
+          ready = it;
+          break;
+        }
+        next = std::min(next, at);
+      }
+      if (ready == writeQueue.end()) {
+        if (writersStop) return;
+        if (next == std::chrono::steady_clock::time_point::max()) writeCv.wait(lock);
+        else writeCv.wait_until(lock, next);
+        continue;
+      }
+      const std::string uid = *ready;
+      writeQueue.erase(ready);
+      PendingWrite& w = pendingWrites.at(uid);
+      w.queued = false;
+      w.writing = true;
+      const std::string ns = w.ns, name = w.name;
+      k8s::MetadataPatch patch = std::move(w.patch);
+      w.patch = {};
+      auto callbacks = std::move(w.onWritten);
+      w.onWritten.clear();
+      lock.unlock();
+      auto r = writeClient->patchMetadata(k8s::kPods, ns, name, patch);
+      if (r.ok())
+        for (auto& f : callbacks) f();
+      lock.lock();
+      PendingWrite& after = pendingWrites.at(uid);
+      after.writing = false;
+      if (!r.ok() && !r.error().isNotFound()) {
+        // Put it back under anything newer, and try again later.
+        for (auto& [k, v] : patch.annotations) after.patch.annotations.try_emplace(k, std::move(v));
+        after.onWritten.insert(after.onWritten.begin(), std::make_move_iterator(callbacks.begin()),
+                               std::make_move_iterator(callbacks.end()));
+        ++after.failures;
+        if (after.failures == 1 || after.failures % 20 == 0)
+          logLine("warning", "recording the allocation on pod " + ns + "/" + name + " (attempt " +
+                                 std::to_string(after.failures) + ", retried until the apiserver takes it): " +
+                                 r.error().describe());
+        after.notBefore = std::chrono::steady_clock::now() +
+                          std::min<std::chrono::milliseconds>(std::chrono::milliseconds(100 << std::min(after.failures, 6)),
+                                                             std::chrono::seconds(5));
+      } else {
+        after.failures = 0;
+        after.notBefore = {};
+      }
+      if (!after.patch.annotations.empty() || !after.onWritten.empty()) {
+        after.queued = true;
+        writeQueue.push_back(uid);
+      } else {
+        pendingWrites.erase(uid);
+      }
+      writeCv.notify_all();
+    }
+  }
+
+  /// Waits until nothing is left to write (or `timeout`); true when nothing is.
+  bool flushWrites(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(writeMu);
+    return writeCv.wait_for(lock, timeout, [&] { return pendingWrites.empty(); });
   }
 
   /// Marks a pod failed (bind phase, reason) and emits a Warning Event, in the background
@@ -408,7 +749,39 @@ struct Agent::Impl final : PluginHandler {
     p.info = std::move(info).value();
     if (const auto* ts = k8s::findPath(obj, {"metadata", "creationTimestamp"}); ts && ts->is_string())
       if (auto t = parseTimestamp(ts->as_string()); t.ok()) p.created = *t;
+    readInitContainers(obj, p);
+    // An init container that finished gives its handout back now, not at the next interval.
+    bool released = false;
+    for (const auto& h : handouts.heldBy(p.info.uid)) released = released || p.initFinished(h.container);
     tracker.upsert(std::move(p));
+    if (released) {
+      std::lock_guard lock(bgMu);
+      cleanupSoon = true;
+      bgCv.notify_all();
+    }
+  }
+
+  /// Sidecars (spec.initContainers[].restartPolicy Always) and the init containers that exited
+  /// with code 0 (status.initContainerStatuses[].state.terminated): the kubelet's PodResources
+  /// never lists an init container, so the pod's status is what says one has ended.
+  static void readInitContainers(const boost::json::object& obj, TrackedPod& p) {
+    if (const auto* spec = k8s::findPath(obj, {"spec", "initContainers"}); spec && spec->is_array())
+      for (const auto& c : spec->as_array()) {
+        const auto* o = c.if_object();
+        const auto* name = o ? o->if_contains("name") : nullptr;
+        const auto* policy = o ? o->if_contains("restartPolicy") : nullptr;
+        if (name && name->is_string() && policy && policy->is_string() && policy->as_string() == "Always")
+          p.sidecars.insert(std::string(name->as_string()));
+      }
+    const auto* statuses = k8s::findPath(obj, {"status", "initContainerStatuses"});
+    if (!statuses || !statuses->is_array()) return;
+    for (const auto& st : statuses->as_array()) {
+      const auto* o = st.if_object();
+      const auto* name = o ? o->if_contains("name") : nullptr;
+      const auto* code = o ? k8s::findPath(*o, {"state", "terminated", "exitCode"}) : nullptr;
+      if (name && name->is_string() && code && code->is_int64() && code->as_int64() == 0)
+        p.initDone.insert(std::string(name->as_string()));
+    }
   }
 
   void onPodDeleted(const boost::json::object& obj) {
@@ -511,14 +884,14 @@ struct Agent::Impl final : PluginHandler {
     std::optional<std::map<std::string, HeldDevices>> pods;  ///< unset when not asked or it failed
   };
 
-  Listing listHeld() {
+  Listing listHeld(std::chrono::milliseconds timeout = std::chrono::seconds(2)) {
     Listing out;
     if (options.podResourcesSocket.empty()) return out;
     out.asked = true;
     std::string problem;
     if (!fs::exists(options.podResourcesSocket)) {
       problem = "the kubelet's PodResources socket " + options.podResourcesSocket + " does not exist";
-    } else if (auto listed = listPodResources(options.podResourcesSocket, std::chrono::seconds(2)); !listed.ok()) {
+    } else if (auto listed = listPodResources(options.podResourcesSocket, timeout); !listed.ok()) {
       problem = listed.error().message;
     } else {
       out.pods = std::move(listed).value();
@@ -541,12 +914,13 @@ struct Agent::Impl final : PluginHandler {
       const std::string ns = slash == std::string::npos ? std::string() : key.substr(0, slash);
       const std::string name = slash == std::string::npos ? key : key.substr(slash + 1);
       auto uid = uidByKey.find(key);
+      const std::string podUid = uid == uidByKey.end() ? std::string() : uid->second;
       for (const auto& [container, byResource] : held)
         for (const auto& [resource, ids] : byResource) {
           if (ids.empty()) continue;
-          const std::string id = handoutId(resource, ids);
-          if (handouts.attribute(id, uid == uidByKey.end() ? std::string() : uid->second, ns, name, container))
-            logLine("info", "the devices handed out as " + id + " are held by pod " + key + " container " + container);
+          auto h = handouts.listedAs(resource, ids, podUid, container);
+          if (h && handouts.attribute(h->id, podUid, ns, name, container))
+            logLine("info", "the devices handed out as " + h->id + " are held by pod " + key + " container " + container);
         }
     }
   }
@@ -576,16 +950,12 @@ struct Agent::Impl final : PluginHandler {
       patch.annotations[std::string(keys::kPodBindPhase)] = "success";
       patch.annotations[std::string(keys::kPodAllocateError)] = std::nullopt;
       addPodAnnotations(patch, outcome.podUid);
-      auto r = client->patchMetadata(k8s::kPods, outcome.podNamespace, outcome.podName, patch);
-      if (!r.ok()) {
-        tracker.forgetRecorded(outcome.podUid);
-        logLine("warning", "correcting the assignment of pod " + key + " (retried on the next pass): " +
-                               r.error().describe());
-        continue;
-      }
-      logLine("info", "pod " + key + ": assignment corrected to the devices the kubelet gave it");
-      std::lock_guard lock(bgMu);
-      ++stats.corrections;
+      // Through the same queue as Allocate's outcomes, so the later of the two lands last.
+      writeLater(outcome.podUid, outcome.podNamespace, outcome.podName, std::move(patch), [this, key] {
+        logLine("info", "pod " + key + ": assignment corrected to the devices the kubelet gave it");
+        std::lock_guard lock(bgMu);
+        ++stats.corrections;
+      });
     }
   }
 
@@ -597,15 +967,22 @@ struct Agent::Impl final : PluginHandler {
   void cleanup(const Listing& listing) {
     if (!informer || !informer->hasSynced()) return;
     if (listing.asked && !listing.pods) return;
-    std::set<std::string> held;
+    std::map<std::string, std::string> uidByKey;
+    std::map<std::string, TrackedPod> livePods;
+    for (auto& p : tracker.pods()) {
+      uidByKey[p.info.key()] = p.info.uid;
+      if (!p.info.terminated()) livePods.emplace(p.info.uid, std::move(p));
+    }
+    std::set<std::string> held;  // handouts a listed container holds
     if (listing.pods)
-      for (const auto& [key, containers] : *listing.pods)
+      for (const auto& [key, containers] : *listing.pods) {
+        auto uid = uidByKey.find(key);
         for (const auto& [container, byResource] : containers)
           for (const auto& [resource, ids] : byResource)
-            if (!ids.empty()) held.insert(handoutId(resource, ids));
-    std::set<std::string> livePods;
-    for (const auto& p : tracker.pods())
-      if (!p.info.terminated()) livePods.insert(p.info.uid);
+            if (!ids.empty())
+              if (auto h = handouts.listedAs(resource, ids, uid == uidByKey.end() ? "" : uid->second, container))
+                held.insert(h->id);
+      }
 
     // Whether the kubelet reports h's container holding other IDs of h's resource.
     auto holdsOthers = [&](const Handout& h) {
@@ -621,10 +998,17 @@ struct Agent::Impl final : PluginHandler {
     std::unique_lock lock(limiterMu);
     std::uint64_t removed = 0;
     for (const auto& h : handouts.all()) {
-      if (held.contains(h.id)) continue;
-      if (!h.podUid.empty() && livePods.contains(h.podUid) && !holdsOthers(h)) continue;
-      logLine("info", "container " + h.container + " of pod " + h.podNamespace + "/" + h.podName +
-                          " is gone: removing its folder " + handouts.folder(h.id).string());
+      auto pod = livePods.find(h.podUid);
+      // An init container that ran to completion: PodResources never lists one, its pod's
+      // status says it ended. Its IDs may be held by the container after it, under its own handout.
+      const bool initEnded = pod != livePods.end() && pod->second.initFinished(h.container);
+      if (!initEnded) {
+        if (held.contains(h.id)) continue;
+        if (!h.podUid.empty() && pod != livePods.end() && !holdsOthers(h)) continue;
+      }
+      logLine("info", std::string(initEnded ? "init container " : "container ") + h.container + " of pod " +
+                          h.podNamespace + "/" + h.podName + (initEnded ? " has finished" : " is gone") +
+                          ": removing its folder " + handouts.folder(h.id).string());
       releaseHandout(h);
       ++removed;
     }
@@ -969,6 +1353,14 @@ Result<std::unique_ptr<Agent>> Agent::create(AgentOptions options) {
   auto allocClient = k8s::Client::create(api, bounded);
   if (!allocClient.ok()) return makeError("Kubernetes API client: " + allocClient.error().message);
   impl->allocClient = std::move(allocClient).value();
+  // One attempt per write, long enough for an apiserver slowed by a burst; the writers retry
+  // with their own backoff, and stop() waits for at most one attempt.
+  k8s::ClientOptions writes;
+  writes.requestTimeout = std::max<std::chrono::milliseconds>(o.apiTimeout, std::chrono::seconds(10));
+  writes.maxRetries = 0;
+  auto writeClient = k8s::Client::create(api, writes);
+  if (!writeClient.ok()) return makeError("Kubernetes API client: " + writeClient.error().message);
+  impl->writeClient = std::move(writeClient).value();
   return std::unique_ptr<Agent>(new Agent(std::move(impl)));
 }
 
@@ -997,6 +1389,7 @@ Status Agent::start() {
     im.started = true;
   }
   im.recorderThread = std::thread([&im] { im.recorderLoop(); });
+  for (int i = 0; i < 4; ++i) im.writers.emplace_back([&im] { im.writerLoop(); });
   im.nodeThread = std::thread([&im] { im.nodeLoop(); });
   im.maintThread = std::thread([&im] { im.maintLoop(); });
 
@@ -1057,6 +1450,17 @@ void Agent::stop() {
   if (im.httpServer) im.httpServer->stop(std::chrono::milliseconds(500));
   for (auto* t : {&im.nodeThread, &im.maintThread, &im.recorderThread})
     if (t->joinable()) t->join();
+  // What Allocate answered is written before the agent goes, if the apiserver lets it soon;
+  // else the next agent's PodResources pass writes it.
+  if (!im.flushWrites(std::chrono::seconds(2))) logLine("warning", "on shutdown: some pods' outcomes were not written yet");
+  {
+    std::lock_guard lock(im.writeMu);
+    im.writersStop = true;
+    im.writeQueue.clear();
+  }
+  im.writeCv.notify_all();
+  for (auto& t : im.writers)
+    if (t.joinable()) t.join();
   for (auto& [name, st] : im.served)
     if (st.health.joinable()) st.health.join();
   if (im.informer) im.informer->stop();
@@ -1099,7 +1503,11 @@ std::string Agent::renderMetrics() {
   if (!impl_->httpServer) impl_->collect();
   return impl_->registry.render();
 }
-void Agent::maintainNow() { impl_->maintain(/*withCleanup=*/true); }
+void Agent::maintainNow() {
+  impl_->maintain(/*withCleanup=*/true);
+  impl_->flushWrites(std::chrono::seconds(10));
+}
+bool Agent::flushWrites(std::chrono::milliseconds timeout) { return impl_->flushWrites(timeout); }
 bool Agent::podsSynced() const { return impl_->informer && impl_->informer->hasSynced(); }
 PodTracker& Agent::tracker() { return impl_->tracker; }
 AgentStats Agent::stats() const {

@@ -32,7 +32,8 @@ struct AgentOptions {
   std::chrono::milliseconds heartbeatInterval{30000};
   /// How long Allocate waits for the watch to show a pod it cannot find yet.
   std::chrono::milliseconds podWait{3000};
-  /// Per apiserver request while Allocate records its outcome, and how often it retries.
+  /// Per apiserver request at shutdown, and how often it retries; each write of a pod's
+  /// outcome after Allocate gets max(apiTimeout, 10 s) and is retried until it lands.
   std::chrono::milliseconds apiTimeout{2000};
   int apiRetries = 1;
   std::chrono::milliseconds podResourcesInterval{2000};
@@ -84,8 +85,12 @@ class Agent {
   std::string metricsUrl() const;
   std::string renderMetrics();
   /// One PodResources pass (handouts attributed, pods corrected) and one cleanup pass, now,
-  /// after the background pass in progress (if any) has finished.
+  /// after the background pass in progress (if any) has finished; returns once what it
+  /// wrote on pods is on the apiserver (or after 10 s).
   void maintainNow();
+  /// Waits until every pod annotation queued so far (Allocate's outcomes, corrections) is on
+  /// the apiserver, at most `timeout`; true when nothing is left to write.
+  bool flushWrites(std::chrono::milliseconds timeout);
   bool podsSynced() const;
   PodTracker& tracker();
   AgentStats stats() const;

@@ -137,6 +137,31 @@ std::string handoutId(const std::string& resource, std::vector<std::string> ids)
   return name + "-" + hex;
 }
 
+std::string handoutKey(const std::string& id) {
+  // "<resource>-<16 hex digits>" or that with "-<n>": a tail of 16 characters is the hash.
+  const auto dash = id.rfind('-');
+  if (dash == std::string::npos || dash + 1 == id.size()) return id;
+  const std::string tail = id.substr(dash + 1);
+  if (tail.size() == 16 || !std::all_of(tail.begin(), tail.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return id;
+  return id.substr(0, dash);
+}
+
+namespace {
+
+/// n of "<key>-<n>", 1 for the key itself.
+unsigned ordinalOf(const std::string& id) {
+  const std::string key = handoutKey(id);
+  if (key.size() == id.size()) return 1;
+  try {
+    return static_cast<unsigned>(std::stoul(id.substr(key.size() + 1)));
+  } catch (...) {
+    return 1;
+  }
+}
+
+}  // namespace
+
 HandoutStore::HandoutStore(fs::path root, fs::path journal) : root_(std::move(root)), journal_(std::move(journal)) {}
 
 HandoutStore::~HandoutStore() {
@@ -201,10 +226,8 @@ Result<std::vector<std::string>> HandoutStore::load() {
       continue;
     }
     std::sort(h->ids.begin(), h->ids.end());
-    const std::string claimed = h->id;
-    h->id = handoutId(h->resource, h->ids);
-    if (h->id != claimed) {
-      problems.push_back(where + "the device IDs do not belong to folder " + claimed);
+    if (handoutKey(h->id) != handoutId(h->resource, h->ids)) {
+      problems.push_back(where + "the device IDs do not belong to folder " + h->id);
       continue;
     }
     std::erase_if(handouts_, [&](const Handout& o2) { return o2.id == h->id; });
@@ -217,14 +240,23 @@ Result<std::vector<std::string>> HandoutStore::load() {
   return problems;
 }
 
+std::vector<const Handout*> HandoutStore::withKeyLocked(const std::string& key) const {
+  std::vector<const Handout*> out;
+  for (const auto& h : handouts_)
+    if (handoutKey(h.id) == key) out.push_back(&h);
+  std::sort(out.begin(), out.end(), [](const Handout* a, const Handout* b) { return ordinalOf(a->id) < ordinalOf(b->id); });
+  return out;
+}
+
 Result<std::string> HandoutStore::create(Handout h) {
   std::sort(h.ids.begin(), h.ids.end());
-  h.id = handoutId(h.resource, h.ids);
+  const std::string key = handoutId(h.resource, h.ids);
   h.matchedPodUid = h.podUid;
   h.matchedContainer = h.container;
-  const fs::path dir = root_ / h.id;
   std::lock_guard lock(mu_);
-  std::erase_if(handouts_, [&](const Handout& o) { return o.id == h.id; });
+  const auto live = withKeyLocked(key);
+  h.id = live.empty() ? key : key + "-" + std::to_string(std::max(ordinalOf(live.back()->id), 1u) + 1);
+  const fs::path dir = root_ / h.id;
   std::error_code ec;
   fs::remove_all(dir, ec);
   fs::create_directories(dir, ec);
@@ -308,6 +340,23 @@ std::optional<Handout> HandoutStore::find(const std::string& id) const {
   for (const auto& h : handouts_)
     if (h.id == id) return h;
   return std::nullopt;
+}
+
+std::vector<Handout> HandoutStore::withIds(const std::string& resource, const std::vector<std::string>& ids) const {
+  std::lock_guard lock(mu_);
+  std::vector<Handout> out;
+  for (const Handout* h : withKeyLocked(handoutId(resource, ids))) out.push_back(*h);
+  return out;
+}
+
+std::optional<Handout> HandoutStore::listedAs(const std::string& resource, const std::vector<std::string>& ids,
+                                              const std::string& podUid, const std::string& container) const {
+  std::lock_guard lock(mu_);
+  const auto live = withKeyLocked(handoutId(resource, ids));
+  if (live.empty()) return std::nullopt;
+  for (const Handout* h : live)
+    if (!podUid.empty() && h->podUid == podUid && h->container == container) return *h;
+  return *live.back();
 }
 
 std::vector<Handout> HandoutStore::all() const {

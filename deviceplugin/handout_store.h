@@ -40,7 +40,10 @@ namespace vgpu::deviceplugin {
 
 /// One Allocate's handout and its current holder.
 struct Handout {
-  std::string id;                ///< handoutId(resource, ids): the folder's name
+  /// The folder's name: handoutId(resource, ids), or "<that>-<n>" (n >= 2) for the n-th live
+  /// container given the same IDs: the kubelet hands an init container's IDs to the
+  /// containers of its pod after it, so a later one never takes over an earlier one's.
+  std::string id;
   std::string resource;          ///< the kubelet resource, e.g. "nvidia.com/gpu"
   std::vector<std::string> ids;  ///< the kubelet's device IDs, sorted
   std::string backend;
@@ -63,8 +66,10 @@ struct Handout {
 };
 
 /// "<resource with '/' as '_'>-<16 hex digits>": a file name that stands for the resource and
-/// the set of IDs (in any order).
+/// the set of IDs (in any order); the id of the first live handout of those IDs.
 std::string handoutId(const std::string& resource, std::vector<std::string> ids);
+/// The handoutId part of a handout's id (the id without its "-<n>").
+std::string handoutKey(const std::string& id);
 
 class HandoutStore {
  public:
@@ -79,9 +84,10 @@ class HandoutStore {
   /// journal when it cannot be opened.
   Result<std::vector<std::string>> load();
 
-  /// Records `h` (id set from its resource and IDs, matched to its holder) and gives it an
-  /// empty folder: IDs handed out again belong to a new container, so whatever an earlier
-  /// holder left goes. Returns the folder's path. Errors name the path.
+  /// Records `h` (matched to its holder) and gives it an empty folder; its id is
+  /// handoutId(resource, ids) when no live handout has those IDs (whatever an earlier holder
+  /// left in that folder goes), else that with "-<n>", n above every live one's. Returns
+  /// the folder's path, whose name is the id. Errors name the path.
   Result<std::string> create(Handout h);
   /// Remembers the pod annotations the backend asked for. False if the handout is unknown.
   bool setPodAnnotations(const std::string& id, const Annotations& annotations);
@@ -99,6 +105,14 @@ class HandoutStore {
   std::size_t removeStrays();
 
   std::optional<Handout> find(const std::string& id) const;
+  /// The live handouts of `ids` of `resource`, oldest first.
+  std::vector<Handout> withIds(const std::string& resource, const std::vector<std::string>& ids) const;
+  /// The handout PodResources means when it lists `podUid`'s `container` holding `ids`: the
+  /// one already attributed to that container, else the newest of those IDs (the kubelet
+  /// lists the last container it gave them to; the earlier ones are init containers, which
+  /// it does not list). nullopt when none has those IDs.
+  std::optional<Handout> listedAs(const std::string& resource, const std::vector<std::string>& ids,
+                                  const std::string& podUid, const std::string& container) const;
   std::vector<Handout> all() const;
   std::vector<Handout> heldBy(const std::string& podUid) const;
   std::filesystem::path folder(const std::string& id) const { return root_ / id; }
@@ -106,6 +120,7 @@ class HandoutStore {
 
  private:
   Status appendLocked(const std::string& line);
+  std::vector<const Handout*> withKeyLocked(const std::string& key) const;
   Status compactLocked();
 
   std::filesystem::path root_;

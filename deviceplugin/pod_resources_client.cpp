@@ -18,11 +18,13 @@ Result<std::map<std::string, HeldDevices>> listPodResources(const std::string& s
   std::map<std::string, HeldDevices> out;
   for (const auto& pod : resp.pod_resources()) {
     auto& held = out[pod.namespace_() + "/" + pod.name()];
-    for (const auto& c : pod.containers())
+    for (const auto& c : pod.containers()) {
+      auto& container = held[c.name()];  // listed even when it holds nothing (yet)
       for (const auto& d : c.devices()) {
-        auto& ids = held[c.name()][d.resource_name()];
+        auto& ids = container[d.resource_name()];
         ids.insert(ids.end(), d.device_ids().begin(), d.device_ids().end());
       }
+    }
   }
   return out;
 }

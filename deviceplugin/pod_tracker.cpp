@@ -61,6 +61,12 @@ std::string sortedList(std::vector<std::string> ids) {
 
 }  // namespace
 
+bool TrackedPod::initFinished(const std::string& container) const {
+  if (!initDone.contains(container) || sidecars.contains(container)) return false;
+  return std::any_of(info.containers.begin(), info.containers.end(),
+                     [&](const ContainerResources& c) { return c.init && c.name == container; });
+}
+
 Handout handoutOf(const Claim& claim) {
   Handout h;
   h.id = handoutId(claim.resource, claim.ids);
@@ -107,8 +113,25 @@ void PodTracker::upsert(TrackedPod pod) {
   pod.bindPhase = annotationOr(pod.info, keys::kPodBindPhase);
   std::lock_guard lock(mu_);
   const std::string uid = pod.info.uid;
-  pods_[uid] = std::move(pod);
+  auto [it, added] = pods_.insert_or_assign(uid, std::move(pod));
+  if (added) ++podsSeen_;
   bumpLocked();
+}
+
+std::uint64_t PodTracker::podsSeen() const {
+  std::lock_guard lock(mu_);
+  return podsSeen_;
+}
+
+std::optional<TrackedPod> PodTracker::servedPod(const std::string& uid) const {
+  std::lock_guard lock(mu_);
+  auto it = pods_.find(uid);
+  if (it == pods_.end() || it->second.info.terminated() || it->second.info.deleting) return std::nullopt;
+  if (waitingLocked(it->second)) return std::nullopt;
+  auto pr = progress_.find(uid);
+  const bool served = pr != progress_.end() ? pr->second.done && !pr->second.failed : it->second.bindPhase == "success";
+  if (!served) return std::nullopt;
+  return it->second;
 }
 
 void PodTracker::remove(const std::string& uid) {
@@ -136,19 +159,22 @@ bool PodTracker::waitForChange(std::uint64_t seen, std::chrono::steady_clock::ti
   return changed_.wait_until(lock, deadline, [&] { return generation_ != seen; });
 }
 
+bool PodTracker::waitingLocked(const TrackedPod& p) const {
+  if (p.info.terminated() || p.info.deleting) return false;
+  if (!node_.empty() && p.info.nodeName != node_) return false;
+  auto pr = progress_.find(p.info.uid);
+  if (pr != progress_.end() && (pr->second.failed || pr->second.done)) return false;
+  if (pr == progress_.end() && (p.bindPhase == "success" || p.bindPhase == "failed")) return false;
+  bool ours = false;
+  for (const auto& c : p.info.containers)
+    for (const auto& [r, b] : resources_) ours = ours || limitOf(c, r) > 0;
+  return ours;
+}
+
 std::vector<const TrackedPod*> PodTracker::waitingLocked() const {
   std::vector<const TrackedPod*> out;
-  for (const auto& [uid, p] : pods_) {
-    if (p.info.terminated() || p.info.deleting) continue;
-    if (!node_.empty() && p.info.nodeName != node_) continue;
-    auto pr = progress_.find(uid);
-    if (pr != progress_.end() && (pr->second.failed || pr->second.done)) continue;
-    if (pr == progress_.end() && (p.bindPhase == "success" || p.bindPhase == "failed")) continue;
-    bool ours = false;
-    for (const auto& c : p.info.containers)
-      for (const auto& [r, b] : resources_) ours = ours || limitOf(c, r) > 0;
-    if (ours) out.push_back(&p);
-  }
+  for (const auto& [uid, p] : pods_)
+    if (waitingLocked(p)) out.push_back(&p);
   // The kubelet admits pods in creation order; bind time and name break ties.
   std::sort(out.begin(), out.end(), [](const TrackedPod* a, const TrackedPod* b) {
     return std::tie(a->created, a->bindTime, a->info.podNamespace, a->info.name) <
@@ -402,25 +428,6 @@ void PodTracker::abort(const Claim& claim, bool failPod) {
   bumpLocked();
 }
 
-std::vector<Claim> PodTracker::rollbackPod(const std::string& uid) {
-  std::lock_guard lock(mu_);
-  std::vector<Claim> out;
-  auto it = progress_.find(uid);
-  if (it == progress_.end()) return out;
-  for (const auto& [container, grants] : it->second.given) {
-    Claim c;
-    c.podUid = uid;
-    c.container = container;
-    c.devices = grants;
-    out.push_back(std::move(c));
-  }
-  it->second = Progress{};
-  it->second.failed = true;
-  written_.erase(uid);
-  bumpLocked();
-  return out;
-}
-
 void PodTracker::failPod(const std::string& uid) {
   std::lock_guard lock(mu_);
   progress_[uid].failed = true;
@@ -458,7 +465,7 @@ std::optional<PodOutcome> PodTracker::correction(
       if (r == resources_.end() || ids.empty()) continue;
       any = true;
       std::vector<DeviceGrant> devices;
-      if (auto g = handouts.find(handoutId(resource, ids)); g && !g->devices.empty()) {
+      if (auto g = handouts.listedAs(resource, ids, uid, container); g && !g->devices.empty()) {
         devices = g->devices;
         if (g->matchedPodUid != uid || g->matchedContainer != container) {
           // The kubelet admitted this pod with IDs the agent matched to another waiting pod
@@ -519,11 +526,6 @@ std::optional<PodOutcome> PodTracker::correction(
   for (const auto& c : fixed.containers) p.given[c.name] = c.devices;
   bumpLocked();
   return PodOutcome{uid, pod->second.info.podNamespace, pod->second.info.name, std::move(fixed), true};
-}
-
-void PodTracker::forgetRecorded(const std::string& uid) {
-  std::lock_guard lock(mu_);
-  written_.erase(uid);
 }
 
 std::optional<Assignment> PodTracker::recorded(const std::string& uid) const {

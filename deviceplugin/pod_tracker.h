@@ -39,6 +39,14 @@ struct TrackedPod {
   std::string assignmentError;           ///< why the annotation did not decode
   std::string bindTime;                  ///< the bind-time annotation, kept for ordering
   std::string bindPhase;                 ///< the bind-phase annotation
+  /// Init containers that exited with code 0 (status.initContainerStatuses): done for good,
+  /// unless the pod's sandbox is made again.
+  std::set<std::string> initDone;
+  /// Init containers with restartPolicy Always (sidecars): they keep their devices.
+  std::set<std::string> sidecars;
+
+  /// Whether `container` is an init container that ran to completion (a sidecar never is).
+  bool initFinished(const std::string& container) const;
 };
 
 /// Why a claim failed, for the gRPC status and for whom to blame.
@@ -107,10 +115,14 @@ class PodTracker {
   /// The Allocate failed: the reservation is dropped; `failPod` keeps the pod from being
   /// matched again (the kubelet rejects a pod whose Allocate failed).
   void abort(const Claim& claim, bool failPod);
-  /// Undo a committed pod (its outcome could not be recorded): containers unserved, pod failed.
-  std::vector<Claim> rollbackPod(const std::string& uid);
   /// Marks a pod failed so it is not matched again.
   void failPod(const std::string& uid);
+
+  /// The pod, when the agent served it in full (it waits for no Allocate: this agent
+  /// committed it, or its annotation says success) and it has not finished; else nullopt.
+  std::optional<TrackedPod> servedPod(const std::string& uid) const;
+  /// How many pods the watch has shown so far (a pod not seen before counts once).
+  std::uint64_t podsSeen() const;
 
   /// Waits until the set of pods changes or `deadline`; false on timeout.
   bool waitForChange(std::uint64_t seen, std::chrono::steady_clock::time_point deadline) const;
@@ -129,9 +141,6 @@ class PodTracker {
   std::optional<PodOutcome> correction(
       const std::string& uid, const std::map<std::string, std::map<std::string, std::vector<std::string>>>& held,
       HandoutStore& handouts);
-  /// The outcome `correction` returned could not be written: compare with the pod's
-  /// annotation again next time, so the correction is retried.
-  void forgetRecorded(const std::string& uid);
   /// A pod's assignment as this agent last recorded it (for tests and metrics).
   std::optional<Assignment> recorded(const std::string& uid) const;
   /// Containers this agent gave devices to: (pod uid, container) of pods still known.
@@ -154,6 +163,7 @@ class PodTracker {
   };
 
   std::vector<const TrackedPod*> waitingLocked() const;
+  bool waitingLocked(const TrackedPod& pod) const;
   std::optional<Candidate> nextContainerLocked(const TrackedPod& pod, const std::string& resource) const;
   bool podCompleteLocked(const TrackedPod& pod, const Progress& progress) const;
   /// Whether PodResources lists every container that asks for a served resource holding it
@@ -169,6 +179,7 @@ class PodTracker {
   mutable std::mutex mu_;
   mutable std::condition_variable changed_;
   std::uint64_t generation_ = 0;
+  std::uint64_t podsSeen_ = 0;
   std::map<std::string, std::string> resources_;  // resource -> backend
   std::map<std::string, Device> devices_;         // device id -> device
   std::map<std::string, TrackedPod> pods_;        // uid -> pod

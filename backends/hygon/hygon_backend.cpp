@@ -766,10 +766,6 @@ Result<ContainerSpec> HygonBackend::containerSpec(const ContainerGrant& grant) {
   if (auto s = loadState(); !s.ok()) return s.error();
   if (auto s = openLibraries(); !s.ok()) return s.error();
 
-  // Allocate may be retried for the same container: start from a clean slate.
-  if (auto s = releaseWhere([&](const ContainerRef& c) { return c == grant.container; }); !s.ok())
-    return makeError(who + ": releasing its earlier vDCU: " + s.error().message);
-
   std::error_code ec;
   const fs::path kfd = options_.devRoot / "kfd";
   if (!fs::exists(kfd, ec)) return makeError(who + ": " + kfd.string() + " does not exist (is the DCU driver loaded?)");
@@ -788,6 +784,19 @@ Result<ContainerSpec> HygonBackend::containerSpec(const ContainerGrant& grant) {
   }
   if (partial > 0 && grant.devices.size() > 1)
     return makeError(who + ": a slice of a DCU is granted with other DCUs; a container gets at most one vDCU");
+
+  // The kubelet asks again for a container it may have started already (it lost its record
+  // of the devices): the same grant keeps its vDCUs, in use. Anything else (a retried
+  // Allocate, a vDCU gone with a reboot) starts from a clean slate.
+  if (auto kept = heldAsGranted(grant, dcus)) {
+    ContainerSpec spec;
+    for (const auto& h : *kept)
+      if (!h.confDir.empty()) spec.mounts.push_back({h.confDir, kContainerConfDir, true});
+    finishSpec(spec, grant, dcus, kfd);
+    return spec;
+  }
+  if (auto s = releaseWhere([&](const ContainerRef& c) { return c == grant.container; }); !s.ok())
+    return makeError(who + ": releasing its earlier vDCU: " + s.error().message);
 
   std::vector<std::function<void()>> undo;
   auto rollback = [&] {
@@ -838,7 +847,39 @@ Result<ContainerSpec> HygonBackend::containerSpec(const ContainerGrant& grant) {
     return makeError(who + ": recording its vDCU: " + s.error().message);
   }
   holdings_ = std::move(next);
+  finishSpec(spec, grant, dcus, kfd);
+  return spec;
+}
 
+std::optional<std::vector<Holding>> HygonBackend::heldAsGranted(const ContainerGrant& grant,
+                                                                 const std::vector<Dcu>& dcus) {
+  std::vector<Holding> mine;
+  for (const auto& h : holdings_)
+    if (h.container == grant.container) mine.push_back(h);
+  if (mine.size() != grant.devices.size()) return std::nullopt;
+  std::error_code ec;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const Holding& h = mine[i];
+    const DeviceGrant& g = grant.devices[i];
+    const Dcu& dcu = dcus[i];
+    if (h.deviceId != g.deviceId) return std::nullopt;
+    const bool whole = g.compute >= 100 && g.memoryMiB >= dcu.device.memoryMiB;
+    if (whole != h.whole) return std::nullopt;
+    if (whole) continue;
+    if (h.memoryMiB != g.memoryMiB || h.mask.count() != grantedComputeUnits(g.compute, dcu.cuCount))
+      return std::nullopt;
+    if (!h.confDir.empty() && !fs::is_directory(h.confDir, ec)) return std::nullopt;
+    if (h.hydmi) {
+      auto live = hydmiVdevIds(h.deviceIndex);
+      if (!live.ok() || std::find(live->begin(), live->end(), h.vdevId) == live->end()) return std::nullopt;
+    }
+  }
+  return mine;
+}
+
+void HygonBackend::finishSpec(ContainerSpec& spec, const ContainerGrant& grant, const std::vector<Dcu>& dcus,
+                              const fs::path& kfd) {
+  std::error_code ec;
   spec.devices.push_back({kfd.string(), "/dev/kfd", "rwm"});
   if (fs::exists(options_.devRoot / "mkfd", ec))
     spec.devices.push_back({(options_.devRoot / "mkfd").string(), "/dev/mkfd", "rwm"});
@@ -853,7 +894,6 @@ Result<ContainerSpec> HygonBackend::containerSpec(const ContainerGrant& grant) {
   std::string ids;
   for (const auto& g : grant.devices) ids += (ids.empty() ? "" : ",") + g.deviceId;
   spec.annotations["hygon.com/dcu-ids"] = ids;
-  return spec;
 }
 
 Status HygonBackend::undoHolding(const Holding& h) {

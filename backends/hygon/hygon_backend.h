@@ -152,6 +152,12 @@ class HygonBackend {
                              std::vector<std::function<void()>>& undo);
   Status undoHolding(const Holding& h);
   Status releaseWhere(const std::function<bool(const ContainerRef&)>& gone);
+  /// The container's holdings when they are what `grant` asks for and still there (the
+  /// vDCU listed by hydmi, its folder present), one per granted DCU in order; else nullopt.
+  std::optional<std::vector<Holding>> heldAsGranted(const ContainerGrant& grant, const std::vector<Dcu>& dcus);
+  /// The device nodes, driver mounts and annotation every container's spec carries.
+  void finishSpec(ContainerSpec& spec, const ContainerGrant& grant, const std::vector<Dcu>& dcus,
+                  const std::filesystem::path& kfd);
 
   BackendParams params_;
   HygonOptions options_;

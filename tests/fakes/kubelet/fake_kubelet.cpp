@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -51,9 +52,11 @@ struct FakeKubelet::Impl {
   std::map<std::string, std::vector<KubeletDevice>> devices;
   std::map<std::string, std::size_t> lists;
   std::vector<PluginRegistration> registrations;
-  // uid -> container -> resource -> ids
+  // uid -> container -> resource -> ids (init containers' included): the checkpoint
   std::map<std::string, std::map<std::string, std::map<std::string, std::vector<std::string>>>> allocated;
-  std::map<std::string, std::pair<std::string, std::string>> podNames;  // uid -> ns, name
+  // uid -> container -> resource -> the plugin's answer, kept with the devices
+  std::map<std::string, std::map<std::string, std::map<std::string, ContainerAllocation>>> answers;
+  std::map<std::string, KubeletPod> active;  // uid -> admitted pod
   std::mutex admitMu;
 
   std::unique_ptr<grpc::Service> registrationService;
@@ -91,14 +94,14 @@ class PodResourcesService final : public v1::PodResourcesLister::Service {
   grpc::Status List(grpc::ServerContext*, const v1::ListPodResourcesRequest*,
                     v1::ListPodResourcesResponse* resp) override {
     std::lock_guard lock(impl_.mu);
-    for (const auto& [uid, containers] : impl_.allocated) impl_.fillPodResources(uid, *resp->add_pod_resources());
+    for (const auto& [uid, pod] : impl_.active) impl_.fillPodResources(uid, *resp->add_pod_resources());
     return grpc::Status::OK;
   }
   grpc::Status Get(grpc::ServerContext*, const v1::GetPodResourcesRequest* req,
                    v1::GetPodResourcesResponse* resp) override {
     std::lock_guard lock(impl_.mu);
-    for (const auto& [uid, names] : impl_.podNames)
-      if (names.first == req->pod_namespace() && names.second == req->pod_name()) {
+    for (const auto& [uid, pod] : impl_.active)
+      if (pod.ns == req->pod_namespace() && pod.name == req->pod_name()) {
         impl_.fillPodResources(uid, *resp->mutable_pod_resources());
         return grpc::Status::OK;
       }
@@ -123,17 +126,20 @@ class PodResourcesService final : public v1::PodResourcesLister::Service {
 }  // namespace
 
 void FakeKubelet::Impl::fillPodResources(const std::string& uid, v1::PodResources& out) const {
-  auto names = podNames.find(uid);
-  if (names != podNames.end()) {
-    out.set_namespace_(names->second.first);
-    out.set_name(names->second.second);
-  }
-  auto it = allocated.find(uid);
-  if (it == allocated.end()) return;
-  for (const auto& [container, resources] : it->second) {
+  auto pod = active.find(uid);
+  if (pod == active.end()) return;
+  out.set_namespace_(pod->second.ns);
+  out.set_name(pod->second.name);
+  auto held = allocated.find(uid);
+  // As the kubelet's server: sidecars and app containers, never the other init containers.
+  for (const auto& container : pod->second.containers) {
+    if (container.init && !container.restartAlways) continue;
     auto* c = out.add_containers();
-    c->set_name(container);
-    for (const auto& [resource, ids] : resources) {
+    c->set_name(container.name);
+    if (held == allocated.end()) continue;
+    auto resources = held->second.find(container.name);
+    if (resources == held->second.end()) continue;
+    for (const auto& [resource, ids] : resources->second) {
       auto* d = c->add_devices();
       d->set_resource_name(resource);
       for (const auto& id : ids) d->add_device_ids(id);
@@ -297,33 +303,50 @@ std::size_t FakeKubelet::listsReceived(const std::string& resource) const {
   return it == impl_->lists.end() ? 0 : it->second;
 }
 
-AdmitResult FakeKubelet::admit(const KubeletPod& pod) {
+AdmitResult FakeKubelet::admit(const KubeletPod& given) {
   std::lock_guard admitLock(impl_->admitMu);
+  // The kubelet's order: init containers first, each group in the order given.
+  KubeletPod pod = given;
+  std::stable_partition(pod.containers.begin(), pod.containers.end(), [](const auto& c) { return c.init; });
   AdmitResult result;
   auto reject = [&](std::string why) {
     std::lock_guard lock(impl_->mu);
     impl_->allocated.erase(pod.uid);
-    impl_->podNames.erase(pod.uid);
+    impl_->answers.erase(pod.uid);
+    impl_->active.erase(pod.uid);
     result.admitted = false;
     result.error = std::move(why);
     result.allocations.clear();
     return result;
   };
   {
+    // A pod admitted in parts (a test stopping between containers) keeps the containers
+    // of the earlier parts.
     std::lock_guard lock(impl_->mu);
-    impl_->podNames[pod.uid] = {pod.ns, pod.name};
+    auto [it, added] = impl_->active.emplace(pod.uid, pod);
+    if (!added)
+      for (const auto& c : pod.containers)
+        if (std::none_of(it->second.containers.begin(), it->second.containers.end(),
+                         [&](const KubeletContainer& k) { return k.name == c.name; }))
+          it->second.containers.push_back(c);
   }
+  // devicesToReuse: what the pod's init containers got, for the containers after them.
+  std::map<std::string, std::set<std::string>> reusable;
   for (const auto& container : pod.containers) {
     for (const auto& [resource, count] : container.limits) {
       if (count <= 0) continue;
       std::shared_ptr<Impl::Plugin> plugin;
       std::vector<std::string> available;
+      std::optional<ContainerAllocation> recorded;
       {
         std::lock_guard lock(impl_->mu);
         auto it = impl_->plugins.find(resource);
         // Extended resources no plugin advertises are dropped before the fit check.
         if (it == impl_->plugins.end()) continue;
         plugin = it->second;
+        if (auto a = impl_->answers.find(pod.uid); a != impl_->answers.end())
+          if (auto c = a->second.find(container.name); c != a->second.end())
+            if (auto r = c->second.find(resource); r != c->second.end()) recorded = r->second;
         std::set<std::string> used;
         for (const auto& [uid, cs] : impl_->allocated)
           for (const auto& [c, rs] : cs)
@@ -331,56 +354,80 @@ AdmitResult FakeKubelet::admit(const KubeletPod& pod) {
         for (const auto& d : impl_->devices[resource])
           if (d.healthy && !used.contains(d.id)) available.push_back(d.id);
       }
-      std::sort(available.begin(), available.end());
-      if (available.size() < static_cast<std::size_t>(count))
-        return reject("Allocate failed due to requested number of devices unavailable for " + resource +
-                      ". Requested: " + std::to_string(count) + ", Available: " + std::to_string(available.size()));
       std::vector<std::string> ids;
-      if (available.size() == static_cast<std::size_t>(count)) {
-        ids = available;
+      if (recorded) {
+        // Recorded already (the checkpoint): no Allocate, the recorded answer is used.
+        recorded->allocateCalled = false;
+        recorded->allocateTime = {};
+        ids = recorded->deviceIds;
+        result.allocations.push_back(*recorded);
       } else {
-        if (plugin->reg.preferredAllocationAvailable && !impl_->options.ignorePreferred) {
-          v1beta1::PreferredAllocationRequest preq;
-          auto* cr = preq.add_container_requests();
-          for (const auto& id : available) cr->add_available_deviceids(id);
-          cr->set_allocation_size(static_cast<std::int32_t>(count));
-          v1beta1::PreferredAllocationResponse presp;
-          grpc::ClientContext ctx;
-          ctx.set_deadline(deadlineIn(std::chrono::seconds(10)));
-          // Only a hint: kept where it names available devices, the gap filled in order.
-          if (plugin->stub->GetPreferredAllocation(&ctx, preq, &presp).ok() && presp.container_responses_size() > 0)
-            for (const auto& id : presp.container_responses(0).deviceids())
-              if (ids.size() < static_cast<std::size_t>(count) &&
-                  std::binary_search(available.begin(), available.end(), id) &&
-                  std::find(ids.begin(), ids.end(), id) == ids.end())
-                ids.push_back(id);
+        std::sort(available.begin(), available.end());
+        const auto needed = static_cast<std::size_t>(count);
+        for (const auto& id : reusable[resource])
+          if (ids.size() < needed) ids.push_back(id);
+        const std::vector<std::string> reused = ids;
+        if (ids.size() < needed) {
+          const std::size_t more = needed - ids.size();
+          if (available.size() < more)
+            return reject("Allocate failed due to requested number of devices unavailable for " + resource +
+                          ". Requested: " + std::to_string(more) + ", Available: " + std::to_string(available.size()));
+          if (available.size() == more && reused.empty()) {
+            ids = available;
+          } else {
+            if (plugin->reg.preferredAllocationAvailable && !impl_->options.ignorePreferred) {
+              v1beta1::PreferredAllocationRequest preq;
+              auto* cr = preq.add_container_requests();
+              for (const auto& id : reused) cr->add_available_deviceids(id);
+              for (const auto& id : available) cr->add_available_deviceids(id);
+              for (const auto& id : reused) cr->add_must_include_deviceids(id);
+              cr->set_allocation_size(static_cast<std::int32_t>(count));
+              v1beta1::PreferredAllocationResponse presp;
+              grpc::ClientContext ctx;
+              ctx.set_deadline(deadlineIn(std::chrono::seconds(10)));
+              // Only a hint: kept where it names available devices, the gap filled in order.
+              if (plugin->stub->GetPreferredAllocation(&ctx, preq, &presp).ok() && presp.container_responses_size() > 0)
+                for (const auto& id : presp.container_responses(0).deviceids())
+                  if (ids.size() < needed && std::binary_search(available.begin(), available.end(), id) &&
+                      std::find(ids.begin(), ids.end(), id) == ids.end())
+                    ids.push_back(id);
+            }
+            for (const auto& id : available) {
+              if (ids.size() == needed) break;
+              if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+            }
+          }
         }
-        for (const auto& id : available) {
-          if (ids.size() == static_cast<std::size_t>(count)) break;
-          if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+        v1beta1::AllocateRequest areq;
+        auto* car = areq.add_container_requests();
+        for (const auto& id : ids) car->add_devices_ids(id);
+        v1beta1::AllocateResponse aresp;
+        grpc::ClientContext actx;
+        const auto t0 = std::chrono::steady_clock::now();
+        const grpc::Status allocated = plugin->stub->Allocate(&actx, areq, &aresp);
+        const auto took =
+            std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
+        if (!allocated.ok()) return reject("Allocate failed due to " + allocated.error_message() + ", which is unexpected");
+        if (aresp.container_responses_size() < 1) return reject("Allocate returned no container response");
+        const auto& r = aresp.container_responses(0);
+        ContainerAllocation alloc;
+        alloc.container = container.name;
+        alloc.resource = resource;
+        alloc.deviceIds = ids;
+        alloc.allocateCalled = true;
+        alloc.allocateTime = took;
+        for (const auto& [k, v] : r.envs()) alloc.response.env[k] = v;
+        for (const auto& [k, v] : r.annotations()) alloc.response.annotations[k] = v;
+        for (const auto& m : r.mounts())
+          alloc.response.mounts.push_back({m.host_path(), m.container_path(), m.read_only()});
+        for (const auto& d : r.devices())
+          alloc.response.devices.push_back({d.host_path(), d.container_path(), d.permissions()});
+        {
+          std::lock_guard lock(impl_->mu);
+          impl_->allocated[pod.uid][container.name][resource] = ids;
+          impl_->answers[pod.uid][container.name][resource] = alloc;
         }
-      }
-      v1beta1::AllocateRequest areq;
-      auto* car = areq.add_container_requests();
-      for (const auto& id : ids) car->add_devices_ids(id);
-      v1beta1::AllocateResponse aresp;
-      grpc::ClientContext actx;
-      if (auto s = plugin->stub->Allocate(&actx, areq, &aresp); !s.ok())
-        return reject("Allocate failed due to " + s.error_message() + ", which is unexpected");
-      if (aresp.container_responses_size() < 1) return reject("Allocate returned no container response");
-      const auto& r = aresp.container_responses(0);
-      ContainerAllocation alloc;
-      alloc.container = container.name;
-      alloc.resource = resource;
-      alloc.deviceIds = ids;
-      for (const auto& [k, v] : r.envs()) alloc.response.env[k] = v;
-      for (const auto& [k, v] : r.annotations()) alloc.response.annotations[k] = v;
-      for (const auto& m : r.mounts()) alloc.response.mounts.push_back({m.host_path(), m.container_path(), m.read_only()});
-      for (const auto& d : r.devices())
-        alloc.response.devices.push_back({d.host_path(), d.container_path(), d.permissions()});
-      {
-        std::lock_guard lock(impl_->mu);
-        impl_->allocated[pod.uid][container.name][resource] = ids;
+        result.allocations.push_back(std::move(alloc));
       }
       if (plugin->reg.preStartRequired) {
         v1beta1::PreStartContainerRequest sreq;
@@ -391,7 +438,11 @@ AdmitResult FakeKubelet::admit(const KubeletPod& pod) {
         if (auto s = plugin->stub->PreStartContainer(&sctx, sreq, &sresp); !s.ok())
           return reject("PreStartContainer failed: " + s.error_message());
       }
-      result.allocations.push_back(std::move(alloc));
+      // An init container's devices go to the containers after it; a sidecar keeps its own,
+      // and so does an app container (taken out of what the next ones may reuse).
+      if (container.init && !container.restartAlways) reusable[resource].insert(ids.begin(), ids.end());
+      else
+        for (const auto& id : ids) reusable[resource].erase(id);
     }
   }
   result.admitted = true;
@@ -401,7 +452,8 @@ AdmitResult FakeKubelet::admit(const KubeletPod& pod) {
 void FakeKubelet::removePod(const std::string& uid) {
   std::lock_guard lock(impl_->mu);
   impl_->allocated.erase(uid);
-  impl_->podNames.erase(uid);
+  impl_->answers.erase(uid);
+  impl_->active.erase(uid);
 }
 
 std::map<std::string, std::map<std::string, std::map<std::string, std::vector<std::string>>>>
@@ -410,9 +462,15 @@ FakeKubelet::allocations() const {
   return impl_->allocated;
 }
 
-Status FakeKubelet::restart() {
+Status FakeKubelet::restart(bool checkpointLost) {
   impl_->stopServers();
   impl_->dropPlugins();
+  if (checkpointLost) {
+    // The pods are still the kubelet's (from the apiserver); what they hold is forgotten.
+    std::lock_guard lock(impl_->mu);
+    impl_->allocated.clear();
+    impl_->answers.clear();
+  }
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(impl_->options.devicePluginDir, ec)) {
     struct stat st {};

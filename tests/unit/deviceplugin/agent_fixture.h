@@ -77,7 +77,10 @@ class AgentFixture : public ::testing::Test {
     return std::string(meta.at("uid").as_string());
   }
 
+  /// A pod's annotation on the apiserver once the agent's queued writes have landed (the agent
+  /// writes Allocate's outcome after answering).
   std::string annotationOf(const std::string& pod, std::string_view key) const {
+    if (agent) agent->flushWrites(std::chrono::seconds(5));
     auto p = api->get("pods", "default", pod);
     if (!p) return "";
     const auto* meta = p->if_contains("metadata");

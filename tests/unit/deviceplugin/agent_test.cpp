@@ -5,6 +5,7 @@
 #include <random>
 
 #include "agent_fixture.h"
+#include "vgpu/k8s/object.h"
 #include "vgpu/codec/inventory.h"
 
 namespace vgpu::deviceplugin::testing {
@@ -115,8 +116,10 @@ TEST_F(DevicePluginAgent, AllocatesASingleContainerPodTheDevicesOfItsAssignment)
 
 TEST_F(DevicePluginAgent, AllocatesMultiContainerPodsAndMultiDeviceContainers) {
   startSimNode();
+  // The init container on the slot of the app container after it, as the scheduler places
+  // it: the kubelet reuses an init container's devices for the next containers.
   PodSpec spec{"multi",
-               {{"init", {{kSimCount, 1}, {kSimMemory, 1000}}, {grant("sim-0", 0, 1000, 0, 0)}, true},
+               {{"init", {{kSimCount, 1}, {kSimMemory, 1000}}, {grant("sim-0", 0, 1000, 0, 1)}, true},
                 {"a", {{kSimCount, 2}, {kSimMemory, 2000}}, {grant("sim-0", 0, 2000, 0, 1), grant("sim-1", 1, 2000, 0, 0)}},
                 {"b", {{kSimCount, 1}, {kSimMemory, 500}}, {grant("sim-1", 1, 500, 0, 3)}}}};
   const std::string uid = createPod(spec);
@@ -125,7 +128,7 @@ TEST_F(DevicePluginAgent, AllocatesMultiContainerPodsAndMultiDeviceContainers) {
   ASSERT_EQ(result.allocations.size(), 3u);
   std::map<std::string, fakes::ContainerAllocation> by;
   for (const auto& a : result.allocations) by[a.container] = a;
-  EXPECT_EQ(sorted(by["init"].deviceIds), (std::vector<std::string>{"sim-0::0"}));
+  EXPECT_EQ(sorted(by["init"].deviceIds), (std::vector<std::string>{"sim-0::1"}));
   EXPECT_EQ(sorted(by["a"].deviceIds), (std::vector<std::string>{"sim-0::1", "sim-1::0"}));
   EXPECT_EQ(sorted(by["b"].deviceIds), (std::vector<std::string>{"sim-1::3"}));
   EXPECT_EQ(by["a"].response.env.at("VGPU_SIM_MEMORY_LIMIT_1"), "2000m");
@@ -236,6 +239,39 @@ TEST_F(DevicePluginBurst, AKubeletThatIgnoresPreferredIdsStillEndsWithTrueAnnota
   run(specs, /*shuffle=*/false, /*ignorePreferred=*/true);
 }
 
+// Issue 27 item 15: a pod PATCH per Allocate made each one as slow as the apiserver (100 to
+// 500 ms during bursts). Allocate answers from local state; the outcomes follow.
+TEST_F(DevicePluginBurst, FiftyPodsAtOnceAreAdmittedWithoutWaitingForASlowApiserver) {
+  devices = {{"sim-0", 65536}, {"sim-1", 65536}};
+  split = 32;
+  startSimNode();
+  fakes::Fault slow;
+  slow.method = "PATCH";
+  slow.pathPrefix = "/api/v1/namespaces/default/pods/";
+  slow.action = fakes::Fault::Action::kDelay;
+  slow.delay = std::chrono::milliseconds(500);
+  slow.times = -1;
+  api->addFault(slow);
+  std::vector<fakes::KubeletPod> pods;
+  for (int i = 0; i < 50; ++i) {
+    PodSpec spec{"b-" + std::to_string(i),
+                 {{"main", {{kSimCount, 1}, {kSimMemory, 1000}}, {grant(i % 2 ? "sim-1" : "sim-0", i % 2, 1000, 0, i / 2)}}}};
+    pods.push_back(kubeletPod(spec, createPod(spec)));
+  }
+  ASSERT_TRUE(waitFor([&] { return agent->tracker().pods().size() == 50; }));
+  std::vector<std::chrono::microseconds> took;
+  for (const auto& p : pods) {
+    auto r = kubelet->admit(p);
+    ASSERT_TRUE(r.admitted) << p.name << ": " << r.error;
+    took.push_back(r.allocations.at(0).allocateTime);
+  }
+  std::sort(took.begin(), took.end());
+  // p99 of 50: all but the slowest. Before, every one took the PATCH's 500 ms.
+  EXPECT_LT(took[48], std::chrono::milliseconds(100)) << "p99 " << took[48].count() << " us";
+  EXPECT_TRUE(agent->flushWrites(std::chrono::seconds(30)));
+  for (const auto& p : pods) EXPECT_EQ(annotationOf(p.name, keys::kPodBindPhase), "success") << p.name;
+}
+
 TEST_F(DevicePluginAgent, RefusesAKubeletChoiceThatWouldOverfillADevice) {
   devices = {{"sim-0", 8000}, {"sim-1", 8000}};
   startSimNode(/*ignorePreferred=*/true);
@@ -287,7 +323,9 @@ TEST_F(DevicePluginAgent, AnUnknownDeviceRequestIsAnsweredWithinTheBoundedWait) 
   EXPECT_LT(took, std::chrono::seconds(4));
 }
 
-TEST_F(DevicePluginAgent, ApiserverUnreachableDuringAllocateFailsInBoundedTimeAndWritesNothing) {
+// Allocate answers from what the agent knows; the outcome is written on the pod afterwards
+// (issue 27 item 15), so an apiserver that hangs holds up neither the kubelet nor the pod.
+TEST_F(DevicePluginAgent, AnApiserverThatHangsDoesNotHoldUpAllocateAndTheOutcomeLandsOnceItAnswers) {
   startSimNode();
   PodSpec spec{"cut", {{"main", {{kSimCount, 1}, {kSimMemory, 1000}}, {grant("sim-0", 0, 1000, 0, 1)}}}};
   const std::string uid = createPod(spec);
@@ -303,20 +341,26 @@ TEST_F(DevicePluginAgent, ApiserverUnreachableDuringAllocateFailsInBoundedTimeAn
   fault.action = fakes::Fault::Action::kHang;
   fault.times = -1;
   api->addFault(fault);
+  auto phaseNow = [&] {  // straight from the apiserver, not waiting for the agent's writes
+    auto p = api->get("pods", "default", "cut");
+    const auto* v = p ? k8s::findPath(*p, {"metadata", "annotations", keys::kPodBindPhase}) : nullptr;
+    return v && v->is_string() ? std::string(v->as_string()) : std::string();
+  };
   const auto t0 = std::chrono::steady_clock::now();
   auto result = kubelet->admit(kubeletPod(spec, uid));
   const auto took = std::chrono::steady_clock::now() - t0;
-  EXPECT_FALSE(result.admitted);
-  EXPECT_THAT(result.error, HasSubstr("cannot record the allocation on the pod"));
-  EXPECT_THAT(result.error, HasSubstr("apiserver"));
-  EXPECT_LT(took, std::chrono::seconds(3));
-  EXPECT_THAT(stateEntries(), ::testing::IsEmpty());
-  EXPECT_EQ(annotationOf("cut", keys::kPodBindPhase), "allocating");
-  EXPECT_EQ(annotationOf("cut", keys::kPodAssignment), before);
-  // Once the apiserver answers again, the failure is recorded on the pod.
+  ASSERT_TRUE(result.admitted) << result.error;
+  EXPECT_LT(took, std::chrono::milliseconds(500));
+  EXPECT_EQ(result.allocations.at(0).deviceIds, (std::vector<std::string>{"sim-0::1"}));
+  EXPECT_TRUE(fs::is_directory(folderOf(result.allocations.at(0))));
+  EXPECT_EQ(phaseNow(), "allocating");
+  EXPECT_FALSE(agent->flushWrites(std::chrono::milliseconds(500)));
+  // Once the apiserver answers again, the outcome is recorded on the pod.
   api->clearFaults();
   api->releaseHangs();
-  EXPECT_TRUE(waitFor([&] { return annotationOf("cut", keys::kPodBindPhase) == "failed"; }, std::chrono::seconds(15)));
+  EXPECT_TRUE(waitFor([&] { return phaseNow() == "success"; }, std::chrono::seconds(15)));
+  EXPECT_EQ(annotationOf("cut", keys::kPodAssignment), before);
+  EXPECT_TRUE(agent->flushWrites(std::chrono::seconds(5)));
 }
 
 TEST_F(DevicePluginAgent, AConfigErrorIsFatalAndNamesTheFileAndKey) {

@@ -55,6 +55,9 @@ TEST(DevicePluginHandoutStore, GivesIdsHandedOutAgainAFreshFolder) {
   LoadedStore s(dir);
   auto first = s.store.create(handout("vgpu.io/sim", {"sim-0::0"}, "a", "uid-a"));
   ASSERT_TRUE(first.ok()) << first.error().message;
+  s.store.remove(fs::path(*first).filename().string());
+  // Whatever is left there (a crash between the two) goes with the next holder.
+  fs::create_directories(*first);
   std::ofstream(*first + "/region") << "left by the first container";
   auto second = s.store.create(handout("vgpu.io/sim", {"sim-0::0"}, "b", "uid-b"));
   ASSERT_TRUE(second.ok());
@@ -62,6 +65,47 @@ TEST(DevicePluginHandoutStore, GivesIdsHandedOutAgainAFreshFolder) {
   EXPECT_FALSE(fs::exists(*second + "/region"));
   ASSERT_EQ(s.store.all().size(), 1u);
   EXPECT_EQ(s.store.all()[0].podName, "b");
+}
+
+// An init container's IDs go to the container after it: both live, each with its folder.
+TEST(DevicePluginHandoutStore, GivesIdsAnotherLiveContainerHoldsAFolderOfTheirOwn) {
+  TempDir dir;
+  std::string initId, appId, thirdId;
+  {
+    LoadedStore s(dir);
+    Handout init = handout("vgpu.io/sim", {"sim-0::0"}, "p", "uid-p");
+    init.container = "setup";
+    auto a = s.store.create(init);
+    ASSERT_TRUE(a.ok());
+    std::ofstream(*a + "/region") << "the init container's";
+    auto b = s.store.create(handout("vgpu.io/sim", {"sim-0::0"}, "p", "uid-p"));
+    ASSERT_TRUE(b.ok());
+    initId = fs::path(*a).filename().string();
+    appId = fs::path(*b).filename().string();
+    EXPECT_EQ(initId, handoutId("vgpu.io/sim", {"sim-0::0"}));
+    EXPECT_EQ(appId, initId + "-2");
+    EXPECT_EQ(handoutKey(appId), initId);
+    EXPECT_TRUE(fs::exists(*a + "/region"));
+    ASSERT_EQ(s.store.withIds("vgpu.io/sim", {"sim-0::0"}).size(), 2u);
+    EXPECT_EQ(s.store.withIds("vgpu.io/sim", {"sim-0::0"})[0].container, "setup");
+    // PodResources lists the app container (never the init one): the newest, or the one
+    // attributed to the listed container.
+    EXPECT_EQ(s.store.listedAs("vgpu.io/sim", {"sim-0::0"}, "uid-x", "main")->id, appId);
+    EXPECT_EQ(s.store.listedAs("vgpu.io/sim", {"sim-0::0"}, "uid-p", "setup")->id, initId);
+    EXPECT_FALSE(s.store.listedAs("vgpu.io/sim", {"sim-0::1"}, "uid-p", "main"));
+    // The first one gone, another container of the IDs comes after the live one.
+    s.store.remove(initId);
+    auto c = s.store.create(handout("vgpu.io/sim", {"sim-0::0"}, "p", "uid-p"));
+    ASSERT_TRUE(c.ok());
+    thirdId = fs::path(*c).filename().string();
+    EXPECT_EQ(thirdId, initId + "-3");
+  }
+  LoadedStore again(dir);
+  EXPECT_THAT(again.problems, IsEmpty());
+  auto live = again.store.withIds("vgpu.io/sim", {"sim-0::0"});
+  ASSERT_EQ(live.size(), 2u);
+  EXPECT_EQ(live[0].id, appId);
+  EXPECT_EQ(live[1].id, thirdId);
 }
 
 TEST(DevicePluginHandoutStore, ReplaysItsJournalWithTheLatestHolderAfterARestart) {

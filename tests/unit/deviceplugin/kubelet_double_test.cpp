@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "plugin_server.h"
+#include "pod_resources_client.h"
 #include "test_support.h"
 
 namespace vgpu::deviceplugin::testing {
@@ -27,12 +28,17 @@ class ScriptedHandler : public PluginHandler {
     return cv_.wait_for(lock, timeout, [&] { return version_ != seen; });
   }
   std::vector<std::string> preferred(const std::string&, const std::vector<std::string>&,
-                                     const std::vector<std::string>&, std::size_t) override {
+                                     const std::vector<std::string>& mustInclude, std::size_t) override {
     std::lock_guard lock(mu_);
     ++preferredCalls;
+    mustIncludes.push_back(mustInclude);
     return preferred_;
   }
   std::variant<ContainerSpec, RpcError> allocate(const std::string&, const std::vector<std::string>& ids) override {
+    {
+      std::lock_guard lock(mu_);
+      allocateCalls.push_back(ids);
+    }
     if (fail) return RpcError{RpcCode::kFailedPrecondition, "scripted failure"};
     ContainerSpec s;
     for (size_t i = 0; i < ids.size(); ++i) s.env["ID_" + std::to_string(i)] = ids[i];
@@ -54,6 +60,8 @@ class ScriptedHandler : public PluginHandler {
     preferred_ = std::move(p);
   }
   int preferredCalls = 0;
+  std::vector<std::vector<std::string>> mustIncludes;  // per GetPreferredAllocation
+  std::vector<std::vector<std::string>> allocateCalls;  // the IDs of each Allocate
   bool fail = false;
 
  private:
@@ -87,6 +95,12 @@ class KubeletDouble : public ::testing::Test {
   }
   fakes::KubeletPod pod(const std::string& name, int count) {
     return {"default", name, "uid-" + name, {{"main", false, {{"example.com/dev", count}}}}};
+  }
+  /// What PodResources List says: "ns/name" -> container -> resource -> IDs.
+  std::map<std::string, HeldDevices> listed() {
+    auto l = listPodResources((dir.path() / "pr.sock").string(), std::chrono::seconds(2));
+    EXPECT_TRUE(l.ok()) << (l.ok() ? "" : l.error().message);
+    return l.ok() ? *l : std::map<std::string, HeldDevices>{};
   }
 
   TempDir dir;
@@ -171,6 +185,104 @@ TEST_F(KubeletDouble, RestartDeletesEverySocketRecreatesItsOwnAndThePluginComesB
   EXPECT_GE(plugin->stats().restarts, 1u);
   // The checkpoint: the admitted pod keeps its device.
   EXPECT_EQ(kubelet->allocations().size(), 1u);
+}
+
+// pkg/kubelet/cm/devicemanager: Allocate adds a non-restartable init container's devices to
+// the pod's devicesToReuse, and devicesToAllocate takes from them first, asking the plugin
+// for a preference only for what they do not cover (must_include = the reused ones).
+TEST_F(KubeletDouble, ReusesAnInitContainersDevicesForTheContainersAfterIt) {
+  start();
+  ASSERT_TRUE(kubelet->waitForDevices("example.com/dev", std::chrono::seconds(10)));
+  handler.setPreferred({"b::0"});
+  fakes::KubeletPod p{"default",
+                      "p",
+                      "uid-p",
+                      {{"same", false, {{"example.com/dev", 1}}},
+                       {"setup", true, {{"example.com/dev", 1}}},
+                       {"wider", false, {{"example.com/dev", 2}}}}};
+  auto r = kubelet->admit(p);
+  ASSERT_TRUE(r.admitted) << r.error;
+  ASSERT_EQ(r.allocations.size(), 3u);
+  // Init container first (whatever the order given), then the app containers in order.
+  EXPECT_EQ(r.allocations[0].container, "setup");
+  EXPECT_EQ(r.allocations[0].deviceIds, (std::vector<std::string>{"b::0"}));
+  // "same" takes the init container's device without asking for a preference...
+  EXPECT_EQ(r.allocations[1].container, "same");
+  EXPECT_EQ(r.allocations[1].deviceIds, (std::vector<std::string>{"b::0"}));
+  // ...and it is then taken: "wider" gets two others.
+  EXPECT_EQ(r.allocations[2].deviceIds, (std::vector<std::string>{"a::0", "a::1"}));
+  EXPECT_EQ(handler.allocateCalls,
+            (std::vector<std::vector<std::string>>{{"b::0"}, {"b::0"}, {"a::0", "a::1"}}));
+  EXPECT_EQ(handler.preferredCalls, 2);
+
+  // An init container's device covering part of a wider container: must_include names it.
+  fakes::KubeletPod q{"default",
+                      "q",
+                      "uid-q",
+                      {{"setup", true, {{"example.com/dev", 1}}}, {"main", false, {{"example.com/dev", 2}}}}};
+  kubelet->removePod("uid-p");
+  handler.setPreferred({"b::1"});
+  auto r2 = kubelet->admit(q);
+  ASSERT_TRUE(r2.admitted) << r2.error;
+  EXPECT_EQ(r2.allocations[0].deviceIds, (std::vector<std::string>{"b::1"}));
+  EXPECT_EQ(r2.allocations[1].deviceIds, (std::vector<std::string>{"b::1", "a::0"}));
+  EXPECT_EQ(handler.mustIncludes.back(), (std::vector<std::string>{"b::1"}));
+}
+
+TEST_F(KubeletDouble, ASidecarKeepsItsDevicesAndPodResourcesListsItButNoOtherInitContainer) {
+  start();
+  ASSERT_TRUE(kubelet->waitForDevices("example.com/dev", std::chrono::seconds(10)));
+  handler.setPreferred({"a::0"});
+  fakes::KubeletPod p{"default", "p", "uid-p", {}};
+  p.containers.push_back({"setup", true, {{"example.com/dev", 1}}});
+  p.containers.push_back({"proxy", true, {{"example.com/dev", 1}}, /*restartAlways=*/true});
+  p.containers.push_back({"main", false, {{"example.com/dev", 1}}});
+  auto r = kubelet->admit(p);
+  ASSERT_TRUE(r.admitted) << r.error;
+  // The sidecar reuses the first init container's device; the app container cannot reuse
+  // the sidecar's, so it gets another.
+  EXPECT_EQ(r.allocations[1].deviceIds, (std::vector<std::string>{"a::0"}));
+  EXPECT_EQ(r.allocations[2].deviceIds, (std::vector<std::string>{"a::1"}));
+  auto l = listed();
+  ASSERT_TRUE(l.contains("default/p"));
+  const HeldDevices want{{"proxy", {{"example.com/dev", {"a::0"}}}}, {"main", {{"example.com/dev", {"a::1"}}}}};
+  EXPECT_EQ(l.at("default/p"), want);
+}
+
+// devicesToAllocate: a container whose devices the device manager recorded (its checkpoint
+// survives restarts and reboots) gets them again with no RPC; only without a record (the
+// checkpoint lost or unreadable) are they allocated anew.
+TEST_F(KubeletDouble, AfterARestartAPodIsAdmittedFromTheCheckpointOrAnewWhenTheCheckpointIsLost) {
+  start();
+  ASSERT_TRUE(kubelet->waitForDevices("example.com/dev", std::chrono::seconds(10)));
+  handler.setPreferred({"b::1"});
+  auto first = kubelet->admit(pod("p", 1));
+  ASSERT_TRUE(first.admitted);
+  ASSERT_EQ(handler.allocateCalls.size(), 1u);
+
+  ASSERT_TRUE(kubelet->restart().ok());
+  ASSERT_TRUE(kubelet->waitForDevices("example.com/dev", std::chrono::seconds(10), [](const auto& l) {
+    return !l.empty() && l[0].healthy;
+  }));
+  auto again = kubelet->admit(pod("p", 1));
+  ASSERT_TRUE(again.admitted) << again.error;
+  EXPECT_FALSE(again.allocations.at(0).allocateCalled);
+  EXPECT_EQ(again.allocations.at(0).deviceIds, (std::vector<std::string>{"b::1"}));
+  EXPECT_EQ(again.allocations.at(0).response.env, first.allocations.at(0).response.env);
+  EXPECT_EQ(handler.allocateCalls.size(), 1u);
+
+  ASSERT_TRUE(kubelet->restart(/*checkpointLost=*/true).ok());
+  ASSERT_TRUE(kubelet->waitForDevices("example.com/dev", std::chrono::seconds(10), [](const auto& l) {
+    return !l.empty() && l[0].healthy;
+  }));
+  // The pod is still the kubelet's, holding nothing until it is admitted again.
+  EXPECT_EQ(listed().at("default/p"), (HeldDevices{{"main", {}}}));
+  handler.setPreferred({"a::1"});
+  auto anew = kubelet->admit(pod("p", 1));
+  ASSERT_TRUE(anew.admitted) << anew.error;
+  EXPECT_TRUE(anew.allocations.at(0).allocateCalled);
+  EXPECT_EQ(anew.allocations.at(0).deviceIds, (std::vector<std::string>{"a::1"}));
+  EXPECT_EQ(handler.allocateCalls.size(), 2u);
 }
 
 }  // namespace

@@ -189,9 +189,6 @@ TEST_F(DevicePluginTracker, CorrectionFollowsTheIdsTheKubeletReports) {
   // Said once: the same report again changes nothing.
   EXPECT_FALSE(tracker.correction("uid-x", {{"c0", {{kRes, {"d0::1"}}}}}, handouts));
   EXPECT_FALSE(tracker.correction("uid-unknown", {{"c0", {{kRes, {"d0::1"}}}}}, handouts));
-  // The correction could not be written: the next report tries again.
-  tracker.forgetRecorded("uid-x");
-  EXPECT_TRUE(tracker.correction("uid-x", {{"c0", {{kRes, {"d0::1"}}}}}, handouts));
 }
 
 TEST_F(DevicePluginTracker, CorrectingTwoSwappedPodsLeavesNeitherWaitingAgain) {

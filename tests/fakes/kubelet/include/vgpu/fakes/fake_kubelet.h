@@ -3,9 +3,12 @@
 // v1beta1 (the Registration service on <dir>/kubelet.sock, a DevicePlugin client per
 // registered resource that follows ListAndWatch) and the PodResources v1 service, over unix
 // sockets with the real protocols. It admits pods one at a time in the order it is given
-// them, choosing device IDs as the kubelet does (GetPreferredAllocation when the plugin
-// offers it), and can restart the way the kubelet does (every socket in the directory
-// deleted, its own recreated). No gRPC type appears here.
+// them, choosing device IDs as the kubelet's device manager does (pkg/kubelet/cm/
+// devicemanager, v1.34-v1.37): init containers first, the devices an init container got
+// reused by the containers after it, GetPreferredAllocation when the plugin offers it, no
+// Allocate for a container whose devices it already recorded. It can restart the way the
+// kubelet does (every socket in the directory deleted, its own recreated), with its
+// checkpoint or having lost it. No gRPC type appears here.
 
 #include <chrono>
 #include <cstdint>
@@ -32,6 +35,9 @@ struct KubeletContainer {
   std::string name;
   bool init = false;
   std::map<std::string, std::int64_t> limits;
+  /// An init container with restartPolicy Always (a sidecar): it keeps its devices, which
+  /// the containers after it do not reuse, and PodResources lists it.
+  bool restartAlways = false;
 };
 
 struct KubeletPod {
@@ -47,6 +53,10 @@ struct ContainerAllocation {
   std::string resource;
   std::vector<std::string> deviceIds;
   ContainerSpec response;  ///< the plugin's ContainerAllocateResponse (CDI devices left out)
+  /// False when the kubelet had the container's devices recorded (its checkpoint) and
+  /// answered from there without calling Allocate.
+  bool allocateCalled = false;
+  std::chrono::microseconds allocateTime{0};  ///< how long the Allocate RPC took
 };
 
 struct AdmitResult {
@@ -92,19 +102,29 @@ class FakeKubelet {
   std::size_t listsReceived(const std::string& resource) const;
 
   /// Admits a pod as the kubelet's resource admit handler does: for each container (init
-  /// first) and each registered resource it requests, choose IDs, Allocate with one
-  /// container request, PreStartContainer when required. A failure rejects the pod and
-  /// frees what it got. Admissions are serialized, as in the kubelet.
+  /// first, in the order given) and each registered resource it requests: the devices
+  /// recorded for it already (an admitted pod admitted again, e.g. after a restart with the
+  /// checkpoint) without any RPC; else IDs from those the pod's earlier init containers got
+  /// (the kubelet's devicesToReuse; not a sidecar's), then GetPreferredAllocation
+  /// (must_include = the reused ones), then the lowest; Allocate with one container request;
+  /// PreStartContainer when required. A failure rejects the pod and frees what it got.
+  /// Admissions are serialized, as in the kubelet.
   AdmitResult admit(const KubeletPod& pod);
-  /// The pod is gone: its devices become available again.
+  /// The pod is gone (or finished): its devices become available again and PodResources
+  /// stops listing it.
   void removePod(const std::string& uid);
+  // PodResources List/Get name every admitted pod with its app containers and sidecars
+  // (init containers left out, as the kubelet's server does), each with what it holds.
   /// Device IDs held by admitted pods: uid -> container -> resource -> ids.
   std::map<std::string, std::map<std::string, std::map<std::string, std::vector<std::string>>>> allocations() const;
 
   /// What a kubelet restart looks like to a plugin: the Registration server goes away,
   /// every unix socket in the directory is deleted, plugin streams end, kubelet.sock is
-  /// recreated. Admitted pods keep their devices (the kubelet's checkpoint).
-  Status restart();
+  /// recreated. Admitted pods keep their devices (the kubelet's checkpoint), unless
+  /// `checkpointLost` (kubelet_internal_checkpoint missing or unreadable at start): then the
+  /// pods are still active (PodResources lists their containers holding nothing) and admitting
+  /// them again allocates their devices anew, with Allocate calls.
+  Status restart(bool checkpointLost = false);
 
   struct Impl;
 
