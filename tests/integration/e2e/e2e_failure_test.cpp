@@ -18,12 +18,12 @@
 
 #include <boost/json.hpp>
 
+#include "cluster_audit.h"
 #include "e2e_harness.h"
 #include "test_http_client.h"
 #include "vgpu/annotations.h"
 #include "vgpu/codec/inventory.h"
 #include "vgpu/pod_info.h"
-#include "vgpu/virtual_device_id.h"
 
 namespace vgpu::e2e {
 namespace {
@@ -57,73 +57,34 @@ std::vector<PodInfo> boundPods(Cluster& c) {
   return out;
 }
 
-/// Audit 1: the assignment annotations of every bound pod, summed per device, stay within
-/// the inventory the node's agent published (memory, compute, share count), and no virtual
-/// device (<device id>::<slot>) is held by two pods. The pods here have no init containers,
-/// whose devices could be reused by the app containers.
+/// The live pods bound to a node, with their assignments, for the audits.
+std::vector<AuditPod> auditPods(Cluster& c) {
+  std::vector<AuditPod> out;
+  for (const auto& pod : boundPods(c))
+    out.push_back({pod.key(), pod.uid, pod.nodeName, c.assignmentOf(pod.podNamespace, pod.name)});
+  return out;
+}
+
+/// Audit 1 (cluster_audit.h): the assignment annotations of every bound pod, summed per
+/// device, stay within the inventory the node's agent published (memory, compute, share
+/// count), and no virtual device (<device id>::<slot>) is held by two pods. The pods here
+/// have no init containers, whose devices could be reused by the app containers.
 void expectNoShareGivenTwice(Cluster& c) {
-  struct Use {
-    std::uint64_t memoryMiB = 0;
-    std::uint32_t compute = 0;
-    std::uint32_t shares = 0;
-  };
-  const auto pods = boundPods(c);
+  std::vector<AuditNode> nodes;
   for (const auto& node : c.nodes()) {
     auto inventory = decodeInventory(c.annotationOf("", node.name, keys::nodeDevices("nvidia")), "nvidia");
     ASSERT_TRUE(inventory.ok()) << node.name << ": " << inventory.error().message;
-    std::map<std::string, Device> devices;
-    for (const auto& d : *inventory) devices[d.id] = d;
-    std::map<std::string, Use> used;
-    std::map<std::string, std::string> holder;  // virtual device id -> pod
-    for (const auto& pod : pods) {
-      if (pod.nodeName != node.name) continue;
-      auto assigned = c.assignmentOf(pod.podNamespace, pod.name);
-      ASSERT_TRUE(assigned) << pod.key() << " is bound to " << node.name << " without a readable assignment";
-      for (const auto& container : assigned->containers) {
-        EXPECT_FALSE(container.init) << pod.key();
-        for (const auto& g : container.devices) {
-          Use& u = used[g.deviceId];
-          u.memoryMiB += g.memoryMiB;
-          u.compute += g.compute;
-          ++u.shares;
-          const std::string id = formatVirtualDeviceId(g.deviceId, g.slot);
-          auto [it, fresh] = holder.emplace(id, pod.key());
-          EXPECT_TRUE(fresh) << id << " is given to both " << it->second << " and " << pod.key();
-        }
-      }
-    }
-    for (const auto& [id, u] : used) {
-      auto d = devices.find(id);
-      ASSERT_NE(d, devices.end()) << node.name << " publishes no device " << id;
-      EXPECT_LE(u.memoryMiB, d->second.memoryMiB) << id << " memory over-committed";
-      EXPECT_LE(u.compute, d->second.computeUnits) << id << " compute over-committed";
-      EXPECT_LE(u.shares, d->second.splitCount) << id << " shared by more containers than its split count";
-    }
+    nodes.push_back({node.name, *inventory});
   }
+  for (const auto& violation : auditShares(nodes, auditPods(c))) ADD_FAILURE() << violation;
 }
 
-/// Audit 2: every bound pod was admitted by its node's kubelet, and its annotation names
-/// exactly the virtual devices that kubelet handed each container.
+/// Audit 2 (cluster_audit.h): every bound pod was admitted by its node's kubelet, and its
+/// annotation names exactly the virtual devices that kubelet handed each container.
 void expectAnnotationsMatchKubelet(Cluster& c) {
-  for (const auto& pod : boundPods(c)) {
-    const auto held = c.kubelet(pod.nodeName).allocations();
-    auto mine = held.find(pod.uid);
-    auto assigned = c.assignmentOf(pod.podNamespace, pod.name);
-    if (mine == held.end() || !assigned) {
-      ADD_FAILURE() << pod.key() << " is bound to " << pod.nodeName << (assigned ? "" : " without an assignment")
-                    << (mine == held.end() ? " but its kubelet holds nothing for it" : "");
-      continue;
-    }
-    for (const auto& container : assigned->containers) {
-      std::vector<std::string> annotated, got;
-      for (const auto& g : container.devices) annotated.push_back(formatVirtualDeviceId(g.deviceId, g.slot));
-      if (auto byResource = mine->second.find(container.name); byResource != mine->second.end())
-        for (const auto& [resource, ids] : byResource->second) got.insert(got.end(), ids.begin(), ids.end());
-      std::sort(annotated.begin(), annotated.end());
-      std::sort(got.begin(), got.end());
-      EXPECT_EQ(annotated, got) << pod.key() << " container " << container.name;
-    }
-  }
+  std::map<std::string, KubeletHoldings> holdings;
+  for (const auto& node : c.nodes()) holdings[node.name] = c.kubelet(node.name).allocations();
+  for (const auto& violation : auditKubeletAgreement(holdings, auditPods(c))) ADD_FAILURE() << violation;
 }
 
 void expectClusterConsistent(Cluster& c) {
