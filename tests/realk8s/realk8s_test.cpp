@@ -10,65 +10,22 @@
 #include <fstream>
 #include <iostream>
 
-#include "real_cluster.h"
+#include "realk8s_fixture.h"
 #include "vgpu/annotations.h"
 
 namespace vgpu::realk8s {
-namespace {
-namespace json = boost::json;
 
 std::string gRelease;  // --release
-
-std::string str(const json::value* v) { return v && v->is_string() ? std::string(v->as_string()) : std::string(); }
-
-const json::value* at(const json::object& obj, std::initializer_list<const char*> path) {
-  const json::value* v = nullptr;
-  const json::object* o = &obj;
-  for (const char* key : path) {
-    if (!o) return nullptr;
-    v = o->if_contains(key);
-    if (!v) return nullptr;
-    o = v->if_object();
-  }
-  return v;
-}
-
-class RealK8s : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    cluster_ = new RealCluster({.release = gRelease, .startVgpu = true, .chartValues = kSimChartValues});
-    startStatus_ = new Status(cluster_->start());
-  }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    delete startStatus_;
-    cluster_ = nullptr;
-    startStatus_ = nullptr;
-  }
-  void SetUp() override {
-    ASSERT_TRUE(startStatus_->ok()) << "the " << gRelease << " control plane did not start: "
-                                    << startStatus_->error().message;
-  }
-  RealCluster& cluster() { return *cluster_; }
-
-  /// Records an answer of the real apiserver: in the test's output and in the run's folder.
-  void record(const std::string& what, const ApiReply& reply) {
-    std::ostringstream line;
-    line << "[" << cluster_->kubernetesVersion() << "] " << what << " -> " << reply.describe();
-    std::cout << line.str() << std::endl;
-    std::ofstream(cluster_->dir() + "/answers.txt", std::ios::app) << line.str() << "\n";
-  }
-
-  static RealCluster* cluster_;
-  static Status* startStatus_;
-};
 RealCluster* RealK8s::cluster_ = nullptr;
 Status* RealK8s::startStatus_ = nullptr;
+
+namespace {
+namespace json = boost::json;
 
 TEST_F(RealK8s, ControlPlaneStartsAndSchedulesAPlainPod) {
   auto& c = cluster();
   ASSERT_TRUE(c.createNamespace("plain").ok());
-  ASSERT_TRUE(c.createNode("plain-node").ok());
+  ASSERT_TRUE(c.createNode("plain-node", {}, {{kGroupLabel, "plain"}}).ok());
   // No device request: kube-scheduler places it alone (the extender is called only for
   // pods naming a managedResource), with the profile the chart configures.
   const json::object pod{
@@ -77,6 +34,7 @@ TEST_F(RealK8s, ControlPlaneStartsAndSchedulesAPlainPod) {
       {"metadata", {{"name", "plain"}}},
       {"spec",
        {{"schedulerName", c.schedulerName()},
+        {"nodeSelector", {{kGroupLabel, "plain"}}},
         {"containers", json::array{json::object{{"name", "main"}, {"image", "registry.k8s.io/pause:3.10"}}}}}}};
   auto created = c.api().post("/api/v1/namespaces/plain/pods", json::serialize(pod));
   ASSERT_EQ(created.status, 201) << created.describe();
@@ -103,7 +61,7 @@ TEST_F(RealK8s, ControlPlaneStartsAndSchedulesAPlainPod) {
 TEST_F(RealK8s, SharedDevicePodIsMutatedAndPlacedThroughTheExtender) {
   auto& c = cluster();
   ASSERT_TRUE(c.createNamespace("shared").ok());
-  auto node = c.addVgpuNode("sim-node");
+  auto node = c.addVgpuNode("sim-node", {{kGroupLabel, "shared"}});
   ASSERT_TRUE(node.ok()) << node.error().message;
   // Asks for a slice of a sim device and names no scheduler: the chart's webhook must
   // send it to the chart's profile, whose extender (vgpu-scheduler) places it.
@@ -112,7 +70,8 @@ TEST_F(RealK8s, SharedDevicePodIsMutatedAndPlacedThroughTheExtender) {
       {"kind", "Pod"},
       {"metadata", {{"name", "slice"}}},
       {"spec",
-       {{"containers",
+       {{"nodeSelector", {{kGroupLabel, "shared"}}},
+        {"containers",
          json::array{json::object{
              {"name", "main"},
              {"image", "registry.k8s.io/pause:3.10"},
@@ -144,6 +103,7 @@ TEST_F(RealK8s, SharedDevicePodIsMutatedAndPlacedThroughTheExtender) {
   EXPECT_TRUE(admitted->admitted) << admitted->error << "\nthe agent's log ends:\n"
                                   << c.logTail("vgpu-device-plugin@sim-node");
   EXPECT_TRUE(c.deletePod("shared", "slice").ok());
+  EXPECT_TRUE(c.removeVgpuNode("sim-node").ok());
 }
 
 /// What the apiserver answers about a resourceVersion: a list at exactly that version, the
@@ -221,7 +181,8 @@ TEST_F(RealK8s, EtcdCompactionIsObservable) {
   EXPECT_EQ(str(at(after.pagedList.json(), {"reason"})), "Expired") << after.pagedList.describe();
   // A watch is served from the watch cache's own window of events, which a compaction does
   // not shorten: recorded, not asserted. The window starts afresh when the apiserver does.
-  ASSERT_TRUE(c.restartApiServer().ok()) << c.logTail("kube-apiserver");
+  // Killed: a graceful stop waits ~20 s for the open watches' connections (below).
+  ASSERT_TRUE(c.restartApiServer(/*graceful=*/false).ok()) << c.logTail("kube-apiserver");
   auto restarted = ask("after compaction and an apiserver restart", rv2);
   EXPECT_EQ(restarted.exactList.status, 410);
   EXPECT_EQ(restarted.pagedList.status, 410);

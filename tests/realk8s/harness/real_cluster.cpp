@@ -20,7 +20,9 @@
 #include "pki.h"
 #include "test_http_client.h"
 #include "vgpu/annotations.h"
+#include "vgpu/codec/assignment_codec.h"
 #include "vgpu/codec/base64.h"
+#include "vgpu/codec/inventory.h"
 #include "vgpu/pod_info.h"
 #include "vgpu/yaml_json.h"
 
@@ -592,8 +594,37 @@ Status RealCluster::restartEtcd(bool graceful) {
   return startEtcd();
 }
 Status RealCluster::restartApiServer(bool graceful) {
+  const auto t0 = std::chrono::steady_clock::now();
   stopApiServer(graceful);
-  return startApiServer();
+  const auto t1 = std::chrono::steady_clock::now();
+  if (auto s = startApiServer(); !s.ok()) return s;
+  const auto t2 = std::chrono::steady_clock::now();
+  std::fprintf(stderr, "realk8s: kube-apiserver stopped in %.1f s, ready again %.1f s later\n",
+               std::chrono::duration<double>(t1 - t0).count(), std::chrono::duration<double>(t2 - t1).count());
+  return keepKubeSchedulerRunning();
+}
+
+Status RealCluster::keepKubeSchedulerRunning() {
+  // kube-scheduler exits ("Leaderelection lost") when it cannot renew its Lease within the
+  // renew deadline (10 s): an apiserver restart on a busy machine takes that long. In its
+  // pod the kubelet starts it again; so does the harness. Either it renews the Lease with
+  // the apiserver back, or it exits.
+  auto& ks = component("kube-scheduler");
+  if (!ks.process) return {};
+  const std::string lease = std::string("/apis/coordination.k8s.io/v1/namespaces/") + kChartNamespace + "/leases/" +
+                            schedulerName_;
+  const auto renewTime = [&] {
+    auto l = admin_->get(lease);
+    return l.status == 200 ? str(at(l.json(), {"spec", "renewTime"})) : std::string();
+  };
+  const std::string before = renewTime();
+  if (!waitFor([&] { return !ks.process->running() || renewTime() != before; }, std::chrono::seconds(20)))
+    return makeError("kube-scheduler neither renewed its Lease nor exited after the apiserver came back; its log "
+                     "ends:\n" + logTail("kube-scheduler"));
+  if (ks.process->running()) return {};
+  std::fprintf(stderr, "realk8s: kube-scheduler exited while the apiserver was away (%s); starting it again\n",
+               tail(logTail("kube-scheduler", 1), 1).c_str());
+  return startKubeScheduler();
 }
 Status RealCluster::restartKubeScheduler(bool graceful) {
   stopKubeScheduler(graceful);
@@ -638,7 +669,7 @@ Status RealCluster::startVgpuScheduler() {
       [port] {
         return testing::TestHttpClient(port, true).setTimeout(std::chrono::seconds(2)).get("/readyz").status == 200;
       },
-      paths::kVgpuScheduler, {{"POD_NAME", "vgpu-scheduler-realk8s"}});
+      vgpuSchedulerBinary(), {{"POD_NAME", "vgpu-scheduler-realk8s"}});
   if (!s.ok()) return s;
   for (const auto& [name, n] : vgpuNodes_)
     if (auto w = waitForVgpuSchedulerCache(name); !w.ok()) return w;
@@ -646,6 +677,54 @@ Status RealCluster::startVgpuScheduler() {
 }
 
 void RealCluster::stopVgpuScheduler(bool graceful) { stopComponent(component("vgpu-scheduler"), graceful); }
+
+std::string RealCluster::vgpuSchedulerBinary() {
+  const char* other = std::getenv("VGPU_REALK8S_VGPU_SCHEDULER");
+  return other && *other ? std::string(other) : std::string(paths::kVgpuScheduler);
+}
+
+ApiReply RealCluster::callVgpuScheduler(const std::string& path, const std::string& body) {
+  auto r = testing::TestHttpClient(extenderPort_, true).setTimeout(std::chrono::seconds(30)).post(path, body);
+  ApiReply out;
+  out.status = r.status;
+  out.body = r.body;
+  out.error = r.error;
+  return out;
+}
+
+std::string RealCluster::vgpuSchedulerMetrics() {
+  auto r = testing::TestHttpClient(extenderPort_, true).setTimeout(std::chrono::seconds(5)).get("/metrics");
+  return r.status == 200 ? r.body : std::string();
+}
+
+std::optional<double> RealCluster::metricValue(const std::string& text, const std::string& seriesPrefix) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(seriesPrefix, 0) != 0) continue;
+    // "name{labels} value": the prefix must end the series name or sit inside its labels.
+    const auto space = line.rfind(' ');
+    if (space == std::string::npos || space < seriesPrefix.size()) continue;
+    try {
+      return std::stod(line.substr(space + 1));
+    } catch (...) {
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+Status RealCluster::setNodeCacheCapable(bool on) {
+  // The chart writes `nodeCacheCapable: true` into the one extender; only that changes.
+  const std::string want = std::string("nodeCacheCapable: ") + (on ? "true" : "false");
+  const std::string other = std::string("nodeCacheCapable: ") + (on ? "false" : "true");
+  const auto at = schedulerConfig_.find(other);
+  if (at == std::string::npos && schedulerConfig_.find(want) == std::string::npos)
+    return makeError("the scheduler config has no `nodeCacheCapable:`: update real_cluster.cpp. The config:\n" +
+                     schedulerConfig_);
+  if (at != std::string::npos) schedulerConfig_.replace(at, other.size(), want);
+  if (auto s = writeText(fs::path(dir_) / "kube-scheduler-config.yaml", schedulerConfig_); !s.ok()) return s;
+  return restartKubeScheduler();
+}
 
 Status RealCluster::registerWebhook() {
   // The chart's MutatingWebhookConfiguration with one substitution per webhook: its
@@ -698,9 +777,9 @@ Status RealCluster::registerWebhook() {
 
 fakes::FakeKubelet& RealCluster::kubelet(const std::string& node) { return *vgpuNodes_.at(node)->kubelet; }
 
-Status RealCluster::addVgpuNode(const std::string& name) {
+Status RealCluster::addVgpuNode(const std::string& name, const std::map<std::string, std::string>& labels) {
   if (vgpuNodes_.count(name)) return makeError("node " + name + " exists");
-  if (auto s = createNode(name); !s.ok()) return s;
+  if (auto s = createNode(name, {}, labels); !s.ok()) return s;
   auto n = std::make_unique<VgpuNode>();
   n->name = name;
   n->dir = fs::path(dir_) / "nodes" / name;
@@ -740,23 +819,7 @@ Status RealCluster::addVgpuNode(const std::string& name) {
       paths::kVgpuAgent, {{"NODE_NAME", name}});
   if (!s.ok()) return s;
 
-  // The kubelet's part: the plugins register and send their devices, and the Node's
-  // capacity and allocatable show the healthy ones.
-  json::object quantities;
-  for (const auto& resource : countResources_) {
-    const auto anyHealthy = [](const std::vector<fakes::KubeletDevice>& list) {
-      return std::any_of(list.begin(), list.end(), [](const auto& d) { return d.healthy; });
-    };
-    if (!node.kubelet->waitForDevices(resource, kWait, anyHealthy))
-      return makeError("no " + resource + " devices reached the kubelet double of " + name +
-                       "; vgpu-device-plugin's log ends:\n" + logTail(componentName));
-    const auto devices = node.kubelet->devices(resource);
-    quantities[resource] =
-        std::to_string(std::count_if(devices.begin(), devices.end(), [](const auto& d) { return d.healthy; }));
-  }
-  const json::object status{{"status", {{"capacity", quantities}, {"allocatable", quantities}}}};
-  if (auto r = admin_->patch("/api/v1/nodes/" + name + "/status", json::serialize(status)); r.status != 200)
-    return makeError("the device counts of Node " + name + ": " + r.describe());
+  if (auto s = publishDeviceCapacity(node); !s.ok()) return s;
   for (const auto& backend : enabledBackends_) {
     const std::string key = keys::nodeDevices(backend);
     if (!waitFor([&] {
@@ -769,6 +832,65 @@ Status RealCluster::addVgpuNode(const std::string& name) {
   const auto& scheduler = component("vgpu-scheduler");
   if (scheduler.process && scheduler.process->running()) return waitForVgpuSchedulerCache(name);
   return {};
+}
+
+Status RealCluster::publishDeviceCapacity(VgpuNode& node) {
+  // The kubelet's part: the plugins register and send their devices, and the Node's
+  // capacity and allocatable show the healthy ones.
+  json::object quantities;
+  for (const auto& resource : countResources_) {
+    const auto anyHealthy = [](const std::vector<fakes::KubeletDevice>& list) {
+      return std::any_of(list.begin(), list.end(), [](const auto& d) { return d.healthy; });
+    };
+    if (!node.kubelet->waitForDevices(resource, kWait, anyHealthy))
+      return makeError("no " + resource + " devices reached the kubelet double of " + node.name +
+                       "; vgpu-device-plugin's log ends:\n" + logTail("vgpu-device-plugin@" + node.name));
+    const auto devices = node.kubelet->devices(resource);
+    quantities[resource] =
+        std::to_string(std::count_if(devices.begin(), devices.end(), [](const auto& d) { return d.healthy; }));
+  }
+  const json::object status{{"status", {{"capacity", quantities}, {"allocatable", quantities}}}};
+  if (auto r = admin_->patch("/api/v1/nodes/" + node.name + "/status", json::serialize(status)); r.status != 200)
+    return makeError("the device counts of Node " + node.name + ": " + r.describe());
+  return {};
+}
+
+Status RealCluster::removeVgpuNode(const std::string& name) {
+  const auto it = vgpuNodes_.find(name);
+  if (it == vgpuNodes_.end()) return makeError("no vgpu node " + name);
+  if (auto c = components_.find("vgpu-device-plugin@" + name); c != components_.end()) {
+    if (c->second->process) c->second->process->kill();
+    components_.erase(c);
+  }
+  it->second->kubelet->stop();
+  vgpuNodes_.erase(it);
+  auto r = admin_->del("/api/v1/nodes/" + name);
+  if (r.status != 200 && r.status != 404) return makeError("DELETE Node " + name + ": " + r.describe());
+  return {};
+}
+
+Result<std::size_t> RealCluster::restartKubelet(const std::string& name) {
+  const auto it = vgpuNodes_.find(name);
+  if (it == vgpuNodes_.end()) return makeError("no vgpu node " + name);
+  VgpuNode& node = *it->second;
+  const std::size_t before = node.kubelet->registrations().size();
+  std::map<std::string, std::size_t> lists;
+  for (const auto& resource : countResources_) lists[resource] = node.kubelet->listsReceived(resource);
+  if (auto s = node.kubelet->restart(); !s.ok()) return makeError("restarting the kubelet double: " + s.error().message);
+  // Registered again (each resource), and a device list sent since.
+  const auto registeredAgain = [&] {
+    std::set<std::string> again;
+    const auto all = node.kubelet->registrations();
+    for (std::size_t i = before; i < all.size(); ++i) again.insert(all[i].resource);
+    for (const auto& resource : countResources_)
+      if (!again.count(resource) || node.kubelet->listsReceived(resource) <= lists[resource]) return false;
+    return true;
+  };
+  if (!waitFor(registeredAgain))
+    return makeError("vgpu-device-plugin on " + name + " did not register again after the kubelet restarted; its " +
+                     "log ends:\n" + logTail("vgpu-device-plugin@" + name));
+  if (auto s = publishDeviceCapacity(node); !s.ok()) return s.error();
+  return node.kubelet->registrations().size();
 }
 
 Status RealCluster::waitForVgpuSchedulerCache(const std::string& node) {
@@ -790,13 +912,19 @@ Status RealCluster::waitForVgpuSchedulerCache(const std::string& node) {
 }
 
 Result<fakes::AdmitResult> RealCluster::admitPod(const std::string& ns, const std::string& name) {
-  const std::string path = "/api/v1/namespaces/" + ns + "/pods/" + name;
-  auto pod = getObject(path);
+  auto pod = getObject("/api/v1/namespaces/" + ns + "/pods/" + name);
   if (!pod.ok()) return std::move(pod).error();
-  const std::string nodeName = str(at(*pod, {"spec", "nodeName"}));
+  return admitPod(*pod);
+}
+
+Result<fakes::AdmitResult> RealCluster::admitPod(const boost::json::object& pod) {
+  const std::string ns = str(at(pod, {"metadata", "namespace"}));
+  const std::string name = str(at(pod, {"metadata", "name"}));
+  const std::string path = "/api/v1/namespaces/" + ns + "/pods/" + name;
+  const std::string nodeName = str(at(pod, {"spec", "nodeName"}));
   const auto it = vgpuNodes_.find(nodeName);
   if (it == vgpuNodes_.end()) return makeError("pod " + ns + "/" + name + " is on '" + nodeName + "', no vgpu node");
-  auto info = parsePod(json::value(*pod));
+  auto info = parsePod(json::value(pod));
   if (!info.ok()) return std::move(info).error();
   fakes::KubeletPod kp;
   kp.ns = ns;
@@ -808,6 +936,49 @@ Result<fakes::AdmitResult> RealCluster::admitPod(const std::string& ns, const st
     if (auto r = admin_->patch(path + "/status", R"({"status":{"phase":"Running"}})"); r.status != 200)
       return makeError("reporting " + ns + "/" + name + " Running: " + r.describe());
   return result;
+}
+
+Result<std::vector<std::string>> RealCluster::audit(const std::vector<std::string>& nodeNames) {
+  std::vector<e2e::AuditNode> nodes;
+  std::map<std::string, e2e::KubeletHoldings> holdings;
+  for (const auto& name : nodeNames) {
+    auto node = getObject("/api/v1/nodes/" + name);
+    if (!node.ok()) return std::move(node).error();
+    e2e::AuditNode n{name, {}};
+    for (const auto& backend : enabledBackends_) {
+      const std::string key = keys::nodeDevices(backend);
+      auto devices = decodeInventory(str(at(*node, {"metadata", "annotations", key.c_str()})), backend);
+      if (!devices.ok()) return makeError("Node " + name + " " + key + ": " + devices.error().message);
+      n.devices.insert(n.devices.end(), devices->begin(), devices->end());
+    }
+    nodes.push_back(std::move(n));
+    if (const auto it = vgpuNodes_.find(name); it != vgpuNodes_.end()) holdings[name] = it->second->kubelet->allocations();
+  }
+  auto list = getObject("/api/v1/pods");
+  if (!list.ok()) return std::move(list).error();
+  std::vector<e2e::AuditPod> pods;
+  const std::set<std::string> wanted(nodeNames.begin(), nodeNames.end());
+  const std::set<std::string> counts(countResources_.begin(), countResources_.end());
+  if (const auto* items = list->if_contains("items"); items && items->is_array())
+    for (const auto& item : items->as_array()) {
+      auto info = parsePod(item);
+      if (!info.ok() || !wanted.count(info->nodeName) || info->terminated()) continue;
+      const std::string annotation = info->annotations.count(std::string(keys::kPodAssignment))
+                                         ? info->annotations.at(std::string(keys::kPodAssignment))
+                                         : std::string();
+      // A pod that asks for no device and holds none is none of the audits' business.
+      bool asks = false;
+      for (const auto& c : info->containers)
+        for (const auto& [resource, n] : c.limits) asks = asks || (counts.count(resource) && n > 0);
+      if (!asks && annotation.empty()) continue;
+      std::optional<Assignment> assignment;
+      if (auto a = decodeAssignment(annotation); a.ok()) assignment = std::move(a).value();
+      pods.push_back({info->key(), info->uid, info->nodeName, std::move(assignment)});
+    }
+  std::vector<std::string> out = e2e::auditShares(nodes, pods);
+  const auto agreement = e2e::auditKubeletAgreement(holdings, pods);
+  out.insert(out.end(), agreement.begin(), agreement.end());
+  return out;
 }
 
 // ---- the API ----
@@ -829,11 +1000,13 @@ Status RealCluster::createNamespace(const std::string& name) {
   return {};
 }
 
-Status RealCluster::createNode(const std::string& name, std::map<std::string, std::string> capacity) {
+Status RealCluster::createNode(const std::string& name, std::map<std::string, std::string> capacity,
+                               const std::map<std::string, std::string>& labels) {
   if (capacity.empty()) capacity = {{"cpu", "8"}, {"memory", "32Gi"}, {"pods", "110"}};
-  const json::object node{{"apiVersion", "v1"},
-                          {"kind", "Node"},
-                          {"metadata", {{"name", name}, {"labels", {{"kubernetes.io/hostname", name}}}}}};
+  json::object nodeLabels{{"kubernetes.io/hostname", name}};
+  for (const auto& [k, v] : labels) nodeLabels[k] = v;
+  const json::object node{
+      {"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", name}, {"labels", std::move(nodeLabels)}}}};
   if (auto r = admin_->post("/api/v1/nodes", json::serialize(node)); r.status != 201)
     return makeError("creating Node " + name + ": " + r.describe());
   // Admission (TaintNodesByCondition) gave it node.kubernetes.io/not-ready:NoSchedule.
@@ -862,6 +1035,15 @@ Status RealCluster::createNode(const std::string& name, std::map<std::string, st
 
 Status RealCluster::deletePod(const std::string& ns, const std::string& name) {
   const std::string path = "/api/v1/namespaces/" + ns + "/pods/" + name;
+  std::string uid, nodeName;
+  if (auto pod = admin_->get(path); pod.status == 200) {
+    uid = str(at(pod.json(), {"metadata", "uid"}));
+    nodeName = str(at(pod.json(), {"spec", "nodeName"}));
+  }
+  // As in a graceful deletion, the kubelet has stopped the pod (its devices are free) before
+  // the object goes; a pod placed in the freed capacity is admitted after that.
+  if (const auto it = vgpuNodes_.find(nodeName); it != vgpuNodes_.end() && !uid.empty())
+    it->second->kubelet->removePod(uid);
   auto r = admin_->del(path, R"({"apiVersion":"v1","kind":"DeleteOptions","gracePeriodSeconds":0})");
   if (r.status != 200 && r.status != 404) return makeError("DELETE " + path + ": " + r.describe());
   if (!waitFor([&] { return admin_->get(path).status == 404; }))

@@ -33,12 +33,15 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <boost/json/object.hpp>
 
 #include "api_client.h"
 #include "child_process.h"
+#include "cluster_audit.h"
 #include "vgpu/fakes/fake_kubelet.h"
 #include "vgpu/result.h"
 
@@ -87,24 +90,56 @@ class RealCluster {
   Status startKubeScheduler();
   void stopKubeScheduler(bool graceful = true);
   Status restartEtcd(bool graceful = true);
+  /// Also starts kube-scheduler again when it exited meanwhile (keepKubeSchedulerRunning).
   Status restartApiServer(bool graceful = true);
   Status restartKubeScheduler(bool graceful = true);
 
   // ---- vgpu, as the chart deploys it ----
   /// vgpu-scheduler (waits for /readyz), then the chart's MutatingWebhookConfiguration.
   Status startVgpu();
-  /// vgpu-scheduler alone (it keeps its port; the webhook stays registered).
+  /// vgpu-scheduler alone (it keeps its port; the webhook stays registered); waits for
+  /// /readyz and until its cache shows every vgpu node's devices.
   Status startVgpuScheduler();
   void stopVgpuScheduler(bool graceful = true);
-  /// A vgpu node: createNode, a kubelet double, vgpu-device-plugin; waits until the
-  /// plugins registered and sent devices, the Node carries the agent's inventory
+  /// The vgpu-scheduler binary run: $VGPU_REALK8S_VGPU_SCHEDULER when set (an older build,
+  /// to show that a test fails without a fix), else the one this build made.
+  static std::string vgpuSchedulerBinary();
+  /// POSTs `body` to the running vgpu-scheduler's `path` (/filter, /bind...) over HTTPS,
+  /// as kube-scheduler calls it.
+  ApiReply callVgpuScheduler(const std::string& path, const std::string& body);
+  /// /metrics of the running vgpu-scheduler (empty when it does not answer).
+  std::string vgpuSchedulerMetrics();
+  /// The value of the first series of `metricsText` that starts with `seriesPrefix`
+  /// (`name{labels}` or `name`); nullopt when there is none.
+  static std::optional<double> metricValue(const std::string& metricsText, const std::string& seriesPrefix);
+  /// Rewrites `nodeCacheCapable` in the extender of kube-scheduler's configuration (the
+  /// chart sets it true) and restarts kube-scheduler with it.
+  Status setNodeCacheCapable(bool on);
+
+  /// A vgpu node: createNode (with `labels`), a kubelet double, vgpu-device-plugin; waits
+  /// until the plugins registered and sent devices, the Node carries the agent's inventory
   /// annotation and the device counts (as the kubelet would set its capacity), and a
   /// running vgpu-scheduler has the node's devices in its cache.
-  Status addVgpuNode(const std::string& name);
+  Status addVgpuNode(const std::string& name, const std::map<std::string, std::string>& labels = {});
+  /// Takes a vgpu node away: its agent and kubelet double stop, the Node is deleted.
+  Status removeVgpuNode(const std::string& name);
+  /// Restarts the node's kubelet double as a kubelet restarts (every socket in the plugin
+  /// folder deleted, kubelet.sock recreated) and waits until the agent registered every
+  /// resource again and sent healthy devices; then the Node's capacity shows them, as the
+  /// kubelet sets it. Returns how many registrations the kubelet double recorded in all.
+  Result<std::size_t> restartKubelet(const std::string& node);
   fakes::FakeKubelet& kubelet(const std::string& node);
   /// The node's kubelet admits a bound pod (GetPreferredAllocation, Allocate per
-  /// container) and, when it did, reports it Running.
+  /// container) and, when it did, reports it Running. Thread-safe (admissions on one node
+  /// are serialized by its kubelet double, as in the kubelet).
   Result<fakes::AdmitResult> admitPod(const std::string& ns, const std::string& name);
+  Result<fakes::AdmitResult> admitPod(const boost::json::object& pod);
+
+  /// The audits of tests/integration/e2e/cluster_audit.h over the vgpu nodes `nodes`: every
+  /// live pod bound there (from the apiserver) with its assignment, the devices each node's
+  /// agent published, and what each node's kubelet double handed out. One message per
+  /// violation; an error when the apiserver cannot be read.
+  Result<std::vector<std::string>> audit(const std::vector<std::string>& nodes);
   /// The device-config.yaml both daemons read: the chart's ConfigMap, "mounted" in the
   /// folder (its /etc/vgpu/ paths pointing there).
   std::string deviceConfigPath() const;
@@ -127,9 +162,11 @@ class RealCluster {
   /// A Node object as a registered, Ready kubelet shows it: `capacity` (= allocatable;
   /// default 8 CPUs, 32Gi, 110 pods), condition Ready, and without the not-ready taint
   /// that admission puts on a new Node (the node lifecycle controller would lift it).
-  Status createNode(const std::string& name, std::map<std::string, std::string> capacity = {});
+  Status createNode(const std::string& name, std::map<std::string, std::string> capacity = {},
+                    const std::map<std::string, std::string>& labels = {});
   /// DELETE with gracePeriodSeconds=0 (no kubelet confirms a graceful delete), then waits
-  /// until it is gone.
+  /// until it is gone. A vgpu node's kubelet double frees what the pod held first (the
+  /// kubelet stops a pod before its object goes).
   Status deletePod(const std::string& ns, const std::string& name);
   /// The object at `path` (GET), or an error with the reply.
   Result<boost::json::object> getObject(const std::string& path);
@@ -174,6 +211,12 @@ class RealCluster {
   void stopComponent(Component& c, bool graceful);
   Component& component(const std::string& name) const;
   Status waitForVgpuSchedulerCache(const std::string& node);
+  /// After an apiserver restart: a kube-scheduler that lost its Lease meanwhile exited; it
+  /// is started again, as the kubelet restarts its container.
+  Status keepKubeSchedulerRunning();
+  /// The kubelet's part: the Node's capacity and allocatable show the healthy devices the
+  /// node's plugins sent its kubelet double.
+  Status publishDeviceCapacity(VgpuNode& node);
 
   RealClusterOptions options_;
   std::string dir_;

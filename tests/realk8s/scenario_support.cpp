@@ -1,0 +1,272 @@
+#include "scenario_support.h"
+
+namespace vgpu::realk8s {
+namespace json = boost::json;
+
+std::string suiteChartValues() {
+  std::string values = kSimChartValues;
+  values += "simDevices:\n  devices:\n";
+  for (int i = 0; i < kDevicesPerNode; ++i)
+    values += "    - {id: SIM-GPU-" + std::to_string(i) + ", model: Sim-80G, memoryMiB: " +
+              std::to_string(kDeviceMemoryMiB) + ", computeUnits: 100, numa: 0}\n";
+  return values;
+}
+
+std::string str(const json::value* v) { return v && v->is_string() ? std::string(v->as_string()) : std::string(); }
+
+const json::value* at(const json::object& obj, std::initializer_list<const char*> path) {
+  const json::value* v = nullptr;
+  const json::object* o = &obj;
+  for (const char* key : path) {
+    if (!o) return nullptr;
+    v = o->if_contains(key);
+    if (!v) return nullptr;
+    o = v->if_object();
+  }
+  return v;
+}
+
+std::map<std::string, std::string> simLimits(int count, std::uint64_t memoryMiB, int cores) {
+  return {{"vgpu.io/sim", std::to_string(count)},
+          {"vgpu.io/sim-memory", std::to_string(memoryMiB)},
+          {"vgpu.io/sim-cores", std::to_string(cores)}};
+}
+
+json::object podObject(const PodSpec& spec) {
+  const auto container = [](const char* name, const std::map<std::string, std::string>& limits) {
+    json::object l;
+    for (const auto& [k, v] : limits) l[k] = v;
+    return json::object{{"name", name}, {"image", "registry.k8s.io/pause:3.10"}, {"resources", {{"limits", l}}}};
+  };
+  json::object main = container("main", spec.limits);
+  if (spec.privileged) main["securityContext"] = json::object{{"privileged", true}};
+  json::object podSpec{{"containers", json::array{main}}};
+  if (!spec.initLimits.empty()) podSpec["initContainers"] = json::array{container("init", spec.initLimits)};
+  if (!spec.group.empty()) podSpec["nodeSelector"] = json::object{{kGroupLabel, spec.group}};
+  if (!spec.schedulerName.empty()) podSpec["schedulerName"] = spec.schedulerName;
+  if (!spec.nodeName.empty()) podSpec["nodeName"] = spec.nodeName;
+  json::object metadata{{"name", spec.name}};
+  if (!spec.labels.empty()) {
+    json::object l;
+    for (const auto& [k, v] : spec.labels) l[k] = v;
+    metadata["labels"] = l;
+  }
+  if (!spec.annotations.empty()) {
+    json::object a;
+    for (const auto& [k, v] : spec.annotations) a[k] = v;
+    metadata["annotations"] = a;
+  }
+  return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", metadata}, {"spec", podSpec}};
+}
+
+Status createPod(RealCluster& c, const std::string& ns, const PodSpec& spec) {
+  auto r = c.api().post("/api/v1/namespaces/" + ns + "/pods", json::serialize(podObject(spec)));
+  if (r.status != 201) return makeError("creating pod " + ns + "/" + spec.name + ": " + r.describe());
+  return {};
+}
+
+std::optional<json::object> waitForPod(RealCluster& c, const std::string& ns, const std::string& name,
+                                       const std::function<bool(const json::object&)>& pred,
+                                       std::chrono::milliseconds timeout) {
+  std::optional<json::object> found;
+  RealCluster::waitFor(
+      [&] {
+        auto p = c.getObject("/api/v1/namespaces/" + ns + "/pods/" + name);
+        if (p.ok() && pred(*p)) found = std::move(p).value();
+        return found.has_value();
+      },
+      timeout);
+  return found;
+}
+
+std::string nodeOf(const json::object& pod) { return str(at(pod, {"spec", "nodeName"})); }
+
+bool unschedulable(const json::object& pod) {
+  if (const auto* conds = at(pod, {"status", "conditions"}); conds && conds->is_array())
+    for (const auto& cond : conds->as_array())
+      if (cond.is_object() && str(cond.as_object().if_contains("type")) == "PodScheduled")
+        return str(cond.as_object().if_contains("status")) == "False" &&
+               str(cond.as_object().if_contains("reason")) == "Unschedulable";
+  return false;
+}
+
+Result<std::vector<json::object>> listPods(RealCluster& c, const std::string& ns, const std::string& fieldSelector) {
+  std::string path = "/api/v1/namespaces/" + ns + "/pods";
+  if (!fieldSelector.empty()) path += "?fieldSelector=" + fieldSelector;
+  auto list = c.getObject(path);
+  if (!list.ok()) return std::move(list).error();
+  std::vector<json::object> out;
+  if (const auto* items = list->if_contains("items"); items && items->is_array())
+    for (const auto& item : items->as_array())
+      if (item.is_object()) out.push_back(item.as_object());
+  return out;
+}
+
+std::vector<json::object> podEvents(RealCluster& c, const std::string& ns, const std::string& name) {
+  auto list = c.getObject("/api/v1/namespaces/" + ns + "/events?fieldSelector=involvedObject.name%3D" + name +
+                          "%2CinvolvedObject.namespace%3D" + ns);
+  std::vector<json::object> out;
+  if (!list.ok()) return out;
+  if (const auto* items = list->if_contains("items"); items && items->is_array())
+    for (const auto& item : items->as_array())
+      if (item.is_object()) out.push_back(item.as_object());
+  return out;
+}
+
+Result<FilterVerdict> filterDirect(RealCluster& c, const json::object& pod, const std::vector<std::string>& nodes) {
+  json::array names;
+  for (const auto& n : nodes) names.emplace_back(n);
+  auto reply = c.callVgpuScheduler("/filter", json::serialize(json::object{{"Pod", pod}, {"NodeNames", names}}));
+  if (reply.status != 200) return makeError("/filter: " + reply.describe());
+  const json::object answer = reply.json();
+  FilterVerdict out;
+  if (const auto* fitting = answer.if_contains("NodeNames"); fitting && fitting->is_array())
+    for (const auto& n : fitting->as_array()) out.fitting.push_back(str(&n));
+  for (const char* key : {"FailedNodes", "FailedAndUnresolvableNodes"})
+    if (const auto* m = answer.if_contains(key); m && m->is_object())
+      for (const auto& [node, why] : m->as_object()) out.refused[std::string(node)] = str(&why);
+  out.error = str(answer.if_contains("Error"));
+  return out;
+}
+
+Status cleanUp(RealCluster& c, const std::string& ns, const std::vector<std::string>& vgpuNodes) {
+  const std::string path = "/api/v1/namespaces/" + ns + "/pods";
+  auto r = c.api().del(path, R"({"apiVersion":"v1","kind":"DeleteOptions","gracePeriodSeconds":0})");
+  if (r.status != 200) return makeError("DELETE " + path + ": " + r.describe());
+  if (!RealCluster::waitFor([&] {
+        auto left = c.getObject(path + "?limit=1");
+        const auto* items = left.ok() ? left->if_contains("items") : nullptr;
+        return items && items->is_array() && items->as_array().empty();
+      }))
+    return makeError("the pods of " + ns + " were still there after their deletion");
+  for (const auto& node : vgpuNodes)
+    if (auto s = c.removeVgpuNode(node); !s.ok()) return s;
+  return {};
+}
+
+// ---- Admitter ----
+
+Admitter::Admitter(RealCluster& c, std::string ns)
+    : c_(c), ns_(std::move(ns)), api_(c.clientAs(c.tokenFor("admin"))) {
+  watcher_ = std::thread([this] { watchLoop(); });
+}
+
+Admitter::~Admitter() { stop(); }
+
+void Admitter::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (watcher_.joinable()) watcher_.join();
+  for (auto& [node, t] : workers_)
+    if (t.joinable()) t.join();
+}
+
+bool Admitter::stopping() {
+  std::lock_guard lock(mu_);
+  return stopping_;
+}
+
+std::size_t Admitter::admitted() const {
+  std::lock_guard lock(mu_);
+  return admitted_;
+}
+
+std::vector<std::string> Admitter::refusals() const {
+  std::lock_guard lock(mu_);
+  return refusals_;
+}
+
+bool Admitter::caughtUp() {
+  auto bound = listPods(c_, ns_, "spec.nodeName%21%3D");
+  if (!bound.ok()) return false;
+  std::lock_guard lock(mu_);
+  for (const auto& pod : *bound)
+    if (!through_.count(str(at(pod, {"metadata", "uid"})))) return false;
+  return true;
+}
+
+bool Admitter::waitCaughtUp(std::chrono::milliseconds timeout) {
+  return RealCluster::waitFor([&] { return caughtUp(); }, timeout);
+}
+
+void Admitter::watchLoop() {
+  // The pods bound in the namespace: a list, then watches from its version that the
+  // apiserver ends every second (so that stop() is never kept waiting); a list again
+  // whenever the version is gone.
+  const std::string base = "/api/v1/namespaces/" + ns_ + "/pods";
+  const std::string selector = "fieldSelector=spec.nodeName%21%3D";
+  std::string rv;
+  while (!stopping()) {
+    if (rv.empty()) {
+      auto r = api_.get(base + "?" + selector);
+      if (r.status != 200) {
+        std::unique_lock lock(mu_);
+        cv_.wait_for(lock, std::chrono::milliseconds(200), [&] { return stopping_; });
+        continue;
+      }
+      const json::object list = r.json();
+      rv = str(at(list, {"metadata", "resourceVersion"}));
+      if (const auto* items = list.if_contains("items"); items && items->is_array())
+        for (const auto& item : items->as_array())
+          if (item.is_object()) offer(item.as_object());
+    }
+    bool relist = false;
+    auto reply = api_.watch(
+        base + "?watch=true&timeoutSeconds=1&resourceVersion=" + rv + "&" + selector,
+        [&](const json::object& event) {
+          const std::string type = str(event.if_contains("type"));
+          const auto* obj = event.if_contains("object");
+          if (type == "ERROR" || !obj || !obj->is_object()) {
+            relist = true;
+            return false;
+          }
+          if (const std::string v = str(at(obj->as_object(), {"metadata", "resourceVersion"})); !v.empty()) rv = v;
+          if (type == "ADDED" || type == "MODIFIED") offer(obj->as_object());
+          return !stopping();
+        },
+        std::chrono::seconds(10));
+    if (relist || (reply.status != 200 && reply.status != 0)) rv.clear();
+    if (reply.status == 0 && !stopping()) {
+      // No apiserver (a test restarts it): try again shortly.
+      std::unique_lock lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(200), [&] { return stopping_; });
+    }
+  }
+}
+
+void Admitter::offer(const json::object& pod) {
+  const std::string uid = str(at(pod, {"metadata", "uid"}));
+  const std::string node = nodeOf(pod);
+  if (uid.empty() || node.empty()) return;
+  std::lock_guard lock(mu_);
+  if (stopping_ || !seen_.insert(uid).second) return;
+  queues_[node].push_back(pod);
+  if (!workers_.count(node)) workers_[node] = std::thread([this, node] { work(node); });
+  cv_.notify_all();
+}
+
+void Admitter::work(const std::string& node) {
+  for (;;) {
+    json::object pod;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !queues_[node].empty(); });
+      if (stopping_) return;
+      pod = std::move(queues_[node].front());
+      queues_[node].pop_front();
+    }
+    auto result = c_.admitPod(pod);
+    const std::string key = str(at(pod, {"metadata", "namespace"})) + "/" + str(at(pod, {"metadata", "name"}));
+    std::lock_guard lock(mu_);
+    through_.insert(str(at(pod, {"metadata", "uid"})));
+    if (result.ok() && result->admitted)
+      ++admitted_;
+    else
+      refusals_.push_back(key + " on " + node + ": " + (result.ok() ? result->error : result.error().message));
+  }
+}
+
+}  // namespace vgpu::realk8s

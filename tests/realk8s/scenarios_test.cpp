@@ -1,0 +1,596 @@
+// The scenarios of issue 17 against a real control plane (per release): a race of 500
+// pods, vgpu-scheduler killed mid-stream, etcd compacted under open watches, refusal
+// reasons in the pod's events, a refused pod placed once capacity frees, the webhook on
+// real pods, nodeCacheCapable off and on, a kubelet restart. README.md says what each
+// proves and which product defect it guards; the audits are tests/integration/e2e's
+// (cluster_audit.h).
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <sstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/json.hpp>
+
+#include "realk8s_fixture.h"
+#include "vgpu/annotations.h"
+
+namespace vgpu::realk8s {
+namespace {
+namespace json = boost::json;
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+/// A figure a scenario measured, in the test's output and in the run's folder.
+void note(RealCluster& c, const std::string& what) {
+  const std::string line = "[" + c.kubernetesVersion() + "] " + what;
+  std::cout << line << std::endl;
+  std::ofstream(c.dir() + "/figures.txt", std::ios::app) << line << "\n";
+}
+
+std::string joinLines(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) out += "\n  " + l;
+  return out;
+}
+
+/// `cond` every `interval` until it holds or `timeout` passes (for conditions that cost a
+/// list of hundreds of pods).
+bool pollUntil(const std::function<bool()>& cond, std::chrono::milliseconds timeout,
+               std::chrono::milliseconds interval) {
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    if (cond()) return true;
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(interval);
+  }
+}
+
+std::vector<std::string> addVgpuNodes(RealCluster& c, const std::string& group, int count, Status& status) {
+  std::vector<std::string> names;
+  for (int i = 0; i < count && status.ok(); ++i) {
+    names.push_back(group + "-" + std::to_string(i));
+    status = c.addVgpuNode(names.back(), {{kGroupLabel, group}});
+  }
+  return names;
+}
+
+void expectAuditClean(RealCluster& c, const std::vector<std::string>& nodes) {
+  auto violations = c.audit(nodes);
+  ASSERT_TRUE(violations.ok()) << violations.error().message;
+  EXPECT_TRUE(violations->empty()) << violations->size() << " violations:" << joinLines(*violations);
+}
+
+/// Creates the pod and waits until it is bound and its kubelet went through it.
+std::optional<json::object> place(RealCluster& c, Admitter& admitter, const std::string& ns, const PodSpec& spec,
+                                  std::chrono::milliseconds timeout = kWait) {
+  if (auto s = createPod(c, ns, spec); !s.ok()) {
+    ADD_FAILURE() << s.error().message;
+    return std::nullopt;
+  }
+  auto bound = waitForPod(c, ns, spec.name, [](const json::object& p) { return !nodeOf(p).empty(); }, timeout);
+  if (!bound) {
+    auto p = c.getObject("/api/v1/namespaces/" + ns + "/pods/" + spec.name);
+    ADD_FAILURE() << ns << "/" << spec.name << " not bound: " << (p.ok() ? json::serialize(*p) : p.error().message)
+                  << "\nkube-scheduler's log ends:\n"
+                  << c.logTail("kube-scheduler", 15) << "\nvgpu-scheduler's log ends:\n"
+                  << c.logTail("vgpu-scheduler", 15);
+    return std::nullopt;
+  }
+  if (!admitter.waitCaughtUp()) ADD_FAILURE() << "the kubelet never went through " << ns << "/" << spec.name;
+  return bound;
+}
+
+/// A stream of pods has settled when every bound pod went through its kubelet and the
+/// smallest pending pod (`rank`: pods of a lower rank ask for no more of anything) fits no
+/// node, as vgpu-scheduler's /filter says, twice in a row with the same pods bound: no
+/// bind is in flight then and no pending pod could still be placed.
+struct Settled {
+  std::size_t bound = 0, pending = 0;
+  std::string last;  ///< what was not settled yet, for the failure message
+};
+std::optional<Settled> settle(RealCluster& c, Admitter& admitter, const std::string& ns,
+                              const std::vector<std::string>& nodes, const std::function<int(const json::object&)>& rank,
+                              std::chrono::milliseconds timeout, Settled& progress) {
+  std::optional<std::size_t> previous;
+  const bool done = pollUntil(
+      [&] {
+        auto pods = listPods(c, ns);
+        if (!pods.ok()) return false;
+        Settled now;
+        const json::object* smallest = nullptr;
+        for (const auto& p : *pods) {
+          if (!nodeOf(p).empty()) {
+            ++now.bound;
+          } else {
+            ++now.pending;
+            if (!smallest || rank(p) < rank(*smallest)) smallest = &p;
+          }
+        }
+        progress = now;
+        if (!admitter.caughtUp()) {
+          progress.last = "bound pods not yet through their kubelet";
+          previous.reset();
+          return false;
+        }
+        if (smallest) {
+          auto verdict = filterDirect(c, *smallest, nodes);
+          if (!verdict.ok() || !verdict->fitting.empty() || !verdict->error.empty()) {
+            progress.last = verdict.ok() ? str(at(*smallest, {"metadata", "name"})) + " pending but fits " +
+                                               (verdict->fitting.empty() ? "(error: " + verdict->error + ")"
+                                                                         : verdict->fitting.front())
+                                         : verdict.error().message;
+            previous.reset();
+            return false;
+          }
+        }
+        const bool stable = previous && *previous == now.bound;
+        previous = now.bound;
+        return stable;
+      },
+      timeout, std::chrono::seconds(2));
+  if (!done) return std::nullopt;
+  return progress;
+}
+
+int memoryOf(const json::object& pod) {
+  const auto* containers = at(pod, {"spec", "containers"});
+  if (!containers || !containers->is_array() || containers->as_array().empty()) return 0;
+  const auto* m = at(containers->as_array()[0].as_object(), {"resources", "limits", "vgpu.io/sim-memory"});
+  return m ? std::stoi(str(m)) : 0;
+}
+
+// ---- 1. a race of 500 pods over 10 nodes x 8 devices ----
+
+TEST_F(RealK8s, FiveHundredPodsRacingForTenNodesOfEightDevicesOverAllocateNothing) {
+  auto& c = cluster();
+  const std::string ns = "race";
+  ASSERT_TRUE(c.createNamespace(ns).ok());
+  Status added;
+  const auto nodes = addVgpuNodes(c, ns, 10, added);
+  ASSERT_TRUE(added.ok()) << added.error().message;
+  Admitter admitter(c, ns);
+
+  // Four sizes, each asking at least as much memory and compute as the one before, so
+  // that the smallest pending pod not fitting means none fits. 500 pods want more than
+  // 80 devices hold (each holds at most 4 shares): the race is for the last shares.
+  struct Size {
+    std::uint64_t memoryMiB;
+    int cores;
+  };
+  const Size sizes[] = {{16384, 10}, {20480, 20}, {24576, 25}, {32768, 40}};
+  constexpr int kPods = 500;
+  const auto t0 = Clock::now();
+  std::atomic<int> failures{0};
+  std::mutex mu;
+  std::string firstFailure;
+  std::vector<std::thread> creators;
+  for (int t = 0; t < 4; ++t)
+    creators.emplace_back([&, t] {
+      for (int i = t; i < kPods; i += 4) {
+        const Size& size = sizes[i % 4];
+        auto s = createPod(c, ns, {.name = "race-" + std::to_string(i), .limits = simLimits(1, size.memoryMiB, size.cores),
+                                   .group = ns});
+        if (!s.ok() && failures++ == 0) {
+          std::lock_guard lock(mu);
+          firstFailure = s.error().message;
+        }
+      }
+    });
+  for (auto& t : creators) t.join();
+  ASSERT_EQ(failures.load(), 0) << firstFailure;
+  note(c, "race: 500 pods created in " + std::to_string(secondsSince(t0)) + " s");
+
+  Settled progress;
+  auto settled = settle(c, admitter, ns, nodes, memoryOf, std::chrono::seconds(240), progress);
+  ASSERT_TRUE(settled) << "not settled after 240 s: " << progress.bound << " bound, " << progress.pending
+                       << " pending; " << progress.last << "\nkube-scheduler's log ends:\n"
+                       << c.logTail("kube-scheduler", 20) << "\nvgpu-scheduler's log ends:\n"
+                       << c.logTail("vgpu-scheduler", 20);
+  note(c, "race: " + std::to_string(settled->bound) + " of 500 pods bound and admitted, " +
+              std::to_string(settled->pending) + " refused, settled " + std::to_string(secondsSince(t0)) +
+              " s after the first pod");
+  EXPECT_TRUE(admitter.refusals().empty()) << "the kubelet refused:" << joinLines(admitter.refusals());
+  expectAuditClean(c, nodes);
+  // Every device holds two of the largest pods at least: nothing leaked.
+  EXPECT_GE(settled->bound, 2u * 10 * kDevicesPerNode);
+  admitter.stop();
+  EXPECT_TRUE(cleanUp(c, ns, nodes).ok());
+}
+
+// ---- 2. vgpu-scheduler killed and restarted five times mid-stream ----
+
+// Guards "readiness before sync" (c1d8b77): a vgpu-scheduler that answered /filter and
+// /bind before its pod cache held the pods already bound gave their devices out again.
+// The bystanders make its pod list as long as a busy cluster's (~20 MB, like some
+// thousands of ordinary pods), so that nodes are known well before pods are.
+TEST_F(RealK8s, VgpuSchedulerKilledFiveTimesMidStreamDoubleBooksNothing) {
+  auto& c = cluster();
+  const std::string ns = "restarts", bystanders = "bystanders";
+  ASSERT_TRUE(c.createNamespace(ns).ok());
+  ASSERT_TRUE(c.createNamespace(bystanders).ok());
+  ASSERT_TRUE(c.createNode("bystander-node", {}, {{kGroupLabel, bystanders}}).ok());
+  {
+    const std::string padding(200 * 1000, 'x');
+    std::atomic<int> failures{0};
+    std::vector<std::thread> creators;
+    for (int t = 0; t < 4; ++t)
+      creators.emplace_back([&, t] {
+        for (int i = t; i < 100; i += 4)
+          if (!createPod(c, bystanders,
+                         {.name = "bystander-" + std::to_string(i),
+                          .annotations = {{"realk8s.vgpu.io/padding", padding}},
+                          .nodeName = "bystander-node"})
+                   .ok())
+            ++failures;
+      });
+    for (auto& t : creators) t.join();
+    ASSERT_EQ(failures.load(), 0);
+  }
+  Status added;
+  const auto nodes = addVgpuNodes(c, ns, 2, added);
+  ASSERT_TRUE(added.ok()) << added.error().message;
+  Admitter admitter(c, ns);
+
+  // 3 pods fit a device by memory (3 x 24576 of 81920 MiB): 48 on the two nodes; 60 come.
+  constexpr int kRounds = 5, kPerRound = 12;
+  const auto t0 = Clock::now();
+  for (int r = 0; r < kRounds; ++r) {
+    for (int j = 0; j < kPerRound; ++j)
+      ASSERT_TRUE(createPod(c, ns,
+                            {.name = "stream-" + std::to_string(r) + "-" + std::to_string(j),
+                             .limits = simLimits(1, 24576, 25),
+                             .group = ns})
+                      .ok());
+    // Mid-stream: kube-scheduler is at the round's pods (one bound, or refused once the
+    // nodes are full), the others are on their way.
+    const std::string round = "stream-" + std::to_string(r) + "-";
+    const bool moving = RealCluster::waitFor([&] {
+      auto pods = listPods(c, ns);
+      return pods.ok() && std::any_of(pods->begin(), pods->end(), [&](const json::object& p) {
+               return str(at(p, {"metadata", "name"})).rfind(round, 0) == 0 && (!nodeOf(p).empty() || unschedulable(p));
+             });
+    });
+    ASSERT_TRUE(moving) << "round " << r << ": kube-scheduler placed or refused none of its pods; vgpu-scheduler's "
+                        << "log ends:\n" << c.logTail("vgpu-scheduler", 20);
+    c.stopVgpuScheduler(/*graceful=*/false);
+    auto restarted = c.startVgpuScheduler();
+    ASSERT_TRUE(restarted.ok()) << restarted.error().message;
+  }
+  note(c, "restarts: 5 kills of vgpu-scheduler in " + std::to_string(secondsSince(t0)) + " s");
+
+  Settled progress;
+  auto settled = settle(c, admitter, ns, nodes, memoryOf, std::chrono::seconds(120), progress);
+  expectAuditClean(c, nodes);
+  EXPECT_TRUE(admitter.refusals().empty()) << "the kubelet refused (UnexpectedAdmissionError on a real node):"
+                                           << joinLines(admitter.refusals());
+  ASSERT_TRUE(settled) << "not settled after 120 s: " << progress.bound << " bound, " << progress.pending
+                       << " pending; " << progress.last;
+  EXPECT_EQ(settled->bound, 48u) << "2 nodes x 8 devices x 3 pods";
+  note(c, "restarts: " + std::to_string(settled->bound) + " of 60 bound, settled after " +
+              std::to_string(secondsSince(t0)) + " s");
+  admitter.stop();
+  EXPECT_TRUE(cleanUp(c, ns, nodes).ok());
+  EXPECT_TRUE(cleanUp(c, bystanders).ok());
+  EXPECT_EQ(c.api().del("/api/v1/nodes/bystander-node").status, 200);
+}
+
+// ---- 3. etcd compacted, the apiserver restarted, under open watches ----
+
+/// The sum of vgpu-scheduler's `family` series that name `node`.
+double sumForNode(const std::string& metrics, const std::string& family, const std::string& node) {
+  double sum = 0;
+  std::istringstream lines(metrics);
+  const std::string label = "node=\"" + node + "\"";
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind(family + "{", 0) == 0 && line.find(label) != std::string::npos)
+      sum += RealCluster::metricValue(line, family).value_or(0);
+  return sum;
+}
+
+// Guards "compaction-proof relists" (c12ec7a): after etcd's history was compacted, an
+// informer whose stream broke checked its version with an exact read (limit=1 and its
+// resourceVersion), got 410 Gone and retried that for ever: vgpu-scheduler never saw
+// another node or pod change. Each informer must be current within 10 s of the apiserver
+// being back: vgpu-scheduler's nodes and pods, the agent's pods (and kube-scheduler's).
+TEST_F(RealK8s, InformersRecoverWithinTenSecondsOfEtcdCompactionAndAnApiserverRestart) {
+  auto& c = cluster();
+  const std::string ns = "recovery";
+  ASSERT_TRUE(c.createNamespace(ns).ok());
+  Status added;
+  const auto nodes = addVgpuNodes(c, ns, 1, added);
+  ASSERT_TRUE(added.ok()) << added.error().message;
+  Admitter admitter(c, ns);
+  ASSERT_TRUE(place(c, admitter, ns, {.name = "before", .limits = simLimits(1, 8192, 10), .group = ns}));
+  ASSERT_TRUE(RealCluster::waitFor(
+      [&] { return sumForNode(c.vgpuSchedulerMetrics(), "vgpu_device_shares_allocated", nodes[0]) == 1; }));
+  const auto noDevices = [&] {
+    return RealCluster::metricValue(c.vgpuSchedulerMetrics(), "vgpu_scheduler_nodes{state=\"no-devices\"}");
+  };
+  const auto nodesWithoutDevices = noDevices();
+  ASSERT_TRUE(nodesWithoutDevices) << c.vgpuSchedulerMetrics();
+
+  // History that every open watch has passed, then compacted as kube-apiserver compacts it,
+  // and the apiserver restarted: every stream breaks, and the versions the informers hold
+  // are gone from etcd (a list at exactly one of them answers 410 Gone).
+  auto cm = c.api().post("/api/v1/namespaces/" + ns + "/configmaps",
+                         R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"history"},"data":{"n":"1"}})");
+  ASSERT_EQ(cm.status, 201) << cm.describe();
+  auto compacted = c.compactEtcd();
+  ASSERT_TRUE(compacted.ok()) << compacted.error().message;
+  const auto down = Clock::now();
+  // Killed, as a crashed apiserver goes (a graceful stop waits ~20 s for the connections of
+  // the open watches): every stream breaks at once.
+  auto restarted = c.restartApiServer(/*graceful=*/false);
+  ASSERT_TRUE(restarted.ok()) << restarted.error().message;
+  const auto t0 = Clock::now();
+  note(c, "recovery: the apiserver restart (and kube-scheduler's) took " + std::to_string(secondsSince(down)) + " s");
+
+  // A new Node (vgpu-scheduler's node informer), the first pod's deletion (its pod
+  // informer), then a new pod bound and admitted (kube-scheduler, the agent's informer).
+  ASSERT_TRUE(c.createNode("recovery-probe", {}, {{kGroupLabel, "recovery-probe"}}).ok());
+  ASSERT_TRUE(c.deletePod(ns, "before").ok());
+  std::optional<double> nodeSeen, deleteSeen, podPlaced;
+  pollUntil(
+      [&] {
+        const std::string metrics = c.vgpuSchedulerMetrics();
+        if (!nodeSeen && RealCluster::metricValue(metrics, "vgpu_scheduler_nodes{state=\"no-devices\"}") ==
+                             *nodesWithoutDevices + 1)
+          nodeSeen = secondsSince(t0);
+        if (!deleteSeen && !metrics.empty() && sumForNode(metrics, "vgpu_device_shares_allocated", nodes[0]) == 0)
+          deleteSeen = secondsSince(t0);
+        return nodeSeen && deleteSeen;
+      },
+      std::chrono::seconds(30), std::chrono::milliseconds(100));
+  const auto after = [](const std::optional<double>& t) { return t ? std::to_string(*t) + " s" : "never (30 s)"; };
+  note(c, "recovery: vgpu-scheduler saw a new node after " + after(nodeSeen) + ", a pod's deletion after " +
+              after(deleteSeen));
+  EXPECT_TRUE(nodeSeen && *nodeSeen <= 10) << "vgpu-scheduler's node informer: " << after(nodeSeen)
+                                           << "; its log ends:\n" << c.logTail("vgpu-scheduler", 20);
+  EXPECT_TRUE(deleteSeen && *deleteSeen <= 10) << "vgpu-scheduler's pod informer: " << after(deleteSeen)
+                                               << "; its log ends:\n" << c.logTail("vgpu-scheduler", 20);
+  if (place(c, admitter, ns, {.name = "after", .limits = simLimits(1, 8192, 10), .group = ns},
+            std::chrono::seconds(30)))
+    podPlaced = secondsSince(t0);
+  note(c, "recovery: a new pod bound and admitted after " + after(podPlaced));
+  EXPECT_TRUE(podPlaced && *podPlaced <= 10) << "kube-scheduler, vgpu-scheduler and the agent: " << after(podPlaced);
+  EXPECT_TRUE(admitter.refusals().empty()) << joinLines(admitter.refusals());
+  expectAuditClean(c, nodes);
+  admitter.stop();
+  EXPECT_TRUE(cleanUp(c, ns, nodes).ok());
+  EXPECT_EQ(c.api().del("/api/v1/nodes/recovery-probe").status, 200);
+}
+
+// ---- 4. refusal reasons in the pod's events, as vgpu-scheduler wrote them ----
+
+// Guards "no % for kube-scheduler" (2cc804c): kube-scheduler prints an extender's reasons
+// through a printf format (the FailedScheduling event), so "30% compute" arrived as
+// "30%!c(MISSING)ompute". What /filter answers for the node must reach the pod's
+// FailedScheduling event (what `kubectl describe pod` lists) and its PodScheduled
+// condition verbatim; vgpu-scheduler's own event carries the numbers.
+TEST_F(RealK8s, RefusalReasonsReachThePodsEventsExactlyAsVgpuSchedulerWroteThem) {
+  auto& c = cluster();
+  const std::string ns = "refusals";
+  ASSERT_TRUE(c.createNamespace(ns).ok());
+  Status added;
+  const auto nodes = addVgpuNodes(c, ns, 1, added);
+  ASSERT_TRUE(added.ok()) << added.error().message;
+  // More memory than any device has, and a share of compute.
+  ASSERT_TRUE(createPod(c, ns, {.name = "too-big", .limits = simLimits(1, 100000, 30), .group = ns}).ok());
+  auto refused = waitForPod(c, ns, "too-big", unschedulable);
+  ASSERT_TRUE(refused) << "kube-scheduler never marked too-big unschedulable; its log ends:\n"
+                       << c.logTail("kube-scheduler", 20);
+  std::vector<json::object> events;
+  const auto withReason = [&](const std::string& reason) -> const json::object* {
+    for (const auto& e : events)
+      if (str(e.if_contains("reason")) == reason) return &e;
+    return nullptr;
+  };
+  ASSERT_TRUE(RealCluster::waitFor([&] {
+    events = podEvents(c, ns, "too-big");
+    return withReason("FailedScheduling") != nullptr && withReason("FilteringFailed") != nullptr;
+  })) << "events of too-big: " << events.size();
+
+  auto verdict = filterDirect(c, *refused, nodes);
+  ASSERT_TRUE(verdict.ok()) << verdict.error().message;
+  ASSERT_EQ(verdict->refused.count(nodes[0]), 1u) << "vgpu-scheduler no longer refuses too-big";
+  const std::string reason = verdict->refused.at(nodes[0]);
+  const std::string failedScheduling = str(withReason("FailedScheduling")->if_contains("message"));
+  const std::string ours = str(withReason("FilteringFailed")->if_contains("message"));
+  std::string condition;
+  if (const auto* conds = at(*refused, {"status", "conditions"}); conds && conds->is_array())
+    for (const auto& cond : conds->as_array())
+      if (str(cond.as_object().if_contains("type")) == "PodScheduled") condition = str(cond.as_object().if_contains("message"));
+  note(c, "refusals: /filter answered \"" + reason + "\"; FailedScheduling: \"" + failedScheduling +
+              "\"; FilteringFailed: \"" + ours + "\"");
+  EXPECT_NE(failedScheduling.find(reason), std::string::npos)
+      << "kube-scheduler's FailedScheduling event does not carry what /filter answered.\n/filter: " << reason
+      << "\nevent:   " << failedScheduling;
+  EXPECT_NE(condition.find(reason), std::string::npos) << "PodScheduled: " << condition;
+  for (const auto& text : {failedScheduling, condition, ours}) {
+    EXPECT_EQ(text.find("%!"), std::string::npos) << "printf garbled it: " << text;
+    EXPECT_EQ(text.find("(MISSING)"), std::string::npos) << "printf garbled it: " << text;
+  }
+  EXPECT_NE(ours.find("100000 MiB"), std::string::npos) << "vgpu-scheduler's own event lost the numbers: " << ours;
+  EXPECT_TRUE(cleanUp(c, ns, nodes).ok());
+}
+
+// ---- 5. a refused pod placed once capacity frees ----
+
+// Whether kube-scheduler retries a pod the extender refused when capacity frees (a pod
+// deleted), soon: the figure decides whether vgpu-scheduler must touch refused pods
+// itself. Without any event that moves it, kube-scheduler's 5-minute flush would.
+TEST_F(RealK8s, RefusedPodIsPlacedWithinTenSecondsOfCapacityBeingFreed) {
+  auto& c = cluster();
+  const std::string ns = "requeue";
+  ASSERT_TRUE(c.createNamespace(ns).ok());
+  Status added;
+  const auto nodes = addVgpuNodes(c, ns, 1, added);
+  ASSERT_TRUE(added.ok()) << added.error().message;
+  Admitter admitter(c, ns);
+  // Two pods of four whole devices each fill the node.
+  const auto half = simLimits(kDevicesPerNode / 2, kDeviceMemoryMiB, 100);
+  ASSERT_TRUE(place(c, admitter, ns, {.name = "holder-0", .limits = half, .group = ns}));
+  ASSERT_TRUE(place(c, admitter, ns, {.name = "holder-1", .limits = half, .group = ns}));
+  ASSERT_TRUE(createPod(c, ns, {.name = "waiter", .limits = half, .group = ns}).ok());
+  ASSERT_TRUE(waitForPod(c, ns, "waiter", unschedulable)) << "kube-scheduler never refused waiter";
+
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(c.deletePod(ns, "holder-0").ok());
+  auto placed =
+      waitForPod(c, ns, "waiter", [](const json::object& p) { return !nodeOf(p).empty(); }, std::chrono::seconds(60));
+  const double took = secondsSince(t0);
+  note(c, "requeue: the refused pod was bound " +
+              (placed ? std::to_string(took) + " s" : std::string("not within 60 s")) +
+              " after the capacity it needs was freed");
+  ASSERT_TRUE(placed) << "waiter still pending 60 s after holder-0 went";
+  EXPECT_LE(took, 10.0);
+  EXPECT_TRUE(admitter.waitCaughtUp());
+  EXPECT_TRUE(admitter.refusals().empty()) << joinLines(admitter.refusals());
+  expectAuditClean(c, nodes);
+  admitter.stop();
+  EXPECT_TRUE(cleanUp(c, ns, nodes).ok());
+}
+
+// ---- 6. the webhook on real pods ----
+
+// The chart's MutatingWebhookConfiguration, through the real apiserver: what a pod that
+// asks for a share gets (scheduler, defaults), what is warned about, what is refused and
+// what is left alone. Dry runs, except one pod that is stored as mutated.
+TEST_F(RealK8s, WebhookMutatesRealPodsWarnsAndRefusesWhatCannotWork) {
+  auto& c = cluster();
+  const std::string ns = "webhook";
+  ASSERT_TRUE(c.createNamespace(ns).ok());
+  const std::string pods = "/api/v1/namespaces/" + ns + "/pods";
+  const auto dryRun = [&](const PodSpec& spec) { return c.api().post(pods + "?dryRun=All", json::serialize(podObject(spec))); };
+  const auto limitsOf = [](const json::object& pod, const char* container = "main") {
+    std::map<std::string, std::string> out;
+    for (const char* list : {"initContainers", "containers"})
+      if (const auto* cs = at(pod, {"spec", list}); cs && cs->is_array())
+        for (const auto& ct : cs->as_array())
+          if (str(ct.as_object().if_contains("name")) == container)
+            if (const auto* l = at(ct.as_object(), {"resources", "limits"}); l && l->is_object())
+              for (const auto& [k, v] : l->as_object()) out[std::string(k)] = str(&v);
+    return out;
+  };
+
+  // A bare device count: the chart's scheduler, and a whole device's compute.
+  auto bare = dryRun({.name = "bare", .limits = {{"vgpu.io/sim", "1"}}});
+  ASSERT_EQ(bare.status, 201) << bare.describe();
+  EXPECT_EQ(str(at(bare.json(), {"spec", "schedulerName"})), c.schedulerName());
+  EXPECT_EQ(limitsOf(bare.json())["vgpu.io/sim-cores"], "100") << bare.body;
+  // Memory alone: the device count is added.
+  auto memoryOnly = dryRun({.name = "memory-only", .limits = {{"vgpu.io/sim-memory", "4096"}}});
+  ASSERT_EQ(memoryOnly.status, 201) << memoryOnly.describe();
+  EXPECT_EQ(limitsOf(memoryOnly.json())["vgpu.io/sim"], "1") << memoryOnly.body;
+  EXPECT_EQ(str(at(memoryOnly.json(), {"spec", "schedulerName"})), c.schedulerName());
+  // An init container asking for a resource no node advertises: created, with a warning.
+  auto init = dryRun({.name = "init", .limits = {{"vgpu.io/sim", "1"}}, .initLimits = {{"vgpu.io/sim-memory", "1024"}}});
+  ASSERT_EQ(init.status, 201) << init.describe();
+  std::string warnings;
+  for (const auto& [k, v] : init.headers)
+    if (k == "Warning" || k == "warning") warnings += v;
+  // `Warning: 299 - "<text>"`, the text's quotes escaped.
+  EXPECT_NE(warnings.find(R"(init container \"init\" asks for vgpu.io/sim-memory)"), std::string::npos)
+      << "Warning headers: " << warnings;
+  // Refused: a privileged container with a share, and a pod that names its node.
+  auto privileged = dryRun({.name = "privileged", .limits = simLimits(1, 1024, 10), .privileged = true});
+  EXPECT_GE(privileged.status, 400) << privileged.describe();
+  EXPECT_NE(privileged.body.find("privileged"), std::string::npos) << privileged.body;
+  auto named = dryRun({.name = "named", .limits = simLimits(1, 1024, 10), .nodeName = "some-node"});
+  EXPECT_GE(named.status, 400) << named.describe();
+  EXPECT_NE(named.body.find("spec.nodeName"), std::string::npos) << named.body;
+  // Left alone: opted out, and another scheduler's pod.
+  auto optedOut =
+      dryRun({.name = "opted-out", .limits = simLimits(1, 1024, 10), .labels = {{"vgpu.io/webhook", "ignore"}}});
+  ASSERT_EQ(optedOut.status, 201) << optedOut.describe();
+  EXPECT_EQ(str(at(optedOut.json(), {"spec", "schedulerName"})), "default-scheduler");
+  auto foreign = dryRun({.name = "foreign", .limits = simLimits(1, 1024, 10), .schedulerName = "other-scheduler"});
+  ASSERT_EQ(foreign.status, 201) << foreign.describe();
+  EXPECT_EQ(str(at(foreign.json(), {"spec", "schedulerName"})), "other-scheduler");
+  EXPECT_EQ(limitsOf(foreign.json()).count("vgpu.io/sim-cores"), 1u);
+
+  // Stored as mutated (no node of this group: it stays pending).
+  auto stored = c.api().post(pods, json::serialize(podObject({.name = "stored", .limits = {{"vgpu.io/sim", "1"}},
+                                                               .group = "nobody"})));
+  ASSERT_EQ(stored.status, 201) << stored.describe();
+  auto read = c.getObject(pods + "/stored");
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(str(at(*read, {"spec", "schedulerName"})), c.schedulerName());
+  EXPECT_EQ(limitsOf(*read)["vgpu.io/sim-cores"], "100");
+  EXPECT_TRUE(cleanUp(c, ns).ok());
+}
+
+// ---- 7. nodeCacheCapable off and on ----
+
+// kube-scheduler sends the extender node names (nodeCacheCapable: true, the chart's
+// setting) or whole Node objects and expects them back (false): vgpu-scheduler must place
+// a pod both ways.
+TEST_F(RealK8s, PodsArePlacedWithNodeCacheCapableOffAndOn) {
+  auto& c = cluster();
+  const std::string ns = "node-cache";
+  ASSERT_TRUE(c.createNamespace(ns).ok());
+  Status added;
+  const auto nodes = addVgpuNodes(c, ns, 1, added);
+  ASSERT_TRUE(added.ok()) << added.error().message;
+  Admitter admitter(c, ns);
+  for (const bool on : {false, true}) {
+    auto s = c.setNodeCacheCapable(on);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    const std::string name = on ? "names" : "objects";
+    auto placed = place(c, admitter, ns, {.name = name, .limits = simLimits(1, 4096, 20), .group = ns});
+    ASSERT_TRUE(placed) << "nodeCacheCapable " << on;
+    EXPECT_EQ(nodeOf(*placed), nodes[0]);
+    const std::string key(keys::kPodAssignment);
+    EXPECT_NE(str(at(*placed, {"metadata", "annotations", key.c_str()})).find("SIM-GPU-"), std::string::npos);
+  }
+  EXPECT_EQ(admitter.admitted(), 2u) << joinLines(admitter.refusals());
+  expectAuditClean(c, nodes);
+  admitter.stop();
+  EXPECT_TRUE(cleanUp(c, ns, nodes).ok());
+}
+
+// ---- 8. a kubelet restart ----
+
+// The kubelet restarts (its sockets deleted, kubelet.sock made again): the agent must
+// register every resource again and send its devices, the Node's capacity shows them
+// again, the pod admitted before keeps its devices and a new pod is admitted.
+TEST_F(RealK8s, KubeletRestartMakesTheAgentRegisterAgainAndANewPodIsAdmitted) {
+  auto& c = cluster();
+  const std::string ns = "kubelet-restart";
+  ASSERT_TRUE(c.createNamespace(ns).ok());
+  Status added;
+  const auto nodes = addVgpuNodes(c, ns, 1, added);
+  ASSERT_TRUE(added.ok()) << added.error().message;
+  Admitter admitter(c, ns);
+  auto first = place(c, admitter, ns, {.name = "first", .limits = simLimits(1, 4096, 20), .group = ns});
+  ASSERT_TRUE(first);
+  const std::string firstUid = str(at(*first, {"metadata", "uid"}));
+  const std::size_t registrations = c.kubelet(nodes[0]).registrations().size();
+
+  auto restarted = c.restartKubelet(nodes[0]);
+  ASSERT_TRUE(restarted.ok()) << restarted.error().message;
+  EXPECT_GT(*restarted, registrations);
+  auto node = c.getObject("/api/v1/nodes/" + nodes[0]);
+  ASSERT_TRUE(node.ok());
+  EXPECT_EQ(str(at(*node, {"status", "capacity", "vgpu.io/sim"})), std::to_string(kDevicesPerNode * 4));
+  EXPECT_EQ(c.kubelet(nodes[0]).allocations().count(firstUid), 1u) << "the kubelet's checkpoint lost the first pod";
+
+  ASSERT_TRUE(place(c, admitter, ns, {.name = "second", .limits = simLimits(1, 4096, 20), .group = ns}));
+  EXPECT_EQ(admitter.admitted(), 2u) << joinLines(admitter.refusals());
+  expectAuditClean(c, nodes);
+  admitter.stop();
+  EXPECT_TRUE(cleanUp(c, ns, nodes).ok());
+}
+
+}  // namespace
+}  // namespace vgpu::realk8s
