@@ -1,5 +1,8 @@
 #include "scenario_support.h"
 
+#include "vgpu/annotations.h"
+#include "vgpu/codec/assignment_codec.h"
+
 namespace vgpu::realk8s {
 namespace json = boost::json;
 
@@ -179,6 +182,11 @@ std::vector<std::string> Admitter::refusals() const {
   return refusals_;
 }
 
+std::vector<e2e::AuditPod> Admitter::asBound() const {
+  std::lock_guard lock(mu_);
+  return asBound_;
+}
+
 bool Admitter::caughtUp() {
   auto bound = listPods(c_, ns_, "spec.nodeName%21%3D");
   if (!bound.ok()) return false;
@@ -241,8 +249,14 @@ void Admitter::offer(const json::object& pod) {
   const std::string uid = str(at(pod, {"metadata", "uid"}));
   const std::string node = nodeOf(pod);
   if (uid.empty() || node.empty()) return;
+  const std::string key = str(at(pod, {"metadata", "namespace"})) + "/" + str(at(pod, {"metadata", "name"}));
+  const std::string assignmentKey(keys::kPodAssignment);
+  std::optional<Assignment> assignment;
+  if (auto a = decodeAssignment(str(at(pod, {"metadata", "annotations", assignmentKey.c_str()}))); a.ok())
+    assignment = std::move(a).value();
   std::lock_guard lock(mu_);
   if (stopping_ || !seen_.insert(uid).second) return;
+  asBound_.push_back({key, uid, node, std::move(assignment)});
   queues_[node].push_back(pod);
   if (!workers_.count(node)) workers_[node] = std::thread([this, node] { work(node); });
   cv_.notify_all();

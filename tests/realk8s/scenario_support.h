@@ -100,6 +100,10 @@ class Admitter {
   bool caughtUp();
   /// Waits until caughtUp() (polled).
   bool waitCaughtUp(std::chrono::milliseconds timeout = kWait);
+  /// Each pod as vgpu-scheduler bound it: its assignment in the first version that showed
+  /// it bound (the Binding sets spec.nodeName and the annotations at once), before the
+  /// agent could correct it to what the kubelet handed out.
+  std::vector<e2e::AuditPod> asBound() const;
 
  private:
   void watchLoop();
@@ -115,6 +119,7 @@ class Admitter {
   bool stopping_ = false;
   std::set<std::string> seen_;     // uids handed to a worker
   std::set<std::string> through_;  // uids admitted or refused
+  std::vector<e2e::AuditPod> asBound_;
   std::map<std::string, std::deque<boost::json::object>> queues_;
   std::map<std::string, std::thread> workers_;
   std::size_t admitted_ = 0;

@@ -664,6 +664,7 @@ Status RealCluster::startVgpuScheduler() {
   args->push_back("--kubeconfig=" + dir_ + "/vgpu-scheduler.kubeconfig");
   args->push_back("--backend-dir=" + std::string(paths::kBackendDir));
   const std::uint16_t port = extenderPort_;
+  const auto t0 = std::chrono::steady_clock::now();
   auto s = startComponent(
       component("vgpu-scheduler"), *args,
       [port] {
@@ -671,6 +672,8 @@ Status RealCluster::startVgpuScheduler() {
       },
       vgpuSchedulerBinary(), {{"POD_NAME", "vgpu-scheduler-realk8s"}});
   if (!s.ok()) return s;
+  std::fprintf(stderr, "realk8s: vgpu-scheduler ready (/readyz) %.2f s after its start\n",
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   for (const auto& [name, n] : vgpuNodes_)
     if (auto w = waitForVgpuSchedulerCache(name); !w.ok()) return w;
   return {};
@@ -690,6 +693,10 @@ ApiReply RealCluster::callVgpuScheduler(const std::string& path, const std::stri
   out.body = r.body;
   out.error = r.error;
   return out;
+}
+
+bool RealCluster::vgpuSchedulerServing() {
+  return testing::TestHttpClient(extenderPort_, true).setTimeout(std::chrono::seconds(2)).get("/healthz").status == 200;
 }
 
 std::string RealCluster::vgpuSchedulerMetrics() {
@@ -938,9 +945,8 @@ Result<fakes::AdmitResult> RealCluster::admitPod(const boost::json::object& pod)
   return result;
 }
 
-Result<std::vector<std::string>> RealCluster::audit(const std::vector<std::string>& nodeNames) {
+Result<std::vector<e2e::AuditNode>> RealCluster::auditNodes(const std::vector<std::string>& nodeNames) {
   std::vector<e2e::AuditNode> nodes;
-  std::map<std::string, e2e::KubeletHoldings> holdings;
   for (const auto& name : nodeNames) {
     auto node = getObject("/api/v1/nodes/" + name);
     if (!node.ok()) return std::move(node).error();
@@ -952,17 +958,26 @@ Result<std::vector<std::string>> RealCluster::audit(const std::vector<std::strin
       n.devices.insert(n.devices.end(), devices->begin(), devices->end());
     }
     nodes.push_back(std::move(n));
-    if (const auto it = vgpuNodes_.find(name); it != vgpuNodes_.end()) holdings[name] = it->second->kubelet->allocations();
   }
-  auto list = getObject("/api/v1/pods");
-  if (!list.ok()) return std::move(list).error();
+  return nodes;
+}
+
+Result<std::vector<std::string>> RealCluster::audit(const std::vector<std::string>& nodeNames) {
+  auto nodes = auditNodes(nodeNames);
+  if (!nodes.ok()) return std::move(nodes).error();
+  std::map<std::string, e2e::KubeletHoldings> holdings;
+  for (const auto& name : nodeNames)
+    if (const auto it = vgpuNodes_.find(name); it != vgpuNodes_.end()) holdings[name] = it->second->kubelet->allocations();
   std::vector<e2e::AuditPod> pods;
-  const std::set<std::string> wanted(nodeNames.begin(), nodeNames.end());
   const std::set<std::string> counts(countResources_.begin(), countResources_.end());
-  if (const auto* items = list->if_contains("items"); items && items->is_array())
+  for (const auto& name : nodeNames) {
+    auto list = getObject("/api/v1/pods?fieldSelector=spec.nodeName%3D" + name);
+    if (!list.ok()) return std::move(list).error();
+    const auto* items = list->if_contains("items");
+    if (!items || !items->is_array()) continue;
     for (const auto& item : items->as_array()) {
       auto info = parsePod(item);
-      if (!info.ok() || !wanted.count(info->nodeName) || info->terminated()) continue;
+      if (!info.ok() || info->nodeName != name || info->terminated()) continue;
       const std::string annotation = info->annotations.count(std::string(keys::kPodAssignment))
                                          ? info->annotations.at(std::string(keys::kPodAssignment))
                                          : std::string();
@@ -975,7 +990,8 @@ Result<std::vector<std::string>> RealCluster::audit(const std::vector<std::strin
       if (auto a = decodeAssignment(annotation); a.ok()) assignment = std::move(a).value();
       pods.push_back({info->key(), info->uid, info->nodeName, std::move(assignment)});
     }
-  std::vector<std::string> out = e2e::auditShares(nodes, pods);
+  }
+  std::vector<std::string> out = e2e::auditShares(*nodes, pods);
   const auto agreement = e2e::auditKubeletAgreement(holdings, pods);
   out.insert(out.end(), agreement.begin(), agreement.end());
   return out;

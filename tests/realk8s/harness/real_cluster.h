@@ -107,6 +107,8 @@ class RealCluster {
   /// POSTs `body` to the running vgpu-scheduler's `path` (/filter, /bind...) over HTTPS,
   /// as kube-scheduler calls it.
   ApiReply callVgpuScheduler(const std::string& path, const std::string& body);
+  /// vgpu-scheduler's /healthz answers 200 (it serves; its caches may not be synced yet).
+  bool vgpuSchedulerServing();
   /// /metrics of the running vgpu-scheduler (empty when it does not answer).
   std::string vgpuSchedulerMetrics();
   /// The value of the first series of `metricsText` that starts with `seriesPrefix`
@@ -140,6 +142,8 @@ class RealCluster {
   /// agent published, and what each node's kubelet double handed out. One message per
   /// violation; an error when the apiserver cannot be read.
   Result<std::vector<std::string>> audit(const std::vector<std::string>& nodes);
+  /// The devices each of the vgpu nodes `nodes` publishes, for cluster_audit.h.
+  Result<std::vector<e2e::AuditNode>> auditNodes(const std::vector<std::string>& nodes);
   /// The device-config.yaml both daemons read: the chart's ConfigMap, "mounted" in the
   /// folder (its /etc/vgpu/ paths pointing there).
   std::string deviceConfigPath() const;
