@@ -883,7 +883,8 @@ Result<std::size_t> RealCluster::restartKubelet(const std::string& name) {
   const std::size_t before = node.kubelet->registrations().size();
   std::map<std::string, std::size_t> lists;
   for (const auto& resource : countResources_) lists[resource] = node.kubelet->listsReceived(resource);
-  if (auto s = node.kubelet->restart(); !s.ok()) return makeError("restarting the kubelet double: " + s.error().message);
+  if (auto s = node.kubelet->restart(); !s.ok())
+    return makeError("restarting the kubelet double: " + s.error().message);
   // Registered again (each resource), and a device list sent since.
   const auto registeredAgain = [&] {
     std::set<std::string> again;
@@ -967,7 +968,8 @@ Result<std::vector<std::string>> RealCluster::audit(const std::vector<std::strin
   if (!nodes.ok()) return std::move(nodes).error();
   std::map<std::string, e2e::KubeletHoldings> holdings;
   for (const auto& name : nodeNames)
-    if (const auto it = vgpuNodes_.find(name); it != vgpuNodes_.end()) holdings[name] = it->second->kubelet->allocations();
+    if (const auto it = vgpuNodes_.find(name); it != vgpuNodes_.end())
+      holdings[name] = it->second->kubelet->allocations();
   std::vector<e2e::AuditPod> pods;
   const std::set<std::string> counts(countResources_.begin(), countResources_.end());
   for (const auto& name : nodeNames) {
