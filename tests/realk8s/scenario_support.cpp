@@ -1,5 +1,7 @@
 #include "scenario_support.h"
 
+#include <fstream>
+
 #include "vgpu/annotations.h"
 #include "vgpu/codec/assignment_codec.h"
 
@@ -255,6 +257,16 @@ void Admitter::offer(const json::object& pod) {
   if (auto a = decodeAssignment(str(at(pod, {"metadata", "annotations", assignmentKey.c_str()}))); a.ok())
     assignment = std::move(a).value();
   std::lock_guard lock(mu_);
+  // Every change of a bound pod's assignment or bind phase, in the run's folder: who moved
+  // which share when (the agent corrects an assignment to what the kubelet handed out).
+  const std::string annotations = str(at(pod, {"metadata", "annotations", assignmentKey.c_str()})) + " " +
+                                  str(at(pod, {"metadata", "annotations", std::string(keys::kPodBindPhase).c_str()}));
+  if (auto& last = history_[uid]; last != annotations) {
+    last = annotations;
+    std::ofstream(c_.dir() + "/assignments.txt", std::ios::app)
+        << std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() << " " << key
+        << " rv=" << str(at(pod, {"metadata", "resourceVersion"})) << " " << annotations << "\n";
+  }
   if (stopping_ || !seen_.insert(uid).second) return;
   asBound_.push_back({key, uid, node, std::move(assignment)});
   queues_[node].push_back(pod);

@@ -120,6 +120,7 @@ class Admitter {
   std::set<std::string> seen_;     // uids handed to a worker
   std::set<std::string> through_;  // uids admitted or refused
   std::vector<e2e::AuditPod> asBound_;
+  std::map<std::string, std::string> history_;  // uid -> its last assignment and bind phase
   std::map<std::string, std::deque<boost::json::object>> queues_;
   std::map<std::string, std::thread> workers_;
   std::size_t admitted_ = 0;
