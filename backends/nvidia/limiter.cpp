@@ -61,6 +61,21 @@ Status kernelMemoryCapSupport(bool nvmlHasSetMemoryLimits, const std::string& sy
   return {};
 }
 
+/// Who holds the container to its memory, in words for the pod's events.
+std::string NvidiaLimiter::memoryEnforcerNote(const ContainerGrant& grant, bool driverCap, bool optOut) const {
+  std::string limits;
+  for (size_t i = 0; i < grant.devices.size(); ++i)
+    limits += (i ? ", " : "") + std::to_string(grant.devices[i].memoryMiB) + " MiB on " + grant.devices[i].deviceId;
+  if (driverCap)
+    return "memory limit (" + limits + ") enforced by the NVIDIA driver, a cap applied through the CDI kind " +
+           settings_.cdiKind;
+  if (optOut)
+    return "memory limit (" + limits + ") NOT enforced: the pod opted out of libvgpu.so with " +
+           std::string(kOptOutAnnotation) + ", which backends." + settings_.backend +
+           ".options.allowOptOut permits on this node";
+  return "memory limit (" + limits + ") enforced by libvgpu.so in the container";
+}
+
 NvidiaLimiter::NvidiaLimiter(LimiterSettings settings, std::function<Status()> kernelCapSupport)
     : settings_(std::move(settings)), probe_(std::move(kernelCapSupport)) {}
 
@@ -181,6 +196,8 @@ Result<ContainerSpec> NvidiaLimiter::containerSpec(const ContainerGrant& grant) 
     spec.mounts.push_back({settings_.libvgpuHostPath, settings_.libvgpuContainerPath, true});
     spec.mounts.push_back({settings_.ldPreloadHostPath, kContainerPreloadFile, true});
   }
+
+  spec.notices.push_back({"VgpuMemoryEnforcer", memoryEnforcerNote(grant, driverCap, optOut)});
 
   std::lock_guard lock(mutex_);
   held_[grant.container] = grant.hostDir;

@@ -86,6 +86,7 @@ class NvidiaLimiter {
  private:
   /// The cached answer of kernelCapSupport.
   const Status& kernelCap();
+  std::string memoryEnforcerNote(const ContainerGrant& grant, bool driverCap, bool optOut) const;
 
   LimiterSettings settings_;
   std::function<Status()> probe_;

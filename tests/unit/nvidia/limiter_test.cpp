@@ -214,6 +214,10 @@ TEST(NvidiaLimiter, WithoutACdiKindMemoryStaysLibvgpusEvenWhereTheDriverCouldCap
   EXPECT_FALSE(spec->env.contains("NVIDIA_GPU_MEMORY_LIMIT"));
   EXPECT_TRUE(hasMount(*spec, "/etc/ld.so.preload"));  // a whole GPU, but its memory is limited
   EXPECT_EQ(spec->podAnnotations.at(kMemoryEnforcerAnnotation), "libvgpu.so");
+  ASSERT_EQ(spec->notices.size(), 1u);
+  EXPECT_EQ(spec->notices[0].reason, "VgpuMemoryEnforcer");
+  EXPECT_EQ(spec->notices[0].message, "memory limit (10000 MiB on " + std::string(kGpu0) +
+                                          ") enforced by libvgpu.so in the container");
   EXPECT_EQ(asked, 0);
 
   LimiterSettings driver;
@@ -229,6 +233,8 @@ TEST(NvidiaLimiter, WithoutACdiKindMemoryStaysLibvgpusEvenWhereTheDriverCouldCap
   ASSERT_TRUE(capped.ok()) << capped.error().message;
   EXPECT_EQ(capped->env["NVIDIA_GPU_MEMORY_LIMIT"], "10000");
   EXPECT_EQ(capped->podAnnotations.at(kMemoryEnforcerAnnotation), "driver");
+  ASSERT_EQ(capped->notices.size(), 1u);
+  EXPECT_THAT(capped->notices[0].message, HasSubstr("enforced by the NVIDIA driver, a cap applied through the CDI kind"));
 }
 
 TEST(NvidiaLimiter, AWholeGpuUnderCoreScalingIsNotThrottled) {
@@ -310,6 +316,9 @@ TEST(NvidiaLimiter, AContainerThatOptsOutRunsWithoutThePreloadButKeepsItsLimits)
     EXPECT_EQ(hasMount(*spec, "/usr/local/vgpu/libvgpu.so"), c.preloaded);
     EXPECT_EQ(spec->env["CUDA_DEVICE_MEMORY_LIMIT_0"], "10000m");
     EXPECT_TRUE(hasMount(*spec, "/etc/vgpu/limits.env"));
+    // The pod is told when nothing holds the container to its memory.
+    ASSERT_EQ(spec->notices.size(), 1u);
+    EXPECT_EQ(spec->notices[0].message.find(") NOT enforced: the pod opted out") != std::string::npos, !c.preloaded);
   }
 }
 
