@@ -208,6 +208,7 @@ CUresult Driver::init() {
       defaultPools.push_back(pool);
       currentPools.push_back(pool);
     }
+    graphPools.resize(cfg_.gpus.size());
     initDone_ = true;
   });
   return initResult_;
@@ -261,7 +262,15 @@ void releaseContextResources(Context* ctx) {
   dropDeferredWork(ctx);
   for (auto it = drv.allocations.begin(); it != drv.allocations.end();) {
     auto next = std::next(it);
-    if (it->second.ctx == ctx) freeAllocation(it);
+    if (it->second.ctx == ctx) {
+      // cuCtxDestroy does not free stream-ordered (pool) or graph allocations: they are not
+      // associated with a context (the driver API reference on cuCtxDestroy).
+      if (it->second.kind == AllocKind::kAsync || it->second.kind == AllocKind::kGraph) {
+        it->second.ctx = nullptr;
+      } else {
+        freeAllocation(it);
+      }
+    }
     it = next;
   }
   for (auto it = drv.arrays.begin(); it != drv.arrays.end();) {
@@ -522,6 +531,8 @@ CUresult cuCtxSynchronize(void) {
     return false;
   });
   waitUntil(until);
+  std::lock_guard lock(drv.mu);
+  releasePoolsAtSync();
   return CUDA_SUCCESS;
 }
 
@@ -596,6 +607,8 @@ CUresult cuCtxSynchronize_v2(CUcontext c) {
     until = ctx->lastEndNs;
   }
   waitUntil(until);
+  std::lock_guard lock(drv.mu);
+  releasePoolsAtSync();
   return CUDA_SUCCESS;
 }
 
