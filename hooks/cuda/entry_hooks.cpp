@@ -2,6 +2,7 @@
 // (cuMemGetInfo, cuDeviceTotalMem, NVML's memory info).
 
 #include <string.h>
+#include <time.h>
 
 #include "runtime.h"
 
@@ -16,6 +17,15 @@ void virtualize(int dev, uint64_t physTotal, uint64_t physFree, uint64_t* total,
   uint64_t limit = rt.memoryLimit(dev);
   *total = rt.oversubscribe() || limit < physTotal ? limit : physTotal;
   uint64_t used = containerUsage(dev);
+  // Nearly full: what processes that are gone still hold must not show (at most once a second).
+  if (__builtin_expect(used > *total - *total / 8, 0)) {
+    static std::atomic<int64_t> lastReclaim{0};
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if (lastReclaim.exchange(ts.tv_sec) != ts.tv_sec && vgpu_region_reclaim_dead(rt.region) > 0) {
+      used = containerUsage(dev);
+    }
+  }
   *free = used >= *total ? 0 : *total - used;
   if (!rt.oversubscribe() && *free > physFree) *free = physFree;
 }

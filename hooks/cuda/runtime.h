@@ -9,12 +9,14 @@
 #include <atomic>
 
 #include "cuda_api.h"
+#include "ledger.h"
 #include "vgpu/limiter_settings.h"
 #include "vgpu/shared_region.h"
 
 namespace vgpu {
 
 inline constexpr int kLimiterMaxDevices = VGPU_LIMITER_MAX_DEVICES;
+static_assert(kLimiterMaxDevices == kLedgerDevices);
 
 /// Log levels of LIBVGPU_LOG_LEVEL.
 enum LogLevel : int { kLogError = 1, kLogWarn = 2, kLogInfo = 3, kLogDebug = 4 };
@@ -26,12 +28,17 @@ void logf(int level, const char* fmt, ...) __attribute__((format(printf, 2, 3)))
 struct Runtime {
   vgpu_limiter_settings cfg;
   bool configOk = false;
+  /// The container's region, or (when it cannot be used) a private one that holds this
+  /// process's compute bucket; then `regionError` says why and memory is refused.
   vgpu_region* region = nullptr;
+  bool regionShared = false;
+  char regionError[512] = "";
   std::atomic<int> slot{-1};
   void* cudaHandle = nullptr;
   void* nvmlHandle = nullptr;
   const void* cudaBase = nullptr;  // load address of the real libcuda, to recognise it
   const void* nvmlBase = nullptr;
+  bool memoryAny = false;                     // some device has a memory limit
   bool computeAny = false;                    // some device has a compute limit
   std::atomic<uint32_t> publishedDevices{0};  // bit i: device i's UUID/limits published
   char uuids[kLimiterMaxDevices][VGPU_REGION_UUID_LEN] = {};
@@ -84,55 +91,94 @@ void* wrapperForProcAddress(const char* symbol, int cudaVersion, cuuint64_t flag
 /// Real dlsym, bypassing libvgpu's own export.
 void* realDlsym(void* handle, const char* name);
 
+// ---- the current context and its device ----
+
+/// A context and the ordinal of its device.
+struct Ctx {
+  CUcontext ctx = nullptr;
+  int dev = -1;
+};
+
+namespace detail {
+// The calling thread's last (context, device), valid while gContextEpoch is unchanged: the
+// epoch moves whenever a context goes, so a handle the driver reuses is looked up again.
+extern __thread CUcontext tCtx __attribute__((tls_model("initial-exec")));
+extern __thread int tCtxDev __attribute__((tls_model("initial-exec")));
+extern __thread uint32_t tCtxEpoch __attribute__((tls_model("initial-exec")));
+extern std::atomic<uint32_t> gContextEpoch;
+bool lookupContext(CUcontext ctx, Ctx* out);
+}  // namespace detail
+
+/// The calling thread's current context and its device; false when there is none (or its
+/// device is beyond what the library limits). One driver call (cuCtxGetCurrent, a TLS read
+/// in the driver) and a compare on the common path.
+inline bool currentContext(Ctx* out) {
+  CUcontext c = nullptr;
+  if (real::cuCtxGetCurrent(&c) != CUDA_SUCCESS || c == nullptr) return false;
+  if (__builtin_expect(c == detail::tCtx && detail::tCtxEpoch == detail::gContextEpoch.load(std::memory_order_relaxed),
+                       1)) {
+    out->ctx = c;
+    out->dev = detail::tCtxDev;
+    return true;
+  }
+  return detail::lookupContext(c, out);
+}
+
+/// A context is going or gone: every thread looks its current context up again.
+inline void contextsChanged() { detail::gContextEpoch.fetch_add(1, std::memory_order_acq_rel); }
+
 /// Ordinal of the current context's device, or -1 when there is no current context.
 int currentDevice();
+
+// ---- memory accounting ----
 
 /// Records the device's UUID and limits in the region for the node agent (once per device).
 void publishDevice(int dev);
 
 /// Check-and-add `bytes` on `dev` against the limit: CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY.
+/// Before refusing, memory pools and the graph allocator are trimmed of what they hold unused.
 CUresult reserveMemory(int dev, uint64_t bytes);
 
-/// Gives back what reserveMemory took.
+/// Counts `bytes` the driver has already taken, whatever the limit (the next requests see it).
+void forceMemory(int dev, uint64_t bytes);
+
+/// Gives back what reserveMemory or forceMemory took.
 void releaseMemory(int dev, uint64_t bytes);
 
-/// Usage of `dev` by the whole container, after reclaiming dead processes at most once a second.
+/// Gives back the charging records of context `ctx` (it is gone, and its memory with it).
+void releaseContextRecords(CUcontext ctx);
+
+/// Usage of `dev` by the whole container.
 uint64_t containerUsage(int dev);
 
-/// What a kind of tracked object is; the ledger keys records by (kind, id).
-enum class Kind : uint8_t {
-  kPointer,         // cuMemAlloc*, pitch, managed, async, pool
-  kIpc,             // cuIpcOpenMemHandle
-  kArray,           // cuArrayCreate / cuArray3DCreate
-  kMipmap,          // cuMipmappedArrayCreate
-  kVmmHandle,       // cuMemCreate on a device
-  kImportedHandle,  // cuMemImportFromShareableHandle (counted when mapped)
-  kGraphNode,       // cuGraphAddMemAllocNode (owner = graph)
-  kContext,         // cuCtxCreate*
-};
-
-struct Record {
-  int dev = -1;
-  uint64_t bytes = 0;
-  uintptr_t owner = 0;
-};
-
-/// This process's memory objects and what each was charged. Thread-safe.
-namespace ledger {
-void put(Kind kind, uintptr_t id, const Record& rec);
-/// Removes and returns the record; false if there was none.
-bool take(Kind kind, uintptr_t id, Record* out);
-/// Reads the record without removing it.
-bool peek(Kind kind, uintptr_t id, Record* out);
-/// Updates bytes of an existing record; false if there is none.
-bool setBytes(Kind kind, uintptr_t id, uint64_t bytes);
-/// Removes every record of `kind` whose owner is `owner`; returns the bytes per device.
-void takeOwned(Kind kind, uintptr_t owner, uint64_t bytesPerDevice[kLimiterMaxDevices]);
-/// Removes every record on `dev` except contexts (cuDevicePrimaryCtxReset frees them).
-void takeDevice(int dev, uint64_t* bytes);
-/// Forgets everything (a forked child owns none of its parent's device memory).
-void clear();
-}  // namespace ledger
+/// Memory pools and the graph allocator (pools.cpp): what they hold is charged. resync*
+/// reads what a pool holds now and moves its charge to it; `provisional` is what the caller
+/// reserved for an allocation that may have grown the pool (it becomes part of the charge).
+namespace pools {
+/// Whether any pool or graph allocator memory is charged in this process.
+bool any();
+/// A pool this process uses (created, or a device's current pool); `dev` is where it allocates.
+void track(CUmemoryPool pool, int dev);
+/// Charges `pool` for what it holds now, counting `provisional` as already reserved.
+void resync(CUmemoryPool pool, uint64_t provisional);
+/// Every tracked pool (after a synchronisation, the driver trims them to their thresholds).
+void resyncAll();
+/// A pool is destroyed; `outstanding` bytes of it are still allocated.
+void destroyed(CUmemoryPool pool, uint64_t outstanding);
+/// An allocation of a destroyed pool was freed.
+void freedFromDestroyed(CUmemoryPool pool, uint64_t bytes);
+/// Trims the pools and graph memory of `dev` to what is in use, then resyncs them; before a
+/// refusal. True if anything was given back.
+bool trimDevice(int dev);
+/// The graph allocator of `dev`: charged for what it maps, counting `provisional`.
+void resyncGraph(int dev, uint64_t provisional);
+/// Graph memory the allocator of `dev` holds but no live allocation uses.
+uint64_t graphSpare(int dev);
+/// Forgets everything (forked child).
+void reset();
+/// Set once an executable graph with allocation nodes exists: graph launches then reserve.
+extern std::atomic<bool> gGraphAllocs;
+}  // namespace pools
 
 /// Compute throttling around launches (throttle.cpp).
 namespace throttle {
@@ -153,6 +199,9 @@ template <class F>
 CUresult around(CUstream stream, bool ptsz, F&& launch);
 void begin(CUstream stream, bool ptsz, Ticket* ticket);
 void end(const Ticket& ticket, CUresult launchResult);
+/// The calling thread is about to wait for the device (a synchronisation): the current
+/// context's open burst ends here, so the idle time after it is not counted as busy.
+void beforeSync();
 /// The context is gone (cuCtxDestroy, last release or reset of a primary context), and its
 /// events with it: its state is dropped, and made afresh if the handle is used again.
 void forget(CUcontext ctx);

@@ -462,6 +462,34 @@ TEST_F(FakeGpuMemory, DestroyingAContextFreesItsMemory) {
   EXPECT_EQ(r.exitCode, 0) << r.stderrText;
 }
 
+// The driver API reference: a reset destroys the primary context's allocations and state but
+// does not release it; releasing it afterwards is safe.
+TEST_F(FakeGpuMemory, AResetPrimaryContextIsEmptyButStillRetained) {
+  conf_ = dir_.write("ctx.conf", "gpu memory_mib=1024 context_mib=8\n");
+  auto r = runChild(env(), [] {
+    OPEN_DEVICE0();
+    CU_FN(cuda, cuMemAlloc_v2);
+    CU_FN(cuda, cuDevicePrimaryCtxReset_v2);
+    CU_FN(cuda, cuDevicePrimaryCtxRelease_v2);
+    CU_FN(cuda, cuDevicePrimaryCtxGetState);
+    auto* used = test::sym<uint64_t(int)>(cuda, "vgpuFakeDeviceUsedBytes");
+    CHILD_CHECK(used != nullptr);
+    CUdeviceptr p = 0;
+    CHILD_CHECK(cuMemAlloc_v2(&p, 16 * kMiB) == CUDA_SUCCESS && used(0) == 24 * kMiB);
+    CHILD_CHECK(cuDevicePrimaryCtxReset_v2(0) == CUDA_SUCCESS && used(0) == 0);
+    unsigned flags = 0;
+    int active = 1;
+    CHILD_CHECK(cuDevicePrimaryCtxGetState(0, &flags, &active) == CUDA_SUCCESS && active == 0);
+    CUcontext again = nullptr;
+    CHILD_CHECK(cuDevicePrimaryCtxRetain(&again, 0) == CUDA_SUCCESS && again == ctx0 && used(0) == 8 * kMiB);
+    CHILD_CHECK(cuDevicePrimaryCtxRelease_v2(0) == CUDA_SUCCESS && used(0) == 8 * kMiB);  // one retain left
+    CHILD_CHECK(cuDevicePrimaryCtxRelease_v2(0) == CUDA_SUCCESS && used(0) == 0);
+    CHILD_CHECK(cuDevicePrimaryCtxRelease_v2(0) == CUDA_ERROR_INVALID_CONTEXT);
+    return 0;
+  });
+  EXPECT_EQ(r.exitCode, 0) << r.stderrText;
+}
+
 TEST_F(FakeGpuMemory, ContextsTakeTheirConfiguredOverhead) {
   conf_ = dir_.write("ctx.conf", "gpu memory_mib=1024 context_mib=300\n");
   auto r = runChild(env(), [] {

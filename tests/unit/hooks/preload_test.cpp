@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -82,6 +83,13 @@ std::string fakeLibPath() {
   return dir != nullptr && dir[0] != '\0' ? dir : VGPU_FAKE_LIB_PATH;
 }
 
+// The library under test: VGPU_TEST_LIBVGPU names another build of it (to see a new test
+// fail on an older library), else the one built here.
+std::string libvgpuPath() {
+  const char* lib = getenv("VGPU_TEST_LIBVGPU");
+  return lib != nullptr && lib[0] != '\0' ? lib : VGPU_LIBVGPU;
+}
+
 // A Debian 11 (or other old) root to run the probes in, or "" to run them here.
 std::string oldRoot() {
   const char* root = getenv("VGPU_TEST_OLD_ROOT");
@@ -91,7 +99,7 @@ std::string oldRoot() {
 // Copies what the probes need into `dst`, the test's own folder in the root (each test: the
 // build may have changed them, and tests run side by side).
 void copyIntoRoot(const std::string& dst) {
-  std::string cmd = "mkdir -p '" + dst + "/fakegpu' && cp '" VGPU_LIBVGPU "' '" VGPU_PROBE "' '" + dst + "/'";
+  std::string cmd = "mkdir -p '" + dst + "/fakegpu' && cp '" + libvgpuPath() + "' '" VGPU_PROBE "' '" + dst + "/'";
   std::string libs = fakeLibPath();
   for (size_t start = 0; start <= libs.size();) {
     size_t end = libs.find(':', start);
@@ -165,8 +173,10 @@ class LimiterPreload : public ::testing::Test {
     return e;
   }
 
+  // `newPidNamespace`: the probe is the first process (pid 1) of a PID namespace of its own,
+  // as in a container started inside a container; exit code 77 if that cannot be made here.
   Running start(const std::vector<std::string>& args, const std::map<std::string, std::string>& extra,
-                bool preload = true) {
+                bool preload = true, bool newPidNamespace = false) {
     std::vector<std::string> envStrings;
     for (const auto& [k, v] : env(extra, preload)) envStrings.push_back(k + "=" + v);
     int inPipe[2], outPipe[2];
@@ -190,6 +200,17 @@ class LimiterPreload : public ::testing::Test {
       if (!root_.empty() && !enterRoot(root_, "")) {
         dprintf(2, "cannot enter %s: %s\n", root_.c_str(), strerror(errno));
         _exit(126);
+      }
+      if (newPidNamespace) {
+        if (unshare(CLONE_NEWPID) != 0) _exit(77);
+        pid_t inner = fork();
+        if (inner < 0) _exit(126);
+        if (inner > 0) {  // stands for the probe: its exit status, and killing it kills the probe
+          int status = 0;
+          waitpid(inner, &status, 0);
+          _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+        }
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
       }
       execve(probe_.c_str(), argv.data(), envp.data());
       _exit(127);
@@ -252,7 +273,7 @@ class LimiterPreload : public ::testing::Test {
 
   std::string root_;  // the old root the probes run in, "" for this machine
   std::string probe_ = VGPU_PROBE;
-  std::string libvgpu_ = VGPU_LIBVGPU;
+  std::string libvgpu_ = libvgpuPath();
   std::string libPath_ = fakeLibPath();
   std::string dir_;    // the test's folder, as this process sees it
   std::string inner_;  // the same, as the probes see it
@@ -290,6 +311,36 @@ INSTANTIATE_TEST_SUITE_P(Paths, LimiterAllocationPath,
                                            PathCase{"ipc", "64m", 24, 36}, PathCase{"import", "64m", 24, 36},
                                            PathCase{"context", "20m", kContextMiB, kContextMiB}),
                          [](const ::testing::TestParamInfo<PathCase>& info) { return std::string(info.param.path); });
+
+// ---- what is charged to whom: contexts, handles, graphs, pools (issue 25) ----
+
+struct AccountingCase {
+  const char* scenario;
+  const char* what;
+};
+
+void PrintTo(const AccountingCase& c, std::ostream* os) { *os << c.scenario; }
+
+class LimiterAccounting : public LimiterPreload, public ::testing::WithParamInterface<AccountingCase> {};
+
+// Each scenario (limiter_probe.c) checks, under a 64 MiB limit with 8 MiB per context, that
+// what the container is charged is what it holds, and that the limit holds on the device.
+TEST_P(LimiterAccounting, ChargesWhatIsHeldAndGivesBackWhatIsFreed) {
+  ProbeResult r = run({GetParam().scenario}, {{"CUDA_DEVICE_MEMORY_LIMIT", "64m"}});
+  EXPECT_EQ(r.exitCode, 0) << GetParam().what << "\n" << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, LimiterAccounting,
+    ::testing::Values(
+        AccountingCase{"ctxdestroy", "cuCtxDestroy gives back what the context held"},
+        AccountingCase{"ctxreset", "a primary context's reset gives back what it held, not another context's"},
+        AccountingCase{"primaryrelease", "the last primary release leaves another context's memory charged"},
+        AccountingCase{"vmmrelease", "cuMemCreate, map, release: charged until the unmap"},
+        AccountingCase{"graphexec", "an executable graph allocates at launch after its graph is destroyed"},
+        AccountingCase{"pools", "pools are charged for what they keep; trimmed, threshold, eight of them"},
+        AccountingCase{"freeasync", "cuMemFreeAsync gives back when the device reaches the free"}),
+    [](const ::testing::TestParamInfo<AccountingCase>& info) { return std::string(info.param.scenario); });
 
 // ---- what the container is told ----
 
@@ -411,6 +462,44 @@ TEST_F(LimiterPreload, EightRacingProcessesNeverExceedTheLimitTogether) {
     ProbeResult r = finish(probes[i], 30000, outs[i]);
     EXPECT_EQ(r.exitCode, 0) << r.err;
   }
+}
+
+// The container's other processes hold all 1024 slots (idle, alive): the next process cannot
+// be counted with them, so it gets no device memory, and says why, rather than a limit of
+// its own.
+TEST_F(LimiterPreload, AProcessFindingEverySlotTakenIsRefusedNotLetLoose) {
+  vgpu_region* region = nullptr;
+  char err[256] = "";
+  ASSERT_EQ(vgpu_region_open((dir_ + "/region").c_str(), &region, err, sizeof err), VGPU_REGION_OK) << err;
+  int slot = -1;
+  for (int i = 0; i < VGPU_REGION_MAX_PROCS; ++i) ASSERT_EQ(vgpu_region_attach(region, &slot, err, sizeof err), VGPU_REGION_OK);
+  ProbeResult r = run({"alloc", "10"}, {{"CUDA_DEVICE_MEMORY_LIMIT", "64m"}});
+  EXPECT_EQ(r.exitCode, 2) << r.err;  // out of memory, from its first charge (its context) on
+  EXPECT_NE(r.err.find("not counted in the container's shared region"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("all 1024 process slots"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+  vgpu_region_detach(region, 5);  // one process of the container exits
+  ProbeResult ok = run({"alloc", "10"}, {{"CUDA_DEVICE_MEMORY_LIMIT", "64m"}});
+  EXPECT_EQ(ok.exitCode, 0) << ok.err;
+  vgpu_region_close(region);
+}
+
+// Two processes that are each pid 1 of a PID namespace of their own (a container in a
+// container) are two processes of the container: neither takes the other's slot for its own.
+TEST_F(LimiterPreload, ProcessesInNestedPidNamespacesAreCountedApart) {
+  Running holder = start({"hold", "40"}, {{"CUDA_DEVICE_MEMORY_LIMIT", "64m"}}, true, true);
+  std::string held = readUntil(holder, "held", 30000);
+  if (held.find("held") == std::string::npos) {
+    ProbeResult h = finish(holder, 5000);
+    if (h.exitCode == 77) GTEST_SKIP() << "no PID namespaces here (needs root)";
+    FAIL() << "the holder did not start: " << h.err;
+  }
+  // 8 + 40 held, 8 + 40 more would be 96 MiB of 64.
+  Running second = start({"alloc", "40"}, {{"CUDA_DEVICE_MEMORY_LIMIT", "64m"}}, true, true);
+  ProbeResult r = finish(second, 30000);
+  EXPECT_EQ(r.exitCode, 2) << "the second pid 1 got memory the first one holds\n" << r.err;
+  kill(holder.pid, SIGKILL);
+  finish(holder, 5000);
 }
 
 TEST_F(LimiterPreload, KilledProcessDoesNotBlockOthersAndItsMemoryIsReclaimed) {

@@ -126,8 +126,9 @@ CUresult primaryReset(CUdevice dev) {
   waitUntil(until);
   std::lock_guard lock(drv.mu);
   Context* ctx = drv.primary[dev];
+  // "Resetting the primary context does not release it": who retained it still releases it
+  // (the driver API reference); the next retain makes it active again.
   if (ctx->active) releaseContextResources(ctx);
-  drv.primaryRefs[dev] = 0;
   return CUDA_SUCCESS;
 }
 
