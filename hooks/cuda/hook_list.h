@@ -235,5 +235,14 @@
 #define VGPU_NVML_INTERNAL(X)                                                               \
   X(nvmlInit_v2, ())                                                                        \
   X(nvmlDeviceGetHandleByUUID, (const char* uuid, nvmlDevice_t* device))                    \
-  X(nvmlDeviceGetUUID, (nvmlDevice_t device, char* uuid, unsigned int length))
+  X(nvmlDeviceGetUUID, (nvmlDevice_t device, char* uuid, unsigned int length))              \
+  X(nvmlDeviceGetComputeRunningProcesses_v3, (nvmlDevice_t device, unsigned int* infoCount, \
+                                              nvmlProcessInfo_t* infos))                    \
+  /* what R470 has instead (the same layout) */                                             \
+  X(nvmlDeviceGetComputeRunningProcesses_v2, (nvmlDevice_t device, unsigned int* infoCount, \
+                                              nvmlProcessInfo_t* infos))                    \
+  X(nvmlDeviceGetProcessUtilization, (nvmlDevice_t device,                                  \
+                                      nvmlProcessUtilizationSample_t* utilization,          \
+                                      unsigned int* processSamplesCount,                    \
+                                      unsigned long long lastSeenTimeStamp))
 // clang-format on

@@ -1,26 +1,40 @@
-// Launch wrappers: pure pass-through unless a device has a compute limit; then each
-// launch joins the context's current burst (throttle.cpp).
+// Launch wrappers: pure pass-through while nothing concerns launches; otherwise each launch
+// may announce a high-priority tenant's activity, wait while one is active (a low-priority
+// tenant), and join the context's current burst while the compute limit applies
+// (monitor.cpp, throttle.cpp).
 //
 // Each wrapper is one test and two tail calls: to the driver on the fast path, or to its
 // out-of-line twin (same signature, so no stack frame is built on the fast path) that
-// initialises, refuses, or throttles.
+// initialises, refuses, holds back or throttles.
 
+#include "monitor.h"
 #include "runtime.h"
 
 using namespace vgpu;
 
-#define VGPU_LAUNCH_WRAPPER(name, ptsz, stream, params, args)                                                         \
-  __attribute__((noinline)) static CUresult slow_##name params {                                                      \
-    VGPU_ENTER_CUDA(name);                                                                                            \
-    if (!throttle::active()) return real::name args;                                                                  \
-    return throttle::around(stream, ptsz, [&] { return real::name args; });                                           \
-  }                                                                                                                   \
-  extern "C" CUresult name params {                                                                                   \
-    if (__builtin_expect(                                                                                             \
-            !detail::gCudaReady.load(std::memory_order_acquire) || real::name == nullptr || throttle::active(), 0)) { \
-      return slow_##name args;                                                                                        \
-    }                                                                                                                 \
-    return real::name args;                                                                                           \
+namespace {
+
+template <class F>
+CUresult launchSlow(CUstream stream, bool ptsz, F&& launch) {
+  Ctx c;
+  if (!currentContext(&c)) return launch();  // the driver reports the missing context
+  monitor::beforeLaunch(c.dev);
+  if (!monitor::engaged(c.dev)) return launch();
+  return throttle::around(stream, ptsz, launch);
+}
+
+}  // namespace
+
+#define VGPU_LAUNCH_WRAPPER(name, ptsz, stream, params, args)                                                      \
+  __attribute__((noinline)) static CUresult slow_##name params {                                                   \
+    VGPU_ENTER_CUDA(name);                                                                                         \
+    return launchSlow(stream, ptsz, [&] { return real::name args; });                                              \
+  }                                                                                                                \
+  extern "C" CUresult name params {                                                                                \
+    if (__builtin_expect(!detail::gLaunchFast.load(std::memory_order_acquire) || real::name == nullptr, 0)) {      \
+      return slow_##name args;                                                                                     \
+    }                                                                                                              \
+    return real::name args;                                                                                        \
   }
 
 #define VGPU_KERNEL_PARAMS                                                                                             \
@@ -53,15 +67,9 @@ VGPU_LAUNCH_WRAPPER(cuLaunchKernelEx_ptsz, true, config != nullptr ? config->hSt
 namespace {
 
 template <class F>
-CUresult throttled(CUstream stream, bool ptsz, F&& launch) {
-  if (!throttle::active()) return launch();
-  return throttle::around(stream, ptsz, launch);
-}
-
-template <class F>
 CUresult graphLaunch(CUgraphExec exec, CUstream stream, bool ptsz, F&& launch) {
   Record g;
-  if (!ledger::peek(Kind::kGraphExec, reinterpret_cast<uintptr_t>(exec), &g)) return throttled(stream, ptsz, launch);
+  if (!ledger::peek(Kind::kGraphExec, reinterpret_cast<uintptr_t>(exec), &g)) return launchSlow(stream, ptsz, launch);
   uint64_t provisional[kLimiterMaxDevices] = {};
   bool single = (g.count & (g.count - 1)) == 0;
   for (int d = 0; d < kLimiterMaxDevices; ++d) {
@@ -75,7 +83,7 @@ CUresult graphLaunch(CUgraphExec exec, CUstream stream, bool ptsz, F&& launch) {
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
   }
-  CUresult rc = throttled(stream, ptsz, launch);
+  CUresult rc = launchSlow(stream, ptsz, launch);
   for (int d = 0; d < kLimiterMaxDevices; ++d) {
     if ((g.count >> d & 1) == 0) continue;
     if (rc == CUDA_SUCCESS) {
@@ -95,8 +103,8 @@ CUresult graphLaunch(CUgraphExec exec, CUstream stream, bool ptsz, F&& launch) {
     return graphLaunch(hGraphExec, hStream, ptsz, [&] { return real::name(hGraphExec, hStream); });      \
   }                                                                                                      \
   extern "C" CUresult name(CUgraphExec hGraphExec, CUstream hStream) {                                   \
-    if (__builtin_expect(!detail::gCudaReady.load(std::memory_order_acquire) || real::name == nullptr || \
-                             throttle::active() || pools::gGraphAllocs.load(std::memory_order_relaxed),  \
+    if (__builtin_expect(!detail::gLaunchFast.load(std::memory_order_acquire) || real::name == nullptr || \
+                             pools::gGraphAllocs.load(std::memory_order_relaxed),                        \
                          0)) {                                                                           \
       return slow_##name(hGraphExec, hStream);                                                           \
     }                                                                                                    \

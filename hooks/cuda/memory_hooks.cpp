@@ -5,7 +5,10 @@
 // Stream-ordered pools and graph memory are charged for what they hold (pools.cpp).
 
 #include <string.h>
+#include <unistd.h>
 
+#include "monitor.h"
+#include "nvml_view.h"
 #include "runtime.h"
 
 using namespace vgpu;
@@ -222,29 +225,77 @@ CUresult instantiated(CUgraphExec* exec, CUgraph graph, F&& instantiate) {
 
 // ---- contexts ----
 
-// Context overhead: what the driver's used memory grew by when this process created its
-// first context on the device, read through NVML (cuMemGetInfo needs a context to exist).
+// What a context takes (its overhead). Measured per process, as the growth of what NVML's
+// process list says this process holds on the device across the creation: other tenants
+// allocating at the same moment do not change it. Where NVML cannot say which entry is this
+// process, the growth of the device's used memory is taken instead (noisy), and a figure
+// measured undisturbed is published in the region for the container's later processes.
 std::atomic<int64_t> gContextOverhead[kLimiterMaxDevices];
 std::atomic<int> gPrimaryRefs[kLimiterMaxDevices];
 std::atomic<bool> gPrimaryActive[kLimiterMaxDevices];
 std::atomic<CUcontext> gPrimaryContext[kLimiterMaxDevices];  // as cuDevicePrimaryCtxRetain gave it
 
 bool nvmlDeviceUsed(int dev, uint64_t* used) {
-  if (ensureNvml() != NVML_SUCCESS || real::nvmlInit_v2 == nullptr || real::nvmlDeviceGetHandleByUUID == nullptr ||
-      real::nvmlDeviceGetMemoryInfo == nullptr) {
-    return false;
-  }
-  publishDevice(dev);
+  if (!nvmlview::ready() || real::nvmlDeviceGetMemoryInfo == nullptr) return false;
   const char* uuid = runtime().uuids[dev];
   nvmlDevice_t handle = nullptr;
   nvmlMemory_t mem;
-  if (uuid[0] == '\0' || real::nvmlInit_v2() != NVML_SUCCESS ||
-      real::nvmlDeviceGetHandleByUUID(uuid, &handle) != NVML_SUCCESS ||
+  if (uuid[0] == '\0' || real::nvmlDeviceGetHandleByUUID(uuid, &handle) != NVML_SUCCESS ||
       real::nvmlDeviceGetMemoryInfo(handle, &mem) != NVML_SUCCESS) {
     return false;
   }
   *used = mem.used;
   return true;
+}
+
+// What NVML saw on a device at one moment: each process and what it held, and the total.
+struct Snapshot {
+  nvmlview::Proc procs[128];
+  int count = -1;  // -1: NVML could not say
+  uint64_t deviceUsed = 0;
+  bool haveDeviceUsed = false;
+
+  void take(int dev) {
+    count = nvmlview::processes(dev, procs, 128);
+    haveDeviceUsed = nvmlDeviceUsed(dev, &deviceUsed);
+  }
+  const nvmlview::Proc* find(uint32_t pid) const {
+    for (int i = 0; i < count; ++i) {
+      if (procs[i].pid == pid) return &procs[i];
+    }
+    return nullptr;
+  }
+};
+
+// The pid under which the driver (NVML) reports this process: ours if it is in the list
+// (the same PID namespace), else the one process that appeared across our first context
+// creation. Unknown (0) while ambiguous; tried again at the next creation.
+std::atomic<uint32_t> gDriverPid{0};
+
+uint32_t learnDriverPid(const Snapshot& before, const Snapshot& after) {
+  uint32_t known = gDriverPid.load();
+  if (known != 0 || after.count < 0) return known;
+  uint32_t self = static_cast<uint32_t>(getpid());
+  uint32_t found = 0;
+  if (after.find(self) != nullptr) {
+    found = self;
+  } else if (before.count >= 0) {
+    int fresh = 0;
+    for (int i = 0; i < after.count; ++i) {
+      if (before.find(after.procs[i].pid) == nullptr) {
+        ++fresh;
+        found = after.procs[i].pid;
+      }
+    }
+    if (fresh != 1) found = 0;
+  }
+  if (found != 0) {
+    gDriverPid.store(found);
+    Runtime& rt = runtime();
+    int slot = rt.slot.load();
+    if (rt.regionShared && slot >= 0) vgpu_region_set_driver_pid(rt.region, slot, found);
+  }
+  return found;
 }
 
 // Primary contexts' overhead is recorded under these ids, others' under their handle.
@@ -262,21 +313,32 @@ CUresult createContext(CUcontext* pctx, CUdevice dev, F&& create, U&& undo, bool
     uint64_t published = __atomic_load_n(&shared->context_overhead, __ATOMIC_RELAXED);
     if (published > 0) gContextOverhead[d].store(overhead = static_cast<int64_t>(published));
   }
-  uint64_t before = 0;
+  publishDevice(d);
+  Snapshot before, after;
+  before.take(d);
   uint64_t containerBefore = vgpu_region_used(runtime().region, d);
-  bool measure = overhead < 0 && nvmlDeviceUsed(d, &before);
   uint64_t charge = overhead > 0 ? static_cast<uint64_t>(overhead) : 0;
   CUresult rc = charged(d, charge, create);
   if (rc != CUDA_SUCCESS) return rc;
-  uint64_t after = 0;
-  if (measure && nvmlDeviceUsed(d, &after)) {
-    uint64_t grew = after > before ? after - before : 0;
+  after.take(d);
+  uint32_t pid = learnDriverPid(before, after);
+  const nvmlview::Proc* mineAfter = pid != 0 ? after.find(pid) : nullptr;
+  bool measured = false;
+  uint64_t grew = 0;
+  if (mineAfter != nullptr) {
+    const nvmlview::Proc* mineBefore = before.find(pid);
+    uint64_t was = mineBefore != nullptr ? mineBefore->used : 0;
+    grew = mineAfter->used > was ? mineAfter->used - was : 0;
+    measured = true;
+  } else if (overhead < 0 && before.haveDeviceUsed && after.haveDeviceUsed) {
+    grew = after.deviceUsed > before.deviceUsed ? after.deviceUsed - before.deviceUsed : 0;
     if (grew > (2ull << 30)) grew = 0;  // not a plausible overhead: someone else allocated
-    gContextOverhead[d].store(static_cast<int64_t>(grew));
     // Undisturbed by the rest of the container: good enough for every later context.
-    if (grew > 0 && vgpu_region_used(runtime().region, d) == containerBefore) {
-      __atomic_store_n(&shared->context_overhead, grew, __ATOMIC_RELAXED);
-    }
+    measured = vgpu_region_used(runtime().region, d) == containerBefore;
+  }
+  if (measured || overhead < 0) {
+    if (grew > 0) gContextOverhead[d].store(static_cast<int64_t>(grew));
+    if (measured && grew > 0) __atomic_store_n(&shared->context_overhead, grew, __ATOMIC_RELAXED);
     if (CUresult t = trueUp(d, charge, grew, undo); t != CUDA_SUCCESS) return t;
     charge = grew;
   }
@@ -285,6 +347,7 @@ CUresult createContext(CUcontext* pctx, CUdevice dev, F&& create, U&& undo, bool
   rec.bytes = charge;
   rec.ctx = key(*pctx);
   ledger::put(Kind::kContext, primary ? kPrimaryContextId + static_cast<uintptr_t>(d) : key(*pctx), rec);
+  monitor::contextCreated();
   return CUDA_SUCCESS;
 }
 

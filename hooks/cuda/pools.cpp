@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "monitor.h"
 #include "runtime.h"
 #include "spin_lock.h"
 
@@ -155,7 +156,7 @@ CUresult freeAsync(CUdeviceptr dptr, F&& free) {
 // After a synchronisation: the pools may have given memory back.
 template <class F>
 CUresult synchronised(F&& sync) {
-  if (throttle::active()) throttle::beforeSync();
+  if (monitor::anyEngaged()) throttle::beforeSync();
   CUresult rc = sync();
   if (gAny.load(std::memory_order_relaxed)) resyncAll();
   return rc;

@@ -1,4 +1,5 @@
 #include "runtime.h"
+#include "monitor.h"
 #include "spin_lock.h"
 
 #include <dlfcn.h>
@@ -27,6 +28,7 @@ VGPU_NVML_INTERNAL(VGPU_DEFINE_REAL_NVML)
 namespace vgpu {
 Runtime* detail::gRuntime = nullptr;
 std::atomic<bool> detail::gCudaReady{false};
+std::atomic<bool> detail::gLaunchFast{false};
 namespace {
 
 std::atomic<int> gLogLevel{kLogError};
@@ -198,6 +200,7 @@ void initCuda() {
   reportWhatCannotBeEnforced(rt);
   gCudaStatus.store(CUDA_SUCCESS);
   detail::gCudaReady.store(true, std::memory_order_release);
+  monitor::configure();
   tInInit = false;
 }
 
@@ -236,6 +239,7 @@ void atforkChild() {
   ledger::clear();
   pools::reset();
   throttle::reset();
+  monitor::reset();
   if (rt->regionShared) vgpu_region_after_fork(rt->region);
   rt->slot.store(-1);  // attached lazily at its first charge: most forks exec at once
   contextsChanged();
@@ -272,6 +276,7 @@ __attribute__((constructor)) void onLoad() { pthread_atfork(nullptr, nullptr, at
 __attribute__((destructor)) void onUnload() {
   Runtime* rt = __atomic_load_n(&gRuntime, __ATOMIC_ACQUIRE);
   if (rt == nullptr || rt->region == nullptr) return;
+  monitor::stop();
   // Late frees from other libraries' destructors must not touch a slot someone may reuse.
   int slot = rt->slot.exchange(kSlotGone);
   vgpu_region_detach(rt->region, slot);

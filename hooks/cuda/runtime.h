@@ -63,6 +63,9 @@ bool ensureConfig();
 
 namespace detail {
 extern std::atomic<bool> gCudaReady;
+/// Launches need nothing of the library now (no throttling, holding or announcing): the
+/// launch wrappers then only test this and call the driver (monitor.cpp keeps it current).
+extern std::atomic<bool> gLaunchFast;
 CUresult ensureCudaSlow();
 }  // namespace detail
 
@@ -180,10 +183,9 @@ void reset();
 extern std::atomic<bool> gGraphAllocs;
 }  // namespace pools
 
-/// Compute throttling around launches (throttle.cpp).
+/// Compute throttling around launches (throttle.cpp). Whether a launch goes through it is the
+/// monitor's call (monitor.h).
 namespace throttle {
-/// True when some device has a compute limit; false makes launches pure pass-through.
-inline bool active() { return runtime().computeAny; }
 
 /// What begin() hands to end(): the context's state and the burst the launch joined.
 struct Ticket {

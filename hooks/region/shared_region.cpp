@@ -15,6 +15,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 // Open-file-description locks (Linux 3.15); glibc defines the commands from 2.20 on.
@@ -187,7 +188,23 @@ int initMutex(vgpu_region* r, bool shared, char* err, size_t len) {
   return VGPU_REGION_OK;
 }
 
+uint32_t randomTenant() {
+  uint32_t v = 0;
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    if (read(fd, &v, sizeof v) != static_cast<ssize_t>(sizeof v)) v = 0;
+    close(fd);
+  }
+  if (v == 0) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    v = static_cast<uint32_t>(ts.tv_nsec) ^ static_cast<uint32_t>(getpid()) << 12 ^ static_cast<uint32_t>(ts.tv_sec);
+  }
+  return v != 0 ? v : 1;
+}
+
 void initHeader(vgpu_region* r) {
+  r->tenant = randomTenant();
   r->version = VGPU_REGION_VERSION;
   r->header_size = sizeof(vgpu_region);
   r->max_devices = VGPU_REGION_MAX_DEVICES;

@@ -672,17 +672,25 @@ static int loadSpin(CUfunction* spin) {
   return 0;
 }
 
-/* Keeps the current context's device busy with "spin" kernels for `ms`; prints the share of
- * wall time the device was busy with them (the fake's schedule, not our own figure) as
- * <key>=, and the launch count. */
-static int runCompute(unsigned ms, unsigned long long kernelUs, const char* key) {
+/* Keeps the current context's device busy with "spin" kernels for `ms` (after `warmupMs` that
+ * are not measured); prints the share of wall time the device was busy (the fake's schedule,
+ * all processes, not our own figure) as <key>=, this process's own share (its kernels' run
+ * time: all have run by the end) as own=, and the launch count. */
+static unsigned g_syncEvery = 32; /* launches between two waits for the device */
+
+static int runComputeAfter(unsigned warmupMs, unsigned ms, unsigned long long kernelUs, const char* key) {
   uint64_t (*busyNs)(int) = (uint64_t(*)(int))dlsym(g_cuda, "vgpuFakeDeviceBusyNs");
   if (!busyNs) return fail("compute: the driver has no vgpuFakeDeviceBusyNs");
   CUfunction spin;
   if (loadSpin(&spin) != 0) return 1;
   void* params[] = {&kernelUs};
-  /* Warm up one burst so the measurement starts in the steady state. */
-  for (int i = 0; i < 3; ++i) p_cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
+  /* Warm up one burst (or longer) so the measurement starts in the steady state. */
+  uint64_t w0 = nowNs();
+  unsigned warm = 0;
+  do {
+    p_cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
+    if (++warm % g_syncEvery == 0) p_cuCtxSynchronize();
+  } while (warm < 3 || nowNs() - w0 < (uint64_t)warmupMs * 1000000ull);
   p_cuCtxSynchronize();
   uint64_t b0 = busyNs(0), t0 = nowNs();
   unsigned launches = 0;
@@ -690,19 +698,26 @@ static int runCompute(unsigned ms, unsigned long long kernelUs, const char* key)
     CUresult r = p_cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
     if (r != CUDA_SUCCESS) return fail("compute: launch failed: %s", errName(r));
     /* Like a training step: a few kernels, then wait for them (bounds the queue). */
-    if (++launches % 32 == 0) p_cuCtxSynchronize();
+    if (++launches % g_syncEvery == 0) p_cuCtxSynchronize();
   }
   p_cuCtxSynchronize();
   uint64_t b1 = busyNs(0), t1 = nowNs();
-  printf("%s=%.4f\nlaunches=%u\n", key, (double)(b1 - b0) / (double)(t1 - t0), launches);
+  printf("%s=%.4f\nown=%.4f\nlaunches=%u\n", key, (double)(b1 - b0) / (double)(t1 - t0),
+         (double)launches * (double)kernelUs * 1000.0 / (double)(t1 - t0), launches);
+  fflush(stdout);
   return 0;
 }
 
-/* compute <ms> <kernel_us>: runCompute on device 0's primary context. */
-static int scenarioCompute(unsigned ms, unsigned long long kernelUs) {
+static int runCompute(unsigned ms, unsigned long long kernelUs, const char* key) {
+  return runComputeAfter(0, ms, kernelUs, key);
+}
+
+/* compute <ms> <kernel_us> [warmup_ms [sync_every]]: runCompute on device 0's primary context,
+ * waiting for the device every sync_every launches (32). */
+static int scenarioCompute(unsigned ms, unsigned long long kernelUs, unsigned warmupMs) {
   int rc = setup();
   if (rc) return rc;
-  return runCompute(ms, kernelUs, "share");
+  return runComputeAfter(warmupMs, ms, kernelUs, "share");
 }
 
 /* manyctx <n> <ms>: n contexts of its own on device 0, each running a kernel, then compute on
@@ -1040,7 +1055,10 @@ int main(int argc, char** argv) {
   if (!strcmp(s, "nvml")) return scenarioNvml(arg * MIB);
   if (!strcmp(s, "procaddr")) return scenarioProcAddr();
   if (!strcmp(s, "passthrough")) return scenarioPassthrough();
-  if (!strcmp(s, "compute")) return scenarioCompute((unsigned)arg, arg2);
+  if (!strcmp(s, "compute")) {
+    if (argc > 5 && atoi(argv[5]) > 0) g_syncEvery = (unsigned)atoi(argv[5]);
+    return scenarioCompute((unsigned)arg, arg2, argc > 4 ? (unsigned)atoi(argv[4]) : 0);
+  }
   if (!strcmp(s, "manyctx")) return scenarioManyContexts((unsigned)arg, (unsigned)arg2);
   if (!strcmp(s, "primaryreset")) return scenarioPrimaryReset((unsigned)arg);
   if (!strcmp(s, "twostreams")) return scenarioTwoStreams();

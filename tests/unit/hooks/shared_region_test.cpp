@@ -1,7 +1,8 @@
-// The shared region, exercised by real processes (fork) because its whole point is what
+// The shared region (and the activity board), exercised by real processes (fork) because its whole point is what
 // happens between processes: racing check-and-add, a holder killed with the lock held.
 
 #include "vgpu/shared_region.h"
+#include "vgpu/activity_board.h"
 
 #include <gtest/gtest.h>
 #include <sched.h>
@@ -357,6 +358,53 @@ TEST_F(LimiterRegion, PrivateRegionWorksWithoutAFile) {
   EXPECT_EQ(vgpu_region_try_add(r, slot, 0, 10, 10), VGPU_REGION_OK);
   EXPECT_EQ(vgpu_region_try_add(r, slot, 0, 1, 10), VGPU_REGION_OVER_LIMIT);
   vgpu_region_close(r);
+}
+
+}  // namespace
+
+// ---- the activity board (vgpu/activity_board.h) ----
+
+namespace {
+
+class LimiterBoard : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/vgpu-board-test-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+  }
+  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+  std::string dir_;
+};
+
+constexpr const char* kUuid = "GPU-6b1f7c2a-0f4e-4a8e-9d2c-3a5b7e9f1c20";
+constexpr int64_t kSecond = 1'000'000'000;
+
+TEST_F(LimiterBoard, OnlyAWriterCreatesItAndReadersSeeItsAnnouncements) {
+  vgpu_board* reader = nullptr;
+  char err[256] = "";
+  EXPECT_EQ(vgpu_board_open(dir_.c_str(), kUuid, 0, &reader, err, sizeof err), -1);  // no high-priority tenant yet
+  vgpu_board* writer = nullptr;
+  ASSERT_EQ(vgpu_board_open(dir_.c_str(), kUuid, 1, &writer, err, sizeof err), 0) << err;
+  ASSERT_EQ(vgpu_board_open(dir_.c_str(), kUuid, 0, &reader, err, sizeof err), 0) << err;
+  EXPECT_EQ(vgpu_board_active(reader, 0, 100 * kSecond), 0);
+  vgpu_board_announce(writer, 7, 100 * kSecond + kSecond / 2);
+  vgpu_board_announce(writer, 7, 100 * kSecond);  // an earlier time never shortens it
+  EXPECT_EQ(vgpu_board_active(reader, 0, 100 * kSecond), 1);
+  EXPECT_EQ(vgpu_board_active(reader, 7, 100 * kSecond), 0);  // not counted by itself
+  EXPECT_EQ(vgpu_board_active(reader, 9, 100 * kSecond + kSecond), 0);  // lapsed
+  vgpu_board_announce(writer, 9, 100 * kSecond + kSecond / 2);
+  EXPECT_EQ(vgpu_board_active(reader, 0, 100 * kSecond), 2);
+  vgpu_board_close(reader);
+  vgpu_board_close(writer);
+}
+
+TEST_F(LimiterBoard, WhatIsNotABoardIsRefused) {
+  std::ofstream(dir_ + "/" + kUuid) << std::string(sizeof(vgpu_board), 'x');
+  vgpu_board* b = nullptr;
+  char err[256] = "";
+  EXPECT_EQ(vgpu_board_open(dir_.c_str(), kUuid, 0, &b, err, sizeof err), -1);
+  EXPECT_NE(std::string(err).find("not a version 1 activity board"), std::string::npos) << err;
+  EXPECT_EQ(vgpu_board_open(dir_.c_str(), "../escape", 1, &b, err, sizeof err), -1);  // a name, never a path
 }
 
 }  // namespace

@@ -91,7 +91,8 @@ typedef struct vgpu_region {
   uint32_t max_devices; /* VGPU_REGION_MAX_DEVICES */
   uint32_t max_procs;   /* VGPU_REGION_MAX_PROCS */
   int32_t priority;     /* CUDA_TASK_PRIORITY as last published */
-  uint32_t reserved0;
+  uint32_t tenant;      /* version 3: random, non-zero, set at creation: names the container on
+                           the activity board (vgpu/activity_board.h) */
   union {
     pthread_mutex_t mutex;
     char pad[64];
