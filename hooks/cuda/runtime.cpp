@@ -478,7 +478,7 @@ CUresult refuseWithoutRegion(Runtime& rt, int dev, uint64_t bytes) {
 
 }  // namespace
 
-CUresult reserveMemory(int dev, uint64_t bytes) {
+CUresult detail::reserveMemorySlow(int dev, uint64_t bytes) {
   Runtime& rt = runtime();
   if (__builtin_expect((rt.publishedDevices.load(std::memory_order_relaxed) >> dev & 1) == 0, 0)) publishDevice(dev);
   uint64_t limit = rt.memoryLimit(dev);
@@ -506,12 +506,6 @@ void forceMemory(int dev, uint64_t bytes) {
   Runtime& rt = runtime();
   int slot = rt.regionShared ? ensureSlot(rt) : -1;
   if (slot >= 0) vgpu_region_force_add(rt.region, slot, dev, bytes);
-}
-
-void releaseMemory(int dev, uint64_t bytes) {
-  if (dev < 0 || dev >= kLimiterMaxDevices || bytes == 0) return;
-  Runtime& rt = runtime();
-  vgpu_region_sub(rt.region, rt.slot.load(std::memory_order_relaxed), dev, bytes);
 }
 
 void releaseContextRecords(CUcontext ctx) {

@@ -138,15 +138,32 @@ int currentDevice();
 /// Records the device's UUID and limits in the region for the node agent (once per device).
 void publishDevice(int dev);
 
+namespace detail {
+CUresult reserveMemorySlow(int dev, uint64_t bytes);
+}
+
 /// Check-and-add `bytes` on `dev` against the limit: CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY.
 /// Before refusing, memory pools and the graph allocator are trimmed of what they hold unused.
-CUresult reserveMemory(int dev, uint64_t bytes);
+/// Inline: every allocation runs it; the common case is one compare-and-swap.
+inline CUresult reserveMemory(int dev, uint64_t bytes) {
+  Runtime& rt = runtime();
+  int slot = rt.slot.load(std::memory_order_relaxed);
+  if (__builtin_expect(slot >= 0 && (rt.publishedDevices.load(std::memory_order_relaxed) >> dev & 1) != 0, 1) &&
+      vgpu_region_add_fast(rt.region, slot, dev, bytes, rt.cfg.memory_bytes[dev])) {
+    return CUDA_SUCCESS;
+  }
+  return detail::reserveMemorySlow(dev, bytes);
+}
 
 /// Counts `bytes` the driver has already taken, whatever the limit (the next requests see it).
 void forceMemory(int dev, uint64_t bytes);
 
 /// Gives back what reserveMemory or forceMemory took.
-void releaseMemory(int dev, uint64_t bytes);
+inline void releaseMemory(int dev, uint64_t bytes) {
+  Runtime& rt = runtime();
+  int slot = rt.slot.load(std::memory_order_relaxed);
+  if (dev >= 0 && dev < kLimiterMaxDevices && slot >= 0 && bytes != 0) vgpu_region_sub_fast(rt.region, slot, dev, bytes);
+}
 
 /// Gives back the charging records of context `ctx` (it is gone, and its memory with it).
 void releaseContextRecords(CUcontext ctx);

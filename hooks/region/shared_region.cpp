@@ -486,23 +486,9 @@ void vgpu_region_detach(vgpu_region* r, int slot) {
 
 int vgpu_region_try_add(vgpu_region* r, int slot, int dev, uint64_t bytes, uint64_t limit) {
   if (!validSlot(slot) || !validDevice(dev)) return VGPU_REGION_ERROR;
-  uint64_t* used = &r->devices[dev].memory_used;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    uint64_t cur = loadU64(used);
-    bool fits = true;
-    do {
-      if (limit != 0 && (bytes > limit || cur > limit - bytes)) {
-        fits = false;
-        break;
-      }
-    } while (!__atomic_compare_exchange_n(used, &cur, cur + bytes, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
-    if (fits) {
-      __atomic_add_fetch(&r->procs[slot].memory_used[dev], bytes, __ATOMIC_RELAXED);
-      return VGPU_REGION_OK;
-    }
-    // Before refusing, make sure the usage is not held by processes that are gone.
-    if (attempt == 0 && vgpu_region_reclaim_dead(r) == 0) break;
-  }
+  if (vgpu_region_add_fast(r, slot, dev, bytes, limit)) return VGPU_REGION_OK;
+  // Before refusing, make sure the usage is not held by processes that are gone.
+  if (vgpu_region_reclaim_dead(r) > 0 && vgpu_region_add_fast(r, slot, dev, bytes, limit)) return VGPU_REGION_OK;
   return VGPU_REGION_OVER_LIMIT;
 }
 
@@ -513,13 +499,7 @@ void vgpu_region_force_add(vgpu_region* r, int slot, int dev, uint64_t bytes) {
 }
 
 void vgpu_region_sub(vgpu_region* r, int slot, int dev, uint64_t bytes) {
-  if (!validSlot(slot) || !validDevice(dev)) return;
-  uint64_t* mine = &r->procs[slot].memory_used[dev];
-  uint64_t held = loadU64(mine);
-  if (bytes > held) bytes = held;
-  // Only the owner writes its slot: a plain store after the read is enough.
-  storeU64(mine, held - bytes);
-  subClamped(&r->devices[dev].memory_used, bytes);
+  if (validSlot(slot) && validDevice(dev)) vgpu_region_sub_fast(r, slot, dev, bytes);
 }
 
 uint64_t vgpu_region_used(const vgpu_region* r, int dev) {

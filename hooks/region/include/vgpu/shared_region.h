@@ -154,6 +154,33 @@ void vgpu_region_detach(vgpu_region* region, int slot);
  */
 int vgpu_region_try_add(vgpu_region* region, int slot, int dev, uint64_t bytes, uint64_t limit);
 
+/** The check-and-add itself, without the retry after reclaiming dead processes: 1 when
+ *  `bytes` were added, 0 when the limit refused them. Inline because every allocation of
+ *  every process runs it (the device sum first, then the owner's slot). */
+static inline int vgpu_region_add_fast(vgpu_region* r, int slot, int dev, uint64_t bytes, uint64_t limit) {
+  uint64_t* used = &r->devices[dev].memory_used;
+  uint64_t cur = __atomic_load_n(used, __ATOMIC_RELAXED);
+  do {
+    if (limit != 0 && (bytes > limit || cur > limit - bytes)) return 0;
+  } while (!__atomic_compare_exchange_n(used, &cur, cur + bytes, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+  __atomic_add_fetch(&r->procs[slot].memory_used[dev], bytes, __ATOMIC_RELAXED);
+  return 1;
+}
+
+/** Subtracts `bytes` (clamped at what the slot holds) for `slot`: its slot first, then the
+ *  device sum (never below zero). Inline for the same reason. */
+static inline void vgpu_region_sub_fast(vgpu_region* r, int slot, int dev, uint64_t bytes) {
+  uint64_t* mine = &r->procs[slot].memory_used[dev];
+  uint64_t held = __atomic_load_n(mine, __ATOMIC_RELAXED);
+  if (bytes > held) bytes = held;
+  __atomic_store_n(mine, held - bytes, __ATOMIC_RELAXED); /* only the owner writes its slot */
+  uint64_t* used = &r->devices[dev].memory_used;
+  uint64_t cur = __atomic_load_n(used, __ATOMIC_RELAXED);
+  while (!__atomic_compare_exchange_n(used, &cur, cur > bytes ? cur - bytes : 0, 1, __ATOMIC_RELAXED,
+                                      __ATOMIC_RELAXED)) {
+  }
+}
+
 /** Adds `bytes` whatever the limit: memory the driver has already taken (and that the
  *  container's later requests must therefore see). */
 void vgpu_region_force_add(vgpu_region* region, int slot, int dev, uint64_t bytes);

@@ -218,7 +218,6 @@ CUresult checkInit();
 /// The calling thread's current context (nullptr if none).
 Context* currentContext();
 void setCurrentContext(Context* ctx);
-std::vector<Context*>& contextStack();
 /// The current context if cuInit succeeded and it is usable, else the error a real driver gives.
 CUresult requireContext(Context*& out);
 /// The stream behind a handle: NULL means the legacy stream, or the per-thread stream for the
