@@ -146,6 +146,7 @@ Result<ContainerSpec> NvidiaLimiter::containerSpec(const ContainerGrant& grant) 
   if (!driverCap && settings_.memoryScaling > 1.0) limits.emplace_back(VGPU_ENV_OVERSUBSCRIBE, "true");
   if (!settings_.corePolicy.empty()) limits.emplace_back(VGPU_ENV_CORE_POLICY, settings_.corePolicy);
   if (grant.devices[0].priority >= 0) limits.emplace_back(VGPU_ENV_TASK_PRIORITY, std::to_string(grant.devices[0].priority));
+  if (!settings_.activityBoardHostPath.empty()) limits.emplace_back(VGPU_ENV_ACTIVITY_BOARD, kContainerActivityBoard);
 
   spec.env["NVIDIA_VISIBLE_DEVICES"] = visible;
   // Who enforces memory, on the pod for people to see (the same for every container of the
@@ -190,6 +191,15 @@ Result<ContainerSpec> NvidiaLimiter::containerSpec(const ContainerGrant& grant) 
 
   spec.mounts.push_back({regionDir.string(), kContainerRegionDir, false});
   spec.mounts.push_back({limitsFile.string(), VGPU_LIMITS_FILE_PATH, true});
+  if (!settings_.activityBoardHostPath.empty()) {
+    // Only a high-priority tenant may say it is active: a low-priority one cannot hold anyone back.
+    const fs::path board(settings_.activityBoardHostPath);
+    fs::create_directories(board, ec);
+    if (ec || chmod(board.c_str(), 0777) != 0)
+      return makeError(who + ": cannot create the activity board folder " + board.string());
+    const bool high = grant.devices[0].priority == 0;
+    spec.mounts.push_back({board.string(), kContainerActivityBoard, !high});
+  }
   // With the driver capping memory, libvgpu.so is needed only to throttle compute.
   const bool preload = !optOut && (!driverCap || computeLimited || settings_.corePolicy == "force");
   if (preload) {

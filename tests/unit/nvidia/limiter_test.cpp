@@ -78,6 +78,31 @@ TEST(NvidiaLimiter, PassesTheTaskPriorityToLibvgpu) {
   EXPECT_EQ(spec->env.at("CUDA_TASK_PRIORITY"), "1");
 }
 
+// The node's activity board: every container reads it, only a high-priority one (0) writes it.
+TEST(NvidiaLimiter, MountsTheActivityBoardWritableOnlyForHighPriorityTenants) {
+  TempDir dir, board;
+  LimiterSettings s;
+  s.activityBoardHostPath = (board.path() / "activity").string();
+  auto l = limiter(s);
+  for (int priority : {0, 1, -1}) {
+    DeviceGrant d = dev(kGpu0, 1000, 10);
+    d.priority = priority;
+    auto spec = l.containerSpec(grantOf(dir, {d}));
+    ASSERT_TRUE(spec.ok()) << spec.error().message;
+    EXPECT_EQ(spec->env.at("VGPU_ACTIVITY_BOARD"), "/var/run/vgpu-board");
+    EXPECT_THAT(spec->mounts, ::testing::Contains(Mount{s.activityBoardHostPath, "/var/run/vgpu-board", priority != 0}))
+        << priority;
+  }
+  struct stat st{};
+  ASSERT_EQ(stat(s.activityBoardHostPath.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0777u);  // whatever user the container runs as
+  // Without a board folder configured, nothing is mounted and priorities are not acted on.
+  auto plain = limiter().containerSpec(grantOf(dir, {dev(kGpu0, 1000, 10)}));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(hasMount(*plain, "/var/run/vgpu-board"));
+  EXPECT_EQ(plain->env.count("VGPU_ACTIVITY_BOARD"), 0u);
+}
+
 TEST(NvidiaLimiter, IndexesLimitsByTheContainersOwnOrdinalsForSeveralGpus) {
   TempDir dir;
   auto l = limiter();
