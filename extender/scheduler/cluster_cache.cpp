@@ -67,6 +67,15 @@ std::string nodeUnusableReason(const NodeEntry& node, Clock::time_point now, std
   return {};
 }
 
+std::string_view nodeUnusableCategory(const NodeEntry& node, Clock::time_point now,
+                                      std::chrono::seconds heartbeatTimeout) {
+  if (nodeUsable(node, now, heartbeatTimeout)) return {};
+  if (!node.state.unavailable.empty())
+    return node.unavailableCategory.empty() ? "vgpu: the node cannot take pods" : node.unavailableCategory;
+  if (!node.heartbeat) return "vgpu: vgpu-device-plugin has not published a heartbeat";
+  return "vgpu: vgpu-device-plugin's heartbeat is stale";
+}
+
 AllocateKeys allocateKeys(const PodInfo& pod, const BackendSet& backends) {
   AllocateKeys keys;
   for (const auto& c : pod.containers) {
@@ -113,13 +122,16 @@ ParsedNode parseNode(const json::object& node, const BackendSet& backends) {
     auto devices = decodeInventory(text, backend);
     if (!devices.ok()) {
       out.problem = "annotation " + keys::nodeDevices(backend) + " cannot be read: " + devices.error().message;
+      out.problemCategory = "vgpu: the device inventory annotation cannot be read";
       continue;
     }
     for (auto& d : *devices) out.devices.push_back(std::move(d));
   }
-  if (out.devices.empty() && out.problem.empty())
+  if (out.devices.empty() && out.problem.empty()) {
     out.problem = "no vgpu devices are published on this node (no vgpu.io/devices-<backend> annotation of an "
                   "enabled backend)";
+    out.problemCategory = "vgpu: no vgpu devices are published on the node";
+  }
   if (auto cordon = k8s::annotation(node, keys::kNodeDeviceCordon)) {
     out.fingerprint += "cordon=" + std::string(*cordon);
     std::string_view rest = *cordon;
@@ -154,6 +166,7 @@ void ClusterCache::upsertNode(const json::object& obj) {
   NodeEntry entry;
   entry.state = NodeState(parsed.name, inventory);
   entry.state.unavailable = parsed.problem;
+  entry.unavailableCategory = parsed.problemCategory;
   entry.heartbeat = parsed.heartbeat;
   entry.fingerprint = std::move(parsed.fingerprint);
   for (const auto& e : inventory->entries()) entry.slots.emplace_back(std::max<std::uint32_t>(1, e.device().splitCount), 0);

@@ -42,6 +42,8 @@ struct NodeEntry {
   /// Per inventory position, how many grants hold each slot (size = the device's split count).
   std::vector<std::vector<std::uint16_t>> slots;
   std::unordered_set<std::string> pods;  ///< uids of the pods holding devices here
+  /// state.unavailable in a few words without numbers (see nodeUnusableCategory).
+  std::string_view unavailableCategory;
 };
 
 /// Whether a node can take pods now: no lasting problem and a fresh heartbeat. Inline: the
@@ -54,6 +56,14 @@ inline bool nodeUsable(const NodeEntry& node, std::chrono::system_clock::time_po
 /// Why a node cannot take any pod now (a lasting problem or a stale heartbeat), "" if it can.
 std::string nodeUnusableReason(const NodeEntry& node, std::chrono::system_clock::time_point now,
                                std::chrono::seconds heartbeatTimeout);
+
+/// nodeUnusableReason() in a few words, without times or names: what kube-scheduler gets,
+/// so that it counts nodes in the same state into one line. "" if the node is usable.
+std::string_view nodeUnusableCategory(const NodeEntry& node, std::chrono::system_clock::time_point now,
+                                      std::chrono::seconds heartbeatTimeout);
+
+/// The category of a node the cache has not seen.
+inline constexpr std::string_view kUnknownNodeCategory = "vgpu: node not known to vgpu-scheduler yet";
 
 /// What the kubelet's Allocate calls for a pod's containers carry: one key per container
 /// and advertised resource, "<resource>=<count>" (DESIGN.md 6a). The node agent matches one
@@ -75,6 +85,7 @@ struct ParsedNode {
   std::set<std::string> cordoned;
   std::optional<std::chrono::system_clock::time_point> heartbeat;
   std::string problem;      ///< non-empty: the node cannot take pods (no/undecodable inventory)
+  std::string_view problemCategory;  ///< the problem in a few words
   std::string fingerprint;
 };
 ParsedNode parseNode(const boost::json::object& node, const BackendSet& backends);

@@ -457,8 +457,10 @@ TEST_P(E2EFailureSchedulerRestart, CacheRebuildsFromTheApiserverAndNoShareIsGive
     int memoryMiB, cores;
     const char* why;
   };
-  const Refused refusals[] = {{"too-much-memory", 10000, 10, "not enough free memory (needs 10000 MiB, 5960 MiB free)"},
-                              {"too-much-compute", 1000, 30, "not enough free compute (needs 30 percent, 20 percent free)"}};
+  // kube-scheduler gets a category per node (issue 27 item 8); the numbers are in the pod's
+  // FilteringFailed event.
+  const Refused refusals[] = {{"too-much-memory", 10000, 10, "vgpu: not enough free device memory"},
+                              {"too-much-compute", 1000, 30, "vgpu: not enough free device compute"}};
   for (const Refused& r : refusals) ASSERT_TRUE(cluster.createPod(podYaml(r.name, 1, r.memoryMiB, r.cores)).ok());
 
   cluster.stopScheduler(graceful);

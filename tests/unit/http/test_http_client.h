@@ -38,6 +38,13 @@ class TestHttpClient {
     return *this;
   }
 
+  /// Sends `name: value` with every later request (e.g. Accept-Encoding); "" removes it.
+  TestHttpClient& setHeader(const std::string& name, const std::string& value) {
+    if (value.empty()) extraHeaders_.erase(name);
+    else extraHeaders_[name] = value;
+    return *this;
+  }
+
   HttpReply post(const std::string& target, const std::string& body) { return request("POST", target, body); }
   HttpReply get(const std::string& target) { return request("GET", target, ""); }
 
@@ -56,6 +63,7 @@ class TestHttpClient {
       http::request<http::string_body> req{http::string_to_verb(method), target, 11};
       req.set(http::field::host, "127.0.0.1");
       req.set(http::field::content_type, contentType);
+      for (const auto& [name, value] : extraHeaders_) req.set(name, value);
       req.body() = body;
       req.keep_alive(true);
       req.prepare_payload();
@@ -100,6 +108,7 @@ class TestHttpClient {
  private:
   using Clock = std::chrono::steady_clock;
   using TcpStream = boost::beast::tcp_stream;
+  std::map<std::string, std::string> extraHeaders_;
 
   TcpStream& tcpLayer() { return tls_ ? tlsStream_->next_layer() : *tcpStream_; }
 

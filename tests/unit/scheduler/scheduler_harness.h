@@ -17,6 +17,7 @@
 #include "service.h"
 #include "vgpu/annotations.h"
 #include "vgpu/backend_loader.h"
+#include "vgpu/codec/assignment_codec.h"
 #include "vgpu/codec/inventory.h"
 #include "vgpu/codec/timestamp.h"
 #include "vgpu/fakes/fake_apiserver.h"
@@ -102,6 +103,21 @@ inline json::object gpuPod(const std::string& name, int memoryMiB, int cores = 0
                                             {"nvidia.com/gpumem", std::to_string(memoryMiB)}};
   if (cores > 0) limits["nvidia.com/gpucores"] = std::to_string(cores);
   return podJson("default", name, {{"main", limits}});
+}
+
+/// A pod the node agent has admitted: bound to `node`, its assignment on the pod.
+inline json::object admittedPod(const std::string& name, const std::string& node, std::uint64_t memoryMiB, std::uint32_t cores = 0) {
+  Assignment a;
+  a.node = node;
+  a.containers.push_back({"main", false, {{"sim", "GPU-" + node + "-0", 0, memoryMiB, cores, 0}}});
+  std::map<std::string, std::string> limits{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", std::to_string(memoryMiB)}};
+  if (cores > 0) limits["nvidia.com/gpucores"] = std::to_string(cores);
+  json::object pod = podJson("default", name, {{"main", limits}}, "vgpu-scheduler",
+                             json::object{{std::string(keys::kPodAssignment), encodeAssignment(a)},
+                                          {std::string(keys::kPodBindPhase), "success"}});
+  pod["spec"].as_object()["nodeName"] = node;
+  pod["status"].as_object()["phase"] = "Running";
+  return pod;
 }
 
 /// ExtenderArgs with nodeCacheCapable (NodeNames) or without (Nodes).
