@@ -160,6 +160,14 @@ class Closest {
   std::size_t count_ = 0;
 };
 
+/// spec.schedulerName as the apiserver defaults it.
+std::string_view schedulerNameOf(const json::object& pod) {
+  if (const auto* spec = pod.if_contains("spec"); spec && spec->is_object())
+    if (const auto* n = spec->as_object().if_contains("schedulerName"); n && n->is_string() && !n->as_string().empty())
+      return n->as_string();
+  return "default-scheduler";
+}
+
 std::string describeAssignment(const Assignment& a) {
   std::string out = "node " + a.node + ":";
   for (const auto& c : a.containers) {
@@ -337,6 +345,12 @@ http::Response Extender::bind(const http::Request& request) {
   }
   if (!uid.empty() && k8s::uid(*podObj) != uid)
     return fail("pod-replaced", "pod " + key + " was replaced (uid " + std::string(k8s::uid(*podObj)) + ", not " + uid + ")", uid);
+  // Only our own pods: whoever reaches /bind must not place another scheduler's pods.
+  if (const std::string_view schedulerName = schedulerNameOf(*podObj); schedulerName != options_.schedulerName)
+    return fail("wrong-scheduler",
+                "pod " + key + " is for scheduler \"" + std::string(schedulerName) + "\", not " + options_.schedulerName +
+                    ": vgpu-scheduler binds only its own pods",
+                uid);
 
   PodContext pod = podContext(json::value(*podObj), backends_);
   if (!pod.ours) {  // not ours: bind as the default binder would

@@ -22,6 +22,8 @@ struct ExtenderOptions {
   /// How long a bind waits for a confusable pod on the same node to leave flight before it
   /// fails (the scheduler retries). Below the extender's 5 s HTTP timeout.
   std::chrono::milliseconds bindHoldTimeout{3000};
+  /// The only spec.schedulerName /bind binds: pods of other schedulers are refused.
+  std::string schedulerName = "vgpu-scheduler";
 };
 
 class Extender {

@@ -23,7 +23,7 @@ struct SchedulerService::Impl {
   std::unique_ptr<EventRecorder> events;
   std::unique_ptr<Extender> extender;
   std::unique_ptr<Webhook> webhook;
-  std::unique_ptr<http::Server> server;
+  std::unique_ptr<http::Server> server, extenderServer;
   std::chrono::seconds heartbeatTimeout{90};
 
   bool ready() const { return nodeInformer->hasSynced() && podInformer->hasSynced(); }
@@ -90,18 +90,24 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const DeviceCo
                                               options.instance,
                                               [s] { s->metrics.eventsDropped.inc(); });
   k8s::Informer* pods = s->podInformer.get();
+  ExtenderOptions extenderOptions = options.extender;
+  extenderOptions.schedulerName = options.schedulerName;
   s->extender = std::make_unique<Extender>(backends, config.scheduler, *s->cache, client, *s->events, s->metrics,
-                                           [pods](const std::string& key) { return pods->get(key); }, options.extender,
+                                           [pods](const std::string& key) { return pods->get(key); }, extenderOptions,
                                            [s] { return s->ready(); });
   s->webhook = std::make_unique<Webhook>(backends, options.schedulerName, s->metrics);
   s->registry.addCollector([s] { s->collect(); });
 
-  http::Router router;
+  // Two listeners: whoever reaches /bind can bind pods, so the verbs are not where the
+  // apiserver's webhook calls (and the whole cluster network can connect).
+  http::Router verbs;
   Extender* ext = s->extender.get();
   Webhook* hook = s->webhook.get();
-  router.post("/filter", [ext](const http::Request& r) { return ext->filter(r); });
-  router.post("/prioritize", [ext](const http::Request& r) { return ext->prioritize(r); });
-  router.post("/bind", [ext](const http::Request& r) { return ext->bind(r); });
+  verbs.post("/filter", [ext](const http::Request& r) { return ext->filter(r); });
+  verbs.post("/prioritize", [ext](const http::Request& r) { return ext->prioritize(r); });
+  verbs.post("/bind", [ext](const http::Request& r) { return ext->bind(r); });
+  verbs.get("/healthz", [](const http::Request&) { return http::Response::text("ok\n"); });
+  http::Router router;
   router.post("/webhook", [hook](const http::Request& r) { return hook->review(r); });
   router.get("/healthz", [](const http::Request&) { return http::Response::text("ok\n"); });
   router.get("/readyz", [s](const http::Request&) {
@@ -115,19 +121,32 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const DeviceCo
 
   s->nodeInformer->start();
   s->podInformer->start();
-  auto server = http::Server::start(options.http, std::move(router));
-  if (!server.ok()) {
+  auto stopAll = [s] {
     s->nodeInformer->stop();
     s->podInformer->stop();
+    s->events->stop();
+  };
+  auto extenderServer = http::Server::start(options.extenderHttp, std::move(verbs));
+  if (!extenderServer.ok()) {
+    stopAll();
+    return makeError("extender verbs: " + extenderServer.error().message);
+  }
+  auto server = http::Server::start(options.http, std::move(router));
+  if (!server.ok()) {
+    stopAll();
     return std::move(server).error();
   }
+  s->extenderServer = std::move(extenderServer).value();
   s->server = std::move(server).value();
+  spdlog::info("vgpu-scheduler extender verbs on {}{}", s->extenderServer->url(),
+               options.extenderHttp.clientCaFile.empty() ? "" : " (client certificates required)");
   spdlog::info("vgpu-scheduler serving on {} (scheduler name {})", s->server->url(), options.schedulerName);
   return std::unique_ptr<SchedulerService>(new SchedulerService(std::move(impl)));
 }
 
 void SchedulerService::stop() {
   if (!impl_) return;
+  if (impl_->extenderServer) impl_->extenderServer->stop();
   if (impl_->server) impl_->server->stop();
   impl_->nodeInformer->stop();
   impl_->podInformer->stop();
@@ -145,6 +164,8 @@ bool SchedulerService::waitForSync(std::chrono::milliseconds timeout) const {
 
 std::uint16_t SchedulerService::port() const { return impl_->server->port(); }
 std::string SchedulerService::url() const { return impl_->server->url(); }
+std::uint16_t SchedulerService::extenderPort() const { return impl_->extenderServer->port(); }
+std::string SchedulerService::extenderUrl() const { return impl_->extenderServer->url(); }
 ClusterCache& SchedulerService::cache() { return *impl_->cache; }
 metrics::Registry& SchedulerService::registry() { return impl_->registry; }
 EventRecorder& SchedulerService::events() { return *impl_->events; }

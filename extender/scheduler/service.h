@@ -1,6 +1,8 @@
 #pragma once
-// vgpu-scheduler assembled: the cluster cache fed by node and pod informers, the extender
-// verbs, the webhook, /metrics, /healthz and /readyz on one HTTP(S) server.
+// vgpu-scheduler assembled: the cluster cache fed by node and pod informers; the extender
+// verbs (filter, prioritize, bind) on their own listener, by default on loopback next to
+// kube-scheduler, since /bind binds pods; the webhook, /metrics, /healthz and /readyz on the
+// other (HTTPS for the apiserver).
 
 #include <chrono>
 #include <memory>
@@ -21,7 +23,8 @@ struct ServiceOptions {
   std::string schedulerName = "vgpu-scheduler";
   std::string instance = "vgpu-scheduler";  ///< events' reporting instance (the pod's name)
   ExtenderOptions extender;
-  http::ServerOptions http;
+  http::ServerOptions http;          ///< /webhook, /metrics, /healthz, /readyz
+  http::ServerOptions extenderHttp;  ///< /filter, /prioritize, /bind, /healthz (default 127.0.0.1, any port)
   std::chrono::seconds inFlightExpiry{300};
   /// Events' own client (and so their own rate limit); null = the main client. Must outlive
   /// the service.
@@ -51,8 +54,12 @@ class SchedulerService {
   bool ready() const;
   bool waitForSync(std::chrono::milliseconds timeout) const;
 
+  /// The webhook's listener (/webhook, /metrics, /healthz, /readyz).
   std::uint16_t port() const;
   std::string url() const;
+  /// The extender verbs' listener.
+  std::uint16_t extenderPort() const;
+  std::string extenderUrl() const;
   ClusterCache& cache();
   metrics::Registry& registry();
   EventRecorder& events();

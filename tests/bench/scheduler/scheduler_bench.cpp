@@ -61,7 +61,7 @@ void BM_FilterNodeCacheCapable(benchmark::State& state) {
   // FailedNodes with its reason in words.
   const bool fits = state.range(1) != 0;
   const std::string body = extenderArgs(gpuPod("bench", fits ? 10000 : 100000, 20), names);
-  TestHttpClient http(h->service->port());
+  TestHttpClient http(h->service->extenderPort());
   std::vector<double> latencies;
   std::size_t answerBytes = 0;
   // Under callgrind, each run of the loop is dumped on its own: only the requests count.
@@ -126,7 +126,7 @@ void BM_FilterBindThroughput(benchmark::State& state) {
                                          1000 + static_cast<int>(rng() % 4000), static_cast<int>(rng() % 10))));
     ++round;
     state.ResumeTiming();
-    const ScheduleOutcome out = scheduleAll(h->service->port(), pods, names, {16, 10, 8});
+    const ScheduleOutcome out = scheduleAll(h->service->extenderPort(), pods, names, {16, 10, 8});
     placed += out.placed;
     failed += out.unplaced;
   }

@@ -163,7 +163,7 @@ struct FilterAnswer {
 Result<FilterAnswer> filterDirect(Cluster& c, const json::object& pod, const std::vector<std::string>& nodes) {
   json::array names;
   for (const auto& n : nodes) names.push_back(json::string(n));
-  auto reply = vgpu::testing::TestHttpClient(c.schedulerPort())
+  auto reply = vgpu::testing::TestHttpClient(c.extenderPort())
                    .setTimeout(kHttpTimeout)
                    .post("/filter", json::serialize(json::object{{"Pod", pod}, {"NodeNames", names}}));
   if (reply.status == 0) return makeError("filter: " + reply.error);
@@ -187,7 +187,7 @@ Result<std::string> bindDirect(Cluster& c, const json::object& pod, const std::s
   const json::object args{
       {"PodName", nameOf(pod)}, {"PodNamespace", "default"}, {"PodUID", uidOf(pod)}, {"Node", node}};
   auto reply =
-      vgpu::testing::TestHttpClient(c.schedulerPort()).setTimeout(timeout).post("/bind", json::serialize(args));
+      vgpu::testing::TestHttpClient(c.extenderPort()).setTimeout(timeout).post("/bind", json::serialize(args));
   if (reply.status == 0) return makeError("bind: " + reply.error);
   if (reply.status != 200) return makeError("bind answered HTTP " + std::to_string(reply.status) + ": " + reply.body);
   const json::object answer = json::parse(reply.body).as_object();

@@ -38,6 +38,13 @@ class TestHttpClient {
     return *this;
   }
 
+  /// Presents this PEM certificate chain and key in TLS handshakes (before the first request).
+  TestHttpClient& useClientCertificate(const std::string& certFile, const std::string& keyFile) {
+    sslCtx_.use_certificate_chain_file(certFile);
+    sslCtx_.use_private_key_file(keyFile, boost::asio::ssl::context::pem);
+    return *this;
+  }
+
   /// Sends `name: value` with every later request (e.g. Accept-Encoding); "" removes it.
   TestHttpClient& setHeader(const std::string& name, const std::string& value) {
     if (value.empty()) extraHeaders_.erase(name);

@@ -23,7 +23,7 @@ TEST(SchedulerEvents, OneEventPerPodAndReasonWithACount) {
   SchedulerHarness h;
   h.createNode(nodeJson("n", gpus("n", 1, 8000)));
   ASSERT_TRUE(h.awaitNodes(1));
-  TestHttpClient http(h.service->port());
+  TestHttpClient http(h.service->extenderPort());
   const auto pod = h.createPod(gpuPod("p", 20000));
   for (int attempt = 0; attempt < 5; ++attempt) {
     ASSERT_EQ(http.post("/filter", extenderArgs(pod, {"n"})).status, 200);
@@ -58,7 +58,7 @@ TEST(SchedulerEvents, RepeatsWhileTheApiserverIsSlowAreFoldedIntoOneWrite) {
   slow.action = fakes::Fault::Action::kDelay;
   slow.delay = std::chrono::milliseconds(300);
   h.api->addFault(slow);
-  TestHttpClient http(h.service->port());
+  TestHttpClient http(h.service->extenderPort());
   const auto pod = h.createPod(gpuPod("p", 20000));
   const auto before = h.api->requestCount();
   for (int attempt = 0; attempt < 20; ++attempt) ASSERT_EQ(http.post("/filter", extenderArgs(pod, {"n"})).status, 200);
@@ -77,7 +77,7 @@ TEST(SchedulerEvents, AnEventTheApiserverNoLongerHasIsCreatedAgain) {
   SchedulerHarness h;
   h.createNode(nodeJson("n", gpus("n", 1, 8000)));
   ASSERT_TRUE(h.awaitNodes(1));
-  TestHttpClient http(h.service->port());
+  TestHttpClient http(h.service->extenderPort());
   const auto pod = h.createPod(gpuPod("p", 20000));
   ASSERT_EQ(http.post("/filter", extenderArgs(pod, {"n"})).status, 200);
   h.service->events().flush();

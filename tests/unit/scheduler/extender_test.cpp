@@ -52,7 +52,8 @@ void cutWatches(fakes::FakeApiServer& api) {
 
 struct ExtenderFixture : ::testing::Test {
   SchedulerHarness h;
-  TestHttpClient http{h.service->port()};
+  TestHttpClient http{h.service->extenderPort()};  ///< the extender verbs
+  TestHttpClient admin{h.service->port()};         ///< the webhook, /metrics, /readyz
 
   void SetUp() override {
     h.createNode(nodeJson("big", gpus("big", 2, 81920)));
@@ -247,7 +248,7 @@ TEST_F(ExtenderFixture, SchedulerMalformedRequestsGetAnErrorAndNoCrash) {
       {"wrong verb path", "/filters", "{}", 404},
   };
   for (const auto& c : cases) {
-    auto r = http.post(c.path, c.body);
+    auto r = (std::string_view(c.path) == "/webhook" ? admin : http).post(c.path, c.body);
     EXPECT_EQ(r.status, c.status) << c.description << ": " << r.body;
     EXPECT_FALSE(r.body.empty()) << c.description;
   }
@@ -269,8 +270,9 @@ TEST_F(ExtenderFixture, SchedulerMetricsHealthAndReadinessEndpoints) {
   ASSERT_EQ(parse(http.post("/bind", bindingArgs(pod, "big")).body).at("Error"), "");
   filter(gpuPod("huge", 900000), {"big"});
   EXPECT_EQ(http.get("/healthz").status, 200);
-  EXPECT_EQ(http.get("/readyz").status, 200);
-  auto m = http.get("/metrics");
+  EXPECT_EQ(admin.get("/healthz").status, 200);
+  EXPECT_EQ(admin.get("/readyz").status, 200);
+  auto m = admin.get("/metrics");
   ASSERT_EQ(m.status, 200);
   EXPECT_EQ(m.headers["Content-Type"], metrics::Registry::kContentType);
   for (const char* expected : {"vgpu_scheduler_filter_duration_seconds_count 2", "vgpu_scheduler_pods_placed_total 1",
@@ -332,18 +334,19 @@ TEST(SchedulerReadiness, RefusesToPlaceUntilNodesAndPodsAreListed) {
   BackendSet backends = simBackends();
   auto service = std::move(SchedulerService::start(DeviceConfig{}, backends, *client, {})).value();
   TestHttpClient http(service->port());
+  TestHttpClient verbs(service->extenderPort());
   ASSERT_TRUE(eventually([&] { return service->cache().stats().nodes == 1; }));
   ASSERT_FALSE(service->ready());
 
-  auto early = parse(http.post("/filter", extenderArgs(*waiting, {"n"})).body);
+  auto early = parse(verbs.post("/filter", extenderArgs(*waiting, {"n"})).body);
   EXPECT_NE(std::string(early.at("Error").as_string()).find("not ready"), std::string::npos) << early;
   EXPECT_TRUE(names(early.at("NodeNames")).empty()) << early;
   EXPECT_TRUE(early.at("FailedNodes").as_object().contains("n")) << early;
   EXPECT_TRUE(early.at("FailedAndUnresolvableNodes").as_object().empty()) << "nothing unresolvable";
-  auto scores = json::parse(http.post("/prioritize", extenderArgs(*waiting, {"n"})).body).as_array();
+  auto scores = json::parse(verbs.post("/prioritize", extenderArgs(*waiting, {"n"})).body).as_array();
   ASSERT_EQ(scores.size(), 1u);
   EXPECT_EQ(scores[0].at("Score"), 0);
-  auto bound = parse(http.post("/bind", bindingArgs(*waiting, "n")).body);
+  auto bound = parse(verbs.post("/bind", bindingArgs(*waiting, "n")).body);
   EXPECT_NE(std::string(bound.at("Error").as_string()).find("not ready"), std::string::npos) << bound;
   EXPECT_EQ(k8s::nodeName(*api->get("pods", "default", "waiting")), "") << "nothing was bound";
   EXPECT_EQ(service->cache().stats().reservations, 0u);
@@ -352,7 +355,7 @@ TEST(SchedulerReadiness, RefusesToPlaceUntilNodesAndPodsAreListed) {
 
   ASSERT_TRUE(service->waitForSync(std::chrono::seconds(30)));
   EXPECT_EQ(http.get("/readyz").status, 200);
-  auto later = parse(http.post("/filter", extenderArgs(*waiting, {"n"})).body);
+  auto later = parse(verbs.post("/filter", extenderArgs(*waiting, {"n"})).body);
   EXPECT_EQ(later.at("Error"), "");
   EXPECT_TRUE(names(later.at("NodeNames")).empty()) << "the holder's GPU is taken: " << later;
   EXPECT_EQ(later.at("FailedNodes").at("n"), "vgpu: not enough free device memory") << later;

@@ -79,7 +79,7 @@ TEST(SchedulerRefusals, StayAHandfulOfTextsWhateverEachNodeHolds) {
   ASSERT_TRUE(eventually([&] { return h.service->cache().stats().pods == 40; }));
   nodes.push_back("ghost");  // not known: a category of its own
 
-  TestHttpClient http(h.service->port());
+  TestHttpClient http(h.service->extenderPort());
   auto out = parse(http.post("/filter", extenderArgs(h.createPod(gpuPod("wide", 81000)), nodes)).body);
   ASSERT_TRUE(out.at("NodeNames").as_array().empty()) << out;
   std::set<std::string> texts;
@@ -128,7 +128,7 @@ TEST(SchedulerRefusals, NodesCloseByFewerMissingDevicesComeFirst) {
     h.createPod(pod);
   }
   ASSERT_TRUE(eventually([&] { return h.service->cache().stats().pods == 5; }));
-  TestHttpClient http(h.service->port());
+  TestHttpClient http(h.service->extenderPort());
   auto out = parse(http.post("/filter", extenderArgs(h.createPod(gpuPod("four", 4000, 0, 4)),
                                                      {"small", "one-of-four", "two-of-four"}))
                        .body);
@@ -146,7 +146,7 @@ TEST(SchedulerRefusals, AnswerFor5000RefusedNodesFitsIn100KiB) {
   SchedulerHarness h;
   const auto names = addNodes(h, 5000, 8, 81920, 10, std::chrono::seconds(120));
   const std::string body = extenderArgs(gpuPod("huge", 100000, 20), names);
-  TestHttpClient plain(h.service->port());
+  TestHttpClient plain(h.service->extenderPort());
   auto r = plain.post("/filter", body);
   ASSERT_EQ(r.status, 200);
   EXPECT_EQ(r.headers.count("Content-Encoding"), 0u) << "only to a client that asks for it";
@@ -155,7 +155,7 @@ TEST(SchedulerRefusals, AnswerFor5000RefusedNodesFitsIn100KiB) {
   EXPECT_EQ(conditionMessage(answer, 5000), "0/5000 nodes are available: 5000 vgpu: devices too small for the request.");
 
   // kube-scheduler's client (Go's transport) asks for gzip and unpacks it by itself.
-  TestHttpClient go(h.service->port());
+  TestHttpClient go(h.service->extenderPort());
   go.setHeader("Accept-Encoding", "gzip");
   auto packed = go.post("/filter", body);
   ASSERT_EQ(packed.status, 200);
