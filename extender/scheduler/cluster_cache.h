@@ -73,6 +73,14 @@ using AllocateKeys = std::vector<std::string>;  ///< sorted, unique
 AllocateKeys allocateKeys(const PodInfo& pod, const BackendSet& backends);
 bool confusable(const AllocateKeys& a, const AllocateKeys& b);
 
+/// What a pod bound to the node without an assignment of ours is counted as holding (a pod
+/// of another scheduler, or one given spec.nodeName directly: the node agent refuses to serve
+/// it, but an older agent may have, and until the kubelet admits it nobody knows). Which
+/// devices the kubelet gives it is unknown, so on every device of `inventory` each request
+/// could use, it takes what it asks of one device (shares, memory, compute); slots stay
+/// unnumbered. Conservative: no share it may hold is promised to another pod.
+Assignment everyDeviceItCouldHold(const PreparedPod& pod, const NodeInventory& inventory);
+
 /// Whether two assignments give every container the same slices of the same devices (slots
 /// aside), so the node agent serving them in either order does no harm.
 bool interchangeable(const Assignment& a, const Assignment& b);
@@ -146,6 +154,10 @@ class ClusterCache {
   struct PodRecord {
     std::string uid, key, node;
     Assignment assignment;
+    /// Bound without an assignment of ours: counted with everyDeviceItCouldHold(), which
+    /// depends on the node's inventory (recomputed when it changes).
+    std::shared_ptr<const PreparedPod> foreign;
+    std::string foreignWhy;  ///< for the log
     AllocateKeys keys;
     bool inFlight = false;
     bool reservation = false;  ///< made by reserve(), not yet seen from the informer
@@ -154,7 +166,9 @@ class ClusterCache {
   };
   void addHolder(PodRecord record);      // requires mu_ exclusive
   void dropHolder(const std::string& uid);
-  void applyToNode(NodeEntry& node, const PodRecord& record, bool add);
+  void applyToNode(NodeEntry& node, PodRecord& record, bool add);
+  std::optional<PodRecord> foreignRecord(const PodInfo& pod, const std::string& uid, const std::string& why,
+                                         bool admitted) const;
   void rebuildNode(const std::string& name);
   bool inFlightNow(const PodRecord& r, std::chrono::system_clock::time_point now) const;
 
