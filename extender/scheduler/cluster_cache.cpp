@@ -180,7 +180,11 @@ void ClusterCache::upsertNode(const json::object& obj) {
     std::unique_lock lock(mu_);
     auto it = nodes_.find(parsed.name);
     if (it != nodes_.end() && it->second.fingerprint == parsed.fingerprint && it->second.state.unavailable == parsed.problem) {
-      it->second.heartbeat = parsed.heartbeat;  // the common case: only the heartbeat moved
+      // The common case: only the heartbeat moved. A node back from a stale heartbeat has room again.
+      const auto now = options_.now();
+      const bool wasUsable = nodeUsable(it->second, now, options_.scheduler.heartbeatTimeout);
+      it->second.heartbeat = parsed.heartbeat;
+      if (!wasUsable && nodeUsable(it->second, now, options_.scheduler.heartbeatTimeout)) freed(parsed.name);
       return;
     }
   }
@@ -198,6 +202,7 @@ void ClusterCache::upsertNode(const json::object& obj) {
   if (inserted) indexInsert(&it->second);
   rebuildNode(parsed.name);
   changed_.notify_all();
+  freed(parsed.name);  // new or changed devices: pods refused before may fit
 }
 
 void ClusterCache::removeNode(std::string_view name) {
@@ -248,7 +253,10 @@ void ClusterCache::addHolder(PodRecord record) {
 void ClusterCache::dropHolder(const std::string& uid) {
   auto it = pods_.find(uid);
   if (it == pods_.end()) return;
-  if (auto node = nodes_.find(it->second.node); node != nodes_.end()) applyToNode(node->second, it->second, false);
+  if (auto node = nodes_.find(it->second.node); node != nodes_.end()) {
+    applyToNode(node->second, it->second, false);
+    freed(it->second.node);
+  }
   if (auto byNode = podsByNode_.find(it->second.node); byNode != podsByNode_.end()) {
     byNode->second.erase(uid);
     if (byNode->second.empty()) podsByNode_.erase(byNode);

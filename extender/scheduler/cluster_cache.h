@@ -111,6 +111,10 @@ class ClusterCache {
     /// A pod stays "in flight" (bound, Allocate not yet answered) at most this long.
     std::chrono::seconds inFlightExpiry{300};
     WallClock now = [] { return std::chrono::system_clock::now(); };
+    /// Called (under the cache's lock: keep it short, never call back) with a node where
+    /// capacity was freed: a pod gone, a reservation dropped, a new inventory, a node that
+    /// became usable.
+    std::function<void(const std::string& node)> onCapacityFreed;
   };
   ClusterCache(const BackendSet& backends, Options options);
 
@@ -171,6 +175,9 @@ class ClusterCache {
                                          bool admitted) const;
   void rebuildNode(const std::string& name);
   bool inFlightNow(const PodRecord& r, std::chrono::system_clock::time_point now) const;
+  void freed(const std::string& node) const {
+    if (options_.onCapacityFreed) options_.onCapacityFreed(node);
+  }
 
   const BackendSet& backends_;
   Options options_;

@@ -263,6 +263,13 @@ http::Response Extender::filter(const http::Request& request) {
   std::string body = result.toJson(*args);
   metrics_.filterDuration.observe(secondsSince(start));
 
+  if (options_.requeuer && pod.ours && pod.prepared) {
+    // Woken up when capacity frees on one of these nodes (requeuer.h); placed: forgotten.
+    if (result.passedCount() == 0)
+      options_.requeuer->refused(pod.info, std::make_shared<const PreparedPod>(std::move(*pod.prepared)), names);
+    else
+      options_.requeuer->forget(pod.info.uid);
+  }
   if (pod.ours && result.passedCount() == 0) {
     const std::string reason = pod.invalid.empty() ? "no-fitting-node" : "invalid-request";
     metrics_.podsRefused.inc({reason});
@@ -391,6 +398,7 @@ http::Response Extender::bind(const http::Request& request) {
   }
   metrics_.podsPlaced.inc();
   metrics_.bindDuration.observe({"ok"}, secondsSince(start));
+  if (options_.requeuer) options_.requeuer->forget(pod.info.uid);
   const std::string message = "assigned " + describeAssignment(reserved->assignment);
   spdlog::info("pod={} node={} bound: {}", key, node, message);
   events_.podEvent(podNs, name, pod.info.uid, "Normal", "DevicesAssigned", message);

@@ -85,6 +85,9 @@ int main(int argc, char** argv) {
       "threads", po::value<int>()->default_value(8), "HTTP threads of the extender verbs (requests handled at once)")(
       "bind-hold-timeout", po::value<int>()->default_value(3000),
       "ms a bind waits for a confusable pod on the same node to be allocated before failing (retried)")(
+      "requeue-qps", po::value<double>()->default_value(20),
+      "refused pods woken up per second when capacity frees where they fit (0: never)")(
+      "requeue-burst", po::value<int>()->default_value(50), "refused pods woken up at once")(
       "qps", po::value<double>()->default_value(1000), "apiserver requests per second (client-side limit)")(
       "burst", po::value<int>()->default_value(2000), "apiserver request burst");
   po::variables_map vm;
@@ -112,6 +115,8 @@ int main(int argc, char** argv) {
   service.schedulerName = vm["scheduler-name"].as<std::string>();
   service.instance = defaultInstance();
   service.extender.bindHoldTimeout = std::chrono::milliseconds(std::max(0, vm["bind-hold-timeout"].as<int>()));
+  service.requeue.qps = vm["requeue-qps"].as<double>();
+  service.requeue.burst = std::max(1, vm["requeue-burst"].as<int>());
   if (!splitListen(vm["listen"].as<std::string>(), service.http.address, service.http.port))
     return fail("--listen must be address:port, got \"" + vm["listen"].as<std::string>() + "\"");
   service.http.certFile = vm["tls-cert"].as<std::string>();

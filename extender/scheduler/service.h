@@ -11,6 +11,7 @@
 #include "cluster_cache.h"
 #include "event_recorder.h"
 #include "extender.h"
+#include "requeuer.h"
 #include "vgpu/backend_loader.h"
 #include "vgpu/config.h"
 #include "vgpu/http/server.h"
@@ -23,6 +24,9 @@ struct ServiceOptions {
   std::string schedulerName = "vgpu-scheduler";
   std::string instance = "vgpu-scheduler";  ///< events' reporting instance (the pod's name)
   ExtenderOptions extender;
+  /// Waking refused pods when capacity frees (schedulerName and heartbeatTimeout are set
+  /// from the service's own).
+  RequeuerOptions requeue;
   http::ServerOptions http;          ///< /webhook, /metrics, /healthz, /readyz
   http::ServerOptions extenderHttp;  ///< /filter, /prioritize, /bind, /healthz (default 127.0.0.1, any port)
   std::chrono::seconds inFlightExpiry{300};
@@ -63,6 +67,7 @@ class SchedulerService {
   ClusterCache& cache();
   metrics::Registry& registry();
   EventRecorder& events();
+  Requeuer& requeuer();
 
  private:
   struct Impl;
