@@ -159,7 +159,10 @@ struct SchedulerHarness {
   DeviceConfig config;
   std::unique_ptr<scheduler::SchedulerService> service;
 
-  explicit SchedulerHarness(scheduler::ServiceOptions options = {}, NodePolicy nodePolicy = NodePolicy::kBinpack) {
+  /// `heartbeatTimeout`: longer for runs under valgrind, where building a large cluster
+  /// takes minutes and the nodes' heartbeats would go stale before the first request.
+  explicit SchedulerHarness(scheduler::ServiceOptions options = {}, NodePolicy nodePolicy = NodePolicy::kBinpack,
+                            std::chrono::seconds heartbeatTimeout = std::chrono::seconds(90)) {
     auto server = fakes::FakeApiServer::start();
     if (!server.ok()) throw std::runtime_error(server.error().message);
     api = std::move(server).value();
@@ -176,6 +179,7 @@ struct SchedulerHarness {
     options.eventClient = eventClient.get();
     backends = simBackends();
     config.scheduler.nodePolicy = nodePolicy;
+    config.scheduler.heartbeatTimeout = heartbeatTimeout;
     options.informerBackoffMin = std::chrono::milliseconds(20);
     auto s = scheduler::SchedulerService::start(config, backends, *client, options);
     if (!s.ok()) throw std::runtime_error(s.error().message);
