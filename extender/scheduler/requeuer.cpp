@@ -52,23 +52,32 @@ void Requeuer::stop() {
 void Requeuer::refused(const PodInfo& pod, std::shared_ptr<const PreparedPod> prepared,
                        const std::vector<std::string_view>& candidates) {
   if (options_.qps <= 0 || pod.uid.empty() || !prepared) return;
+  // Pods of one workload are refused over the same candidates, again at every retry: find
+  // their set by an order-free signature before paying for a sorted copy.
   std::vector<std::uint32_t> keys;
   keys.reserve(candidates.size());
-  for (const auto name : candidates) keys.push_back(nameKey(name));
-  std::sort(keys.begin(), keys.end());
-  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  std::uint64_t sum = candidates.size(), mixed = 0;
+  for (const auto name : candidates) {
+    const std::uint32_t k = nameKey(name);
+    keys.push_back(k);
+    sum += k;
+    mixed ^= (static_cast<std::uint64_t>(k) + 0x9E3779B97F4A7C15ull) * 0xBF58476D1CE4E5B9ull;
+  }
+  const std::pair<std::uint64_t, std::uint64_t> signature{sum, mixed};
   std::lock_guard lock(mu_);
-  // Pods of one workload are refused over the same candidates: one set for all of them.
   std::shared_ptr<const std::vector<std::uint32_t>> set;
-  std::erase_if(candidateSets_, [](const auto& weak) { return weak.expired(); });
-  for (const auto& weak : candidateSets_)
-    if (auto s = weak.lock(); s && *s == keys) {
-      set = std::move(s);
-      break;
-    }
+  std::erase_if(candidateSets_, [](const auto& entry) { return entry.second.expired(); });
+  for (const auto& [sig, weak] : candidateSets_)
+    if (sig == signature)
+      if (auto found = weak.lock()) {
+        set = std::move(found);
+        break;
+      }
   if (!set) {
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
     set = std::make_shared<const std::vector<std::uint32_t>>(std::move(keys));
-    candidateSets_.push_back(set);
+    candidateSets_.emplace_back(signature, set);
   }
   Refused& r = refused_[pod.uid];
   r.uid = pod.uid;

@@ -92,7 +92,9 @@ class Requeuer {
   std::condition_variable cv_;
   std::unordered_map<std::string, Refused> refused_;  // by uid
   std::set<std::string> freed_;                       // nodes to look at
-  std::vector<std::weak_ptr<const std::vector<std::uint32_t>>> candidateSets_;  // shared between pods
+  // Candidate sets shared between pods, by an order-free signature of their names.
+  std::vector<std::pair<std::pair<std::uint64_t, std::uint64_t>, std::weak_ptr<const std::vector<std::uint32_t>>>>
+      candidateSets_;
   std::uint64_t order_ = 0, touches_ = 0;
   double tokens_ = 0;
   std::chrono::steady_clock::time_point refill_ = std::chrono::steady_clock::now();
