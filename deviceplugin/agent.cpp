@@ -581,6 +581,7 @@ struct Agent::Impl final : PluginHandler {
     }
     limiterLock.unlock();
     if (!spec.podAnnotations.empty()) handouts.setPodAnnotations(handout.id, spec.podAnnotations);
+    postNotices(claim, spec.notices);
     if (auto outcome = tracker.commit(claim)) {
       // The pod's last container: its outcome is written after the answer, off the kubelet's
       // path (issue 27 item 15). The scheduler counts the pod in flight until it reads it, or
@@ -711,6 +712,16 @@ struct Agent::Impl final : PluginHandler {
       auto e = client->createEvent(ev);
       return e.ok();
     });
+  }
+
+  /// The backend's notes on the container (which component enforces its limits, ...) as
+  /// Normal events on its pod, in the background and retried.
+  void postNotices(const Claim& claim, const std::vector<PodNotice>& notices) {
+    for (const auto& n : notices) {
+      k8s::EventSpec ev{"Pod", claim.podNamespace, claim.podName, claim.podUid, "v1", "Normal", n.reason,
+                        "container " + claim.container + ": " + n.message, kComponent, options.nodeName};
+      enqueue([this, ev] { return client->createEvent(ev).ok(); });
+    }
   }
 
   void enqueue(std::function<bool()> task) {

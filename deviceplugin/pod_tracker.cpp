@@ -203,20 +203,40 @@ std::vector<std::string> PodTracker::preferred(const std::string& resource, cons
   auto backend = resources_.find(resource);
   if (backend == resources_.end()) return {};
   const std::set<std::string> avail(available.begin(), available.end());
+  std::set<std::string> promised;  // IDs of waiting pods' assignments
+  bool foreignFirst = false;       // the oldest pod this call can be for has no assignment
+  bool seenCandidate = false;
+  std::vector<std::string> hint;
   for (const TrackedPod* pod : waitingLocked()) {
     auto c = nextContainerLocked(*pod, resource);
-    if (!c || !pod->assignment) continue;
+    if (!c) continue;
+    const bool sized = limitOf(*c->container, resource) == static_cast<std::int64_t>(size);
+    if (!pod->assignment) {
+      if (sized && !seenCandidate) foreignFirst = true;
+      seenCandidate = seenCandidate || sized;
+      continue;
+    }
     std::vector<std::string> ids;
     for (const auto& g : devicesOf(&*pod->assignment, c->container->name, backend->second))
       ids.push_back(formatVirtualDeviceId(g.deviceId, g.slot));
-    if (ids.size() != size) continue;
+    promised.insert(ids.begin(), ids.end());
+    if (!hint.empty() || ids.size() != size) continue;
+    seenCandidate = true;
     if (!std::all_of(ids.begin(), ids.end(), [&](const std::string& id) { return avail.contains(id); })) continue;
     if (!std::all_of(mustInclude.begin(), mustInclude.end(),
                      [&](const std::string& id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }))
       continue;
-    return ids;
+    hint = std::move(ids);
   }
-  return {};
+  if (!foreignFirst) return hint;
+  // The kubelet is most likely admitting a pod vgpu-scheduler did not place: steer it to IDs
+  // no waiting pod was promised, so its Allocate cannot pass for theirs (it is refused).
+  std::vector<std::string> unpromised(mustInclude.begin(), mustInclude.end());
+  for (const auto& id : available)
+    if (unpromised.size() < size && !promised.contains(id) &&
+        std::find(unpromised.begin(), unpromised.end(), id) == unpromised.end())
+      unpromised.push_back(id);
+  return unpromised.size() == size ? unpromised : std::vector<std::string>{};
 }
 
 std::optional<std::string> PodTracker::roomLocked(const std::string& uid, const std::vector<DeviceGrant>& devices) const {
@@ -269,6 +289,7 @@ std::variant<Claim, ClaimError> PodTracker::claim(const std::string& resource, c
 
   std::optional<Candidate> exact, signature, unusable;
   std::string unusableWhy;
+  bool unusableFirst = false;  // the oldest pod with this container signature cannot be served
   for (const TrackedPod* pod : waitingLocked()) {
     auto c = nextContainerLocked(*pod, resource);
     if (!c) continue;
@@ -276,10 +297,13 @@ std::variant<Claim, ClaimError> PodTracker::claim(const std::string& resource, c
     if (!pod->assignment) {
       if (countMatches && !unusable) {
         unusable = c;
+        unusableFirst = !signature;
         unusableWhy = pod->assignmentError.empty()
-                          ? "pod " + pod->info.key() + " has no " + std::string(keys::kPodAssignment) +
-                                " annotation: it was not placed by vgpu-scheduler (check its schedulerName "
-                                "and that the vgpu webhook is reachable)"
+                          ? "pod " + pod->info.key() + " asks for " + resource + " but was not placed by vgpu-scheduler "
+                                "(it has no " + std::string(keys::kPodAssignment) + " annotation; schedulerName \"" +
+                                pod->info.schedulerName + "\"): the node agent serves only pods "
+                                "vgpu-scheduler placed, never a share promised to another pod. Create it without "
+                                "spec.nodeName and with schedulerName vgpu-scheduler (the vgpu webhook sets it)"
                           : "pod " + pod->info.key() + ": its " + std::string(keys::kPodAssignment) +
                                 " annotation cannot be read: " + pod->assignmentError;
       }
@@ -289,6 +313,7 @@ std::variant<Claim, ClaimError> PodTracker::claim(const std::string& resource, c
     if (grants.size() != ids.size()) {
       if (countMatches && !unusable) {
         unusable = c;
+        unusableFirst = !signature;
         unusableWhy = "pod " + pod->info.key() + " container " + c->container->name + " asks for " +
                       std::to_string(ids.size()) + " " + resource + " but its assignment grants " +
                       std::to_string(grants.size()) + " " + backend + " devices";
@@ -304,7 +329,10 @@ std::variant<Claim, ClaimError> PodTracker::claim(const std::string& resource, c
     if (countMatches && !signature) signature = c;
   }
 
-  std::optional<Candidate> chosen = exact ? exact : signature;
+  // Without its own IDs, the Allocate is for the oldest pod of its signature (the kubelet
+  // admits in creation order): when that pod cannot be served, it is refused, and a younger
+  // pod's promised slice is not handed to it.
+  std::optional<Candidate> chosen = exact ? exact : unusableFirst ? std::nullopt : signature;
   if (!chosen) {
     if (unusable) return ClaimError{ClaimFailure::kPodUnusable, unusableWhy, unusable->pod->info.uid};
     return ClaimError{ClaimFailure::kNoPod,

@@ -61,6 +61,21 @@ Status kernelMemoryCapSupport(bool nvmlHasSetMemoryLimits, const std::string& sy
   return {};
 }
 
+/// Who holds the container to its memory, in words for the pod's events.
+std::string NvidiaLimiter::memoryEnforcerNote(const ContainerGrant& grant, bool driverCap, bool optOut) const {
+  std::string limits;
+  for (size_t i = 0; i < grant.devices.size(); ++i)
+    limits += (i ? ", " : "") + std::to_string(grant.devices[i].memoryMiB) + " MiB on " + grant.devices[i].deviceId;
+  if (driverCap)
+    return "memory limit (" + limits + ") enforced by the NVIDIA driver, a cap applied through the CDI kind " +
+           settings_.cdiKind;
+  if (optOut)
+    return "memory limit (" + limits + ") NOT enforced: the pod opted out of libvgpu.so with " +
+           std::string(kOptOutAnnotation) + ", which backends." + settings_.backend +
+           ".options.allowOptOut permits on this node";
+  return "memory limit (" + limits + ") enforced by libvgpu.so in the container";
+}
+
 NvidiaLimiter::NvidiaLimiter(LimiterSettings settings, std::function<Status()> kernelCapSupport)
     : settings_(std::move(settings)), probe_(std::move(kernelCapSupport)) {}
 
@@ -131,6 +146,7 @@ Result<ContainerSpec> NvidiaLimiter::containerSpec(const ContainerGrant& grant) 
   if (!driverCap && settings_.memoryScaling > 1.0) limits.emplace_back(VGPU_ENV_OVERSUBSCRIBE, "true");
   if (!settings_.corePolicy.empty()) limits.emplace_back(VGPU_ENV_CORE_POLICY, settings_.corePolicy);
   if (grant.devices[0].priority >= 0) limits.emplace_back(VGPU_ENV_TASK_PRIORITY, std::to_string(grant.devices[0].priority));
+  if (!settings_.activityBoardHostPath.empty()) limits.emplace_back(VGPU_ENV_ACTIVITY_BOARD, kContainerActivityBoard);
 
   spec.env["NVIDIA_VISIBLE_DEVICES"] = visible;
   // Who enforces memory, on the pod for people to see (the same for every container of the
@@ -175,12 +191,23 @@ Result<ContainerSpec> NvidiaLimiter::containerSpec(const ContainerGrant& grant) 
 
   spec.mounts.push_back({regionDir.string(), kContainerRegionDir, false});
   spec.mounts.push_back({limitsFile.string(), VGPU_LIMITS_FILE_PATH, true});
+  if (!settings_.activityBoardHostPath.empty()) {
+    // Only a high-priority tenant may say it is active: a low-priority one cannot hold anyone back.
+    const fs::path board(settings_.activityBoardHostPath);
+    fs::create_directories(board, ec);
+    if (ec || chmod(board.c_str(), 0777) != 0)
+      return makeError(who + ": cannot create the activity board folder " + board.string());
+    const bool high = grant.devices[0].priority == 0;
+    spec.mounts.push_back({board.string(), kContainerActivityBoard, !high});
+  }
   // With the driver capping memory, libvgpu.so is needed only to throttle compute.
   const bool preload = !optOut && (!driverCap || computeLimited || settings_.corePolicy == "force");
   if (preload) {
     spec.mounts.push_back({settings_.libvgpuHostPath, settings_.libvgpuContainerPath, true});
     spec.mounts.push_back({settings_.ldPreloadHostPath, kContainerPreloadFile, true});
   }
+
+  spec.notices.push_back({"VgpuMemoryEnforcer", memoryEnforcerNote(grant, driverCap, optOut)});
 
   std::lock_guard lock(mutex_);
   held_[grant.container] = grant.hostDir;

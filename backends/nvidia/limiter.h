@@ -36,6 +36,8 @@ inline constexpr const char* kMemoryEnforcerAnnotation = "nvidia.com/vgpu-memory
 inline constexpr const char* kContainerRegionDir = "/var/run/vgpu";
 inline constexpr const char* kContainerRegionFile = "/var/run/vgpu/shared-region";
 inline constexpr const char* kContainerPreloadFile = "/etc/ld.so.preload";
+/// The node's activity board (vgpu/activity_board.h), where high-priority tenants say they run.
+inline constexpr const char* kContainerActivityBoard = "/var/run/vgpu-board";
 /// Inside the grant's host folder: the limits file, and the folder holding the shared region
 /// (kept apart so the container's writable mount cannot reach the limits file).
 inline constexpr const char* kHostLimitsFile = "limits.env";
@@ -51,6 +53,10 @@ struct LimiterSettings {
   std::string corePolicy;      ///< GPU_CORE_UTILIZATION_POLICY; empty = libvgpu's default
   std::string logLevel;        ///< LIBVGPU_LOG_LEVEL; empty = libvgpu's default
   bool allowOptOut = false;  ///< the operator's consent to nvidia.com/disable-control
+  /// Node-wide host folder for libvgpu.so's activity board: mounted into every container,
+  /// writable only for high-priority ones (task priority 0), so that low-priority tenants
+  /// wait while a high-priority one runs. Empty: priorities are not acted on.
+  std::string activityBoardHostPath;
   /// Non-empty: also ask the runtime for the GPUs as CDI devices of this kind (e.g.
   /// "k8s.device-plugin.nvidia.com/gpu", whose spec carries the toolkit's memory-limit hook),
   /// through the annotation kCdiAnnotation. The driver's memory cap is applied only through
@@ -86,6 +92,7 @@ class NvidiaLimiter {
  private:
   /// The cached answer of kernelCapSupport.
   const Status& kernelCap();
+  std::string memoryEnforcerNote(const ContainerGrant& grant, bool driverCap, bool optOut) const;
 
   LimiterSettings settings_;
   std::function<Status()> probe_;

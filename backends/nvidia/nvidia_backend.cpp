@@ -8,7 +8,7 @@ namespace {
 
 constexpr const char* kKnownOptions =
     "discovery, nvmlLibrary, nvidiaSmiPath, nvidiaSmiTimeout, hostSysRoot, memoryEnforcement, libvgpuPath, "
-    "libvgpuContainerPath, ldPreloadPath, corePolicy, logLevel, allowOptOut, cdiKind";
+    "libvgpuContainerPath, ldPreloadPath, corePolicy, logLevel, allowOptOut, cdiKind, activityBoardPath";
 
 std::optional<std::chrono::milliseconds> parseDuration(std::string_view text) {
   std::uint64_t v = 0;
@@ -48,7 +48,7 @@ Result<NvidiaOptions> parseOptions(const BackendParams& params, const char* disa
       else if (value == "nvidia-smi") o.discovery.source = DiscoverySource::kNvidiaSmi;
       else return bad("auto, nvml or nvidia-smi");
     } else if (key == "nvmlLibrary" || key == "nvidiaSmiPath" || key == "hostSysRoot" || key == "libvgpuPath" ||
-               key == "libvgpuContainerPath" || key == "ldPreloadPath") {
+               key == "libvgpuContainerPath" || key == "ldPreloadPath" || key == "activityBoardPath") {
       if (value.empty()) return bad("a path");
       const bool mustBeAbsolute = key != "nvmlLibrary" && key != "nvidiaSmiPath";
       if (mustBeAbsolute && value.front() != '/') return bad("an absolute path");
@@ -57,6 +57,7 @@ Result<NvidiaOptions> parseOptions(const BackendParams& params, const char* disa
       else if (key == "hostSysRoot") o.discovery.sysRoot = value;
       else if (key == "libvgpuPath") o.limiter.libvgpuHostPath = value;
       else if (key == "libvgpuContainerPath") o.limiter.libvgpuContainerPath = value;
+      else if (key == "activityBoardPath") o.limiter.activityBoardHostPath = value;
       else o.limiter.ldPreloadHostPath = value;
     } else if (key == "nvidiaSmiTimeout") {
       auto d = parseDuration(value);

@@ -168,6 +168,9 @@ class LoadedBackend final : public Backend, public Allocator, public Discovery, 
     sink.pod_annotation = [](void* p, const char* k, const char* v) {
       static_cast<ContainerSpec*>(p)->podAnnotations[k] = v;
     };
+    sink.notice = [](void* p, const char* reason, const char* message) {
+      static_cast<ContainerSpec*>(p)->notices.push_back({reason ? reason : "", message ? message : ""});
+    };
     ErrorText err;
     if (table_.container_spec(instance_, &c, &sink, err.buf()) != VGPU_OK) return makeError(err.str("container spec refused"));
     return spec;

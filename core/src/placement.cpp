@@ -313,4 +313,50 @@ std::string PlacementEngine::explain(const PreparedPod& pod, const NodeState& no
   return text;
 }
 
+std::string PlacementEngine::category(const PreparedPod& pod, const NodeEvaluation& e) const {
+  const NodeRefusal& r = e.refusal;
+  if (e.fits) return "fits";
+  if (r.kind == NodeRefusal::Kind::kUnavailable) return "vgpu: the node cannot take pods";
+  if (r.container < 0 || r.request < 0) return "vgpu: does not fit";
+  const auto& request = pod.containers()[static_cast<size_t>(r.container)].requests[static_cast<size_t>(r.request)];
+  const std::string& backend = request.record->request().backend;
+  if (r.kind == NodeRefusal::Kind::kNoDevices) return "vgpu: no " + backend + " devices on the node";
+  const NodeRefusal::ReasonCount* top = r.dominant();
+  if (!top) return "vgpu: not enough fitting devices";
+  const std::string_view words = categorizeCoreReason(top->example);
+  if (words.empty()) return "vgpu: devices the " + backend + " backend refuses";
+  return "vgpu: " + std::string(words);
+}
+
+double PlacementEngine::distance(const PreparedPod& pod, const NodeEvaluation& e) const {
+  constexpr double kFar = 1e9;
+  const NodeRefusal& r = e.refusal;
+  if (e.fits) return 0;
+  if (r.kind != NodeRefusal::Kind::kTooFewDevices || r.container < 0 || r.request < 0) return kFar;
+  const auto& request = pod.containers()[static_cast<size_t>(r.container)].requests[static_cast<size_t>(r.request)];
+  const double missing =
+      static_cast<double>(request.record->c().count) - static_cast<double>(r.devicesFitting);
+  double gap = 3;
+  for (std::uint8_t i = 0; i < r.reasonCount; ++i) {
+    const vgpu_fit_result& x = r.reasons[i].example;
+    double g = 2;  // waiting does not fix it
+    switch (x.reason) {
+      case VGPU_REASON_INSUFFICIENT_MEMORY:
+      case VGPU_REASON_INSUFFICIENT_COMPUTE:
+        g = x.needed == 0 ? 1
+                          : static_cast<double>(x.needed - std::min(x.needed, x.available)) / static_cast<double>(x.needed);
+        break;
+      case VGPU_REASON_SHARES_EXHAUSTED:
+      case VGPU_REASON_EXCLUSIVE_CONFLICT:
+      case VGPU_REASON_NUMA_MISMATCH:
+        g = 1;
+        break;
+      default:
+        break;
+    }
+    gap = std::min(gap, g);
+  }
+  return std::max(missing, 1.0) * 4 + gap;
+}
+
 }  // namespace vgpu

@@ -28,4 +28,21 @@ std::string explainCoreReason(const vgpu_fit_result& r) {
   }
 }
 
+std::string_view categorizeCoreReason(const vgpu_fit_result& r) {
+  switch (r.reason) {
+    case VGPU_REASON_UNHEALTHY: return "devices unhealthy";
+    case VGPU_REASON_CORDONED: return "devices cordoned";
+    case VGPU_REASON_MODEL_MISMATCH: return "no device of the models the pod allows";
+    case VGPU_REASON_ID_MISMATCH: return "no device the pod's device ids allow";
+    case VGPU_REASON_SHARES_EXHAUSTED: return "every share of the devices taken";
+    case VGPU_REASON_INSUFFICIENT_MEMORY: return "not enough free device memory";
+    case VGPU_REASON_INSUFFICIENT_COMPUTE: return "not enough free device compute";
+    case VGPU_REASON_EXCLUSIVE_CONFLICT:
+      return r.needed >= 100 ? "devices in use, the pod wants them alone" : "devices held exclusively by other pods";
+    case VGPU_REASON_REQUEST_TOO_LARGE: return "devices too small for the request";
+    case VGPU_REASON_NUMA_MISMATCH: return "not enough fitting devices on one NUMA node";
+    default: return {};
+  }
+}
+
 }  // namespace vgpu

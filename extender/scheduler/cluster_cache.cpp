@@ -67,6 +67,15 @@ std::string nodeUnusableReason(const NodeEntry& node, Clock::time_point now, std
   return {};
 }
 
+std::string_view nodeUnusableCategory(const NodeEntry& node, Clock::time_point now,
+                                      std::chrono::seconds heartbeatTimeout) {
+  if (nodeUsable(node, now, heartbeatTimeout)) return {};
+  if (!node.state.unavailable.empty())
+    return node.unavailableCategory.empty() ? "vgpu: the node cannot take pods" : node.unavailableCategory;
+  if (!node.heartbeat) return "vgpu: vgpu-device-plugin has not published a heartbeat";
+  return "vgpu: vgpu-device-plugin's heartbeat is stale";
+}
+
 AllocateKeys allocateKeys(const PodInfo& pod, const BackendSet& backends) {
   AllocateKeys keys;
   for (const auto& c : pod.containers) {
@@ -95,6 +104,29 @@ bool confusable(const AllocateKeys& a, const AllocateKeys& b) {
 
 bool interchangeable(const Assignment& a, const Assignment& b) { return shape(a) == shape(b); }
 
+Assignment everyDeviceItCouldHold(const PreparedPod& pod, const NodeInventory& inventory) {
+  Assignment out;
+  const vgpu_device_usage idle{};
+  for (const auto& container : pod.containers()) {
+    ContainerAssignment c{container.name, container.init, {}};
+    for (const auto& request : container.requests) {
+      const auto* group = inventory.group(*request.allocator, request.record->request().backend);
+      if (group == nullptr) continue;
+      for (const std::uint32_t pos : group->positions) {
+        const auto& entry = inventory.entries()[pos];
+        vgpu_fit_result r{};
+        request.allocator->fit(request.record->c(), entry.c(), idle, r);
+        if (!r.fits) continue;  // it cannot be on a device that is too small for it
+        const Device& d = entry.device();
+        c.devices.push_back({d.backend, d.id, d.index, r.take.memory_mib, r.take.compute, -1,
+                             request.record->c().priority});
+      }
+    }
+    if (!c.devices.empty()) out.containers.push_back(std::move(c));
+  }
+  return out;
+}
+
 ParsedNode parseNode(const json::object& node, const BackendSet& backends) {
   ParsedNode out;
   out.name = std::string(k8s::name(node));
@@ -113,13 +145,16 @@ ParsedNode parseNode(const json::object& node, const BackendSet& backends) {
     auto devices = decodeInventory(text, backend);
     if (!devices.ok()) {
       out.problem = "annotation " + keys::nodeDevices(backend) + " cannot be read: " + devices.error().message;
+      out.problemCategory = "vgpu: the device inventory annotation cannot be read";
       continue;
     }
     for (auto& d : *devices) out.devices.push_back(std::move(d));
   }
-  if (out.devices.empty() && out.problem.empty())
+  if (out.devices.empty() && out.problem.empty()) {
     out.problem = "no vgpu devices are published on this node (no vgpu.io/devices-<backend> annotation of an "
                   "enabled backend)";
+    out.problemCategory = "vgpu: no vgpu devices are published on the node";
+  }
   if (auto cordon = k8s::annotation(node, keys::kNodeDeviceCordon)) {
     out.fingerprint += "cordon=" + std::string(*cordon);
     std::string_view rest = *cordon;
@@ -145,7 +180,11 @@ void ClusterCache::upsertNode(const json::object& obj) {
     std::unique_lock lock(mu_);
     auto it = nodes_.find(parsed.name);
     if (it != nodes_.end() && it->second.fingerprint == parsed.fingerprint && it->second.state.unavailable == parsed.problem) {
-      it->second.heartbeat = parsed.heartbeat;  // the common case: only the heartbeat moved
+      // The common case: only the heartbeat moved. A node back from a stale heartbeat has room again.
+      const auto now = options_.now();
+      const bool wasUsable = nodeUsable(it->second, now, options_.scheduler.heartbeatTimeout);
+      it->second.heartbeat = parsed.heartbeat;
+      if (!wasUsable && nodeUsable(it->second, now, options_.scheduler.heartbeatTimeout)) freed(parsed.name);
       return;
     }
   }
@@ -154,6 +193,7 @@ void ClusterCache::upsertNode(const json::object& obj) {
   NodeEntry entry;
   entry.state = NodeState(parsed.name, inventory);
   entry.state.unavailable = parsed.problem;
+  entry.unavailableCategory = parsed.problemCategory;
   entry.heartbeat = parsed.heartbeat;
   entry.fingerprint = std::move(parsed.fingerprint);
   for (const auto& e : inventory->entries()) entry.slots.emplace_back(std::max<std::uint32_t>(1, e.device().splitCount), 0);
@@ -162,6 +202,7 @@ void ClusterCache::upsertNode(const json::object& obj) {
   if (inserted) indexInsert(&it->second);
   rebuildNode(parsed.name);
   changed_.notify_all();
+  freed(parsed.name);  // new or changed devices: pods refused before may fit
 }
 
 void ClusterCache::removeNode(std::string_view name) {
@@ -182,7 +223,9 @@ void ClusterCache::rebuildNode(const std::string& name) {
   }
 }
 
-void ClusterCache::applyToNode(NodeEntry& node, const PodRecord& record, bool add) {
+void ClusterCache::applyToNode(NodeEntry& node, PodRecord& record, bool add) {
+  // A foreign pod's share of this inventory; remove() takes back what add() added.
+  if (record.foreign && add) record.assignment = everyDeviceItCouldHold(*record.foreign, *node.state.inventory);
   Status s = add ? node.state.add(record.assignment) : node.state.remove(record.assignment);
   if (!s.ok()) {
     // The pod names a device the node no longer publishes: nothing to count there.
@@ -210,7 +253,10 @@ void ClusterCache::addHolder(PodRecord record) {
 void ClusterCache::dropHolder(const std::string& uid) {
   auto it = pods_.find(uid);
   if (it == pods_.end()) return;
-  if (auto node = nodes_.find(it->second.node); node != nodes_.end()) applyToNode(node->second, it->second, false);
+  if (auto node = nodes_.find(it->second.node); node != nodes_.end()) {
+    applyToNode(node->second, it->second, false);
+    freed(it->second.node);
+  }
   if (auto byNode = podsByNode_.find(it->second.node); byNode != podsByNode_.end()) {
     byNode->second.erase(uid);
     if (byNode->second.empty()) podsByNode_.erase(byNode);
@@ -222,16 +268,24 @@ void ClusterCache::upsertPod(const json::object& obj) {
   auto pod = parsePod(json::value(obj));
   const std::string uid(k8s::uid(obj));
   if (uid.empty()) return;
+  // The kubelet lists container statuses once it has admitted the pod (Allocate is behind it).
+  const json::value* statuses = nullptr;
+  if (const auto* status = obj.if_contains("status"); status && status->is_object())
+    statuses = status->as_object().if_contains("containerStatuses");
+  const bool admitted = statuses && statuses->is_array() && !statuses->as_array().empty();
   std::optional<PodRecord> record;
   if (pod.ok() && !pod->nodeName.empty() && !pod->terminated()) {
     auto it = pod->annotations.find(std::string(keys::kPodAssignment));
-    if (it != pod->annotations.end()) {
+    if (it == pod->annotations.end()) {
+      record = foreignRecord(*pod, uid, "has no " + std::string(keys::kPodAssignment) + " annotation (schedulerName \"" +
+                                            pod->schedulerName + "\")", admitted);
+    } else {
       auto assignment = decodeAssignment(it->second);
       if (!assignment.ok()) {
-        spdlog::warn("pod={} node={} unreadable {} annotation, its devices are not counted: {}", pod->key(),
-                     pod->nodeName, keys::kPodAssignment, assignment.error().message);
+        record = foreignRecord(*pod, uid, "has an unreadable " + std::string(keys::kPodAssignment) +
+                                              " annotation (" + assignment.error().message + ")", admitted);
       } else if (!assignment->node.empty() && assignment->node != pod->nodeName) {
-        spdlog::warn("pod={} node={} assignment names node {}, not counted", pod->key(), pod->nodeName, assignment->node);
+        record = foreignRecord(*pod, uid, "has an assignment for node " + assignment->node, admitted);
       } else {
         PodRecord r;
         r.uid = uid;
@@ -250,6 +304,15 @@ void ClusterCache::upsertPod(const json::object& obj) {
   }
   std::unique_lock lock(mu_);
   auto existing = pods_.find(uid);
+  if (record && record->foreign && existing != pods_.end() && existing->second.foreign &&
+      existing->second.node == record->node) {
+    existing->second.inFlight = record->inFlight;  // still foreign on the same node: nothing to recount
+    changed_.notify_all();
+    return;
+  }
+  if (record && record->foreign && (existing == pods_.end() || !existing->second.foreign))
+    spdlog::info("pod={} node={} asks for vgpu resources but {}: counted on every device it could use until it ends",
+                 record->key, record->node, record->foreignWhy);
   if (!record) {
     // An older event of a pod we are binding (not yet bound in it) must not undo the reservation.
     const bool staleBeforeBind = existing != pods_.end() && existing->second.reservation && pod.ok() &&
@@ -266,6 +329,25 @@ void ClusterCache::upsertPod(const json::object& obj) {
     addHolder(std::move(*record));
   }
   changed_.notify_all();
+}
+
+std::optional<ClusterCache::PodRecord> ClusterCache::foreignRecord(const PodInfo& pod, const std::string& uid,
+                                                                   const std::string& why, bool admitted) const {
+  auto request = buildPodRequest(backends_, pod.podNamespace, pod.name, pod.containers, pod.annotations);
+  if (!request.ok() || request->empty()) return std::nullopt;  // none of ours, or nothing could serve it
+  auto prepared = PreparedPod::prepare(*request, backends_);
+  if (!prepared.ok()) return std::nullopt;
+  PodRecord r;
+  r.uid = uid;
+  r.key = pod.key();
+  r.node = pod.nodeName;
+  r.foreign = std::make_shared<const PreparedPod>(std::move(*prepared));
+  r.foreignWhy = why;
+  r.keys = allocateKeys(pod, backends_);
+  // Until the kubelet has admitted it, a bind the node agent could confuse with it waits (6a).
+  r.inFlight = pod.phase != "Running" && !admitted;
+  r.boundAt = options_.now();
+  return r;
 }
 
 void ClusterCache::removePod(const json::object& obj) {
@@ -381,7 +463,8 @@ Result<ClusterCache::Reserved> ClusterCache::reserve(const PodInfo& pod, const P
     if (auto why = nodeUnusableReason(node, now, options_.scheduler.heartbeatTimeout); !why.empty())
       return makeError("node " + nodeName + ": " + why);
     if (auto mine = pods_.find(pod.uid); mine != pods_.end())
-      return makeError("pod " + pod.key() + " already holds devices on node " + mine->second.node);
+      return makeError(mine->second.foreign ? "pod " + pod.key() + " is already bound to node " + mine->second.node
+                                            : "pod " + pod.key() + " already holds devices on node " + mine->second.node);
     auto assigned = engine.assign(prepared, node.state);
     if (!assigned.ok()) return makeError("pod no longer fits node " + nodeName + ": " + assigned.error().message);
 
@@ -390,7 +473,8 @@ Result<ClusterCache::Reserved> ClusterCache::reserve(const PodInfo& pod, const P
     if (auto holders = podsByNode_.find(nodeName); holders != podsByNode_.end()) {
       for (const auto& uid : holders->second) {
         const PodRecord& r = pods_.at(uid);
-        if (inFlightNow(r, now) && confusable(r.keys, keys) && !interchangeable(r.assignment, *assigned)) {
+        // A foreign pod is never interchangeable with ours: serving it our slice is the harm.
+        if (inFlightNow(r, now) && confusable(r.keys, keys) && (r.foreign || !interchangeable(r.assignment, *assigned))) {
           conflict = &r;
           break;
         }

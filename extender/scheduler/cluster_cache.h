@@ -42,6 +42,8 @@ struct NodeEntry {
   /// Per inventory position, how many grants hold each slot (size = the device's split count).
   std::vector<std::vector<std::uint16_t>> slots;
   std::unordered_set<std::string> pods;  ///< uids of the pods holding devices here
+  /// state.unavailable in a few words without numbers (see nodeUnusableCategory).
+  std::string_view unavailableCategory;
 };
 
 /// Whether a node can take pods now: no lasting problem and a fresh heartbeat. Inline: the
@@ -55,6 +57,14 @@ inline bool nodeUsable(const NodeEntry& node, std::chrono::system_clock::time_po
 std::string nodeUnusableReason(const NodeEntry& node, std::chrono::system_clock::time_point now,
                                std::chrono::seconds heartbeatTimeout);
 
+/// nodeUnusableReason() in a few words, without times or names: what kube-scheduler gets,
+/// so that it counts nodes in the same state into one line. "" if the node is usable.
+std::string_view nodeUnusableCategory(const NodeEntry& node, std::chrono::system_clock::time_point now,
+                                      std::chrono::seconds heartbeatTimeout);
+
+/// The category of a node the cache has not seen.
+inline constexpr std::string_view kUnknownNodeCategory = "vgpu: node not known to vgpu-scheduler yet";
+
 /// What the kubelet's Allocate calls for a pod's containers carry: one key per container
 /// and advertised resource, "<resource>=<count>" (DESIGN.md 6a). The node agent matches one
 /// container's call at a time, so two pods whose key sets meet can be confused, also when
@@ -62,6 +72,14 @@ std::string nodeUnusableReason(const NodeEntry& node, std::chrono::system_clock:
 using AllocateKeys = std::vector<std::string>;  ///< sorted, unique
 AllocateKeys allocateKeys(const PodInfo& pod, const BackendSet& backends);
 bool confusable(const AllocateKeys& a, const AllocateKeys& b);
+
+/// What a pod bound to the node without an assignment of ours is counted as holding (a pod
+/// of another scheduler, or one given spec.nodeName directly: the node agent refuses to serve
+/// it, but an older agent may have, and until the kubelet admits it nobody knows). Which
+/// devices the kubelet gives it is unknown, so on every device of `inventory` each request
+/// could use, it takes what it asks of one device (shares, memory, compute); slots stay
+/// unnumbered. Conservative: no share it may hold is promised to another pod.
+Assignment everyDeviceItCouldHold(const PreparedPod& pod, const NodeInventory& inventory);
 
 /// Whether two assignments give every container the same slices of the same devices (slots
 /// aside), so the node agent serving them in either order does no harm.
@@ -75,6 +93,7 @@ struct ParsedNode {
   std::set<std::string> cordoned;
   std::optional<std::chrono::system_clock::time_point> heartbeat;
   std::string problem;      ///< non-empty: the node cannot take pods (no/undecodable inventory)
+  std::string_view problemCategory;  ///< the problem in a few words
   std::string fingerprint;
 };
 ParsedNode parseNode(const boost::json::object& node, const BackendSet& backends);
@@ -92,6 +111,10 @@ class ClusterCache {
     /// A pod stays "in flight" (bound, Allocate not yet answered) at most this long.
     std::chrono::seconds inFlightExpiry{300};
     WallClock now = [] { return std::chrono::system_clock::now(); };
+    /// Called (under the cache's lock: keep it short, never call back) with a node where
+    /// capacity was freed: a pod gone, a reservation dropped, a new inventory, a node that
+    /// became usable.
+    std::function<void(const std::string& node)> onCapacityFreed;
   };
   ClusterCache(const BackendSet& backends, Options options);
 
@@ -135,6 +158,10 @@ class ClusterCache {
   struct PodRecord {
     std::string uid, key, node;
     Assignment assignment;
+    /// Bound without an assignment of ours: counted with everyDeviceItCouldHold(), which
+    /// depends on the node's inventory (recomputed when it changes).
+    std::shared_ptr<const PreparedPod> foreign;
+    std::string foreignWhy;  ///< for the log
     AllocateKeys keys;
     bool inFlight = false;
     bool reservation = false;  ///< made by reserve(), not yet seen from the informer
@@ -143,9 +170,14 @@ class ClusterCache {
   };
   void addHolder(PodRecord record);      // requires mu_ exclusive
   void dropHolder(const std::string& uid);
-  void applyToNode(NodeEntry& node, const PodRecord& record, bool add);
+  void applyToNode(NodeEntry& node, PodRecord& record, bool add);
+  std::optional<PodRecord> foreignRecord(const PodInfo& pod, const std::string& uid, const std::string& why,
+                                         bool admitted) const;
   void rebuildNode(const std::string& name);
   bool inFlightNow(const PodRecord& r, std::chrono::system_clock::time_point now) const;
+  void freed(const std::string& node) const {
+    if (options_.onCapacityFreed) options_.onCapacityFreed(node);
+  }
 
   const BackendSet& backends_;
   Options options_;

@@ -1,12 +1,17 @@
 #pragma once
 // Pod events (placements and refusals) sent from a background thread, so a slow apiserver
-// never delays filter or bind. A bounded queue: when full, events are dropped and counted.
+// never delays filter or bind. One Event per pod and reason, with a count, as the kubelet
+// keeps them: a pod refused at every retry has one FilteringFailed whose count, last time
+// and message move, not hundreds. Repeats that arrive while their Event is still queued are
+// folded into it (one write for many); a bounded queue drops (and counts) the rest.
 
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <unordered_map>
 
 #include "vgpu/k8s/client.h"
 
@@ -15,14 +20,17 @@ namespace vgpu::scheduler {
 class EventRecorder {
  public:
   /// `client` null: events are only logged (tests of the handlers alone). `onDrop` counts
-  /// events lost.
+  /// events lost. `capacity`: pod-and-reason series waiting to be written; `series`: how
+  /// many series are remembered (the oldest are forgotten first; a forgotten one starts a
+  /// new Event).
   EventRecorder(k8s::Client* client, std::string component, std::string host, std::function<void()> onDrop = {},
-                std::size_t capacity = 10000);
+                std::size_t capacity = 10000, std::size_t series = 20000);
   ~EventRecorder();  ///< stop()
   EventRecorder(const EventRecorder&) = delete;
   EventRecorder& operator=(const EventRecorder&) = delete;
 
-  /// About a pod; `type` Normal or Warning.
+  /// About a pod; `type` Normal or Warning. Repeats of (pod uid, reason) raise the count of
+  /// one Event and give it the latest message.
   void podEvent(const std::string& ns, const std::string& name, const std::string& uid, const std::string& type,
                 const std::string& reason, const std::string& message);
   /// Sends what is queued, then ends the thread. Safe to call twice.
@@ -31,14 +39,27 @@ class EventRecorder {
   void flush();
 
  private:
+  struct Series {
+    k8s::EventSpec spec;     ///< the latest occurrence
+    std::uint64_t unsent = 0;  ///< occurrences not yet counted on the apiserver
+    bool queued = false;
+    std::string eventName;   ///< the Event on the apiserver; empty until created
+    std::uint64_t count = 0;   ///< its count there
+    std::uint64_t lastUse = 0;  ///< for forgetting the oldest
+  };
   void run();
+  void send(const std::string& key, Series snapshot);
+  void forgetOldest();  // requires mu_
+
   k8s::Client* client_;
   std::string component_, host_;
   std::function<void()> onDrop_;
-  std::size_t capacity_;
+  std::size_t capacity_, maxSeries_;
   std::mutex mu_;
   std::condition_variable cv_, idle_;
-  std::deque<k8s::EventSpec> queue_;
+  std::deque<std::string> queue_;  // keys of series with unsent occurrences
+  std::unordered_map<std::string, Series> series_;
+  std::uint64_t uses_ = 0;
   bool stopping_ = false, sending_ = false;
   std::thread thread_;
 };

@@ -10,6 +10,7 @@
 
 #include "extender_args.h"
 #include "filter_result.h"
+#include "gzip.h"
 #include "json_writer.h"
 
 #include "vgpu/annotations.h"
@@ -28,6 +29,22 @@ double secondsSince(SteadyClock::time_point start) {
 }
 
 http::Response badRequest(const std::string& message) { return http::Response::json(errorAnswer(message), 400); }
+
+/// Larger answers go gzipped to a client that accepts it (kube-scheduler does, through Go's
+/// transport): thousands of refused nodes under a handful of texts pack about tenfold. The
+/// answer for every node fitting (names only, 60 KiB at 5,000 nodes) stays plain.
+constexpr std::size_t kGzipAbove = 64 * 1024;
+
+http::Response answer(const http::Request& request, std::string body) {
+  if (body.size() > kGzipAbove && acceptsGzip(request.header("accept-encoding"))) {
+    if (auto packed = gzipCompress(body)) {
+      http::Response r = http::Response::json(std::move(*packed));
+      r.headers.emplace_back("Content-Encoding", "gzip");
+      return r;
+    }
+  }
+  return http::Response::json(std::move(body));
+}
 
 /// `storage`: where the parsed tree lives (a per-request arena for the big filter bodies).
 Result<json::object> parseBody(const std::string& body, const char* what, json::storage_ptr storage = {}) {
@@ -74,59 +91,82 @@ PodContext podContext(const json::value& podJson, const BackendSet& backends) {
   return ctx;
 }
 
-/// Words for the engine's refusals, formatted once per distinct refusal: nodes in the same
-/// state refuse a pod identically, and explain() costs far more than comparing refusals.
-class RefusalWords {
+/// What kube-scheduler gets for each refused node: a category (a handful of texts over the
+/// whole cluster, so its summary "0/N nodes are available: 3000 A, 2000 B" stays one line),
+/// formatted once per kind of refusal. The numbers go to the pod's event (Closest).
+class RefusalCategories {
  public:
-  RefusalWords(const PlacementEngine& engine, const PreparedPod& pod, FilterResult& result)
+  RefusalCategories(const PlacementEngine& engine, const PreparedPod& pod, FilterResult& result)
       : engine_(engine), pod_(pod), result_(result) {}
 
-  FilterResult::ReasonId operator()(const NodeState& node, const NodeEvaluation& eval) {
-    // The only refusal whose words depend on the node rather than on the refusal itself.
-    if (eval.refusal.kind == NodeRefusal::Kind::kUnavailable) return result_.reason(node.unavailable);
-    auto [it, added] = memo_.try_emplace(eval.refusal, 0);
-    if (added) it->second = result_.reason(engine_.explain(pod_, node, eval));
-    return it->second;
+  FilterResult::ReasonId operator()(const NodeEvaluation& eval) {
+    const NodeRefusal& r = eval.refusal;
+    Key key{r.kind, r.container, r.request, 0, false};
+    if (const auto* top = r.dominant()) {
+      key.reason = top->example.reason;
+      key.alone = top->example.needed >= 100;
+    }
+    for (const auto& [k, id] : memo_)
+      if (k == key) return id;
+    const FilterResult::ReasonId id = result_.reason(engine_.category(pod_, eval));
+    memo_.emplace_back(key, id);
+    return id;
   }
 
  private:
-  static bool same(const vgpu_fit_result& a, const vgpu_fit_result& b) {
-    return a.fits == b.fits && a.reason == b.reason && a.needed == b.needed && a.available == b.available &&
-           a.take.shares == b.take.shares && a.take.compute == b.take.compute && a.take.memory_mib == b.take.memory_mib;
-  }
-  struct Equal {
-    bool operator()(const NodeRefusal& a, const NodeRefusal& b) const {
-      if (a.kind != b.kind || a.container != b.container || a.request != b.request ||
-          a.devicesConsidered != b.devicesConsidered || a.devicesFitting != b.devicesFitting ||
-          a.reasonCount != b.reasonCount)
-        return false;
-      for (std::uint8_t i = 0; i < a.reasonCount; ++i)
-        if (a.reasons[i].devices != b.reasons[i].devices || !same(a.reasons[i].example, b.reasons[i].example))
-          return false;
-      return true;
-    }
-  };
-  struct Hash {
-    std::size_t operator()(const NodeRefusal& r) const {
-      std::size_t h = static_cast<std::size_t>(r.kind) * 31 + static_cast<std::size_t>(r.container);
-      auto mix = [&h](std::uint64_t v) { h = (h ^ v) * 0x100000001b3ull; };
-      mix(static_cast<std::uint64_t>(r.request));
-      mix(r.devicesConsidered);
-      mix(r.devicesFitting);
-      for (std::uint8_t i = 0; i < r.reasonCount; ++i) {
-        mix(static_cast<std::uint64_t>(r.reasons[i].example.reason));
-        mix(r.reasons[i].example.needed);
-        mix(r.reasons[i].example.available);
-        mix(r.reasons[i].devices);
-      }
-      return h;
-    }
+  struct Key {
+    NodeRefusal::Kind kind;
+    std::int16_t container, request;
+    std::int32_t reason;
+    bool alone;
+    bool operator==(const Key&) const = default;
   };
   const PlacementEngine& engine_;
   const PreparedPod& pod_;
   FilterResult& result_;
-  std::unordered_map<NodeRefusal, FilterResult::ReasonId, Hash, Equal> memo_;
+  std::vector<std::pair<Key, FilterResult::ReasonId>> memo_;  // a handful: a scan beats hashing
 };
+
+/// The few refused nodes closest to taking the pod (PlacementEngine::distance), explained
+/// with their numbers for the pod's event; nodes further than the current few cost a compare.
+class Closest {
+ public:
+  static constexpr std::size_t kKeep = 3;
+  void offer(double distance, std::uint32_t index, const NodeEntry* node, const NodeEvaluation& eval) {
+    if (count_ == kKeep && distance >= near_[kKeep - 1].distance) return;
+    std::size_t at = count_ < kKeep ? count_++ : kKeep - 1;
+    near_[at] = {distance, index, node, eval};
+    for (; at > 0 && near_[at].distance < near_[at - 1].distance; --at) std::swap(near_[at], near_[at - 1]);
+  }
+  /// "node-17: <refusal with numbers>; node-3: ..."; call while the nodes are still locked.
+  std::string describe(const PlacementEngine& engine, const PreparedPod& pod) const {
+    std::string out;
+    for (std::size_t i = 0; i < count_; ++i) {
+      if (i) out += "; ";
+      out += near_[i].node->state.name + ": " + engine.explain(pod, near_[i].node->state, near_[i].eval);
+    }
+    return out;
+  }
+  bool empty() const { return count_ == 0; }
+
+ private:
+  struct Near {
+    double distance = 0;
+    std::uint32_t index = 0;
+    const NodeEntry* node = nullptr;
+    NodeEvaluation eval;
+  };
+  std::array<Near, kKeep> near_{};
+  std::size_t count_ = 0;
+};
+
+/// spec.schedulerName as the apiserver defaults it.
+std::string_view schedulerNameOf(const json::object& pod) {
+  if (const auto* spec = pod.if_contains("spec"); spec && spec->is_object())
+    if (const auto* n = spec->as_object().if_contains("schedulerName"); n && n->is_string() && !n->as_string().empty())
+      return n->as_string();
+  return "default-scheduler";
+}
 
 std::string describeAssignment(const Assignment& a) {
   std::string out = "node " + a.node + ":";
@@ -162,6 +202,7 @@ http::Response Extender::filter(const http::Request& request) {
 
   PodContext pod = podContext(args->pod, backends_);
   FilterResult result(names.size());
+  std::string closestWords;  // the nodes closest to fitting, with numbers, when none fits
   if (!pod.ours) {
     for (std::uint32_t i = 0; i < names.size(); ++i) result.pass(i);  // not ours: every node is fine
   } else if (!isReady()) {
@@ -175,12 +216,13 @@ http::Response Extender::filter(const http::Request& request) {
     metrics_.podsRefused.inc({"not-ready"});
     metrics_.filterDuration.observe(secondsSince(start));
     spdlog::info("pod={} filter refused: not ready (caches not synced)", pod.info.key());
-    return http::Response::json(result.toJson(*args));
+    return answer(request, result.toJson(*args));
   } else if (!pod.invalid.empty()) {
     const auto why = result.reason("invalid vgpu request: " + pod.invalid);
     for (std::uint32_t i = 0; i < names.size(); ++i) result.fail(i, why, true);
   } else {
-    RefusalWords words(engine_, *pod.prepared, result);
+    RefusalCategories categories(engine_, *pod.prepared, result);
+    Closest closest;
     cache_.readNodes(names, [&](const std::vector<const NodeEntry*>& entries, std::chrono::system_clock::time_point now) {
       for (std::uint32_t i = 0; i < names.size(); ++i) {
         const NodeEntry* node = entries[i];
@@ -198,35 +240,47 @@ http::Response Extender::filter(const http::Request& request) {
           node = &*transient;
         }
         if (!node) {
-          result.fail(i, result.reason("node is not known to vgpu-scheduler yet (its Node object has not been seen)"),
-                      false);
+          result.fail(i, result.reason(kUnknownNodeCategory), false);
           continue;
         }
         if (!nodeUsable(*node, now, heartbeatTimeout_)) {
-          result.fail(i, result.reason(nodeUnusableReason(*node, now, heartbeatTimeout_)),
+          result.fail(i, result.reason(nodeUnusableCategory(*node, now, heartbeatTimeout_)),
                       !node->state.unavailable.empty());
           continue;
         }
         const NodeEvaluation eval = engine_.check(*pod.prepared, node->state);  // no score needed here
-        if (eval.fits) result.pass(i);
-        else result.fail(i, words(node->state, eval), false);
+        if (eval.fits) {
+          result.pass(i);
+          continue;
+        }
+        result.fail(i, categories(eval), false);
+        if (!transient) closest.offer(engine_.distance(*pod.prepared, eval), i, node, eval);
       }
+      if (result.passedCount() == 0 && !closest.empty()) closestWords = closest.describe(engine_, *pod.prepared);
     });
   }
 
   std::string body = result.toJson(*args);
   metrics_.filterDuration.observe(secondsSince(start));
 
+  if (options_.requeuer && pod.ours && pod.prepared) {
+    // Woken up when capacity frees on one of these nodes (requeuer.h); placed: forgotten.
+    if (result.passedCount() == 0)
+      options_.requeuer->refused(pod.info, std::make_shared<const PreparedPod>(std::move(*pod.prepared)), names);
+    else
+      options_.requeuer->forget(pod.info.uid);
+  }
   if (pod.ours && result.passedCount() == 0) {
     const std::string reason = pod.invalid.empty() ? "no-fitting-node" : "invalid-request";
     metrics_.podsRefused.inc({reason});
-    const std::string message = pod.invalid.empty() ? result.summary(names.size()) : "invalid vgpu request: " + pod.invalid;
+    std::string message = pod.invalid.empty() ? result.summary(names.size()) : "invalid vgpu request: " + pod.invalid;
+    if (!closestWords.empty()) message += ". Closest to fitting: " + closestWords;
     spdlog::info("pod={} filter: {}", pod.info.key(), message);
     events_.podEvent(pod.info.podNamespace, pod.info.name, pod.info.uid, "Warning", "FilteringFailed", message);
   } else if (pod.ours) {
     spdlog::debug("pod={} filter: {} of {} nodes fit", pod.info.key(), result.passedCount(), names.size());
   }
-  return http::Response::json(std::move(body));
+  return answer(request, std::move(body));
 }
 
 http::Response Extender::prioritize(const http::Request& request) {
@@ -298,6 +352,12 @@ http::Response Extender::bind(const http::Request& request) {
   }
   if (!uid.empty() && k8s::uid(*podObj) != uid)
     return fail("pod-replaced", "pod " + key + " was replaced (uid " + std::string(k8s::uid(*podObj)) + ", not " + uid + ")", uid);
+  // Only our own pods: whoever reaches /bind must not place another scheduler's pods.
+  if (const std::string_view schedulerName = schedulerNameOf(*podObj); schedulerName != options_.schedulerName)
+    return fail("wrong-scheduler",
+                "pod " + key + " is for scheduler \"" + std::string(schedulerName) + "\", not " + options_.schedulerName +
+                    ": vgpu-scheduler binds only its own pods",
+                uid);
 
   PodContext pod = podContext(json::value(*podObj), backends_);
   if (!pod.ours) {  // not ours: bind as the default binder would
@@ -338,6 +398,7 @@ http::Response Extender::bind(const http::Request& request) {
   }
   metrics_.podsPlaced.inc();
   metrics_.bindDuration.observe({"ok"}, secondsSince(start));
+  if (options_.requeuer) options_.requeuer->forget(pod.info.uid);
   const std::string message = "assigned " + describeAssignment(reserved->assignment);
   spdlog::info("pod={} node={} bound: {}", key, node, message);
   events_.podEvent(podNs, name, pod.info.uid, "Normal", "DevicesAssigned", message);

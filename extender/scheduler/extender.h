@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "cluster_cache.h"
+#include "requeuer.h"
 #include "event_recorder.h"
 #include "scheduler_metrics.h"
 #include "vgpu/http/server.h"
@@ -22,6 +23,10 @@ struct ExtenderOptions {
   /// How long a bind waits for a confusable pod on the same node to leave flight before it
   /// fails (the scheduler retries). Below the extender's 5 s HTTP timeout.
   std::chrono::milliseconds bindHoldTimeout{3000};
+  /// The only spec.schedulerName /bind binds: pods of other schedulers are refused.
+  std::string schedulerName = "vgpu-scheduler";
+  /// Told which pods filter refused everywhere and which it placed; null = none (not owned).
+  Requeuer* requeuer = nullptr;
 };
 
 class Extender {

@@ -19,14 +19,24 @@ FilterResult::ReasonId FilterResult::reason(std::string_view text) {
 }
 
 std::string FilterResult::summary(std::size_t candidates) const {
+  constexpr std::size_t kShown = 6;
   std::vector<std::pair<std::size_t, ReasonId>> byReason(reasons_.size());
   for (ReasonId id = 0; id < reasons_.size(); ++id) byReason[id].second = id;
   for (const auto& f : failed_) ++byReason[f.reason].first;
   // Commonest first; ties in reason order, so the message is stable.
   std::stable_sort(byReason.begin(), byReason.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   std::string out = std::to_string(passed_.size()) + "/" + std::to_string(candidates) + " nodes can take the pod";
-  for (std::size_t i = 0; i < byReason.size() && i < 3 && byReason[i].first > 0; ++i)
-    out += "; " + std::to_string(byReason[i].first) + " node(s): " + reasons_[byReason[i].second];
+  std::size_t shown = 0, rest = 0;
+  for (const auto& [count, id] : byReason) {
+    if (count == 0) continue;
+    if (shown == kShown) {
+      rest += count;
+      continue;
+    }
+    out += shown++ == 0 ? ": " : ", ";
+    out += std::to_string(count) + " " + reasons_[id];
+  }
+  if (rest > 0) out += ", " + std::to_string(rest) + " for other reasons";
   return out;
 }
 

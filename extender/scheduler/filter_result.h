@@ -39,8 +39,8 @@ class FilterResult {
   std::size_t passedCount() const { return passed_.size(); }
   std::size_t failedCount() const { return failed_.size(); }
 
-  /// "0/N nodes can take the pod; 3 node(s): <reason>; ..." with the three commonest
-  /// reasons, for the pod's events.
+  /// "0/N nodes can take the pod: 3000 <reason>, 2000 <reason>" (the commonest first, at
+  /// most six), for the pod's events.
   std::string summary(std::size_t candidates) const;
 
   /// The JSON answer, in the shape of the request: NodeNames when it was nodeCacheCapable,

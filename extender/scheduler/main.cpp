@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <iostream>
 
+#include <boost/asio/ip/address.hpp>
 #include <boost/program_options.hpp>
 #include <spdlog/spdlog.h>
 
@@ -42,6 +43,13 @@ bool splitListen(const std::string& text, std::string& host, std::uint16_t& port
   return true;
 }
 
+/// 127.0.0.0/8 or ::1 (an address that is not an IP is left to the server to refuse).
+bool isLoopback(const std::string& address) {
+  boost::system::error_code ec;
+  const auto ip = boost::asio::ip::make_address(address, ec);
+  return ec || ip.is_loopback();
+}
+
 std::string defaultInstance() {
   if (const char* pod = std::getenv("POD_NAME"); pod && *pod) return pod;
   char host[256] = {};
@@ -59,15 +67,27 @@ int main(int argc, char** argv) {
       "kubeconfig", po::value<std::string>()->default_value(""),
       "kubeconfig file; empty = in-cluster when KUBERNETES_SERVICE_HOST is set, else $KUBECONFIG or ~/.kube/config")(
       "context", po::value<std::string>()->default_value(""), "kubeconfig context (default: its current-context)")(
-      "listen", po::value<std::string>()->default_value("0.0.0.0:8443"), "address:port to serve on")(
+      "listen", po::value<std::string>()->default_value("0.0.0.0:8443"),
+      "address:port of the admission webhook, /metrics, /healthz and /readyz")(
       "tls-cert", po::value<std::string>()->default_value(""), "PEM certificate chain; with --tls-key serves HTTPS")(
       "tls-key", po::value<std::string>()->default_value(""), "PEM private key")(
+      "extender-listen", po::value<std::string>()->default_value("127.0.0.1:8888"),
+      "address:port of the extender verbs (filter, prioritize, bind): loopback, next to kube-scheduler in its pod; "
+      "any other address needs --extender-tls-cert, --extender-tls-key and --extender-client-ca")(
+      "extender-tls-cert", po::value<std::string>()->default_value(""), "PEM certificate chain of the extender verbs")(
+      "extender-tls-key", po::value<std::string>()->default_value(""), "PEM private key of the extender verbs")(
+      "extender-client-ca", po::value<std::string>()->default_value(""),
+      "PEM CA file: the extender verbs serve only clients with a certificate it signed (kube-scheduler's "
+      "tlsConfig certFile/keyFile)")(
       "scheduler-name", po::value<std::string>()->default_value("vgpu-scheduler"),
       "schedulerName the webhook sets on pods (the kube-scheduler profile that calls this extender)")(
       "log-level", po::value<std::string>()->default_value("info"), "trace, debug, info, warn, error")(
-      "threads", po::value<int>()->default_value(8), "HTTP threads (requests handled at once)")(
+      "threads", po::value<int>()->default_value(8), "HTTP threads of the extender verbs (requests handled at once)")(
       "bind-hold-timeout", po::value<int>()->default_value(3000),
       "ms a bind waits for a confusable pod on the same node to be allocated before failing (retried)")(
+      "requeue-qps", po::value<double>()->default_value(20),
+      "refused pods woken up per second when capacity frees where they fit (0: never)")(
+      "requeue-burst", po::value<int>()->default_value(50), "refused pods woken up at once")(
       "qps", po::value<double>()->default_value(1000), "apiserver requests per second (client-side limit)")(
       "burst", po::value<int>()->default_value(2000), "apiserver request burst");
   po::variables_map vm;
@@ -95,11 +115,26 @@ int main(int argc, char** argv) {
   service.schedulerName = vm["scheduler-name"].as<std::string>();
   service.instance = defaultInstance();
   service.extender.bindHoldTimeout = std::chrono::milliseconds(std::max(0, vm["bind-hold-timeout"].as<int>()));
+  service.requeue.qps = vm["requeue-qps"].as<double>();
+  service.requeue.burst = std::max(1, vm["requeue-burst"].as<int>());
   if (!splitListen(vm["listen"].as<std::string>(), service.http.address, service.http.port))
     return fail("--listen must be address:port, got \"" + vm["listen"].as<std::string>() + "\"");
   service.http.certFile = vm["tls-cert"].as<std::string>();
   service.http.keyFile = vm["tls-key"].as<std::string>();
-  service.http.threads = std::max(1, vm["threads"].as<int>());
+  service.http.threads = 2;  // the webhook and scrapes; the verbs have their own threads
+  if (!splitListen(vm["extender-listen"].as<std::string>(), service.extenderHttp.address, service.extenderHttp.port))
+    return fail("--extender-listen must be address:port, got \"" + vm["extender-listen"].as<std::string>() + "\"");
+  service.extenderHttp.certFile = vm["extender-tls-cert"].as<std::string>();
+  service.extenderHttp.keyFile = vm["extender-tls-key"].as<std::string>();
+  service.extenderHttp.clientCaFile = vm["extender-client-ca"].as<std::string>();
+  service.extenderHttp.threads = std::max(1, vm["threads"].as<int>());
+  // /bind binds pods: off loopback, only for clients with a certificate we trust.
+  if (!isLoopback(service.extenderHttp.address) &&
+      (service.extenderHttp.certFile.empty() || service.extenderHttp.clientCaFile.empty()))
+    return fail("--extender-listen " + vm["extender-listen"].as<std::string>() +
+                " is not a loopback address: whoever reaches it could bind pods, so serve it with "
+                "--extender-tls-cert, --extender-tls-key and --extender-client-ca (kube-scheduler then presents a "
+                "client certificate: tlsConfig certFile/keyFile), or keep it on 127.0.0.1 next to kube-scheduler");
 
   auto config = loadDeviceConfig(vm["config"].as<std::string>());
   if (!config.ok()) return fail(config.error().message);

@@ -23,6 +23,9 @@ struct SchedulerMetrics {
                               "Filter or bind requests that placed nothing, by reason.", {"reason"})),
         webhookReviews(r.counter("vgpu_scheduler_webhook_reviews_total", "Admission reviews answered, by outcome.",
                                  {"outcome"})),
+        podsRequeued(r.counter("vgpu_scheduler_pods_requeued_total",
+                               "Refused pods woken up (annotation update) because capacity freed where they fit, by result.",
+                               {"result"})),
         eventsDropped(r.counter("vgpu_scheduler_events_dropped_total",
                                 "Pod events not sent because the queue was full or the apiserver refused them.")),
         nodes(r.gauge("vgpu_scheduler_nodes", "Nodes in the cache, by state.", {"state"})),
@@ -45,6 +48,7 @@ struct SchedulerMetrics {
   metrics::Counter& podsPlaced;
   metrics::Counter& podsRefused;
   metrics::Counter& webhookReviews;
+  metrics::Counter& podsRequeued;
   metrics::Counter& eventsDropped;
   metrics::Gauge& nodes;
   metrics::Gauge& podsHolding;

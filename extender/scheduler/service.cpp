@@ -21,9 +21,11 @@ struct SchedulerService::Impl {
   std::unique_ptr<ClusterCache> cache;
   std::unique_ptr<k8s::Informer> nodeInformer, podInformer;
   std::unique_ptr<EventRecorder> events;
+  std::unique_ptr<PlacementEngine> engine;  // the requeuer's
+  std::unique_ptr<Requeuer> requeuer;
   std::unique_ptr<Extender> extender;
   std::unique_ptr<Webhook> webhook;
-  std::unique_ptr<http::Server> server;
+  std::unique_ptr<http::Server> server, extenderServer;
   std::chrono::seconds heartbeatTimeout{90};
 
   bool ready() const { return nodeInformer->hasSynced() && podInformer->hasSynced(); }
@@ -67,6 +69,9 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const DeviceCo
   ClusterCache::Options cacheOptions;
   cacheOptions.scheduler = config.scheduler;
   cacheOptions.inFlightExpiry = options.inFlightExpiry;
+  cacheOptions.onCapacityFreed = [s](const std::string& node) {
+    if (s->requeuer) s->requeuer->capacityFreed(node);
+  };
   s->cache = std::make_unique<ClusterCache>(backends, cacheOptions);
 
   k8s::InformerOptions nodeOptions;
@@ -77,6 +82,8 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const DeviceCo
       k8s::InformerHandlers{[cache](const k8s::ObjectPtr& n) { cache->upsertNode(*n); },
                             [cache](const k8s::ObjectPtr&, const k8s::ObjectPtr& n) { cache->upsertNode(*n); },
                             [cache](const k8s::ObjectPtr& n) { cache->removeNode(k8s::name(*n)); }});
+  // The pod informer's cache answers the requeuer's lookups, so the requeuer is made after
+  // it; the cache's hook reaches it through `s`.
   // Finished pods hold nothing: the selector turns Succeeded/Failed into deletes at once.
   k8s::InformerOptions podOptions;
   podOptions.fieldSelector = "status.phase!=Succeeded,status.phase!=Failed";
@@ -84,24 +91,43 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const DeviceCo
   s->podInformer = std::make_unique<k8s::Informer>(
       client, k8s::kPods, podOptions,
       k8s::InformerHandlers{[cache](const k8s::ObjectPtr& p) { cache->upsertPod(*p); },
-                            [cache](const k8s::ObjectPtr&, const k8s::ObjectPtr& p) { cache->upsertPod(*p); },
-                            [cache](const k8s::ObjectPtr& p) { cache->removePod(*p); }});
+                            [cache, s](const k8s::ObjectPtr&, const k8s::ObjectPtr& p) {
+                              cache->upsertPod(*p);
+                              if (s->requeuer && !k8s::nodeName(*p).empty()) s->requeuer->forget(std::string(k8s::uid(*p)));
+                            },
+                            [cache, s](const k8s::ObjectPtr& p) {
+                              cache->removePod(*p);
+                              if (s->requeuer) s->requeuer->forget(std::string(k8s::uid(*p)));
+                            }});
   s->events = std::make_unique<EventRecorder>(options.eventClient ? options.eventClient : &client, "vgpu-scheduler",
                                               options.instance,
                                               [s] { s->metrics.eventsDropped.inc(); });
   k8s::Informer* pods = s->podInformer.get();
+  RequeuerOptions requeueOptions = options.requeue;
+  requeueOptions.schedulerName = options.schedulerName;
+  requeueOptions.heartbeatTimeout = config.scheduler.heartbeatTimeout;
+  s->engine = std::make_unique<PlacementEngine>(config.scheduler);
+  s->requeuer = std::make_unique<Requeuer>(*s->cache, *s->engine, client, s->metrics,
+                                           [pods](const std::string& key) { return pods->get(key); }, requeueOptions);
+  ExtenderOptions extenderOptions = options.extender;
+  extenderOptions.schedulerName = options.schedulerName;
+  extenderOptions.requeuer = s->requeuer.get();
   s->extender = std::make_unique<Extender>(backends, config.scheduler, *s->cache, client, *s->events, s->metrics,
-                                           [pods](const std::string& key) { return pods->get(key); }, options.extender,
+                                           [pods](const std::string& key) { return pods->get(key); }, extenderOptions,
                                            [s] { return s->ready(); });
   s->webhook = std::make_unique<Webhook>(backends, options.schedulerName, s->metrics);
   s->registry.addCollector([s] { s->collect(); });
 
-  http::Router router;
+  // Two listeners: whoever reaches /bind can bind pods, so the verbs are not where the
+  // apiserver's webhook calls (and the whole cluster network can connect).
+  http::Router verbs;
   Extender* ext = s->extender.get();
   Webhook* hook = s->webhook.get();
-  router.post("/filter", [ext](const http::Request& r) { return ext->filter(r); });
-  router.post("/prioritize", [ext](const http::Request& r) { return ext->prioritize(r); });
-  router.post("/bind", [ext](const http::Request& r) { return ext->bind(r); });
+  verbs.post("/filter", [ext](const http::Request& r) { return ext->filter(r); });
+  verbs.post("/prioritize", [ext](const http::Request& r) { return ext->prioritize(r); });
+  verbs.post("/bind", [ext](const http::Request& r) { return ext->bind(r); });
+  verbs.get("/healthz", [](const http::Request&) { return http::Response::text("ok\n"); });
+  http::Router router;
   router.post("/webhook", [hook](const http::Request& r) { return hook->review(r); });
   router.get("/healthz", [](const http::Request&) { return http::Response::text("ok\n"); });
   router.get("/readyz", [s](const http::Request&) {
@@ -115,22 +141,37 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const DeviceCo
 
   s->nodeInformer->start();
   s->podInformer->start();
-  auto server = http::Server::start(options.http, std::move(router));
-  if (!server.ok()) {
+  auto stopAll = [s] {
     s->nodeInformer->stop();
     s->podInformer->stop();
+    s->requeuer->stop();
+    s->events->stop();
+  };
+  auto extenderServer = http::Server::start(options.extenderHttp, std::move(verbs));
+  if (!extenderServer.ok()) {
+    stopAll();
+    return makeError("extender verbs: " + extenderServer.error().message);
+  }
+  auto server = http::Server::start(options.http, std::move(router));
+  if (!server.ok()) {
+    stopAll();
     return std::move(server).error();
   }
+  s->extenderServer = std::move(extenderServer).value();
   s->server = std::move(server).value();
+  spdlog::info("vgpu-scheduler extender verbs on {}{}", s->extenderServer->url(),
+               options.extenderHttp.clientCaFile.empty() ? "" : " (client certificates required)");
   spdlog::info("vgpu-scheduler serving on {} (scheduler name {})", s->server->url(), options.schedulerName);
   return std::unique_ptr<SchedulerService>(new SchedulerService(std::move(impl)));
 }
 
 void SchedulerService::stop() {
   if (!impl_) return;
+  if (impl_->extenderServer) impl_->extenderServer->stop();
   if (impl_->server) impl_->server->stop();
   impl_->nodeInformer->stop();
   impl_->podInformer->stop();
+  impl_->requeuer->stop();
   impl_->events->stop();
 }
 
@@ -145,8 +186,11 @@ bool SchedulerService::waitForSync(std::chrono::milliseconds timeout) const {
 
 std::uint16_t SchedulerService::port() const { return impl_->server->port(); }
 std::string SchedulerService::url() const { return impl_->server->url(); }
+std::uint16_t SchedulerService::extenderPort() const { return impl_->extenderServer->port(); }
+std::string SchedulerService::extenderUrl() const { return impl_->extenderServer->url(); }
 ClusterCache& SchedulerService::cache() { return *impl_->cache; }
 metrics::Registry& SchedulerService::registry() { return impl_->registry; }
 EventRecorder& SchedulerService::events() { return *impl_->events; }
+Requeuer& SchedulerService::requeuer() { return *impl_->requeuer; }
 
 }  // namespace vgpu::scheduler

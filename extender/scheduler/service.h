@@ -1,6 +1,8 @@
 #pragma once
-// vgpu-scheduler assembled: the cluster cache fed by node and pod informers, the extender
-// verbs, the webhook, /metrics, /healthz and /readyz on one HTTP(S) server.
+// vgpu-scheduler assembled: the cluster cache fed by node and pod informers; the extender
+// verbs (filter, prioritize, bind) on their own listener, by default on loopback next to
+// kube-scheduler, since /bind binds pods; the webhook, /metrics, /healthz and /readyz on the
+// other (HTTPS for the apiserver).
 
 #include <chrono>
 #include <memory>
@@ -9,6 +11,7 @@
 #include "cluster_cache.h"
 #include "event_recorder.h"
 #include "extender.h"
+#include "requeuer.h"
 #include "vgpu/backend_loader.h"
 #include "vgpu/config.h"
 #include "vgpu/http/server.h"
@@ -21,7 +24,11 @@ struct ServiceOptions {
   std::string schedulerName = "vgpu-scheduler";
   std::string instance = "vgpu-scheduler";  ///< events' reporting instance (the pod's name)
   ExtenderOptions extender;
-  http::ServerOptions http;
+  /// Waking refused pods when capacity frees (schedulerName and heartbeatTimeout are set
+  /// from the service's own).
+  RequeuerOptions requeue;
+  http::ServerOptions http;          ///< /webhook, /metrics, /healthz, /readyz
+  http::ServerOptions extenderHttp;  ///< /filter, /prioritize, /bind, /healthz (default 127.0.0.1, any port)
   std::chrono::seconds inFlightExpiry{300};
   /// Events' own client (and so their own rate limit); null = the main client. Must outlive
   /// the service.
@@ -51,11 +58,16 @@ class SchedulerService {
   bool ready() const;
   bool waitForSync(std::chrono::milliseconds timeout) const;
 
+  /// The webhook's listener (/webhook, /metrics, /healthz, /readyz).
   std::uint16_t port() const;
   std::string url() const;
+  /// The extender verbs' listener.
+  std::uint16_t extenderPort() const;
+  std::string extenderUrl() const;
   ClusterCache& cache();
   metrics::Registry& registry();
   EventRecorder& events();
+  Requeuer& requeuer();
 
  private:
   struct Impl;

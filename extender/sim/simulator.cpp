@@ -81,8 +81,18 @@ SimulationResult simulate(const std::vector<ClusterNode>& cluster, const std::ve
         (void)result.nodes[*placement.chosen].add(outcome.assignment);  // devices come from this node
       } else {
         outcome.kind = PodOutcome::Kind::kPending;
-        for (size_t i = 0; i < result.nodes.size(); ++i)
+        std::map<std::string, int> categories;
+        for (size_t i = 0; i < result.nodes.size(); ++i) {
           outcome.reasons[result.nodes[i].name] = engine.explain(*prepared, result.nodes[i], placement.evaluations[i]);
+          ++categories[engine.category(*prepared, placement.evaluations[i])];
+        }
+        // As kube-scheduler's FitError.Error() counts identical node messages, sorted.
+        std::vector<std::string> parts;
+        for (const auto& [text, n] : categories) parts.push_back(std::to_string(n) + " " + text);
+        std::sort(parts.begin(), parts.end());
+        outcome.kubeScheduler = "0/" + std::to_string(result.nodes.size()) + " nodes are available:";
+        for (size_t i = 0; i < parts.size(); ++i) outcome.kubeScheduler += (i ? ", " : " ") + parts[i];
+        outcome.kubeScheduler += ".";
       }
     }
     result.pods.push_back(std::move(outcome));
@@ -140,6 +150,7 @@ std::string renderText(const SimulationResult& r) {
       if (pod.kind == PodOutcome::Kind::kInvalid) out += pod.pod + ": invalid request: " + pod.error + "\n";
       if (pod.kind != PodOutcome::Kind::kPending) continue;
       out += pod.pod + ": no node fits\n";
+      out += "  kube-scheduler says: " + pod.kubeScheduler + "\n";
       for (const auto& [node, why] : pod.reasons) out += "  " + node + ": " + why + "\n";
     }
   }
@@ -173,6 +184,7 @@ std::string renderJson(const SimulationResult& r) {
         json::object reasons;
         for (const auto& [node, why] : pod.reasons) reasons[node] = why;
         o["reasons"] = std::move(reasons);
+        o["kubeScheduler"] = pod.kubeScheduler;
         break;
       }
       case PodOutcome::Kind::kInvalid:

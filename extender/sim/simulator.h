@@ -20,6 +20,9 @@ struct PodOutcome {
   enum class Kind { kPlaced, kPending, kInvalid, kNotOurs } kind = Kind::kNotOurs;
   Assignment assignment;                       ///< kPlaced
   std::map<std::string, std::string> reasons;  ///< kPending: node -> why, in words
+  /// kPending: the pod's condition as kube-scheduler words it from vgpu-scheduler's
+  /// categories ("0/N nodes are available: 3 vgpu: ..., 2 vgpu: ...").
+  std::string kubeScheduler;
   std::string error;                           ///< kInvalid: why the request is refused
 };
 

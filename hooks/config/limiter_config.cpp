@@ -67,6 +67,8 @@ Result<LimiterConfig> loadLimiterConfig(const EnvLookup& env, const char* fixedF
   cfg.limitsFile = settings->limits_file;
   cfg.oversubscribe = settings->oversubscribe != 0;
   cfg.priority = settings->priority;
+  cfg.prioritySet = settings->priority_set != 0;
+  cfg.activityBoard = settings->activity_board;
   cfg.corePolicy = settings->core_policy == VGPU_CORE_POLICY_FORCE     ? CorePolicy::kForce
                    : settings->core_policy == VGPU_CORE_POLICY_DISABLE ? CorePolicy::kDisable
                                                                        : CorePolicy::kDefault;

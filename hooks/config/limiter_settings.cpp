@@ -66,7 +66,8 @@ int parseUnsigned(Text digits, Text whole, uint64_t* out, char* err, size_t len)
 
 bool knownKey(Text key) {
   static const char* const kPlain[] = {VGPU_ENV_MEMORY_LIMIT,  VGPU_ENV_SM_LIMIT,      VGPU_ENV_SHARED_REGION,
-                                       VGPU_ENV_OVERSUBSCRIBE, VGPU_ENV_TASK_PRIORITY, VGPU_ENV_CORE_POLICY};
+                                       VGPU_ENV_OVERSUBSCRIBE, VGPU_ENV_TASK_PRIORITY, VGPU_ENV_CORE_POLICY,
+                                       VGPU_ENV_ACTIVITY_BOARD};
   for (const char* k : kPlain) {
     if (equals(key, k)) return true;
   }
@@ -192,7 +193,16 @@ int loadWith(const Loader& in, vgpu_limiter_settings* out, char* err, size_t len
         return fail(err, len, "%s='%s' is not an integer priority", origin, v);
       }
       out->priority = static_cast<int32_t>(negative ? -static_cast<int64_t>(r) : static_cast<int64_t>(r));
+      out->priority_set = 1;
     }
+  }
+  if (!out->priority_set) out->priority = 1;  // HAMi's default: low
+  if (const char* v = in.lookup(VGPU_ENV_ACTIVITY_BOARD, origin, sizeof origin)) {
+    Text t = trim(whole(v));
+    if (t.n >= sizeof out->activity_board) {
+      return fail(err, len, "%s is longer than %d bytes", origin, VGPU_LIMITER_PATH_MAX - 1);
+    }
+    snprintf(out->activity_board, sizeof out->activity_board, "%.*s", static_cast<int>(t.n), t.p);
   }
   if (const char* v = in.lookup(VGPU_ENV_CORE_POLICY, origin, sizeof origin)) {
     Text p = trim(whole(v));

@@ -2,6 +2,7 @@
 // (cuMemGetInfo, cuDeviceTotalMem, NVML's memory info).
 
 #include <string.h>
+#include <time.h>
 
 #include "runtime.h"
 
@@ -9,18 +10,31 @@ using namespace vgpu;
 
 namespace {
 
-// What the container may see of a device: total is the limit (never more than the
-// device has, unless oversubscription makes the limit real), free is what is left of it.
-void virtualize(int dev, uint64_t physTotal, uint64_t physFree, uint64_t* total, uint64_t* free) {
-  const Runtime& rt = runtime();
-  uint64_t limit = rt.memoryLimit(dev);
-  *total = rt.oversubscribe() || limit < physTotal ? limit : physTotal;
-  uint64_t used = containerUsage(dev);
-  *free = used >= *total ? 0 : *total - used;
-  if (!rt.oversubscribe() && *free > physFree) *free = physFree;
+// Usage once processes that are gone are reclaimed (at most once a second): a nearly full
+// container must not be shown memory that a dead process still appears to hold.
+__attribute__((noinline)) uint64_t usageAfterReclaim(int dev) {
+  static std::atomic<int64_t> lastReclaim{0};
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  if (lastReclaim.exchange(ts.tv_sec) != ts.tv_sec) vgpu_region_reclaim_dead(runtime().region);
+  return containerUsage(dev);
 }
 
-bool limited(int dev) { return dev >= 0 && runtime().memoryLimit(dev) != 0; }
+// What the container may see of a device: total is the limit (never more than the
+// device has, unless oversubscription makes the limit real), free is what is left of it.
+inline void virtualize(int dev, uint64_t physTotal, uint64_t physFree, uint64_t* total, uint64_t* free) {
+  const Runtime& rt = runtime();
+  uint64_t limit = rt.memoryLimit(dev);
+  bool over = rt.oversubscribe();
+  uint64_t t = over || limit < physTotal ? limit : physTotal;
+  uint64_t used = __atomic_load_n(&rt.region->devices[dev].memory_used, __ATOMIC_RELAXED);
+  if (__builtin_expect(used > t - t / 8, 0)) used = usageAfterReclaim(dev);
+  uint64_t f = used >= t ? 0 : t - used;
+  *total = t;
+  *free = !over && f > physFree ? physFree : f;
+}
+
+inline bool limited(int dev) { return dev >= 0 && runtime().memoryLimit(dev) != 0; }
 
 // The CUDA ordinal of an NVML device, matched by UUID (the one index space is CUDA's).
 int ordinalOfNvmlDevice(nvmlDevice_t device) {
@@ -93,10 +107,10 @@ CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuin
 CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
   VGPU_ENTER_CUDA(cuMemGetInfo_v2);
   CUresult rc = real::cuMemGetInfo_v2(free, total);
-  int dev = currentDevice();
-  if (rc != CUDA_SUCCESS || !limited(dev) || free == nullptr || total == nullptr) return rc;
+  Ctx c;
+  if (rc != CUDA_SUCCESS || free == nullptr || total == nullptr || !currentContext(&c) || !limited(c.dev)) return rc;
   uint64_t t = 0, f = 0;
-  virtualize(dev, *total, *free, &t, &f);
+  virtualize(c.dev, *total, *free, &t, &f);
   *total = t;
   *free = f;
   return rc;

@@ -36,6 +36,11 @@
                                    CUstream hStream))                                       \
   X(cuMemFreeAsync, (CUdeviceptr dptr, CUstream hStream))                                   \
   X(cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream hStream))                              \
+  /* memory pools: charged for what they hold */                                            \
+  X(cuMemPoolCreate, (CUmemoryPool* pool, const CUmemPoolProps* poolProps))                 \
+  X(cuMemPoolDestroy, (CUmemoryPool pool))                                                  \
+  X(cuMemPoolTrimTo, (CUmemoryPool pool, size_t minBytesToKeep))                            \
+  X(cuMemPoolSetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr, void* value))      \
   /* arrays */                                                                              \
   X(cuArrayCreate_v2, (CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* pAllocateArray))     \
   X(cuArray3DCreate_v2, (CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* pAllocateArray)) \
@@ -50,6 +55,7 @@
   X(cuMemRelease, (CUmemGenericAllocationHandle handle))                                    \
   X(cuMemMap, (CUdeviceptr ptr, size_t size, size_t offset,                                 \
                CUmemGenericAllocationHandle handle, unsigned long long flags))              \
+  X(cuMemUnmap, (CUdeviceptr ptr, size_t size))                                             \
   X(cuMemImportFromShareableHandle, (CUmemGenericAllocationHandle* handle, void* osHandle, \
                                      CUmemAllocationHandleType shHandleType))               \
   X(cuIpcOpenMemHandle_v2, (CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags)) \
@@ -60,6 +66,18 @@
                              CUDA_MEM_ALLOC_NODE_PARAMS* nodeParams))                       \
   X(cuGraphDestroyNode, (CUgraphNode hNode))                                                \
   X(cuGraphDestroy, (CUgraph hGraph))                                                       \
+  X(cuGraphInstantiate, (CUgraphExec* phGraphExec, CUgraph hGraph, CUgraphNode* phErrorNode, \
+                         char* logBuffer, size_t bufferSize))                               \
+  X(cuGraphInstantiate_v2, (CUgraphExec* phGraphExec, CUgraph hGraph,                       \
+                            CUgraphNode* phErrorNode, char* logBuffer, size_t bufferSize))  \
+  X(cuGraphInstantiateWithFlags, (CUgraphExec* phGraphExec, CUgraph hGraph,                 \
+                                  unsigned long long flags))                                \
+  X(cuGraphInstantiateWithParams, (CUgraphExec* phGraphExec, CUgraph hGraph,                \
+                                   CUDA_GRAPH_INSTANTIATE_PARAMS* instantiateParams))       \
+  X(cuGraphInstantiateWithParams_ptsz, (CUgraphExec* phGraphExec, CUgraph hGraph,           \
+                                        CUDA_GRAPH_INSTANTIATE_PARAMS* instantiateParams))  \
+  X(cuGraphExecDestroy, (CUgraphExec hGraphExec))                                           \
+  X(cuDeviceGraphMemTrim, (CUdevice device))                                                \
   /* contexts (their overhead counts against the limit) */                                  \
   X(cuCtxCreate, (CUcontext* pctx, unsigned int flags, CUdevice dev))                       \
   X(cuCtxCreate_v2, (CUcontext* pctx, unsigned int flags, CUdevice dev))                    \
@@ -71,6 +89,12 @@
   X(cuDevicePrimaryCtxRetain, (CUcontext* pctx, CUdevice dev))                              \
   X(cuDevicePrimaryCtxRelease_v2, (CUdevice dev))                                           \
   X(cuDevicePrimaryCtxReset_v2, (CUdevice dev))                                             \
+  /* synchronisation: pools give memory back, the throttle ends a burst */                  \
+  X(cuCtxSynchronize, (void))                                                               \
+  X(cuCtxSynchronize_v2, (CUcontext ctx))                                                   \
+  X(cuStreamSynchronize, (CUstream hStream))                                                \
+  X(cuStreamSynchronize_ptsz, (CUstream hStream))                                           \
+  X(cuEventSynchronize, (CUevent hEvent))                                                   \
   /* launches (the compute limit) */                                                        \
   X(cuLaunchKernel, (CUfunction f, unsigned int gridDimX, unsigned int gridDimY,            \
                      unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, \
@@ -124,7 +148,10 @@
     (CUDA_ARRAY_MEMORY_REQUIREMENTS* memoryRequirements, CUmipmappedArray mipmap,           \
      CUdevice device))                                                                      \
   X(cuMemGetAllocationPropertiesFromHandle, (CUmemAllocationProp* prop,                     \
-                                             CUmemGenericAllocationHandle handle))
+                                             CUmemGenericAllocationHandle handle))          \
+  X(cuDeviceGetMemPool, (CUmemoryPool* pool, CUdevice dev))                                 \
+  X(cuMemPoolGetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr, void* value))      \
+  X(cuDeviceGetGraphMemAttribute, (CUdevice device, CUgraphMem_attribute attr, void* value))
 
 // What the driver's cuGetProcAddress hands out for a base name, as facts about the driver
 // API (not a second list of hooks): every ABI variant of each function wrapped above, the
@@ -150,6 +177,10 @@
   R(cuMemAllocAsync, 11020, cuMemAllocAsync, cuMemAllocAsync_ptsz)                          \
   R(cuMemAllocFromPoolAsync, 11020, cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz)  \
   R(cuMemFreeAsync, 11020, cuMemFreeAsync, cuMemFreeAsync_ptsz)                             \
+  R(cuMemPoolCreate, 11020, cuMemPoolCreate, none)                                          \
+  R(cuMemPoolDestroy, 11020, cuMemPoolDestroy, none)                                        \
+  R(cuMemPoolTrimTo, 11020, cuMemPoolTrimTo, none)                                          \
+  R(cuMemPoolSetAttribute, 11020, cuMemPoolSetAttribute, none)                              \
   R(cuArrayCreate, 2000, cuArrayCreate, none)                                               \
   R(cuArrayCreate, 3020, cuArrayCreate_v2, none)                                            \
   R(cuArray3DCreate, 2000, cuArray3DCreate, none)                                           \
@@ -160,6 +191,7 @@
   R(cuMemCreate, 10020, cuMemCreate, none)                                                  \
   R(cuMemRelease, 10020, cuMemRelease, none)                                                \
   R(cuMemMap, 10020, cuMemMap, none)                                                        \
+  R(cuMemUnmap, 10020, cuMemUnmap, none)                                                    \
   R(cuMemImportFromShareableHandle, 10020, cuMemImportFromShareableHandle, none)            \
   R(cuIpcOpenMemHandle, 4010, cuIpcOpenMemHandle, none)                                     \
   R(cuIpcOpenMemHandle, 11000, cuIpcOpenMemHandle_v2, none)                                 \
@@ -167,6 +199,14 @@
   R(cuGraphAddMemAllocNode, 11040, cuGraphAddMemAllocNode, none)                            \
   R(cuGraphDestroyNode, 10000, cuGraphDestroyNode, none)                                    \
   R(cuGraphDestroy, 10000, cuGraphDestroy, none)                                            \
+  R(cuGraphInstantiate, 10000, cuGraphInstantiate, none)                                    \
+  R(cuGraphInstantiate, 11000, cuGraphInstantiate_v2, none)                                 \
+  R(cuGraphInstantiate, 12000, cuGraphInstantiateWithFlags, none)                           \
+  R(cuGraphInstantiateWithFlags, 11040, cuGraphInstantiateWithFlags, none)                  \
+  R(cuGraphInstantiateWithParams, 12000, cuGraphInstantiateWithParams,                      \
+    cuGraphInstantiateWithParams_ptsz)                                                      \
+  R(cuGraphExecDestroy, 10000, cuGraphExecDestroy, none)                                    \
+  R(cuDeviceGraphMemTrim, 11040, cuDeviceGraphMemTrim, none)                                \
   R(cuCtxCreate, 2000, cuCtxCreate, none)                                                   \
   R(cuCtxCreate, 3020, cuCtxCreate_v2, none)                                                \
   R(cuCtxCreate, 11040, cuCtxCreate_v3, none)                                               \
@@ -178,6 +218,10 @@
   R(cuDevicePrimaryCtxRelease, 11000, cuDevicePrimaryCtxRelease_v2, none)                   \
   R(cuDevicePrimaryCtxReset, 7000, cuDevicePrimaryCtxReset, none)                           \
   R(cuDevicePrimaryCtxReset, 11000, cuDevicePrimaryCtxReset_v2, none)                       \
+  R(cuCtxSynchronize, 2000, cuCtxSynchronize, none)                                         \
+  R(cuCtxSynchronize, 13000, cuCtxSynchronize_v2, none)                                     \
+  R(cuStreamSynchronize, 2000, cuStreamSynchronize, cuStreamSynchronize_ptsz)               \
+  R(cuEventSynchronize, 2000, cuEventSynchronize, none)                                     \
   R(cuLaunchKernel, 4000, cuLaunchKernel, cuLaunchKernel_ptsz)                              \
   R(cuLaunchKernelEx, 11060, cuLaunchKernelEx, cuLaunchKernelEx_ptsz)                       \
   R(cuLaunchCooperativeKernel, 9000, cuLaunchCooperativeKernel,                             \
@@ -191,5 +235,14 @@
 #define VGPU_NVML_INTERNAL(X)                                                               \
   X(nvmlInit_v2, ())                                                                        \
   X(nvmlDeviceGetHandleByUUID, (const char* uuid, nvmlDevice_t* device))                    \
-  X(nvmlDeviceGetUUID, (nvmlDevice_t device, char* uuid, unsigned int length))
+  X(nvmlDeviceGetUUID, (nvmlDevice_t device, char* uuid, unsigned int length))              \
+  X(nvmlDeviceGetComputeRunningProcesses_v3, (nvmlDevice_t device, unsigned int* infoCount, \
+                                              nvmlProcessInfo_t* infos))                    \
+  /* what R470 has instead (the same layout) */                                             \
+  X(nvmlDeviceGetComputeRunningProcesses_v2, (nvmlDevice_t device, unsigned int* infoCount, \
+                                              nvmlProcessInfo_t* infos))                    \
+  X(nvmlDeviceGetProcessUtilization, (nvmlDevice_t device,                                  \
+                                      nvmlProcessUtilizationSample_t* utilization,          \
+                                      unsigned int* processSamplesCount,                    \
+                                      unsigned long long lastSeenTimeStamp))
 // clang-format on

@@ -1,26 +1,40 @@
-// Launch wrappers: pure pass-through unless a device has a compute limit; then each
-// launch joins the context's current burst (throttle.cpp).
+// Launch wrappers: pure pass-through while nothing concerns launches; otherwise each launch
+// may announce a high-priority tenant's activity, wait while one is active (a low-priority
+// tenant), and join the context's current burst while the compute limit applies
+// (monitor.cpp, throttle.cpp).
 //
 // Each wrapper is one test and two tail calls: to the driver on the fast path, or to its
 // out-of-line twin (same signature, so no stack frame is built on the fast path) that
-// initialises, refuses, or throttles.
+// initialises, refuses, holds back or throttles.
 
+#include "monitor.h"
 #include "runtime.h"
 
 using namespace vgpu;
 
-#define VGPU_LAUNCH_WRAPPER(name, ptsz, stream, params, args)                                                         \
-  __attribute__((noinline)) static CUresult slow_##name params {                                                      \
-    VGPU_ENTER_CUDA(name);                                                                                            \
-    if (!throttle::active()) return real::name args;                                                                  \
-    return throttle::around(stream, ptsz, [&] { return real::name args; });                                           \
-  }                                                                                                                   \
-  extern "C" CUresult name params {                                                                                   \
-    if (__builtin_expect(                                                                                             \
-            !detail::gCudaReady.load(std::memory_order_acquire) || real::name == nullptr || throttle::active(), 0)) { \
-      return slow_##name args;                                                                                        \
-    }                                                                                                                 \
-    return real::name args;                                                                                           \
+namespace {
+
+template <class F>
+CUresult launchSlow(CUstream stream, bool ptsz, F&& launch) {
+  Ctx c;
+  if (!currentContext(&c)) return launch();  // the driver reports the missing context
+  monitor::beforeLaunch(c.dev);
+  if (!monitor::engaged(c.dev)) return launch();
+  return throttle::around(stream, ptsz, launch);
+}
+
+}  // namespace
+
+#define VGPU_LAUNCH_WRAPPER(name, ptsz, stream, params, args)                                                      \
+  __attribute__((noinline)) static CUresult slow_##name params {                                                   \
+    VGPU_ENTER_CUDA(name);                                                                                         \
+    return launchSlow(stream, ptsz, [&] { return real::name args; });                                              \
+  }                                                                                                                \
+  extern "C" CUresult name params {                                                                                \
+    if (__builtin_expect(!detail::gLaunchFast.load(std::memory_order_acquire) || real::name == nullptr, 0)) {      \
+      return slow_##name args;                                                                                     \
+    }                                                                                                              \
+    return real::name args;                                                                                        \
   }
 
 #define VGPU_KERNEL_PARAMS                                                                                             \
@@ -46,6 +60,56 @@ VGPU_LAUNCH_WRAPPER(cuLaunchKernelEx, false, config != nullptr ? config->hStream
                     VGPU_EX_ARGS)
 VGPU_LAUNCH_WRAPPER(cuLaunchKernelEx_ptsz, true, config != nullptr ? config->hStream : nullptr, VGPU_EX_PARAMS,
                     VGPU_EX_ARGS)
-VGPU_LAUNCH_WRAPPER(cuGraphLaunch, false, hStream, (CUgraphExec hGraphExec, CUstream hStream), (hGraphExec, hStream))
-VGPU_LAUNCH_WRAPPER(cuGraphLaunch_ptsz, true, hStream, (CUgraphExec hGraphExec, CUstream hStream),
-                    (hGraphExec, hStream))
+
+// Graph launches are throttled like kernels, and a graph with allocation nodes takes memory
+// when it runs: what it may take is reserved first, and the graph allocator's charge then
+// follows what it really maps (pools.cpp).
+namespace {
+
+template <class F>
+CUresult graphLaunch(CUgraphExec exec, CUstream stream, bool ptsz, F&& launch) {
+  Record g;
+  if (!ledger::peek(Kind::kGraphExec, reinterpret_cast<uintptr_t>(exec), &g)) return launchSlow(stream, ptsz, launch);
+  uint64_t provisional[kLimiterMaxDevices] = {};
+  bool single = (g.count & (g.count - 1)) == 0;
+  for (int d = 0; d < kLimiterMaxDevices; ++d) {
+    if ((g.count >> d & 1) == 0) continue;
+    Record one = g;
+    if (!single) ledger::peek(Kind::kGraphExecDevice, reinterpret_cast<uintptr_t>(exec) | uintptr_t(d) << 56, &one);
+    uint64_t spare = pools::graphSpare(d);
+    provisional[d] = one.bytes > spare ? one.bytes - spare : 0;
+    if (reserveMemory(d, provisional[d]) != CUDA_SUCCESS) {
+      for (int e = 0; e < d; ++e) releaseMemory(e, provisional[e]);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  CUresult rc = launchSlow(stream, ptsz, launch);
+  for (int d = 0; d < kLimiterMaxDevices; ++d) {
+    if ((g.count >> d & 1) == 0) continue;
+    if (rc == CUDA_SUCCESS) {
+      pools::resyncGraph(d, provisional[d]);
+    } else {
+      releaseMemory(d, provisional[d]);
+    }
+  }
+  return rc;
+}
+
+}  // namespace
+
+#define VGPU_GRAPH_LAUNCH_WRAPPER(name, ptsz)                                                             \
+  __attribute__((noinline)) static CUresult slow_##name(CUgraphExec hGraphExec, CUstream hStream) {      \
+    VGPU_ENTER_CUDA(name);                                                                               \
+    return graphLaunch(hGraphExec, hStream, ptsz, [&] { return real::name(hGraphExec, hStream); });      \
+  }                                                                                                      \
+  extern "C" CUresult name(CUgraphExec hGraphExec, CUstream hStream) {                                   \
+    if (__builtin_expect(!detail::gLaunchFast.load(std::memory_order_acquire) || real::name == nullptr || \
+                             pools::gGraphAllocs.load(std::memory_order_relaxed),                        \
+                         0)) {                                                                           \
+      return slow_##name(hGraphExec, hStream);                                                           \
+    }                                                                                                    \
+    return real::name(hGraphExec, hStream);                                                              \
+  }
+
+VGPU_GRAPH_LAUNCH_WRAPPER(cuGraphLaunch, false)
+VGPU_GRAPH_LAUNCH_WRAPPER(cuGraphLaunch_ptsz, true)

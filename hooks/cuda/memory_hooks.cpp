@@ -1,9 +1,14 @@
 // Every driver path that takes device memory: check-and-add against the container's
 // limit before the real call (so a refused request allocates nothing), give back on
-// failure, and remember what was charged so the matching free gives exactly that back.
+// failure, and remember what was charged, and in which context, so that the matching free,
+// the context's destruction or a handle's last unmapping gives exactly that back.
+// Stream-ordered pools and graph memory are charged for what they hold (pools.cpp).
 
 #include <string.h>
+#include <unistd.h>
 
+#include "monitor.h"
+#include "nvml_view.h"
 #include "runtime.h"
 
 using namespace vgpu;
@@ -36,6 +41,8 @@ CUresult trueUp(int dev, uint64_t estimate, uint64_t actual, U&& undo) {
   return CUDA_SUCCESS;
 }
 
+uintptr_t key(const void* handle) { return reinterpret_cast<uintptr_t>(handle); }
+
 // Gives back what `id` was charged once the driver has freed it; keeps the record if the
 // driver refused (the memory is still there).
 template <class F>
@@ -52,12 +59,47 @@ CUresult freed(Kind kind, uintptr_t id, F&& free) {
   return rc;
 }
 
-// A device pointer allocated on the current context's device, charged and remembered.
+// cuMemFree of a pointer: an ordinary allocation gives its charge back; a pool allocation
+// goes back to its pool, which stays charged for it until it gives the memory back.
+template <class F>
+CUresult freePointer(CUdeviceptr dptr, F&& free) {
+  Record rec;
+  if (ledger::take(Kind::kPointer, dptr, &rec)) {
+    CUresult rc = free();
+    if (rc == CUDA_SUCCESS) {
+      releaseMemory(rec.dev, rec.bytes);
+    } else {
+      ledger::put(Kind::kPointer, dptr, rec);
+    }
+    return rc;
+  }
+  bool pooled = ledger::take(Kind::kPoolPointer, dptr, &rec);
+  CUresult rc = free();
+  if (pooled) {
+    if (rc != CUDA_SUCCESS) {
+      ledger::put(Kind::kPoolPointer, dptr, rec);
+    } else if ((rec.flags & kReleased) != 0) {
+      pools::freedFromDestroyed(reinterpret_cast<CUmemoryPool>(rec.owner), rec.bytes);
+    }
+  }
+  return rc;
+}
+
+// A device pointer allocated in the current context, charged and remembered.
 template <class Ptr, class F>
 CUresult pointerAlloc(Ptr* dptr, size_t bytes, F&& alloc) {
-  int dev = currentDevice();
-  CUresult rc = charged(dev, bytes, alloc);
-  if (rc == CUDA_SUCCESS && dev >= 0) ledger::put(Kind::kPointer, *dptr, {dev, bytes, 0});
+  uint32_t flags = 0;
+  Ctx c;
+  if (!currentContext(&c)) return alloc(&flags);  // the driver reports the missing context
+  CUresult rc = charged(c.dev, bytes, [&] { return alloc(&flags); });
+  if (rc == CUDA_SUCCESS) {
+    Record rec;
+    rec.dev = c.dev;
+    rec.flags = flags;
+    rec.bytes = bytes;
+    rec.ctx = key(c.ctx);
+    ledger::put(Kind::kPointer, *dptr, rec);
+  }
   return rc;
 }
 
@@ -87,35 +129,118 @@ uint64_t arrayEstimate(size_t w, size_t h, size_t d, CUarray_format format, unsi
 template <class Create, class Requirement, class Destroy>
 CUresult arrayAlloc(Kind kind, uint64_t estimate, Create&& create, Requirement&& requirement, Destroy&& destroy,
                     uintptr_t* id) {
-  int dev = currentDevice();
-  CUresult rc = charged(dev, estimate, create);
-  if (rc != CUDA_SUCCESS || dev < 0) return rc;
+  Ctx c;
+  if (!currentContext(&c)) return create();
+  CUresult rc = charged(c.dev, estimate, create);
+  if (rc != CUDA_SUCCESS) return rc;
   uint64_t actual = estimate;
   CUDA_ARRAY_MEMORY_REQUIREMENTS req;
   memset(&req, 0, sizeof req);
-  if (requirement(&req, dev) == CUDA_SUCCESS && req.size != 0) actual = req.size;
-  if (CUresult t = trueUp(dev, estimate, actual, destroy); t != CUDA_SUCCESS) return t;
-  ledger::put(kind, *id, {dev, actual, 0});
+  if (requirement(&req, c.dev) == CUDA_SUCCESS && req.size != 0) actual = req.size;
+  if (CUresult t = trueUp(c.dev, estimate, actual, destroy); t != CUDA_SUCCESS) return t;
+  Record rec;
+  rec.dev = c.dev;
+  rec.bytes = actual;
+  rec.ctx = key(c.ctx);
+  ledger::put(kind, *id, rec);
   return CUDA_SUCCESS;
 }
 
-// Context overhead: what the driver's used memory grew by when this process created its
-// first context on the device, read through NVML (cuMemGetInfo needs a context to exist).
+// ---- virtual memory: a handle's memory is charged until it is released and unmapped ----
+
+// The handle's record, whichever kind it is.
+bool findHandle(CUmemGenericAllocationHandle h, Kind* kind, Record* rec) {
+  if (ledger::peek(Kind::kVmmHandle, h, rec)) {
+    *kind = Kind::kVmmHandle;
+    return true;
+  }
+  if (ledger::peek(Kind::kImportedHandle, h, rec)) {
+    *kind = Kind::kImportedHandle;
+    return true;
+  }
+  return false;
+}
+
+ledger::Keep mapOne(Record& r, void* size) {
+  ++r.count;
+  if (r.bytes == 0) r.bytes = *static_cast<uint64_t*>(size);  // an import, charged at its first mapping
+  return ledger::Keep::kKeep;
+}
+
+// The last reference to a handle's memory is gone when it is released and no longer mapped.
+ledger::Keep unmapOne(Record& r, void*) {
+  if (r.count > 0) --r.count;
+  return (r.flags & kReleased) != 0 && r.count == 0 ? ledger::Keep::kErase : ledger::Keep::kKeep;
+}
+
+ledger::Keep releaseHandle(Record& r, void*) {
+  r.flags |= kReleased;
+  return r.count == 0 ? ledger::Keep::kErase : ledger::Keep::kKeep;
+}
+
+// Drops a reference to the handle and gives its charge back if that was the last.
+void dropHandleRef(CUmemGenericAllocationHandle h, ledger::Keep (*fn)(Record&, void*)) {
+  for (Kind kind : {Kind::kVmmHandle, Kind::kImportedHandle}) {
+    Record before, after;
+    if (!ledger::peek(kind, h, &before)) continue;
+    if (ledger::update(kind, h, fn, nullptr, &after) && (after.flags & kReleased) != 0 && after.count == 0) {
+      releaseMemory(after.dev, after.bytes);
+    }
+    return;
+  }
+}
+
+// ---- graphs: allocation nodes are charged when a graph runs (pools.cpp); here, what each
+// executable graph may allocate, so that its launch can reserve it first ----
+
+void rememberExec(CUgraphExec exec, CUgraph graph) {
+  uint64_t bytes[kLimiterMaxDevices] = {};
+  ledger::sumOwned(Kind::kGraphNode, key(graph), bytes);
+  Record total;
+  for (int d = 0; d < kLimiterMaxDevices; ++d) {
+    if (bytes[d] == 0) continue;
+    if (total.dev < 0) total.dev = d;
+    total.count |= 1u << d;
+    total.bytes += bytes[d];
+  }
+  if (total.count == 0) return;
+  ledger::put(Kind::kGraphExec, key(exec), total);
+  pools::gGraphAllocs.store(true, std::memory_order_release);
+  if ((total.count & (total.count - 1)) == 0) return;  // one device: the total is its
+  for (int d = 0; d < kLimiterMaxDevices; ++d) {
+    if (bytes[d] == 0) continue;
+    Record one;
+    one.dev = d;
+    one.bytes = bytes[d];
+    ledger::put(Kind::kGraphExecDevice, key(exec) | static_cast<uintptr_t>(d) << 56, one);
+  }
+}
+
+template <class F>
+CUresult instantiated(CUgraphExec* exec, CUgraph graph, F&& instantiate) {
+  CUresult rc = instantiate();
+  if (rc == CUDA_SUCCESS && exec != nullptr) rememberExec(*exec, graph);
+  return rc;
+}
+
+// ---- contexts ----
+
+// What a context takes (its overhead). Measured per process, as the growth of what NVML's
+// process list says this process holds on the device across the creation: other tenants
+// allocating at the same moment do not change it. Where NVML cannot say which entry is this
+// process, the growth of the device's used memory is taken instead (noisy), and a figure
+// measured undisturbed is published in the region for the container's later processes.
 std::atomic<int64_t> gContextOverhead[kLimiterMaxDevices];
 std::atomic<int> gPrimaryRefs[kLimiterMaxDevices];
+std::atomic<bool> gPrimaryActive[kLimiterMaxDevices];
 std::atomic<CUcontext> gPrimaryContext[kLimiterMaxDevices];  // as cuDevicePrimaryCtxRetain gave it
 
 bool nvmlDeviceUsed(int dev, uint64_t* used) {
-  if (ensureNvml() != NVML_SUCCESS || real::nvmlInit_v2 == nullptr || real::nvmlDeviceGetHandleByUUID == nullptr ||
-      real::nvmlDeviceGetMemoryInfo == nullptr) {
-    return false;
-  }
-  publishDevice(dev);
+  if (!nvmlview::ready() || real::nvmlDeviceGetMemoryInfo == nullptr) return false;
   const char* uuid = runtime().uuids[dev];
   nvmlDevice_t handle = nullptr;
   nvmlMemory_t mem;
-  if (uuid[0] == '\0' || real::nvmlInit_v2() != NVML_SUCCESS ||
-      real::nvmlDeviceGetHandleByUUID(uuid, &handle) != NVML_SUCCESS ||
+  if (uuid[0] == '\0' || real::nvmlDeviceGetHandleByUUID(uuid, &handle) != NVML_SUCCESS ||
       real::nvmlDeviceGetMemoryInfo(handle, &mem) != NVML_SUCCESS) {
     return false;
   }
@@ -123,44 +248,113 @@ bool nvmlDeviceUsed(int dev, uint64_t* used) {
   return true;
 }
 
-// Primary contexts are recorded under these ids, others under their handle.
+// What NVML saw on a device at one moment: each process and what it held, and the total.
+struct Snapshot {
+  nvmlview::Proc procs[128];
+  int count = -1;  // -1: NVML could not say
+  uint64_t deviceUsed = 0;
+  bool haveDeviceUsed = false;
+
+  void take(int dev) {
+    count = nvmlview::processes(dev, procs, 128);
+    haveDeviceUsed = nvmlDeviceUsed(dev, &deviceUsed);
+  }
+  const nvmlview::Proc* find(uint32_t pid) const {
+    for (int i = 0; i < count; ++i) {
+      if (procs[i].pid == pid) return &procs[i];
+    }
+    return nullptr;
+  }
+};
+
+// The pid under which the driver (NVML) reports this process: ours if it is in the list
+// (the same PID namespace), else the one process that appeared across our first context
+// creation. Unknown (0) while ambiguous; tried again at the next creation.
+std::atomic<uint32_t> gDriverPid{0};
+
+uint32_t learnDriverPid(const Snapshot& before, const Snapshot& after) {
+  uint32_t known = gDriverPid.load();
+  if (known != 0 || after.count < 0) return known;
+  uint32_t self = static_cast<uint32_t>(getpid());
+  uint32_t found = 0;
+  if (after.find(self) != nullptr) {
+    found = self;
+  } else if (before.count >= 0) {
+    int fresh = 0;
+    for (int i = 0; i < after.count; ++i) {
+      if (before.find(after.procs[i].pid) == nullptr) {
+        ++fresh;
+        found = after.procs[i].pid;
+      }
+    }
+    if (fresh != 1) found = 0;
+  }
+  if (found != 0) {
+    gDriverPid.store(found);
+    Runtime& rt = runtime();
+    int slot = rt.slot.load();
+    if (rt.regionShared && slot >= 0) vgpu_region_set_driver_pid(rt.region, slot, found);
+  }
+  return found;
+}
+
+// Primary contexts' overhead is recorded under these ids, others' under their handle.
 constexpr uintptr_t kPrimaryContextId = uintptr_t{1} << 63;
 
 // Charges the context overhead; a context that does not fit is destroyed again (`undo`).
+// `*pctx` is the new context (for a primary one, what cuDevicePrimaryCtxRetain gave).
 template <class F, class U>
 CUresult createContext(CUcontext* pctx, CUdevice dev, F&& create, U&& undo, bool primary = false) {
   int d = static_cast<int>(dev);
-  if (d < 0 || d >= kLimiterMaxDevices) return create();
+  if (d < 0 || d >= kLimiterMaxDevices || pctx == nullptr) return create();
   vgpu_region_device* shared = &runtime().region->devices[d];
   int64_t overhead = gContextOverhead[d].load();
   if (overhead < 0) {  // another process of the container may have measured it already
     uint64_t published = __atomic_load_n(&shared->context_overhead, __ATOMIC_RELAXED);
     if (published > 0) gContextOverhead[d].store(overhead = static_cast<int64_t>(published));
   }
-  uint64_t before = 0;
+  publishDevice(d);
+  Snapshot before, after;
+  before.take(d);
   uint64_t containerBefore = vgpu_region_used(runtime().region, d);
-  bool measure = overhead < 0 && nvmlDeviceUsed(d, &before);
   uint64_t charge = overhead > 0 ? static_cast<uint64_t>(overhead) : 0;
   CUresult rc = charged(d, charge, create);
   if (rc != CUDA_SUCCESS) return rc;
-  uint64_t after = 0;
-  if (measure && nvmlDeviceUsed(d, &after)) {
-    uint64_t grew = after > before ? after - before : 0;
+  after.take(d);
+  uint32_t pid = learnDriverPid(before, after);
+  const nvmlview::Proc* mineAfter = pid != 0 ? after.find(pid) : nullptr;
+  bool measured = false;
+  uint64_t grew = 0;
+  if (mineAfter != nullptr) {
+    const nvmlview::Proc* mineBefore = before.find(pid);
+    uint64_t was = mineBefore != nullptr ? mineBefore->used : 0;
+    grew = mineAfter->used > was ? mineAfter->used - was : 0;
+    measured = true;
+  } else if (overhead < 0 && before.haveDeviceUsed && after.haveDeviceUsed) {
+    grew = after.deviceUsed > before.deviceUsed ? after.deviceUsed - before.deviceUsed : 0;
     if (grew > (2ull << 30)) grew = 0;  // not a plausible overhead: someone else allocated
-    gContextOverhead[d].store(static_cast<int64_t>(grew));
     // Undisturbed by the rest of the container: good enough for every later context.
-    if (grew > 0 && vgpu_region_used(runtime().region, d) == containerBefore) {
-      __atomic_store_n(&shared->context_overhead, grew, __ATOMIC_RELAXED);
-    }
+    measured = vgpu_region_used(runtime().region, d) == containerBefore;
+  }
+  if (measured || overhead < 0) {
+    if (grew > 0) gContextOverhead[d].store(static_cast<int64_t>(grew));
+    if (measured && grew > 0) __atomic_store_n(&shared->context_overhead, grew, __ATOMIC_RELAXED);
     if (CUresult t = trueUp(d, charge, grew, undo); t != CUDA_SUCCESS) return t;
     charge = grew;
   }
-  if (primary) {
-    ledger::put(Kind::kContext, kPrimaryContextId + static_cast<uintptr_t>(d), {d, charge, 0});
-  } else if (pctx != nullptr) {
-    ledger::put(Kind::kContext, reinterpret_cast<uintptr_t>(*pctx), {d, charge, 0});
-  }
+  Record rec;
+  rec.dev = d;
+  rec.bytes = charge;
+  rec.ctx = key(*pctx);
+  ledger::put(Kind::kContext, primary ? kPrimaryContextId + static_cast<uintptr_t>(d) : key(*pctx), rec);
+  monitor::contextCreated();
   return CUDA_SUCCESS;
+}
+
+// Context `ctx` is gone and with it everything allocated in it; its throttle state too.
+void contextGone(CUcontext ctx) {
+  releaseContextRecords(ctx);
+  throttle::forget(ctx);
 }
 
 __attribute__((constructor)) void initOverheads() {
@@ -173,12 +367,15 @@ extern "C" {
 
 CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   VGPU_ENTER_CUDA(cuMemAlloc_v2);
-  return pointerAlloc(dptr, bytesize, [&] {
+  return pointerAlloc(dptr, bytesize, [&](uint32_t* flags) {
     CUresult r = real::cuMemAlloc_v2(dptr, bytesize);
     // The limit allows it but the device is full: managed memory can page to the host.
     if (r == CUDA_ERROR_OUT_OF_MEMORY && runtime().oversubscribe() && real::cuMemAllocManaged != nullptr) {
       r = real::cuMemAllocManaged(dptr, bytesize, CU_MEM_ATTACH_GLOBAL);
-      if (r == CUDA_SUCCESS) logf(kLogInfo, "%zu bytes oversubscribed as managed memory", bytesize);
+      if (r == CUDA_SUCCESS) {
+        *flags = kManaged;
+        logf(kLogInfo, "%zu bytes oversubscribed as managed memory", bytesize);
+      }
     }
     return r;
   });
@@ -186,69 +383,48 @@ CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
 
 CUresult cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize) {
   VGPU_ENTER_CUDA(cuMemAlloc);
-  return pointerAlloc(dptr, bytesize, [&] { return real::cuMemAlloc(dptr, bytesize); });
+  return pointerAlloc(dptr, bytesize, [&](uint32_t*) { return real::cuMemAlloc(dptr, bytesize); });
 }
 
 CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
   VGPU_ENTER_CUDA(cuMemAllocManaged);
-  return pointerAlloc(dptr, bytesize, [&] { return real::cuMemAllocManaged(dptr, bytesize, flags); });
+  return pointerAlloc(dptr, bytesize, [&](uint32_t* f) {
+    *f = kManaged;
+    return real::cuMemAllocManaged(dptr, bytesize, flags);
+  });
 }
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes, size_t Height,
                             unsigned int ElementSizeBytes) {
   VGPU_ENTER_CUDA(cuMemAllocPitch_v2);
-  int dev = currentDevice();
+  Ctx c;
+  if (!currentContext(&c)) return real::cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
   // The pitch is the driver's choice; charge a typical one, then the real one.
   uint64_t estimate = ((static_cast<uint64_t>(WidthInBytes) + 511) & ~uint64_t{511}) * Height;
-  CUresult rc = charged(dev, estimate,
+  CUresult rc = charged(c.dev, estimate,
                         [&] { return real::cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes); });
-  if (rc != CUDA_SUCCESS || dev < 0) return rc;
+  if (rc != CUDA_SUCCESS) return rc;
   uint64_t actual = static_cast<uint64_t>(*pPitch) * Height;
   CUdeviceptr p = *dptr;
-  rc = trueUp(dev, estimate, actual, [&] { real::cuMemFree_v2(p); });
-  if (rc == CUDA_SUCCESS) ledger::put(Kind::kPointer, p, {dev, actual, 0});
+  rc = trueUp(c.dev, estimate, actual, [&] { real::cuMemFree_v2(p); });
+  if (rc == CUDA_SUCCESS) {
+    Record rec;
+    rec.dev = c.dev;
+    rec.bytes = actual;
+    rec.ctx = key(c.ctx);
+    ledger::put(Kind::kPointer, p, rec);
+  }
   return rc;
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
   VGPU_ENTER_CUDA(cuMemFree_v2);
-  return freed(Kind::kPointer, dptr, [&] { return real::cuMemFree_v2(dptr); });
+  return freePointer(dptr, [&] { return real::cuMemFree_v2(dptr); });
 }
 
 CUresult cuMemFree(CUdeviceptr_v1 dptr) {
   VGPU_ENTER_CUDA(cuMemFree);
-  return freed(Kind::kPointer, dptr, [&] { return real::cuMemFree(dptr); });
-}
-
-CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
-  VGPU_ENTER_CUDA(cuMemAllocAsync);
-  return pointerAlloc(dptr, bytesize, [&] { return real::cuMemAllocAsync(dptr, bytesize, hStream); });
-}
-
-CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) {
-  VGPU_ENTER_CUDA(cuMemAllocAsync_ptsz);
-  return pointerAlloc(dptr, bytesize, [&] { return real::cuMemAllocAsync_ptsz(dptr, bytesize, hStream); });
-}
-
-CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
-  VGPU_ENTER_CUDA(cuMemAllocFromPoolAsync);
-  return pointerAlloc(dptr, bytesize, [&] { return real::cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream); });
-}
-
-CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
-  VGPU_ENTER_CUDA(cuMemAllocFromPoolAsync_ptsz);
-  return pointerAlloc(dptr, bytesize,
-                      [&] { return real::cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, hStream); });
-}
-
-CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
-  VGPU_ENTER_CUDA(cuMemFreeAsync);
-  return freed(Kind::kPointer, dptr, [&] { return real::cuMemFreeAsync(dptr, hStream); });
-}
-
-CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
-  VGPU_ENTER_CUDA(cuMemFreeAsync_ptsz);
-  return freed(Kind::kPointer, dptr, [&] { return real::cuMemFreeAsync_ptsz(dptr, hStream); });
+  return freePointer(dptr, [&] { return real::cuMemFree(dptr); });
 }
 
 CUresult cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* desc) {
@@ -260,7 +436,7 @@ CUresult cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* desc) {
       Kind::kArray, estimate,
       [&] {
         CUresult r = real::cuArrayCreate_v2(pHandle, desc);
-        id = reinterpret_cast<uintptr_t>(*pHandle);
+        id = key(*pHandle);
         return r;
       },
       [&](CUDA_ARRAY_MEMORY_REQUIREMENTS* req, int dev) {
@@ -279,7 +455,7 @@ CUresult cuArray3DCreate_v2(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* des
       Kind::kArray, estimate,
       [&] {
         CUresult r = real::cuArray3DCreate_v2(pHandle, desc);
-        id = reinterpret_cast<uintptr_t>(*pHandle);
+        id = key(*pHandle);
         return r;
       },
       [&](CUDA_ARRAY_MEMORY_REQUIREMENTS* req, int dev) {
@@ -291,7 +467,7 @@ CUresult cuArray3DCreate_v2(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* des
 
 CUresult cuArrayDestroy(CUarray hArray) {
   VGPU_ENTER_CUDA(cuArrayDestroy);
-  return freed(Kind::kArray, reinterpret_cast<uintptr_t>(hArray), [&] { return real::cuArrayDestroy(hArray); });
+  return freed(Kind::kArray, key(hArray), [&] { return real::cuArrayDestroy(hArray); });
 }
 
 CUresult cuMipmappedArrayCreate(CUmipmappedArray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* desc,
@@ -308,7 +484,7 @@ CUresult cuMipmappedArrayCreate(CUmipmappedArray* pHandle, const CUDA_ARRAY3D_DE
       Kind::kMipmap, estimate,
       [&] {
         CUresult r = real::cuMipmappedArrayCreate(pHandle, desc, numMipmapLevels);
-        id = reinterpret_cast<uintptr_t>(*pHandle);
+        id = key(*pHandle);
         return r;
       },
       [&](CUDA_ARRAY_MEMORY_REQUIREMENTS* req, int dev) {
@@ -321,10 +497,11 @@ CUresult cuMipmappedArrayCreate(CUmipmappedArray* pHandle, const CUDA_ARRAY3D_DE
 
 CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
   VGPU_ENTER_CUDA(cuMipmappedArrayDestroy);
-  return freed(Kind::kMipmap, reinterpret_cast<uintptr_t>(hMipmappedArray),
-               [&] { return real::cuMipmappedArrayDestroy(hMipmappedArray); });
+  return freed(Kind::kMipmap, key(hMipmappedArray), [&] { return real::cuMipmappedArrayDestroy(hMipmappedArray); });
 }
 
+// cuMemCreate's memory is not a context's (cuCtxDestroy leaves it): it is charged while the
+// handle exists or is mapped (NVIDIA's idiom create, map, release keeps it until the unmap).
 CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
                      unsigned long long flags) {
   VGPU_ENTER_CUDA(cuMemCreate);
@@ -334,15 +511,20 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CU
   }
   int dev = prop->location.id;
   CUresult rc = charged(dev, size, [&] { return real::cuMemCreate(handle, size, prop, flags); });
-  if (rc == CUDA_SUCCESS) ledger::put(Kind::kVmmHandle, *handle, {dev, size, 0});
+  if (rc == CUDA_SUCCESS) {
+    Record rec;
+    rec.dev = dev;
+    rec.bytes = size;
+    ledger::put(Kind::kVmmHandle, *handle, rec);
+  }
   return rc;
 }
 
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   VGPU_ENTER_CUDA(cuMemRelease);
-  Record rec;
-  Kind kind = ledger::peek(Kind::kImportedHandle, handle, &rec) ? Kind::kImportedHandle : Kind::kVmmHandle;
-  return freed(kind, handle, [&] { return real::cuMemRelease(handle); });
+  CUresult rc = real::cuMemRelease(handle);
+  if (rc == CUDA_SUCCESS) dropHandleRef(handle, releaseHandle);
+  return rc;
 }
 
 CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* osHandle,
@@ -358,37 +540,67 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, vo
       real::cuMemGetAllocationPropertiesFromHandle(&prop, *handle) == CUDA_SUCCESS) {
     dev = prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop.location.id : -1;
   }
-  if (dev >= 0 && dev < kLimiterMaxDevices) ledger::put(Kind::kImportedHandle, *handle, {dev, 0, 0});
+  if (dev >= 0 && dev < kLimiterMaxDevices) {
+    Record rec;
+    rec.dev = dev;
+    ledger::put(Kind::kImportedHandle, *handle, rec);
+  }
   return rc;
 }
 
 CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                   unsigned long long flags) {
   VGPU_ENTER_CUDA(cuMemMap);
+  Kind kind;
   Record rec;
-  if (!ledger::peek(Kind::kImportedHandle, handle, &rec) || rec.bytes != 0) {
-    return real::cuMemMap(ptr, size, offset, handle, flags);  // own handles are already charged
+  if (!findHandle(handle, &kind, &rec)) return real::cuMemMap(ptr, size, offset, handle, flags);
+  // Own handles are charged already; an import is charged at its first mapping.
+  uint64_t bytes = rec.bytes == 0 ? size : 0;
+  CUresult rc = charged(rec.dev, bytes, [&] { return real::cuMemMap(ptr, size, offset, handle, flags); });
+  if (rc != CUDA_SUCCESS) return rc;
+  uint64_t mapped = size;
+  ledger::update(kind, handle, mapOne, &mapped);
+  Record mapping;
+  mapping.dev = rec.dev;
+  mapping.bytes = size;
+  mapping.owner = handle;
+  ledger::put(Kind::kMapping, ptr, mapping);
+  return rc;
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  VGPU_ENTER_CUDA(cuMemUnmap);
+  CUresult rc = real::cuMemUnmap(ptr, size);
+  if (rc != CUDA_SUCCESS) return rc;
+  // The range may cover several mappings laid end to end.
+  for (CUdeviceptr at = ptr; at < ptr + size;) {
+    Record mapping;
+    if (!ledger::take(Kind::kMapping, at, &mapping) || mapping.bytes == 0) break;
+    dropHandleRef(mapping.owner, unmapOne);
+    at += mapping.bytes;
   }
-  CUresult rc = charged(rec.dev, size, [&] { return real::cuMemMap(ptr, size, offset, handle, flags); });
-  if (rc == CUDA_SUCCESS) ledger::setBytes(Kind::kImportedHandle, handle, size);
   return rc;
 }
 
 CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags) {
   VGPU_ENTER_CUDA(cuIpcOpenMemHandle_v2);
   CUresult rc = real::cuIpcOpenMemHandle_v2(pdptr, handle, Flags);
-  int dev = currentDevice();
-  if (rc != CUDA_SUCCESS || dev < 0 || real::cuMemGetAddressRange_v2 == nullptr) return rc;
+  Ctx c;
+  if (rc != CUDA_SUCCESS || !currentContext(&c) || real::cuMemGetAddressRange_v2 == nullptr) return rc;
   CUdeviceptr base = 0;
   size_t size = 0;
   if (real::cuMemGetAddressRange_v2(&base, &size, *pdptr) != CUDA_SUCCESS) return rc;
   // The size is known only once it is open: close it again if it does not fit.
-  if (reserveMemory(dev, size) != CUDA_SUCCESS) {
+  if (reserveMemory(c.dev, size) != CUDA_SUCCESS) {
     real::cuIpcCloseMemHandle(*pdptr);
     *pdptr = 0;
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  ledger::put(Kind::kIpc, *pdptr, {dev, size, 0});
+  Record rec;
+  rec.dev = c.dev;
+  rec.bytes = size;
+  rec.ctx = key(c.ctx);
+  ledger::put(Kind::kIpc, *pdptr, rec);
   return rc;
 }
 
@@ -400,35 +612,82 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
 CUresult cuGraphAddMemAllocNode(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies,
                                 size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS* nodeParams) {
   VGPU_ENTER_CUDA(cuGraphAddMemAllocNode);
-  if (nodeParams == nullptr || phGraphNode == nullptr) {
-    return real::cuGraphAddMemAllocNode(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
-  }
+  CUresult rc = real::cuGraphAddMemAllocNode(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+  if (rc != CUDA_SUCCESS || nodeParams == nullptr || phGraphNode == nullptr) return rc;
   int dev = nodeParams->poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE ? nodeParams->poolProps.location.id
                                                                                : currentDevice();
-  if (dev >= kLimiterMaxDevices) dev = -1;
-  // Charged while the node exists: the graph may hold the memory whenever it runs.
-  CUresult rc = charged(dev, nodeParams->bytesize, [&] {
-    return real::cuGraphAddMemAllocNode(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
-  });
-  if (rc == CUDA_SUCCESS && dev >= 0) {
-    ledger::put(Kind::kGraphNode, reinterpret_cast<uintptr_t>(*phGraphNode),
-                {dev, nodeParams->bytesize, reinterpret_cast<uintptr_t>(hGraph)});
+  // Nothing is taken until a graph instantiated from this one runs (then the graph
+  // allocator is charged, pools.cpp); remembered so the launch can reserve it first.
+  if (dev >= 0 && dev < kLimiterMaxDevices) {
+    Record rec;
+    rec.dev = dev;
+    rec.bytes = nodeParams->bytesize;
+    rec.owner = key(hGraph);
+    ledger::put(Kind::kGraphNode, key(*phGraphNode), rec);
   }
   return rc;
 }
 
 CUresult cuGraphDestroyNode(CUgraphNode hNode) {
   VGPU_ENTER_CUDA(cuGraphDestroyNode);
-  return freed(Kind::kGraphNode, reinterpret_cast<uintptr_t>(hNode), [&] { return real::cuGraphDestroyNode(hNode); });
+  CUresult rc = real::cuGraphDestroyNode(hNode);
+  Record rec;
+  if (rc == CUDA_SUCCESS) ledger::take(Kind::kGraphNode, key(hNode), &rec);
+  return rc;
 }
 
 CUresult cuGraphDestroy(CUgraph hGraph) {
   VGPU_ENTER_CUDA(cuGraphDestroy);
   CUresult rc = real::cuGraphDestroy(hGraph);
-  if (rc != CUDA_SUCCESS) return rc;
+  // Executable graphs made from it keep their allocation nodes: they were copied then.
   uint64_t bytes[kLimiterMaxDevices] = {};
-  ledger::takeOwned(Kind::kGraphNode, reinterpret_cast<uintptr_t>(hGraph), bytes);
-  for (int d = 0; d < kLimiterMaxDevices; ++d) releaseMemory(d, bytes[d]);
+  if (rc == CUDA_SUCCESS) ledger::takeOwned(Kind::kGraphNode, key(hGraph), bytes);
+  return rc;
+}
+
+CUresult cuGraphInstantiate(CUgraphExec* phGraphExec, CUgraph hGraph, CUgraphNode* phErrorNode, char* logBuffer,
+                            size_t bufferSize) {
+  VGPU_ENTER_CUDA(cuGraphInstantiate);
+  return instantiated(phGraphExec, hGraph,
+                      [&] { return real::cuGraphInstantiate(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize); });
+}
+
+CUresult cuGraphInstantiate_v2(CUgraphExec* phGraphExec, CUgraph hGraph, CUgraphNode* phErrorNode, char* logBuffer,
+                               size_t bufferSize) {
+  VGPU_ENTER_CUDA(cuGraphInstantiate_v2);
+  return instantiated(phGraphExec, hGraph, [&] {
+    return real::cuGraphInstantiate_v2(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+  });
+}
+
+CUresult cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUgraph hGraph, unsigned long long flags) {
+  VGPU_ENTER_CUDA(cuGraphInstantiateWithFlags);
+  return instantiated(phGraphExec, hGraph, [&] { return real::cuGraphInstantiateWithFlags(phGraphExec, hGraph, flags); });
+}
+
+CUresult cuGraphInstantiateWithParams(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                      CUDA_GRAPH_INSTANTIATE_PARAMS* instantiateParams) {
+  VGPU_ENTER_CUDA(cuGraphInstantiateWithParams);
+  return instantiated(phGraphExec, hGraph,
+                      [&] { return real::cuGraphInstantiateWithParams(phGraphExec, hGraph, instantiateParams); });
+}
+
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                           CUDA_GRAPH_INSTANTIATE_PARAMS* instantiateParams) {
+  VGPU_ENTER_CUDA(cuGraphInstantiateWithParams_ptsz);
+  return instantiated(phGraphExec, hGraph,
+                      [&] { return real::cuGraphInstantiateWithParams_ptsz(phGraphExec, hGraph, instantiateParams); });
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
+  VGPU_ENTER_CUDA(cuGraphExecDestroy);
+  CUresult rc = real::cuGraphExecDestroy(hGraphExec);
+  Record rec;
+  if (rc == CUDA_SUCCESS && ledger::take(Kind::kGraphExec, key(hGraphExec), &rec)) {
+    for (int d = 0; d < kLimiterMaxDevices; ++d) {
+      if ((rec.count >> d & 1) != 0) ledger::take(Kind::kGraphExecDevice, key(hGraphExec) | uintptr_t(d) << 56, &rec);
+    }
+  }
   return rc;
 }
 
@@ -460,22 +719,23 @@ CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params, unsigned int
 
 CUresult cuCtxDestroy_v2(CUcontext ctx) {
   VGPU_ENTER_CUDA(cuCtxDestroy_v2);
-  CUresult rc = freed(Kind::kContext, reinterpret_cast<uintptr_t>(ctx), [&] { return real::cuCtxDestroy_v2(ctx); });
-  if (rc == CUDA_SUCCESS) throttle::forget(ctx);
+  contextsChanged();  // before and after: no thread keeps the handle's device across its reuse
+  CUresult rc = real::cuCtxDestroy_v2(ctx);
+  contextsChanged();
+  if (rc == CUDA_SUCCESS) contextGone(ctx);
   return rc;
 }
 
+// A primary context is retained and released by count; its overhead is charged when it
+// becomes active (the first retain, or the first after a reset) and given back, with what
+// was allocated in it, when it goes (the last release, or a reset, which does not release it).
 CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   VGPU_ENTER_CUDA(cuDevicePrimaryCtxRetain);
   int d = static_cast<int>(dev);
   if (d < 0 || d >= kLimiterMaxDevices) return real::cuDevicePrimaryCtxRetain(pctx, dev);
-  // The overhead is charged on the first retain and given back on the last release.
-  if (gPrimaryRefs[d].load() > 0) {
+  if (gPrimaryActive[d].load()) {
     CUresult rc = real::cuDevicePrimaryCtxRetain(pctx, dev);
-    if (rc == CUDA_SUCCESS) {
-      gPrimaryRefs[d].fetch_add(1);
-      if (pctx != nullptr) gPrimaryContext[d].store(*pctx);
-    }
+    if (rc == CUDA_SUCCESS) gPrimaryRefs[d].fetch_add(1);
     return rc;
   }
   CUcontext ctx = nullptr;
@@ -485,6 +745,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   if (rc == CUDA_SUCCESS) {
     if (pctx != nullptr) *pctx = ctx;
     gPrimaryContext[d].store(ctx);
+    gPrimaryActive[d].store(true);
     gPrimaryRefs[d].fetch_add(1);
   }
   return rc;
@@ -493,18 +754,18 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   VGPU_ENTER_CUDA(cuDevicePrimaryCtxRelease_v2);
   int d = static_cast<int>(dev);
+  bool last = d >= 0 && d < kLimiterMaxDevices && gPrimaryRefs[d].load() == 1;
+  if (last) contextsChanged();
   CUresult rc = real::cuDevicePrimaryCtxRelease_v2(dev);
   if (rc != CUDA_SUCCESS || d < 0 || d >= kLimiterMaxDevices) return rc;
-  if (gPrimaryRefs[d].fetch_sub(1) == 1) {
-    // The primary context is gone, and with it everything allocated in it.
-    uint64_t bytes = 0;
-    ledger::takeDevice(d, &bytes);
-    Record ctxRec;
-    if (ledger::take(Kind::kContext, kPrimaryContextId + static_cast<uintptr_t>(d), &ctxRec)) {
-      bytes += ctxRec.bytes;
-    }
-    releaseMemory(d, bytes);
-    if (CUcontext ctx = gPrimaryContext[d].load()) throttle::forget(ctx);
+  int refs = gPrimaryRefs[d].load();
+  while (refs > 0 && !gPrimaryRefs[d].compare_exchange_weak(refs, refs - 1)) {
+  }
+  // The primary context is gone, and with it what was allocated in it (only that: other
+  // contexts on the device keep theirs).
+  if (refs == 1 && gPrimaryActive[d].exchange(false)) {
+    contextsChanged();
+    if (CUcontext ctx = gPrimaryContext[d].load()) contextGone(ctx);
   }
   return rc;
 }
@@ -512,12 +773,13 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
 CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   VGPU_ENTER_CUDA(cuDevicePrimaryCtxReset_v2);
   int d = static_cast<int>(dev);
+  contextsChanged();
   CUresult rc = real::cuDevicePrimaryCtxReset_v2(dev);
+  contextsChanged();
   if (rc != CUDA_SUCCESS || d < 0 || d >= kLimiterMaxDevices) return rc;
-  uint64_t bytes = 0;
-  ledger::takeDevice(d, &bytes);  // the reset freed every allocation of the context
-  releaseMemory(d, bytes);
-  if (CUcontext ctx = gPrimaryContext[d].load()) throttle::forget(ctx);  // and its events
+  if (gPrimaryActive[d].exchange(false)) {
+    if (CUcontext ctx = gPrimaryContext[d].load()) contextGone(ctx);  // its allocations, overhead and events
+  }
   return rc;
 }
 

@@ -1,4 +1,5 @@
 #include "runtime.h"
+#include "monitor.h"
 #include "spin_lock.h"
 
 #include <dlfcn.h>
@@ -27,6 +28,7 @@ VGPU_NVML_INTERNAL(VGPU_DEFINE_REAL_NVML)
 namespace vgpu {
 Runtime* detail::gRuntime = nullptr;
 std::atomic<bool> detail::gCudaReady{false};
+std::atomic<bool> detail::gLaunchFast{false};
 namespace {
 
 std::atomic<int> gLogLevel{kLogError};
@@ -97,24 +99,25 @@ void initConfig() {
     return;
   }
   rt.configOk = true;
-  for (int d = 0; d < kLimiterMaxDevices; ++d) rt.computeAny |= rt.computeLimited(d);
-  if (vgpu_region_open(rt.cfg.region_path, &rt.region, err, sizeof err) != VGPU_REGION_OK) {
-    logf(kLogError, "%s; limits apply to this process alone", err);
+  for (int d = 0; d < kLimiterMaxDevices; ++d) {
+    rt.computeAny |= rt.computeLimited(d);
+    rt.memoryAny |= rt.memoryLimit(d) != 0;
+  }
+  // Without the container's region a process would count against a limit of its own: its
+  // device memory is refused instead (reserveMemory says why). A private region still holds
+  // its compute bucket.
+  if (vgpu_region_open(rt.cfg.region_path, &rt.region, err, sizeof err) == VGPU_REGION_OK) {
+    rt.regionShared = true;
+  } else {
+    snprintf(rt.regionError, sizeof rt.regionError, "%s", err);
+    if (rt.memoryAny) logf(kLogError, "%s; device memory is refused to this process", err);
     if (vgpu_region_open_private(&rt.region, err, sizeof err) != VGPU_REGION_OK) {
       logf(kLogError, "%s", err);
       rt.configOk = false;
     }
   }
-  if (rt.region != nullptr) {
-    int slot = -1;
-    if (vgpu_region_attach(rt.region, &slot, err, sizeof err) != VGPU_REGION_OK) {
-      logf(kLogError, "%s; limits apply to this process alone", err);
-      vgpu_region_open_private(&rt.region, err, sizeof err);
-      vgpu_region_attach(rt.region, &slot, err, sizeof err);
-    }
-    rt.slot.store(slot);
-    vgpu_region_publish_priority(rt.region, rt.cfg.priority);
-  }
+  // The slot is claimed at the first charge: most processes of a container never use CUDA.
+  if (rt.region != nullptr) vgpu_region_publish_priority(rt.region, rt.cfg.priority);
   logf(kLogInfo, "started: region %s, limits file %s", rt.cfg.region_path,
        rt.cfg.limits_file[0] == '\0' ? "(none)" : rt.cfg.limits_file);
   __atomic_store_n(&gRuntime, &rt, __ATOMIC_RELEASE);
@@ -197,6 +200,7 @@ void initCuda() {
   reportWhatCannotBeEnforced(rt);
   gCudaStatus.store(CUDA_SUCCESS);
   detail::gCudaReady.store(true, std::memory_order_release);
+  monitor::configure();
   tInInit = false;
 }
 
@@ -233,19 +237,35 @@ void atforkChild() {
   Runtime* rt = __atomic_load_n(&gRuntime, __ATOMIC_ACQUIRE);
   if (rt == nullptr || rt->region == nullptr) return;
   ledger::clear();
+  pools::reset();
   throttle::reset();
+  monitor::reset();
+  if (rt->regionShared) vgpu_region_after_fork(rt->region);
   rt->slot.store(-1);  // attached lazily at its first charge: most forks exec at once
+  contextsChanged();
 }
 
-// The process's slot, attaching first if this is a forked child that has none yet.
+// The process's slot, attaching first if it has none yet; -1 while it cannot have one.
 int ensureSlot(Runtime& rt) {
   int slot = rt.slot.load(std::memory_order_relaxed);
   if (__builtin_expect(slot >= 0, 1) || slot == kSlotGone) return slot;
   static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  static int64_t lastTry = 0;
   pthread_mutex_lock(&mu);
   slot = rt.slot.load();
-  if (slot == -1 && vgpu_region_attach(rt.region, &slot, nullptr, 0) == VGPU_REGION_OK) {
-    rt.slot.store(slot);
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  // All slots taken: tried again at most once a second (each try looks at every slot).
+  if (slot == -1 && ts.tv_sec != lastTry) {
+    char err[256] = "";
+    int rc = vgpu_region_attach(rt.region, &slot, err, sizeof err);
+    if (rc == VGPU_REGION_OK) {
+      rt.slot.store(slot);
+    } else {
+      lastTry = ts.tv_sec;
+      slot = -1;
+      snprintf(rt.regionError, sizeof rt.regionError, "%s", err);
+    }
   }
   pthread_mutex_unlock(&mu);
   return slot;
@@ -256,6 +276,7 @@ __attribute__((constructor)) void onLoad() { pthread_atfork(nullptr, nullptr, at
 __attribute__((destructor)) void onUnload() {
   Runtime* rt = __atomic_load_n(&gRuntime, __ATOMIC_ACQUIRE);
   if (rt == nullptr || rt->region == nullptr) return;
+  monitor::stop();
   // Late frees from other libraries' destructors must not touch a slot someone may reuse.
   int slot = rt->slot.exchange(kSlotGone);
   vgpu_region_detach(rt->region, slot);
@@ -393,10 +414,30 @@ void* wrapperForProcAddress(const char* symbol, int cudaVersion, cuuint64_t flag
   return hook->wrapper;
 }
 
-int currentDevice() {
+__thread CUcontext detail::tCtx __attribute__((tls_model("initial-exec"))) = nullptr;
+__thread int detail::tCtxDev __attribute__((tls_model("initial-exec"))) = -1;
+__thread uint32_t detail::tCtxEpoch __attribute__((tls_model("initial-exec"))) = 0;
+std::atomic<uint32_t> detail::gContextEpoch{1};
+
+bool detail::lookupContext(CUcontext ctx, Ctx* out) {
+  uint32_t epoch = gContextEpoch.load(std::memory_order_acquire);
   CUdevice dev = -1;
-  if (real::cuCtxGetDevice == nullptr || real::cuCtxGetDevice(&dev) != CUDA_SUCCESS) return -1;
-  return dev >= 0 && dev < kLimiterMaxDevices ? dev : -1;
+  // ctx is current on this thread: cuCtxGetDevice answers for it.
+  if (real::cuCtxGetDevice == nullptr || real::cuCtxGetDevice(&dev) != CUDA_SUCCESS || dev < 0 ||
+      dev >= kLimiterMaxDevices) {
+    return false;
+  }
+  tCtx = ctx;
+  tCtxDev = dev;
+  tCtxEpoch = epoch;
+  out->ctx = ctx;
+  out->dev = dev;
+  return true;
+}
+
+int currentDevice() {
+  Ctx c;
+  return currentContext(&c) ? c.dev : -1;
 }
 
 void publishDevice(int dev) {
@@ -422,11 +463,33 @@ void publishDevice(int dev) {
   rt.publishedDevices.fetch_or(bit);
 }
 
-CUresult reserveMemory(int dev, uint64_t bytes) {
+namespace {
+
+// The reason a process without a slot in the container's region gets no device memory.
+// Said once at the error level (so also by default), then at the debug level.
+CUresult refuseWithoutRegion(Runtime& rt, int dev, uint64_t bytes) {
+  static std::atomic<bool> said{false};
+  logf(said.exchange(true) ? kLogDebug : kLogError,
+       "device %d: %llu bytes refused: this process is not counted in the container's shared region %s (%s)", dev,
+       static_cast<unsigned long long>(bytes), rt.cfg.region_path,
+       rt.regionError[0] != '\0' ? rt.regionError : "no slot");
+  return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+}  // namespace
+
+CUresult detail::reserveMemorySlow(int dev, uint64_t bytes) {
   Runtime& rt = runtime();
-  publishDevice(dev);
+  if (__builtin_expect((rt.publishedDevices.load(std::memory_order_relaxed) >> dev & 1) == 0, 0)) publishDevice(dev);
   uint64_t limit = rt.memoryLimit(dev);
-  int rc = vgpu_region_try_add(rt.region, ensureSlot(rt), dev, bytes, limit);
+  int slot = rt.regionShared ? ensureSlot(rt) : -1;
+  if (__builtin_expect(slot < 0, 0)) {
+    if (limit == 0) return CUDA_SUCCESS;  // nothing to enforce on this device
+    return refuseWithoutRegion(rt, dev, bytes);
+  }
+  int rc = vgpu_region_try_add(rt.region, slot, dev, bytes, limit);
+  // What pools and the graph allocator hold unused is given back before anything is refused.
+  if (rc == VGPU_REGION_OVER_LIMIT && pools::trimDevice(dev)) rc = vgpu_region_try_add(rt.region, slot, dev, bytes, limit);
   if (rc == VGPU_REGION_OK) return CUDA_SUCCESS;
   if (rc == VGPU_REGION_OVER_LIMIT) {
     logf(kLogWarn, "device %d: %llu bytes refused, %llu of %llu in use", dev, static_cast<unsigned long long>(bytes),
@@ -438,166 +501,21 @@ CUresult reserveMemory(int dev, uint64_t bytes) {
   return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-void releaseMemory(int dev, uint64_t bytes) {
-  if (dev < 0 || bytes == 0) return;
+void forceMemory(int dev, uint64_t bytes) {
+  if (dev < 0 || dev >= kLimiterMaxDevices || bytes == 0) return;
   Runtime& rt = runtime();
-  vgpu_region_sub(rt.region, rt.slot.load(std::memory_order_relaxed), dev, bytes);
+  int slot = rt.regionShared ? ensureSlot(rt) : -1;
+  if (slot >= 0) vgpu_region_force_add(rt.region, slot, dev, bytes);
 }
 
-uint64_t containerUsage(int dev) {
-  Runtime& rt = runtime();
-  static std::atomic<int64_t> lastReclaim{0};
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  if (lastReclaim.exchange(ts.tv_sec) != ts.tv_sec) vgpu_region_reclaim_dead(rt.region);
-  return vgpu_region_used(rt.region, dev);
+void releaseContextRecords(CUcontext ctx) {
+  uint64_t bytes[kLimiterMaxDevices] = {};
+  ledger::takeContext(reinterpret_cast<uintptr_t>(ctx), bytes);
+  for (int d = 0; d < kLimiterMaxDevices; ++d) releaseMemory(d, bytes[d]);
 }
 
-namespace ledger {
-namespace {
+uint64_t containerUsage(int dev) { return vgpu_region_used(runtime().region, dev); }
 
-// Open addressing with linear probing in one calloc'd array: no allocation per record
-// and a spin lock (held for a few dozen instructions), because every allocation and free
-// of the application passes through here.
-struct Entry {
-  uintptr_t id;
-  uintptr_t owner;
-  uint64_t bytes;
-  int32_t dev;
-  Kind kind;
-  uint8_t state;  // kEmpty, kFull, kGone (a tombstone keeps probe chains intact)
-};
-constexpr uint8_t kEmpty = 0, kFull = 1, kGone = 2;
-
-struct Table {
-  Entry* entries = nullptr;
-  size_t capacity = 0;  // a power of two
-  size_t full = 0;
-  size_t gone = 0;
-};
-
-SpinLock gLock;
-Table gTable;
-
-struct Lock : SpinGuard {
-  Lock() : SpinGuard(gLock) {}
-};
-
-size_t slotOf(uintptr_t id, Kind kind, size_t capacity) {
-  uint64_t h = (static_cast<uint64_t>(id) ^ (static_cast<uint64_t>(kind) << 56)) * 0x9E3779B97F4A7C15ull;
-  return static_cast<size_t>(h >> 20) & (capacity - 1);
-}
-
-Entry* find(uintptr_t id, Kind kind) {
-  if (gTable.capacity == 0) return nullptr;
-  for (size_t i = slotOf(id, kind, gTable.capacity);; i = (i + 1) & (gTable.capacity - 1)) {
-    Entry& e = gTable.entries[i];
-    if (e.state == kEmpty) return nullptr;
-    if (e.state == kFull && e.id == id && e.kind == kind) return &e;
-  }
-}
-
-// Keeps at least half of the table empty so that probes stay short and always end.
-bool reserveOne() {
-  if ((gTable.full + gTable.gone + 1) * 2 <= gTable.capacity) return true;
-  size_t capacity = gTable.capacity == 0 ? 1024 : gTable.capacity;
-  while ((gTable.full + 1) * 2 > capacity / 2) capacity *= 2;
-  auto* entries = static_cast<Entry*>(calloc(capacity, sizeof(Entry)));
-  if (entries == nullptr) return false;
-  for (size_t i = 0; i < gTable.capacity; ++i) {
-    const Entry& e = gTable.entries[i];
-    if (e.state != kFull) continue;
-    size_t j = slotOf(e.id, e.kind, capacity);
-    while (entries[j].state == kFull) j = (j + 1) & (capacity - 1);
-    entries[j] = e;
-  }
-  free(gTable.entries);
-  gTable.entries = entries;
-  gTable.capacity = capacity;
-  gTable.gone = 0;
-  return true;
-}
-
-void erase(Entry* e) {
-  e->state = kGone;
-  --gTable.full;
-  ++gTable.gone;
-}
-
-}  // namespace
-
-void put(Kind kind, uintptr_t id, const Record& rec) {
-  Lock l;
-  if (Entry* e = find(id, kind)) {
-    e->dev = rec.dev;
-    e->bytes = rec.bytes;
-    e->owner = rec.owner;
-    return;
-  }
-  if (!reserveOne()) {
-    logf(kLogError, "out of host memory: a device allocation goes untracked");
-    return;
-  }
-  size_t i = slotOf(id, kind, gTable.capacity);
-  while (gTable.entries[i].state == kFull) i = (i + 1) & (gTable.capacity - 1);
-  if (gTable.entries[i].state == kGone) --gTable.gone;
-  gTable.entries[i] = Entry{id, rec.owner, rec.bytes, rec.dev, kind, kFull};
-  ++gTable.full;
-}
-
-bool take(Kind kind, uintptr_t id, Record* out) {
-  Lock l;
-  Entry* e = find(id, kind);
-  if (e == nullptr) return false;
-  *out = Record{e->dev, e->bytes, e->owner};
-  erase(e);
-  return true;
-}
-
-bool peek(Kind kind, uintptr_t id, Record* out) {
-  Lock l;
-  Entry* e = find(id, kind);
-  if (e == nullptr) return false;
-  *out = Record{e->dev, e->bytes, e->owner};
-  return true;
-}
-
-bool setBytes(Kind kind, uintptr_t id, uint64_t bytes) {
-  Lock l;
-  Entry* e = find(id, kind);
-  if (e == nullptr) return false;
-  e->bytes = bytes;
-  return true;
-}
-
-void takeOwned(Kind kind, uintptr_t owner, uint64_t bytesPerDevice[kLimiterMaxDevices]) {
-  Lock l;
-  for (size_t i = 0; i < gTable.capacity; ++i) {
-    Entry& e = gTable.entries[i];
-    if (e.state != kFull || e.kind != kind || e.owner != owner) continue;
-    if (e.dev >= 0 && e.dev < kLimiterMaxDevices) bytesPerDevice[e.dev] += e.bytes;
-    erase(&e);
-  }
-}
-
-void takeDevice(int dev, uint64_t* bytes) {
-  Lock l;
-  for (size_t i = 0; i < gTable.capacity; ++i) {
-    Entry& e = gTable.entries[i];
-    if (e.state != kFull || e.dev != dev || e.kind == Kind::kContext) continue;
-    *bytes += e.bytes;
-    erase(&e);
-  }
-}
-
-void clear() {
-  // After fork only this thread exists; the lock may have been held by a vanished thread.
-  gLock.reset();
-  if (gTable.entries != nullptr) memset(gTable.entries, 0, gTable.capacity * sizeof(Entry));
-  gTable.full = gTable.gone = 0;
-}
-
-}  // namespace ledger
 }  // namespace vgpu
 
 // dlsym is exported so that dlsym(<libcuda handle>, "cuMemAlloc_v2") - how cudart and many

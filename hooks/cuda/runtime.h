@@ -9,12 +9,14 @@
 #include <atomic>
 
 #include "cuda_api.h"
+#include "ledger.h"
 #include "vgpu/limiter_settings.h"
 #include "vgpu/shared_region.h"
 
 namespace vgpu {
 
 inline constexpr int kLimiterMaxDevices = VGPU_LIMITER_MAX_DEVICES;
+static_assert(kLimiterMaxDevices == kLedgerDevices);
 
 /// Log levels of LIBVGPU_LOG_LEVEL.
 enum LogLevel : int { kLogError = 1, kLogWarn = 2, kLogInfo = 3, kLogDebug = 4 };
@@ -26,12 +28,17 @@ void logf(int level, const char* fmt, ...) __attribute__((format(printf, 2, 3)))
 struct Runtime {
   vgpu_limiter_settings cfg;
   bool configOk = false;
+  /// The container's region, or (when it cannot be used) a private one that holds this
+  /// process's compute bucket; then `regionError` says why and memory is refused.
   vgpu_region* region = nullptr;
+  bool regionShared = false;
+  char regionError[512] = "";
   std::atomic<int> slot{-1};
   void* cudaHandle = nullptr;
   void* nvmlHandle = nullptr;
   const void* cudaBase = nullptr;  // load address of the real libcuda, to recognise it
   const void* nvmlBase = nullptr;
+  bool memoryAny = false;                     // some device has a memory limit
   bool computeAny = false;                    // some device has a compute limit
   std::atomic<uint32_t> publishedDevices{0};  // bit i: device i's UUID/limits published
   char uuids[kLimiterMaxDevices][VGPU_REGION_UUID_LEN] = {};
@@ -56,6 +63,9 @@ bool ensureConfig();
 
 namespace detail {
 extern std::atomic<bool> gCudaReady;
+/// Launches need nothing of the library now (no throttling, holding or announcing): the
+/// launch wrappers then only test this and call the driver (monitor.cpp keeps it current).
+extern std::atomic<bool> gLaunchFast;
 CUresult ensureCudaSlow();
 }  // namespace detail
 
@@ -84,60 +94,115 @@ void* wrapperForProcAddress(const char* symbol, int cudaVersion, cuuint64_t flag
 /// Real dlsym, bypassing libvgpu's own export.
 void* realDlsym(void* handle, const char* name);
 
+// ---- the current context and its device ----
+
+/// A context and the ordinal of its device.
+struct Ctx {
+  CUcontext ctx = nullptr;
+  int dev = -1;
+};
+
+namespace detail {
+// The calling thread's last (context, device), valid while gContextEpoch is unchanged: the
+// epoch moves whenever a context goes, so a handle the driver reuses is looked up again.
+extern __thread CUcontext tCtx __attribute__((tls_model("initial-exec")));
+extern __thread int tCtxDev __attribute__((tls_model("initial-exec")));
+extern __thread uint32_t tCtxEpoch __attribute__((tls_model("initial-exec")));
+extern std::atomic<uint32_t> gContextEpoch;
+bool lookupContext(CUcontext ctx, Ctx* out);
+}  // namespace detail
+
+/// The calling thread's current context and its device; false when there is none (or its
+/// device is beyond what the library limits). One driver call (cuCtxGetCurrent, a TLS read
+/// in the driver) and a compare on the common path.
+inline bool currentContext(Ctx* out) {
+  CUcontext c = nullptr;
+  if (real::cuCtxGetCurrent(&c) != CUDA_SUCCESS || c == nullptr) return false;
+  if (__builtin_expect(c == detail::tCtx && detail::tCtxEpoch == detail::gContextEpoch.load(std::memory_order_relaxed),
+                       1)) {
+    out->ctx = c;
+    out->dev = detail::tCtxDev;
+    return true;
+  }
+  return detail::lookupContext(c, out);
+}
+
+/// A context is going or gone: every thread looks its current context up again.
+inline void contextsChanged() { detail::gContextEpoch.fetch_add(1, std::memory_order_acq_rel); }
+
 /// Ordinal of the current context's device, or -1 when there is no current context.
 int currentDevice();
+
+// ---- memory accounting ----
 
 /// Records the device's UUID and limits in the region for the node agent (once per device).
 void publishDevice(int dev);
 
+namespace detail {
+CUresult reserveMemorySlow(int dev, uint64_t bytes);
+}
+
 /// Check-and-add `bytes` on `dev` against the limit: CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY.
-CUresult reserveMemory(int dev, uint64_t bytes);
+/// Before refusing, memory pools and the graph allocator are trimmed of what they hold unused.
+/// Inline: every allocation runs it; the common case is one compare-and-swap.
+inline CUresult reserveMemory(int dev, uint64_t bytes) {
+  Runtime& rt = runtime();
+  int slot = rt.slot.load(std::memory_order_relaxed);
+  if (__builtin_expect(slot >= 0 && (rt.publishedDevices.load(std::memory_order_relaxed) >> dev & 1) != 0, 1) &&
+      vgpu_region_add_fast(rt.region, slot, dev, bytes, rt.cfg.memory_bytes[dev])) {
+    return CUDA_SUCCESS;
+  }
+  return detail::reserveMemorySlow(dev, bytes);
+}
 
-/// Gives back what reserveMemory took.
-void releaseMemory(int dev, uint64_t bytes);
+/// Counts `bytes` the driver has already taken, whatever the limit (the next requests see it).
+void forceMemory(int dev, uint64_t bytes);
 
-/// Usage of `dev` by the whole container, after reclaiming dead processes at most once a second.
+/// Gives back what reserveMemory or forceMemory took.
+inline void releaseMemory(int dev, uint64_t bytes) {
+  Runtime& rt = runtime();
+  int slot = rt.slot.load(std::memory_order_relaxed);
+  if (dev >= 0 && dev < kLimiterMaxDevices && slot >= 0 && bytes != 0) vgpu_region_sub_fast(rt.region, slot, dev, bytes);
+}
+
+/// Gives back the charging records of context `ctx` (it is gone, and its memory with it).
+void releaseContextRecords(CUcontext ctx);
+
+/// Usage of `dev` by the whole container.
 uint64_t containerUsage(int dev);
 
-/// What a kind of tracked object is; the ledger keys records by (kind, id).
-enum class Kind : uint8_t {
-  kPointer,         // cuMemAlloc*, pitch, managed, async, pool
-  kIpc,             // cuIpcOpenMemHandle
-  kArray,           // cuArrayCreate / cuArray3DCreate
-  kMipmap,          // cuMipmappedArrayCreate
-  kVmmHandle,       // cuMemCreate on a device
-  kImportedHandle,  // cuMemImportFromShareableHandle (counted when mapped)
-  kGraphNode,       // cuGraphAddMemAllocNode (owner = graph)
-  kContext,         // cuCtxCreate*
-};
+/// Memory pools and the graph allocator (pools.cpp): what they hold is charged. resync*
+/// reads what a pool holds now and moves its charge to it; `provisional` is what the caller
+/// reserved for an allocation that may have grown the pool (it becomes part of the charge).
+namespace pools {
+/// Whether any pool or graph allocator memory is charged in this process.
+bool any();
+/// A pool this process uses (created, or a device's current pool); `dev` is where it allocates.
+void track(CUmemoryPool pool, int dev);
+/// Charges `pool` for what it holds now, counting `provisional` as already reserved.
+void resync(CUmemoryPool pool, uint64_t provisional);
+/// Every tracked pool (after a synchronisation, the driver trims them to their thresholds).
+void resyncAll();
+/// A pool is destroyed; `outstanding` bytes of it are still allocated.
+void destroyed(CUmemoryPool pool, uint64_t outstanding);
+/// An allocation of a destroyed pool was freed.
+void freedFromDestroyed(CUmemoryPool pool, uint64_t bytes);
+/// Trims the pools and graph memory of `dev` to what is in use, then resyncs them; before a
+/// refusal. True if anything was given back.
+bool trimDevice(int dev);
+/// The graph allocator of `dev`: charged for what it maps, counting `provisional`.
+void resyncGraph(int dev, uint64_t provisional);
+/// Graph memory the allocator of `dev` holds but no live allocation uses.
+uint64_t graphSpare(int dev);
+/// Forgets everything (forked child).
+void reset();
+/// Set once an executable graph with allocation nodes exists: graph launches then reserve.
+extern std::atomic<bool> gGraphAllocs;
+}  // namespace pools
 
-struct Record {
-  int dev = -1;
-  uint64_t bytes = 0;
-  uintptr_t owner = 0;
-};
-
-/// This process's memory objects and what each was charged. Thread-safe.
-namespace ledger {
-void put(Kind kind, uintptr_t id, const Record& rec);
-/// Removes and returns the record; false if there was none.
-bool take(Kind kind, uintptr_t id, Record* out);
-/// Reads the record without removing it.
-bool peek(Kind kind, uintptr_t id, Record* out);
-/// Updates bytes of an existing record; false if there is none.
-bool setBytes(Kind kind, uintptr_t id, uint64_t bytes);
-/// Removes every record of `kind` whose owner is `owner`; returns the bytes per device.
-void takeOwned(Kind kind, uintptr_t owner, uint64_t bytesPerDevice[kLimiterMaxDevices]);
-/// Removes every record on `dev` except contexts (cuDevicePrimaryCtxReset frees them).
-void takeDevice(int dev, uint64_t* bytes);
-/// Forgets everything (a forked child owns none of its parent's device memory).
-void clear();
-}  // namespace ledger
-
-/// Compute throttling around launches (throttle.cpp).
+/// Compute throttling around launches (throttle.cpp). Whether a launch goes through it is the
+/// monitor's call (monitor.h).
 namespace throttle {
-/// True when some device has a compute limit; false makes launches pure pass-through.
-inline bool active() { return runtime().computeAny; }
 
 /// What begin() hands to end(): the context's state and the burst the launch joined.
 struct Ticket {
@@ -153,6 +218,9 @@ template <class F>
 CUresult around(CUstream stream, bool ptsz, F&& launch);
 void begin(CUstream stream, bool ptsz, Ticket* ticket);
 void end(const Ticket& ticket, CUresult launchResult);
+/// The calling thread is about to wait for the device (a synchronisation): the current
+/// context's open burst ends here, so the idle time after it is not counted as busy.
+void beforeSync();
 /// The context is gone (cuCtxDestroy, last release or reset of a primary context), and its
 /// events with it: its state is dropped, and made afresh if the handle is used again.
 void forget(CUcontext ctx);

@@ -454,6 +454,17 @@ void end(const Ticket& ticket, CUresult launchResult) {
   if (charged) waitForCredit(dev);
 }
 
+void beforeSync() {
+  CUcontext ctx = nullptr;
+  State* s = current(&ctx);
+  if (s == nullptr || !s->limited) return;
+  s->mu.lock();
+  // The device goes idle once the caller has what it waits for, until its next launch: the
+  // burst ends at the work submitted so far, not at the next launch.
+  if (valid(s, ctx) && s->open) closeBurst(s);
+  s->mu.unlock();
+}
+
 void forget(CUcontext ctx) {
   pthread_mutex_lock(&gTableMu);
   if (Slot* slot = findSlot(ctx)) {

@@ -1,11 +1,12 @@
-// The shared region: mapping, initialisation, the robust lock and the accounting.
-// Written without exceptions or the C++ library's allocating types because it is linked
-// into libvgpu.so, which runs inside every process of a container.
+// The shared region: mapping, initialisation, slots owned through file locks, and the
+// lock-free accounting. Written without exceptions or the C++ library's allocating types
+// because it is linked into libvgpu.so, which runs inside every process of a container.
 
 #include "vgpu/shared_region.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,10 +15,20 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+
+// Open-file-description locks (Linux 3.15); glibc defines the commands from 2.20 on.
+#ifndef F_OFD_GETLK
+#define F_OFD_GETLK 36
+#endif
+#ifndef F_OFD_SETLK
+#define F_OFD_SETLK 37
+#endif
 
 namespace {
 
+void setError(char* err, size_t len, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 void setError(char* err, size_t len, const char* fmt, ...) {
   if (err == nullptr || len == 0) return;
   va_list ap;
@@ -29,8 +40,54 @@ void setError(char* err, size_t len, const char* fmt, ...) {
 uint64_t loadU64(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
 void storeU64(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
 
+// Subtracts at most what is there: a device sum never wraps below zero.
+void subClamped(uint64_t* p, uint64_t bytes) {
+  uint64_t cur = loadU64(p);
+  while (!__atomic_compare_exchange_n(p, &cur, cur > bytes ? cur - bytes : 0, true, __ATOMIC_RELAXED,
+                                      __ATOMIC_RELAXED)) {
+  }
+}
+
 bool validDevice(int dev) { return dev >= 0 && dev < VGPU_REGION_MAX_DEVICES; }
 bool validSlot(int slot) { return slot >= 0 && slot < VGPU_REGION_MAX_PROCS; }
+
+// ---- the open files: a descriptor per mapped region, for the slot locks ----
+
+struct OpenFile {
+  const vgpu_region* region;
+  int fd;
+  char path[PATH_MAX];
+  uint64_t held[VGPU_REGION_MAX_PROCS / 64];  // slots this descriptor's locks own
+};
+constexpr int kMaxOpen = 16;
+OpenFile gOpen[kMaxOpen];
+pthread_mutex_t gOpenMu = PTHREAD_MUTEX_INITIALIZER;
+
+OpenFile* findOpen(const vgpu_region* r) {
+  for (OpenFile& o : gOpen) {
+    if (o.region == r) return &o;
+  }
+  return nullptr;
+}
+
+bool holds(const OpenFile* o, int slot) { return o != nullptr && (o->held[slot / 64] >> (slot % 64) & 1) != 0; }
+void setHeld(OpenFile* o, int slot, bool on) {
+  if (o == nullptr) return;
+  uint64_t bit = uint64_t{1} << (slot % 64);
+  o->held[slot / 64] = on ? (o->held[slot / 64] | bit) : (o->held[slot / 64] & ~bit);
+}
+
+// The lock on byte `slot`: F_WRLCK to take it (fails if another open file holds it),
+// F_UNLCK to give it back. True on success.
+bool slotLock(int fd, int slot, short type) {
+  struct flock fl;
+  memset(&fl, 0, sizeof fl);
+  fl.l_type = type;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = slot;
+  fl.l_len = 1;
+  return fcntl(fd, F_OFD_SETLK, &fl) == 0;
+}
 
 // Reads state and start time (field 22) of /proc/<pid>/stat. False if unreadable.
 bool readProcStat(int32_t pid, char* state, uint64_t* startTime) {
@@ -56,6 +113,7 @@ bool readProcStat(int32_t pid, char* state, uint64_t* startTime) {
   return true;
 }
 
+// Liveness by pid and start time: what versions 1 and 2 used, and version 3 without OFD locks.
 bool processAlive(int32_t pid, uint64_t startTime) {
   char state = 0;
   uint64_t st = 0;
@@ -73,44 +131,47 @@ uint64_t ownStartTime() {
   return readProcStat(getpid(), &state, &st) ? st : 0;
 }
 
+// Gives the device sums back what the slot holds and frees it. The slot's counters are
+// exchanged before the device sums are lowered, so dying in between leaves the sums high.
 void clearSlotLocked(vgpu_region* r, int slot) {
   vgpu_region_proc* p = &r->procs[slot];
   for (int d = 0; d < VGPU_REGION_MAX_DEVICES; ++d) {
-    uint64_t held = loadU64(&p->memory_used[d]);
-    if (held == 0) continue;
-    uint64_t used = loadU64(&r->devices[d].memory_used);
-    storeU64(&r->devices[d].memory_used, used > held ? used - held : 0);
-    storeU64(&p->memory_used[d], 0);
+    uint64_t held = __atomic_exchange_n(&p->memory_used[d], 0, __ATOMIC_RELAXED);
+    if (held != 0) subClamped(&r->devices[d].memory_used, held);
   }
   p->start_time = 0;
+  __atomic_store_n(&p->flags, 0u, __ATOMIC_RELAXED);
   __atomic_store_n(&p->pid, 0, __ATOMIC_RELEASE);
 }
 
-int reclaimDeadLocked(vgpu_region* r) {
+// Whether the slot's owner is gone. With `take`, the lock of a slot found dead stays ours
+// (*tookLock: the caller claims the slot); otherwise it is given back at once.
+bool slotDead(vgpu_region* r, OpenFile* o, int s, bool take, bool* tookLock) {
+  if (tookLock != nullptr) *tookLock = false;
+  const vgpu_region_proc& p = r->procs[s];
+  if (holds(o, s)) return false;  // one of ours
+  if ((__atomic_load_n(&p.flags, __ATOMIC_RELAXED) & VGPU_REGION_PROC_LOCKED) != 0) {
+    if (o == nullptr || !slotLock(o->fd, s, F_WRLCK)) return false;  // its owner holds the byte
+    if (take && tookLock != nullptr) {
+      *tookLock = true;
+    } else {
+      slotLock(o->fd, s, F_UNLCK);
+    }
+    return true;
+  }
+  return !processAlive(p.pid, p.start_time);
+}
+
+int reclaimDeadLocked(vgpu_region* r, OpenFile* o) {
   int reclaimed = 0;
-  int32_t self = getpid();
   for (int s = 0; s < VGPU_REGION_MAX_PROCS; ++s) {
-    int32_t pid = r->procs[s].pid;
-    if (pid == 0 || pid == self) continue;
-    if (!processAlive(pid, r->procs[s].start_time)) {
+    if (__atomic_load_n(&r->procs[s].pid, __ATOMIC_ACQUIRE) == 0) continue;
+    if (slotDead(r, o, s, false, nullptr)) {
       clearSlotLocked(r, s);
       ++reclaimed;
     }
   }
   return reclaimed;
-}
-
-// After a holder died mid-update the per-device sums may disagree with the slots; the
-// slots are the truth because each is written only by its owner.
-void recoverLocked(vgpu_region* r) {
-  reclaimDeadLocked(r);
-  for (int d = 0; d < VGPU_REGION_MAX_DEVICES; ++d) {
-    uint64_t sum = 0;
-    for (int s = 0; s < VGPU_REGION_MAX_PROCS; ++s) {
-      if (r->procs[s].pid != 0) sum += loadU64(&r->procs[s].memory_used[d]);
-    }
-    storeU64(&r->devices[d].memory_used, sum);
-  }
 }
 
 int initMutex(vgpu_region* r, bool shared, char* err, size_t len) {
@@ -127,7 +188,23 @@ int initMutex(vgpu_region* r, bool shared, char* err, size_t len) {
   return VGPU_REGION_OK;
 }
 
+uint32_t randomTenant() {
+  uint32_t v = 0;
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    if (read(fd, &v, sizeof v) != static_cast<ssize_t>(sizeof v)) v = 0;
+    close(fd);
+  }
+  if (v == 0) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    v = static_cast<uint32_t>(ts.tv_nsec) ^ static_cast<uint32_t>(getpid()) << 12 ^ static_cast<uint32_t>(ts.tv_sec);
+  }
+  return v != 0 ? v : 1;
+}
+
 void initHeader(vgpu_region* r) {
+  r->tenant = randomTenant();
   r->version = VGPU_REGION_VERSION;
   r->header_size = sizeof(vgpu_region);
   r->max_devices = VGPU_REGION_MAX_DEVICES;
@@ -141,13 +218,38 @@ int checkHeader(const vgpu_region* r, const char* path, char* err, size_t len) {
     return VGPU_REGION_ERROR;
   }
   if (r->version < VGPU_REGION_OLDEST_VERSION || r->version > VGPU_REGION_VERSION ||
-      r->header_size != sizeof(vgpu_region) ||
-      r->max_devices != VGPU_REGION_MAX_DEVICES || r->max_procs != VGPU_REGION_MAX_PROCS) {
+      r->header_size != sizeof(vgpu_region) || r->max_devices != VGPU_REGION_MAX_DEVICES ||
+      r->max_procs != VGPU_REGION_MAX_PROCS) {
     setError(err, len, "%s has region version %u (size %u), this build reads version %u (size %zu)", path, r->version,
              r->header_size, VGPU_REGION_VERSION, sizeof(vgpu_region));
     return VGPU_REGION_ERROR;
   }
   return VGPU_REGION_OK;
+}
+
+// Starts the file over as an empty version-3 region.
+int initRegion(vgpu_region* r, char* err, size_t len) {
+  memset(r, 0, sizeof(vgpu_region));
+  initHeader(r);
+  if (initMutex(r, true, err, len) != VGPU_REGION_OK) return VGPU_REGION_ERROR;
+  __atomic_store_n(&r->magic, VGPU_REGION_MAGIC, __ATOMIC_RELEASE);
+  return VGPU_REGION_OK;
+}
+
+// A region of an older version is rewritten if none of its processes is alive; their
+// accounting protocol is not this one, so sharing the file with them is refused.
+int upgradeOld(vgpu_region* r, const char* path, char* err, size_t len) {
+  for (int s = 0; s < VGPU_REGION_MAX_PROCS; ++s) {
+    int32_t pid = r->procs[s].pid;
+    if (pid != 0 && processAlive(pid, r->procs[s].start_time)) {
+      setError(err, len,
+               "%s is in use by process %d of an older libvgpu.so (region version %u); this one needs "
+               "version %u: restart the container",
+               path, static_cast<int>(pid), r->version, VGPU_REGION_VERSION);
+      return VGPU_REGION_ERROR;
+    }
+  }
+  return initRegion(r, err, len);
 }
 
 }  // namespace
@@ -158,6 +260,10 @@ int vgpu_region_open(const char* path, vgpu_region** out, char* err, size_t err_
   *out = nullptr;
   if (path == nullptr || path[0] == '\0') {
     setError(err, err_len, "no shared region path given");
+    return VGPU_REGION_ERROR;
+  }
+  if (strlen(path) >= PATH_MAX) {
+    setError(err, err_len, "shared region path is longer than %d bytes", PATH_MAX - 1);
     return VGPU_REGION_ERROR;
   }
   int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
@@ -200,18 +306,29 @@ int vgpu_region_open(const char* path, vgpu_region** out, char* err, size_t err_
     }
     auto* r = static_cast<vgpu_region*>(mem);
     if (r->magic == 0) {  // fresh, or a creator died before finishing: start over
-      memset(r, 0, sizeof(vgpu_region));
-      initHeader(r);
-      if (initMutex(r, true, err, err_len) != VGPU_REGION_OK) break;
-      __atomic_store_n(&r->magic, VGPU_REGION_MAGIC, __ATOMIC_RELEASE);
+      if (initRegion(r, err, err_len) != VGPU_REGION_OK) break;
     }
     if (checkHeader(r, path, err, err_len) != VGPU_REGION_OK) break;
+    if (r->version < VGPU_REGION_VERSION && upgradeOld(r, path, err, err_len) != VGPU_REGION_OK) break;
+    pthread_mutex_lock(&gOpenMu);
+    OpenFile* o = findOpen(nullptr);
+    if (o != nullptr) {
+      memset(o, 0, sizeof *o);
+      o->region = r;
+      o->fd = fd;
+      snprintf(o->path, sizeof o->path, "%s", path);
+    }
+    pthread_mutex_unlock(&gOpenMu);
+    if (o == nullptr) {
+      setError(err, err_len, "mapping shared region %s: this process has %d regions open already", path, kMaxOpen);
+      break;
+    }
     *out = r;
     rc = VGPU_REGION_OK;
   } while (false);
   if (rc != VGPU_REGION_OK && mem != MAP_FAILED) munmap(mem, sizeof(vgpu_region));
   flock(fd, LOCK_UN);
-  close(fd);
+  if (rc != VGPU_REGION_OK) close(fd);
   return rc;
 }
 
@@ -263,13 +380,37 @@ int vgpu_region_open_private(vgpu_region** out, char* err, size_t err_len) {
 }
 
 void vgpu_region_close(const vgpu_region* region) {
-  if (region != nullptr) munmap(const_cast<vgpu_region*>(region), sizeof(vgpu_region));
+  if (region == nullptr) return;
+  pthread_mutex_lock(&gOpenMu);
+  if (OpenFile* o = findOpen(region)) {
+    close(o->fd);  // gives back the slot locks this descriptor held
+    memset(o, 0, sizeof *o);
+  }
+  pthread_mutex_unlock(&gOpenMu);
+  munmap(const_cast<vgpu_region*>(region), sizeof(vgpu_region));
+}
+
+void vgpu_region_after_fork(vgpu_region* region) {
+  // Only this thread exists in the child; whoever held gOpenMu in the parent is gone.
+  pthread_mutex_init(&gOpenMu, nullptr);
+  OpenFile* o = findOpen(region);
+  if (o == nullptr) return;
+  // Closing the inherited descriptor leaves the parent's locks alone (the parent still has
+  // the open file description); the child's own slot needs a description of its own.
+  close(o->fd);
+  o->fd = open(o->path, O_RDWR | O_CLOEXEC);
+  memset(o->held, 0, sizeof o->held);
 }
 
 int vgpu_region_lock(vgpu_region* r) {
   int rc = pthread_mutex_lock(&r->lock.mutex);
   if (rc == EOWNERDEAD) {
-    recoverLocked(r);
+    // The holder died while changing the set of slots: its own slot is dead now too. The
+    // counters need no repair (see the header: a death between two updates leaves them high).
+    pthread_mutex_lock(&gOpenMu);
+    OpenFile* o = findOpen(r);
+    pthread_mutex_unlock(&gOpenMu);
+    reclaimDeadLocked(r, o);
     pthread_mutex_consistent(&r->lock.mutex);
     return VGPU_REGION_OK;
   }
@@ -280,69 +421,85 @@ void vgpu_region_unlock(vgpu_region* r) { pthread_mutex_unlock(&r->lock.mutex); 
 
 int vgpu_region_attach(vgpu_region* r, int* slot, char* err, size_t err_len) {
   *slot = -1;
+  pthread_mutex_lock(&gOpenMu);
+  OpenFile* o = findOpen(r);
+  pthread_mutex_unlock(&gOpenMu);
   if (vgpu_region_lock(r) != VGPU_REGION_OK) {
     setError(err, err_len, "the shared region lock is unusable");
     return VGPU_REGION_ERROR;
   }
-  reclaimDeadLocked(r);
-  int32_t self = getpid();
-  int freeSlot = -1;
-  for (int s = 0; s < VGPU_REGION_MAX_PROCS; ++s) {
-    int32_t pid = r->procs[s].pid;
-    if (pid == self) clearSlotLocked(r, s);  // left by our image before an exec
-    if (r->procs[s].pid == 0 && freeSlot < 0) freeSlot = s;
+  int mine = -1;
+  bool locked = false;
+  for (int s = 0; s < VGPU_REGION_MAX_PROCS && mine < 0; ++s) {
+    bool tookLock = false;
+    if (__atomic_load_n(&r->procs[s].pid, __ATOMIC_ACQUIRE) != 0) {
+      if (!slotDead(r, o, s, true, &tookLock)) continue;
+      clearSlotLocked(r, s);  // a dead process's slot: its memory went with it
+    }
+    if (o == nullptr || tookLock) {
+      locked = tookLock;
+    } else if (slotLock(o->fd, s, F_WRLCK)) {
+      locked = true;
+    } else if (errno != EINVAL) {
+      continue;  // held: a process of an older kernel's fallback, or one claiming it right now
+    }
+    // (EINVAL: a kernel without OFD locks; liveness by pid and start time)
+    mine = s;
   }
-  if (freeSlot >= 0) {
-    vgpu_region_proc* p = &r->procs[freeSlot];
+  if (mine >= 0) {
+    vgpu_region_proc* p = &r->procs[mine];
     memset(p->memory_used, 0, sizeof p->memory_used);
     p->start_time = ownStartTime();
-    __atomic_store_n(&p->pid, self, __ATOMIC_RELEASE);
+    __atomic_store_n(&p->flags, locked ? VGPU_REGION_PROC_LOCKED : 0u, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->pid, static_cast<int32_t>(getpid()), __ATOMIC_RELEASE);
+    if (locked) {
+      pthread_mutex_lock(&gOpenMu);
+      setHeld(o, mine, true);
+      pthread_mutex_unlock(&gOpenMu);
+    }
   }
   vgpu_region_unlock(r);
-  if (freeSlot < 0) {
-    setError(err, err_len, "all %d process slots of the shared region are in use", VGPU_REGION_MAX_PROCS);
-    return VGPU_REGION_ERROR;
+  if (mine < 0) {
+    setError(err, err_len, "all %d process slots of the shared region are held by live processes",
+             VGPU_REGION_MAX_PROCS);
+    return VGPU_REGION_FULL;
   }
-  *slot = freeSlot;
+  *slot = mine;
   return VGPU_REGION_OK;
 }
 
 void vgpu_region_detach(vgpu_region* r, int slot) {
   if (!validSlot(slot) || vgpu_region_lock(r) != VGPU_REGION_OK) return;
-  if (r->procs[slot].pid == getpid()) clearSlotLocked(r, slot);
+  pthread_mutex_lock(&gOpenMu);
+  OpenFile* o = findOpen(r);
+  pthread_mutex_unlock(&gOpenMu);
+  const vgpu_region_proc& p = r->procs[slot];
+  if (holds(o, slot)) {
+    clearSlotLocked(r, slot);
+    slotLock(o->fd, slot, F_UNLCK);
+    setHeld(o, slot, false);
+  } else if ((p.flags & VGPU_REGION_PROC_LOCKED) == 0 && p.pid == getpid()) {
+    clearSlotLocked(r, slot);
+  }
   vgpu_region_unlock(r);
 }
 
 int vgpu_region_try_add(vgpu_region* r, int slot, int dev, uint64_t bytes, uint64_t limit) {
   if (!validSlot(slot) || !validDevice(dev)) return VGPU_REGION_ERROR;
-  if (vgpu_region_lock(r) != VGPU_REGION_OK) return VGPU_REGION_ERROR;
-  int rc = VGPU_REGION_OVER_LIMIT;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    uint64_t used = loadU64(&r->devices[dev].memory_used);
-    if (limit == 0 || (bytes <= limit && used <= limit - bytes)) {
-      storeU64(&r->devices[dev].memory_used, used + bytes);
-      uint64_t* mine = &r->procs[slot].memory_used[dev];
-      storeU64(mine, loadU64(mine) + bytes);
-      rc = VGPU_REGION_OK;
-      break;
-    }
-    // Before refusing, make sure the usage is not held by processes that are gone.
-    if (attempt == 0 && reclaimDeadLocked(r) == 0) break;
-  }
-  vgpu_region_unlock(r);
-  return rc;
+  if (vgpu_region_add_fast(r, slot, dev, bytes, limit)) return VGPU_REGION_OK;
+  // Before refusing, make sure the usage is not held by processes that are gone.
+  if (vgpu_region_reclaim_dead(r) > 0 && vgpu_region_add_fast(r, slot, dev, bytes, limit)) return VGPU_REGION_OK;
+  return VGPU_REGION_OVER_LIMIT;
+}
+
+void vgpu_region_force_add(vgpu_region* r, int slot, int dev, uint64_t bytes) {
+  if (!validSlot(slot) || !validDevice(dev) || bytes == 0) return;
+  __atomic_add_fetch(&r->devices[dev].memory_used, bytes, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&r->procs[slot].memory_used[dev], bytes, __ATOMIC_RELAXED);
 }
 
 void vgpu_region_sub(vgpu_region* r, int slot, int dev, uint64_t bytes) {
-  if (!validSlot(slot) || !validDevice(dev)) return;
-  if (vgpu_region_lock(r) != VGPU_REGION_OK) return;
-  uint64_t* mine = &r->procs[slot].memory_used[dev];
-  uint64_t held = loadU64(mine);
-  if (bytes > held) bytes = held;
-  storeU64(mine, held - bytes);
-  uint64_t used = loadU64(&r->devices[dev].memory_used);
-  storeU64(&r->devices[dev].memory_used, used > bytes ? used - bytes : 0);
-  vgpu_region_unlock(r);
+  if (validSlot(slot) && validDevice(dev)) vgpu_region_sub_fast(r, slot, dev, bytes);
 }
 
 uint64_t vgpu_region_used(const vgpu_region* r, int dev) {
@@ -350,10 +507,20 @@ uint64_t vgpu_region_used(const vgpu_region* r, int dev) {
 }
 
 int vgpu_region_reclaim_dead(vgpu_region* r) {
+  pthread_mutex_lock(&gOpenMu);
+  OpenFile* o = findOpen(r);
+  pthread_mutex_unlock(&gOpenMu);
   if (vgpu_region_lock(r) != VGPU_REGION_OK) return 0;
-  int n = reclaimDeadLocked(r);
+  int n = reclaimDeadLocked(r, o);
   vgpu_region_unlock(r);
   return n;
+}
+
+void vgpu_region_set_driver_pid(vgpu_region* r, int slot, uint32_t driver_pid) {
+  if (!validSlot(slot)) return;
+  uint32_t flags = __atomic_load_n(&r->procs[slot].flags, __ATOMIC_RELAXED);
+  flags = (flags & ~VGPU_REGION_PROC_DRIVER_PID_MASK) | (driver_pid & VGPU_REGION_PROC_DRIVER_PID_MASK);
+  __atomic_store_n(&r->procs[slot].flags, flags, __ATOMIC_RELAXED);
 }
 
 void vgpu_region_publish_device(vgpu_region* r, int dev, const char* uuid, uint64_t memory_limit, uint32_t sm_limit) {

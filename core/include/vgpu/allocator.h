@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "vgpu/backend_abi.h"
@@ -45,5 +46,10 @@ class Allocator {
 
 /// Words for the reasons core knows (codes below VGPU_REASON_BACKEND); empty otherwise.
 std::string explainCoreReason(const vgpu_fit_result& result);
+
+/// The kind of a refusal in a few words, without numbers, the same for every node that
+/// refuses for this reason (kube-scheduler counts identical node messages into one line);
+/// empty for codes core does not know. No '%' (kube-scheduler prints it through a format).
+std::string_view categorizeCoreReason(const vgpu_fit_result& result);
 
 }  // namespace vgpu

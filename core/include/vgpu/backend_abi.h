@@ -24,7 +24,7 @@ extern "C" {
 #endif
 
 #define VGPU_BACKEND_ABI_MAJOR 1u
-#define VGPU_BACKEND_ABI_MINOR 1u
+#define VGPU_BACKEND_ABI_MINOR 2u
 #define VGPU_BACKEND_ABI_VERSION ((VGPU_BACKEND_ABI_MAJOR << 16) | VGPU_BACKEND_ABI_MINOR)
 #define VGPU_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define VGPU_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -232,6 +232,11 @@ typedef struct vgpu_spec_sink {
    * pod with the Allocate outcome. Appended in 1.0 before release; may be null (a loader
    * that records no pod annotations), so check it before calling. */
   void (*pod_annotation)(void* ctx, const char* key, const char* value);
+  /* 1.2: a note for whoever runs the pod (e.g. which component enforces a limit), which the
+   * node agent posts as a Normal event on the pod; `reason` is CamelCase. The sink has this
+   * slot only when the loader's ABI version (given to the entry function) is 1.2 or newer,
+   * and it may still be null: check both before calling. */
+  void (*notice)(void* ctx, const char* reason, const char* message);
 } vgpu_spec_sink;
 
 /* 1.1: what one container uses of one device it holds, as the vendor library reports it

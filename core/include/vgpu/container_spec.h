@@ -22,6 +22,14 @@ struct DeviceNode {
   bool operator==(const DeviceNode&) const = default;
 };
 
+/// A note for whoever runs the pod (e.g. which component enforces its memory limit): the
+/// node agent posts it as a Normal event on the pod.
+struct PodNotice {
+  std::string reason;   ///< CamelCase, the event's reason
+  std::string message;  ///< one sentence a person can act on
+  bool operator==(const PodNotice&) const = default;
+};
+
 /// What the kubelet must do to start one container with its devices: the vendor-neutral
 /// form of the device plugin's ContainerAllocateResponse.
 struct ContainerSpec {
@@ -32,6 +40,8 @@ struct ContainerSpec {
   /// For the pod: the node agent writes them on the pod when it records the Allocate
   /// outcome (e.g. what another vendor's components read there).
   std::map<std::string, std::string> podAnnotations;
+  /// Not part of the kubelet's answer: the agent posts them on the pod as events.
+  std::vector<PodNotice> notices;
   bool operator==(const ContainerSpec&) const = default;
 };
 

@@ -64,6 +64,14 @@ struct NodeRefusal {
   std::uint16_t devicesFitting = 0;
   std::uint8_t reasonCount = 0;
   std::array<ReasonCount, kMaxReasons> reasons{};
+
+  /// The reason most devices gave (ties: the first seen), or null when none was noted.
+  const ReasonCount* dominant() const {
+    const ReasonCount* top = nullptr;
+    for (std::uint8_t i = 0; i < reasonCount; ++i)
+      if (!top || reasons[i].devices > top->devices) top = &reasons[i];
+    return top;
+  }
 };
 
 /// The outcome of placing a pod on one node.
@@ -103,6 +111,20 @@ class PlacementEngine {
   /// The refusal in words a user can act on, e.g.
   /// `container "train" needs 1 nvidia device: 8/8 devices: not enough free memory (...)`.
   std::string explain(const PreparedPod& pod, const NodeState& node, const NodeEvaluation& evaluation) const;
+
+  /// The refusal in a few words without numbers, e.g. `vgpu: not enough free device
+  /// memory`: the reason most of the node's devices gave. Nodes refusing for the same
+  /// reason get the same text, so kube-scheduler's summary (it counts identical node
+  /// messages) stays a handful of lines at any cluster size; explain() has the numbers.
+  /// An unavailable node gets a generic text (the caller knows why it is unavailable).
+  std::string category(const PreparedPod& pod, const NodeEvaluation& evaluation) const;
+
+  /// How far a refused node is from taking the pod; lower is closer. Devices missing count
+  /// first, then the smallest shortfall among the refused devices: a memory or compute
+  /// gap as a fraction of what is asked, a share or exclusive use that a leaving pod would
+  /// free, then what waiting does not fix (model, id, health, size). For naming the few
+  /// nodes closest to fitting.
+  double distance(const PreparedPod& pod, const NodeEvaluation& evaluation) const;
 
   NodePolicy nodePolicyFor(const PreparedPod& pod) const;
   DevicePolicy devicePolicyFor(const PreparedPod& pod) const;

@@ -329,6 +329,13 @@ Result<std::unique_ptr<Server>> Server::start(ServerOptions options, Router rout
     if (ec) return makeError("TLS key " + o.keyFile + ": " + ec.message() + " (a PEM private key is expected)");
     if (SSL_CTX_check_private_key(impl->sslCtx->native_handle()) != 1)
       return makeError("TLS key " + o.keyFile + " does not match the certificate " + o.certFile);
+    if (!o.clientCaFile.empty()) {
+      impl->sslCtx->load_verify_file(o.clientCaFile, ec);
+      if (ec) return makeError("client CA " + o.clientCaFile + ": " + ec.message() + " (PEM certificates are expected)");
+      impl->sslCtx->set_verify_mode(ssl::verify_peer | ssl::verify_fail_if_no_peer_cert);
+    }
+  } else if (!o.clientCaFile.empty()) {
+    return makeError("a client CA (" + o.clientCaFile + ") needs HTTPS: give a certificate and a key too");
   }
   ErrorCode ec;
   auto address = net::ip::make_address(o.address, ec);

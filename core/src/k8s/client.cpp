@@ -14,6 +14,7 @@
 #include <boost/url/parse.hpp>
 
 #include "http_transport.h"
+#include "vgpu/k8s/exec_credential.h"
 
 namespace vgpu::k8s {
 namespace {
@@ -99,6 +100,10 @@ struct Client::Impl {
   std::mutex rngMu;
   std::mt19937_64 rng;
 
+  std::unique_ptr<ExecCredentialPlugin> exec;
+  std::mutex certMu;
+  std::uint64_t certGeneration = 0;  // the exec credential whose certificate the transport has
+
   // Client-side token bucket: reserve a slot, then sleep outside the lock until it is due.
   void throttle() {
     if (options.qps <= 0) return;
@@ -155,13 +160,37 @@ struct Client::Impl {
     return std::chrono::microseconds(d.count() - d.count() / 2 + dist(rng));
   }
 
-  std::vector<std::pair<std::string, std::string>> headers(const std::string& contentType,
-                                                           bool forceToken) {
+  // The exec plugin's credential (cached or fresh); a new client certificate goes into
+  // the transport before the request that needs it.
+  Result<ExecCredential> execCredential() {
+    auto c = exec->get();
+    if (!c || c->clientCertPem.empty()) return c;
+    std::lock_guard lock(certMu);
+    if (c->generation != certGeneration) {
+      auto s = transport->setClientCertificate(c->clientCertPem, c->clientKeyPem);
+      if (!s) return makeError("exec credential plugin " + exec->command() + ": " + s.error().message);
+      certGeneration = c->generation;
+    }
+    return c;
+  }
+
+  // `execGeneration` receives the exec credential used, for refreshAfterUnauthorized.
+  Result<std::vector<std::pair<std::string, std::string>>> headers(const std::string& contentType,
+                                                                   bool forceToken,
+                                                                   std::uint64_t* execGeneration = nullptr) {
     std::vector<std::pair<std::string, std::string>> h;
     h.emplace_back("Accept", "application/json");
     h.emplace_back("User-Agent", options.userAgent);
     if (!contentType.empty()) h.emplace_back("Content-Type", contentType);
-    std::string t = bearer(forceToken);
+    std::string t;
+    if (exec) {
+      auto c = execCredential();
+      if (!c) return std::move(c).error();
+      t = c->token;
+      if (execGeneration != nullptr) *execGeneration = c->generation;
+    } else {
+      t = bearer(forceToken);
+    }
     if (!t.empty()) h.emplace_back("Authorization", "Bearer " + t);
     return h;
   }
@@ -176,7 +205,10 @@ struct Client::Impl {
     for (int attempt = 0;; ++attempt) {
       throttle();
       if (cancelled()) return ApiError{method, target, 0, "", "cancelled", {}};
-      detail::HttpRequest req{method, basePath + target, headers(contentType, forceToken), body};
+      std::uint64_t execGeneration = 0;
+      auto h = headers(contentType, forceToken, &execGeneration);
+      if (!h) return ApiError{method, target, 0, "", "getting credentials: " + h.error().message, {}};
+      detail::HttpRequest req{method, basePath + target, std::move(*h), body};
       forceToken = false;
       auto r = transport->send(req, options.requestTimeout, cancel);
       if (cancelled()) return ApiError{method, target, 0, "", "cancelled", {}};
@@ -189,6 +221,19 @@ struct Client::Impl {
                         r.error().message + " (" + std::to_string(attempt + 1) + " attempts)", {}};
       }
       HttpResponse& res = *r;
+      if (res.status == 401 && !refreshed && exec) {
+        // The plugin's credential was revoked or expired early: run it again (unless another
+        // request's 401 already did) and retry this request once.
+        refreshed = true;
+        auto fresh = exec->refreshAfterUnauthorized(execGeneration);
+        if (!fresh) {
+          auto e = errorFromResponse(method, target, res);
+          e.message += " (and running the exec credential plugin again failed: " + fresh.error().message + ")";
+          return e;
+        }
+        --attempt;
+        continue;
+      }
       if (res.status == 401 && !refreshed && !config.tokenFile.empty()) {
         // The token may have been rotated under us: re-read it and try once more.
         refreshed = true;
@@ -275,6 +320,12 @@ Result<std::unique_ptr<Client>> Client::create(ClientConfig config, ClientOption
   impl->basePath = path;
   impl->clock = options.clock ? options.clock : systemClock();
   impl->rng.seed(options.jitterSeed != 0 ? options.jitterSeed : std::random_device{}());
+  if (config.exec) {
+    ExecPluginOptions eo;
+    eo.timeout = options.execTimeout;
+    eo.now = options.wallClock;
+    impl->exec = std::make_unique<ExecCredentialPlugin>(config, std::move(eo));
+  }
   impl->config = std::move(config);
   impl->options = std::move(options);
   return std::unique_ptr<Client>(new Client(std::move(impl)));
@@ -425,13 +476,23 @@ ApiStatus Client::watch(const ResourceType& type, const WatchOptions& options,
   };
 
   impl_->throttle();
-  detail::HttpRequest req{"GET", impl_->basePath + target, impl_->headers("", false), ""};
+  std::uint64_t execGeneration = 0;
+  auto h = impl_->headers("", false, &execGeneration);
+  if (!h) return ApiError{"GET", target, 0, "", "getting credentials: " + h.error().message, {}};
+  detail::HttpRequest req{"GET", impl_->basePath + target, std::move(*h), ""};
   auto idle = std::chrono::seconds(options.timeoutSeconds > 0 ? options.timeoutSeconds + 30 : 3600);
   auto r = impl_->transport->stream(req, impl_->options.requestTimeout, idle, onData, cancel);
   if (cancel && cancel->cancelled()) return {};
   if (!r) return ApiError{"GET", target, 0, "", r.error().message, {}};
   if (r->status != 200) {
-    if (r->status == 401) impl_->bearer(true);
+    if (r->status == 401) {
+      // The caller re-watches; it should do so with a fresh credential.
+      if (impl_->exec) {
+        (void)impl_->exec->refreshAfterUnauthorized(execGeneration);
+      } else {
+        impl_->bearer(true);
+      }
+    }
     return errorFromResponse("GET", target, *r);
   }
   if (streamError) return *std::move(streamError);

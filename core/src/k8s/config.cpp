@@ -131,6 +131,86 @@ Result<std::string> pemFrom(const Found& e, const std::string& key) {
   return *text;
 }
 
+Result<bool> boolAt(const YAML::Node& body, const std::string& key, const std::string& where) {
+  auto v = scalarAt(body, key, where);
+  if (!v) return std::move(v).error();
+  if (!*v || **v == "false") return false;
+  if (**v == "true") return true;
+  return makeError(where + "." + key + " must be true or false");
+}
+
+inline constexpr const char* kExecV1 = "client.authentication.k8s.io/v1";
+inline constexpr const char* kExecV1beta1 = "client.authentication.k8s.io/v1beta1";
+
+// users[].user.exec, checked as client-go's clientcmd does (apiVersion and, for v1,
+// interactiveMode are required).
+Result<ExecConfig> execFrom(const Found& user) {
+  std::string where = user.where + ".exec";
+  auto node = user.body["exec"];
+  if (!node.IsMap()) return makeError(where + " must be a mapping");
+  ExecConfig e;
+  auto command = scalarAt(node, "command", where);
+  if (!command) return std::move(command).error();
+  if (!*command || (*command)->empty()) return makeError(where + ".command is missing");
+  e.command = **command;
+  // A relative path (not a bare name, which is looked up in $PATH) is relative to the file.
+  if (e.command.find('/') != std::string::npos) e.command = resolvePath(*user.file, e.command);
+  if (auto args = node["args"]; args && !args.IsNull()) {
+    if (!args.IsSequence()) return makeError(where + ".args must be a list of strings");
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      if (!args[i].IsScalar()) return makeError(where + ".args[" + std::to_string(i) + "] must be a string");
+      e.args.push_back(args[i].as<std::string>());
+    }
+  }
+  if (auto env = node["env"]; env && !env.IsNull()) {
+    if (!env.IsSequence()) return makeError(where + ".env must be a list of {name, value}");
+    for (std::size_t i = 0; i < env.size(); ++i) {
+      std::string at = where + ".env[" + std::to_string(i) + "]";
+      if (!env[i].IsMap()) return makeError(at + " must be a mapping with name and value");
+      auto name = scalarAt(env[i], "name", at);
+      if (!name) return std::move(name).error();
+      if (!*name || (*name)->empty() || (*name)->find('=') != std::string::npos) {
+        return makeError(at + ".name is missing or not a variable name");
+      }
+      auto value = scalarAt(env[i], "value", at);
+      if (!value) return std::move(value).error();
+      e.env.emplace_back(**name, value->value_or(""));
+    }
+  }
+  auto apiVersion = scalarAt(node, "apiVersion", where);
+  if (!apiVersion) return std::move(apiVersion).error();
+  if (!*apiVersion || (*apiVersion)->empty()) {
+    return makeError(where + ".apiVersion is missing (use " + kExecV1 + ")");
+  }
+  e.apiVersion = **apiVersion;
+  if (e.apiVersion != kExecV1 && e.apiVersion != kExecV1beta1) {
+    return makeError(where + ".apiVersion \"" + e.apiVersion + "\" is not supported (use " + kExecV1 +
+                     " or " + kExecV1beta1 + ")");
+  }
+  auto hint = scalarAt(node, "installHint", where);
+  if (!hint) return std::move(hint).error();
+  e.installHint = hint->value_or("");
+  auto provide = boolAt(node, "provideClusterInfo", where);
+  if (!provide) return std::move(provide).error();
+  e.provideClusterInfo = *provide;
+  auto mode = scalarAt(node, "interactiveMode", where);
+  if (!mode) return std::move(mode).error();
+  e.interactiveMode = mode->value_or("");
+  if (e.interactiveMode.empty()) {
+    if (e.apiVersion == kExecV1) return makeError(where + ".interactiveMode is missing (required by " + kExecV1 + ")");
+    e.interactiveMode = "IfAvailable";
+  }
+  if (e.interactiveMode == "Always") {
+    return makeError(where + ".interactiveMode is Always, but a daemon has no terminal to give the "
+                     "plugin (use Never or IfAvailable, with a plugin that needs no prompt)");
+  }
+  if (e.interactiveMode != "Never" && e.interactiveMode != "IfAvailable") {
+    return makeError(where + ".interactiveMode \"" + e.interactiveMode +
+                     "\" must be Never, IfAvailable or Always");
+  }
+  return e;
+}
+
 Result<ClientConfig> configFromFiles(const std::vector<KubeFile>& files, const std::string& context) {
   std::string ctxName = context;
   std::string paths;
@@ -190,10 +270,10 @@ Result<ClientConfig> configFromFiles(const std::vector<KubeFile>& files, const s
   if (*userName && !(*userName)->empty()) {
     auto user = findEntry(files, "users", "user", **userName);
     if (!user) return std::move(user).error();
-    for (const char* unsupported : {"exec", "auth-provider", "username", "password"}) {
+    for (const char* unsupported : {"auth-provider", "username", "password"}) {
       if (user->body[unsupported]) {
         return makeError(user->where + "." + unsupported +
-                         " is not supported (use a token, tokenFile or a client certificate)");
+                         " is not supported (use a token, tokenFile, a client certificate or exec)");
       }
     }
     auto token = scalarAt(user->body, "token", user->where);
@@ -216,6 +296,14 @@ Result<ClientConfig> configFromFiles(const std::vector<KubeFile>& files, const s
     }
     cfg.clientCertPem = std::move(*cert);
     cfg.clientKeyPem = std::move(*key);
+    if (auto exec = user->body["exec"]; exec && !exec.IsNull()) {
+      auto e = execFrom(*user);
+      if (!e) return std::move(e).error();
+      // As in client-go, a static token or certificate beside the plugin wins.
+      if (cfg.bearerToken.empty() && cfg.tokenFile.empty() && cfg.clientCertPem.empty()) {
+        cfg.exec = std::move(*e);
+      }
+    }
   }
   return cfg;
 }

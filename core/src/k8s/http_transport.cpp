@@ -52,6 +52,7 @@ struct HttpTransport::Tls {
 };
 
 struct HttpTransport::Connection {
+  std::shared_ptr<HttpTransport::Tls> tlsContext;  // outlives the stream that uses it
   net::io_context ioc{1};
   std::unique_ptr<beast::tcp_stream> plain;
   std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls;
@@ -100,32 +101,56 @@ bool isCancelled(CancelToken* token) { return token != nullptr && token->cancell
 
 }  // namespace
 
+namespace {
+
+Status configureTls(ssl::context& ctx, const Endpoint& endpoint) {
+  ctx.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                  ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
+  ErrorCode ec;
+  if (!endpoint.caPem.empty()) {
+    ctx.add_certificate_authority(net::buffer(endpoint.caPem), ec);
+    if (ec) return makeError("the CA certificate is not valid PEM: " + ec.message());
+  } else {
+    ctx.set_default_verify_paths(ec);
+    if (ec) return makeError("cannot load the system CA store: " + ec.message());
+  }
+  if (!endpoint.clientCertPem.empty() || !endpoint.clientKeyPem.empty()) {
+    if (endpoint.clientCertPem.empty() || endpoint.clientKeyPem.empty())
+      return makeError("a client certificate needs both the certificate and the key");
+    ctx.use_certificate_chain(net::buffer(endpoint.clientCertPem), ec);
+    if (ec) return makeError("the client certificate is not valid PEM: " + ec.message());
+    ctx.use_private_key(net::buffer(endpoint.clientKeyPem), ssl::context::pem, ec);
+    if (ec) return makeError("the client key is not valid PEM or does not match: " + ec.message());
+  }
+  return {};
+}
+
+}  // namespace
+
 Result<std::unique_ptr<HttpTransport>> HttpTransport::create(const Endpoint& endpoint) {
   std::unique_ptr<HttpTransport> t(new HttpTransport());
   t->endpoint_ = endpoint;
   if (endpoint.tls) {
-    t->tls_ = std::make_unique<Tls>();
-    auto& ctx = t->tls_->ctx;
-    ctx.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
-                    ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
-    ErrorCode ec;
-    if (!endpoint.caPem.empty()) {
-      ctx.add_certificate_authority(net::buffer(endpoint.caPem), ec);
-      if (ec) return makeError("the CA certificate is not valid PEM: " + ec.message());
-    } else {
-      ctx.set_default_verify_paths(ec);
-      if (ec) return makeError("cannot load the system CA store: " + ec.message());
-    }
-    if (!endpoint.clientCertPem.empty() || !endpoint.clientKeyPem.empty()) {
-      if (endpoint.clientCertPem.empty() || endpoint.clientKeyPem.empty())
-        return makeError("a client certificate needs both the certificate and the key");
-      ctx.use_certificate_chain(net::buffer(endpoint.clientCertPem), ec);
-      if (ec) return makeError("the client certificate is not valid PEM: " + ec.message());
-      ctx.use_private_key(net::buffer(endpoint.clientKeyPem), ssl::context::pem, ec);
-      if (ec) return makeError("the client key is not valid PEM or does not match: " + ec.message());
-    }
+    t->tls_ = std::make_shared<Tls>();
+    if (auto s = configureTls(t->tls_->ctx, endpoint); !s) return s.error();
   }
   return t;
+}
+
+Status HttpTransport::setClientCertificate(const std::string& certPem, const std::string& keyPem) {
+  if (!endpoint_.tls) return {};
+  Endpoint e = endpoint_;
+  e.clientCertPem = certPem;
+  e.clientKeyPem = keyPem;
+  auto fresh = std::make_shared<Tls>();
+  if (auto s = configureTls(fresh->ctx, e); !s) return s.error();
+  std::vector<std::unique_ptr<Connection>> old;
+  {
+    std::lock_guard lock(mu_);
+    tls_ = std::move(fresh);
+    old.swap(idle_);
+  }
+  return {};
 }
 
 HttpTransport::~HttpTransport() = default;
@@ -145,7 +170,7 @@ void HttpTransport::release(std::unique_ptr<Connection> c) {
   c->ioc.restart();
   c->ioc.poll();
   std::lock_guard lock(mu_);
-  if (idle_.size() < endpoint_.maxIdle) idle_.push_back(std::move(c));
+  if (idle_.size() < endpoint_.maxIdle && c->tlsContext == tls_) idle_.push_back(std::move(c));
 }
 
 Result<std::unique_ptr<HttpTransport::Connection>> HttpTransport::connect(
@@ -155,8 +180,12 @@ Result<std::unique_ptr<HttpTransport::Connection>> HttpTransport::connect(
   ErrorCode ec;
   auto endpoints = resolver.resolve(endpoint_.host, endpoint_.port, ec);
   if (ec) return makeError("cannot resolve " + endpoint_.host + ": " + ec.message());
-  if (tls_) {
-    c->tls = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(c->ioc, tls_->ctx);
+  {
+    std::lock_guard lock(mu_);
+    c->tlsContext = tls_;
+  }
+  if (c->tlsContext) {
+    c->tls = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(c->ioc, c->tlsContext->ctx);
   } else {
     c->plain = std::make_unique<beast::tcp_stream>(c->ioc);
   }
@@ -164,7 +193,7 @@ Result<std::unique_ptr<HttpTransport::Connection>> HttpTransport::connect(
   ec = runOp(c->ioc, [&](auto h) { c->lowest().async_connect(endpoints, h); });
   if (ec) return makeError("cannot connect to " + hostHeader(endpoint_) + ": " + ec.message());
   c->lowest().socket().set_option(tcp::no_delay(true), ec);
-  if (tls_) {
+  if (c->tls) {
     const std::string& name = endpoint_.serverName.empty() ? endpoint_.host : endpoint_.serverName;
     if (!isIpAddress(name)) SSL_set_tlsext_host_name(c->tls->native_handle(), name.c_str());
     if (endpoint_.insecureSkipVerify) {

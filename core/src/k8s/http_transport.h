@@ -63,6 +63,11 @@ class HttpTransport {
 
   std::uint64_t connectionsOpened() const { return opened_.load(); }
 
+  /// New client certificate for connections opened from now on (an exec plugin rotated
+  /// it); idle connections made with the old one are closed, busy ones are not reused.
+  /// No effect over plain HTTP.
+  Status setClientCertificate(const std::string& certPem, const std::string& keyPem);
+
  private:
   struct Connection;
   struct Tls;
@@ -72,7 +77,7 @@ class HttpTransport {
   Result<std::unique_ptr<Connection>> connect(std::chrono::milliseconds timeout);
 
   Endpoint endpoint_;
-  std::unique_ptr<Tls> tls_;
+  std::shared_ptr<Tls> tls_;  ///< guarded by mu_; connections keep the one they were made with
   std::mutex mu_;
   std::vector<std::unique_ptr<Connection>> idle_;
   std::atomic<std::uint64_t> opened_{0};

@@ -417,6 +417,8 @@ Status Cluster::startScheduler() {
             (fs::path(dir_) / "kubeconfig").string(),
             "--listen",
             "127.0.0.1:" + std::to_string(schedulerPort_),
+            "--extender-listen",
+            "127.0.0.1:" + std::to_string(extenderPort_),
             "--scheduler-name",
             kSchedulerName,
             "--threads",
@@ -432,6 +434,7 @@ Status Cluster::startScheduler() {
   if (!scheduler_->waitForLog("vgpu-scheduler serving on ", kWait))
     return makeError("vgpu-scheduler did not come up; its log:\n" + scheduler_->log());
   schedulerPort_ = portOf(urlAfter(scheduler_->log(), "vgpu-scheduler serving on "));
+  extenderPort_ = portOf(urlAfter(scheduler_->log(), "vgpu-scheduler extender verbs on "));
   if (!waitUntil([&] {
         return TestHttpClient(schedulerPort_).setTimeout(std::chrono::seconds(2)).get("/readyz").status == 200;
       }))
@@ -580,7 +583,7 @@ Result<ScheduleOutcome> Cluster::schedulePod(const std::string& ns, const std::s
   json::array names;
   for (const auto& c : out.candidates) names.push_back(json::string(c));
   // One keep-alive connection for the pod's filter, prioritize and bind, as kube-scheduler's.
-  TestHttpClient extender(schedulerPort_);
+  TestHttpClient extender(extenderPort_);
   extender.setTimeout(kHttpTimeout);
   auto call = [&](const std::string& verb, const json::object& body) -> Result<json::value> {
     auto reply = extender.post("/" + verb, json::serialize(body));

@@ -174,7 +174,8 @@ class Cluster {
   fakes::FakeKubelet& kubelet(const std::string& node);
   ChildProcess* scheduler() { return scheduler_.get(); }
   ChildProcess* agent(const std::string& node);
-  std::uint16_t schedulerPort() const { return schedulerPort_; }
+  std::uint16_t schedulerPort() const { return schedulerPort_; }  ///< the webhook, /metrics, /readyz
+  std::uint16_t extenderPort() const { return extenderPort_; }    ///< filter, prioritize, bind
   const std::vector<NodeSpec>& nodes() const { return specs_; }
   /// The shared device-config.yaml, the scheduler's and agents' log files.
   std::string configPath() const;
@@ -221,6 +222,7 @@ class Cluster {
   std::vector<std::unique_ptr<Node>> nodes_;
   std::unique_ptr<ChildProcess> scheduler_;
   std::uint16_t schedulerPort_ = 0;
+  std::uint16_t extenderPort_ = 0;
   int schedulerStarts_ = 0;
   std::unique_ptr<BackendLoadOutcome> loaded_;  ///< for predict() and the advertised counts
   std::unique_ptr<DeviceConfig> config_;

@@ -396,7 +396,8 @@ def check_managed_resources_match_backends(args):
         if needle not in helper:
             fail('_helpers.tpl "vgpu.managedResources" no longer has `%s`; update this test with it' % needle)
     config = read(os.path.join(args.chart, "templates", "scheduler-config.yaml"))
-    for needle in ('include "vgpu.managedResources"', "nodeCacheCapable: true", "bindVerb: bind",
+    for needle in ('include "vgpu.managedResources"', "nodeCacheCapable: {{ .Values.scheduler.extender.nodeCacheCapable }}",
+                   "bindVerb: bind",
                    "filterVerb: filter", "schedulerName: {{ .Values.scheduler.schedulerName }}"):
         if needle not in config:
             fail("scheduler-config.yaml lacks `%s`" % needle)
@@ -465,7 +466,9 @@ RENDER_VARIANTS = [
                    "annotations": {"owner": "ml-platform"}},
         "devices": {"nvidia": {"enabled": False}, "sim": {"enabled": True}},
         "scheduler": {"tls": {"existingSecret": "my-tls", "caBundle": "Q0EK"},
-                      "service": {"type": "NodePort"}, "extender": {"verifyTLS": False},
+                      "service": {"type": "NodePort"},
+                      "extender": {"prioritizeWeight": 3, "nodeCacheCapable": False, "verbsPort": 9999},
+                      "kubeScheduler": {"percentageOfNodesToScore": 0},
                       "metrics": {"serviceMonitor": {"enabled": True}},
                       "admissionWebhook": {"failurePolicy": "Fail", "excludeNamespaces": []}},
         "devicePlugin": {"privileged": False, "metrics": {"serviceMonitor": {"enabled": True}}},
@@ -481,16 +484,30 @@ RENDER_VARIANTS = [
 
 # (apiGroup, resource, verb) each daemon's apiserver calls need, no more, no less; a new call
 # in the code changes this table and the chart's ClusterRole together. vgpu-scheduler: node
-# and pod informers (list, watch), a pod read when the cache lags at bind (get), the Binding
-# (which carries the assignment annotations), Events. vgpu-device-plugin: the informer on
-# its node's pods, the pod and Node annotation patches, Events.
+# and pod informers (list, watch), a pod read when the cache lags at bind (get), the
+# annotation that wakes a refused pod once capacity frees (patch), the Binding (which carries
+# the assignment annotations), Events and their counts (create, patch). vgpu-device-plugin:
+# the informer on its node's pods, the pod and Node annotation patches, Events.
 DAEMON_RBAC = {
     "vgpu-scheduler-extender": {("", "nodes", "list"), ("", "nodes", "watch"), ("", "pods", "get"),
-                                ("", "pods", "list"), ("", "pods", "watch"), ("", "pods/binding", "create"),
-                                ("", "events", "create")},
+                                ("", "pods", "list"), ("", "pods", "watch"), ("", "pods", "patch"),
+                                ("", "pods/binding", "create"), ("", "events", "create"),
+                                ("", "events", "patch")},
     "vgpu-device-plugin": {("", "pods", "list"), ("", "pods", "watch"), ("", "pods", "patch"),
                            ("", "nodes", "patch"), ("", "events", "create")},
 }
+def check_defaults_make_policies_visible(values, description):
+    """Issue 27 item 10: defaults that work. At weight 1 binpack/spread had no visible effect
+    against kube-scheduler's own scoring (one step of ours = 10 points); weight 10 did."""
+    ext = values["scheduler"]["extender"]
+    if ext["prioritizeWeight"] < 10:
+        fail("%s: prioritizeWeight %d: binpack/spread would not show against kube-scheduler's scoring"
+             % (description, ext["prioritizeWeight"]))
+    if ext["nodeCacheCapable"] is not True:
+        fail("%s: nodeCacheCapable must default to true (whole Node objects: HTTP 413 beyond ~300 nodes)"
+             % description)
+    if values["scheduler"]["kubeScheduler"]["percentageOfNodesToScore"] != 100:
+        fail("%s: percentageOfNodesToScore must default to 100 (the extender sees every node)" % description)
 
 
 def merged_values(chart, overlay):
@@ -539,7 +556,10 @@ def check_render(args):
             if r.returncode != 0:
                 fail("%s: the chart does not render:\n%s%s" % (description, r.stdout, r.stderr))
                 continue
-            check_rendered(args, description, kube, merged_values(args.chart, overlay), rendered_documents(out))
+            values = merged_values(args.chart, overlay)
+            if not overlay:
+                check_defaults_make_policies_visible(values, description)
+            check_rendered(args, description, kube, values, rendered_documents(out))
 
 
 def check_rendered(args, description, kube, values, docs):
@@ -587,21 +607,28 @@ def check_rendered(args, description, kube, values, docs):
             unknown_fields(m, "managedResource", "a managed resource")
         if ext.get("prioritizeVerb") and not ext.get("weight", 0) > 0:
             fail("%s: an extender with prioritizeVerb needs weight > 0" % description)
-        if not str(ext.get("urlPrefix", "")).startswith("https://127.0.0.1:%d" % values["scheduler"]["extender"]["port"]):
-            fail("%s: urlPrefix %s is not vgpu-scheduler's port in the pod" % (description, ext.get("urlPrefix")))
+        # Issue 27 item 4: the verbs on loopback in the pod, never the webhook's network port.
+        if ext.get("urlPrefix") != "http://127.0.0.1:%d" % values["scheduler"]["extender"]["verbsPort"]:
+            fail("%s: urlPrefix %s is not vgpu-scheduler's loopback verbs port in the pod"
+                 % (description, ext.get("urlPrefix")))
     extenders = scheduler_config.get("extenders", [])
     if len(extenders) != 1:
         fail("%s: expected one extender" % description)
     else:
         ext = extenders[0]
-        for key, want in (("bindVerb", "bind"), ("filterVerb", "filter"), ("nodeCacheCapable", True),
-                          ("enableHTTPS", True)):
+        for key, want in (("bindVerb", "bind"), ("filterVerb", "filter"),
+                          ("nodeCacheCapable", values["scheduler"]["extender"]["nodeCacheCapable"]),
+                          ("weight", values["scheduler"]["extender"]["prioritizeWeight"]), ("enableHTTPS", False)):
             if ext.get(key) != want:
                 fail("%s: extender %s is %r, expected %r" % (description, key, ext.get(key), want))
         if sorted(ext.get("managedResources", []), key=lambda m: m["name"]) != \
                 sorted(managed_resources(values), key=lambda m: m["name"]):
             fail("%s: managedResources %s, expected %s" % (description, ext.get("managedResources"),
                                                            managed_resources(values)))
+    percentage = values["scheduler"]["kubeScheduler"]["percentageOfNodesToScore"]
+    if scheduler_config.get("percentageOfNodesToScore") != (percentage or None):
+        fail("%s: percentageOfNodesToScore %s, expected %s" % (description, scheduler_config.get(
+            "percentageOfNodesToScore"), percentage or "kube-scheduler's default (absent)"))
     profiles = scheduler_config.get("profiles", [])
     if [p.get("schedulerName") for p in profiles] != [values["scheduler"]["schedulerName"]]:
         fail("%s: profiles %s" % (description, profiles))
@@ -631,6 +658,17 @@ def check_rendered(args, description, kube, values, docs):
     pod = deployment.get("spec", {}).get("template", {})
     if pod.get("metadata", {}).get("labels", {}).get("vgpu.io/webhook") != "ignore":
         fail("%s: the scheduler's pods are not excluded from their own webhook" % description)
+    containers = {c.get("name"): c for c in pod.get("spec", {}).get("containers", [])}
+    args = containers.get("vgpu-scheduler", {}).get("args", [])
+    ext_values = values["scheduler"]["extender"]
+    for want in ("--listen=0.0.0.0:%d" % ext_values["port"], "--extender-listen=127.0.0.1:%d" % ext_values["verbsPort"]):
+        if want not in args:
+            fail("%s: vgpu-scheduler is not started with %s (args %s)" % (description, want, args))
+    exposed = [p.get("containerPort") for c in containers.values() for p in c.get("ports", [])]
+    service_ports = [p.get("targetPort") for p in need("Service", "vgpu-scheduler").get("spec", {}).get("ports", [])]
+    if ext_values["verbsPort"] in exposed or ext_values["verbsPort"] in service_ports:
+        fail("%s: the extender verbs' port %d is exposed (container ports %s, Service %s)"
+             % (description, ext_values["verbsPort"], exposed, service_ports))
     secret_name = values["scheduler"]["tls"]["existingSecret"] or "vgpu-scheduler-tls"
     if not any(v.get("secret", {}).get("secretName") == secret_name for v in pod.get("spec", {}).get("volumes", [])):
         fail("%s: the scheduler does not mount Secret %s" % (description, secret_name))

@@ -77,6 +77,9 @@ TEST(VgpuSim, TextReportSaysWhyPodsArePending) {
   EXPECT_THAT(run.out, HasSubstr("Placements (node policy binpack, device policy spread)"));
   EXPECT_THAT(run.out, HasSubstr("research/too-big: no node fits"));
   EXPECT_THAT(run.out, HasSubstr("asks for 100000 MiB but the whole device has 81920 MiB"));
+  // What the pod's condition will say: vgpu-scheduler's categories, counted (issue 27 item 8).
+  EXPECT_THAT(run.out, ::testing::ContainsRegex("kube-scheduler says: 0/[0-9]+ nodes are available: [0-9]+ vgpu: "
+                                                "devices too small for the request"));
   EXPECT_THAT(run.out, HasSubstr("research/bad-cores: invalid request"));
   EXPECT_THAT(run.out, HasSubstr("nvidia.com/gpucores must be between 0 and 100, got 150"));
   EXPECT_THAT(run.out, HasSubstr("GPU-h100-2-0"));

@@ -298,7 +298,8 @@ TEST_F(DevicePluginAgent, APodWithoutAssignmentGetsAClearErrorAndIsMarkedFailed)
   auto result = kubelet->admit(kubeletPod(spec, uid));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
   EXPECT_FALSE(result.admitted);
-  EXPECT_THAT(result.error, HasSubstr("default/stray has no vgpu.io/assignment annotation"));
+  EXPECT_THAT(result.error, HasSubstr("default/stray asks for"));
+  EXPECT_THAT(result.error, HasSubstr("was not placed by vgpu-scheduler (it has no vgpu.io/assignment annotation"));
   EXPECT_TRUE(waitFor([&] { return annotationOf("stray", keys::kPodBindPhase) == "failed"; }));
   EXPECT_THAT(annotationOf("stray", keys::kPodAllocateError), HasSubstr("no vgpu.io/assignment"));
   EXPECT_TRUE(waitFor([&] {
@@ -309,6 +310,24 @@ TEST_F(DevicePluginAgent, APodWithoutAssignmentGetsAClearErrorAndIsMarkedFailed)
     return false;
   }));
   EXPECT_THAT(stateEntries(), ::testing::IsEmpty());
+}
+
+// Issue 27 item 3: a pod another scheduler bound, admitted while a vgpu pod waits for its
+// Allocate on the node, took that pod's slice (steered to its IDs, or matched by signature).
+TEST_F(DevicePluginAgent, APodOfAnotherSchedulerIsRefusedAndTheWaitingPodKeepsItsSlice) {
+  startSimNode();
+  PodSpec theirs{"theirs", {{"main", {{kSimCount, 1}}, {}}}, /*withAssignment=*/false};
+  PodSpec mine{"mine", {{"main", {{kSimCount, 1}, {kSimMemory, 3000}}, {grant("sim-1", 1, 3000, 30, 2)}}}};
+  const std::string ut = createPod(theirs), um = createPod(mine);
+  auto rt = kubelet->admit(kubeletPod(theirs, ut));
+  EXPECT_FALSE(rt.admitted) << "given " << (rt.allocations.empty() ? "" : rt.allocations[0].deviceIds.at(0));
+  EXPECT_THAT(rt.error, HasSubstr("default/theirs asks for vgpu.io/sim but was not placed by vgpu-scheduler"));
+  EXPECT_TRUE(waitFor([&] { return annotationOf("theirs", keys::kPodBindPhase) == "failed"; }));
+  auto rm = kubelet->admit(kubeletPod(mine, um));
+  ASSERT_TRUE(rm.admitted) << rm.error;
+  EXPECT_EQ(rm.allocations[0].deviceIds, (std::vector<std::string>{"sim-1::2"}));
+  EXPECT_EQ(rm.allocations[0].response.env.at("VGPU_SIM_MEMORY_LIMIT_0"), "3000m");
+  EXPECT_EQ(annotationOf("mine", keys::kPodBindPhase), "success");
 }
 
 TEST_F(DevicePluginAgent, AnUnknownDeviceRequestIsAnsweredWithinTheBoundedWait) {

@@ -153,6 +153,41 @@ TEST_F(DevicePluginTracker, APodWithoutAssignmentIsNamedAsTheOneToFail) {
   EXPECT_THAT(std::get<ClaimError>(r).message, HasSubstr("has no vgpu.io/assignment annotation"));
 }
 
+// Issue 27 item 3: a pod another scheduler bound (or given spec.nodeName) took the slice a
+// waiting vgpu pod was promised: its Allocate was matched to that pod by signature.
+TEST_F(DevicePluginTracker, AForeignPodAdmittedBeforeAWaitingOneIsRefusedNotGivenItsSlice) {
+  TrackedPod foreign = pod("theirs", 1, {{g("d0", 0)}}, /*assigned=*/false);
+  foreign.info.schedulerName = "default-scheduler";
+  tracker.upsert(foreign);
+  tracker.upsert(pod("mine", 5, {{g("d0", 2, 4000)}}));
+  // The kubelet admits the older pod first, with IDs of its own choosing.
+  auto r = tracker.claim(kRes, {"d0::3"});
+  ASSERT_TRUE(std::holds_alternative<ClaimError>(r)) << "served as " << std::get<Claim>(r).podName;
+  const auto& refused = std::get<ClaimError>(r);
+  EXPECT_EQ(refused.failure, ClaimFailure::kPodUnusable);
+  EXPECT_EQ(refused.podUid, "uid-theirs");
+  EXPECT_THAT(refused.message, HasSubstr("pod default/theirs asks for vgpu.io/sim but was not placed by vgpu-scheduler"));
+  EXPECT_THAT(refused.message, HasSubstr("schedulerName \"default-scheduler\""));
+  tracker.failPod(refused.podUid);  // as the agent does; the kubelet fails the pod
+  // The waiting pod still gets its own slice.
+  auto mine = tracker.claim(kRes, {"d0::2"});
+  ASSERT_TRUE(std::holds_alternative<Claim>(mine));
+  EXPECT_EQ(std::get<Claim>(mine).podName, "mine");
+  EXPECT_EQ(std::get<Claim>(mine).devices[0].memoryMiB, 4000u);
+}
+
+TEST_F(DevicePluginTracker, TheHintForAForeignPodNamesNoPromisedIds) {
+  tracker.upsert(pod("theirs", 1, {{g("d0", 0)}}, /*assigned=*/false));
+  tracker.upsert(pod("mine", 5, {{g("d0", 0, 4000)}}));
+  const std::vector<std::string> avail{"d0::0", "d0::1", "d1::0"};
+  // The kubelet is admitting the older pod: steering it to d0::0 would make its Allocate
+  // look like the younger pod's own.
+  EXPECT_EQ(tracker.preferred(kRes, avail, {}, 1), (std::vector<std::string>{"d0::1"}));
+  // Once it is gone, the waiting pod's own IDs are the hint again.
+  tracker.remove("uid-theirs");
+  EXPECT_EQ(tracker.preferred(kRes, avail, {}, 1), (std::vector<std::string>{"d0::0"}));
+}
+
 TEST_F(DevicePluginTracker, RejectsIdsThatAreNotOurs) {
   auto r = tracker.claim(kRes, {"GPU-1234-0"});
   ASSERT_TRUE(std::holds_alternative<ClaimError>(r));

@@ -199,6 +199,7 @@ TEST_F(FakeGpuMemory, EveryDevicePathIsChargedAndHostMemoryIsNot) {
     CU_FN(cuda, cuMemHostAlloc);
     CU_FN(cuda, cuMemFreeHost);
     CU_FN(cuda, cuMemFree_v2);
+    CU_FN(cuda, cuStreamSynchronize);
     auto used = [&] {
       size_t f = 0, t = 0;
       cuMemGetInfo_v2(&f, &t);
@@ -212,7 +213,9 @@ TEST_F(FakeGpuMemory, EveryDevicePathIsChargedAndHostMemoryIsNot) {
     CHILD_CHECK(cuMemAllocManaged(&p, 1, 7) == CUDA_ERROR_INVALID_VALUE);
 
     CHILD_CHECK(cuMemAllocAsync(&p, 5 * kMiB, nullptr) == CUDA_SUCCESS && used() == 5 * kMiB);
-    CHILD_CHECK(cuMemFreeAsync(p, nullptr) == CUDA_SUCCESS && used() == 0);  // release threshold 0
+    // Freed into the pool; with release threshold 0 the pool gives it back at the next sync.
+    CHILD_CHECK(cuMemFreeAsync(p, nullptr) == CUDA_SUCCESS && used() == 5 * kMiB);
+    CHILD_CHECK(cuStreamSynchronize(nullptr) == CUDA_SUCCESS && used() == 0);
 
     CUmemPoolProps props{};
     props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -229,6 +232,7 @@ TEST_F(FakeGpuMemory, EveryDevicePathIsChargedAndHostMemoryIsNot) {
     CHILD_CHECK(reserved == 6 * kMiB);
     CHILD_CHECK(cuMemAllocFromPoolAsync(&p, 4 * kMiB, pool, nullptr) == CUDA_SUCCESS && used() == 6 * kMiB);
     CHILD_CHECK(cuMemFreeAsync(p, nullptr) == CUDA_SUCCESS);
+    CHILD_CHECK(cuStreamSynchronize(nullptr) == CUDA_SUCCESS && used() == 6 * kMiB);  // under the threshold
     CHILD_CHECK(cuMemPoolTrimTo(pool, 0) == CUDA_SUCCESS && used() == 0);
     CHILD_CHECK(cuMemAllocFromPoolAsync(&q, 2 * kMiB, pool, nullptr) == CUDA_SUCCESS && used() == 2 * kMiB);
     CHILD_CHECK(cuMemPoolDestroy(pool) == CUDA_SUCCESS && used() == 2 * kMiB);  // still allocated
@@ -267,6 +271,89 @@ TEST_F(FakeGpuMemory, EveryDevicePathIsChargedAndHostMemoryIsNot) {
     CHILD_CHECK(cuMemHostAlloc(&h, 64 * kMiB, CU_MEMHOSTALLOC_PORTABLE) == CUDA_SUCCESS && used() == 0);
     CHILD_CHECK(cuMemFreeHost(h) == CUDA_SUCCESS);
     CHILD_CHECK(cuMemFreeHost(h) == CUDA_ERROR_INVALID_VALUE);
+    return 0;
+  });
+  EXPECT_EQ(r.exitCode, 0) << r.stderrText;
+}
+
+// cuMemFreeAsync is stream-ordered: the pool gets the memory back when the device reaches
+// the free, and gives it back to the device at the next synchronisation after that.
+TEST_F(FakeGpuMemory, AStreamOrderedFreeHappensWhenTheDeviceReachesIt) {
+  auto r = runChild(env(), [] {
+    OPEN_DEVICE0();
+    CU_FN(cuda, cuMemAllocAsync);
+    CU_FN(cuda, cuMemFreeAsync);
+    CU_FN(cuda, cuDeviceGetDefaultMemPool);
+    CU_FN(cuda, cuMemPoolGetAttribute);
+    CU_FN(cuda, cuMemPoolTrimTo);
+    CU_FN(cuda, cuStreamCreate);
+    CU_FN(cuda, cuStreamSynchronize);
+    CU_FN(cuda, cuModuleLoadData);
+    CU_FN(cuda, cuModuleGetFunction);
+    CU_FN(cuda, cuLaunchKernel);
+    auto* used = test::sym<uint64_t(int)>(cuda, "vgpuFakeDeviceUsedBytes");
+    CHILD_CHECK(used != nullptr);
+    CUmodule mod = nullptr;
+    CUfunction spin = nullptr;
+    CHILD_CHECK(cuModuleLoadData(&mod, "x") == CUDA_SUCCESS && cuModuleGetFunction(&spin, mod, "spin") == CUDA_SUCCESS);
+    CUmemoryPool pool = nullptr;
+    CHILD_CHECK(cuDeviceGetDefaultMemPool(&pool, 0) == CUDA_SUCCESS);
+    auto poolUsed = [&] {
+      cuuint64_t v = ~0ull;
+      return cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &v) == CUDA_SUCCESS ? v : ~0ull;
+    };
+    CUstream s = nullptr;
+    CHILD_CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+    CUdeviceptr p = 0;
+    CHILD_CHECK(cuMemAllocAsync(&p, 64 * kMiB, s) == CUDA_SUCCESS && used(0) == 64 * kMiB);
+    uint64_t us = 300000;
+    void* args[] = {&us};
+    CHILD_CHECK(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, s, args, nullptr) == CUDA_SUCCESS);
+    CHILD_CHECK(cuMemFreeAsync(p, s) == CUDA_SUCCESS);
+    // Queued behind a 300 ms kernel: still in use, nothing a trim could release.
+    CHILD_CHECK(poolUsed() == 64 * kMiB && used(0) == 64 * kMiB);
+    CHILD_CHECK(cuMemPoolTrimTo(pool, 0) == CUDA_SUCCESS && used(0) == 64 * kMiB);
+    // A new allocation cannot reuse it yet: the pool grows.
+    CUdeviceptr q = 0;
+    CHILD_CHECK(cuMemAllocAsync(&q, 8 * kMiB, nullptr) == CUDA_SUCCESS && used(0) == 72 * kMiB);
+    CHILD_CHECK(cuMemFreeAsync(q, nullptr) == CUDA_SUCCESS);
+    CHILD_CHECK(cuStreamSynchronize(s) == CUDA_SUCCESS);
+    CHILD_CHECK(poolUsed() == 0 && used(0) == 0);  // reached, and released at the synchronisation
+    return 0;
+  });
+  EXPECT_EQ(r.exitCode, 0) << r.stderrText;
+}
+
+// The driver API reference (cuCtxDestroy): memory from cuMemCreate, cuMemAllocAsync and
+// cuMemAllocFromPoolAsync is not associated with a context and is not freed with it.
+TEST_F(FakeGpuMemory, DestroyingAContextLeavesPoolAndVirtualMemoryAllocations) {
+  auto r = runChild(env(), [] {
+    void* cuda = test::openLib("libcuda.so.1");
+    CU_FN(cuda, cuInit);
+    CU_FN(cuda, cuCtxCreate_v4);
+    CU_FN(cuda, cuCtxDestroy_v2);
+    CU_FN(cuda, cuMemAlloc_v2);
+    CU_FN(cuda, cuMemAllocAsync);
+    CU_FN(cuda, cuMemFreeAsync);
+    CU_FN(cuda, cuMemCreate);
+    CU_FN(cuda, cuMemRelease);
+    CU_FN(cuda, cuStreamSynchronize);
+    auto* used = test::sym<uint64_t(int)>(cuda, "vgpuFakeDeviceUsedBytes");
+    CHILD_CHECK(used != nullptr && cuInit(0) == CUDA_SUCCESS);
+    CUcontext a = nullptr, b = nullptr;
+    CHILD_CHECK(cuCtxCreate_v4(&a, nullptr, 0, 0) == CUDA_SUCCESS);
+    CUdeviceptr plain = 0, async = 0;
+    CHILD_CHECK(cuMemAlloc_v2(&plain, 4 * kMiB) == CUDA_SUCCESS);
+    CHILD_CHECK(cuMemAllocAsync(&async, 10 * kMiB, nullptr) == CUDA_SUCCESS);
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CUmemGenericAllocationHandle h = 0;
+    CHILD_CHECK(cuMemCreate(&h, 2 * kMiB, &prop, 0) == CUDA_SUCCESS && used(0) == 16 * kMiB);
+    CHILD_CHECK(cuCtxDestroy_v2(a) == CUDA_SUCCESS && used(0) == 12 * kMiB);
+    CHILD_CHECK(cuCtxCreate_v4(&b, nullptr, 0, 0) == CUDA_SUCCESS);
+    CHILD_CHECK(cuMemFreeAsync(async, nullptr) == CUDA_SUCCESS && cuStreamSynchronize(nullptr) == CUDA_SUCCESS);
+    CHILD_CHECK(cuMemRelease(h) == CUDA_SUCCESS && used(0) == 0);
     return 0;
   });
   EXPECT_EQ(r.exitCode, 0) << r.stderrText;
@@ -370,6 +457,34 @@ TEST_F(FakeGpuMemory, DestroyingAContextFreesItsMemory) {
     uint64_t us = 1;
     void* args[] = {&us};
     CHILD_CHECK(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr) == CUDA_ERROR_INVALID_HANDLE);
+    return 0;
+  });
+  EXPECT_EQ(r.exitCode, 0) << r.stderrText;
+}
+
+// The driver API reference: a reset destroys the primary context's allocations and state but
+// does not release it; releasing it afterwards is safe.
+TEST_F(FakeGpuMemory, AResetPrimaryContextIsEmptyButStillRetained) {
+  conf_ = dir_.write("ctx.conf", "gpu memory_mib=1024 context_mib=8\n");
+  auto r = runChild(env(), [] {
+    OPEN_DEVICE0();
+    CU_FN(cuda, cuMemAlloc_v2);
+    CU_FN(cuda, cuDevicePrimaryCtxReset_v2);
+    CU_FN(cuda, cuDevicePrimaryCtxRelease_v2);
+    CU_FN(cuda, cuDevicePrimaryCtxGetState);
+    auto* used = test::sym<uint64_t(int)>(cuda, "vgpuFakeDeviceUsedBytes");
+    CHILD_CHECK(used != nullptr);
+    CUdeviceptr p = 0;
+    CHILD_CHECK(cuMemAlloc_v2(&p, 16 * kMiB) == CUDA_SUCCESS && used(0) == 24 * kMiB);
+    CHILD_CHECK(cuDevicePrimaryCtxReset_v2(0) == CUDA_SUCCESS && used(0) == 0);
+    unsigned flags = 0;
+    int active = 1;
+    CHILD_CHECK(cuDevicePrimaryCtxGetState(0, &flags, &active) == CUDA_SUCCESS && active == 0);
+    CUcontext again = nullptr;
+    CHILD_CHECK(cuDevicePrimaryCtxRetain(&again, 0) == CUDA_SUCCESS && again == ctx0 && used(0) == 8 * kMiB);
+    CHILD_CHECK(cuDevicePrimaryCtxRelease_v2(0) == CUDA_SUCCESS && used(0) == 8 * kMiB);  // one retain left
+    CHILD_CHECK(cuDevicePrimaryCtxRelease_v2(0) == CUDA_SUCCESS && used(0) == 0);
+    CHILD_CHECK(cuDevicePrimaryCtxRelease_v2(0) == CUDA_ERROR_INVALID_CONTEXT);
     return 0;
   });
   EXPECT_EQ(r.exitCode, 0) << r.stderrText;
@@ -544,7 +659,7 @@ TEST_F(FakeGpuMemory, IpcImportMapsTheExportersMemoryWithoutCharging) {
   for (int fd : {toExporter[0], toExporter[1], fromExporter[0], fromExporter[1]}) close(fd);
 }
 
-TEST_F(FakeGpuMemory, GraphMemoryIsTakenWhenTheGraphRuns) {
+TEST_F(FakeGpuMemory, GraphMemoryIsTakenWhenTheGraphRunsAndKeptUntilTrimmed) {
   auto r = runChild(env(), [] {
     OPEN_DEVICE0();
     CU_FN(cuda, cuGraphCreate);
@@ -556,6 +671,9 @@ TEST_F(FakeGpuMemory, GraphMemoryIsTakenWhenTheGraphRuns) {
     CU_FN(cuda, cuGraphDestroy);
     CU_FN(cuda, cuStreamSynchronize);
     CU_FN(cuda, cuMemFree_v2);
+    CU_FN(cuda, cuDeviceGraphMemTrim);
+    CU_FN(cuda, cuDeviceGetGraphMemAttribute);
+    CU_FN(cuda, cuDeviceSetGraphMemAttribute);
     auto* used = test::sym<uint64_t(int)>(cuda, "vgpuFakeDeviceUsedBytes");
     CHILD_CHECK(used != nullptr);
     CUgraph g = nullptr;
@@ -572,16 +690,33 @@ TEST_F(FakeGpuMemory, GraphMemoryIsTakenWhenTheGraphRuns) {
     CHILD_CHECK(cuGraphInstantiateWithFlags(&exec, g, 0) == CUDA_SUCCESS && used(0) == 0);
     CHILD_CHECK(cuGraphLaunch(exec, nullptr) == CUDA_SUCCESS && used(0) == 256 * kMiB);
     CHILD_CHECK(cuGraphLaunch(exec, nullptr) == CUDA_ERROR_INVALID_VALUE);  // never freed
-    CHILD_CHECK(cuMemFree_v2(p.dptr) == CUDA_SUCCESS && used(0) == 0);
+    auto attr = [&](CUgraphMem_attribute a) {
+      cuuint64_t v = ~0ull;
+      return cuDeviceGetGraphMemAttribute(0, a, &v) == CUDA_SUCCESS ? v : ~0ull;
+    };
+    CHILD_CHECK(attr(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT) == 256 * kMiB);
+    // Freed, the memory stays mapped for graphs until trimmed.
+    CHILD_CHECK(cuMemFree_v2(p.dptr) == CUDA_SUCCESS && used(0) == 256 * kMiB);
+    CHILD_CHECK(attr(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT) == 0);
+    CHILD_CHECK(attr(CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT) == 256 * kMiB);
+    CHILD_CHECK(cuDeviceGraphMemTrim(0) == CUDA_SUCCESS && used(0) == 0);
+    CHILD_CHECK(attr(CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT) == 0);
+    CHILD_CHECK(attr(CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH) == 256 * kMiB);
+    cuuint64_t zero = 0;
+    CHILD_CHECK(cuDeviceSetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH, &zero) == CUDA_SUCCESS);
+    CHILD_CHECK(attr(CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH) == 0);
     CHILD_CHECK(cuGraphExecDestroy(exec) == CUDA_SUCCESS);
 
-    // With a free node in the same graph the memory lives only while the graph runs.
+    // With a free node in the same graph the allocation lives only while the graph runs; the
+    // memory behind it stays with the graph allocator, reused by the next launch.
     CUgraphNode freeNode = nullptr;
     CHILD_CHECK(cuGraphAddMemFreeNode(&freeNode, g, &alloc, 1, p.dptr) == CUDA_SUCCESS);
     CHILD_CHECK(cuGraphInstantiateWithFlags(&exec, g, 0) == CUDA_SUCCESS);
-    CHILD_CHECK(cuGraphLaunch(exec, nullptr) == CUDA_SUCCESS && used(0) == 0);
-    CHILD_CHECK(cuGraphLaunch(exec, nullptr) == CUDA_SUCCESS);
+    CHILD_CHECK(cuGraphLaunch(exec, nullptr) == CUDA_SUCCESS && used(0) == 256 * kMiB);
+    CHILD_CHECK(cuGraphLaunch(exec, nullptr) == CUDA_SUCCESS && used(0) == 256 * kMiB);
     CHILD_CHECK(cuStreamSynchronize(nullptr) == CUDA_SUCCESS);
+    CHILD_CHECK(cuGraphExecDestroy(exec) == CUDA_SUCCESS && used(0) == 256 * kMiB);
+    CHILD_CHECK(cuDeviceGraphMemTrim(0) == CUDA_SUCCESS && used(0) == 0);
 
     // A graph whose allocation does not fit fails at launch with out-of-memory.
     CUgraph big = nullptr;

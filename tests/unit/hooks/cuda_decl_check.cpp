@@ -111,6 +111,7 @@ VGPU_DECLCHECK_MAP_HANDLE(CUmemoryPool)
   X(CUmemAccess_flags)               \
   X(CUmemAllocationGranularity_flags) \
   X(CUmemPool_attribute)             \
+  X(CUgraphMem_attribute)            \
   X(CUexecAffinityType)              \
   X(CUcigDataType)                   \
   X(CUgraphInstantiateResult)        \
@@ -282,6 +283,10 @@ VGPU_CU_RESULTS_13_0(VGPU_CHECK_RESULT)
   X(CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH)                             \
   X(CU_MEMPOOL_ATTR_USED_MEM_CURRENT)                              \
   X(CU_MEMPOOL_ATTR_USED_MEM_HIGH)                                 \
+  X(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT)                            \
+  X(CU_GRAPH_MEM_ATTR_USED_MEM_HIGH)                               \
+  X(CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT)                        \
+  X(CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH)                           \
   X(CU_EXEC_AFFINITY_TYPE_SM_COUNT)                                \
   X(CU_EXEC_AFFINITY_TYPE_MAX)                                     \
   X(CIG_DATA_TYPE_D3D12_COMMAND_QUEUE)                             \

@@ -188,12 +188,28 @@ TEST(LimiterConfig, NamedFileThatIsMissingIsAnError) {
 }
 
 TEST(LimiterConfig, ParsesOversubscribePriorityAndPolicy) {
-  FakeEnv env{{{"CUDA_OVERSUBSCRIBE", "TRUE"}, {"CUDA_TASK_PRIORITY", "-2"}, {"GPU_CORE_UTILIZATION_POLICY", "force"}}};
+  FakeEnv env{{{"CUDA_OVERSUBSCRIBE", "TRUE"},
+               {"CUDA_TASK_PRIORITY", "-2"},
+               {"GPU_CORE_UTILIZATION_POLICY", "force"},
+               {"VGPU_ACTIVITY_BOARD", "/var/run/vgpu-node"}}};
   auto cfg = loadLimiterConfig(env.lookup(), kNoFixedFile);
   ASSERT_TRUE(cfg.ok()) << cfg.error().message;
   EXPECT_TRUE(cfg->oversubscribe);
   EXPECT_EQ(cfg->priority, -2);
+  EXPECT_TRUE(cfg->prioritySet);
   EXPECT_EQ(cfg->corePolicy, CorePolicy::kForce);
+  EXPECT_EQ(cfg->activityBoard, "/var/run/vgpu-node");
+}
+
+// HAMi's default: a container that names no priority is a low-priority tenant.
+TEST(LimiterConfig, WithoutAPriorityATenantIsLowPriority) {
+  FakeEnv env{{}};
+  auto cfg = loadLimiterConfig(env.lookup(), kNoFixedFile);
+  ASSERT_TRUE(cfg.ok()) << cfg.error().message;
+  EXPECT_EQ(cfg->priority, 1);
+  EXPECT_FALSE(cfg->prioritySet);
+  EXPECT_EQ(cfg->corePolicy, CorePolicy::kDefault);
+  EXPECT_EQ(cfg->activityBoard, "");
 }
 
 }  // namespace

@@ -80,6 +80,18 @@ FN(cuIpcCloseMemHandle)
 FN(cuGraphCreate)
 FN(cuGraphAddMemAllocNode)
 FN(cuGraphDestroy)
+FN(cuGraphInstantiateWithFlags)
+FN(cuGraphLaunch)
+FN(cuGraphExecDestroy)
+FN(cuDeviceGraphMemTrim)
+FN(cuGraphAddMemFreeNode)
+FN(cuDeviceGetGraphMemAttribute)
+FN(cuMemPoolCreate)
+FN(cuMemPoolDestroy)
+FN(cuMemPoolTrimTo)
+FN(cuMemPoolSetAttribute)
+FN(cuMemPoolGetAttribute)
+FN(cuStreamDestroy_v2)
 FN(cuMemcpyHtoD_v2)
 FN(cuMemcpyDtoH_v2)
 FN(cuModuleLoadData)
@@ -144,6 +156,18 @@ static int loadCuda(void) {
   LOAD(cuMemsetD32_v2)
   LOAD(cuGetProcAddress)
   LOAD(cuDriverGetVersion)
+  LOAD(cuGraphInstantiateWithFlags)
+  LOAD(cuGraphLaunch)
+  LOAD(cuGraphExecDestroy)
+  LOAD(cuDeviceGraphMemTrim)
+  LOAD(cuGraphAddMemFreeNode)
+  LOAD(cuDeviceGetGraphMemAttribute)
+  LOAD(cuMemPoolCreate)
+  LOAD(cuMemPoolDestroy)
+  LOAD(cuMemPoolTrimTo)
+  LOAD(cuMemPoolSetAttribute)
+  LOAD(cuMemPoolGetAttribute)
+  LOAD(cuStreamDestroy_v2)
   /* The newest ABI the driver has, as an application built for it would use. */
   p_cuStreamWaitValue32 = (__typeof__(p_cuStreamWaitValue32))dlsym(g_cuda, "cuStreamWaitValue32_v2");
   if (!p_cuStreamWaitValue32) LOAD(cuStreamWaitValue32)
@@ -208,6 +232,7 @@ typedef struct {
   CUmipmappedArray mipmap;
   CUmemGenericAllocationHandle handle;
   CUgraph graph;
+  CUgraphExec exec;
   size_t reserved;
 } Obj;
 
@@ -334,6 +359,7 @@ static CUresult allocPath(const char* path, size_t bytes, Obj* o) {
     return rc == CUDA_SUCCESS ? p_cuMemMap(o->ptr, bytes, 0, o->handle, 0) : rc;
   }
   if (!strcmp(path, "graph")) {
+    /* Graph memory is taken when the graph runs: a graph that allocates and keeps it. */
     CUresult rc = p_cuGraphCreate(&o->graph, 0);
     if (rc != CUDA_SUCCESS) return rc;
     CUDA_MEM_ALLOC_NODE_PARAMS params;
@@ -343,7 +369,16 @@ static CUresult allocPath(const char* path, size_t bytes, Obj* o) {
     params.bytesize = bytes;
     CUgraphNode node;
     rc = p_cuGraphAddMemAllocNode(&node, o->graph, NULL, 0, &params);
-    if (rc != CUDA_SUCCESS) p_cuGraphDestroy(o->graph), o->graph = NULL;
+    if (rc == CUDA_SUCCESS) rc = p_cuGraphInstantiateWithFlags(&o->exec, o->graph, 0);
+    if (rc == CUDA_SUCCESS) rc = p_cuGraphLaunch(o->exec, NULL);
+    if (rc == CUDA_SUCCESS) rc = p_cuStreamSynchronize(NULL);
+    o->ptr = params.dptr;
+    if (rc != CUDA_SUCCESS) {
+      if (o->exec) p_cuGraphExecDestroy(o->exec);
+      p_cuGraphDestroy(o->graph);
+      o->graph = NULL;
+      o->exec = NULL;
+    }
     return rc;
   }
   if (!strcmp(path, "ipc")) {
@@ -399,7 +434,14 @@ static CUresult freePath(const char* path, Obj* o) {
     p_cuMemAddressFree(o->ptr, o->reserved);
     return p_cuMemRelease(o->handle);
   }
-  if (!strcmp(path, "graph")) return p_cuGraphDestroy(o->graph);
+  if (!strcmp(path, "graph")) {
+    /* The allocation outlives the graph until freed; the graph allocator keeps the memory
+     * until trimmed. */
+    CUresult rc = p_cuGraphExecDestroy(o->exec);
+    if (rc == CUDA_SUCCESS) rc = p_cuGraphDestroy(o->graph);
+    if (rc == CUDA_SUCCESS) rc = p_cuMemFree_v2(o->ptr);
+    return rc == CUDA_SUCCESS ? p_cuDeviceGraphMemTrim(0) : rc;
+  }
   if (!strcmp(path, "ipc")) return p_cuIpcCloseMemHandle(o->ptr);
   if (!strcmp(path, "context")) return p_cuCtxDestroy_v2((CUcontext)(uintptr_t)o->ptr);
   return p_cuMemFree_v2(o->ptr);
@@ -630,17 +672,25 @@ static int loadSpin(CUfunction* spin) {
   return 0;
 }
 
-/* Keeps the current context's device busy with "spin" kernels for `ms`; prints the share of
- * wall time the device was busy with them (the fake's schedule, not our own figure) as
- * <key>=, and the launch count. */
-static int runCompute(unsigned ms, unsigned long long kernelUs, const char* key) {
+/* Keeps the current context's device busy with "spin" kernels for `ms` (after `warmupMs` that
+ * are not measured); prints the share of wall time the device was busy (the fake's schedule,
+ * all processes, not our own figure) as <key>=, this process's own share (its kernels' run
+ * time: all have run by the end) as own=, and the launch count. */
+static unsigned g_syncEvery = 32; /* launches between two waits for the device */
+
+static int runComputeAfter(unsigned warmupMs, unsigned ms, unsigned long long kernelUs, const char* key) {
   uint64_t (*busyNs)(int) = (uint64_t(*)(int))dlsym(g_cuda, "vgpuFakeDeviceBusyNs");
   if (!busyNs) return fail("compute: the driver has no vgpuFakeDeviceBusyNs");
   CUfunction spin;
   if (loadSpin(&spin) != 0) return 1;
   void* params[] = {&kernelUs};
-  /* Warm up one burst so the measurement starts in the steady state. */
-  for (int i = 0; i < 3; ++i) p_cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
+  /* Warm up one burst (or longer) so the measurement starts in the steady state. */
+  uint64_t w0 = nowNs();
+  unsigned warm = 0;
+  do {
+    p_cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
+    if (++warm % g_syncEvery == 0) p_cuCtxSynchronize();
+  } while (warm < 3 || nowNs() - w0 < (uint64_t)warmupMs * 1000000ull);
   p_cuCtxSynchronize();
   uint64_t b0 = busyNs(0), t0 = nowNs();
   unsigned launches = 0;
@@ -648,19 +698,26 @@ static int runCompute(unsigned ms, unsigned long long kernelUs, const char* key)
     CUresult r = p_cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
     if (r != CUDA_SUCCESS) return fail("compute: launch failed: %s", errName(r));
     /* Like a training step: a few kernels, then wait for them (bounds the queue). */
-    if (++launches % 32 == 0) p_cuCtxSynchronize();
+    if (++launches % g_syncEvery == 0) p_cuCtxSynchronize();
   }
   p_cuCtxSynchronize();
   uint64_t b1 = busyNs(0), t1 = nowNs();
-  printf("%s=%.4f\nlaunches=%u\n", key, (double)(b1 - b0) / (double)(t1 - t0), launches);
+  printf("%s=%.4f\nown=%.4f\nlaunches=%u\n", key, (double)(b1 - b0) / (double)(t1 - t0),
+         (double)launches * (double)kernelUs * 1000.0 / (double)(t1 - t0), launches);
+  fflush(stdout);
   return 0;
 }
 
-/* compute <ms> <kernel_us>: runCompute on device 0's primary context. */
-static int scenarioCompute(unsigned ms, unsigned long long kernelUs) {
+static int runCompute(unsigned ms, unsigned long long kernelUs, const char* key) {
+  return runComputeAfter(0, ms, kernelUs, key);
+}
+
+/* compute <ms> <kernel_us> [warmup_ms [sync_every]]: runCompute on device 0's primary context,
+ * waiting for the device every sync_every launches (32). */
+static int scenarioCompute(unsigned ms, unsigned long long kernelUs, unsigned warmupMs) {
   int rc = setup();
   if (rc) return rc;
-  return runCompute(ms, kernelUs, "share");
+  return runComputeAfter(warmupMs, ms, kernelUs, "share");
 }
 
 /* manyctx <n> <ms>: n contexts of its own on device 0, each running a kernel, then compute on
@@ -763,6 +820,206 @@ static int scenarioTwoStreams(void) {
   return 0;
 }
 
+/* ---- accounting across contexts, handles, graphs and pools (the tests set a 64 MiB limit
+ * and 8 MiB of context overhead) ---- */
+
+#define CHECK(cond, ...)       \
+  do {                         \
+    if (!(cond)) {             \
+      fail(__VA_ARGS__);       \
+      return 1;                \
+    }                          \
+  } while (0)
+
+static CUresult allocMiB(CUdeviceptr* p, unsigned mib) { return p_cuMemAlloc_v2(p, (size_t)mib * MIB); }
+
+static int usedIs(unsigned mib, const char* when) {
+  unsigned long long used = containerUsed();
+  if (used != (unsigned long long)mib * MIB) return fail("%s: the container uses %llu MiB, expected %u", when, used / MIB, mib);
+  return 0;
+}
+
+static CUcontext primaryOf0(void) {
+  CUcontext c = NULL;
+  p_cuCtxGetCurrent(&c);
+  return c;
+}
+
+/* ctxdestroy: what a destroyed context held comes back, all of it. */
+static int scenarioContextDestroy(void) {
+  int rc = setup();
+  if (rc) return rc;
+  CUcontext primary = primaryOf0(), c;
+  CUdeviceptr p;
+  CHECK(createContext(&c) == CUDA_SUCCESS, "ctxdestroy: no context");
+  CHECK(allocMiB(&p, 40) == CUDA_SUCCESS, "ctxdestroy: 40 MiB in the new context");
+  if (usedIs(56, "with the context")) return 1;
+  CHECK(p_cuCtxDestroy_v2(c) == CUDA_SUCCESS, "ctxdestroy: destroy");
+  p_cuCtxSetCurrent(primary);
+  if (usedIs(8, "after cuCtxDestroy")) return 1;
+  CHECK(allocMiB(&p, 40) == CUDA_SUCCESS, "ctxdestroy: 40 MiB after the context that held 40 is gone: refused");
+  return 0;
+}
+
+/* ctxreset: a reset primary context gives back what it held, and only that. */
+static int scenarioContextReset(void) {
+  int rc = setup();
+  if (rc) return rc;
+  CUcontext primary = primaryOf0(), c;
+  CUdeviceptr p, q;
+  CUdevice dev;
+  p_cuDeviceGet(&dev, 0);
+  CHECK(createContext(&c) == CUDA_SUCCESS, "ctxreset: no context");
+  CHECK(allocMiB(&p, 24) == CUDA_SUCCESS, "ctxreset: 24 MiB in the created context");
+  p_cuCtxSetCurrent(primary);
+  CHECK(allocMiB(&q, 16) == CUDA_SUCCESS, "ctxreset: 16 MiB in the primary context");
+  if (usedIs(56, "before the reset")) return 1;
+  CHECK(p_cuDevicePrimaryCtxReset_v2(dev) == CUDA_SUCCESS, "ctxreset: reset");
+  CHECK(p_cuDevicePrimaryCtxRetain(&primary, dev) == CUDA_SUCCESS && p_cuCtxSetCurrent(primary) == CUDA_SUCCESS,
+        "ctxreset: retain after the reset");
+  /* the created context's 8 + 24, the primary context's new 8 */
+  if (usedIs(40, "after the reset")) return 1;
+  CHECK(physicalUsed() == 40 * MIB, "ctxreset: the device holds %llu MiB", (unsigned long long)(physicalUsed() / MIB));
+  return 0;
+}
+
+/* primaryrelease: the last release of the primary context gives back what it held, not what
+ * another context of the device holds. */
+static int scenarioPrimaryRelease(void) {
+  int rc = setup();
+  if (rc) return rc;
+  CUcontext c;
+  CUdeviceptr p;
+  CUdevice dev;
+  p_cuDeviceGet(&dev, 0);
+  CHECK(createContext(&c) == CUDA_SUCCESS, "primaryrelease: no context");
+  CHECK(allocMiB(&p, 40) == CUDA_SUCCESS, "primaryrelease: 40 MiB in the created context");
+  CHECK(p_cuDevicePrimaryCtxRelease_v2(dev) == CUDA_SUCCESS, "primaryrelease: release");
+  if (usedIs(48, "after the primary context's last release")) return 1;
+  CHECK(allocMiB(&p, 20) == CUDA_ERROR_OUT_OF_MEMORY, "primaryrelease: 20 MiB more than the limit allowed");
+  return 0;
+}
+
+/* vmmrelease: create, map, release (NVIDIA's idiom): the memory stays until it is unmapped. */
+static int scenarioVmmRelease(void) {
+  int rc = setup();
+  if (rc) return rc;
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  CUmemGenericAllocationHandle h;
+  CUdeviceptr va, p;
+  CHECK(p_cuMemCreate(&h, 32 * MIB, &prop, 0) == CUDA_SUCCESS, "vmmrelease: create");
+  CHECK(p_cuMemAddressReserve(&va, 32 * MIB, 0, 0, 0) == CUDA_SUCCESS, "vmmrelease: reserve");
+  CHECK(p_cuMemMap(va, 32 * MIB, 0, h, 0) == CUDA_SUCCESS, "vmmrelease: map");
+  CHECK(p_cuMemRelease(h) == CUDA_SUCCESS, "vmmrelease: release");
+  if (usedIs(40, "released but mapped")) return 1;
+  CHECK(allocMiB(&p, 32) == CUDA_ERROR_OUT_OF_MEMORY, "vmmrelease: 32 MiB more than the limit allowed");
+  CHECK(p_cuMemUnmap(va, 32 * MIB) == CUDA_SUCCESS, "vmmrelease: unmap");
+  if (usedIs(8, "unmapped")) return 1;
+  CHECK(allocMiB(&p, 32) == CUDA_SUCCESS, "vmmrelease: 32 MiB after the unmap");
+  return p_cuMemAddressFree(va, 32 * MIB) == CUDA_SUCCESS ? 0 : fail("vmmrelease: address free");
+}
+
+/* graphexec: an executable graph allocates when it runs, also after its graph is destroyed;
+ * the graph allocator keeps the memory after the allocation is freed, until trimmed. */
+static int scenarioGraphExec(void) {
+  int rc = setup();
+  if (rc) return rc;
+  CUgraph g;
+  CUgraphExec exec;
+  CUgraphNode node;
+  CUdeviceptr p;
+  CUDA_MEM_ALLOC_NODE_PARAMS params;
+  memset(&params, 0, sizeof params);
+  params.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  params.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  params.bytesize = 32 * MIB;
+  CHECK(p_cuGraphCreate(&g, 0) == CUDA_SUCCESS, "graphexec: graph");
+  CHECK(p_cuGraphAddMemAllocNode(&node, g, NULL, 0, &params) == CUDA_SUCCESS, "graphexec: allocation node");
+  CHECK(p_cuGraphInstantiateWithFlags(&exec, g, 0) == CUDA_SUCCESS, "graphexec: instantiate");
+  CHECK(p_cuGraphDestroy(g) == CUDA_SUCCESS, "graphexec: destroy the graph");
+  CHECK(p_cuGraphLaunch(exec, NULL) == CUDA_SUCCESS && p_cuStreamSynchronize(NULL) == CUDA_SUCCESS,
+        "graphexec: launch");
+  if (usedIs(40, "after the launch")) return 1;
+  CHECK(allocMiB(&p, 32) == CUDA_ERROR_OUT_OF_MEMORY, "graphexec: 32 MiB more than the limit allowed");
+  CHECK(p_cuMemFree_v2(params.dptr) == CUDA_SUCCESS, "graphexec: free the graph's allocation");
+  if (usedIs(40, "freed: the graph allocator keeps it")) return 1;
+  CHECK(allocMiB(&p, 32) == CUDA_SUCCESS, "graphexec: 32 MiB once the graph memory can be trimmed");
+  if (usedIs(40, "trimmed for the allocation")) return 1;
+  CHECK(physicalUsed() <= 64 * MIB, "graphexec: the device holds %llu MiB", (unsigned long long)(physicalUsed() / MIB));
+  return p_cuGraphExecDestroy(exec) == CUDA_SUCCESS ? 0 : fail("graphexec: exec destroy");
+}
+
+static CUresult setThreshold(CUmemoryPool pool, cuuint64_t bytes) {
+  return p_cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &bytes);
+}
+
+/* pools: what pools hold is charged: kept over their release threshold, trimmed, and never
+ * more than the limit together. */
+static int scenarioPools(void) {
+  int rc = setup();
+  if (rc) return rc;
+  CUmemoryPool def, pools[8];
+  CUdeviceptr p;
+  CHECK(p_cuDeviceGetDefaultMemPool(&def, 0) == CUDA_SUCCESS, "pools: default pool");
+  CHECK(setThreshold(def, ~0ull) == CUDA_SUCCESS, "pools: threshold");
+  CHECK(p_cuMemAllocAsync(&p, 32 * MIB, NULL) == CUDA_SUCCESS, "pools: 32 MiB from the default pool");
+  CHECK(p_cuMemFreeAsync(p, NULL) == CUDA_SUCCESS && p_cuStreamSynchronize(NULL) == CUDA_SUCCESS, "pools: free");
+  if (usedIs(40, "freed into a pool that keeps everything")) return 1;
+  CHECK(p_cuMemPoolTrimTo(def, 0) == CUDA_SUCCESS, "pools: trim");
+  if (usedIs(8, "trimmed")) return 1;
+  CUmemPoolProps props;
+  memset(&props, 0, sizeof props);
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  for (int i = 0; i < 8; ++i) {
+    CHECK(p_cuMemPoolCreate(&pools[i], &props) == CUDA_SUCCESS && setThreshold(pools[i], ~0ull) == CUDA_SUCCESS,
+          "pools: pool %d", i);
+    /* fits only once what the other pools keep is trimmed */
+    CHECK(p_cuMemAllocFromPoolAsync(&p, 32 * MIB, pools[i], NULL) == CUDA_SUCCESS, "pools: 32 MiB from pool %d", i);
+    CHECK(p_cuMemFreeAsync(p, NULL) == CUDA_SUCCESS && p_cuStreamSynchronize(NULL) == CUDA_SUCCESS,
+          "pools: free into pool %d", i);
+    CHECK(physicalUsed() <= 64 * MIB, "pools: with %d pools the device holds %llu MiB", i + 1,
+          (unsigned long long)(physicalUsed() / MIB));
+    CHECK(containerUsed() <= 64 * MIB, "pools: with %d pools the container uses %llu MiB", i + 1,
+          (unsigned long long)(containerUsed() / MIB));
+  }
+  if (usedIs(40, "eight pools, the last one keeping 32 MiB")) return 1;
+  for (int i = 0; i < 8; ++i) CHECK(p_cuMemPoolDestroy(pools[i]) == CUDA_SUCCESS, "pools: destroy %d", i);
+  if (usedIs(8, "the pools destroyed")) return 1;
+  /* A release threshold: the pool keeps that much at a synchronisation, not more. */
+  CHECK(setThreshold(def, 16 * MIB) == CUDA_SUCCESS, "pools: threshold 16 MiB");
+  CHECK(p_cuMemAllocAsync(&p, 32 * MIB, NULL) == CUDA_SUCCESS, "pools: 32 MiB again");
+  CHECK(p_cuMemFreeAsync(p, NULL) == CUDA_SUCCESS && p_cuStreamSynchronize(NULL) == CUDA_SUCCESS, "pools: free");
+  if (usedIs(24, "kept up to the threshold")) return 1;
+  CHECK(setThreshold(def, 0) == CUDA_SUCCESS && p_cuCtxSynchronize() == CUDA_SUCCESS, "pools: threshold 0");
+  return usedIs(8, "threshold 0 after a synchronisation");
+}
+
+/* freeasync: a stream-ordered free gives the memory back when the device reaches it. */
+static int scenarioFreeAsync(void) {
+  int rc = setup();
+  if (rc) return rc;
+  CUstream s;
+  CUfunction spin;
+  CUdeviceptr p, q;
+  unsigned long long us = 300000;
+  void* params[] = {&us};
+  CHECK(p_cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS, "freeasync: stream");
+  if (loadSpin(&spin) != 0) return 1;
+  CHECK(p_cuMemAllocAsync(&p, 32 * MIB, s) == CUDA_SUCCESS, "freeasync: 32 MiB");
+  CHECK(p_cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, s, params, NULL) == CUDA_SUCCESS, "freeasync: kernel");
+  CHECK(p_cuMemFreeAsync(p, s) == CUDA_SUCCESS, "freeasync: free behind a 300 ms kernel");
+  CHECK(allocMiB(&q, 32) == CUDA_ERROR_OUT_OF_MEMORY,
+        "freeasync: 32 MiB allowed while the freed 32 MiB are still in use (the device holds %llu MiB)",
+        (unsigned long long)(physicalUsed() / MIB));
+  CHECK(p_cuStreamSynchronize(s) == CUDA_SUCCESS, "freeasync: sync");
+  CHECK(allocMiB(&q, 32) == CUDA_SUCCESS, "freeasync: 32 MiB once the free has happened");
+  return 0;
+}
+
 /* driverversion: what the driver says it is. */
 static int scenarioDriverVersion(void) {
   if (loadCuda() != 0) return 3;
@@ -798,11 +1055,21 @@ int main(int argc, char** argv) {
   if (!strcmp(s, "nvml")) return scenarioNvml(arg * MIB);
   if (!strcmp(s, "procaddr")) return scenarioProcAddr();
   if (!strcmp(s, "passthrough")) return scenarioPassthrough();
-  if (!strcmp(s, "compute")) return scenarioCompute((unsigned)arg, arg2);
+  if (!strcmp(s, "compute")) {
+    if (argc > 5 && atoi(argv[5]) > 0) g_syncEvery = (unsigned)atoi(argv[5]);
+    return scenarioCompute((unsigned)arg, arg2, argc > 4 ? (unsigned)atoi(argv[4]) : 0);
+  }
   if (!strcmp(s, "manyctx")) return scenarioManyContexts((unsigned)arg, (unsigned)arg2);
   if (!strcmp(s, "primaryreset")) return scenarioPrimaryReset((unsigned)arg);
   if (!strcmp(s, "twostreams")) return scenarioTwoStreams();
   if (!strcmp(s, "driverversion")) return scenarioDriverVersion();
+  if (!strcmp(s, "ctxdestroy")) return scenarioContextDestroy();
+  if (!strcmp(s, "ctxreset")) return scenarioContextReset();
+  if (!strcmp(s, "primaryrelease")) return scenarioPrimaryRelease();
+  if (!strcmp(s, "vmmrelease")) return scenarioVmmRelease();
+  if (!strcmp(s, "graphexec")) return scenarioGraphExec();
+  if (!strcmp(s, "pools")) return scenarioPools();
+  if (!strcmp(s, "freeasync")) return scenarioFreeAsync();
   fprintf(stderr, "probe: unknown scenario %s\n", s);
   return 3;
 }

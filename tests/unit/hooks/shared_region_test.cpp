@@ -1,9 +1,11 @@
-// The shared region, exercised by real processes (fork) because its whole point is what
+// The shared region (and the activity board), exercised by real processes (fork) because its whole point is what
 // happens between processes: racing check-and-add, a holder killed with the lock held.
 
 #include "vgpu/shared_region.h"
+#include "vgpu/activity_board.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -38,6 +40,19 @@ class LimiterRegion : public ::testing::Test {
 };
 
 constexpr uint64_t kMiB = 1ull << 20;
+
+// In a forked child: a new PID namespace whose first process (pid 1 there) runs `body` and
+// exits with its result; the child waits for it and exits likewise. 77: no namespaces here.
+template <class F>
+[[noreturn]] void inNewPidNamespace(F&& body) {
+  if (unshare(CLONE_NEWPID) != 0) _exit(77);
+  pid_t inner = fork();
+  if (inner < 0) _exit(78);
+  if (inner == 0) _exit(body());
+  int status = 0;
+  waitpid(inner, &status, 0);
+  _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 79);
+}
 
 TEST_F(LimiterRegion, CheckAndAddRefusesWhatWouldExceedTheLimit) {
   vgpu_region* r = open();
@@ -182,6 +197,125 @@ TEST_F(LimiterRegion, DeadProcessUsageIsReclaimedWhenSomeoneNeedsIt) {
   vgpu_region_close(r);
 }
 
+// Two processes that each see themselves as pid 1 (each the first of a PID namespace of its
+// own) are two processes: neither's slot may be taken for a stale copy of the other's, and
+// neither may be reclaimed as dead because /proc/1 is someone else.
+TEST_F(LimiterRegion, ProcessesInNestedPidNamespacesKeepTheirSlots) {
+  vgpu_region* r = open();
+  int ready[2], done[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(done), 0);
+  std::vector<pid_t> kids;
+  for (int i = 0; i < 2; ++i) {
+    pid_t kid = fork();
+    ASSERT_GE(kid, 0);
+    if (kid == 0) {
+      close(done[1]);  // so that the parent's close is seen
+      close(ready[0]);
+      inNewPidNamespace([&] {
+        vgpu_region* mine = nullptr;
+        int slot = -1;
+        if (getpid() != 1) return 5;
+        if (vgpu_region_open(path_.c_str(), &mine, nullptr, 0) != VGPU_REGION_OK ||
+            vgpu_region_attach(mine, &slot, nullptr, 0) != VGPU_REGION_OK) {
+          return 2;
+        }
+        // 600 MiB of 1024: the second of the two must be refused.
+        int got = vgpu_region_try_add(mine, slot, 0, 600 * kMiB, 1024 * kMiB) == VGPU_REGION_OK ? 1 : 0;
+        char c = static_cast<char>('0' + got);
+        if (write(ready[1], &c, 1) != 1) return 3;
+        char wait;
+        if (read(done[0], &wait, 1) < 0) return 4;  // hold the slot until the parent has looked
+        return 0;
+      });
+    }
+    kids.push_back(kid);
+    char c = 0;
+    ASSERT_EQ(read(ready[0], &c, 1), 1) << "the process in the namespace did not report";
+    if (i == 0) {
+      ASSERT_EQ(c, '1');
+    } else {
+      EXPECT_EQ(c, '0') << "the second pid 1 got memory the first one holds";
+    }
+    // Whoever reclaims dead slots meanwhile must leave a live pid 1 alone.
+    EXPECT_EQ(vgpu_region_reclaim_dead(r), 0);
+    EXPECT_EQ(vgpu_region_used(r, 0), 600 * kMiB);
+  }
+  close(done[1]);
+  int held = 0;
+  for (int s = 0; s < VGPU_REGION_MAX_PROCS; ++s) held += r->procs[s].pid == 1;
+  EXPECT_EQ(held, 2);
+  for (pid_t kid : kids) {
+    int status = 0;
+    waitpid(kid, &status, 0);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 77) GTEST_SKIP() << "no PID namespaces here (needs root)";
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  }
+  EXPECT_EQ(vgpu_region_reclaim_dead(r), 2);  // and once they are gone, they are
+  EXPECT_EQ(vgpu_region_used(r, 0), 0u);
+  vgpu_region_close(r);
+}
+
+TEST_F(LimiterRegion, AttachingWhenEverySlotIsHeldByALiveProcessSaysSo) {
+  vgpu_region* r = open();
+  int slot = -1;
+  for (int i = 0; i < VGPU_REGION_MAX_PROCS; ++i) ASSERT_EQ(vgpu_region_attach(r, &slot, nullptr, 0), VGPU_REGION_OK);
+  char err[256] = "";
+  EXPECT_EQ(vgpu_region_attach(r, &slot, err, sizeof err), VGPU_REGION_FULL);
+  EXPECT_NE(std::string(err).find("all 1024 process slots"), std::string::npos) << err;
+  vgpu_region_detach(r, 7);
+  EXPECT_EQ(vgpu_region_attach(r, &slot, nullptr, 0), VGPU_REGION_OK);
+  EXPECT_EQ(slot, 7);
+  vgpu_region_close(r);
+}
+
+// A forked child shares the parent's descriptor: after vgpu_region_after_fork it holds a
+// slot of its own, and neither process's death is taken for the other's.
+TEST_F(LimiterRegion, AForkedChildGetsASlotOfItsOwn) {
+  vgpu_region* r = open();
+  int slot = -1;
+  ASSERT_EQ(vgpu_region_attach(r, &slot, nullptr, 0), VGPU_REGION_OK);
+  ASSERT_EQ(vgpu_region_try_add(r, slot, 0, 100 * kMiB, 0), VGPU_REGION_OK);
+  pid_t kid = fork();
+  ASSERT_GE(kid, 0);
+  if (kid == 0) {
+    vgpu_region_after_fork(r);
+    int mine = -1;
+    if (vgpu_region_attach(r, &mine, nullptr, 0) != VGPU_REGION_OK || mine == slot) _exit(2);
+    if (vgpu_region_try_add(r, mine, 0, 50 * kMiB, 0) != VGPU_REGION_OK) _exit(3);
+    _exit(vgpu_region_reclaim_dead(r) == 0 ? 0 : 4);  // the parent is alive
+  }
+  int status = 0;
+  waitpid(kid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(vgpu_region_used(r, 0), 150 * kMiB);
+  EXPECT_EQ(vgpu_region_reclaim_dead(r), 1);  // the child is gone, the parent is not
+  EXPECT_EQ(vgpu_region_used(r, 0), 100 * kMiB);
+  vgpu_region_close(r);
+}
+
+// An older library's region: rewritten when none of its processes is alive, refused (with a
+// message naming the version) while one is, since the two count memory differently.
+TEST_F(LimiterRegion, AnOlderVersionIsRewrittenOnlyWhenNoProcessUsesIt) {
+  vgpu_region* r = open();
+  int slot = -1;
+  ASSERT_EQ(vgpu_region_attach(r, &slot, nullptr, 0), VGPU_REGION_OK);
+  ASSERT_EQ(vgpu_region_try_add(r, slot, 0, 5 * kMiB, 0), VGPU_REGION_OK);
+  r->version = 2;  // as an older library leaves it: a live process by pid and start time
+  r->procs[slot].flags = 0;
+  vgpu_region* again = nullptr;
+  char err[512] = "";
+  EXPECT_EQ(vgpu_region_open(path_.c_str(), &again, err, sizeof err), VGPU_REGION_ERROR);
+  EXPECT_NE(std::string(err).find("region version 2"), std::string::npos) << err;
+  r->procs[slot].pid = 0;  // nobody left
+  ASSERT_EQ(vgpu_region_open(path_.c_str(), &again, err, sizeof err), VGPU_REGION_OK) << err;
+  EXPECT_EQ(again->version, VGPU_REGION_VERSION);
+  EXPECT_EQ(vgpu_region_used(again, 0), 0u);
+  vgpu_region_close(again);
+  vgpu_region_close(r);
+}
+
 TEST_F(LimiterRegion, RefusesAFileThatIsNotARegion) {
   std::ofstream(path_) << std::string(100, 'x');
   vgpu_region* r = nullptr;
@@ -224,6 +358,53 @@ TEST_F(LimiterRegion, PrivateRegionWorksWithoutAFile) {
   EXPECT_EQ(vgpu_region_try_add(r, slot, 0, 10, 10), VGPU_REGION_OK);
   EXPECT_EQ(vgpu_region_try_add(r, slot, 0, 1, 10), VGPU_REGION_OVER_LIMIT);
   vgpu_region_close(r);
+}
+
+}  // namespace
+
+// ---- the activity board (vgpu/activity_board.h) ----
+
+namespace {
+
+class LimiterBoard : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/vgpu-board-test-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+  }
+  void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
+  std::string dir_;
+};
+
+constexpr const char* kUuid = "GPU-6b1f7c2a-0f4e-4a8e-9d2c-3a5b7e9f1c20";
+constexpr int64_t kSecond = 1'000'000'000;
+
+TEST_F(LimiterBoard, OnlyAWriterCreatesItAndReadersSeeItsAnnouncements) {
+  vgpu_board* reader = nullptr;
+  char err[256] = "";
+  EXPECT_EQ(vgpu_board_open(dir_.c_str(), kUuid, 0, &reader, err, sizeof err), -1);  // no high-priority tenant yet
+  vgpu_board* writer = nullptr;
+  ASSERT_EQ(vgpu_board_open(dir_.c_str(), kUuid, 1, &writer, err, sizeof err), 0) << err;
+  ASSERT_EQ(vgpu_board_open(dir_.c_str(), kUuid, 0, &reader, err, sizeof err), 0) << err;
+  EXPECT_EQ(vgpu_board_active(reader, 0, 100 * kSecond), 0);
+  vgpu_board_announce(writer, 7, 100 * kSecond + kSecond / 2);
+  vgpu_board_announce(writer, 7, 100 * kSecond);  // an earlier time never shortens it
+  EXPECT_EQ(vgpu_board_active(reader, 0, 100 * kSecond), 1);
+  EXPECT_EQ(vgpu_board_active(reader, 7, 100 * kSecond), 0);  // not counted by itself
+  EXPECT_EQ(vgpu_board_active(reader, 9, 100 * kSecond + kSecond), 0);  // lapsed
+  vgpu_board_announce(writer, 9, 100 * kSecond + kSecond / 2);
+  EXPECT_EQ(vgpu_board_active(reader, 0, 100 * kSecond), 2);
+  vgpu_board_close(reader);
+  vgpu_board_close(writer);
+}
+
+TEST_F(LimiterBoard, WhatIsNotABoardIsRefused) {
+  std::ofstream(dir_ + "/" + kUuid) << std::string(sizeof(vgpu_board), 'x');
+  vgpu_board* b = nullptr;
+  char err[256] = "";
+  EXPECT_EQ(vgpu_board_open(dir_.c_str(), kUuid, 0, &b, err, sizeof err), -1);
+  EXPECT_NE(std::string(err).find("not a version 1 activity board"), std::string::npos) << err;
+  EXPECT_EQ(vgpu_board_open(dir_.c_str(), "../escape", 1, &b, err, sizeof err), -1);  // a name, never a path
 }
 
 }  // namespace

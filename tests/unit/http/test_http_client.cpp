@@ -18,6 +18,16 @@ class TestHttpClient::Impl {
   }
 
   void setTimeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
+  void useClientCertificate(const std::string& certFile, const std::string& keyFile) {
+    sslCtx_.use_certificate_chain_file(certFile);
+    sslCtx_.use_private_key_file(keyFile, boost::asio::ssl::context::pem);
+  }
+  void setHeader(const std::string& name, const std::string& value) {
+    if (value.empty())
+      extraHeaders_.erase(name);
+    else
+      extraHeaders_[name] = value;
+  }
 
   HttpReply request(const std::string& method, const std::string& target, const std::string& body,
                     const std::string& contentType) {
@@ -34,6 +44,7 @@ class TestHttpClient::Impl {
       http::request<http::string_body> req{http::string_to_verb(method), target, 11};
       req.set(http::field::host, "127.0.0.1");
       req.set(http::field::content_type, contentType);
+      for (const auto& [name, value] : extraHeaders_) req.set(name, value);
       req.body() = body;
       req.keep_alive(true);
       req.prepare_payload();
@@ -119,6 +130,7 @@ class TestHttpClient::Impl {
   Clock::time_point deadline_;  ///< of the request under way, when there is a timeout
   boost::asio::io_context ioc_;
   boost::asio::ssl::context sslCtx_;
+  std::map<std::string, std::string> extraHeaders_;
   std::unique_ptr<TcpStream> tcpStream_;
   std::unique_ptr<boost::asio::ssl::stream<TcpStream>> tlsStream_;
   bool connected_ = false;
@@ -130,6 +142,16 @@ TestHttpClient::TestHttpClient(std::uint16_t port, bool tls) : impl_(std::make_u
 TestHttpClient::~TestHttpClient() = default;
 TestHttpClient::TestHttpClient(TestHttpClient&&) noexcept = default;
 TestHttpClient& TestHttpClient::operator=(TestHttpClient&&) noexcept = default;
+
+TestHttpClient& TestHttpClient::useClientCertificate(const std::string& certFile, const std::string& keyFile) {
+  impl_->useClientCertificate(certFile, keyFile);
+  return *this;
+}
+
+TestHttpClient& TestHttpClient::setHeader(const std::string& name, const std::string& value) {
+  impl_->setHeader(name, value);
+  return *this;
+}
 
 TestHttpClient& TestHttpClient::setTimeout(std::chrono::milliseconds timeout) {
   impl_->setTimeout(timeout);

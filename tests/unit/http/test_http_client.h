@@ -30,6 +30,12 @@ class TestHttpClient {
   /// within `timeout` fails (status 0, error says so) and drops the connection. Default: none.
   TestHttpClient& setTimeout(std::chrono::milliseconds timeout);
 
+  /// Presents this PEM certificate chain and key in TLS handshakes (before the first request).
+  TestHttpClient& useClientCertificate(const std::string& certFile, const std::string& keyFile);
+
+  /// Sends `name: value` with every later request (e.g. Accept-Encoding); "" removes it.
+  TestHttpClient& setHeader(const std::string& name, const std::string& value);
+
   HttpReply post(const std::string& target, const std::string& body) { return request("POST", target, body); }
   HttpReply get(const std::string& target) { return request("GET", target, ""); }
   HttpReply request(const std::string& method, const std::string& target, const std::string& body,

@@ -130,9 +130,36 @@ TEST(K8sConfig, BadKubeconfigsNameTheFileAndTheKey) {
                           "certificate-authority: nowhere/ca.crt}}]\n" + good_context +
                               "users: [{name: u, user: {}}]\n", "",
        {"cluster.certificate-authority", "nowhere/ca.crt", "does not exist"}},
-      {"exec plugin", "current-context: c\n" + good_cluster + good_context +
-                          "users: [{name: u, user: {exec: {command: aws}}}]\n", "",
-       {"users[name=u].user.exec is not supported"}},
+      {"exec without command", "current-context: c\n" + good_cluster + good_context +
+                                   "users: [{name: u, user: {exec: {apiVersion: "
+                                   "client.authentication.k8s.io/v1, interactiveMode: Never}}}]\n", "",
+       {"users[name=u].user.exec.command is missing"}},
+      {"exec without apiVersion", "current-context: c\n" + good_cluster + good_context +
+                                      "users: [{name: u, user: {exec: {command: aws}}}]\n", "",
+       {"users[name=u].user.exec.apiVersion is missing"}},
+      {"exec v1alpha1", "current-context: c\n" + good_cluster + good_context +
+                            "users: [{name: u, user: {exec: {command: aws, apiVersion: "
+                            "client.authentication.k8s.io/v1alpha1}}}]\n", "",
+       {"exec.apiVersion \"client.authentication.k8s.io/v1alpha1\" is not supported"}},
+      {"exec v1 without interactiveMode", "current-context: c\n" + good_cluster + good_context +
+                                              "users: [{name: u, user: {exec: {command: aws, apiVersion: "
+                                              "client.authentication.k8s.io/v1}}}]\n", "",
+       {"exec.interactiveMode is missing"}},
+      {"exec interactive Always", "current-context: c\n" + good_cluster + good_context +
+                                      "users: [{name: u, user: {exec: {command: aws, apiVersion: "
+                                      "client.authentication.k8s.io/v1, interactiveMode: Always}}}]\n", "",
+       {"exec.interactiveMode is Always", "no terminal"}},
+      {"exec env without name", "current-context: c\n" + good_cluster + good_context +
+                                    "users: [{name: u, user: {exec: {command: aws, apiVersion: "
+                                    "client.authentication.k8s.io/v1beta1, env: [{value: x}]}}}]\n", "",
+       {"exec.env[0].name is missing"}},
+      {"exec args not a list", "current-context: c\n" + good_cluster + good_context +
+                                   "users: [{name: u, user: {exec: {command: aws, apiVersion: "
+                                   "client.authentication.k8s.io/v1beta1, args: x}}}]\n", "",
+       {"exec.args must be a list"}},
+      {"auth-provider", "current-context: c\n" + good_cluster + good_context +
+                            "users: [{name: u, user: {auth-provider: {name: gcp}}}]\n", "",
+       {"users[name=u].user.auth-provider is not supported"}},
       {"cert without key", "current-context: c\n" + good_cluster + good_context +
                                "users: [{name: u, user: {client-certificate-data: " +
                                base64("-----BEGIN CERTIFICATE-----\n") + "}}]\n", "",
@@ -157,6 +184,68 @@ TEST(K8sConfig, BadKubeconfigsNameTheFileAndTheKey) {
           << c.description << ": \"" << cfg.error().message << "\" lacks \"" << m << "\"";
     }
   }
+}
+
+TEST(K8sConfig, ReadsAnExecPlugin) {
+  TempDir dir;
+  auto path = dir.write("kube/config",
+                        "current-context: eks\n"
+                        "clusters: [{name: k, cluster: {server: 'https://h:1'}}]\n"
+                        "contexts: [{name: eks, context: {cluster: k, user: u}}]\n"
+                        "users:\n"
+                        "- name: u\n"
+                        "  user:\n"
+                        "    exec:\n"
+                        "      apiVersion: client.authentication.k8s.io/v1\n"
+                        "      command: ./bin/get-token\n"
+                        "      args: [eks, get-token, --cluster-name, prod]\n"
+                        "      env: [{name: AWS_PROFILE, value: ops}, {name: EMPTY, value: null}]\n"
+                        "      installHint: install the AWS CLI\n"
+                        "      provideClusterInfo: true\n"
+                        "      interactiveMode: Never\n");
+  auto cfg = loadKubeconfig(path);
+  ASSERT_TRUE(cfg) << cfg.error().message;
+  ASSERT_TRUE(cfg->exec);
+  EXPECT_EQ(cfg->exec->command, dir.path() + "/kube/./bin/get-token") << "relative to the file";
+  EXPECT_EQ(cfg->exec->args, (std::vector<std::string>{"eks", "get-token", "--cluster-name", "prod"}));
+  ASSERT_EQ(cfg->exec->env.size(), 2u);
+  EXPECT_EQ(cfg->exec->env[0], (std::pair<std::string, std::string>{"AWS_PROFILE", "ops"}));
+  EXPECT_EQ(cfg->exec->env[1], (std::pair<std::string, std::string>{"EMPTY", ""}));
+  EXPECT_EQ(cfg->exec->apiVersion, "client.authentication.k8s.io/v1");
+  EXPECT_EQ(cfg->exec->installHint, "install the AWS CLI");
+  EXPECT_TRUE(cfg->exec->provideClusterInfo);
+  EXPECT_EQ(cfg->exec->interactiveMode, "Never");
+  EXPECT_TRUE(cfg->bearerToken.empty());
+}
+
+TEST(K8sConfig, ExecPluginV1beta1DefaultsToIfAvailableAndABareCommandStaysForPath) {
+  TempDir dir;
+  auto path = dir.write("config",
+                        "current-context: c\n"
+                        "clusters: [{name: k, cluster: {server: 'https://h:1'}}]\n"
+                        "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+                        "users: [{name: u, user: {exec: {command: gke-gcloud-auth-plugin, "
+                        "apiVersion: client.authentication.k8s.io/v1beta1}}}]\n");
+  auto cfg = loadKubeconfig(path);
+  ASSERT_TRUE(cfg) << cfg.error().message;
+  ASSERT_TRUE(cfg->exec);
+  EXPECT_EQ(cfg->exec->command, "gke-gcloud-auth-plugin");
+  EXPECT_EQ(cfg->exec->interactiveMode, "IfAvailable");
+  EXPECT_FALSE(cfg->exec->provideClusterInfo);
+}
+
+TEST(K8sConfig, AStaticTokenBesideAnExecPluginWinsAsInClientGo) {
+  TempDir dir;
+  auto path = dir.write("config",
+                        "current-context: c\n"
+                        "clusters: [{name: k, cluster: {server: 'https://h:1'}}]\n"
+                        "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+                        "users: [{name: u, user: {token: static, exec: {command: aws, "
+                        "apiVersion: client.authentication.k8s.io/v1, interactiveMode: Never}}}]\n");
+  auto cfg = loadKubeconfig(path);
+  ASSERT_TRUE(cfg) << cfg.error().message;
+  EXPECT_FALSE(cfg->exec);
+  EXPECT_EQ(cfg->bearerToken, "static");
 }
 
 TEST(K8sConfig, AMissingKubeconfigNamesThePath) {

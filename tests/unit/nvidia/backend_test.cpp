@@ -41,6 +41,7 @@ TEST(NvidiaOptions, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(o->limiter.ldPreloadHostPath, "/usr/local/vgpu/ld.so.preload");
   EXPECT_FALSE(o->limiter.allowOptOut);  // opting out of the limits needs the operator's consent
   EXPECT_TRUE(o->limiter.cdiKind.empty());
+  EXPECT_TRUE(o->limiter.activityBoardHostPath.empty());  // priorities not acted on unless configured
   EXPECT_TRUE(o->discovery.health.enabled);
 }
 
@@ -57,7 +58,8 @@ TEST(NvidiaOptions, ReadsEveryOption) {
                             {"corePolicy", "force"},
                             {"logLevel", "4"},
                             {"allowOptOut", "true"},
-                            {"cdiKind", "k8s.device-plugin.nvidia.com/gpu"}});
+                            {"cdiKind", "k8s.device-plugin.nvidia.com/gpu"},
+                            {"activityBoardPath", "/var/lib/vgpu/activity-board"}});
   p.settings.memoryScaling = 2.0;
   p.settings.coreScaling = 1.5;
   p.settings.splitCount = 3;
@@ -73,6 +75,7 @@ TEST(NvidiaOptions, ReadsEveryOption) {
   EXPECT_EQ(o->discovery.coreScaling, 1.5);
   EXPECT_EQ(o->limiter.memoryScaling, 2.0);
   EXPECT_EQ(o->limiter.memory, MemoryEnforcement::kAuto);
+  EXPECT_EQ(o->limiter.activityBoardHostPath, "/var/lib/vgpu/activity-board");
   EXPECT_EQ(o->limiter.libvgpuHostPath, "/opt/vgpu/libvgpu.so");
   EXPECT_EQ(o->limiter.libvgpuContainerPath, "/usr/lib/vgpu/libvgpu.so");
   EXPECT_EQ(o->limiter.ldPreloadHostPath, "/opt/vgpu/ld.so.preload");

@@ -78,6 +78,31 @@ TEST(NvidiaLimiter, PassesTheTaskPriorityToLibvgpu) {
   EXPECT_EQ(spec->env.at("CUDA_TASK_PRIORITY"), "1");
 }
 
+// The node's activity board: every container reads it, only a high-priority one (0) writes it.
+TEST(NvidiaLimiter, MountsTheActivityBoardWritableOnlyForHighPriorityTenants) {
+  TempDir dir, board;
+  LimiterSettings s;
+  s.activityBoardHostPath = (board.path() / "activity").string();
+  auto l = limiter(s);
+  for (int priority : {0, 1, -1}) {
+    DeviceGrant d = dev(kGpu0, 1000, 10);
+    d.priority = priority;
+    auto spec = l.containerSpec(grantOf(dir, {d}));
+    ASSERT_TRUE(spec.ok()) << spec.error().message;
+    EXPECT_EQ(spec->env.at("VGPU_ACTIVITY_BOARD"), "/var/run/vgpu-board");
+    EXPECT_THAT(spec->mounts, ::testing::Contains(Mount{s.activityBoardHostPath, "/var/run/vgpu-board", priority != 0}))
+        << priority;
+  }
+  struct stat st{};
+  ASSERT_EQ(stat(s.activityBoardHostPath.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0777u);  // whatever user the container runs as
+  // Without a board folder configured, nothing is mounted and priorities are not acted on.
+  auto plain = limiter().containerSpec(grantOf(dir, {dev(kGpu0, 1000, 10)}));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(hasMount(*plain, "/var/run/vgpu-board"));
+  EXPECT_EQ(plain->env.count("VGPU_ACTIVITY_BOARD"), 0u);
+}
+
 TEST(NvidiaLimiter, IndexesLimitsByTheContainersOwnOrdinalsForSeveralGpus) {
   TempDir dir;
   auto l = limiter();
@@ -214,6 +239,10 @@ TEST(NvidiaLimiter, WithoutACdiKindMemoryStaysLibvgpusEvenWhereTheDriverCouldCap
   EXPECT_FALSE(spec->env.contains("NVIDIA_GPU_MEMORY_LIMIT"));
   EXPECT_TRUE(hasMount(*spec, "/etc/ld.so.preload"));  // a whole GPU, but its memory is limited
   EXPECT_EQ(spec->podAnnotations.at(kMemoryEnforcerAnnotation), "libvgpu.so");
+  ASSERT_EQ(spec->notices.size(), 1u);
+  EXPECT_EQ(spec->notices[0].reason, "VgpuMemoryEnforcer");
+  EXPECT_EQ(spec->notices[0].message, "memory limit (10000 MiB on " + std::string(kGpu0) +
+                                          ") enforced by libvgpu.so in the container");
   EXPECT_EQ(asked, 0);
 
   LimiterSettings driver;
@@ -229,6 +258,8 @@ TEST(NvidiaLimiter, WithoutACdiKindMemoryStaysLibvgpusEvenWhereTheDriverCouldCap
   ASSERT_TRUE(capped.ok()) << capped.error().message;
   EXPECT_EQ(capped->env["NVIDIA_GPU_MEMORY_LIMIT"], "10000");
   EXPECT_EQ(capped->podAnnotations.at(kMemoryEnforcerAnnotation), "driver");
+  ASSERT_EQ(capped->notices.size(), 1u);
+  EXPECT_THAT(capped->notices[0].message, HasSubstr("enforced by the NVIDIA driver, a cap applied through the CDI kind"));
 }
 
 TEST(NvidiaLimiter, AWholeGpuUnderCoreScalingIsNotThrottled) {
@@ -310,6 +341,9 @@ TEST(NvidiaLimiter, AContainerThatOptsOutRunsWithoutThePreloadButKeepsItsLimits)
     EXPECT_EQ(hasMount(*spec, "/usr/local/vgpu/libvgpu.so"), c.preloaded);
     EXPECT_EQ(spec->env["CUDA_DEVICE_MEMORY_LIMIT_0"], "10000m");
     EXPECT_TRUE(hasMount(*spec, "/etc/vgpu/limits.env"));
+    // The pod is told when nothing holds the container to its memory.
+    ASSERT_EQ(spec->notices.size(), 1u);
+    EXPECT_EQ(spec->notices[0].message.find(") NOT enforced: the pod opted out") != std::string::npos, !c.preloaded);
   }
 }
 

@@ -100,7 +100,8 @@ struct BinaryFixture : ::testing::Test {
 
   std::vector<std::string> args(std::vector<std::string> extra) {
     std::vector<std::string> a{VGPU_SCHEDULER_BIN, "--config", (dir / "device-config.yaml").string(), "--backend-dir",
-                               VGPU_BACKEND_DIR, "--kubeconfig", (dir / "kubeconfig").string(), "--listen", "127.0.0.1:0"};
+                               VGPU_BACKEND_DIR, "--kubeconfig", (dir / "kubeconfig").string(), "--listen", "127.0.0.1:0",
+                               "--extender-listen", "127.0.0.1:0"};
     for (size_t i = 0; i < extra.size(); ++i) {  // a flag given again replaces the default above
       auto same = std::find(a.begin(), a.end(), extra[i]);
       if (same != a.end() && i + 1 < extra.size()) {
@@ -118,12 +119,18 @@ TEST_F(BinaryFixture, SchedulerBinaryServesHttpsFiltersAndStopsOnSigterm) {
   ASSERT_TRUE(makeSelfSignedCert(dir, "x"));
   Child child(args({"--tls-cert", (dir / "tls.crt").string(), "--tls-key", (dir / "tls.key").string()}));
   std::string log;
+  // The extender verbs on loopback (plain HTTP: only kube-scheduler in the pod reaches it),
+  // the webhook and /readyz over HTTPS.
+  const std::string verbsPort = child.awaitLine(std::regex("extender verbs on http://127\\.0\\.0\\.1:([0-9]+)"), &log);
+  ASSERT_FALSE(verbsPort.empty()) << log;
   const std::string port = child.awaitLine(std::regex("serving on https://127\\.0\\.0\\.1:([0-9]+)"), &log);
   ASSERT_FALSE(port.empty()) << log;
   TestHttpClient http(static_cast<std::uint16_t>(std::stoi(port)), true);
+  TestHttpClient verbs(static_cast<std::uint16_t>(std::stoi(verbsPort)));
   ASSERT_TRUE(eventually([&] { return http.get("/readyz").status == 200; }));
+  EXPECT_EQ(http.post("/filter", extenderArgs(gpuPod("p", 1000), {"n1"})).status, 404) << "not on the webhook's port";
   ASSERT_TRUE(eventually([&] {
-    auto r = http.post("/filter", extenderArgs(gpuPod("p", 1000), {"n1"}));
+    auto r = verbs.post("/filter", extenderArgs(gpuPod("p", 1000), {"n1"}));
     return r.status == 200 && r.body.find("\"NodeNames\":[\"n1\"]") != std::string::npos;
   }));
   EXPECT_EQ(child.terminate(), 0);
@@ -139,6 +146,10 @@ TEST_F(BinaryFixture, SchedulerBinaryRefusesBadFlagsAndFilesWithAMessage) {
       {"missing config", {"--config", "/nonexistent/device-config.yaml"}, "nonexistent"},
       {"key without cert", {"--tls-key", "/tmp/x.key"}, "both a certificate and a key"},
       {"unknown flag", {"--frobnicate"}, "frobnicate"},
+      // Issue 27 item 4: /bind binds pods; off loopback only behind client certificates.
+      {"extender verbs on the network without client certificates", {"--extender-listen", "0.0.0.0:0"},
+       "--extender-client-ca"},
+      {"bad extender listen", {"--extender-listen", "nope"}, "--extender-listen must be address:port"},
   };
   for (const auto& c : cases) {
     Child child(args(c.extra));

@@ -185,8 +185,7 @@ TEST(SchedulerFilterResult, AnswerRoundTripsWithEscapesAndSharedReasons) {
             (json::object{{"full-1", result.reasonText(full)}, {"full-2", result.reasonText(full)}}));
   EXPECT_EQ(out.at("FailedAndUnresolvableNodes"), (json::object{{"gone", "no devices"}}));
   EXPECT_EQ(out.at("Error"), "");
-  EXPECT_EQ(result.summary(5),
-            "2/5 nodes can take the pod; 2 node(s): " + result.reasonText(full) + "; 1 node(s): no devices");
+  EXPECT_EQ(result.summary(5), "2/5 nodes can take the pod: 2 " + result.reasonText(full) + ", 1 no devices");
 }
 
 TEST(SchedulerFilterResult, PassingNeighboursAreCopiedFromTheRequestWithItsSpacing) {
@@ -219,7 +218,7 @@ TEST(SchedulerFilterResult, NothingFitsIsAnEmptyArrayNotNull) {
   result.fail(0, result.reason("full"), false);
   const json::object out = fullParse(result.toJson(args)).as_object();
   EXPECT_EQ(out.at("NodeNames"), json::array{});
-  EXPECT_EQ(result.summary(1), "0/1 nodes can take the pod; 1 node(s): full");
+  EXPECT_EQ(result.summary(1), "0/1 nodes can take the pod: 1 full");
 }
 
 TEST(SchedulerFilterResult, WithoutNodeCacheCapableTheFittingNodeObjectsComeBack) {

@@ -17,6 +17,7 @@
 #include "service.h"
 #include "vgpu/annotations.h"
 #include "vgpu/backend_loader.h"
+#include "vgpu/codec/assignment_codec.h"
 #include "vgpu/codec/inventory.h"
 #include "vgpu/codec/timestamp.h"
 #include "vgpu/fakes/fake_apiserver.h"
@@ -104,6 +105,21 @@ inline json::object gpuPod(const std::string& name, int memoryMiB, int cores = 0
   return podJson("default", name, {{"main", limits}});
 }
 
+/// A pod the node agent has admitted: bound to `node`, its assignment on the pod.
+inline json::object admittedPod(const std::string& name, const std::string& node, std::uint64_t memoryMiB, std::uint32_t cores = 0) {
+  Assignment a;
+  a.node = node;
+  a.containers.push_back({"main", false, {{"sim", "GPU-" + node + "-0", 0, memoryMiB, cores, 0}}});
+  std::map<std::string, std::string> limits{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", std::to_string(memoryMiB)}};
+  if (cores > 0) limits["nvidia.com/gpucores"] = std::to_string(cores);
+  json::object pod = podJson("default", name, {{"main", limits}}, "vgpu-scheduler",
+                             json::object{{std::string(keys::kPodAssignment), encodeAssignment(a)},
+                                          {std::string(keys::kPodBindPhase), "success"}});
+  pod["spec"].as_object()["nodeName"] = node;
+  pod["status"].as_object()["phase"] = "Running";
+  return pod;
+}
+
 /// ExtenderArgs with nodeCacheCapable (NodeNames) or without (Nodes).
 inline std::string extenderArgs(const json::object& pod, const std::vector<std::string>& names) {
   json::array n;
@@ -143,7 +159,10 @@ struct SchedulerHarness {
   DeviceConfig config;
   std::unique_ptr<scheduler::SchedulerService> service;
 
-  explicit SchedulerHarness(scheduler::ServiceOptions options = {}, NodePolicy nodePolicy = NodePolicy::kBinpack) {
+  /// `heartbeatTimeout`: longer for runs under valgrind, where building a large cluster
+  /// takes minutes and the nodes' heartbeats would go stale before the first request.
+  explicit SchedulerHarness(scheduler::ServiceOptions options = {}, NodePolicy nodePolicy = NodePolicy::kBinpack,
+                            std::chrono::seconds heartbeatTimeout = std::chrono::seconds(90)) {
     auto server = fakes::FakeApiServer::start();
     if (!server.ok()) throw std::runtime_error(server.error().message);
     api = std::move(server).value();
@@ -160,6 +179,7 @@ struct SchedulerHarness {
     options.eventClient = eventClient.get();
     backends = simBackends();
     config.scheduler.nodePolicy = nodePolicy;
+    config.scheduler.heartbeatTimeout = heartbeatTimeout;
     options.informerBackoffMin = std::chrono::milliseconds(20);
     auto s = scheduler::SchedulerService::start(config, backends, *client, options);
     if (!s.ok()) throw std::runtime_error(s.error().message);

@@ -37,7 +37,7 @@ TEST(SchedulerStress, ThousandPodsConcurrentlyOnFiftyNodesNeverOverCommit) {
 
   // Several clients often race for the same node (each picks among the first 3): the bind
   // must sort that out.
-  const ScheduleOutcome out = scheduleAll(h.service->port(), pods, nodeNames, {kThreads, 20, 3});
+  const ScheduleOutcome out = scheduleAll(h.service->extenderPort(), pods, nodeNames, {kThreads, 20, 3});
   EXPECT_EQ(out.placed, kPods) << out.unplaced << " not placed, " << out.bindErrors << " bind errors";
 
   // Let the informer catch up, then check what the apiserver holds.

@@ -52,6 +52,9 @@ struct ServerOptions {
   /// Both set: HTTPS with this PEM certificate chain and private key (TLS 1.2+).
   std::string certFile;
   std::string keyFile;
+  /// With HTTPS: only clients presenting a certificate signed by a CA in this PEM file are
+  /// served (the handshake fails otherwise). Empty: no client certificate asked for.
+  std::string clientCaFile;
   std::size_t maxBodyBytes = 4u << 20;  ///< larger bodies are answered 413
   std::chrono::milliseconds readTimeout{10000};   ///< a request's headers and body; also keep-alive idle
   std::chrono::milliseconds writeTimeout{10000};

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -35,6 +36,10 @@ struct ClientOptions {
   std::size_t maxIdleConnections = 16;    ///< keep-alive pool size
   std::string userAgent = "vgpu/0.1";
   std::shared_ptr<Clock> clock;       ///< null = systemClock()
+  /// An exec credential plugin (ClientConfig::exec) is killed after this.
+  std::chrono::milliseconds execTimeout{60000};
+  /// Wall-clock time for exec credentials' expirationTimestamp; null = system_clock::now.
+  std::function<std::chrono::system_clock::time_point()> wallClock;
   std::uint64_t jitterSeed = 0;       ///< 0 = random
 };
 

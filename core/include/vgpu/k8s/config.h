@@ -6,10 +6,25 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "vgpu/result.h"
 
 namespace vgpu::k8s {
+
+/// A kubeconfig `users[].user.exec` credential plugin (client.authentication.k8s.io),
+/// as EKS, GKE, AKS and OIDC kubeconfigs use. The client runs it (vgpu/k8s/exec_credential.h).
+struct ExecConfig {
+  std::string command;                ///< a name looked up in $PATH, or a path (relative
+                                      ///< ones with a '/' resolved against the kubeconfig's directory)
+  std::vector<std::string> args;
+  std::vector<std::pair<std::string, std::string>> env;  ///< added to the daemon's environment
+  std::string apiVersion;             ///< client.authentication.k8s.io/v1 or /v1beta1
+  std::string installHint;            ///< shown when the command is not found
+  bool provideClusterInfo = false;    ///< pass spec.cluster in KUBERNETES_EXEC_INFO
+  std::string interactiveMode;        ///< Never | IfAvailable (Always is refused: no terminal)
+};
 
 /// Connection and credentials. PEM material is held in memory; file paths are resolved and
 /// read by the loaders, except `tokenFile`, which the client re-reads while it runs.
@@ -22,6 +37,9 @@ struct ClientConfig {
   std::string tokenFile;              ///< re-read periodically and on 401
   std::string clientCertPem;          ///< client certificate chain (mutual TLS)
   std::string clientKeyPem;
+  /// Set when the user has an exec plugin and no static token or certificate (which win,
+  /// as in client-go); the plugin's answer supplies the token or the client certificate.
+  std::optional<ExecConfig> exec;
   std::string defaultNamespace = "default";
   std::string source;                 ///< where this came from, for messages
 };
@@ -39,8 +57,8 @@ Result<ClientConfig> loadInClusterConfig(const EnvLookup& env = processEnv(),
 
 /// One kubeconfig file. `context` empty = the file's current-context. Supported: server,
 /// certificate-authority(-data), insecure-skip-tls-verify, tls-server-name, token,
-/// tokenFile, client-certificate(-data), client-key(-data), context namespace. exec
-/// plugins, username/password and proxy-url are refused with an error naming the key.
+/// tokenFile, client-certificate(-data), client-key(-data), exec, context namespace.
+/// auth-provider, username/password and proxy-url are refused with an error naming the key.
 Result<ClientConfig> loadKubeconfig(const std::string& path, const std::string& context = "");
 
 /// $KUBECONFIG (colon-separated; for each entry name and for current-context the first

@@ -94,6 +94,8 @@ template <class B>
 struct Adapter {
   static B& self(vgpu_backend* b) { return *reinterpret_cast<B*>(b); }
   static inline std::string name;
+  /// The ABI version of the loader that filled the table: what its structs hold.
+  static inline uint32_t loaderVersion = 0;
 
   static vgpu_status create(const vgpu_backend_config* config, vgpu_backend** out, vgpu_error_buf* err) {
     try {
@@ -211,6 +213,9 @@ struct Adapter {
         sink->device(sink->ctx, d.hostPath.c_str(), d.containerPath.c_str(), d.permissions.c_str());
       for (const auto& [k, v] : spec->annotations) sink->annotation(sink->ctx, k.c_str(), v.c_str());
       for (const auto& [k, v] : spec->podAnnotations) sink->pod_annotation(sink->ctx, k.c_str(), v.c_str());
+      // An older agent's sink ends before `notice`: its notes are not shown there.
+      if (VGPU_ABI_MINOR_OF(loaderVersion) >= 2 && sink->notice)
+        for (const auto& n : spec->notices) sink->notice(sink->ctx, n.reason.c_str(), n.message.c_str());
       return VGPU_OK;
     } catch (const std::exception& e) {
       return fail(err, VGPU_ERROR_INTERNAL, std::string("container_spec threw: ") + e.what());
@@ -294,6 +299,7 @@ int fillTable(uint32_t loaderVersion, vgpu_backend_table* table, const char* nam
   if (table == nullptr || VGPU_ABI_MAJOR_OF(loaderVersion) != VGPU_BACKEND_ABI_MAJOR) return 1;
   using A = Adapter<B>;
   A::name = name;
+  A::loaderVersion = loaderVersion;
   vgpu_backend_table t{};
   t.struct_size = sizeof(vgpu_backend_table);
   t.abi_version = VGPU_BACKEND_ABI_VERSION;

@@ -23,7 +23,8 @@ struct DeviceLimit {
   uint32_t smPercent = 0;  // 0 or 100: not throttled
 };
 
-/// GPU_CORE_UTILIZATION_POLICY: "disable" turns compute throttling off.
+/// GPU_CORE_UTILIZATION_POLICY: when the compute limit applies (kDefault: while another
+/// tenant runs kernels on the GPU; kForce: always; kDisable: never).
 enum class CorePolicy { kDefault, kForce, kDisable };
 
 /// Everything libvgpu.so reads at start.
@@ -31,11 +32,13 @@ struct LimiterConfig {
   std::array<DeviceLimit, kLimiterMaxDevices> devices{};
   std::string regionPath;  // never empty after loading
   bool oversubscribe = false;
-  int32_t priority = 0;
+  int32_t priority = 1;       // 0 high, anything else low; 1 when unset
+  bool prioritySet = false;   // CUDA_TASK_PRIORITY was given
   CorePolicy corePolicy = CorePolicy::kDefault;
+  std::string activityBoard;  // VGPU_ACTIVITY_BOARD, "" if unset
   std::string limitsFile;  // the file that was read, "" if none
 
-  /// True when launches on `dev` are throttled.
+  /// True when `dev` has a compute limit that the policy may apply.
   bool computeLimited(int dev) const {
     if (dev < 0 || dev >= kLimiterMaxDevices || corePolicy == CorePolicy::kDisable) return false;
     uint32_t p = devices[dev].smPercent;

@@ -21,10 +21,11 @@ extern "C" {
 
 #define VGPU_LIMITER_MAX_DEVICES 16
 #define VGPU_LIMITER_PATH_MAX 4096
-/* Keys a limits file can hold: six plain ones and two indexed ones per device. */
-#define VGPU_LIMITS_FILE_MAX_KEYS (6 + 2 * VGPU_LIMITER_MAX_DEVICES)
+/* Keys a limits file can hold: seven plain ones and two indexed ones per device. */
+#define VGPU_LIMITS_FILE_MAX_KEYS (7 + 2 * VGPU_LIMITER_MAX_DEVICES)
 
-/* GPU_CORE_UTILIZATION_POLICY: "disable" turns compute throttling off. */
+/* GPU_CORE_UTILIZATION_POLICY: when the compute limit applies (default: while the GPU is
+ * shared; force: always; disable: never). */
 enum { VGPU_CORE_POLICY_DEFAULT = 0, VGPU_CORE_POLICY_FORCE = 1, VGPU_CORE_POLICY_DISABLE = 2 };
 
 /* Everything libvgpu.so reads at start. Limits of 0 mean none; a compute limit of 100 too. */
@@ -34,8 +35,10 @@ typedef struct vgpu_limiter_settings {
   char region_path[VGPU_LIMITER_PATH_MAX]; /* never empty after loading */
   char limits_file[VGPU_LIMITER_PATH_MAX]; /* the file that was read, "" if none */
   int oversubscribe;
-  int32_t priority;
-  int core_policy; /* VGPU_CORE_POLICY_* */
+  int32_t priority;  /* as given; 1 (low) when unset */
+  int priority_set;  /* CUDA_TASK_PRIORITY was given */
+  int core_policy;   /* VGPU_CORE_POLICY_* */
+  char activity_board[VGPU_LIMITER_PATH_MAX]; /* VGPU_ACTIVITY_BOARD, "" if unset */
 } vgpu_limiter_settings;
 
 /* "1073741824", "1024m", "4g", "512k" (binary units); "" and "0" mean no limit. */
@@ -71,7 +74,7 @@ typedef const char* (*vgpu_env_lookup)(void* ctx, const char* name);
 int vgpu_limiter_settings_load(vgpu_env_lookup env, void* ctx, const char* fixed_file_path,
                                vgpu_limiter_settings* out, char* err, size_t err_len);
 
-/* True when launches on `dev` are throttled. */
+/* True when `dev` has a compute limit that may apply (under the policy: while shared, always). */
 static inline int vgpu_limiter_compute_limited(const vgpu_limiter_settings* s, int dev) {
   if (dev < 0 || dev >= VGPU_LIMITER_MAX_DEVICES || s->core_policy == VGPU_CORE_POLICY_DISABLE) return 0;
   return s->sm_percent[dev] > 0 && s->sm_percent[dev] < 100;

@@ -21,10 +21,17 @@
 #define VGPU_ENV_SHARED_REGION "CUDA_DEVICE_MEMORY_SHARED_CACHE"
 /* true/false: fall back to managed memory when the device is full but the limit is not. */
 #define VGPU_ENV_OVERSUBSCRIBE "CUDA_OVERSUBSCRIBE"
-/* Integer priority of the container's work, published in the region for the agent. */
+/* Priority of the container's work on its GPUs: 0 is high, anything else (and unset) low.
+ * While a high-priority tenant runs kernels on a GPU, low-priority tenants' launches there
+ * wait (docs/limiter.md, "Priority"). */
 #define VGPU_ENV_TASK_PRIORITY "CUDA_TASK_PRIORITY"
-/* default | force | disable: "disable" turns the compute limit off. */
+/* default | force | disable: when the compute limit applies. default: while another tenant
+ * runs kernels on the GPU; force: always; disable: never. */
 #define VGPU_ENV_CORE_POLICY "GPU_CORE_UTILIZATION_POLICY"
+/* Folder shared by every container of the node, one file per GPU (vgpu/activity_board.h),
+ * through which high-priority tenants announce that they are active. Mount it read-write into
+ * high-priority containers only, read-only into the others. Unset: priorities are not acted on. */
+#define VGPU_ENV_ACTIVITY_BOARD "VGPU_ACTIVITY_BOARD"
 /* Diagnostics on stderr: 0 none, 1 errors (default), 2 warnings, 3 info, 4 debug. */
 #define VGPU_ENV_LOG_LEVEL "LIBVGPU_LOG_LEVEL"
 

@@ -7,11 +7,23 @@
  * ages and the node agent. It only grows at the end (readers check `header_size` and
  * `version`); a change of meaning bumps VGPU_REGION_VERSION.
  *
- * Concurrency: every write happens under `lock`, a process-shared robust mutex; a process
- * killed while holding it makes the next locker recover (dead slots are reclaimed and the
- * per-device sums recomputed from the live slots). 64-bit counters are written with atomic
- * stores, so a reader (the node agent) may read them without the lock and gets a value
- * that was true at some instant. The compute fields are updated lock-free (atomics).
+ * Concurrency (version 3):
+ * - Memory is counted without a lock: a device's `memory_used` is changed only by atomic
+ *   read-modify-write operations (the check-and-add is a compare-and-swap loop against the
+ *   limit), and a process slot's counters only by the process that owns the slot. A process
+ *   adds to the device first and to its slot second, and takes from its slot first and from
+ *   the device second, so a process killed between the two leaves the device sum too high
+ *   (it refuses too early), never too low.
+ * - `lock`, a process-shared robust mutex, serialises what changes the set of slots:
+ *   claiming a slot and reclaiming the slots of processes that are gone. A process killed
+ *   while holding it makes the next locker recover (it reclaims dead slots).
+ * - Who owns a slot survives PID namespaces: the owner holds an open-file-description lock
+ *   (F_OFD_SETLK) on byte `slot` of the file for as long as it lives; the kernel drops it when
+ *   the process dies (or execs, the descriptor is close-on-exec). A slot whose byte nobody
+ *   holds is dead, whatever its pid says. Where the kernel has no OFD locks (before 3.15),
+ *   liveness falls back to /proc/<pid> and the start time, which PID namespaces can fool.
+ * Readers (the node agent) read the 64-bit counters without the lock and get values that
+ * were true at some instant.
  *
  * Index space: device i is the CUDA ordinal i as the container sees it (after
  * CUDA_VISIBLE_DEVICES); `uuid` names the physical device for the agent.
@@ -26,9 +38,11 @@ extern "C" {
 #endif
 
 #define VGPU_REGION_MAGIC 0x314e475255504756ULL /* "VGPURGN1" little-endian */
-/* Version 2 gives devices[i].unenforced its meaning; the layout is version 1's, whose
- * writers left that field 0, so both are read (and written) alike. */
-#define VGPU_REGION_VERSION 2u
+/* Version 2 gave devices[i].unenforced its meaning. Version 3 counts memory lock-free and
+ * identifies processes by a file lock (above), with the same layout: processes of versions 1
+ * and 2 would race with it, so a writer opens only version 3 (it rewrites an older file that
+ * no live process uses, and refuses one that a live process still does); readers read all. */
+#define VGPU_REGION_VERSION 3u
 #define VGPU_REGION_OLDEST_VERSION 1u
 #define VGPU_REGION_MAX_DEVICES 16
 #define VGPU_REGION_MAX_PROCS 1024
@@ -39,6 +53,12 @@ extern "C" {
  *  so once on stderr; the node agent exports it. */
 #define VGPU_REGION_UNENFORCED_MEMORY 0x1u
 #define VGPU_REGION_UNENFORCED_COMPUTE 0x2u
+
+/** vgpu_region_proc.flags (version 3): the slot's owner holds the OFD lock on byte `slot` of
+ *  the file (else its liveness is judged by pid and start time); the low bits hold the
+ *  process's pid as the driver reports it (NVML's process lists), 0 while unknown. */
+#define VGPU_REGION_PROC_LOCKED 0x80000000u
+#define VGPU_REGION_PROC_DRIVER_PID_MASK 0x007fffffu
 
 /** Per-device state shared by the container. */
 typedef struct vgpu_region_device {
@@ -57,8 +77,8 @@ typedef struct vgpu_region_device {
 
 /** One process of the container. pid 0 marks a free slot. */
 typedef struct vgpu_region_proc {
-  int32_t pid; /* in the container's PID namespace */
-  uint32_t reserved0;
+  int32_t pid;    /* getpid() of the owner, in its own PID namespace: for people, not liveness */
+  uint32_t flags; /* VGPU_REGION_PROC_* (version 3; 0 before) */
   uint64_t start_time;                           /* /proc/<pid>/stat field 22, tells a reused PID apart */
   uint64_t memory_used[VGPU_REGION_MAX_DEVICES]; /* bytes this process holds per device */
 } vgpu_region_proc;
@@ -71,7 +91,8 @@ typedef struct vgpu_region {
   uint32_t max_devices; /* VGPU_REGION_MAX_DEVICES */
   uint32_t max_procs;   /* VGPU_REGION_MAX_PROCS */
   int32_t priority;     /* CUDA_TASK_PRIORITY as last published */
-  uint32_t reserved0;
+  uint32_t tenant;      /* version 3: random, non-zero, set at creation: names the container on
+                           the activity board (vgpu/activity_board.h) */
   union {
     pthread_mutex_t mutex;
     char pad[64];
@@ -84,13 +105,17 @@ typedef struct vgpu_region {
 enum {
   VGPU_REGION_OK = 0,
   VGPU_REGION_OVER_LIMIT = 1, /* check-and-add refused: the limit would be exceeded */
-  VGPU_REGION_ERROR = -1      /* system error or bad file; see the message */
+  VGPU_REGION_ERROR = -1,     /* system error or bad file; see the message */
+  VGPU_REGION_FULL = -2       /* attach: every process slot is held by a live process */
 };
 
 /**
- * Maps the region at `path`, creating and initialising it if absent or empty.
- * Refuses a file with another magic, version or size with a message naming the path.
- * Safe against processes racing to create the same file (flock during initialisation).
+ * Maps the region at `path` for writing, creating and initialising it if absent or empty.
+ * Refuses a file with another magic or size with a message naming the path. A file of an
+ * older version is rewritten as version 3 if none of its processes is alive, and refused
+ * (naming the version) if one is. Safe against processes racing to create the same file
+ * (flock during initialisation). Keeps a descriptor of the file open (close-on-exec) for the
+ * slot locks, until vgpu_region_close.
  */
 int vgpu_region_open(const char* path, vgpu_region** out, char* err, size_t err_len);
 
@@ -101,16 +126,21 @@ int vgpu_region_open_readonly(const char* path, const vgpu_region** out, char* e
 /** A private, unshared region (anonymous memory), for a process that has no file. */
 int vgpu_region_open_private(vgpu_region** out, char* err, size_t err_len);
 
-/** Unmaps a region returned by one of the open functions. */
+/** Unmaps a region returned by one of the open functions (and closes its descriptor). */
 void vgpu_region_close(const vgpu_region* region);
+
+/** In a forked child: the descriptor inherited from the parent shares the parent's slot
+ *  locks, so the child opens the file afresh and holds no slot (it attaches anew). */
+void vgpu_region_after_fork(vgpu_region* region);
 
 /** Takes the region lock, recovering it if its holder died. 0 or VGPU_REGION_ERROR. */
 int vgpu_region_lock(vgpu_region* region);
 void vgpu_region_unlock(vgpu_region* region);
 
 /**
- * Registers the calling process (getpid()) and returns its slot index in *slot.
- * Reclaims dead processes first; a stale slot with the caller's own PID is reset.
+ * Claims a slot for the calling process and returns its index in *slot. Slots of processes
+ * that are gone are reclaimed first. VGPU_REGION_FULL (with a message) when every slot
+ * belongs to a live process.
  */
 int vgpu_region_attach(vgpu_region* region, int* slot, char* err, size_t err_len);
 
@@ -118,12 +148,42 @@ int vgpu_region_attach(vgpu_region* region, int* slot, char* err, size_t err_len
 void vgpu_region_detach(vgpu_region* region, int slot);
 
 /**
- * Check-and-add under the lock: adds `bytes` to device `dev` for `slot` unless the
- * device's usage would then exceed `limit` (0 = no limit). On refusal, dead processes
- * are reclaimed and the check is retried once. Returns VGPU_REGION_OK,
- * VGPU_REGION_OVER_LIMIT or VGPU_REGION_ERROR.
+ * Check-and-add: adds `bytes` to device `dev` for `slot` unless the device's usage would
+ * then exceed `limit` (0 = no limit). On refusal, dead processes are reclaimed and the check
+ * is retried once. Returns VGPU_REGION_OK, VGPU_REGION_OVER_LIMIT or VGPU_REGION_ERROR.
  */
 int vgpu_region_try_add(vgpu_region* region, int slot, int dev, uint64_t bytes, uint64_t limit);
+
+/** The check-and-add itself, without the retry after reclaiming dead processes: 1 when
+ *  `bytes` were added, 0 when the limit refused them. Inline because every allocation of
+ *  every process runs it (the device sum first, then the owner's slot). */
+static inline int vgpu_region_add_fast(vgpu_region* r, int slot, int dev, uint64_t bytes, uint64_t limit) {
+  uint64_t* used = &r->devices[dev].memory_used;
+  uint64_t cur = __atomic_load_n(used, __ATOMIC_RELAXED);
+  do {
+    if (limit != 0 && (bytes > limit || cur > limit - bytes)) return 0;
+  } while (!__atomic_compare_exchange_n(used, &cur, cur + bytes, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+  __atomic_add_fetch(&r->procs[slot].memory_used[dev], bytes, __ATOMIC_RELAXED);
+  return 1;
+}
+
+/** Subtracts `bytes` (clamped at what the slot holds) for `slot`: its slot first, then the
+ *  device sum (never below zero). Inline for the same reason. */
+static inline void vgpu_region_sub_fast(vgpu_region* r, int slot, int dev, uint64_t bytes) {
+  uint64_t* mine = &r->procs[slot].memory_used[dev];
+  uint64_t held = __atomic_load_n(mine, __ATOMIC_RELAXED);
+  if (bytes > held) bytes = held;
+  __atomic_store_n(mine, held - bytes, __ATOMIC_RELAXED); /* only the owner writes its slot */
+  uint64_t* used = &r->devices[dev].memory_used;
+  uint64_t cur = __atomic_load_n(used, __ATOMIC_RELAXED);
+  while (!__atomic_compare_exchange_n(used, &cur, cur > bytes ? cur - bytes : 0, 1, __ATOMIC_RELAXED,
+                                      __ATOMIC_RELAXED)) {
+  }
+}
+
+/** Adds `bytes` whatever the limit: memory the driver has already taken (and that the
+ *  container's later requests must therefore see). */
+void vgpu_region_force_add(vgpu_region* region, int slot, int dev, uint64_t bytes);
 
 /** Subtracts `bytes` (clamped at what the slot holds) from device `dev` for `slot`. */
 void vgpu_region_sub(vgpu_region* region, int slot, int dev, uint64_t bytes);
@@ -133,6 +193,9 @@ uint64_t vgpu_region_used(const vgpu_region* region, int dev);
 
 /** Frees the slots of processes that no longer exist; returns how many. Takes the lock. */
 int vgpu_region_reclaim_dead(vgpu_region* region);
+
+/** Records the pid under which the driver (NVML) reports the slot's process. */
+void vgpu_region_set_driver_pid(vgpu_region* region, int slot, uint32_t driver_pid);
 
 /** Publishes a device's UUID and limits for the node agent (under the lock). */
 void vgpu_region_publish_device(vgpu_region* region, int dev, const char* uuid, uint64_t memory_limit,

@@ -87,13 +87,29 @@ struct Allocation {
   int ipcRefs = 0;
 };
 
+/// A stream-ordered free (cuMemFreeAsync) that the device has not reached yet.
+struct PendingFree {
+  uint64_t bytes = 0;
+  uint64_t atNs = 0;  ///< when the stream's earlier work is done
+};
+
 struct Pool {
   int dev = 0;
   bool isDefault = false;
   bool destroyed = false;
   uint64_t releaseThreshold = 0;
   uint64_t reserved = 0;      ///< bytes charged to the device by this pool
-  uint64_t used = 0;          ///< bytes handed out
+  uint64_t used = 0;          ///< bytes handed out (frees not yet reached by their stream included)
+  uint64_t reservedHigh = 0;
+  uint64_t usedHigh = 0;
+  std::vector<PendingFree> pending;
+};
+
+/// The per-device memory the graph allocator maps for graph allocation nodes: taken when a
+/// graph runs, kept after the allocation is freed until cuDeviceGraphMemTrim.
+struct GraphPool {
+  uint64_t reserved = 0;  ///< bytes charged to the device
+  uint64_t used = 0;      ///< bytes of live graph allocations
   uint64_t reservedHigh = 0;
   uint64_t usedHigh = 0;
 };
@@ -175,6 +191,7 @@ class Driver {
   std::set<Pool*> pools;
   std::vector<Pool*> defaultPools;
   std::vector<Pool*> currentPools;
+  std::vector<GraphPool> graphPools;         ///< one per device
   std::set<ArrayObj*> arrays;
   std::map<CUmemGenericAllocationHandle, VmmHandle> vmmHandles;
   CUmemGenericAllocationHandle nextVmmHandle = 1;
@@ -201,7 +218,6 @@ CUresult checkInit();
 /// The calling thread's current context (nullptr if none).
 Context* currentContext();
 void setCurrentContext(Context* ctx);
-std::vector<Context*>& contextStack();
 /// The current context if cuInit succeeded and it is usable, else the error a real driver gives.
 CUresult requireContext(Context*& out);
 /// The stream behind a handle: NULL means the legacy stream, or the per-thread stream for the
@@ -223,7 +239,13 @@ void abandonDeferred(StreamState* st);
 void forgetDeferredEvent(Event* ev);
 void dropDeferredWork(Context* ctx);
 /// Releases everything a context owns (allocations, overhead). Caller holds Driver::mu.
+/// Stream-ordered and graph allocations are not the context's (they belong to their pool)
+/// and survive it, as cuMemCreate's do.
 void releaseContextResources(Context* ctx);
+/// What a stream, event or context synchronisation does to the memory pools: frees the
+/// device has reached become the pool's again, and every pool gives back what it holds
+/// beyond its release threshold. Caller holds Driver::mu.
+void releasePoolsAtSync();
 /// Frees one allocation (unmap, uncharge). Caller holds Driver::mu.
 void freeAllocation(std::map<uintptr_t, Allocation>::iterator it);
 /// The allocation containing [p, p+len), or end().

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -14,6 +15,14 @@ namespace vgpu::fakegpu {
 namespace {
 
 thread_local std::vector<Context*> tStack;
+// The top of tStack, kept beside it in static TLS: reading the current context is a TLS read,
+// as in a real driver (the vector lives in dynamic TLS, a __tls_get_addr call away).
+__thread Context* tTop __attribute__((tls_model("initial-exec"))) = nullptr;
+
+void syncTop() { tTop = tStack.empty() ? nullptr : tStack.back(); }
+
+// Set once cuInit has succeeded: what every entry point checks first, one load.
+std::atomic<bool> gInitialised{false};
 
 struct ErrorText {
   CUresult code;
@@ -57,6 +66,7 @@ CUresult createContext(CUcontext* out, unsigned flags, CUdevice dev) {
   drv.contexts.insert(ctx);
   drv.shared()->setContext(dev, true);
   tStack.push_back(ctx);
+  syncTop();
   *out = reinterpret_cast<CUcontext>(ctx);
   return CUDA_SUCCESS;
 }
@@ -77,6 +87,7 @@ CUresult destroyContext(CUcontext c) {
   releaseContextResources(ctx);
   drv.contexts.erase(ctx);
   tStack.erase(std::remove(tStack.begin(), tStack.end(), ctx), tStack.end());
+  syncTop();
   delete ctx;
   return CUDA_SUCCESS;
 }
@@ -88,6 +99,7 @@ CUresult pushContext(CUcontext c) {
   std::lock_guard lock(drv.mu);
   if (ctx == nullptr || !drv.contexts.count(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
   tStack.push_back(ctx);
+  syncTop();
   return CUDA_SUCCESS;
 }
 
@@ -96,6 +108,7 @@ CUresult popContext(CUcontext* out) {
   if (tStack.empty()) return CUDA_ERROR_INVALID_CONTEXT;
   if (out != nullptr) *out = reinterpret_cast<CUcontext>(tStack.back());
   tStack.pop_back();
+  syncTop();
   return CUDA_SUCCESS;
 }
 
@@ -126,8 +139,9 @@ CUresult primaryReset(CUdevice dev) {
   waitUntil(until);
   std::lock_guard lock(drv.mu);
   Context* ctx = drv.primary[dev];
+  // "Resetting the primary context does not release it": who retained it still releases it
+  // (the driver API reference); the next retain makes it active again.
   if (ctx->active) releaseContextResources(ctx);
-  drv.primaryRefs[dev] = 0;
   return CUDA_SUCCESS;
 }
 
@@ -208,7 +222,9 @@ CUresult Driver::init() {
       defaultPools.push_back(pool);
       currentPools.push_back(pool);
     }
+    graphPools.resize(cfg_.gpus.size());
     initDone_ = true;
+    gInitialised.store(true, std::memory_order_release);
   });
   return initResult_;
 }
@@ -219,10 +235,10 @@ SharedState* Driver::sharedForControl() {
 }
 
 CUresult checkInit() {
-  return Driver::get().initialised() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+  return gInitialised.load(std::memory_order_acquire) ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
 }
 
-Context* currentContext() { return tStack.empty() ? nullptr : tStack.back(); }
+Context* currentContext() { return tTop; }
 
 void setCurrentContext(Context* ctx) {
   if (ctx == nullptr) {
@@ -232,9 +248,8 @@ void setCurrentContext(Context* ctx) {
   } else {
     tStack.back() = ctx;
   }
+  syncTop();
 }
-
-std::vector<Context*>& contextStack() { return tStack; }
 
 CUresult requireContext(Context*& out) {
   if (CUresult r = checkInit()) return r;
@@ -261,7 +276,15 @@ void releaseContextResources(Context* ctx) {
   dropDeferredWork(ctx);
   for (auto it = drv.allocations.begin(); it != drv.allocations.end();) {
     auto next = std::next(it);
-    if (it->second.ctx == ctx) freeAllocation(it);
+    if (it->second.ctx == ctx) {
+      // cuCtxDestroy does not free stream-ordered (pool) or graph allocations: they are not
+      // associated with a context (the driver API reference on cuCtxDestroy).
+      if (it->second.kind == AllocKind::kAsync || it->second.kind == AllocKind::kGraph) {
+        it->second.ctx = nullptr;
+      } else {
+        freeAllocation(it);
+      }
+    }
     it = next;
   }
   for (auto it = drv.arrays.begin(); it != drv.arrays.end();) {
@@ -522,6 +545,8 @@ CUresult cuCtxSynchronize(void) {
     return false;
   });
   waitUntil(until);
+  std::lock_guard lock(drv.mu);
+  releasePoolsAtSync();
   return CUDA_SUCCESS;
 }
 
@@ -596,6 +621,8 @@ CUresult cuCtxSynchronize_v2(CUcontext c) {
     until = ctx->lastEndNs;
   }
   waitUntil(until);
+  std::lock_guard lock(drv.mu);
+  releasePoolsAtSync();
   return CUDA_SUCCESS;
 }
 

@@ -53,6 +53,8 @@ CUresult streamSync(CUstream s, bool perThread) {
     return false;
   });
   waitUntil(until);
+  std::lock_guard lock(drv.mu);
+  releasePoolsAtSync();
   return CUDA_SUCCESS;
 }
 
@@ -286,10 +288,19 @@ CUresult graphLaunch(CUgraphExec e, CUstream s, bool perThread) {
           rollback();
           return CUDA_ERROR_INVALID_VALUE;  // the previous launch's allocation was never freed
         }
-        if (!drv.shared()->charge(n.dev, n.size)) {
-          rollback();
-          return CUDA_ERROR_OUT_OF_MEMORY;
+        // From the graph allocator's memory, which grows only by what it does not hold yet.
+        GraphPool& pool = drv.graphPools[n.dev];
+        uint64_t spare = pool.reserved - pool.used;
+        if (spare < n.size) {
+          if (!drv.shared()->charge(n.dev, n.size - spare)) {
+            rollback();
+            return CUDA_ERROR_OUT_OF_MEMORY;
+          }
+          pool.reserved += n.size - spare;
         }
+        pool.used += n.size;
+        pool.reservedHigh = std::max(pool.reservedHigh, pool.reserved);
+        pool.usedHigh = std::max(pool.usedHigh, pool.used);
         Allocation a;
         a.base = n.dptr;
         a.size = n.size;
@@ -530,6 +541,8 @@ CUresult cuEventSynchronize(CUevent e) {
     return false;
   });
   waitUntil(until);
+  std::lock_guard lock(drv.mu);
+  releasePoolsAtSync();
   return CUDA_SUCCESS;
 }
 

@@ -58,9 +58,25 @@ bool makeBacking(size_t size, bool low32, const char* name, int& fd, void*& addr
   return true;
 }
 
+// Frees whose stream the device has reached by now: their memory is the pool's to reuse.
+void poolSettle(Pool* pool) {
+  if (pool->pending.empty()) return;
+  uint64_t now = monotonicNs();
+  auto& v = pool->pending;
+  for (auto it = v.begin(); it != v.end();) {
+    if (it->atNs <= now) {
+      pool->used -= it->bytes;
+      it = v.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 // Takes `bytes` for a pool allocation, reusing memory the pool still holds.
 bool poolTake(Pool* pool, uint64_t bytes) {
   auto& drv = Driver::get();
+  poolSettle(pool);
   uint64_t cached = pool->reserved - pool->used;
   if (cached < bytes) {
     uint64_t grow = bytes - cached;
@@ -73,8 +89,10 @@ bool poolTake(Pool* pool, uint64_t bytes) {
   return true;
 }
 
-// Returns memory the pool holds beyond max(keep, used) to the device.
+// Returns memory the pool holds beyond max(keep, used) to the device. Memory behind a free
+// the device has not reached yet still counts as used: the pool cannot release it.
 void poolTrim(Pool* pool, uint64_t keep) {
+  poolSettle(pool);
   uint64_t floor = std::max(keep, pool->used);
   if (pool->reserved > floor) {
     Driver::get().shared()->uncharge(pool->dev, pool->reserved - floor);
@@ -182,8 +200,14 @@ CUresult asyncFree(CUdeviceptr dptr, CUstream stream, bool perThread) {
   if (CUresult r = resolveStream(stream, perThread, ctx, s)) return r;
   auto it = drv.allocations.find(static_cast<uintptr_t>(dptr));
   if (it == drv.allocations.end() || it->second.kind == AllocKind::kIpcImport) return CUDA_ERROR_INVALID_VALUE;
-  // Stream order: the memory is reusable once the stream's earlier work is done. The fake
-  // returns it at once; only a limiter that reads usage mid-kernel could tell.
+  // Stream order: the memory goes back to its pool when the device reaches the free (after
+  // the stream's earlier work); until then the pool still counts it as used.
+  Allocation& a = it->second;
+  if (a.pool != nullptr && !a.pool->destroyed) {
+    a.pool->pending.push_back({a.charged, s->blocked ? UINT64_MAX : streamDoneAt(s)});
+    a.pool = nullptr;  // the pending free now stands for it
+    a.charged = 0;
+  }
   freeAllocation(it);
   return CUDA_SUCCESS;
 }
@@ -423,11 +447,12 @@ CUresult poolAttr(CUmemoryPool pool, CUmemPool_attribute attr, void* value, bool
   auto* p = reinterpret_cast<Pool*>(pool);
   if (!drv.pools.count(p) || value == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto* v64 = static_cast<cuuint64_t*>(value);
+  poolSettle(p);
   switch (attr) {
     case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+      // Memory beyond the threshold goes back at the next synchronisation (releasePoolsAtSync).
       if (set) {
         p->releaseThreshold = *v64;
-        poolTrim(p, p->releaseThreshold);
       } else {
         *v64 = p->releaseThreshold;
       }
@@ -468,21 +493,28 @@ void freeAllocation(std::map<uintptr_t, Allocation>::iterator it) {
   auto& drv = Driver::get();
   Allocation& a = it->second;
   if (a.kind == AllocKind::kGraph) {
-    // The address stays reserved by the graph's allocation node; only the memory goes back.
-    drv.shared()->uncharge(a.dev, a.charged);
+    // The address stays reserved by the graph's allocation node; the memory stays mapped by
+    // the graph allocator until cuDeviceGraphMemTrim.
+    drv.graphPools[a.dev].used -= a.charged;
     drv.graphAllocLive[a.base] = false;
     drv.allocations.erase(it);
     return;
   }
   if (a.pool != nullptr) {
+    // Back to the pool, which gives back what it holds beyond its release threshold at the
+    // next synchronisation; a destroyed pool gives it back at once.
     a.pool->used -= a.charged;
-    poolTrim(a.pool, a.pool->destroyed ? 0 : a.pool->releaseThreshold);
+    if (a.pool->destroyed) poolTrim(a.pool, 0);
   } else if (a.charged != 0) {
     drv.shared()->uncharge(a.dev, a.charged);
   }
   munmap(reinterpret_cast<void*>(a.base), a.mapLen);
   if (a.fd >= 0) close(a.fd);
   drv.allocations.erase(it);
+}
+
+void releasePoolsAtSync() {
+  for (Pool* p : Driver::get().pools) poolTrim(p, p->destroyed ? 0 : p->releaseThreshold);
 }
 
 std::map<uintptr_t, Allocation>::iterator findAllocation(uintptr_t p, size_t len) {
@@ -664,6 +696,54 @@ CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
   auto* p = reinterpret_cast<Pool*>(pool);
   if (!drv.pools.count(p)) return CUDA_ERROR_INVALID_VALUE;
   poolTrim(p, minBytesToKeep);
+  return CUDA_SUCCESS;
+}
+
+// The graph allocator's memory (graph allocation nodes): what live graph allocations use and
+// what stays mapped for them until trimmed.
+CUresult cuDeviceGraphMemTrim(CUdevice device) {
+  if (CUresult r = checkInit()) return r;
+  auto& drv = Driver::get();
+  if (device < 0 || static_cast<size_t>(device) >= drv.config().gpus.size()) return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard lock(drv.mu);
+  GraphPool& g = drv.graphPools[device];
+  if (g.reserved > g.used) drv.shared()->uncharge(device, g.reserved - g.used);
+  g.reserved = g.used;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void* value) {
+  if (CUresult r = checkInit()) return r;
+  auto& drv = Driver::get();
+  if (device < 0 || static_cast<size_t>(device) >= drv.config().gpus.size()) return CUDA_ERROR_INVALID_DEVICE;
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(drv.mu);
+  const GraphPool& g = drv.graphPools[device];
+  auto* v = static_cast<cuuint64_t*>(value);
+  switch (attr) {
+    case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT: *v = g.used; return CUDA_SUCCESS;
+    case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH: *v = g.usedHigh; return CUDA_SUCCESS;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT: *v = g.reserved; return CUDA_SUCCESS;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH: *v = g.reservedHigh; return CUDA_SUCCESS;
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void* value) {
+  if (CUresult r = checkInit()) return r;
+  auto& drv = Driver::get();
+  if (device < 0 || static_cast<size_t>(device) >= drv.config().gpus.size()) return CUDA_ERROR_INVALID_DEVICE;
+  if (value == nullptr || *static_cast<cuuint64_t*>(value) != 0) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(drv.mu);
+  GraphPool& g = drv.graphPools[device];
+  // Only the high watermarks can be set, and only back to the current value (by passing 0).
+  if (attr == CU_GRAPH_MEM_ATTR_USED_MEM_HIGH) {
+    g.usedHigh = g.used;
+  } else if (attr == CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH) {
+    g.reservedHigh = g.reserved;
+  } else {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   return CUDA_SUCCESS;
 }
 

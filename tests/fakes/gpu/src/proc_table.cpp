@@ -188,6 +188,9 @@ const ProcEntry kProcTable[] = {
     P("cuGraphAddMemAllocNode", 11040, cuGraphAddMemAllocNode),
     P("cuGraphAddMemFreeNode", 11040, cuGraphAddMemFreeNode),
     P("cuGraphAddKernelNode", 12000, cuGraphAddKernelNode_v2),
+    P("cuDeviceGraphMemTrim", 11040, cuDeviceGraphMemTrim),
+    P("cuDeviceGetGraphMemAttribute", 11040, cuDeviceGetGraphMemAttribute),
+    P("cuDeviceSetGraphMemAttribute", 11040, cuDeviceSetGraphMemAttribute),
     P("cuGraphInstantiate", 10000, cuGraphInstantiate),
     P("cuGraphInstantiate", 11000, cuGraphInstantiate_v2),
     // From 12.0 cuda.h's cuGraphInstantiate is the (exec, graph, flags) ABI of WithFlags.

@@ -354,6 +354,14 @@ typedef enum CUmemPool_attribute_enum {
   CU_MEMPOOL_ATTR_USED_MEM_HIGH = 8          /* cuuint64_t, settable to 0 only */
 } CUmemPool_attribute;
 
+/* cuDeviceGetGraphMemAttribute / cuDeviceSetGraphMemAttribute: the graph allocator's memory. */
+typedef enum CUgraphMem_attribute_enum {
+  CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT = 0,     /* cuuint64_t: held by live graph allocations */
+  CU_GRAPH_MEM_ATTR_USED_MEM_HIGH = 1,        /* cuuint64_t, settable to 0 only */
+  CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT = 2, /* cuuint64_t: mapped for graphs, live or not */
+  CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH = 3     /* cuuint64_t, settable to 0 only */
+} CUgraphMem_attribute;
+
 /* cuCtxCreate_v3/_v4 execution affinity. */
 typedef enum CUexecAffinityType_enum {
   CU_EXEC_AFFINITY_TYPE_SM_COUNT = 0,
@@ -854,7 +862,10 @@ typedef struct CUctxCreateParams_st {
   X(cuGraphUpload_ptsz, (CUgraphExec hGraphExec, CUstream hStream))                               \
   X(cuGraphLaunch, (CUgraphExec hGraphExec, CUstream hStream))                                    \
   X(cuGraphLaunch_ptsz, (CUgraphExec hGraphExec, CUstream hStream))                               \
-  X(cuGraphExecDestroy, (CUgraphExec hGraphExec))
+  X(cuGraphExecDestroy, (CUgraphExec hGraphExec))                                                \
+  X(cuDeviceGraphMemTrim, (CUdevice device))                                                      \
+  X(cuDeviceGetGraphMemAttribute, (CUdevice device, CUgraphMem_attribute attr, void* value))      \
+  X(cuDeviceSetGraphMemAttribute, (CUdevice device, CUgraphMem_attribute attr, void* value))
 
 #define VGPU_CU_FUNCTIONS_12_9(X)                                                                 \
   X(cuEventElapsedTime_v2, (float* pMilliseconds, CUevent hStart, CUevent hEnd))
