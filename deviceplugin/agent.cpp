@@ -224,6 +224,7 @@ struct Agent::Impl final : PluginHandler {
         std::chrono::steady_clock::now() + std::min<std::chrono::milliseconds>(options.podWait, std::chrono::seconds(1));
     KubeletView kubelet(*this);
     WatchWait wait(*this);
+    bool lastLook = false;
     for (;;) {
       const auto seen = tracker.generation();
       auto ids = tracker.preferred(resource, available, mustInclude, size);
@@ -231,7 +232,14 @@ struct Agent::Impl final : PluginHandler {
       // The kubelet admits again a container the agent served (it lost its record of the
       // devices): steer it to the IDs that container holds.
       if (auto again = againHint(resource, available, mustInclude, size, kubelet)) return *again;
-      if (!wait.worthIt(kubelet) || std::chrono::steady_clock::now() >= deadline) return {};
+      if (!wait.worthIt(kubelet) || std::chrono::steady_clock::now() >= deadline) {
+        // The watch may have shown the pod since the look above (while PodResources was
+        // asked): worthIt then finds it known and gives up. Look once more before an empty
+        // hint sends the kubelet to other IDs than the assignment.
+        if (lastLook || tracker.generation() == seen) return {};
+        lastLook = true;
+        continue;
+      }
       tracker.waitForChange(seen, deadline);
     }
   }
@@ -464,6 +472,7 @@ struct Agent::Impl final : PluginHandler {
     const auto deadline = std::chrono::steady_clock::now() + options.podWait;
     KubeletView kubelet(*this);
     WatchWait wait(*this);
+    bool lastLook = false;
     for (;;) {
       const auto seen = tracker.generation();
       auto got = tracker.claim(resource, ids);
@@ -474,7 +483,13 @@ struct Agent::Impl final : PluginHandler {
       }
       if (auto* c = std::get_if<Claim>(&got)) return std::move(*c);
       auto& err = std::get<ClaimError>(got);
-      if (err.failure != ClaimFailure::kNoPod || !wait.worthIt(kubelet)) return std::move(err);
+      if (err.failure != ClaimFailure::kNoPod) return std::move(err);
+      if (!wait.worthIt(kubelet)) {
+        // As in preferred(): the watch may have shown the pod meanwhile; look once more.
+        if (lastLook || tracker.generation() == seen) return std::move(err);
+        lastLook = true;
+        continue;
+      }
       if (std::chrono::steady_clock::now() >= deadline) {
         wait.inVain();
         return std::move(err);
