@@ -1,6 +1,7 @@
 #include "scenario_support.h"
 
 #include <fstream>
+#include <iomanip>
 
 #include "vgpu/annotations.h"
 #include "vgpu/codec/assignment_codec.h"
@@ -184,9 +185,9 @@ std::vector<std::string> Admitter::refusals() const {
   return refusals_;
 }
 
-std::vector<e2e::AuditPod> Admitter::asBound() const {
+std::vector<std::vector<e2e::AuditPod>> Admitter::bindViews() const {
   std::lock_guard lock(mu_);
-  return asBound_;
+  return bindViews_;
 }
 
 bool Admitter::caughtUp() {
@@ -235,6 +236,7 @@ void Admitter::watchLoop() {
           }
           if (const std::string v = str(at(obj->as_object(), {"metadata", "resourceVersion"})); !v.empty()) rv = v;
           if (type == "ADDED" || type == "MODIFIED") offer(obj->as_object());
+          if (type == "DELETED") forget(obj->as_object());
           return !stopping();
         },
         std::chrono::seconds(10));
@@ -263,15 +265,28 @@ void Admitter::offer(const json::object& pod) {
                                   str(at(pod, {"metadata", "annotations", std::string(keys::kPodBindPhase).c_str()}));
   if (auto& last = history_[uid]; last != annotations) {
     last = annotations;
-    std::ofstream(c_.dir() + "/assignments.txt", std::ios::app)
+    std::ofstream out(c_.dir() + "/assignments.txt", std::ios::app);
+    out << std::fixed << std::setprecision(3)
         << std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() << " " << key
         << " rv=" << str(at(pod, {"metadata", "resourceVersion"})) << " " << annotations << "\n";
   }
+  const bool bound = !seen_.count(uid);
+  current_[uid] = {key, uid, node, std::move(assignment)};
+  if (bound) {
+    std::vector<e2e::AuditPod> view;
+    for (const auto& [u, p] : current_)
+      if (p.node == node) view.push_back(p);
+    bindViews_.push_back(std::move(view));
+  }
   if (stopping_ || !seen_.insert(uid).second) return;
-  asBound_.push_back({key, uid, node, std::move(assignment)});
   queues_[node].push_back(pod);
   if (!workers_.count(node)) workers_[node] = std::thread([this, node] { work(node); });
   cv_.notify_all();
+}
+
+void Admitter::forget(const json::object& pod) {
+  std::lock_guard lock(mu_);
+  current_.erase(str(at(pod, {"metadata", "uid"})));
 }
 
 void Admitter::work(const std::string& node) {

@@ -100,14 +100,18 @@ class Admitter {
   bool caughtUp();
   /// Waits until caughtUp() (polled).
   bool waitCaughtUp(std::chrono::milliseconds timeout = kWait);
-  /// Each pod as vgpu-scheduler bound it: its assignment in the first version that showed
-  /// it bound (the Binding sets spec.nodeName and the annotations at once), before the
-  /// agent could correct it to what the kubelet handed out.
-  std::vector<e2e::AuditPod> asBound() const;
+  /// What vgpu-scheduler decided, one view per bind: the pod's assignment in the first
+  /// version that showed it bound (the Binding sets spec.nodeName and the annotations at
+  /// once), with the assignments the other pods of that node held in the versions the watch
+  /// had shown before it (the agent's corrections to what the kubelet handed out
+  /// included; deleted pods left out). A bind that gave a share another pod still held,
+  /// or more than a device has, shows in its view even where the agent papered it over.
+  std::vector<std::vector<e2e::AuditPod>> bindViews() const;
 
  private:
   void watchLoop();
   void offer(const boost::json::object& pod);
+  void forget(const boost::json::object& pod);
   void work(const std::string& node);
   bool stopping();
 
@@ -119,7 +123,8 @@ class Admitter {
   bool stopping_ = false;
   std::set<std::string> seen_;     // uids handed to a worker
   std::set<std::string> through_;  // uids admitted or refused
-  std::vector<e2e::AuditPod> asBound_;
+  std::map<std::string, e2e::AuditPod> current_;             // uid -> its latest version's assignment
+  std::vector<std::vector<e2e::AuditPod>> bindViews_;        // per bind: that node's pods then
   std::map<std::string, std::string> history_;  // uid -> its last assignment and bind phase
   std::map<std::string, std::deque<boost::json::object>> queues_;
   std::map<std::string, std::thread> workers_;

@@ -205,6 +205,7 @@ RealCluster::RealCluster(RealClusterOptions options) : options_(std::move(option
   etcdPeerPort_ = freePort();
   apiPort_ = freePort();
   kubeSchedulerPort_ = freePort();
+  webhookPort_ = freePort();
   extenderPort_ = freePort();
   for (const char* user : {"admin", "kube-scheduler", "vgpu-scheduler", "vgpu-device-plugin"})
     tokens_[user] = randomToken();
@@ -331,15 +332,20 @@ Status RealCluster::start() {
 
 Status RealCluster::renderChart() {
   // The chart as `helm install vgpu charts/vgpu -n vgpu-system -f <test's values>`
-  // renders it for this Kubernetes version, with one more value: the extender port, so the
-  // extender URL in the scheduler config (https://127.0.0.1:<port>) names the test's port.
+  // renders it for this Kubernetes version, with two more values: vgpu-scheduler's ports
+  // (scheduler.extender.port: the webhook's HTTPS listener; scheduler.extender.verbsPort:
+  // the verbs, so the extender URL in the scheduler config, http://127.0.0.1:<verbsPort>,
+  // and the Deployment's --extender-listen name the test's free port, and two releases run
+  // side by side).
   const fs::path out = fs::path(dir_) / "chart";
   std::error_code ec;
   fs::create_directories(out, ec);
   const std::string testValues = (fs::path(dir_) / "chart-test-values.yaml").string();
   if (auto s = writeText(testValues, options_.chartValues.empty() ? "{}\n" : options_.chartValues); !s.ok()) return s;
   const std::string values = (fs::path(dir_) / "chart-port-values.yaml").string();
-  if (auto s = writeText(values, "scheduler:\n  extender:\n    port: " + std::to_string(extenderPort_) + "\n"); !s.ok())
+  if (auto s = writeText(values, "scheduler:\n  extender:\n    port: " + std::to_string(webhookPort_) +
+                                      "\n    verbsPort: " + std::to_string(extenderPort_) + "\n");
+      !s.ok())
     return s;
   ProcessOptions o;
   o.program = paths::kChartRender;
@@ -359,24 +365,20 @@ Status RealCluster::renderChart() {
     if (d.is_object()) config = str(at(d.as_object(), {"data", "config.yaml"}));
   if (config.empty()) return makeError("the rendered scheduler-config.yaml has no data.config.yaml");
 
-  // Substituted, and nothing else:
-  //  - tlsConfig.caFile /etc/vgpu-tls/ca.crt (the chart's Secret, mounted in the pod) ->
-  //    this cluster's CA, which signed vgpu-scheduler's certificate;
-  //  - clientConnection.kubeconfig added: in the pod kube-scheduler uses its in-cluster
-  //    ServiceAccount; here a kubeconfig with that account's token.
-  const std::string caLine = "caFile: /etc/vgpu-tls/ca.crt";
-  const auto caAt = config.find(caLine);
-  if (caAt == std::string::npos || config.find(caLine, caAt + 1) != std::string::npos)
-    return makeError("the chart's scheduler config no longer has exactly one `" + caLine +
-                     "`: update the substitution in real_cluster.cpp. The config:\n" + config);
-  const std::string urlPrefix = "urlPrefix: \"https://127.0.0.1:" + std::to_string(extenderPort_) + "\"";
+  // One change, and nothing else: clientConnection.kubeconfig added (in the pod
+  // kube-scheduler uses its in-cluster ServiceAccount; here a kubeconfig with that
+  // account's token). The extender is plain HTTP on loopback (no tlsConfig to point at the
+  // harness's CA).
+  if (config.find("tlsConfig:") != std::string::npos)
+    return makeError("the chart's scheduler config has a tlsConfig again: point its files at the harness's PKI "
+                     "in real_cluster.cpp. The config:\n" + config);
+  const std::string urlPrefix = "urlPrefix: \"http://127.0.0.1:" + std::to_string(extenderPort_) + "\"";
   if (config.find(urlPrefix) == std::string::npos)
     return makeError("the chart's scheduler config does not have `" + urlPrefix + "` (the extender port value " +
                      "did not reach it). The config:\n" + config);
   if (config.find("clientConnection:") != std::string::npos)
     return makeError("the chart's scheduler config sets clientConnection: update real_cluster.cpp. The config:\n" +
                      config);
-  config.replace(caAt, caLine.size(), "caFile: " + caFile());
   if (!config.empty() && config.back() != '\n') config += '\n';
   config += "clientConnection:\n  kubeconfig: " + dir_ + "/kube-scheduler.kubeconfig\n";
   schedulerConfig_ = config;
@@ -653,17 +655,20 @@ Status RealCluster::startVgpu() {
 }
 
 Status RealCluster::startVgpuScheduler() {
-  // The chart's arguments; only paths and the listen address differ from the pod's.
+  // The chart's arguments; only paths and the HTTPS listen address differ from the pod's
+  // (--extender-listen is the chart's own, 127.0.0.1:<verbsPort>, set again here so that the
+  // harness fails if the chart stops passing it).
   auto args = chartArgs("scheduler-deployment.yaml", "vgpu-scheduler",
                         {{"--config", deviceConfigPath()},
-                         {"--listen", "127.0.0.1:" + std::to_string(extenderPort_)},
+                         {"--listen", "127.0.0.1:" + std::to_string(webhookPort_)},
+                         {"--extender-listen", "127.0.0.1:" + std::to_string(extenderPort_)},
                          {"--tls-cert", dir_ + "/pki/vgpu-scheduler.crt"},
                          {"--tls-key", dir_ + "/pki/vgpu-scheduler.key"}});
   if (!args.ok()) return std::move(args).error();
   // In the pod: in-cluster credentials, and the backends next to the binary.
   args->push_back("--kubeconfig=" + dir_ + "/vgpu-scheduler.kubeconfig");
   args->push_back("--backend-dir=" + std::string(paths::kBackendDir));
-  const std::uint16_t port = extenderPort_;
+  const std::uint16_t port = webhookPort_;
   const auto t0 = std::chrono::steady_clock::now();
   auto s = startComponent(
       component("vgpu-scheduler"), *args,
@@ -687,7 +692,11 @@ std::string RealCluster::vgpuSchedulerBinary() {
 }
 
 ApiReply RealCluster::callVgpuScheduler(const std::string& path, const std::string& body) {
-  auto r = testing::TestHttpClient(extenderPort_, true).setTimeout(std::chrono::seconds(30)).post(path, body);
+  // The verbs on their loopback listener (plain HTTP), everything else on the HTTPS one.
+  const bool verb = path == "/filter" || path == "/prioritize" || path == "/bind";
+  auto r = testing::TestHttpClient(verb ? extenderPort_ : webhookPort_, !verb)
+               .setTimeout(std::chrono::seconds(30))
+               .post(path, body);
   ApiReply out;
   out.status = r.status;
   out.body = r.body;
@@ -696,11 +705,12 @@ ApiReply RealCluster::callVgpuScheduler(const std::string& path, const std::stri
 }
 
 bool RealCluster::vgpuSchedulerServing() {
-  return testing::TestHttpClient(extenderPort_, true).setTimeout(std::chrono::seconds(2)).get("/healthz").status == 200;
+  // The verbs' listener: it opens before the HTTPS one, and it is what kube-scheduler calls.
+  return testing::TestHttpClient(extenderPort_).setTimeout(std::chrono::seconds(2)).get("/healthz").status == 200;
 }
 
 std::string RealCluster::vgpuSchedulerMetrics() {
-  auto r = testing::TestHttpClient(extenderPort_, true).setTimeout(std::chrono::seconds(5)).get("/metrics");
+  auto r = testing::TestHttpClient(webhookPort_, true).setTimeout(std::chrono::seconds(5)).get("/metrics");
   return r.status == 200 ? r.body : std::string();
 }
 
@@ -751,7 +761,7 @@ Status RealCluster::registerWebhook() {
       if (!w.is_object()) continue;
       const std::string path = str(at(w.as_object(), {"clientConfig", "service", "path"}));
       w.as_object()["clientConfig"] = json::object{
-          {"url", "https://127.0.0.1:" + std::to_string(extenderPort_) + path}, {"caBundle", caBundle}};
+          {"url", "https://127.0.0.1:" + std::to_string(webhookPort_) + path}, {"caBundle", caBundle}};
     }
     auto collection = collectionOf(d.as_object());
     if (!collection.ok()) return std::move(collection).error();
@@ -907,7 +917,7 @@ Status RealCluster::waitForVgpuSchedulerCache(const std::string& node) {
   std::string last;
   const std::string label = "node=\"" + node + "\"";
   if (!waitFor([&] {
-        auto r = testing::TestHttpClient(extenderPort_, true).setTimeout(std::chrono::seconds(5)).get("/metrics");
+        auto r = testing::TestHttpClient(webhookPort_, true).setTimeout(std::chrono::seconds(5)).get("/metrics");
         last = r.body;
         std::istringstream lines(r.body);
         for (std::string line; std::getline(lines, line);)

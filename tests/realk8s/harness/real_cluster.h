@@ -104,10 +104,11 @@ class RealCluster {
   /// The vgpu-scheduler binary run: $VGPU_REALK8S_VGPU_SCHEDULER when set (an older build,
   /// to show that a test fails without a fix), else the one this build made.
   static std::string vgpuSchedulerBinary();
-  /// POSTs `body` to the running vgpu-scheduler's `path` (/filter, /bind...) over HTTPS,
-  /// as kube-scheduler calls it.
+  /// POSTs `body` to the running vgpu-scheduler's `path`: /filter, /prioritize, /bind on the
+  /// verbs' listener (plain HTTP, as kube-scheduler calls them), others over HTTPS.
   ApiReply callVgpuScheduler(const std::string& path, const std::string& body);
-  /// vgpu-scheduler's /healthz answers 200 (it serves; its caches may not be synced yet).
+  /// /healthz of vgpu-scheduler's verbs listener answers 200 (it serves; its caches may not
+  /// be synced yet).
   bool vgpuSchedulerServing();
   /// /metrics of the running vgpu-scheduler (empty when it does not answer).
   std::string vgpuSchedulerMetrics();
@@ -186,9 +187,13 @@ class RealCluster {
   std::string etcdUrl() const;
   std::string caFile() const;
   std::string adminKubeconfig() const;
-  /// The extender port written into the rendered scheduler config (where vgpu-scheduler
-  /// is expected to listen).
+  /// vgpu-scheduler's extender verbs (filter, prioritize, bind; plain HTTP on loopback,
+  /// --extender-listen): the chart's scheduler.extender.verbsPort, rendered into kube-scheduler's
+  /// urlPrefix.
   std::uint16_t extenderPort() const { return extenderPort_; }
+  /// vgpu-scheduler's HTTPS listener (--listen: the webhook, /metrics, /healthz, /readyz):
+  /// the chart's scheduler.extender.port.
+  std::uint16_t webhookPort() const { return webhookPort_; }
   /// The profile the chart gives kube-scheduler (scheduler.schedulerName).
   const std::string& schedulerName() const { return schedulerName_; }
   /// The kube-scheduler configuration as written for this run, and as rendered.
@@ -226,7 +231,8 @@ class RealCluster {
   std::string dir_;
   std::string binary_;
   std::string kubernetesVersion_;
-  std::uint16_t etcdPort_ = 0, etcdPeerPort_ = 0, apiPort_ = 0, kubeSchedulerPort_ = 0, extenderPort_ = 0;
+  std::uint16_t etcdPort_ = 0, etcdPeerPort_ = 0, apiPort_ = 0, kubeSchedulerPort_ = 0, webhookPort_ = 0,
+                extenderPort_ = 0;
   std::map<std::string, std::string> tokens_;
   std::unique_ptr<ApiClient> admin_;
   std::map<std::string, std::unique_ptr<Component>> components_;
