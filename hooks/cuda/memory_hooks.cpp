@@ -50,13 +50,7 @@ CUresult freed(Kind kind, uintptr_t id, F&& free) {
   Record rec;
   bool known = ledger::take(kind, id, &rec);
   CUresult rc = free();
-  if (!known) return rc;
-  if (rc == CUDA_SUCCESS) {
-    releaseMemory(rec.dev, rec.bytes);
-  } else {
-    ledger::put(kind, id, rec);
-  }
-  return rc;
+  return known ? settleFree(kind, id, rec, rc) : rc;
 }
 
 // cuMemFree of a pointer: an ordinary allocation gives its charge back; a pool allocation
@@ -64,15 +58,7 @@ CUresult freed(Kind kind, uintptr_t id, F&& free) {
 template <class F>
 CUresult freePointer(CUdeviceptr dptr, F&& free) {
   Record rec;
-  if (ledger::take(Kind::kPointer, dptr, &rec)) {
-    CUresult rc = free();
-    if (rc == CUDA_SUCCESS) {
-      releaseMemory(rec.dev, rec.bytes);
-    } else {
-      ledger::put(Kind::kPointer, dptr, rec);
-    }
-    return rc;
-  }
+  if (ledger::take(Kind::kPointer, dptr, &rec)) return settleFree(Kind::kPointer, dptr, rec, free());
   bool pooled = ledger::take(Kind::kPoolPointer, dptr, &rec);
   CUresult rc = free();
   if (pooled) {

@@ -141,15 +141,8 @@ CUresult freeAsync(CUdeviceptr dptr, F&& free) {
     }
     return rc;
   }
-  if (ledger::take(Kind::kPointer, dptr, &rec)) {  // allocated without a pool to follow
-    CUresult rc = free();
-    if (rc == CUDA_SUCCESS) {
-      releaseMemory(rec.dev, rec.bytes);
-    } else {
-      ledger::put(Kind::kPointer, dptr, rec);
-    }
-    return rc;
-  }
+  if (ledger::take(Kind::kPointer, dptr, &rec))  // allocated without a pool to follow
+    return settleFree(Kind::kPointer, dptr, rec, free());
   return free();
 }
 

@@ -165,6 +165,17 @@ inline void releaseMemory(int dev, uint64_t bytes) {
   if (dev >= 0 && dev < kLimiterMaxDevices && slot >= 0 && bytes != 0) vgpu_region_sub_fast(rt.region, slot, dev, bytes);
 }
 
+/// After the driver's answer to freeing memory whose record was taken from the ledger: on
+/// success the charge is given back, otherwise the record goes back (the memory is still
+/// there).
+inline CUresult settleFree(Kind kind, uintptr_t id, const Record& rec, CUresult rc) {
+  if (rc == CUDA_SUCCESS)
+    releaseMemory(rec.dev, rec.bytes);
+  else
+    ledger::put(kind, id, rec);
+  return rc;
+}
+
 /// Gives back the charging records of context `ctx` (it is gone, and its memory with it).
 void releaseContextRecords(CUcontext ctx);
 

@@ -2,6 +2,8 @@
 
 #include "vgpu/activity_board.h"
 
+#include "error_text.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -14,14 +16,7 @@
 
 namespace {
 
-void setError(char* err, size_t len, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
-void setError(char* err, size_t len, const char* fmt, ...) {
-  if (err == nullptr || len == 0) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, len, fmt, ap);
-  va_end(ap);
-}
+using vgpu::region_detail::setError;
 
 bool validUuid(const char* uuid) {
   if (uuid == nullptr || uuid[0] == '\0' || strlen(uuid) > 64) return false;

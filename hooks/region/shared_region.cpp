@@ -4,6 +4,8 @@
 
 #include "vgpu/shared_region.h"
 
+#include "error_text.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -28,14 +30,7 @@
 
 namespace {
 
-void setError(char* err, size_t len, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
-void setError(char* err, size_t len, const char* fmt, ...) {
-  if (err == nullptr || len == 0) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, len, fmt, ap);
-  va_end(ap);
-}
+using vgpu::region_detail::setError;
 
 uint64_t loadU64(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
 void storeU64(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }

@@ -463,7 +463,7 @@ TEST_P(E2EFailureSchedulerRestart, CacheRebuildsFromTheApiserverAndNoShareIsGive
   auto extender = filterDirect(cluster, *full, {"gpu-a"});
   ASSERT_TRUE(extender.ok()) << extender.error().message;
   EXPECT_THAT(extender->fitting, ::testing::IsEmpty());
-  EXPECT_THAT(extender->failed["gpu-a"], HasSubstr("all 4 shares of the device are taken"));
+  EXPECT_EQ(extender->failed["gpu-a"], "vgpu: every share of the devices taken");
   expectClusterConsistent(cluster);
 }
 
@@ -547,7 +547,7 @@ TEST(E2EFailure, StoppedAgentsNodeIsRefusedOnceItsHeartbeatIsStaleAndUsedAgainWh
     why = a.ok() && a->failed.contains(busy) ? a->failed.at(busy) : "";
     return !why.empty();
   }));
-  EXPECT_THAT(why, HasSubstr("no vgpu devices are published on this node"));
+  EXPECT_EQ(why, "vgpu: no vgpu devices are published on the node");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <set>
 
+#include "json_body.h"
 #include "../http/test_http_client.h"
 #include "../metrics/promtool_check.h"
 #include "scheduler_harness.h"
@@ -15,13 +16,6 @@ namespace vgpu::scheduler {
 namespace {
 
 using namespace vgpu::testing;
-
-json::object parse(const std::string& body) {
-  boost::system::error_code ec;
-  auto v = json::parse(body, ec);
-  EXPECT_FALSE(ec) << body;
-  return v.is_object() ? v.as_object() : json::object{};
-}
 
 std::vector<std::string> names(const json::value& v) {
   std::vector<std::string> out;

@@ -5,6 +5,7 @@
 // node agent could confuse with it until the kubelet has admitted or refused it.
 #include <gtest/gtest.h>
 
+#include "json_body.h"
 #include "../http/test_http_client.h"
 #include "scheduler_harness.h"
 #include "vgpu/k8s/object.h"
@@ -13,13 +14,6 @@ namespace vgpu::scheduler {
 namespace {
 
 using namespace vgpu::testing;
-
-json::object parse(const std::string& body) {
-  boost::system::error_code ec;
-  auto v = json::parse(body, ec);
-  EXPECT_FALSE(ec) << body;
-  return v.is_object() ? v.as_object() : json::object{};
-}
 
 /// A pod another scheduler bound to `node`: no assignment, the kubelet not there yet.
 json::object foreignPod(const std::string& name, const std::string& node, std::map<std::string, std::string> limits,

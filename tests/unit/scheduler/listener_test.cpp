@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "json_body.h"
 #include "../http/test_http_client.h"
 #include "scheduler_harness.h"
 #include "vgpu/k8s/object.h"
@@ -18,13 +19,6 @@ namespace {
 
 using namespace vgpu::testing;
 namespace fs = std::filesystem;
-
-json::object parse(const std::string& body) {
-  boost::system::error_code ec;
-  auto v = json::parse(body, ec);
-  EXPECT_FALSE(ec) << body;
-  return v.is_object() ? v.as_object() : json::object{};
-}
 
 TEST(SchedulerListeners, TheWebhookPortServesNoExtenderVerbs) {
   SchedulerHarness h;

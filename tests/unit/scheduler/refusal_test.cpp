@@ -11,6 +11,7 @@
 #include <cctype>
 #include <set>
 
+#include "json_body.h"
 #include "cluster_builder.h"
 #include "gzip.h"
 
@@ -18,13 +19,6 @@ namespace vgpu::scheduler {
 namespace {
 
 using namespace vgpu::testing;
-
-json::object parse(const std::string& body) {
-  boost::system::error_code ec;
-  auto v = json::parse(body, ec);
-  EXPECT_FALSE(ec) << body.substr(0, 200);
-  return v.is_object() ? v.as_object() : json::object{};
-}
 
 /// The pod's condition as kube-scheduler words it from our answer alone (FitError.Error():
 /// each distinct node message once, with the number of nodes that gave it, sorted).
