@@ -82,7 +82,10 @@ int main(int argc, char** argv) {
       "scheduler-name", po::value<std::string>()->default_value("vgpu-scheduler"),
       "schedulerName the webhook sets on pods (the kube-scheduler profile that calls this extender)")(
       "log-level", po::value<std::string>()->default_value("info"), "trace, debug, info, warn, error")(
-      "threads", po::value<int>()->default_value(8), "HTTP threads of the extender verbs (requests handled at once)")(
+      "threads", po::value<int>()->default_value(8),
+      "HTTP threads of the extender verbs (filter and prioritize requests handled at once)")(
+      "bind-threads", po::value<int>()->default_value(8),
+      "workers for /bind, which waits on the apiserver (binds handled at once; 64 more may wait, then 503)")(
       "bind-hold-timeout", po::value<int>()->default_value(3000),
       "ms a bind waits for a confusable pod on the same node to be allocated before failing (retried)")(
       "requeue-qps", po::value<double>()->default_value(20),
@@ -128,6 +131,7 @@ int main(int argc, char** argv) {
   service.extenderHttp.keyFile = vm["extender-tls-key"].as<std::string>();
   service.extenderHttp.clientCaFile = vm["extender-client-ca"].as<std::string>();
   service.extenderHttp.threads = std::max(1, vm["threads"].as<int>());
+  service.extenderHttp.blockingThreads = std::max(1, vm["bind-threads"].as<int>());
   // /bind binds pods: off loopback, only for clients with a certificate we trust.
   if (!isLoopback(service.extenderHttp.address) &&
       (service.extenderHttp.certFile.empty() || service.extenderHttp.clientCaFile.empty()))

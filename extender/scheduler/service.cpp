@@ -125,7 +125,11 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const DeviceCo
   Webhook* hook = s->webhook.get();
   verbs.post("/filter", [ext](const http::Request& r) { return ext->filter(r); });
   verbs.post("/prioritize", [ext](const http::Request& r) { return ext->prioritize(r); });
-  verbs.post("/bind", [ext](const http::Request& r) { return ext->bind(r); });
+  // Bind waits on the apiserver (a Binding, a GET when the cache lags) and on confusable
+  // pods: on the server's blocking workers, so a hung apiserver never stalls /filter.
+  // Filter and prioritize read the cache only (their events and requeues are sent from
+  // background threads), as do the webhook, /metrics and the probes.
+  verbs.postBlocking("/bind", [ext](const http::Request& r) { return ext->bind(r); });
   verbs.get("/healthz", [](const http::Request&) { return http::Response::text("ok\n"); });
   http::Router router;
   router.post("/webhook", [hook](const http::Request& r) { return hook->review(r); });

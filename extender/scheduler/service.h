@@ -28,7 +28,9 @@ struct ServiceOptions {
   /// from the service's own).
   RequeuerOptions requeue;
   http::ServerOptions http;          ///< /webhook, /metrics, /healthz, /readyz
-  http::ServerOptions extenderHttp;  ///< /filter, /prioritize, /bind, /healthz (default 127.0.0.1, any port)
+  /// /filter, /prioritize, /bind, /healthz (default 127.0.0.1, any port); /bind runs on its
+  /// blockingThreads, the others on its threads.
+  http::ServerOptions extenderHttp;
   std::chrono::seconds inFlightExpiry{300};
   /// Events' own client (and so their own rate limit); null = the main client. Must outlive
   /// the service.

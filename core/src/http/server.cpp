@@ -1,6 +1,8 @@
-// vgpu_http: asynchronous Beast sessions on a small thread pool. Handlers run on the I/O
-// threads (they are short; the ones that call the apiserver are bounded by its client's
-// timeouts), so `threads` also bounds how many requests are handled at once.
+// vgpu_http: asynchronous Beast sessions on a small thread pool. Plain handlers run on the
+// I/O threads (they are short), so `threads` also bounds how many of them are handled at
+// once. Blocking routes' handlers run on a separate bounded pool: a request to one parks its
+// connection (no further read until it is answered, which keeps HTTP/1.1 ordering) and its
+// answer is written back on the connection's strand, while the I/O threads go on serving.
 
 #include "vgpu/http/server.h"
 
@@ -11,10 +13,13 @@
 #include <cstdio>
 #include <exception>
 #include <mutex>
+#include <deque>
 #include <optional>
+#include <stop_token>
 #include <thread>
 #include <unordered_map>
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/strand.hpp>
@@ -60,8 +65,22 @@ Response Response::text(std::string body, int status) {
   return r;
 }
 
-void Router::add(std::string method, std::string path, Handler handler) {
-  routes_[std::move(path)][std::move(method)] = std::move(handler);
+void Router::add(std::string method, std::string path, Handler handler, bool blocking) {
+  routes_[std::move(path)][std::move(method)] = Route{std::move(handler), blocking};
+}
+
+bool Router::blocking(const Request& request) const {
+  auto byPath = routes_.find(request.path);
+  if (byPath == routes_.end()) return false;
+  auto byMethod = byPath->second.find(request.method);
+  return byMethod != byPath->second.end() && byMethod->second.blocking;
+}
+
+bool Router::hasBlocking() const {
+  for (const auto& [path, methods] : routes_)
+    for (const auto& [method, route] : methods)
+      if (route.blocking) return true;
+  return false;
 }
 
 Response Router::dispatch(const Request& request) const {
@@ -70,19 +89,89 @@ Response Router::dispatch(const Request& request) const {
   auto byMethod = byPath->second.find(request.method);
   if (byMethod == byPath->second.end()) {
     std::string allow;
-    for (const auto& [method, handler] : byPath->second) allow += (allow.empty() ? "" : ", ") + method;
+    for (const auto& [method, route] : byPath->second) allow += (allow.empty() ? "" : ", ") + method;
     Response r = Response::text(request.path + " accepts " + allow + ", not " + request.method + "\n", 405);
     r.headers.emplace_back("Allow", allow);
     return r;
   }
   try {
-    return byMethod->second(request);
+    return byMethod->second.handler(request);
   } catch (const std::exception& e) {
     return Response::text(std::string("internal error: ") + e.what() + "\n", 500);
   } catch (...) {
     return Response::text("internal error\n", 500);
   }
 }
+
+namespace {
+
+// The blocking routes' workers. Bounded: when every worker is busy and `capacity` jobs
+// wait, submit refuses and the caller answers 503 at once instead of queueing without end.
+class BlockingPool {
+ public:
+  /// Called once, on a worker with `run` true; or with `run` false when the pool stopped
+  /// before it started (answer without running the handler).
+  using Job = std::function<void(bool run)>;
+
+  ~BlockingPool() { stop(); }
+
+  void start(int threads, std::size_t capacity) {
+    capacity_ = capacity;
+    for (int i = 0; i < std::max(1, threads); ++i) {
+      ++idle_;
+      workers_.emplace_back([this] { work(); });
+    }
+  }
+  bool submit(Job job) {
+    {
+      std::lock_guard lock(mu_);
+      // Jobs an idle worker is about to take do not count against the queue.
+      if (stopping_ || workers_.empty() || pending_.size() >= idle_ + capacity_) return false;
+      pending_.push_back(std::move(job));
+    }
+    cv_.notify_one();
+    return true;
+  }
+  /// Refuses what still waits, then waits for the jobs running. Safe to call twice.
+  void stop() {
+    std::deque<Job> refused;
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+      refused.swap(pending_);
+    }
+    cv_.notify_all();
+    for (auto& job : refused) job(false);
+    for (auto& t : workers_)
+      if (t.joinable()) t.join();
+  }
+
+ private:
+  void work() {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
+      if (pending_.empty()) return;  // stopping
+      Job job = std::move(pending_.front());
+      pending_.pop_front();
+      --idle_;
+      lock.unlock();
+      job(true);
+      job = nullptr;  // the connection it holds goes before the lock is taken again
+      lock.lock();
+      ++idle_;
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> pending_;
+  std::size_t idle_ = 0, capacity_ = 0;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace
 
 class SessionBase {
  public:
@@ -106,12 +195,20 @@ struct Server::Impl {
   std::atomic<bool> stopping{false};
   std::atomic<std::uint64_t> connections{0};
   std::atomic<std::uint64_t> requests{0};
+  std::atomic<std::uint64_t> busy{0};
   std::uint16_t port = 0;
   std::vector<std::thread> threads;
+  std::stop_source cancel;  // requested when stop's grace has run out
+  // Stopped (its queue emptied, its workers joined) in stop(), before the I/O context goes:
+  // queued jobs hold sessions, whose sockets need the context.
+  BlockingPool blocking;
 
   // Declared last: destroyed first, while the members sessions touch are still alive.
   net::io_context ioc;
   std::optional<tcp::acceptor> acceptor;
+  // Keeps the I/O threads running while their only work is a blocking handler's answer,
+  // still to be posted (after the acceptor closed in stop, say).
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
 
   void accept();
   void forget(std::uint64_t id) {
@@ -205,13 +302,36 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     if (q != std::string_view::npos) request.query = std::string(target.substr(q + 1));
     request.body = std::move(req.body());
     request.remote = remote_;
+    request.stop = server_.cancel.get_token();
     for (const auto& field : req) {
       std::string name(field.name_string());
       std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
       request.headers[std::move(name)] = std::string(field.value());
     }
+    if (server_.router.blocking(request)) return offload(std::move(request), req.keep_alive(), req.version());
     Response response = server_.router.dispatch(request);
     write(std::move(response), req.keep_alive() && !server_.stopping, req.version(), false);
+  }
+
+  // The connection reads nothing more until the worker's answer is written.
+  void offload(Request request, bool keepAlive, unsigned version) {
+    const std::string path = request.path;
+    auto job = [self = this->shared_from_this(), request = std::move(request), keepAlive, version](bool run) {
+      Response response = run ? self->server_.router.dispatch(request)
+                              : Response::text("server stopping: " + request.path + " was not handled; retry\n", 503);
+      net::post(self->stream_.get_executor(), [self, response = std::move(response), keepAlive, version]() mutable {
+        self->write(std::move(response), keepAlive && !self->server_.stopping, version, false);
+      });
+    };
+    if (server_.blocking.submit(std::move(job))) return;
+    server_.busy.fetch_add(1);
+    Response busy = Response::text("server busy: every worker for " + path + " is taken (" +
+                                       std::to_string(std::max(1, server_.options.blockingThreads)) + " workers, " +
+                                       std::to_string(server_.options.blockingQueue) +
+                                       " queued); retry shortly\n",
+                                   503);
+    busy.headers.emplace_back("Retry-After", "1");
+    write(std::move(busy), keepAlive && !server_.stopping, version, false);
   }
 
   void answerError(int status, std::string message) {
@@ -349,6 +469,8 @@ Result<std::unique_ptr<Server>> Server::start(ServerOptions options, Router rout
   if (ec) return makeError("cannot listen on " + o.address + ":" + std::to_string(o.port) + ": " + ec.message());
   impl->port = impl->acceptor->local_endpoint().port();
   impl->accept();
+  impl->work.emplace(impl->ioc.get_executor());
+  if (impl->router.hasBlocking()) impl->blocking.start(o.blockingThreads, o.blockingQueue);
   const int threads = std::max(1, o.threads);
   Impl* raw = impl.get();
   for (int i = 0; i < threads; ++i) raw->threads.emplace_back([raw] { raw->ioc.run(); });
@@ -365,7 +487,9 @@ std::string Server::url() const {
   return std::string(tls() ? "https://" : "http://") + host + ":" + std::to_string(impl_->port);
 }
 
-ServerStats Server::stats() const { return {impl_->connections.load(), impl_->requests.load()}; }
+ServerStats Server::stats() const {
+  return {impl_->connections.load(), impl_->requests.load(), impl_->busy.load()};
+}
 
 void Server::stop(std::chrono::milliseconds grace) {
   Impl& s = *impl_;
@@ -384,7 +508,11 @@ void Server::stop(std::chrono::milliseconds grace) {
     std::unique_lock lock(s.mu);
     s.cv.wait_for(lock, grace, [&s] { return s.sessions.empty(); });
   }
+  s.cancel.request_stop();
   for (auto& session : s.liveSessions()) session->closeNow();
+  // Queued blocking requests are answered 503 (on connections just closed: nobody reads it),
+  // the running ones have been told to give up and are waited for.
+  s.blocking.stop();
   {
     std::unique_lock lock(s.mu);
     s.cv.wait_for(lock, std::chrono::milliseconds(1000), [&s] { return s.sessions.empty(); });

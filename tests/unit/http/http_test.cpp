@@ -274,6 +274,133 @@ TEST(HttpServer, ManyClientsConcurrently) {
   EXPECT_EQ(handled.load(), 400);
 }
 
+// ---- blocking routes ----
+
+/// Holds blocking handlers until opened, or until their request's stop is requested.
+struct Gate {
+  std::mutex mu;
+  std::condition_variable_any cv;
+  int entered = 0;
+  bool open = false;
+
+  Response pass(const Request& request) {
+    std::unique_lock lock(mu);
+    ++entered;
+    cv.notify_all();
+    return cv.wait(lock, request.stop, [&] { return open; }) ? Response::text("passed") : Response::text("gave up", 500);
+  }
+  bool awaitEntered(int n) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(5), [&] { return entered >= n; });
+  }
+  void openUp() {
+    {
+      std::lock_guard lock(mu);
+      open = true;
+    }
+    cv.notify_all();
+  }
+};
+
+/// One I/O thread and one blocking worker: whatever else is answered is answered beside a
+/// handler that waits.
+Router gatedRouter(Gate& gate) {
+  Router r;
+  r.postBlocking("/slow", [&gate](const Request& req) { return gate.pass(req); });
+  r.get("/healthz", [](const Request&) { return Response::text("ok\n"); });
+  return r;
+}
+ServerOptions oneThreadEach(std::size_t queue = 8) {
+  ServerOptions o;
+  o.threads = 1;
+  o.blockingThreads = 1;
+  o.blockingQueue = queue;
+  return o;
+}
+
+TEST(HttpServer, PlainRoutesAnswerWhileABlockingHandlerWaits) {
+  Gate gate;
+  auto server = startOrDie(gatedRouter(gate), oneThreadEach());
+  ASSERT_TRUE(server);
+  auto slow = std::async(std::launch::async, [port = server->port()] { return TestHttpClient(port).post("/slow", ""); });
+  ASSERT_TRUE(gate.awaitEntered(1));
+  TestHttpClient other(server->port());
+  other.setTimeout(std::chrono::seconds(2));
+  for (int i = 0; i < 3; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    auto reply = other.get("/healthz");
+    EXPECT_EQ(reply.status, 200) << reply.error;
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(200));
+  }
+  gate.openUp();
+  auto reply = slow.get();
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.body, "passed");
+}
+
+TEST(HttpServer, BlockingAnswerKeepsItsPlaceOnAKeepAliveConnection) {
+  Gate gate;
+  auto server = startOrDie(gatedRouter(gate), oneThreadEach());
+  ASSERT_TRUE(server);
+  // Pipelined: the second request is already there while the first one waits.
+  auto exchange = std::async(std::launch::async, [port = server->port()] {
+    return rawExchange(port,
+                       "POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
+                       "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  });
+  ASSERT_TRUE(gate.awaitEntered(1));
+  EXPECT_EQ(exchange.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  gate.openUp();
+  const std::string out = exchange.get();
+  const auto first = out.find("passed"), second = out.find("ok\n");
+  ASSERT_NE(first, std::string::npos) << out;
+  ASSERT_NE(second, std::string::npos) << out;
+  EXPECT_LT(first, second) << out;
+}
+
+TEST(HttpServer, BlockingRouteIsAnswered503WhenEveryWorkerAndQueueSlotIsTaken) {
+  Gate gate;
+  auto server = startOrDie(gatedRouter(gate), oneThreadEach(/*queue=*/0));
+  ASSERT_TRUE(server);
+  auto slow = std::async(std::launch::async, [port = server->port()] { return TestHttpClient(port).post("/slow", ""); });
+  ASSERT_TRUE(gate.awaitEntered(1));
+  TestHttpClient other(server->port());
+  other.setTimeout(std::chrono::seconds(2));
+  auto busy = other.post("/slow", "");
+  EXPECT_EQ(busy.status, 503) << busy.error;
+  EXPECT_NE(busy.body.find("server busy"), std::string::npos) << busy.body;
+  EXPECT_EQ(busy.headers["Retry-After"], "1");
+  EXPECT_EQ(server->stats().busy, 1u);
+  EXPECT_EQ(other.get("/healthz").status, 200);  // the refused connection goes on serving
+  gate.openUp();
+  EXPECT_EQ(slow.get().status, 200);
+  EXPECT_EQ(other.post("/slow", "").status, 200);
+}
+
+TEST(HttpServer, StopDoesNotHangOnABlockingHandlerThatWaits) {
+  Gate gate;  // never opened: the handler returns only when told to stop
+  auto server = startOrDie(gatedRouter(gate), oneThreadEach());
+  ASSERT_TRUE(server);
+  auto post = [port = server->port()] {
+    TestHttpClient client(port);
+    client.setTimeout(std::chrono::seconds(5));
+    return client.post("/slow", "");
+  };
+  auto slow = std::async(std::launch::async, post);
+  ASSERT_TRUE(gate.awaitEntered(1));
+  auto queued = std::async(std::launch::async, post);
+  const auto start = std::chrono::steady_clock::now();
+  auto stopping = std::async(std::launch::async, [&] { server->stop(std::chrono::milliseconds(200)); });
+  ASSERT_EQ(stopping.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(200));  // the grace was given
+  // Both connections are closed unanswered (the handler gave up after the grace), not left
+  // open to the clients' own timeout.
+  EXPECT_NE(slow.get().body, "passed");
+  EXPECT_NE(queued.get().status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  server->stop();
+}
+
 // ---- the test client's timeout ----
 
 /// A listener that never answers: the kernel completes connections into its backlog, and

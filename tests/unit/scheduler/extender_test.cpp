@@ -1,6 +1,7 @@
 // The extender verbs over HTTP against the apiserver double, with the real JSON shapes.
 #include <gtest/gtest.h>
 
+#include <future>
 #include <set>
 
 #include "json_body.h"
@@ -493,6 +494,54 @@ TEST_F(ExtenderFixture, SchedulerNoPercentSignInAnyRefusalOrError) {
   for (const char* expected : {"30 percent compute", "needs 30 percent, 10 percent free", "50 percent of the memory"})
     EXPECT_NE(events.find(expected), std::string::npos) << expected << " not among the events:\n" << events;
   for (const auto& s : said) EXPECT_EQ(s.find('%'), std::string::npos) << s;
+}
+
+// Issue 19 item 4: apiserver calls never run on the threads that answer kube-scheduler.
+TEST(SchedulerVerbs, FilterAnswersPromptlyWhileABindWaitsOnAHungApiserver) {
+  ServiceOptions options;
+  options.extenderHttp.threads = 1;  // one I/O thread: a bind on it would stall every verb
+  options.extenderHttp.blockingThreads = 1;
+  SchedulerHarness h(options);
+  h.createNode(nodeJson("big", gpus("big", 2, 81920)));
+  ASSERT_TRUE(h.awaitNodes(1));
+  auto pod = h.createPod(gpuPod("p", 3000));
+  fakes::Fault hang;
+  hang.method = "POST";
+  hang.pathPrefix = "/api/v1/namespaces/default/pods/p/binding";
+  hang.action = fakes::Fault::Action::kHang;
+  hang.times = -1;
+  h.api->addFault(hang);
+  auto binding = std::async(std::launch::async, [&h, &pod] {
+    return TestHttpClient(h.service->extenderPort()).post("/bind", bindingArgs(pod, "big"));
+  });
+  struct Release {  // also when an assertion ends the test early: the bind must not wait out its timeouts
+    fakes::FakeApiServer& api;
+    ~Release() {
+      api.clearFaults();
+      api.releaseHangs();
+    }
+  } release{*h.api};
+  ASSERT_TRUE(eventually([&] {
+    for (const auto& r : h.api->requests())
+      if (r.method == "POST" && r.path == hang.pathPrefix) return true;
+    return false;
+  }));
+  TestHttpClient verbs(h.service->extenderPort());
+  verbs.setTimeout(std::chrono::seconds(2));
+  for (int i = 0; i < 3; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    auto r = verbs.post("/filter", extenderArgs(gpuPod("q", 1000), {"big"}));
+    const auto took = std::chrono::steady_clock::now() - start;
+    ASSERT_EQ(r.status, 200) << r.error;
+    EXPECT_EQ(names(parse(r.body).at("NodeNames")), std::vector<std::string>{"big"}) << r.body;
+    EXPECT_LT(took, std::chrono::milliseconds(200));
+    EXPECT_EQ(verbs.get("/healthz").status, 200);
+  }
+  EXPECT_EQ(binding.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);  // still stuck
+  h.api->clearFaults();
+  h.api->releaseHangs();
+  auto bound = binding.get();  // the client's retry (or its check after a 409) ends it
+  EXPECT_EQ(bound.status, 200) << bound.error;
 }
 
 }  // namespace

@@ -2,13 +2,16 @@
 // A small HTTP/1.1 server for the daemons' endpoints (scheduler extender, webhook,
 // /metrics, /healthz): routes by method and exact path, a body size cap, read/write
 // timeouts, optional TLS from PEM files, port 0 for tests and a graceful stop. Handlers
-// are plain functions from Request to Response; no Beast type appears here.
+// are plain functions from Request to Response; no Beast type appears here. Routes whose
+// handlers wait on something slow (the apiserver) are added as blocking: they run on a
+// bounded pool of workers, so the I/O threads keep answering the other routes meanwhile.
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -26,6 +29,9 @@ struct Request {
   std::string remote;  ///< "address:port" of the peer, for logs
   /// Header names in lower case.
   std::map<std::string, std::string> headers;
+  /// Requested when Server::stop's grace has run out: a blocking handler that can give up
+  /// early (stop waits for it) should then do so.
+  std::stop_token stop;
 
   /// A header's value by lower-case name, or "" when absent.
   std::string_view header(std::string_view lowerName) const;
@@ -41,9 +47,11 @@ struct Response {
   static Response text(std::string body, int status = 200);
 };
 
-/// Runs on one of the server's threads; may block (e.g. on the apiserver) for as long as
-/// the peer's timeout allows, and must be thread-safe. An exception it throws is answered
-/// with 500 and never reaches the server.
+/// Runs on one of the server's I/O threads, or for a blocking route on one of its blocking
+/// workers; must be thread-safe. Only a blocking route's handler may wait on anything slow
+/// (e.g. the apiserver), for as long as the peer's timeout allows: a plain one holds an I/O
+/// thread, and so every connection served by it. An exception it throws is answered with
+/// 500 and never reaches the server.
 using Handler = std::function<Response(const Request&)>;
 
 struct ServerOptions {
@@ -58,26 +66,50 @@ struct ServerOptions {
   std::size_t maxBodyBytes = 4u << 20;  ///< larger bodies are answered 413
   std::chrono::milliseconds readTimeout{10000};   ///< a request's headers and body; also keep-alive idle
   std::chrono::milliseconds writeTimeout{10000};
-  int threads = 4;  ///< I/O threads; handlers run on them
+  int threads = 4;  ///< I/O threads; the handlers of plain routes run on them
+  /// Workers for the handlers of blocking routes (started only when there is one); < 1 is 1.
+  int blockingThreads = 4;
+  /// Blocking requests waiting for a worker when all are busy; one more is answered 503.
+  std::size_t blockingQueue = 64;
 };
 
 /// Routes by method and exact path. Unknown paths get 404, a known path with another
 /// method 405 with an Allow header.
 class Router {
  public:
-  void add(std::string method, std::string path, Handler handler);
+  /// `blocking`: the handler may wait on something slow; it runs on the server's blocking
+  /// workers (ServerOptions::blockingThreads), never on an I/O thread.
+  void add(std::string method, std::string path, Handler handler, bool blocking = false);
   Router& get(std::string path, Handler handler) { add("GET", std::move(path), std::move(handler)); return *this; }
   Router& post(std::string path, Handler handler) { add("POST", std::move(path), std::move(handler)); return *this; }
+  Router& getBlocking(std::string path, Handler handler) {
+    add("GET", std::move(path), std::move(handler), true);
+    return *this;
+  }
+  Router& postBlocking(std::string path, Handler handler) {
+    add("POST", std::move(path), std::move(handler), true);
+    return *this;
+  }
+  /// Runs the handler on the calling thread (the server calls it on the right one).
   Response dispatch(const Request& request) const;
+  /// The request's route was added as blocking (false for unknown paths and methods).
+  bool blocking(const Request& request) const;
+  bool hasBlocking() const;
 
  private:
-  std::map<std::string, std::map<std::string, Handler>> routes_;  // path -> method -> handler
+  struct Route {
+    Handler handler;
+    bool blocking = false;
+  };
+  std::map<std::string, std::map<std::string, Route>> routes_;  // path -> method -> route
 };
 
 /// Counters for tests and metrics.
 struct ServerStats {
   std::uint64_t connections = 0;  ///< accepted so far
   std::uint64_t requests = 0;     ///< answered so far (any status)
+  /// Requests to blocking routes answered 503 because every worker was busy and the queue full.
+  std::uint64_t busy = 0;
 };
 
 class Server {
@@ -97,7 +129,10 @@ class Server {
 
   /// Stops accepting, lets requests being handled finish and answer (closing their
   /// connections afterwards), closes idle connections, waits up to `grace` and then
-  /// cuts whatever is left. Safe to call twice and from any thread but a handler's.
+  /// cuts whatever is left: blocking requests still queued are answered 503, those running
+  /// see Request::stop requested and are waited for (a blocking handler must return soon
+  /// after, or within its own bounded timeout). Safe to call twice and from any thread but
+  /// a handler's.
   void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(5000));
 
   struct Impl;  ///< Implementation detail (named by server.cpp's sessions).
