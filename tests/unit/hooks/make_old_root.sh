@@ -5,6 +5,8 @@
 # every build folder of the machine.
 # Usage: make_old_root.sh <dir> [suite] [mirror]. Exit 77 (ctest: skipped) when not root.
 set -eu
+# debootstrap and the chroot it runs live in /usr/sbin, which a non-login PATH may lack.
+PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 dir=$1
 suite=${2:-bullseye}
 mirror=${3:-http://deb.debian.org/debian}
