@@ -33,7 +33,7 @@ inline constexpr std::uint64_t kDeviceMemoryMiB = 81920;
 inline constexpr int kDevicesPerNode = 8;
 
 std::string str(const boost::json::value* v);
-const boost::json::value* at(const boost::json::object& obj, std::initializer_list<const char*> path);
+const boost::json::value* at(const boost::json::object& obj, std::initializer_list<std::string_view> path);
 
 struct PodSpec {
   std::string name;

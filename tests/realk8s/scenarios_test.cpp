@@ -438,21 +438,34 @@ TEST_F(RealK8s, RefusalReasonsReachThePodsEventsExactlyAsVgpuSchedulerWroteThem)
   ASSERT_TRUE(refused) << "kube-scheduler never marked too-big unschedulable; its log ends:\n"
                        << c.logTail("kube-scheduler", 20);
   std::vector<json::object> events;
-  const auto withReason = [&](const std::string& reason) -> const json::object* {
+  // The first attempt may come before kube-scheduler's cache has the new node (then only
+  // the nodeSelector refuses); the node's arrival moves the pod back, and the next attempt
+  // asks the extender. So wait for the event, and the condition, of an attempt that did.
+  const auto withReason = [&](const std::string& reason, const std::string& saying = "") -> const json::object* {
     for (const auto& e : events)
-      if (str(e.if_contains("reason")) == reason) return &e;
+      if (str(e.if_contains("reason")) == reason && str(e.if_contains("message")).find(saying) != std::string::npos)
+        return &e;
     return nullptr;
+  };
+  const auto conditionSaysVgpu = [&] {
+    if (const auto* conds = at(*refused, {"status", "conditions"}); conds && conds->is_array())
+      for (const auto& cond : conds->as_array())
+        if (str(cond.as_object().if_contains("type")) == "PodScheduled")
+          return str(cond.as_object().if_contains("message")).find("vgpu: ") != std::string::npos;
+    return false;
   };
   ASSERT_TRUE(RealCluster::waitFor([&] {
     events = podEvents(c, ns, "too-big");
-    return withReason("FailedScheduling") != nullptr && withReason("FilteringFailed") != nullptr;
+    if (auto now = waitForPod(c, ns, "too-big", unschedulable)) refused = std::move(now);
+    return withReason("FailedScheduling", "vgpu: ") != nullptr && withReason("FilteringFailed") != nullptr &&
+           conditionSaysVgpu();
   })) << "events of too-big: " << events.size();
 
   auto verdict = filterDirect(c, *refused, nodes);
   ASSERT_TRUE(verdict.ok()) << verdict.error().message;
   ASSERT_EQ(verdict->refused.count(nodes[0]), 1u) << "vgpu-scheduler no longer refuses too-big";
   const std::string reason = verdict->refused.at(nodes[0]);
-  const std::string failedScheduling = str(withReason("FailedScheduling")->if_contains("message"));
+  const std::string failedScheduling = str(withReason("FailedScheduling", "vgpu: ")->if_contains("message"));
   const std::string ours = str(withReason("FilteringFailed")->if_contains("message"));
   std::string condition;
   if (const auto* conds = at(*refused, {"status", "conditions"}); conds && conds->is_array())

@@ -1,3 +1,4 @@
+#include "vgpu/k8s/object.h"
 #include "real_cluster.h"
 
 #include <netinet/in.h>
@@ -93,16 +94,8 @@ std::string randomToken() {
 
 std::string str(const json::value* v) { return v && v->is_string() ? std::string(v->as_string()) : std::string(); }
 
-const json::value* at(const json::object& obj, std::initializer_list<const char*> path) {
-  const json::value* v = nullptr;
-  const json::object* o = &obj;
-  for (const char* key : path) {
-    if (!o) return nullptr;
-    v = o->if_contains(key);
-    if (!v) return nullptr;
-    o = v->if_object();
-  }
-  return v;
+const json::value* at(const json::object& obj, std::initializer_list<std::string_view> path) {
+  return k8s::findPath(obj, path);
 }
 
 std::string nowRfc3339() {
