@@ -36,6 +36,25 @@ inline void virtualize(int dev, uint64_t physTotal, uint64_t physFree, uint64_t*
 
 inline bool limited(int dev) { return dev >= 0 && runtime().memoryLimit(dev) != 0; }
 
+// How many devices the driver shows this process (fixed from cuInit on); 0 until known.
+std::atomic<int> gDeviceCount{0};
+
+// The device of the current context, for a call that has just succeeded and so had one
+// (cuMemGetInfo fails without a current context). A process that sees one device (the
+// usual container) needs no driver call to know it is device 0; otherwise cuCtxGetCurrent
+// says, so contexts switched by any means (cuCtxSetCurrent, push/pop, cudart) are followed.
+// -1: none, or a device beyond what the library limits.
+inline int deviceOfCurrentContext() {
+  int n = gDeviceCount.load(std::memory_order_relaxed);
+  if (__builtin_expect(n == 0, 0)) {
+    if (real::cuDeviceGetCount == nullptr || real::cuDeviceGetCount(&n) != CUDA_SUCCESS || n <= 0) n = 0;
+    gDeviceCount.store(n, std::memory_order_relaxed);
+  }
+  if (__builtin_expect(n == 1, 1)) return 0;
+  Ctx c;
+  return currentContext(&c) ? c.dev : -1;
+}
+
 // The CUDA ordinal of an NVML device, matched by UUID (the one index space is CUDA's).
 int ordinalOfNvmlDevice(nvmlDevice_t device) {
   char uuid[96] = "";
@@ -107,10 +126,11 @@ CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuin
 CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
   VGPU_ENTER_CUDA(cuMemGetInfo_v2);
   CUresult rc = real::cuMemGetInfo_v2(free, total);
-  Ctx c;
-  if (rc != CUDA_SUCCESS || free == nullptr || total == nullptr || !currentContext(&c) || !limited(c.dev)) return rc;
+  if (rc != CUDA_SUCCESS || free == nullptr || total == nullptr) return rc;
+  int dev = deviceOfCurrentContext();
+  if (!limited(dev)) return rc;
   uint64_t t = 0, f = 0;
-  virtualize(c.dev, *total, *free, &t, &f);
+  virtualize(dev, *total, *free, &t, &f);
   *total = t;
   *free = f;
   return rc;
@@ -119,8 +139,9 @@ CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
 CUresult cuMemGetInfo(unsigned int* free, unsigned int* total) {
   VGPU_ENTER_CUDA(cuMemGetInfo);
   CUresult rc = real::cuMemGetInfo(free, total);
-  int dev = currentDevice();
-  if (rc != CUDA_SUCCESS || !limited(dev) || free == nullptr || total == nullptr) return rc;
+  if (rc != CUDA_SUCCESS || free == nullptr || total == nullptr) return rc;
+  int dev = deviceOfCurrentContext();
+  if (!limited(dev)) return rc;
   uint64_t t = 0, f = 0;
   virtualize(dev, *total, *free, &t, &f);
   *total = t > 0xffffffffu ? 0xffffffffu : static_cast<unsigned int>(t);

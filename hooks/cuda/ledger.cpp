@@ -13,12 +13,15 @@
 namespace vgpu::ledger {
 namespace {
 
+// 64 bytes: a slot's address is a shift away from its index.
 struct Entry {
   uintptr_t id;
-  Record rec;
   Kind kind;
   uint8_t state;  // kEmpty, kFull, kGone (a tombstone keeps probe chains intact)
+  Record rec;
+  uint64_t unused;
 };
+static_assert(sizeof(Entry) == 64);
 constexpr uint8_t kEmpty = 0, kFull = 1, kGone = 2;
 
 struct Table {
@@ -35,23 +38,25 @@ struct Lock : SpinGuard {
   Lock() : SpinGuard(gLock) {}
 };
 
-size_t slotOf(uintptr_t id, Kind kind, size_t capacity) {
+inline size_t slotOf(uintptr_t id, Kind kind, size_t capacity) {
   uint64_t h = (static_cast<uint64_t>(id) ^ (static_cast<uint64_t>(kind) << 56)) * 0x9E3779B97F4A7C15ull;
   return static_cast<size_t>(h >> 20) & (capacity - 1);
 }
 
-Entry* find(uintptr_t id, Kind kind) {
-  if (gTable.capacity == 0) return nullptr;
-  for (size_t i = slotOf(id, kind, gTable.capacity);; i = (i + 1) & (gTable.capacity - 1)) {
-    Entry& e = gTable.entries[i];
+// Inline: every free and every lookup runs it under the lock.
+inline __attribute__((always_inline)) Entry* find(uintptr_t id, Kind kind) {
+  size_t capacity = gTable.capacity;
+  if (capacity == 0) return nullptr;
+  Entry* entries = gTable.entries;
+  for (size_t i = slotOf(id, kind, capacity);; i = (i + 1) & (capacity - 1)) {
+    Entry& e = entries[i];
+    if (e.id == id && e.kind == kind && e.state == kFull) return &e;
     if (e.state == kEmpty) return nullptr;
-    if (e.state == kFull && e.id == id && e.kind == kind) return &e;
   }
 }
 
-// Keeps at least half of the table empty so that probes stay short and always end.
-bool reserveOne() {
-  if ((gTable.full + gTable.gone + 1) * 2 <= gTable.capacity) return true;
+// Doubles the table (or makes the first one) and drops the tombstones. Rare: out of line.
+__attribute__((noinline)) bool grow() {
   size_t capacity = gTable.capacity == 0 ? 1024 : gTable.capacity;
   while ((gTable.full + 1) * 2 > capacity / 2) capacity *= 2;
   auto* entries = static_cast<Entry*>(calloc(capacity, sizeof(Entry)));
@@ -70,10 +75,30 @@ bool reserveOne() {
   return true;
 }
 
-void erase(Entry* e) {
-  e->state = kGone;
+// Keeps at least half of the table empty so that probes stay short and always end.
+inline bool reserveOne() {
+  if (__builtin_expect((gTable.full + gTable.gone + 1) * 2 <= gTable.capacity, 1)) return true;
+  return grow();
+}
+
+// A record goes. Its slot becomes empty when the next one is (no probe chain runs through
+// it then), and so do the tombstones just before it; otherwise it becomes a tombstone.
+inline __attribute__((always_inline)) void erase(Entry* e) {
+  size_t mask = gTable.capacity - 1;
+  Entry* entries = gTable.entries;
+  size_t i = static_cast<size_t>(e - entries);
   --gTable.full;
-  ++gTable.gone;
+  if (entries[(i + 1) & mask].state != kEmpty) {
+    e->state = kGone;
+    ++gTable.gone;
+    return;
+  }
+  e->state = kEmpty;
+  // Ends: at least half of the table is empty.
+  for (size_t j = (i - 1) & mask; entries[j].state == kGone; j = (j - 1) & mask) {
+    entries[j].state = kEmpty;
+    --gTable.gone;
+  }
 }
 
 void addTo(uint64_t bytesPerDevice[kLedgerDevices], const Record& r) {
@@ -83,20 +108,43 @@ void addTo(uint64_t bytesPerDevice[kLedgerDevices], const Record& r) {
 }  // namespace
 
 void put(Kind kind, uintptr_t id, const Record& rec) {
-  Lock l;
-  if (Entry* e = find(id, kind)) {
-    e->rec = rec;
-    return;
+  {
+    Lock l;
+    if (__builtin_expect(reserveOne(), 1)) {
+      // One pass along the probe chain: the record itself if it is there, else the first
+      // tombstone or the empty slot that ends the chain takes it.
+      size_t mask = gTable.capacity - 1;
+      Entry* entries = gTable.entries;
+      Entry* hole = nullptr;
+      size_t i = slotOf(id, kind, gTable.capacity);
+      for (;; i = (i + 1) & mask) {
+        Entry& e = entries[i];
+        if (e.state == kEmpty) break;
+        if (e.state == kGone) {
+          if (hole == nullptr) hole = &e;
+        } else if (e.id == id && e.kind == kind) {
+          e.rec = rec;
+          return;
+        }
+      }
+      if (hole != nullptr)
+        --gTable.gone;
+      else
+        hole = &entries[i];
+      hole->id = id;
+      hole->kind = kind;
+      hole->state = kFull;
+      hole->rec = rec;
+      ++gTable.full;
+      return;
+    }
+    // No room for another: a record already there can still be updated.
+    if (Entry* e = find(id, kind)) {
+      e->rec = rec;
+      return;
+    }
   }
-  if (!reserveOne()) {
-    logf(kLogError, "out of host memory: a device allocation goes untracked");
-    return;
-  }
-  size_t i = slotOf(id, kind, gTable.capacity);
-  while (gTable.entries[i].state == kFull) i = (i + 1) & (gTable.capacity - 1);
-  if (gTable.entries[i].state == kGone) --gTable.gone;
-  gTable.entries[i] = Entry{id, rec, kind, kFull};
-  ++gTable.full;
+  logf(kLogError, "out of host memory: a device allocation goes untracked");
 }
 
 bool take(Kind kind, uintptr_t id, Record* out) {

@@ -57,7 +57,13 @@ CUresult freed(Kind kind, uintptr_t id, F&& free) {
 // goes back to its pool, which stays charged for it until it gives the memory back.
 template <class F>
 CUresult freePointer(CUdeviceptr dptr, F&& free) {
-  Record rec;
+  // Not initialised: ledger::take either fills it or says there was no record (every free
+  // runs this, and the defaults cost a few stores for nothing).
+  union Taken {
+    Taken() {}
+    Record rec;
+  } taken;
+  Record& rec = taken.rec;
   if (ledger::take(Kind::kPointer, dptr, &rec)) return settleFree(Kind::kPointer, dptr, rec, free());
   bool pooled = ledger::take(Kind::kPoolPointer, dptr, &rec);
   CUresult rc = free();

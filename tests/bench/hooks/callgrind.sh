@@ -15,13 +15,14 @@ command -v valgrind >/dev/null || { echo "valgrind is not installed" >&2; exit 2
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 printf 'gpu memory_mib=16384 sm_count=132 context_mib=8\n' >"$W/gpus.conf"
+printf 'gpu memory_mib=16384 sm_count=132 context_mib=8\ngpu memory_mib=16384 sm_count=132 context_mib=8\n' >"$W/gpus2.conf"
 
 # count <case> <direct|vgpu> <env...>: instructions per iteration of the case's function
 count() {
   c=$1 path=$2
   shift 2
   out="$W/cg.$c.$path.$$"
-  env LD_LIBRARY_PATH="$B/lib/fakegpu" VGPU_FAKE_GPU_CONFIG="$W/gpus.conf" VGPU_BENCH_ITERATIONS="$N" \
+  env LD_LIBRARY_PATH="$B/lib/fakegpu" VGPU_FAKE_GPU_CONFIG="${CONF:-$W/gpus.conf}" VGPU_BENCH_ITERATIONS="$N" \
     CUDA_DEVICE_MEMORY_SHARED_CACHE="$W/region.$c.$path.$$" "$@" \
     valgrind --tool=callgrind --callgrind-out-file="$out" "$BENCH" --benchmark_filter="^$c/$path(/|\$)" \
     >/dev/null 2>&1
@@ -44,3 +45,5 @@ row launches "SM_LIMIT=50, policy default, alone" env CUDA_DEVICE_SM_LIMIT=50
 row launches "SM_LIMIT=50, policy force (throttled)" env CUDA_DEVICE_SM_LIMIT=50 GPU_CORE_UTILIZATION_POLICY=force
 row allocFree "1 MiB alloc + free, memory limit 64g" env
 row memGetInfo "memory limit 64g" env
+# With more than one visible device the wrapper asks the driver for the current context.
+CONF=$W/gpus2.conf row memGetInfo "memory limit 64g, 2 devices visible" env

@@ -501,6 +501,27 @@ static int scenarioMeminfo(void) {
   return 0;
 }
 
+/* meminfo2: cuMemGetInfo as the current context moves between devices 0 and 1
+ * (cuCtxSetCurrent): each answer is for the device of the context current at the time. */
+static int scenarioMeminfoTwoDevices(void) {
+  int rc = setup();
+  if (rc) return rc;
+  CUcontext ctx0 = NULL, ctx1 = NULL;
+  CUdevice dev1;
+  size_t free = 0, total = 0;
+  if (p_cuCtxGetCurrent(&ctx0) != CUDA_SUCCESS || p_cuDeviceGet(&dev1, 1) != CUDA_SUCCESS ||
+      p_cuDevicePrimaryCtxRetain(&ctx1, dev1) != CUDA_SUCCESS) {
+    return fail("no context on device 1");
+  }
+  CUcontext order[] = {ctx0, ctx1, ctx0, ctx1};
+  for (int i = 0; i < 4; ++i) {
+    if (p_cuCtxSetCurrent(order[i]) != CUDA_SUCCESS) return fail("cuCtxSetCurrent failed");
+    if (p_cuMemGetInfo_v2(&free, &total) != CUDA_SUCCESS) return fail("cuMemGetInfo failed");
+    printf("total%d=%zu\n", i, total);
+  }
+  return 0;
+}
+
 /* alloc <mib> [managed]: one allocation. hold <mib>: the same, kept until killed. */
 static int scenarioAlloc(size_t bytes, int hold, int managed) {
   int rc = setup();
@@ -1049,6 +1070,7 @@ int main(int argc, char** argv) {
   if (!strcmp(s, "path") && argc > 4) return scenarioPath(argv[2], arg2 * MIB, strtoull(argv[4], NULL, 10) * MIB);
   if (!strcmp(s, "nothing")) return 0; /* a process of the container that never uses CUDA */
   if (!strcmp(s, "meminfo")) return scenarioMeminfo();
+  if (!strcmp(s, "meminfo2")) return scenarioMeminfoTwoDevices();
   if (!strcmp(s, "alloc")) return scenarioAlloc(arg * MIB, 0, argc > 3 && !strcmp(argv[3], "managed"));
   if (!strcmp(s, "hold")) return scenarioAlloc(arg * MIB, 1, 0);
   if (!strcmp(s, "race")) return scenarioRace(arg * MIB);

@@ -361,6 +361,19 @@ TEST_F(LimiterPreload, MemGetInfoReportsTheLimitAndWhatIsLeftOfIt) {
   vgpu_region_close(region);
 }
 
+// With more than one visible device the wrapper must follow the current context, however
+// the application switches it (with one device it knows the answer without asking).
+TEST_F(LimiterPreload, MemGetInfoFollowsTheCurrentContextAcrossDevices) {
+  std::ofstream(config_, std::ios::app) << "gpu uuid=GPU-0c8d2e4f-1a3b-4c5d-8e9f-0a1b2c3d4e5f memory_mib="
+                                        << kDeviceMiB << " sm_count=132 cc=9.0 context_mib=" << kContextMiB << "\n";
+  ProbeResult r = run({"meminfo2"}, {{"CUDA_DEVICE_MEMORY_LIMIT_0", "256m"}, {"CUDA_DEVICE_MEMORY_LIMIT_1", "512m"}});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_EQ(fieldU64(r.out, "total0"), 256 * kMiB);
+  EXPECT_EQ(fieldU64(r.out, "total1"), 512 * kMiB);
+  EXPECT_EQ(fieldU64(r.out, "total2"), 256 * kMiB);
+  EXPECT_EQ(fieldU64(r.out, "total3"), 512 * kMiB);
+}
+
 TEST_F(LimiterPreload, ProcessesThatNeverUseCudaAreLeftAlone) {
   ProbeResult r = run({"nothing"}, {{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}, {"LIBVGPU_LOG_LEVEL", "4"}});
   EXPECT_EQ(r.exitCode, 0);
