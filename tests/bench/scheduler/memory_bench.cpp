@@ -6,6 +6,7 @@
 //   whole    - node and pod informers without a transform feeding a ClusterCache (as
 //              vgpu-scheduler did before vgpu/k8s/trim.h)
 //   trimmed  - the same with trimNode/trimPod
+//   informer - the two trimmed informers alone, without the cache
 //   service  - SchedulerService, as vgpu-scheduler's main starts it (allocator tuned)
 // and reports VmRSS once both caches have synced, and VmHWM (the peak, during the list).
 // Run: bin/vgpu_scheduler_memory_bench [nodes pods]; figures in docs/kubernetes-client.md.
