@@ -28,6 +28,7 @@
 #include "vgpu/k8s/client.h"
 #include "vgpu/k8s/informer.h"
 #include "vgpu/k8s/object.h"
+#include "vgpu/k8s/trim.h"
 #include "vgpu/metrics/registry.h"
 #include "vgpu/pod_info.h"
 #include "vgpu/shared_region.h"
@@ -1403,6 +1404,7 @@ Status Agent::start() {
 
   k8s::InformerOptions io;
   io.fieldSelector = "spec.nodeName=" + im.options.nodeName;
+  io.transform = k8s::trimPod;  // what onPod reads, no more
   k8s::InformerHandlers handlers;
   handlers.onAdd = [&im](const k8s::ObjectPtr& o) { im.onPod(*o); };
   handlers.onUpdate = [&im](const k8s::ObjectPtr&, const k8s::ObjectPtr& o) { im.onPod(*o); };

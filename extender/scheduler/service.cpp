@@ -6,6 +6,7 @@
 
 #include "scheduler_metrics.h"
 #include "vgpu/k8s/informer.h"
+#include "vgpu/k8s/trim.h"
 #include "webhook.h"
 
 namespace vgpu::scheduler {
@@ -76,6 +77,9 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const DeviceCo
 
   k8s::InformerOptions nodeOptions;
   nodeOptions.backoffMin = options.informerBackoffMin;
+  // Only what the cache, requeuer and binder read is kept (vgpu/k8s/trim.h): whole objects
+  // would be ~1 GB at 50,000 pods.
+  nodeOptions.transform = k8s::trimNode;
   ClusterCache* cache = s->cache.get();
   s->nodeInformer = std::make_unique<k8s::Informer>(
       client, k8s::kNodes, nodeOptions,
@@ -88,6 +92,7 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const DeviceCo
   k8s::InformerOptions podOptions;
   podOptions.fieldSelector = "status.phase!=Succeeded,status.phase!=Failed";
   podOptions.backoffMin = options.informerBackoffMin;
+  podOptions.transform = k8s::trimPod;
   s->podInformer = std::make_unique<k8s::Informer>(
       client, k8s::kPods, podOptions,
       k8s::InformerHandlers{[cache](const k8s::ObjectPtr& p) { cache->upsertPod(*p); },

@@ -8,6 +8,9 @@
 #include <random>
 #include <sstream>
 
+#include <sys/mman.h>
+
+#include <boost/json/monotonic_resource.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
@@ -342,6 +345,21 @@ ApiResult<json::object> Client::get(const ResourceType& type, std::string_view n
   return impl_->parseObject("GET", target, *r);
 }
 
+namespace {
+
+/// Upstream of a list page's arena: whole mappings, returned to the system when freed.
+class PageMappings final : public json::memory_resource {
+  void* do_allocate(std::size_t n, std::size_t /*align: pages are aligned enough*/) override {
+    void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    return p;
+  }
+  void do_deallocate(void* p, std::size_t n, std::size_t) override { munmap(p, n); }
+  bool do_is_equal(const json::memory_resource& other) const noexcept override { return this == &other; }
+};
+
+}  // namespace
+
 ApiResult<ListResult> Client::listPage(const ResourceType& type, const ListOptions& options,
                                       CancelToken* cancel) {
   Query q;
@@ -352,8 +370,20 @@ ApiResult<ListResult> Client::listPage(const ResourceType& type, const ListOptio
   std::string target = type.collectionPath(options.ns) + q.str();
   auto r = impl_->execute("GET", target, "", "", cancel);
   if (!r) return std::move(r).error();
-  auto obj = impl_->parseObject("GET", target, *r);
-  if (!obj) return std::move(obj).error();
+  // With a transform the page is decoded into an arena of its own mappings, unmapped when
+  // this returns whatever the allocator's trim threshold (vgpu-scheduler's is 256 MiB): the
+  // items kept are the transform's fresh copies, so RSS after a list is what they hold.
+  PageMappings pages;
+  std::optional<json::monotonic_resource> arena;
+  if (options.transform) arena.emplace(std::max<std::size_t>(r->body.size(), 64 << 10), &pages);
+  json::storage_ptr storage = arena ? json::storage_ptr(&*arena) : json::storage_ptr();
+  boost::system::error_code ec;
+  json::value parsed = json::parse(r->body, ec, storage);
+  if (options.transform) std::string().swap(r->body);
+  if (ec || !parsed.is_object()) {
+    return ApiError{"GET", target, r->status, "", "the response is not a JSON object", {}};
+  }
+  json::object* obj = &parsed.get_object();
   ListResult out;
   auto* items = obj->if_contains("items");
   if (items != nullptr && !items->is_null() && !items->is_array()) {
@@ -366,7 +396,11 @@ ApiResult<ListResult> Client::listPage(const ResourceType& type, const ListOptio
       if (!item.is_object()) {
         return ApiError{"GET", target, r->status, "", "a list item is not an object", {}};
       }
-      out.items.push_back(std::move(item.get_object()));
+      if (options.transform) {
+        out.items.push_back(options.transform(item.get_object()));
+      } else {
+        out.items.push_back(std::move(item.get_object()));
+      }
     }
   }
   if (auto* md = obj->if_contains("metadata"); md != nullptr && md->is_object()) {

@@ -107,6 +107,7 @@ struct Informer::Impl {
   void apply(WatchEvent&& event) {
     std::optional<Notification> n;
     std::optional<Notification> replaced;  // a different object under the same name: its delete first
+    if (options.transform && event.type != WatchEventType::kBookmark) event.object = options.transform(event.object);
     {
       std::lock_guard lock(mu);
       std::string eventRv(k8s::resourceVersion(event.object));
@@ -161,6 +162,7 @@ struct Informer::Impl {
     lo.labelSelector = options.labelSelector;
     lo.fieldSelector = options.fieldSelector;
     lo.limit = options.pageSize;
+    lo.transform = options.transform;
     return lo;
   }
 

@@ -7,6 +7,7 @@
 #include "cluster_cache.h"
 #include "scheduler_harness.h"
 #include "vgpu/codec/assignment_codec.h"
+#include "vgpu/k8s/trim.h"
 
 namespace vgpu::scheduler {
 namespace {
@@ -63,6 +64,23 @@ TEST_F(CacheFixture, SchedulerCacheCountsBoundPodsAndFreesThemWhenTheyEndOrGo) {
   cache.removePod(boundPod("b", "uid-b", "n1", "GPU-n1-0", 2000, 1));
   EXPECT_EQ(cache.deviceUsage("n1", "GPU-n1-0"), (DeviceUsage{0, 0, 0}));
   EXPECT_EQ(cache.stats().pods, 0u);
+}
+
+TEST_F(CacheFixture, SchedulerCacheCountsTrimmedPodsAndNodesAsWholeOnes) {
+  // What the service's informers hand the cache (vgpu/k8s/trim.h) reads as the whole object.
+  json::object node = nodeJson("n1", gpus("n1", 2), now);
+  node["metadata"].as_object()["managedFields"] = json::array{json::object{{"manager", "kubelet"}}};
+  cache.upsertNode(k8s::trimNode(node));
+  json::object bound = boundPod("a", "uid-a", "n1", "GPU-n1-0", 1000, 0);
+  bound["status"].as_object()["containerStatuses"] = json::array{json::object{{"name", "main"}, {"image", "x"}}};
+  cache.upsertPod(k8s::trimPod(bound));
+  cache.upsertPod(k8s::trimPod(boundPod("b", "uid-b", "n1", "GPU-n1-1", 2000, 1)));
+  EXPECT_EQ(cache.deviceUsage("n1", "GPU-n1-0"), (DeviceUsage{1, 1000, 0}));
+  EXPECT_EQ(cache.deviceUsage("n1", "GPU-n1-1"), (DeviceUsage{1, 2000, 0}));
+  cache.upsertPod(k8s::trimPod(boundPod("a", "uid-a", "n1", "GPU-n1-0", 1000, 0, "Succeeded")));
+  EXPECT_EQ(cache.deviceUsage("n1", "GPU-n1-0"), (DeviceUsage{0, 0, 0}));
+  cache.removePod(k8s::trimPod(boundPod("b", "uid-b", "n1", "GPU-n1-1", 2000, 1)));
+  EXPECT_EQ(cache.deviceUsage("n1", "GPU-n1-1"), (DeviceUsage{0, 0, 0}));
 }
 
 TEST_F(CacheFixture, SchedulerCachePodsSeenBeforeTheirNodeCountOnceItAppearsAndAfterInventoryChanges) {

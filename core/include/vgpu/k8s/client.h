@@ -18,6 +18,7 @@
 #include "vgpu/k8s/api_error.h"
 #include "vgpu/k8s/clock.h"
 #include "vgpu/k8s/config.h"
+#include "vgpu/k8s/object.h"
 #include "vgpu/k8s/resource.h"
 #include "vgpu/k8s/watch.h"
 #include "vgpu/result.h"
@@ -58,6 +59,9 @@ struct ListOptions {
   /// "", "NotOlderThan" or "Exact"; only with a resourceVersion and without a continue token
   /// (the apiserver answers 422 otherwise).
   std::string resourceVersionMatch;
+  /// Applied to each item as its page is decoded; the page's full text and tree are freed
+  /// before listPage returns, so a list costs one page of full objects at a time.
+  ObjectTransform transform;
 };
 
 struct ListResult {

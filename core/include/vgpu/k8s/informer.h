@@ -39,6 +39,9 @@ struct InformerOptions {
   /// to backoffMax, jittered (between half and all of it).
   std::chrono::milliseconds backoffMin{200};
   std::chrono::milliseconds backoffMax{10000};
+  /// Applied to every listed and watched object before it is cached or handed to a
+  /// callback (vgpu/k8s/trim.h has the daemons' ones); null keeps whole objects.
+  ObjectTransform transform;
 };
 
 /// Counters for metrics and tests.

@@ -2,6 +2,7 @@
 // Small typed readers for the fields every caller needs, over objects kept as JSON so each
 // daemon picks out only what it uses. Missing or mistyped fields read as empty.
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,6 +14,10 @@ namespace vgpu::k8s {
 
 /// Objects handed out by the informer are shared and immutable.
 using ObjectPtr = std::shared_ptr<const boost::json::object>;
+
+/// Cuts a decoded object down to what its reader needs (client-go's TransformFunc). The
+/// result must not share storage with the argument, which may be freed right after.
+using ObjectTransform = std::function<boost::json::object(const boost::json::object&)>;
 
 std::string_view name(const boost::json::object& obj);
 std::string_view namespaceOf(const boost::json::object& obj);
