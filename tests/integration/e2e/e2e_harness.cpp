@@ -648,11 +648,7 @@ Result<fakes::AdmitResult> Cluster::admitPod(const std::string& ns, const std::s
   if (!n) return makeError("pod " + ns + "/" + name + " is bound to unknown node " + nodeName);
   auto info = parsePod(*pod(ns, name));
   if (!info.ok()) return std::move(info).error();
-  fakes::KubeletPod kp;
-  kp.ns = ns;
-  kp.name = name;
-  kp.uid = info->uid;
-  for (const auto& c : info->containers) kp.containers.push_back({c.name, c.init, c.limits});
+  const fakes::KubeletPod kp = fakes::kubeletPodOf(*info);
   fakes::AdmitResult result = n->kubelet->admit(kp);
   if (result.admitted) {
     // The kubelet starts the containers and reports the pod running.

@@ -937,11 +937,7 @@ Result<fakes::AdmitResult> RealCluster::admitPod(const boost::json::object& pod)
   if (it == vgpuNodes_.end()) return makeError("pod " + ns + "/" + name + " is on '" + nodeName + "', no vgpu node");
   auto info = parsePod(json::value(pod));
   if (!info.ok()) return std::move(info).error();
-  fakes::KubeletPod kp;
-  kp.ns = ns;
-  kp.name = name;
-  kp.uid = info->uid;
-  for (const auto& c : info->containers) kp.containers.push_back({c.name, c.init, c.limits});
+  const fakes::KubeletPod kp = fakes::kubeletPodOf(*info);
   fakes::AdmitResult result = it->second->kubelet->admit(kp);
   if (result.admitted)
     if (auto r = admin_->patch(path + "/status", R"({"status":{"phase":"Running"}})"); r.status != 200)

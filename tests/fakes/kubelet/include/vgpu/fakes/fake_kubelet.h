@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "vgpu/container_spec.h"
+#include "vgpu/pod_info.h"
 #include "vgpu/result.h"
 
 namespace vgpu::fakes {
@@ -46,6 +47,17 @@ struct KubeletPod {
   std::string uid;
   std::vector<KubeletContainer> containers;  ///< init containers first, as the kubelet orders them
 };
+
+/// The pod as a kubelet admits it, from the parsed pod: its containers (init containers
+/// first) with their extended-resource limits.
+inline KubeletPod kubeletPodOf(const PodInfo& info) {
+  KubeletPod kp;
+  kp.ns = info.podNamespace;
+  kp.name = info.name;
+  kp.uid = info.uid;
+  for (const auto& c : info.containers) kp.containers.push_back({c.name, c.init, c.limits});
+  return kp;
+}
 
 /// What one container got for one resource.
 struct ContainerAllocation {
