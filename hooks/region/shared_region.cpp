@@ -247,6 +247,68 @@ int upgradeOld(vgpu_region* r, const char* path, char* err, size_t len) {
   return initRegion(r, err, len);
 }
 
+// flock(LOCK_EX) that gives up after VGPU_REGION_LOCK_TIMEOUT_MS (errno EWOULDBLOCK then).
+int flockBounded(int fd) {
+  timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (;;) {
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) return 0;
+    if (errno != EWOULDBLOCK && errno != EINTR) return -1;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int64_t waited = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+    if (waited >= VGPU_REGION_LOCK_TIMEOUT_MS) {
+      errno = EWOULDBLOCK;
+      return -1;
+    }
+    timespec pause{0, 5 * 1000 * 1000};
+    nanosleep(&pause, nullptr);
+  }
+}
+
+// Copies the file behind `fd` into private memory (anonymous, so vgpu_region_close unmaps it
+// like any region) and checks the copy: size before and after, header. What the file does
+// meanwhile can make the copy wrong or refused, never crash the reader.
+int readSnapshot(int fd, const char* path, const vgpu_region** out, char* err, size_t len) {
+  // lseek, not fstat (see vgpu_region_open); it also fails on a FIFO or socket.
+  off_t size = lseek(fd, 0, SEEK_END);
+  if (size < 0 || static_cast<size_t>(size) != sizeof(vgpu_region)) {
+    setError(err, len, "%s is not a version %u shared region (size %lld, expected %zu)", path, VGPU_REGION_VERSION,
+             static_cast<long long>(size), sizeof(vgpu_region));
+    return VGPU_REGION_ERROR;
+  }
+  void* mem = mmap(nullptr, sizeof(vgpu_region), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    setError(err, len, "copying shared region %s: %s", path, strerror(errno));
+    return VGPU_REGION_ERROR;
+  }
+  auto* bytes = static_cast<char*>(mem);
+  size_t got = 0;
+  while (got < sizeof(vgpu_region)) {
+    ssize_t n = pread(fd, bytes + got, sizeof(vgpu_region) - got, static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  char extra = 0;
+  bool grew = got == sizeof(vgpu_region) && pread(fd, &extra, 1, static_cast<off_t>(got)) > 0;
+  if (got != sizeof(vgpu_region) || grew) {
+    setError(err, len, "%s changed size while it was read (%zu of %zu bytes%s)", path, got, sizeof(vgpu_region),
+             grew ? ", then more" : "");
+    munmap(mem, sizeof(vgpu_region));
+    return VGPU_REGION_ERROR;
+  }
+  auto* r = static_cast<vgpu_region*>(mem);
+  if (checkHeader(r, path, err, len) != VGPU_REGION_OK) {
+    munmap(mem, sizeof(vgpu_region));
+    return VGPU_REGION_ERROR;
+  }
+  // Text fields end within their arrays, whatever the file said.
+  for (vgpu_region_device& d : r->devices) d.uuid[VGPU_REGION_UUID_LEN - 1] = '\0';
+  mprotect(mem, sizeof(vgpu_region), PROT_READ);
+  *out = r;
+  return VGPU_REGION_OK;
+}
+
 }  // namespace
 
 extern "C" {
@@ -266,9 +328,17 @@ int vgpu_region_open(const char* path, vgpu_region** out, char* err, size_t err_
     setError(err, err_len, "opening shared region %s: %s", path, strerror(errno));
     return VGPU_REGION_ERROR;
   }
-  // flock is dropped by the kernel if this process dies, so a crash here blocks no one.
-  if (flock(fd, LOCK_EX) != 0) {
-    setError(err, err_len, "locking shared region %s: %s", path, strerror(errno));
+  // flock is dropped by the kernel if this process dies, so a crash here blocks no one; a
+  // process that holds it on purpose blocks everyone for at most the bounded wait.
+  if (flockBounded(fd) != 0) {
+    if (errno == EWOULDBLOCK) {
+      setError(err, err_len,
+               "shared region %s is locked (flock) by another process for more than %d ms: the region is "
+               "unusable; find the process holding it (e.g. with lsof or /proc/locks)",
+               path, VGPU_REGION_LOCK_TIMEOUT_MS);
+    } else {
+      setError(err, err_len, "locking shared region %s: %s", path, strerror(errno));
+    }
     close(fd);
     return VGPU_REGION_ERROR;
   }
@@ -329,31 +399,17 @@ int vgpu_region_open(const char* path, vgpu_region** out, char* err, size_t err_
 
 int vgpu_region_open_readonly(const char* path, const vgpu_region** out, char* err, size_t err_len) {
   *out = nullptr;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  // The file is the tenant's: it may be truncated, grown, rewritten or replaced by a FIFO or
+  // a link at any moment. It is never mapped (a mapping of a file that shrinks raises SIGBUS
+  // in the reader); it is copied with pread into private memory and checked there.
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     setError(err, err_len, "opening shared region %s: %s", path, strerror(errno));
     return VGPU_REGION_ERROR;
   }
-  off_t size = lseek(fd, 0, SEEK_END);
-  if (size < 0 || static_cast<size_t>(size) != sizeof(vgpu_region)) {
-    setError(err, err_len, "%s is not a version %u shared region (size %lld, expected %zu)", path, VGPU_REGION_VERSION,
-             static_cast<long long>(size), sizeof(vgpu_region));
-    close(fd);
-    return VGPU_REGION_ERROR;
-  }
-  void* mem = mmap(nullptr, sizeof(vgpu_region), PROT_READ, MAP_SHARED, fd, 0);
+  int rc = readSnapshot(fd, path, out, err, err_len);
   close(fd);
-  if (mem == MAP_FAILED) {
-    setError(err, err_len, "mapping shared region %s: %s", path, strerror(errno));
-    return VGPU_REGION_ERROR;
-  }
-  auto* r = static_cast<const vgpu_region*>(mem);
-  if (checkHeader(r, path, err, err_len) != VGPU_REGION_OK) {
-    munmap(mem, sizeof(vgpu_region));
-    return VGPU_REGION_ERROR;
-  }
-  *out = r;
-  return VGPU_REGION_OK;
+  return rc;
 }
 
 int vgpu_region_open_private(vgpu_region** out, char* err, size_t err_len) {
@@ -398,7 +454,17 @@ void vgpu_region_after_fork(vgpu_region* region) {
 }
 
 int vgpu_region_lock(vgpu_region* r) {
-  int rc = pthread_mutex_lock(&r->lock.mutex);
+  // Bounded: any process of the container can hold the lock, or write bytes into it that make
+  // it look held, for ever.
+  timespec deadline;
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += VGPU_REGION_LOCK_TIMEOUT_MS / 1000;
+  deadline.tv_nsec += static_cast<long>(VGPU_REGION_LOCK_TIMEOUT_MS % 1000) * 1000000L;
+  if (deadline.tv_nsec >= 1000000000L) {
+    deadline.tv_sec += 1;
+    deadline.tv_nsec -= 1000000000L;
+  }
+  int rc = pthread_mutex_timedlock(&r->lock.mutex, &deadline);
   if (rc == EOWNERDEAD) {
     // The holder died while changing the set of slots: its own slot is dead now too. The
     // counters need no repair (see the header: a death between two updates leaves them high).
@@ -420,7 +486,10 @@ int vgpu_region_attach(vgpu_region* r, int* slot, char* err, size_t err_len) {
   OpenFile* o = findOpen(r);
   pthread_mutex_unlock(&gOpenMu);
   if (vgpu_region_lock(r) != VGPU_REGION_OK) {
-    setError(err, err_len, "the shared region lock is unusable");
+    setError(err, err_len,
+             "the shared region's lock was not free within %d ms (held by another process, or damaged): the "
+             "region is unusable",
+             VGPU_REGION_LOCK_TIMEOUT_MS);
     return VGPU_REGION_ERROR;
   }
   int mine = -1;

@@ -119,8 +119,12 @@ enum {
  */
 int vgpu_region_open(const char* path, vgpu_region** out, char* err, size_t err_len);
 
-/** Maps an existing region read-only (for the node agent). Checks magic and version (any
- *  from VGPU_REGION_OLDEST_VERSION to VGPU_REGION_VERSION). */
+/** A copy of an existing region, for the node agent. The file is never mapped: it is read
+ *  with pread into private memory (a tenant that truncates or grows the file meanwhile gets
+ *  this call refused, never the reader killed by SIGBUS); links, FIFOs and files of another
+ *  size are refused; magic and version (any from VGPU_REGION_OLDEST_VERSION to
+ *  VGPU_REGION_VERSION) are checked, and UUIDs are NUL-terminated in the copy. The copy is a
+ *  snapshot: read it again for newer values. Free it with vgpu_region_close. */
 int vgpu_region_open_readonly(const char* path, const vgpu_region** out, char* err, size_t err_len);
 
 /** A private, unshared region (anonymous memory), for a process that has no file. */
@@ -133,7 +137,13 @@ void vgpu_region_close(const vgpu_region* region);
  *  locks, so the child opens the file afresh and holds no slot (it attaches anew). */
 void vgpu_region_after_fork(vgpu_region* region);
 
-/** Takes the region lock, recovering it if its holder died. 0 or VGPU_REGION_ERROR. */
+/** How long the region's locks are waited for (flock while opening, the region lock):
+ *  another process of the container may hold them for ever, and then the region is refused
+ *  as unusable instead of hanging the caller. */
+#define VGPU_REGION_LOCK_TIMEOUT_MS 2000
+
+/** Takes the region lock, recovering it if its holder died. 0, or VGPU_REGION_ERROR when it
+ *  was not free within VGPU_REGION_LOCK_TIMEOUT_MS or is damaged. */
 int vgpu_region_lock(vgpu_region* region);
 void vgpu_region_unlock(vgpu_region* region);
 
