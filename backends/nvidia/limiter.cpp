@@ -144,7 +144,9 @@ Result<ContainerSpec> NvidiaLimiter::containerSpec(const ContainerGrant& grant) 
   limits.emplace_back(VGPU_ENV_SM_LIMIT, std::to_string(std::min<std::uint32_t>(grant.devices[0].compute, 100)));
   limits.emplace_back(VGPU_ENV_SHARED_REGION, kContainerRegionFile);
   if (!driverCap && settings_.memoryScaling > 1.0) limits.emplace_back(VGPU_ENV_OVERSUBSCRIBE, "true");
-  if (!settings_.corePolicy.empty()) limits.emplace_back(VGPU_ENV_CORE_POLICY, settings_.corePolicy);
+  // Always in the file, "default" included: a key missing from the file would be taken from
+  // the container's environment, where the tenant could write "disable".
+  limits.emplace_back(VGPU_ENV_CORE_POLICY, settings_.corePolicy.empty() ? "default" : settings_.corePolicy);
   if (grant.devices[0].priority >= 0) limits.emplace_back(VGPU_ENV_TASK_PRIORITY, std::to_string(grant.devices[0].priority));
   if (!settings_.activityBoardHostPath.empty()) limits.emplace_back(VGPU_ENV_ACTIVITY_BOARD, kContainerActivityBoard);
 
