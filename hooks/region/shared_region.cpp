@@ -492,6 +492,12 @@ int vgpu_region_attach(vgpu_region* r, int* slot, char* err, size_t err_len) {
              VGPU_REGION_LOCK_TIMEOUT_MS);
     return VGPU_REGION_ERROR;
   }
+  char why[256] = "";
+  if (vgpu_region_verify(r, -1, why, sizeof why) != VGPU_REGION_OK) {
+    vgpu_region_unlock(r);
+    setError(err, err_len, "%s", why);
+    return VGPU_REGION_TAMPERED;
+  }
   int mine = -1;
   bool locked = false;
   for (int s = 0; s < VGPU_REGION_MAX_PROCS && mine < 0; ++s) {
@@ -550,10 +556,49 @@ void vgpu_region_detach(vgpu_region* r, int slot) {
 
 int vgpu_region_try_add(vgpu_region* r, int slot, int dev, uint64_t bytes, uint64_t limit) {
   if (!validSlot(slot) || !validDevice(dev)) return VGPU_REGION_ERROR;
-  if (vgpu_region_add_fast(r, slot, dev, bytes, limit)) return VGPU_REGION_OK;
+  int added = vgpu_region_add_fast(r, slot, dev, bytes, limit);
   // Before refusing, make sure the usage is not held by processes that are gone.
-  if (vgpu_region_reclaim_dead(r) > 0 && vgpu_region_add_fast(r, slot, dev, bytes, limit)) return VGPU_REGION_OK;
-  return VGPU_REGION_OVER_LIMIT;
+  if (added == 0 && vgpu_region_reclaim_dead(r) > 0) added = vgpu_region_add_fast(r, slot, dev, bytes, limit);
+  if (added == 2 && vgpu_region_verify(r, slot, nullptr, 0) != VGPU_REGION_OK) {
+    vgpu_region_sub_fast(r, slot, dev, bytes);
+    return VGPU_REGION_TAMPERED;
+  }
+  return added != 0 ? VGPU_REGION_OK : VGPU_REGION_OVER_LIMIT;
+}
+
+int vgpu_region_verify(const vgpu_region* r, int slot, char* err, size_t err_len) {
+  int dev = -1, who = -1;
+  uint64_t sum = 0, held = 0;
+  for (int round = 0; round < 3; ++round) {
+    if (round > 0) {
+      timespec pause{0, 300 * 1000};
+      nanosleep(&pause, nullptr);
+    }
+    dev = who = -1;
+    // Slot by slot, each against the sum read right after it: a sum of many slots read over
+    // time would race with every update meanwhile; one slot and the sum race only with an
+    // update of that slot between two loads, which the next round does not repeat.
+    for (int s = validSlot(slot) ? slot : 0; s < (validSlot(slot) ? slot + 1 : VGPU_REGION_MAX_PROCS) && dev < 0; ++s) {
+      const vgpu_region_proc& p = r->procs[s];
+      if (!validSlot(slot) && __atomic_load_n(&p.pid, __ATOMIC_ACQUIRE) == 0) continue;
+      for (int d = 0; d < VGPU_REGION_MAX_DEVICES; ++d) {
+        held = loadU64(&p.memory_used[d]);
+        if (held == 0) continue;
+        sum = loadU64(&r->devices[d].memory_used);
+        if (held > sum) {
+          dev = d;
+          who = s;
+          break;
+        }
+      }
+    }
+    if (dev < 0) return VGPU_REGION_OK;
+  }
+  setError(err, err_len,
+           "device %d: the shared region says the container uses %llu bytes, but its process in slot %d alone holds "
+           "%llu: the region was rewritten by a process of the container",
+           dev, static_cast<unsigned long long>(sum), who, static_cast<unsigned long long>(held));
+  return VGPU_REGION_TAMPERED;
 }
 
 void vgpu_region_force_add(vgpu_region* r, int slot, int dev, uint64_t bytes) {

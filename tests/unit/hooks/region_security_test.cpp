@@ -226,4 +226,69 @@ TEST_F(RegionSecurity, ARegionLockHeldForEverMakesAttachingFailWithinTheBound) {
   waitpid(holder, nullptr, 0);
 }
 
+// Zeroing the device's usage while a process holds memory (issue 26: one process then held
+// 300 MiB under a 64 MiB limit) contradicts that process's slot: found, and the next
+// check-and-add of that process is refused, adding nothing.
+TEST_F(RegionSecurity, AZeroedDeviceSumIsFoundAndTheNextAddRefused) {
+  vgpu_region* r = nullptr;
+  ASSERT_EQ(vgpu_region_open(path_.c_str(), &r, nullptr, 0), VGPU_REGION_OK);
+  int slot = -1;
+  ASSERT_EQ(vgpu_region_attach(r, &slot, nullptr, 0), VGPU_REGION_OK);
+  ASSERT_EQ(vgpu_region_try_add(r, slot, 0, 40 * kMiB, 64 * kMiB), VGPU_REGION_OK);
+  EXPECT_EQ(vgpu_region_verify(r, -1, nullptr, 0), VGPU_REGION_OK);
+  __atomic_store_n(&r->devices[0].memory_used, 0, __ATOMIC_RELAXED);  // the attack
+  char err[256] = "";
+  EXPECT_EQ(vgpu_region_verify(r, slot, err, sizeof err), VGPU_REGION_TAMPERED);
+  EXPECT_NE(std::string(err).find("device 0"), std::string::npos) << err;
+  EXPECT_EQ(vgpu_region_try_add(r, slot, 0, 40 * kMiB, 64 * kMiB), VGPU_REGION_TAMPERED);
+  EXPECT_EQ(r->procs[slot].memory_used[0], 40 * kMiB);  // nothing was added
+  int other = -1;
+  EXPECT_EQ(vgpu_region_attach(r, &other, err, sizeof err), VGPU_REGION_TAMPERED) << "a new process is refused too";
+  vgpu_region_close(r);
+}
+
+// No false alarm: processes that allocate and free as fast as they can, while another checks
+// the whole region over and over, never see the counters contradict each other.
+TEST_F(RegionSecurity, HonestProcessesRacingNeverLookTampered) {
+  validImage();
+  std::vector<pid_t> kids;
+  for (int k = 0; k < 4; ++k) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      vgpu_region* r = nullptr;
+      int slot = -1;
+      if (vgpu_region_open(path_.c_str(), &r, nullptr, 0) != VGPU_REGION_OK ||
+          vgpu_region_attach(r, &slot, nullptr, 0) != VGPU_REGION_OK)
+        _exit(1);
+      // The first holds most of the usage: its slot and the sum are then close, the tightest case.
+      if (k == 0 && vgpu_region_try_add(r, slot, 0, 64 * kMiB, 0) != VGPU_REGION_OK) _exit(3);
+      auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(800);
+      while (std::chrono::steady_clock::now() < until) {
+        for (int i = 0; i < 100; ++i) {
+          int rc = vgpu_region_try_add(r, slot, 0, (i + 1) * 4096, 0);
+          if (rc == VGPU_REGION_TAMPERED) _exit(2);
+          if (rc == VGPU_REGION_OK) vgpu_region_sub(r, slot, 0, (i + 1) * 4096);
+        }
+      }
+      _exit(0);
+    }
+    kids.push_back(pid);
+  }
+  vgpu_region* r = nullptr;
+  ASSERT_EQ(vgpu_region_open(path_.c_str(), &r, nullptr, 0), VGPU_REGION_OK);
+  int alarms = 0, checks = 0;
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(700);
+  while (std::chrono::steady_clock::now() < until) {
+    ++checks;
+    if (vgpu_region_verify(r, -1, nullptr, 0) != VGPU_REGION_OK) ++alarms;
+  }
+  for (pid_t pid : kids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a racing process saw tampering: " << status;
+  }
+  EXPECT_EQ(alarms, 0) << "of " << checks << " checks";
+  vgpu_region_close(r);
+}
+
 }  // namespace
