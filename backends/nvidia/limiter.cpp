@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "vgpu/limiter_contract.h"
+#include "vgpu/shared_region.h"
 #include "vgpu/sdk/standard_rules.h"
 
 namespace vgpu::nvidia {
@@ -40,6 +41,25 @@ Status writeFileAtomically(const fs::path& path, const std::string& text) {
     return makeError("cannot write " + path.string() + ": " + ec.message());
   }
   return {};
+}
+
+/// Creates the container's shared region (or keeps a sound one already there) and returns its
+/// inode number: libvgpu.so then opens only that file, so a tenant that deletes, truncates or
+/// replaces it gets CUDA refused instead of a fresh region with nothing counted.
+Result<std::uint64_t> createRegion(const fs::path& path) {
+  char err[512] = "";
+  vgpu_region* region = nullptr;
+  if (vgpu_region_open(path.c_str(), &region, err, sizeof err) != VGPU_REGION_OK) {
+    std::error_code ec;
+    fs::remove(path, ec);  // not a region this build can use: start it over
+    if (vgpu_region_open(path.c_str(), &region, err, sizeof err) != VGPU_REGION_OK)
+      return makeError("cannot create the shared region: " + std::string(err));
+  }
+  vgpu_region_close(region);
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+    return makeError("cannot create the shared region " + path.string());
+  return static_cast<std::uint64_t>(st.st_ino);
 }
 
 }  // namespace
@@ -188,6 +208,9 @@ Result<ContainerSpec> NvidiaLimiter::containerSpec(const ContainerGrant& grant) 
   file << "# Limits of " << who << ", written by the vgpu " << settings_.backend
        << " backend. Read-only in the container; wins over its environment.\n";
   for (const auto& [k, v] : limits) file << k << "=" << v << "\n";
+  auto inode = createRegion(regionDir / fs::path(kContainerRegionFile).filename());
+  if (!inode) return makeError(who + ": " + inode.error().message);
+  file << VGPU_REGION_INODE << "=" << *inode << "\n";  // the file's alone: not a variable
   const fs::path limitsFile = hostDir / kHostLimitsFile;
   if (auto s = writeFileAtomically(limitsFile, file.str()); !s.ok()) return s.error();
 

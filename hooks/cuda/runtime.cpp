@@ -106,7 +106,11 @@ void initConfig() {
   // Without the container's region a process would count against a limit of its own: its
   // device memory is refused instead (reserveMemory says why). A private region still holds
   // its compute bucket.
-  if (vgpu_region_open(rt.cfg.region_path, &rt.region, err, sizeof err) == VGPU_REGION_OK) {
+  // The node agent names the region it created (by inode): only that one is used.
+  int opened = rt.cfg.region_inode != 0
+                   ? vgpu_region_open_existing(rt.cfg.region_path, rt.cfg.region_inode, &rt.region, err, sizeof err)
+                   : vgpu_region_open(rt.cfg.region_path, &rt.region, err, sizeof err);
+  if (opened == VGPU_REGION_OK) {
     rt.regionShared = true;
   } else {
     snprintf(rt.regionError, sizeof rt.regionError, "%s", err);

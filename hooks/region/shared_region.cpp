@@ -17,6 +17,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -247,6 +248,16 @@ int upgradeOld(vgpu_region* r, const char* path, char* err, size_t len) {
   return initRegion(r, err, len);
 }
 
+// The file's inode number by the system call itself: glibc's fstat is newer (2.33) than the
+// glibc libvgpu.so must load with. 0 if unknown.
+uint64_t inodeOf(int fd) {
+  struct stat st;
+  memset(&st, 0, sizeof st);
+  return syscall(SYS_fstat, fd, &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
+int openRegion(const char* path, uint64_t inode, vgpu_region** out, char* err, size_t err_len);
+
 // flock(LOCK_EX) that gives up after VGPU_REGION_LOCK_TIMEOUT_MS (errno EWOULDBLOCK then).
 int flockBounded(int fd) {
   timespec start, now;
@@ -255,8 +266,8 @@ int flockBounded(int fd) {
     if (flock(fd, LOCK_EX | LOCK_NB) == 0) return 0;
     if (errno != EWOULDBLOCK && errno != EINTR) return -1;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    int64_t waited = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
-    if (waited >= VGPU_REGION_LOCK_TIMEOUT_MS) {
+    int64_t waitedNs = (now.tv_sec - start.tv_sec) * 1000000000LL + (now.tv_nsec - start.tv_nsec);
+    if (waitedNs >= VGPU_REGION_LOCK_TIMEOUT_MS * 1000000LL) {
       errno = EWOULDBLOCK;
       return -1;
     }
@@ -314,6 +325,24 @@ int readSnapshot(int fd, const char* path, const vgpu_region** out, char* err, s
 extern "C" {
 
 int vgpu_region_open(const char* path, vgpu_region** out, char* err, size_t err_len) {
+  return openRegion(path, 0, out, err, err_len);
+}
+
+int vgpu_region_open_existing(const char* path, uint64_t inode, vgpu_region** out, char* err, size_t err_len) {
+  if (inode == 0) {
+    *out = nullptr;
+    setError(err, err_len, "shared region %s: no inode number given", path != nullptr ? path : "");
+    return VGPU_REGION_ERROR;
+  }
+  return openRegion(path, inode, out, err, err_len);
+}
+
+}  // extern "C"
+
+namespace {
+
+// inode 0: create and initialise the file if absent or empty; else only that existing file.
+int openRegion(const char* path, uint64_t inode, vgpu_region** out, char* err, size_t err_len) {
   *out = nullptr;
   if (path == nullptr || path[0] == '\0') {
     setError(err, err_len, "no shared region path given");
@@ -323,10 +352,22 @@ int vgpu_region_open(const char* path, vgpu_region** out, char* err, size_t err_
     setError(err, err_len, "shared region path is longer than %d bytes", PATH_MAX - 1);
     return VGPU_REGION_ERROR;
   }
-  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  const bool create = inode == 0;
+  int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : O_NOFOLLOW), 0666);
   if (fd < 0) {
-    setError(err, err_len, "opening shared region %s: %s", path, strerror(errno));
+    setError(err, err_len, "opening shared region %s: %s%s", path, strerror(errno),
+             !create && errno == ENOENT ? " (the node agent created it: it was deleted)" : "");
     return VGPU_REGION_ERROR;
+  }
+  if (!create) {
+    uint64_t actual = inodeOf(fd);
+    if (actual != inode) {
+      setError(err, err_len,
+               "shared region %s was replaced: it is inode %llu, the node agent created inode %llu", path,
+               static_cast<unsigned long long>(actual), static_cast<unsigned long long>(inode));
+      close(fd);
+      return VGPU_REGION_ERROR;
+    }
   }
   // flock is dropped by the kernel if this process dies, so a crash here blocks no one; a
   // process that holds it on purpose blocks everyone for at most the bounded wait.
@@ -352,6 +393,10 @@ int vgpu_region_open(const char* path, vgpu_region** out, char* err, size_t err_
       break;
     }
     bool fresh = size == 0;
+    if (fresh && !create) {
+      setError(err, err_len, "shared region %s was truncated to 0 bytes", path);
+      break;
+    }
     if (!fresh && static_cast<size_t>(size) != sizeof(vgpu_region)) {
       setError(err, err_len, "%s has %lld bytes, a version %u region has %zu", path, static_cast<long long>(size),
                VGPU_REGION_VERSION, sizeof(vgpu_region));
@@ -370,6 +415,10 @@ int vgpu_region_open(const char* path, vgpu_region** out, char* err, size_t err_
       break;
     }
     auto* r = static_cast<vgpu_region*>(mem);
+    if (r->magic == 0 && !create) {
+      setError(err, err_len, "shared region %s was wiped (no magic number)", path);
+      break;
+    }
     if (r->magic == 0) {  // fresh, or a creator died before finishing: start over
       if (initRegion(r, err, err_len) != VGPU_REGION_OK) break;
     }
@@ -396,6 +445,10 @@ int vgpu_region_open(const char* path, vgpu_region** out, char* err, size_t err_
   if (rc != VGPU_REGION_OK) close(fd);
   return rc;
 }
+
+}  // namespace
+
+extern "C" {
 
 int vgpu_region_open_readonly(const char* path, const vgpu_region** out, char* err, size_t err_len) {
   *out = nullptr;

@@ -568,6 +568,32 @@ TEST_F(LimiterSecurity, AnUnusableRegionRefusesCudaNamingTheProblem) {
   EXPECT_EQ(free.exitCode, 0) << free.err;
 }
 
+// The node agent made the region and named it by inode in the read-only limits file: a
+// tenant that deletes or replaces it to start afresh gets CUDA refused, saying why.
+TEST_F(LimiterSecurity, ADeletedOrReplacedRegionRefusesCuda) {
+  vgpu_region* region = nullptr;
+  char err[256] = "";
+  ASSERT_EQ(vgpu_region_open((dir_ + "/region").c_str(), &region, err, sizeof err), VGPU_REGION_OK) << err;
+  vgpu_region_close(region);
+  struct stat st {};
+  ASSERT_EQ(stat((dir_ + "/region").c_str(), &st), 0);
+  std::ofstream(dir_ + "/limits.env") << "CUDA_DEVICE_MEMORY_LIMIT=64m\nVGPU_REGION_INODE=" << st.st_ino << "\n";
+  const std::map<std::string, std::string> managed{{"VGPU_LIMITS_FILE", probePath("limits.env")}};
+  ProbeResult ok = run({"alloc", "10"}, managed);
+  ASSERT_EQ(ok.exitCode, 0) << ok.err;
+  ASSERT_EQ(unlink((dir_ + "/region").c_str()), 0);
+  ProbeResult deleted = run({"alloc", "10"}, managed);
+  EXPECT_NE(deleted.exitCode, 0);
+  EXPECT_NE(deleted.err.find("it was deleted"), std::string::npos) << deleted.err;
+  EXPECT_NE(deleted.err.find("CUDA refused"), std::string::npos) << deleted.err;
+  std::ofstream(dir_ + "/keep");  // the old inode number is not handed out again at once
+  ASSERT_EQ(vgpu_region_open((dir_ + "/region").c_str(), &region, err, sizeof err), VGPU_REGION_OK) << err;
+  vgpu_region_close(region);
+  ProbeResult replaced = run({"alloc", "10"}, managed);
+  EXPECT_NE(replaced.exitCode, 0);
+  EXPECT_NE(replaced.err.find("was replaced"), std::string::npos) << replaced.err;
+}
+
 // ---- interposition ----
 
 TEST_F(LimiterPreload, ProcAddressReturnsTheWrapperOfExactlyTheRequestedVariant) {

@@ -291,4 +291,33 @@ TEST_F(RegionSecurity, HonestProcessesRacingNeverLookTampered) {
   vgpu_region_close(r);
 }
 
+// A region the node agent created is opened by its inode number: deleted, truncated, wiped or
+// replaced, it is refused with a message saying which, never started afresh (which handed
+// every new process a full limit with nothing counted).
+TEST_F(RegionSecurity, ARegionTheAgentMadeIsRefusedOnceDeletedTruncatedWipedOrReplaced) {
+  validImage();
+  struct stat st {};
+  ASSERT_EQ(stat(path_.c_str(), &st), 0);
+  const uint64_t inode = st.st_ino;
+  vgpu_region* r = nullptr;
+  char err[512] = "";
+  ASSERT_EQ(vgpu_region_open_existing(path_.c_str(), inode, &r, err, sizeof err), VGPU_REGION_OK) << err;
+  vgpu_region_close(r);
+  const auto refused = [&](const char* says) {
+    err[0] = '\0';
+    EXPECT_EQ(vgpu_region_open_existing(path_.c_str(), inode, &r, err, sizeof err), VGPU_REGION_ERROR) << says;
+    EXPECT_NE(std::string(err).find(says), std::string::npos) << err;
+  };
+  ASSERT_EQ(truncate(path_.c_str(), 0), 0);
+  refused("truncated");
+  ASSERT_EQ(truncate(path_.c_str(), sizeof(vgpu_region)), 0);  // the right size, all zeros
+  refused("wiped");
+  ASSERT_EQ(unlink(path_.c_str()), 0);
+  refused("deleted");
+  std::string other = dir_ + "/other";
+  std::system(("touch " + other).c_str());  // keeps the old inode number from being reused at once
+  validImage();  // a fresh region at the same path: another file
+  refused("replaced");
+}
+
 }  // namespace

@@ -120,6 +120,12 @@ enum {
  */
 int vgpu_region_open(const char* path, vgpu_region** out, char* err, size_t err_len);
 
+/** Like vgpu_region_open, for a region the node agent created: opens only the file whose
+ *  inode number is `inode`, and only once initialised with this version's size. A missing,
+ *  truncated, uninitialised or replaced (another inode) file is refused with a message saying
+ *  which, never started afresh. */
+int vgpu_region_open_existing(const char* path, uint64_t inode, vgpu_region** out, char* err, size_t err_len);
+
 /** A copy of an existing region, for the node agent. The file is never mapped: it is read
  *  with pread into private memory (a tenant that truncates or grows the file meanwhile gets
  *  this call refused, never the reader killed by SIGBUS); links, FIFOs and files of another
