@@ -211,6 +211,7 @@ Result<ContainerSpec> NvidiaLimiter::containerSpec(const ContainerGrant& grant) 
   auto inode = createRegion(regionDir / fs::path(kContainerRegionFile).filename());
   if (!inode) return makeError(who + ": " + inode.error().message);
   file << VGPU_REGION_INODE << "=" << *inode << "\n";  // the file's alone: not a variable
+  if (settings_.contextOverheadMiB > 0) file << VGPU_ENV_CONTEXT_OVERHEAD << "=" << settings_.contextOverheadMiB << "m\n";
   const fs::path limitsFile = hostDir / kHostLimitsFile;
   if (auto s = writeFileAtomically(limitsFile, file.str()); !s.ok()) return s.error();
 
