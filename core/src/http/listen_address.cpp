@@ -7,7 +7,7 @@ namespace vgpu::http {
 
 Status parseListenAddress(std::string_view text, std::string_view flag, ServerOptions& out) {
   const auto refuse = [&](const std::string& why) -> Status {
-    return makeError(std::string(flag) + " must be host:port, [ipv6]:port or :port, got \"" + std::string(text) +
+    return makeError(std::string(flag) + " must be address:port, [ipv6]:port or :port, got \"" + std::string(text) +
                      "\": " + why);
   };
   const auto colon = text.rfind(':');
