@@ -175,7 +175,9 @@ namespace) never wait for it, so vgpu-scheduler can always be recreated.
 {{- end -}}
 
 {{/*
-CEL for the security webhook: what it must see. Every CREATE (a container's environment),
+CEL for the security webhook: what it must see. A field absent from the request is an error
+in CEL, not an empty value (seen on kube-apiserver 1.37: "no such key: subResource"), and an
+error counts as a failed call: every optional field is guarded with has(). Every CREATE (a container's environment),
 ephemeral containers as they are added, and updates by anyone but the trusted users that
 change a reserved annotation (keys::kReservedPodAnnotations); the webhook checks all of it
 again itself.
@@ -188,5 +190,5 @@ again itself.
 {{- $keys := "['vgpu.io/assignment', 'vgpu.io/bind-phase', 'vgpu.io/bind-time', 'vgpu.io/allocate-error', 'vgpu.io/capacity-freed']" -}}
 {{- $now := "(has(object.metadata.annotations) && k in object.metadata.annotations ? object.metadata.annotations[k] : '')" -}}
 {{- $before := "(has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations ? oldObject.metadata.annotations[k] : '')" -}}
-{{- printf "request.operation == 'CREATE' || request.subResource == 'ephemeralcontainers' || (!(request.userInfo.username in [%s]) && %s.exists(k, %s != %s))" (join ", " $users) $keys $now $before -}}
+{{- printf "request.operation == 'CREATE' || (has(request.subResource) && request.subResource == 'ephemeralcontainers') || (!(request.userInfo.username in [%s]) && %s.exists(k, %s != %s))" (join ", " $users) $keys $now $before -}}
 {{- end -}}

@@ -605,6 +605,12 @@ def check_security_webhook(args, description, kube, values, docs, need, with_con
     if r.returncode != 0 or not reserved:
         fail("chart_config_check reserved-annotations failed: %s" % r.stderr)
     escape = conditions.get("may-escape", "")
+    # An absent field is a CEL error, and an error a failed call (kube-apiserver 1.37 refused
+    # vgpu-scheduler's own patches: "no such key: subResource"): optional fields need has().
+    for field in ("request.subResource", "object.spec.serviceAccountName"):
+        for expression in conditions.values():
+            if field in expression and "has(%s)" % field not in expression:
+                fail("%s: a security condition reads %s without has(): %s" % (description, field, expression))
     named = re.findall(r"'(vgpu\.io/[^']*)'", escape)
     if sorted(named) != sorted(reserved):
         fail("%s: the security webhook's condition names %s, the code reserves %s" % (description, named, reserved))
