@@ -78,7 +78,6 @@ std::string initContainerWarning(const BackendSet& backends, const ContainerReso
   return w;
 }
 
-
 /// A container of the pod as it sits in the JSON.
 struct ContainerPlace {
   std::string path;  ///< e.g. "/spec/initContainers/0"
