@@ -52,6 +52,9 @@ class NvidiaBackend {
   /// without libvgpu.so where the operator does not allow it (allowOptOut).
   Result<std::map<std::string, std::int64_t>> admissionDefaults(const ContainerResources& container,
                                                                 const Annotations& annotations) const;
+  /// NVIDIA_VISIBLE_DEVICES in any container; in containers with NVIDIA resources, the
+  /// driver cap, LD_PRELOAD and every variable libvgpu.so or HAMi-core reads.
+  std::vector<ProtectedEnv> protectedEnv() const;
 
   // Discovery
   Result<std::vector<Device>> discover();

@@ -47,6 +47,13 @@ class LoadedBackend final : public Backend, public Allocator, public Discovery, 
       static_cast<std::vector<ResourceName>*>(ctx)->push_back(
           {r->name ? r->name : "", static_cast<vgpu_resource_role>(r->role), r->advertised != 0});
     }, &resources_);
+    if (has(&vgpu_backend_table::protected_env))
+      table_.protected_env(instance_, [](void* ctx, const char* pattern, uint32_t scope) {
+        if (pattern == nullptr || *pattern == '\0') return;
+        static_cast<std::vector<ProtectedEnv>*>(ctx)->push_back(
+            {pattern, scope == VGPU_ENV_SCOPE_EVERY_CONTAINER ? ProtectedEnv::Scope::kEveryContainer
+                                                              : ProtectedEnv::Scope::kBackendContainers});
+      }, &protectedEnv_);
   }
   ~LoadedBackend() override {
     table_.destroy(instance_);
@@ -63,6 +70,7 @@ class LoadedBackend final : public Backend, public Allocator, public Discovery, 
 
   // Allocator
   const std::vector<ResourceName>& resources() const override { return resources_; }
+  const std::vector<ProtectedEnv>& protectedEnv() const override { return protectedEnv_; }
 
   Result<std::optional<DeviceRequest>> parseRequest(const ContainerResources& container,
                                                     const Annotations& annotations) const override {
@@ -247,6 +255,7 @@ class LoadedBackend final : public Backend, public Allocator, public Discovery, 
   vgpu_backend* instance_;
   std::string name_;
   std::vector<ResourceName> resources_;
+  std::vector<ProtectedEnv> protectedEnv_;
 };
 
 constexpr size_t kRequiredTableSize = offsetof(vgpu_backend_table, fit) + sizeof(vgpu_backend_table::fit);

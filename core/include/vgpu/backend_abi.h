@@ -8,7 +8,8 @@
  * callback) that carries them; whoever keeps them copies them.
  *
  * Versioning: major<<16 | minor. A major change breaks the table; a minor change only
- * appends slots (1.1: vgpu_container_grant.pod_uid and the container_usage slot). Every
+ * appends slots (1.1: vgpu_container_grant.pod_uid and the container_usage slot; 1.3: the
+ * protected_env slot). Every
  * struct the caller fills starts with its own size so that either side can tell which
  * fields the other knows. A null optional slot means "not supported".
  * See docs/writing-a-backend.md.
@@ -24,7 +25,7 @@ extern "C" {
 #endif
 
 #define VGPU_BACKEND_ABI_MAJOR 1u
-#define VGPU_BACKEND_ABI_MINOR 2u
+#define VGPU_BACKEND_ABI_MINOR 3u
 #define VGPU_BACKEND_ABI_VERSION ((VGPU_BACKEND_ABI_MAJOR << 16) | VGPU_BACKEND_ABI_MINOR)
 #define VGPU_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define VGPU_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -262,6 +263,17 @@ typedef void (*vgpu_amount_sink)(void* ctx, const char* resource, int64_t value)
 typedef void (*vgpu_health_sink)(void* ctx, const char* device_id, uint32_t health, const char* reason);
 typedef void (*vgpu_usage_sink)(void* ctx, const vgpu_container_usage* usage);
 
+/* Where a protected environment variable may not be set by a pod (protected_env). */
+typedef enum vgpu_env_scope {
+  /* In no container at all: it would hand devices to any container (a runtime hook's
+   * visibility variable such as NVIDIA_VISIBLE_DEVICES). */
+  VGPU_ENV_SCOPE_EVERY_CONTAINER = 0,
+  /* In containers that ask for this backend's resources: what its limiter sets or reads. */
+  VGPU_ENV_SCOPE_BACKEND_CONTAINERS = 1
+} vgpu_env_scope;
+/* `pattern`: a variable name, or a prefix followed by '*'; `scope`: a vgpu_env_scope. */
+typedef void (*vgpu_env_sink)(void* ctx, const char* pattern, uint32_t scope);
+
 /*
  * The function table. Required slots: create, destroy, resources, parse_request, fit.
  * Everything after `fit` is optional (null = unsupported). New slots are only appended.
@@ -309,6 +321,11 @@ typedef struct vgpu_backend_table {
   /* 1.1, node side: emits one vgpu_container_usage per device of each container the limiter
    * holds now, from the vendor library. Called when /metrics is scraped; must not block long. */
   vgpu_status (*container_usage)(vgpu_backend* backend, vgpu_usage_sink sink, void* ctx, vgpu_error_buf* err);
+
+  /* 1.3, scheduler side: emits the environment variables a pod may not set itself, because
+   * they choose devices or limits that only the node agent may choose (the admission webhook
+   * refuses or strips them). Called once when the backend is loaded. */
+  void (*protected_env)(vgpu_backend* backend, vgpu_env_sink sink, void* ctx);
 } vgpu_backend_table;
 
 /* Fills `table` (whose struct_size the loader set) for a loader of `loader_abi_version`.

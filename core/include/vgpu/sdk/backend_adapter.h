@@ -10,9 +10,10 @@
 //         const vgpu::ContainerResources&, const vgpu::Annotations&) const;
 //     void fit(const vgpu_device_request&, const vgpu_device&, const vgpu_device_usage&,
 //              vgpu_fit_result&) const;
-//     // Optional, detected at compile time: explain, admissionDefaults, discover,
-//     // waitForHealthEvents, containerSpec, release, reconcile, containerUsage (same
-//     // signatures as the vgpu::Allocator / Discovery / Limiter / UsageReporter interfaces).
+//     // Optional, detected at compile time: explain, admissionDefaults, protectedEnv (a
+//     // std::vector<vgpu::ProtectedEnv>), discover, waitForHealthEvents, containerSpec,
+//     // release, reconcile, containerUsage (same signatures as the vgpu::Allocator /
+//     // Discovery / Limiter / UsageReporter interfaces).
 //   };
 //   VGPU_DEFINE_BACKEND(MyBackend, "mine", "What it drives")
 
@@ -27,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "vgpu/allocator.h"
 #include "vgpu/backend_abi.h"
 #include "vgpu/backend_params.h"
 #include "vgpu/c_views.h"
@@ -166,6 +168,15 @@ struct Adapter {
     }
   }
 
+  static void protectedEnv(vgpu_backend* b, vgpu_env_sink sink, void* ctx) {
+    try {
+      for (const auto& e : self(b).protectedEnv())
+        sink(ctx, e.pattern.c_str(), e.scope == ProtectedEnv::Scope::kEveryContainer ? VGPU_ENV_SCOPE_EVERY_CONTAINER
+                                                                                    : VGPU_ENV_SCOPE_BACKEND_CONTAINERS);
+    } catch (const std::exception&) {
+    }
+  }
+
   static vgpu_status discover(vgpu_backend* b, vgpu_device_sink sink, void* ctx, vgpu_error_buf* err) {
     try {
       auto devices = self(b).discover();
@@ -278,6 +289,10 @@ concept HasAdmissionDefaults = requires(const B& b, const ContainerResources& c,
   b.admissionDefaults(c, a);
 };
 template <class B>
+concept HasProtectedEnv = requires(const B& b) {
+  { b.protectedEnv() } -> std::convertible_to<std::vector<ProtectedEnv>>;
+};
+template <class B>
 concept HasDiscovery = requires(B& b) {
   b.discover();
   b.waitForHealthEvents(std::chrono::milliseconds(0));
@@ -322,6 +337,7 @@ int fillTable(uint32_t loaderVersion, vgpu_backend_table* table, const char* nam
     t.reconcile = &A::reconcile;
   }
   if constexpr (HasUsage<B>) t.container_usage = &A::containerUsage;
+  if constexpr (HasProtectedEnv<B>) t.protected_env = &A::protectedEnv;
   // An older loader knows a shorter table: give it the prefix it knows.
   const uint32_t size = std::min<uint32_t>(table->struct_size, sizeof(vgpu_backend_table));
   std::memcpy(table, &t, size);
