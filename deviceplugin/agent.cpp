@@ -111,7 +111,10 @@ struct Agent::Impl final : PluginHandler {
   metrics::Gauge& devForeignMemory;
 
   std::unique_ptr<Watchdog> watchdog;  // null when off
-  std::mutex watchdogMu;               // one scan at a time
+  std::mutex watchdogMu;               // one scan at a time; guards the two below
+  bool foreignPending = false;         // foreign memory changed since the node was last marked dirty for it
+  std::chrono::steady_clock::time_point foreignPublished{};
+  static constexpr std::chrono::seconds kForeignPublishEvery{5};
   std::thread watchdogThread;
   /// Backend -> device id -> MiB held by processes outside our pods (the watchdog's last
   /// look), published with the inventory; under devMu.
@@ -1210,7 +1213,15 @@ struct Agent::Impl final : PluginHandler {
         }
       }
     }
-    if (changed) markNodeDirty();
+    // The scheduler rebuilds a node's inventory on every change: foreign memory that moves
+    // is published at most every kForeignPublishEvery (the heartbeat carries it too).
+    foreignPending = foreignPending || changed;
+    const auto now = std::chrono::steady_clock::now();
+    if (foreignPending && now - foreignPublished >= kForeignPublishEvery) {
+      foreignPending = false;
+      foreignPublished = now;
+      markNodeDirty();
+    }
     std::lock_guard lock(bgMu);
     ++stats.watchdogScans;
     stats.watchdogViolations += r.confirmed.size();

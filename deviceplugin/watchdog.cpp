@@ -192,6 +192,12 @@ ScanResult Watchdog::scan(const std::vector<Slice>& slices,
     over.insert(key);
     if (++overStreak_[key] < std::max(options_.confirmScans, 1)) continue;
     overStreak_.erase(key);
+    if (options_.action == WatchdogAction::kReport) {
+      const auto now = std::chrono::steady_clock::now();
+      auto [last, first] = reported_.emplace(key, now);
+      if (!first && now - last->second < options_.reportRepeat) continue;
+      last->second = now;
+    }
     Violation v;
     v.podUid = uid;
     v.podNamespace = pods[uid].first;

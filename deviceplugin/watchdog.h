@@ -40,6 +40,9 @@ struct WatchdogOptions {
   WatchdogAction action = WatchdogAction::kKillProcess;
   std::string procRoot = "/proc";  ///< the host's /proc (the agent runs with hostPID)
   int confirmScans = 2;
+  /// With action `report`, a pod still over its slice on a device is reported again only
+  /// after this long (one event a second would drown the pod's events).
+  std::chrono::seconds reportRepeat{60};
   /// Foreign memory is published rounded up to a multiple of this (MiB), so the node's
   /// inventory changes only when it really moves.
   std::uint64_t foreignStepMiB = 64;
@@ -123,6 +126,7 @@ class Watchdog {
   PodEvictor evictor_;
   std::set<std::string> evictionsAsked_;  ///< pod uids
   std::map<std::string, int> overStreak_;      ///< pod uid + device -> consecutive scans over
+  std::map<std::string, std::chrono::steady_clock::time_point> reported_;  ///< report mode: when last
   std::map<std::string, std::string> lastProblem_;  ///< backend -> the last query error said
   bool saidInvisible_ = false;
 };

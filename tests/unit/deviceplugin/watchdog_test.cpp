@@ -81,6 +81,14 @@ std::string podCgroup(const std::string& uid, const std::string& cid = kCid) {
          ".slice/cri-containerd-" + cid + ".scope\n";
 }
 
+/// A killer that only counts its calls.
+ProcessKiller countingKiller(int& calls) {
+  return [&calls](std::uint32_t) {
+    ++calls;
+    return Status{};
+  };
+}
+
 class WatchdogTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -132,6 +140,13 @@ class WatchdogTest : public ::testing::Test {
     return Watchdog(o, {{"nvidia", backend->processReporter()}}, std::move(killer), std::move(evictor));
   }
   ScanResult scan(Watchdog& w) { return w.scan(slices, {{"nvidia", {kUuid}}}); }
+  /// Two scans: the one violation the second confirms (none from the first).
+  Violation confirmed(Watchdog& w) {
+    EXPECT_TRUE(scan(w).confirmed.empty()) << "one reading is not enough";
+    auto second = scan(w).confirmed;
+    EXPECT_EQ(second.size(), 1u);
+    return second.empty() ? Violation{} : second[0];
+  }
 
   testing::TempDir dir;
   std::unique_ptr<Backend> backend;
@@ -148,10 +163,7 @@ TEST_F(WatchdogTest, KillsAProcessOverItsSliceOnTheSecondScan) {
   Child bypass;
   run(bypass, podCgroup(kPodA), 3000);  // e.g. a static binary that libvgpu.so never saw
   Watchdog w = make(WatchdogAction::kKillProcess);
-  EXPECT_TRUE(scan(w).confirmed.empty()) << "one reading is not enough";
-  auto second = scan(w);
-  ASSERT_EQ(second.confirmed.size(), 1u);
-  const Violation& v = second.confirmed[0];
+  const Violation v = confirmed(w);
   EXPECT_EQ(v.podUid, kPodA);
   EXPECT_EQ(v.podName, "trainer");
   EXPECT_EQ(v.container, "main");
@@ -166,14 +178,9 @@ TEST_F(WatchdogTest, ReportModeOnlyReports) {
   Child bypass;
   run(bypass, podCgroup(kPodA), 3000);
   int kills = 0;
-  Watchdog w = make(WatchdogAction::kReport, [&](std::uint32_t) {
-    ++kills;
-    return Status{};
-  });
-  scan(w);
-  auto second = scan(w);
-  ASSERT_EQ(second.confirmed.size(), 1u);
-  EXPECT_THAT(w.enforce(second.confirmed[0]), HasSubstr("reported only"));
+  Watchdog w = make(WatchdogAction::kReport, countingKiller(kills));
+  EXPECT_THAT(w.enforce(confirmed(w)), HasSubstr("reported only"));
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(scan(w).confirmed.empty()) << "said again only after reportRepeat";
   EXPECT_EQ(kills, 0);
   EXPECT_TRUE(bypass.running());
 }
@@ -192,10 +199,7 @@ TEST_F(WatchdogTest, EvictModeAsksOncePerPod) {
 
 TEST_F(WatchdogTest, HonestProcessesStartingGrowingAndExitingAreNeverFlagged) {
   int kills = 0;
-  Watchdog w = make(WatchdogAction::kKillProcess, [&](std::uint32_t) {
-    ++kills;
-    return Status{};
-  });
+  Watchdog w = make(WatchdogAction::kKillProcess, countingKiller(kills));
   Child first, second;
   run(first, podCgroup(kPodA), 0);
   run(second, podCgroup(kPodA), 0);
@@ -243,27 +247,20 @@ TEST_F(WatchdogTest, APodUsingADeviceItWasNotGivenIsAViolation) {
   Child sneaky;
   run(sneaky, podCgroup(kPodA), 100);
   Watchdog w = make(WatchdogAction::kKillProcess);
-  scan(w);
-  auto r = scan(w);
-  ASSERT_EQ(r.confirmed.size(), 1u);
-  EXPECT_EQ(r.confirmed[0].allowedBytes, 0u);
-  EXPECT_EQ(r.confirmed[0].container, kCid.substr(0, 12));
+  const Violation v = confirmed(w);
+  EXPECT_EQ(v.allowedBytes, 0u);
+  EXPECT_EQ(v.container, kCid.substr(0, 12));
 }
 
 TEST_F(WatchdogTest, DoesNotKillAPidThatLeftThePodSinceTheScan) {
   Child bypass;
   run(bypass, podCgroup(kPodA), 3000);
   int kills = 0;
-  Watchdog w = make(WatchdogAction::kKillProcess, [&](std::uint32_t) {
-    ++kills;
-    return Status{};
-  });
-  scan(w);
-  auto r = scan(w);
-  ASSERT_EQ(r.confirmed.size(), 1u);
+  Watchdog w = make(WatchdogAction::kKillProcess, countingKiller(kills));
+  const Violation v = confirmed(w);
   // The pid now names a process of another pod (reused).
   std::ofstream(proc() / std::to_string(bypass.pid()) / "cgroup") << podCgroup(kPodB);
-  EXPECT_THAT(w.enforce(r.confirmed[0]), HasSubstr("no longer in the pod"));
+  EXPECT_THAT(w.enforce(v), HasSubstr("no longer in the pod"));
   EXPECT_EQ(kills, 0);
 }
 
@@ -397,6 +394,15 @@ class DevicePluginWatchdog : public testing::BackendNode {
     setUsage = reinterpret_cast<int (*)(int, int, unsigned long long)>(dlsym(nvml, "vgpuFakeNvmlSetProcessUsage"));
     ASSERT_NE(setUsage, nullptr);
   }
+  /// Pod "cuda": container "train" with 1000 MiB of the GPU; sets `uid`.
+  void admitCuda() {
+    PodSpec spec{"cuda", {{"train", {{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", 1000}},
+                           {grant(kGpu, 0, 1000, 25, 0, "nvidia")}}}};
+    uid = createPod(spec);
+    ASSERT_TRUE(waitFor([&] { return !agent->tracker().pods().empty(); }));
+    auto admitted = kubelet->admit(kubeletPodOf(spec, uid, "nvidia.com/gpu"));
+    ASSERT_TRUE(admitted.admitted) << admitted.error;
+  }
   void run(const Child& child, const std::string& cgroup, std::uint64_t mib) {
     const auto folder = dir.path() / "proc" / std::to_string(child.pid());
     fs::create_directories(folder);
@@ -425,12 +431,7 @@ class DevicePluginWatchdog : public testing::BackendNode {
 
 TEST_F(DevicePluginWatchdog, ReportsAPodOverItsSliceAndPublishesForeignMemoryForTheScheduler) {
   startNode(WatchdogAction::kReport);
-  PodSpec spec{"cuda", {{"train", {{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", 1000}},
-                         {grant(kGpu, 0, 1000, 25, 0, "nvidia")}}}};
-  uid = createPod(spec);
-  ASSERT_TRUE(waitFor([&] { return !agent->tracker().pods().empty(); }));
-  auto admitted = kubelet->admit(kubeletPodOf(spec, uid, "nvidia.com/gpu"));
-  ASSERT_TRUE(admitted.admitted) << admitted.error;
+  admitCuda();
 
   Child bypass, host;
   run(bypass, podCgroup(uid), 3000);
@@ -455,6 +456,23 @@ TEST_F(DevicePluginWatchdog, ReportsAPodOverItsSliceAndPublishesForeignMemoryFor
   auto inventory = decodeInventory(nodeInventory(), "nvidia");
   ASSERT_TRUE(inventory.ok()) << inventory.error().message;
   EXPECT_EQ((*inventory)[0].foreignUsedMiB, 256u);
+}
+
+TEST_F(DevicePluginWatchdog, EvictsAPodOverItsSliceThroughTheEvictionApi) {
+  startNode(WatchdogAction::kEvictPod);
+  admitCuda();
+  Child bypass;
+  run(bypass, podCgroup(uid), 3000);
+  ASSERT_TRUE(agent->watchdogScanNow());
+  ASSERT_TRUE(agent->watchdogScanNow());
+  ASSERT_TRUE(waitFor([&] { return !api->get("pods", "default", "cuda"); }));
+  int evictions = 0;
+  for (const auto& r : api->requests())
+    if (r.method == "POST" && r.path == "/api/v1/namespaces/default/pods/cuda/eviction" && r.status == 201) ++evictions;
+  EXPECT_EQ(evictions, 1);
+  std::string message;
+  ASSERT_TRUE(waitFor([&] { return !(message = sliceEvent(uid)).empty(); }));
+  EXPECT_THAT(message, HasSubstr("the pod is being evicted"));
 }
 #endif
 
