@@ -62,6 +62,9 @@ class NvidiaBackend {
     return discovery_->waitForHealthEvents(timeout);
   }
 
+  /// Per-process usage for the node agent's watchdog (NVML's process lists).
+  Result<std::vector<DeviceProcess>> deviceProcesses() { return discovery_->deviceProcesses(); }
+
   // Limiter
   Result<ContainerSpec> containerSpec(const ContainerGrant& grant) { return limiter_->containerSpec(grant); }
   Status release(const ContainerRef& container) { return limiter_->release(container); }

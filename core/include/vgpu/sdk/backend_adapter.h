@@ -12,8 +12,8 @@
 //              vgpu_fit_result&) const;
 //     // Optional, detected at compile time: explain, admissionDefaults, protectedEnv (a
 //     // std::vector<vgpu::ProtectedEnv>), discover, waitForHealthEvents, containerSpec,
-//     // release, reconcile, containerUsage (same signatures as the vgpu::Allocator /
-//     // Discovery / Limiter / UsageReporter interfaces).
+//     // release, reconcile, containerUsage, deviceProcesses (same signatures as the
+//     // vgpu::Allocator / Discovery / Limiter / UsageReporter / ProcessReporter interfaces).
 //   };
 //   VGPU_DEFINE_BACKEND(MyBackend, "mine", "What it drives")
 
@@ -33,6 +33,7 @@
 #include "vgpu/backend_params.h"
 #include "vgpu/c_views.h"
 #include "vgpu/container_spec.h"
+#include "vgpu/device_process.h"
 #include "vgpu/discovery.h"
 #include "vgpu/limiter.h"
 #include "vgpu/resources.h"
@@ -280,6 +281,26 @@ struct Adapter {
       return fail(err, VGPU_ERROR_INTERNAL, std::string("container_usage threw: ") + e.what());
     }
   }
+
+  static vgpu_status deviceProcesses(vgpu_backend* b, vgpu_process_sink sink, void* ctx, vgpu_error_buf* err) {
+    try {
+      auto processes = self(b).deviceProcesses();
+      if (!processes.ok()) return fail(err, VGPU_ERROR_UNAVAILABLE, processes.error().message);
+      for (const auto& p : *processes) {
+        vgpu_device_process c{};
+        c.struct_size = sizeof(c);
+        c.pid = p.pid;
+        c.device_id = p.deviceId.c_str();
+        c.device_index = p.deviceIndex;
+        c.memory_used_bytes = p.memoryUsedBytes ? static_cast<int64_t>(*p.memoryUsedBytes) : -1;
+        c.utilization_percent = p.utilizationPercent ? static_cast<int32_t>(*p.utilizationPercent) : -1;
+        sink(ctx, &c);
+      }
+      return VGPU_OK;
+    } catch (const std::exception& e) {
+      return fail(err, VGPU_ERROR_INTERNAL, std::string("device_processes threw: ") + e.what());
+    }
+  }
 };
 
 template <class B>
@@ -307,6 +328,9 @@ concept HasLimiter = requires(B& b, const ContainerGrant& g, const ContainerRef&
 
 template <class B>
 concept HasUsage = requires(B& b) { b.containerUsage(); };
+
+template <class B>
+concept HasProcesses = requires(B& b) { b.deviceProcesses(); };
 
 /// Fills `table` for backend class B; the body of VGPU_DEFINE_BACKEND's entry function.
 template <class B>
@@ -338,6 +362,7 @@ int fillTable(uint32_t loaderVersion, vgpu_backend_table* table, const char* nam
   }
   if constexpr (HasUsage<B>) t.container_usage = &A::containerUsage;
   if constexpr (HasProtectedEnv<B>) t.protected_env = &A::protectedEnv;
+  if constexpr (HasProcesses<B>) t.device_processes = &A::deviceProcesses;
   // An older loader knows a shorter table: give it the prefix it knows.
   const uint32_t size = std::min<uint32_t>(table->struct_size, sizeof(vgpu_backend_table));
   std::memcpy(table, &t, size);
