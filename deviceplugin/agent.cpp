@@ -107,6 +107,18 @@ struct Agent::Impl final : PluginHandler {
   metrics::Counter& allocateTotal;
   metrics::Histogram& allocateSeconds;
   metrics::Gauge& pluginRegistered;
+  metrics::Counter& watchdogViolations;
+  metrics::Gauge& devForeignMemory;
+
+  std::unique_ptr<Watchdog> watchdog;  // null when off
+  std::mutex watchdogMu;               // one scan at a time; guards the two below
+  bool foreignPending = false;         // foreign memory changed since the node was last marked dirty for it
+  std::chrono::steady_clock::time_point foreignPublished{};
+  static constexpr std::chrono::seconds kForeignPublishEvery{5};
+  std::thread watchdogThread;
+  /// Backend -> device id -> MiB held by processes outside our pods (the watchdog's last
+  /// look), published with the inventory; under devMu.
+  std::map<std::string, std::map<std::string, std::uint64_t>> foreignMiB;
 
   /// What is still to be written on one pod: the latest value of each key.
   struct PendingWrite {
@@ -193,7 +205,16 @@ struct Agent::Impl final : PluginHandler {
         allocateSeconds(registry.histogram("vgpu_allocate_duration_seconds", "Time to answer one Allocate call.",
                                            metrics::Histogram::latencyBuckets(), {"resource"})),
         pluginRegistered(registry.gauge(
-            "vgpu_plugin_registered", "1 when the resource's plugin is registered with the kubelet.", {"resource"})) {}
+            "vgpu_plugin_registered", "1 when the resource's plugin is registered with the kubelet.", {"resource"})),
+        watchdogViolations(registry.counter(
+            "vgpu_watchdog_violations_total",
+            "Pods the watchdog found holding more device memory than their slices (plus the tolerance) in two "
+            "scans in a row, by the action it took.",
+            {"node", "pod", "namespace", "container", "device", "action"})),
+        devForeignMemory(registry.gauge("vgpu_device_foreign_memory_bytes",
+                                        "Device memory held by processes in no container vgpu gave the device to "
+                                        "(host processes, other pods), as the watchdog last saw it.",
+                                        {"backend", "device_id", "device_index", "model"})) {}
 
   // ---- PluginHandler ----
   std::vector<VirtualDevice> devices(const std::string& resource, std::uint64_t& version) override {
@@ -827,7 +848,7 @@ struct Agent::Impl final : PluginHandler {
       std::lock_guard lock(devMu);
       for (const auto& [name, st] : served) {
         if (remove) patch.annotations[keys::nodeDevices(name)] = std::nullopt;
-        else if (st.serving) patch.annotations[keys::nodeDevices(name)] = encodeInventory(st.devices);
+        else if (st.serving) patch.annotations[keys::nodeDevices(name)] = encodeInventory(withForeign(name, st.devices));
       }
     }
     if (remove) patch.annotations[std::string(keys::kNodeHeartbeat)] = std::nullopt;
@@ -838,6 +859,15 @@ struct Agent::Impl final : PluginHandler {
     std::lock_guard lock(bgMu);
     ++stats.nodePublishes;
     return {};
+  }
+
+  /// `devices` with the foreign memory the watchdog last saw on each; under devMu.
+  std::vector<Device> withForeign(const std::string& backend, std::vector<Device> devices) const {
+    auto b = foreignMiB.find(backend);
+    if (b == foreignMiB.end()) return devices;
+    for (auto& d : devices)
+      if (auto f = b->second.find(d.id); f != b->second.end()) d.foreignUsedMiB = f->second;
+    return devices;
   }
 
   void nodeLoop() {
@@ -1083,7 +1113,7 @@ struct Agent::Impl final : PluginHandler {
   void collect() {
     for (auto* g : {&devMemory, &devCompute, &devSplit, &devHealthy, &devMemAllocated, &devComputeAllocated,
                     &ctrMemUsed, &ctrMemLimit, &ctrComputeLimit, &ctrBusy, &ctrUnenforced, &ctrProcs, &ctrUtilization,
-                    &backendDevices})
+                    &backendDevices, &devForeignMemory})
       g->clear();
     const auto usage = tracker.usageByDevice();
     {
@@ -1099,6 +1129,9 @@ struct Agent::Impl final : PluginHandler {
           auto u = usage.find(d.id);
           devMemAllocated.set(l, u == usage.end() ? 0.0 : static_cast<double>(u->second.first) * 1048576.0);
           devComputeAllocated.set(l, u == usage.end() ? 0.0 : static_cast<double>(u->second.second));
+          if (auto b = foreignMiB.find(name); b != foreignMiB.end())
+            if (auto f = b->second.find(d.id); f != b->second.end())
+              devForeignMemory.set(l, static_cast<double>(f->second) * 1048576.0);
         }
     }
     {
@@ -1139,6 +1172,91 @@ struct Agent::Impl final : PluginHandler {
     if (problems != lastUsageProblem && !problems.empty())
       logLine("warning", "per-container usage cannot be read: " + problems);
     lastUsageProblem = problems;
+  }
+
+  // ---- Watchdog ----
+  void watchdogLoop() {
+    std::unique_lock lock(bgMu);
+    while (!stopping) {
+      bgCv.wait_for(lock, options.watchdog.interval, [&] { return stopping; });
+      if (stopping) return;
+      lock.unlock();
+      watchdogPass();
+      lock.lock();
+    }
+  }
+
+  void watchdogPass() {
+    std::lock_guard pass(watchdogMu);
+    std::vector<Slice> slices;
+    for (const auto& h : handouts.all())
+      for (const auto& d : h.devices)
+        slices.push_back({h.podUid, h.podNamespace, h.podName, h.container, d.deviceId, d.memoryMiB});
+    std::map<std::string, std::vector<std::string>> devicesOf;
+    {
+      std::lock_guard lock(devMu);
+      for (const auto& [name, st] : served)
+        if (st.serving)
+          for (const auto& d : st.devices) devicesOf[name].push_back(d.id);
+    }
+    ScanResult r = watchdog->scan(slices, devicesOf);
+    for (const auto& n : r.notices) logLine("warning", n);
+    for (const auto& v : r.confirmed) act(v);
+    bool changed = false;
+    {
+      std::lock_guard lock(devMu);
+      for (auto& [backend, devices] : r.foreignMiB) {
+        auto& known = foreignMiB[backend];
+        if (known != devices) {
+          known = std::move(devices);
+          changed = true;
+        }
+      }
+    }
+    // The scheduler rebuilds a node's inventory on every change: foreign memory that moves
+    // is published at most every kForeignPublishEvery (the heartbeat carries it too).
+    foreignPending = foreignPending || changed;
+    const auto now = std::chrono::steady_clock::now();
+    if (foreignPending && now - foreignPublished >= kForeignPublishEvery) {
+      foreignPending = false;
+      foreignPublished = now;
+      markNodeDirty();
+    }
+    std::lock_guard lock(bgMu);
+    ++stats.watchdogScans;
+    stats.watchdogViolations += r.confirmed.size();
+  }
+
+  /// Reports a confirmed violation (log, metric, Warning event on the pod) and applies the
+  /// configured action.
+  void act(const Violation& v) {
+    auto mib = [](std::uint64_t bytes) { return std::to_string((bytes + 1048575) / 1048576) + " MiB"; };
+    const WatchdogAction action = options.watchdog.action;
+    const std::string what = "container " + v.container + " holds " + mib(v.usedBytes) + " on " + v.backend +
+                             " device " + v.deviceId + ", more than its slice allows (" + mib(v.allowedBytes) +
+                             " with the watchdog's tolerance of " + std::to_string(options.watchdog.toleranceMiB) +
+                             " MiB)";
+    const std::string outcome = watchdog->enforce(v);
+    watchdogViolations.inc({options.nodeName, v.podName, v.podNamespace, v.container, v.deviceId, toString(action)});
+    logLine("warning", "watchdog: pod " + v.podNamespace + "/" + v.podName + ": " + what + "; " + outcome);
+    k8s::EventSpec ev{"Pod", v.podNamespace, v.podName, v.podUid, "v1", "Warning", "VgpuSliceExceeded",
+                      what + "; " + outcome, kComponent, options.nodeName};
+    enqueue([this, ev] { return client->createEvent(ev).ok(); });
+  }
+
+  /// POSTs an Eviction (policy/v1) for the pod, in the background and retried (a
+  /// PodDisruptionBudget answers 429 until it allows it).
+  void evict(const std::string& ns, const std::string& name) {
+    enqueue([this, ns, name] {
+      const std::string subresource = "pods/" + k8s::urlEncode(name) + "/eviction";
+      const k8s::ResourceType eviction{"/api/v1", subresource, "Eviction", true};
+      auto r = client->create(eviction, ns, boost::json::parse(evictionBody(ns, name)).as_object());
+      if (!r.ok() && !r.error().isNotFound()) {
+        logLine("warning", "watchdog: evicting pod " + ns + "/" + name + ": " + r.error().describe());
+        return false;
+      }
+      return true;
+    });
   }
 
   // ---- Rediscovery ----
@@ -1350,6 +1468,14 @@ Result<std::unique_ptr<Agent>> Agent::create(AgentOptions options) {
     st.problem = "not discovered yet";
     impl->served.emplace(b->name(), std::move(st));
   }
+  if (o.watchdog.interval.count() > 0) {
+    std::vector<ProcessSource> sources;
+    for (const auto& [name, st] : impl->served) sources.push_back({name, st.backend->processReporter()});
+    Impl* im = impl.get();
+    impl->watchdog = std::make_unique<Watchdog>(
+        o.watchdog, std::move(sources), o.watchdogKiller ? o.watchdogKiller : ProcessKiller(killProcess),
+        [im](const std::string& ns, const std::string& name) { im->evict(ns, name); });
+  }
   // A backend whose driver or devices are missing now waits for a rediscovery (periodic,
   // or on SIGHUP) instead of being dropped.
   impl->rediscover("start");
@@ -1450,6 +1576,7 @@ Status Agent::start() {
         if (auto s = im.startServing(name); !s.ok()) return s;
   }
   im.rediscoverThread = std::thread([&im] { im.rediscoverLoop(); });
+  if (im.watchdog) im.watchdogThread = std::thread([&im] { im.watchdogLoop(); });
   im.logServing();
   return {};
 }
@@ -1464,6 +1591,7 @@ void Agent::stop() {
   im.bgCv.notify_all();
   im.devCv.notify_all();
   if (im.rediscoverThread.joinable()) im.rediscoverThread.join();
+  if (im.watchdogThread.joinable()) im.watchdogThread.join();
   { std::lock_guard pass(im.rediscoverMu); }  // a rediscoverNow() in progress: no plugin starts after this
   {
     std::lock_guard lock(im.pluginsMu);
@@ -1502,6 +1630,11 @@ std::vector<std::string> Agent::resources() const {
   return out;
 }
 
+bool Agent::watchdogScanNow() {
+  if (!impl_->watchdog) return false;
+  impl_->watchdogPass();
+  return true;
+}
 void Agent::rediscoverNow() { impl_->rediscover("asked to rediscover"); }
 
 void Agent::requestRediscovery() {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "pod_tracker.h"
+#include "watchdog.h"
 #include "vgpu/k8s/config.h"
 #include "vgpu/result.h"
 
@@ -41,6 +42,10 @@ struct AgentOptions {
   /// How often backends that serve no devices are asked again (a driver loaded late);
   /// 0 = only when asked (SIGHUP, requestRediscovery).
   std::chrono::milliseconds rediscoverInterval{30000};
+  /// The watchdog (watchdog.h): per-process device memory against each pod's slices.
+  WatchdogOptions watchdog;
+  /// Null = killProcess (SIGKILL); tests give their own.
+  ProcessKiller watchdogKiller;
 };
 
 /// Flags override environment variables, which override defaults. `--help` yields an
@@ -59,6 +64,8 @@ struct AgentStats {
   std::uint64_t corrections = 0;        ///< pods whose assignment PodResources corrected
   std::uint64_t nodePublishes = 0;
   std::uint64_t regionsCleaned = 0;  ///< container folders removed
+  std::uint64_t watchdogScans = 0;
+  std::uint64_t watchdogViolations = 0;
 };
 
 class Agent {
@@ -104,6 +111,8 @@ class Agent {
   void rediscoverNow();
   /// The same on the agent's own thread, soon; safe from a signal-waiting thread.
   void requestRediscovery();
+  /// One watchdog scan now (and its actions), beside the periodic ones; false when it is off.
+  bool watchdogScanNow();
   /// Devices each loaded backend serves (0: none yet).
   std::map<std::string, std::size_t> servedDevices() const;
 

@@ -19,6 +19,8 @@ Result<ParsedOptions> parseAgentOptions(int argc, const char* const* argv, const
   o.metricsAddress = envOr("VGPU_METRICS_ADDRESS", o.metricsAddress);
   o.stateDir = envOr("VGPU_STATE_DIR", o.stateDir);
   o.kubeconfig = envOr("KUBECONFIG_FILE", "");
+  std::int64_t watchdogMs = o.watchdog.interval.count();
+  std::string watchdogAction = toString(o.watchdog.action);
   std::int64_t heartbeat = o.heartbeatInterval.count() / 1000, podWait = o.podWait.count(),
                apiTimeout = o.apiTimeout.count(), rediscover = o.rediscoverInterval.count() / 1000;
 
@@ -39,7 +41,14 @@ Result<ParsedOptions> parseAgentOptions(int argc, const char* const* argv, const
        "ask backends that serve no devices again this often (a driver loaded late), 0 = only on SIGHUP")
       ("pod-wait-ms", po::value(&podWait), "how long Allocate waits for a pod the watch has not shown yet")
       ("api-timeout-ms", po::value(&apiTimeout), "per apiserver request at shutdown; a pod's outcome gets max(this, 10 s) per attempt")
-      ("api-retries", po::value(&o.apiRetries), "retries of a request at shutdown");
+      ("api-retries", po::value(&o.apiRetries), "retries of a request at shutdown")
+      ("watchdog-interval-ms", po::value(&watchdogMs),
+       "time between the watchdog's scans of per-process device memory, 0 = watchdog off")
+      ("watchdog-tolerance-mib", po::value(&o.watchdog.toleranceMiB),
+       "device memory a pod may hold above its slices before the watchdog acts (per device)")
+      ("watchdog-action", po::value(&watchdogAction), "what the watchdog does to a pod over its slice: "
+       "report, kill-process (SIGKILL its largest processes on the device) or evict-pod")
+      ("watchdog-proc-root", po::value(&o.watchdog.procRoot), "the host's /proc, where pids are mapped to pods");
   std::ostringstream usage;
   usage << desc;
   out.usage = usage.str();
@@ -59,6 +68,11 @@ Result<ParsedOptions> parseAgentOptions(int argc, const char* const* argv, const
   if (rediscover < 0) return makeError("--rediscover-seconds must be >= 0");
   if (podWait < 0 || apiTimeout <= 0 || o.apiRetries < 0)
     return makeError("--pod-wait-ms must be >= 0, --api-timeout-ms > 0 and --api-retries >= 0");
+  if (watchdogMs < 0) return makeError("--watchdog-interval-ms must be >= 0 (0 turns the watchdog off)");
+  auto action = parseWatchdogAction(watchdogAction);
+  if (!action.ok()) return std::move(action).error().prefix("--watchdog-action");
+  o.watchdog.action = *action;
+  o.watchdog.interval = std::chrono::milliseconds(watchdogMs);
   o.heartbeatInterval = std::chrono::seconds(heartbeat);
   o.rediscoverInterval = std::chrono::seconds(rediscover);
   o.podWait = std::chrono::milliseconds(podWait);

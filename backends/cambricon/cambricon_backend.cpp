@@ -182,6 +182,11 @@ std::string CambriconBackend::explain(const vgpu_fit_result& result) const {
   return "refused by the cambricon backend (reason " + std::to_string(result.reason) + ")";
 }
 
+std::vector<ProtectedEnv> CambriconBackend::protectedEnv() const {
+  return {{kVisibleDevicesEnv, ProtectedEnv::Scope::kEveryContainer},
+          {kVirtualDevicesEnv, ProtectedEnv::Scope::kBackendContainers}};
+}
+
 Result<std::map<std::string, std::int64_t>> CambriconBackend::admissionDefaults(const ContainerResources& container,
                                                                                 const Annotations& annotations) const {
   auto parsed = parseRequest(container, annotations);
@@ -508,8 +513,8 @@ Result<ContainerSpec> CambriconBackend::containerSpec(const ContainerGrant& gran
     if (std::filesystem::exists(node.hostPath, ec)) pass(node);
   }
   if (auto s = saveSmluState(statePath(), state); !s.ok()) return abandon(s.error());
-  if (!visible.empty()) spec.env["CAMBRICON_VISIBLE_DEVICES"] = join(visible, ",");
-  if (!virtualDevices.empty()) spec.env["VIRTUAL_DEVICES"] = virtualDevices;
+  if (!visible.empty()) spec.env[kVisibleDevicesEnv] = join(visible, ",");
+  if (!virtualDevices.empty()) spec.env[kVirtualDevicesEnv] = virtualDevices;
   return spec;
 }
 

@@ -16,6 +16,7 @@
 
 #include "cndev_library.h"
 #include "smlu_state.h"
+#include "vgpu/allocator.h"
 #include "vgpu/backend_abi.h"
 #include "vgpu/backend_params.h"
 #include "vgpu/container_spec.h"
@@ -41,6 +42,10 @@ inline constexpr int kReasonNotSmlu = VGPU_REASON_BACKEND + 1;
 inline constexpr const char* kVendorProfileKey = "CAMBRICON_DSMLU_PROFILE";
 inline constexpr const char* kVendorAssignedKey = "CAMBRICON_DSMLU_ASSIGHED";
 inline constexpr const char* kVendorInstanceKey = "CAMBRICON_DSMLU_PROFILE_INSTANCE";
+/// Environment a container gets: the MLUs (or sMLU instances) it may see, and its
+/// virtual-device split for the vendor's libraries.
+inline constexpr const char* kVisibleDevicesEnv = "CAMBRICON_VISIBLE_DEVICES";
+inline constexpr const char* kVirtualDevicesEnv = "VIRTUAL_DEVICES";
 
 struct CambriconOptions {
   std::vector<std::string> libraryPaths{"libcndev.so", "/usr/local/neuware/lib64/libcndev.so"};
@@ -74,6 +79,9 @@ class CambriconBackend {
   std::string explain(const vgpu_fit_result& result) const;
   Result<std::map<std::string, std::int64_t>> admissionDefaults(const ContainerResources& container,
                                                                 const Annotations& annotations) const;
+  /// CAMBRICON_VISIBLE_DEVICES in no container, VIRTUAL_DEVICES in containers with MLU
+  /// resources: the two variables containerSpec sets.
+  std::vector<ProtectedEnv> protectedEnv() const;
 
   // Discovery
   Result<std::vector<Device>> discover();

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "vgpu/allocator.h"
 #include "vgpu/backend_abi.h"
 #include "vgpu/backend_params.h"
 #include "vgpu/device_request.h"

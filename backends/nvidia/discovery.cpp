@@ -1,5 +1,7 @@
 #include "discovery.h"
 
+#include "processes.h"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -94,10 +96,23 @@ int NvidiaDiscovery::numaFromSysfs(const std::string& busId) const {
   return node;
 }
 
+Result<std::vector<DeviceProcess>> NvidiaDiscovery::deviceProcesses() {
+  const NvmlSession* session = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    session = nvml_.get();
+  }
+  if (session == nullptr)
+    return makeError("backend " + settings_.backend + " lists processes through NVML, which is not in use here" +
+                     (nvmlWhy_.empty() ? std::string(" (no discovery yet)") : ": " + nvmlWhy_));
+  return listDeviceProcesses(*session);
+}
+
 Result<std::vector<GpuInfo>> NvidiaDiscovery::listWithNvml() {
   if (!nvml_) {
     auto session = NvmlSession::open(settings_.nvmlLibrary);
     if (!session.ok()) return std::move(session).error();
+    std::lock_guard lock(mutex_);  // deviceProcesses() reads it from another thread
     nvml_ = std::move(session).value();
     if (settings_.health.enabled && nvml_->fn().eventSetCreate && nvml_->fn().eventSetWait) {
       if (nvml_->fn().eventSetCreate(&events_) != nvml::kSuccess) events_ = nullptr;

@@ -13,6 +13,7 @@
 
 #include "gpu_info.h"
 #include "nvml.h"
+#include "vgpu/device_process.h"
 #include "vgpu/device.h"
 #include "vgpu/discovery.h"
 #include "vgpu/result.h"
@@ -72,6 +73,9 @@ class NvidiaDiscovery {
 
   /// The NVML session, once discovery opened one (null before, or on the nvidia-smi path).
   const NvmlSession* nvml() const { return nvml_.get(); }
+  /// Every process on every GPU, from NVML (processes.h). Errors: NVML not in use (nvidia-smi
+  /// discovery, or discover() not run yet), or its queries fail.
+  Result<std::vector<DeviceProcess>> deviceProcesses();
   /// Why NVML was not used on the last discovery (empty when it was).
   const std::string& nvmlUnavailableReason() const { return nvmlWhy_; }
 

@@ -170,7 +170,7 @@ Result<ContainerSpec> NvidiaLimiter::containerSpec(const ContainerGrant& grant) 
   if (grant.devices[0].priority >= 0) limits.emplace_back(VGPU_ENV_TASK_PRIORITY, std::to_string(grant.devices[0].priority));
   if (!settings_.activityBoardHostPath.empty()) limits.emplace_back(VGPU_ENV_ACTIVITY_BOARD, kContainerActivityBoard);
 
-  spec.env["NVIDIA_VISIBLE_DEVICES"] = visible;
+  spec.env[kVisibleDevicesEnv] = visible;
   // Who enforces memory, on the pod for people to see (the same for every container of the
   // pod on this node; opted-out containers are named by their own annotation).
   spec.podAnnotations[kMemoryEnforcerAnnotation] = driverCap ? "driver" : "libvgpu.so";
@@ -190,8 +190,8 @@ Result<ContainerSpec> NvidiaLimiter::containerSpec(const ContainerGrant& grant) 
     const auto request = settings_.memoryScaling > 1.0
                              ? static_cast<std::uint64_t>(std::floor(static_cast<double>(limit) / settings_.memoryScaling))
                              : limit;
-    spec.env["NVIDIA_GPU_MEMORY_REQUEST"] = std::to_string(request);
-    spec.env["NVIDIA_GPU_MEMORY_LIMIT"] = std::to_string(limit);
+    spec.env[kDriverMemoryRequestEnv] = std::to_string(request);
+    spec.env[kDriverMemoryLimitEnv] = std::to_string(limit);
   }
 
   // Files first: a container must never start with its limits missing.

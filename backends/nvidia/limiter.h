@@ -32,6 +32,12 @@ inline constexpr const char* kOptOutAnnotation = "nvidia.com/disable-control";
 /// containers on its node, "libvgpu.so" or "driver" (the kernel cap through the CDI hook).
 inline constexpr const char* kMemoryEnforcerAnnotation = "nvidia.com/vgpu-memory-enforcer";
 
+/// Environment the container gets: the NVIDIA container toolkit's visibility variable (which
+/// GPUs its runtime hook mounts) and its kernel memory cap (driver enforcer).
+inline constexpr const char* kVisibleDevicesEnv = "NVIDIA_VISIBLE_DEVICES";
+inline constexpr const char* kDriverMemoryRequestEnv = "NVIDIA_GPU_MEMORY_REQUEST";
+inline constexpr const char* kDriverMemoryLimitEnv = "NVIDIA_GPU_MEMORY_LIMIT";
+
 /// Where things appear inside the container.
 inline constexpr const char* kContainerRegionDir = "/var/run/vgpu";
 inline constexpr const char* kContainerRegionFile = "/var/run/vgpu/shared-region";

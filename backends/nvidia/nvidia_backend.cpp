@@ -1,5 +1,7 @@
 #include "nvidia_backend.h"
 
+#include "vgpu/limiter_contract.h"
+
 #include <charconv>
 #include <cstdlib>
 
@@ -127,6 +129,33 @@ Result<std::map<std::string, std::int64_t>> NvidiaBackend::admissionDefaults(con
                      ") to run without libvgpu.so, which would lift its GPU memory and compute limits; backends." +
                      options_.limiter.backend + ".options.allowOptOut is false: the operator must allow opting out");
   return allocator_.admissionDefaults(container, annotations);
+}
+
+std::vector<ProtectedEnv> NvidiaBackend::protectedEnv() const {
+  using Scope = ProtectedEnv::Scope;
+  auto prefix = [](const char* name) { return std::string(name) + "*"; };
+  return {
+      // The toolkit's runtime hook mounts the GPUs this names into any container that sets it.
+      {kVisibleDevicesEnv, Scope::kEveryContainer},
+      {kDriverMemoryRequestEnv, Scope::kBackendContainers},
+      {kDriverMemoryLimitEnv, Scope::kBackendContainers},
+      // A library of the tenant's own, loaded before libvgpu.so, could take the CUDA calls first.
+      {"LD_PRELOAD", Scope::kBackendContainers},
+      // vgpu/limiter_contract.h: the limits file wins over these where it is mounted, but
+      // HAMi-core, which may run in our place, reads only the environment.
+      {prefix(VGPU_ENV_MEMORY_LIMIT), Scope::kBackendContainers},  // also ..._LIMIT_<i>
+      {prefix(VGPU_ENV_SM_LIMIT), Scope::kBackendContainers},
+      {VGPU_ENV_SHARED_REGION, Scope::kBackendContainers},
+      {VGPU_ENV_OVERSUBSCRIBE, Scope::kBackendContainers},
+      {VGPU_ENV_TASK_PRIORITY, Scope::kBackendContainers},
+      {VGPU_ENV_CORE_POLICY, Scope::kBackendContainers},
+      {VGPU_ENV_ACTIVITY_BOARD, Scope::kBackendContainers},
+      {VGPU_ENV_LIMITS_FILE, Scope::kBackendContainers},
+      // HAMi-core's own switches (reference/hami-core.md): turn the limiter off, or send its
+      // CUDA lookups to another library.
+      {"CUDA_DISABLE_CONTROL", Scope::kBackendContainers},
+      {"CUDA_REDIRECT", Scope::kBackendContainers},
+  };
 }
 
 Status NvidiaBackend::kernelMemoryCap() {

@@ -52,12 +52,18 @@ class NvidiaBackend {
   /// without libvgpu.so where the operator does not allow it (allowOptOut).
   Result<std::map<std::string, std::int64_t>> admissionDefaults(const ContainerResources& container,
                                                                 const Annotations& annotations) const;
+  /// NVIDIA_VISIBLE_DEVICES in any container; in containers with NVIDIA resources, the
+  /// driver cap, LD_PRELOAD and every variable libvgpu.so or HAMi-core reads.
+  std::vector<ProtectedEnv> protectedEnv() const;
 
   // Discovery
   Result<std::vector<Device>> discover();
   Result<std::vector<HealthEvent>> waitForHealthEvents(std::chrono::milliseconds timeout) {
     return discovery_->waitForHealthEvents(timeout);
   }
+
+  /// Per-process usage for the node agent's watchdog (NVML's process lists).
+  Result<std::vector<DeviceProcess>> deviceProcesses() { return discovery_->deviceProcesses(); }
 
   // Limiter
   Result<ContainerSpec> containerSpec(const ContainerGrant& grant) { return limiter_->containerSpec(grant); }

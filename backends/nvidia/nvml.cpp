@@ -54,6 +54,9 @@ Result<std::unique_ptr<NvmlSession>> NvmlSession::open(const std::string& librar
   resolve(handle, "nvmlDeviceRegisterEvents", fn.deviceRegisterEvents);
   resolve(handle, "nvmlEventSetWait_v2", fn.eventSetWait);
   resolve(handle, "nvmlEventSetFree", fn.eventSetFree);
+  resolve(handle, "nvmlDeviceGetComputeRunningProcesses_v3", fn.deviceGetComputeRunningProcesses);
+  resolve(handle, "nvmlDeviceGetGraphicsRunningProcesses_v3", fn.deviceGetGraphicsRunningProcesses);
+  resolve(handle, "nvmlDeviceGetProcessUtilization", fn.deviceGetProcessUtilization);
   fn.deviceSetMemoryLimits = dlsym(handle, "nvmlDeviceSetMemoryLimits_v1");
 
   const nvml::Return rc = fn.init();

@@ -20,11 +20,16 @@ using EventSet = nvmlEventSet_t;
 using Memory = nvmlMemory_t;
 using PciInfo = nvmlPciInfo_t;
 using EventData = nvmlEventData_t;
+using ProcessInfo = nvmlProcessInfo_t;
+using ProcessUtilization = nvmlProcessUtilizationSample_t;
 
 inline constexpr Return kSuccess = NVML_SUCCESS;
 inline constexpr Return kErrorNotSupported = NVML_ERROR_NOT_SUPPORTED;
 inline constexpr Return kErrorInsufficientSize = NVML_ERROR_INSUFFICIENT_SIZE;
 inline constexpr Return kErrorTimeout = NVML_ERROR_TIMEOUT;
+inline constexpr Return kErrorNotFound = NVML_ERROR_NOT_FOUND;
+/// usedGpuMemory when the driver cannot tell (nvml.h's NVML_VALUE_NOT_AVAILABLE).
+inline constexpr unsigned long long kValueNotAvailable = ~0ull;
 
 inline constexpr unsigned kMigDisable = NVML_DEVICE_MIG_DISABLE;
 inline constexpr unsigned kMigEnable = NVML_DEVICE_MIG_ENABLE;
@@ -62,6 +67,11 @@ struct NvmlFunctions {
   decltype(&::nvmlDeviceRegisterEvents) deviceRegisterEvents = nullptr;
   decltype(&::nvmlEventSetWait_v2) eventSetWait = nullptr;
   decltype(&::nvmlEventSetFree) eventSetFree = nullptr;
+  // Optional, for the node agent's watchdog (per-process usage):
+  decltype(&::nvmlDeviceGetComputeRunningProcesses_v3) deviceGetComputeRunningProcesses = nullptr;
+  /// nvmlDeviceGetGraphicsRunningProcesses_v3: the same signature as the compute list.
+  decltype(&::nvmlDeviceGetComputeRunningProcesses_v3) deviceGetGraphicsRunningProcesses = nullptr;
+  decltype(&::nvmlDeviceGetProcessUtilization) deviceGetProcessUtilization = nullptr;
   /// r615+: the driver's own memory cap (only probed, never called by this backend).
   void* deviceSetMemoryLimits = nullptr;  // nvmlDeviceSetMemoryLimits_v1
 };

@@ -160,6 +160,18 @@ Result<std::vector<HealthEvent>> SimBackend::waitForHealthEvents(std::chrono::mi
   }
 }
 
+namespace {
+constexpr const char* kVisibleEnv = "VGPU_SIM_VISIBLE_DEVICES";
+constexpr const char* kMemoryLimitPrefix = "VGPU_SIM_MEMORY_LIMIT_";
+constexpr const char* kCoreLimitEnv = "VGPU_SIM_CORE_LIMIT";
+}  // namespace
+
+std::vector<ProtectedEnv> SimBackend::protectedEnv() const {
+  return {{kVisibleEnv, ProtectedEnv::Scope::kEveryContainer},
+          {std::string(kMemoryLimitPrefix) + "*", ProtectedEnv::Scope::kBackendContainers},
+          {kCoreLimitEnv, ProtectedEnv::Scope::kBackendContainers}};
+}
+
 Result<ContainerSpec> SimBackend::containerSpec(const ContainerGrant& grant) {
   if (grant.devices.empty()) return makeError("container " + grant.container.containerName + " was granted no sim devices");
   ContainerSpec spec;
@@ -168,11 +180,11 @@ Result<ContainerSpec> SimBackend::containerSpec(const ContainerGrant& grant) {
   for (size_t i = 0; i < grant.devices.size(); ++i) {
     const auto& d = grant.devices[i];
     ids += (i ? "," : "") + d.deviceId;
-    spec.env["VGPU_SIM_MEMORY_LIMIT_" + std::to_string(i)] = std::to_string(d.memoryMiB) + "m";
+    spec.env[kMemoryLimitPrefix + std::to_string(i)] = std::to_string(d.memoryMiB) + "m";
     cores = std::max(cores, d.compute);
   }
-  spec.env["VGPU_SIM_VISIBLE_DEVICES"] = ids;
-  spec.env["VGPU_SIM_CORE_LIMIT"] = std::to_string(cores);
+  spec.env[kVisibleEnv] = ids;
+  spec.env[kCoreLimitEnv] = std::to_string(cores);
   if (!grant.hostDir.empty()) spec.mounts.push_back({grant.hostDir, "/var/run/vgpu-sim", false});
   std::lock_guard lock(mutex_);
   held_.insert(grant.container);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "vgpu/allocator.h"
 #include "vgpu/backend_abi.h"
 #include "vgpu/backend_params.h"
 #include "vgpu/container_spec.h"
@@ -40,6 +41,9 @@ class SimBackend {
            vgpu_fit_result& result) const;
   Result<std::map<std::string, std::int64_t>> admissionDefaults(const ContainerResources& container,
                                                                 const Annotations& annotations) const;
+  /// The variables containerSpec sets: the visibility one in no container, the limits in
+  /// containers with sim resources.
+  std::vector<ProtectedEnv> protectedEnv() const;
 
   // Discovery: the devices file, with split count and scaling applied.
   Result<std::vector<Device>> discover();

@@ -39,7 +39,8 @@ struct DlCloser {
 using LibraryHandle = std::unique_ptr<void, DlCloser>;
 
 /// A backend living in a shared library, seen through the C++ interfaces.
-class LoadedBackend final : public Backend, public Allocator, public Discovery, public Limiter, public UsageReporter {
+class LoadedBackend final : public Backend, public Allocator, public Discovery, public Limiter, public UsageReporter,
+                           public ProcessReporter {
  public:
   LoadedBackend(LibraryHandle library, const vgpu_backend_table& table, vgpu_backend* instance, std::string name)
       : library_(std::move(library)), table_(table), instance_(instance), name_(std::move(name)) {
@@ -47,6 +48,13 @@ class LoadedBackend final : public Backend, public Allocator, public Discovery, 
       static_cast<std::vector<ResourceName>*>(ctx)->push_back(
           {r->name ? r->name : "", static_cast<vgpu_resource_role>(r->role), r->advertised != 0});
     }, &resources_);
+    if (has(&vgpu_backend_table::protected_env))
+      table_.protected_env(instance_, [](void* ctx, const char* pattern, uint32_t scope) {
+        if (pattern == nullptr || *pattern == '\0') return;
+        static_cast<std::vector<ProtectedEnv>*>(ctx)->push_back(
+            {pattern, scope == VGPU_ENV_SCOPE_EVERY_CONTAINER ? ProtectedEnv::Scope::kEveryContainer
+                                                              : ProtectedEnv::Scope::kBackendContainers});
+      }, &protectedEnv_);
   }
   ~LoadedBackend() override {
     table_.destroy(instance_);
@@ -60,9 +68,11 @@ class LoadedBackend final : public Backend, public Allocator, public Discovery, 
     return has(&vgpu_backend_table::container_spec) && table_.release && table_.reconcile ? this : nullptr;
   }
   UsageReporter* usageReporter() override { return has(&vgpu_backend_table::container_usage) ? this : nullptr; }
+  ProcessReporter* processReporter() override { return has(&vgpu_backend_table::device_processes) ? this : nullptr; }
 
   // Allocator
   const std::vector<ResourceName>& resources() const override { return resources_; }
+  const std::vector<ProtectedEnv>& protectedEnv() const override { return protectedEnv_; }
 
   Result<std::optional<DeviceRequest>> parseRequest(const ContainerResources& container,
                                                     const Annotations& annotations) const override {
@@ -213,6 +223,24 @@ class LoadedBackend final : public Backend, public Allocator, public Discovery, 
     return out;
   }
 
+  // ProcessReporter
+  Result<std::vector<DeviceProcess>> deviceProcesses() override {
+    std::vector<DeviceProcess> out;
+    ErrorText err;
+    const vgpu_status s = table_.device_processes(instance_, [](void* p, const vgpu_device_process* d) {
+      if (d == nullptr || d->struct_size < sizeof(vgpu_device_process)) return;
+      DeviceProcess c;
+      c.pid = d->pid;
+      c.deviceId = d->device_id ? d->device_id : "";
+      c.deviceIndex = d->device_index;
+      if (d->memory_used_bytes >= 0) c.memoryUsedBytes = static_cast<std::uint64_t>(d->memory_used_bytes);
+      if (d->utilization_percent >= 0) c.utilizationPercent = static_cast<std::uint32_t>(d->utilization_percent);
+      static_cast<std::vector<DeviceProcess>*>(p)->push_back(std::move(c));
+    }, &out, err.buf());
+    if (s != VGPU_OK) return makeError(err.str("process query failed"));
+    return out;
+  }
+
  private:
   /// Whether the backend filled an optional slot. Slots past the backend's table size stay
   /// null: the loader zeroes the table before the entry function fills its prefix.
@@ -247,6 +275,7 @@ class LoadedBackend final : public Backend, public Allocator, public Discovery, 
   vgpu_backend* instance_;
   std::string name_;
   std::vector<ResourceName> resources_;
+  std::vector<ProtectedEnv> protectedEnv_;
 };
 
 constexpr size_t kRequiredTableSize = offsetof(vgpu_backend_table, fit) + sizeof(vgpu_backend_table::fit);

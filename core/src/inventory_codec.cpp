@@ -43,6 +43,11 @@ Result<Device> decodeDevice(const json::value& value, const std::string& path, s
   if (splitCount == 0) return f.error("splitCount", "must be at least 1");
   if (auto st = f.integer("numa", Need::kOptional, -1, kIntMax, numa); !st) return st.error();
   if (auto st = f.string("health", Need::kRequired, false, health); !st) return st.error();
+  // Absent in inventories of agents before the watchdog: nothing foreign known.
+  if (auto st = f.unsignedInteger("foreignUsedMiB", Need::kOptional, std::numeric_limits<std::uint64_t>::max(),
+                                  d.foreignUsedMiB);
+      !st)
+    return st.error();
   Status st;
   if (const json::object* attrs = f.object("attributes", Need::kOptional, st)) {
     JsonFields a(*attrs, kDocument, f.pathOf("attributes"));
@@ -88,6 +93,7 @@ std::string encodeInventory(const std::vector<Device>& devices) {
     o["numa"] = d.numaNode;
     o["health"] = toString(d.health);
     o["attributes"] = std::move(attrs);
+    if (d.foreignUsedMiB != 0) o["foreignUsedMiB"] = d.foreignUsedMiB;
     list.emplace_back(std::move(o));
   }
   json::object root;

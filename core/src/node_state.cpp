@@ -53,7 +53,11 @@ int NodeInventory::find(std::string_view backend, std::string_view deviceId) con
 }
 
 NodeState::NodeState(std::string nodeName, std::shared_ptr<const NodeInventory> inv)
-    : name(std::move(nodeName)), inventory(std::move(inv)), usage(inventory->entries().size()) {}
+    : name(std::move(nodeName)), inventory(std::move(inv)), usage(inventory->entries().size()) {
+  // Memory that processes outside vgpu's containers hold is gone for placement too.
+  const auto& entries = inventory->entries();
+  for (std::size_t i = 0; i < entries.size(); ++i) usage[i].memoryMiB = entries[i].device().foreignUsedMiB;
+}
 
 Result<std::vector<std::pair<int, DeviceUsage>>> podUsage(const NodeInventory& inventory, const Assignment& a) {
   std::map<int, DeviceUsage> apps;

@@ -48,6 +48,29 @@ std::set<std::pair<int, int>> heldSlots(const NodeInventory& inventory, const As
   return out;
 }
 
+/// Why `a` cannot have been written for `pod` by the scheduler or the node agent, or empty
+/// when it can. The kubelet hands a container devices only for the resources it asks for, so
+/// a grant to a container the pod lacks, or of a backend the container asks nothing of, is
+/// somebody else's writing (a forged annotation) and must not count as used shares.
+std::string implausibleAssignment(const Assignment& a, const PodInfo& pod, const BackendSet& backends) {
+  for (const auto& granted : a.containers) {
+    if (granted.devices.empty()) continue;
+    auto c = std::find_if(pod.containers.begin(), pod.containers.end(),
+                          [&](const ContainerResources& r) { return r.name == granted.name; });
+    if (c == pod.containers.end()) return "gives devices to container \"" + granted.name + "\", which the pod lacks";
+    for (const auto& g : granted.devices) {
+      const bool asks = std::any_of(c->limits.begin(), c->limits.end(), [&](const auto& limit) {
+        const Backend* owner = backends.ownerOf(limit.first);
+        return owner && owner->name() == g.backend && limit.second > 0;
+      });
+      if (!asks)
+        return "gives container \"" + granted.name + "\" a device of backend " + g.backend +
+               ", whose resources the container does not ask for";
+    }
+  }
+  return {};
+}
+
 std::string ago(Clock::duration d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) + "s";
 }
@@ -286,6 +309,8 @@ void ClusterCache::upsertPod(const json::object& obj) {
                                               " annotation (" + assignment.error().message + ")", admitted);
       } else if (!assignment->node.empty() && assignment->node != pod->nodeName) {
         record = foreignRecord(*pod, uid, "has an assignment for node " + assignment->node, admitted);
+      } else if (std::string why = implausibleAssignment(*assignment, *pod, backends_); !why.empty()) {
+        record = foreignRecord(*pod, uid, "has a " + std::string(keys::kPodAssignment) + " annotation that " + why, admitted);
       } else {
         PodRecord r;
         r.uid = uid;

@@ -66,6 +66,13 @@ int main(int argc, char** argv) {
       "tlsConfig certFile/keyFile)")(
       "scheduler-name", po::value<std::string>()->default_value("vgpu-scheduler"),
       "schedulerName the webhook sets on pods (the kube-scheduler profile that calls this extender)")(
+      "webhook-env-policy", po::value<std::string>()->default_value("refuse"),
+      "what the webhook does with a container that sets a variable only the node agent may set "
+      "(NVIDIA_VISIBLE_DEVICES, LD_PRELOAD, the limiter's): refuse the pod, or strip the variable")(
+      "trusted-users", po::value<std::string>()->default_value(""),
+      "comma-separated users (system:serviceaccount:<namespace>:<name>) that may write vgpu's reserved pod "
+      "annotations: vgpu-scheduler's and the node agent's service accounts; everyone else's are removed "
+      "(create) or refused (update)")(
       "log-level", po::value<std::string>()->default_value("info"), "trace, debug, info, warn, error")(
       "threads", po::value<int>()->default_value(8),
       "HTTP threads of the extender verbs (filter and prioritize requests handled at once)")(
@@ -101,6 +108,12 @@ int main(int argc, char** argv) {
 
   scheduler::ServiceOptions service;
   service.schedulerName = vm["scheduler-name"].as<std::string>();
+  auto envPolicy = scheduler::parseEnvPolicy(vm["webhook-env-policy"].as<std::string>());
+  if (!envPolicy.ok()) return fail("--webhook-env-policy: " + envPolicy.error().message);
+  service.webhook.envPolicy = *envPolicy;
+  auto trustedUsers = scheduler::parseTrustedUsers(vm["trusted-users"].as<std::string>());
+  if (!trustedUsers.ok()) return fail("--trusted-users: " + trustedUsers.error().message);
+  service.webhook.trustedUsers = std::move(*trustedUsers);
   service.instance = defaultInstance();
   service.extender.bindHoldTimeout = std::chrono::milliseconds(std::max(0, vm["bind-hold-timeout"].as<int>()));
   service.requeue.qps = vm["requeue-qps"].as<double>();

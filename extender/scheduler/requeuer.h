@@ -27,15 +27,15 @@
 
 #include "cluster_cache.h"
 #include "scheduler_metrics.h"
+#include "vgpu/annotations.h"
 #include "vgpu/k8s/client.h"
 #include "vgpu/k8s/object.h"
 #include "vgpu/placement.h"
 
 namespace vgpu::scheduler {
 
-/// The annotation a touch writes: "<node> <time> #<n>" (distinct each time, or the patch
-/// would change nothing and kube-scheduler would see no update).
-inline constexpr std::string_view kCapacityFreedAnnotation = "vgpu.io/capacity-freed";
+/// The annotation a touch writes (keys::kPodCapacityFreed).
+inline constexpr std::string_view kCapacityFreedAnnotation = keys::kPodCapacityFreed;
 
 struct RequeuerOptions {
   std::string schedulerName = "vgpu-scheduler";

@@ -120,7 +120,9 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const DeviceCo
   s->extender = std::make_unique<Extender>(backends, config.scheduler, *s->cache, client, *s->events, s->metrics,
                                            [pods](const std::string& key) { return pods->get(key); }, extenderOptions,
                                            [s] { return s->ready(); });
-  s->webhook = std::make_unique<Webhook>(backends, options.schedulerName, s->metrics);
+  WebhookOptions webhookOptions = options.webhook;
+  webhookOptions.schedulerName = options.schedulerName;
+  s->webhook = std::make_unique<Webhook>(backends, std::move(webhookOptions), s->metrics);
   s->registry.addCollector([s] { s->collect(); });
 
   // Two listeners: whoever reaches /bind can bind pods, so the verbs are not where the

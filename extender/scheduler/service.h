@@ -12,6 +12,7 @@
 #include "event_recorder.h"
 #include "extender.h"
 #include "requeuer.h"
+#include "webhook.h"
 #include "vgpu/backend_loader.h"
 #include "vgpu/config.h"
 #include "vgpu/http/server.h"
@@ -27,6 +28,8 @@ struct ServiceOptions {
   /// Waking refused pods when capacity frees (schedulerName and heartbeatTimeout are set
   /// from the service's own).
   RequeuerOptions requeue;
+  /// The admission webhook's security settings (its schedulerName is set from the service's).
+  WebhookOptions webhook;
   http::ServerOptions http;          ///< /webhook, /metrics, /healthz, /readyz
   /// /filter, /prioritize, /bind, /healthz (default 127.0.0.1, any port); /bind runs on its
   /// blockingThreads, the others on its threads.

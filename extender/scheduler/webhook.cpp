@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <optional>
 
 #include <boost/json.hpp>
@@ -77,7 +78,140 @@ std::string initContainerWarning(const BackendSet& backends, const ContainerReso
   return w;
 }
 
+/// A container of the pod as it sits in the JSON.
+struct ContainerPlace {
+  std::string path;  ///< e.g. "/spec/initContainers/0"
+  const char* kind;  ///< "container", "init container", "ephemeral container"
+  std::string name;
+  const json::object* json;  ///< null when the entry is not an object
+};
+
+constexpr std::pair<const char*, const char*> kContainerGroups[] = {
+    {"initContainers", "init container"}, {"containers", "container"}, {"ephemeralContainers", "ephemeral container"}};
+
+std::vector<ContainerPlace> containerPlaces(const json::object* spec, std::string_view onlyGroup = {}) {
+  std::vector<ContainerPlace> out;
+  for (const auto& [group, kind] : kContainerGroups) {
+    if (!onlyGroup.empty() && onlyGroup != group) continue;
+    const json::value* arr = spec ? spec->if_contains(group) : nullptr;
+    if (!arr || !arr->is_array()) continue;
+    for (size_t i = 0; i < arr->get_array().size(); ++i) {
+      const auto& c = arr->get_array()[i];
+      ContainerPlace place{"/spec/" + std::string(group) + "/" + std::to_string(i), kind, {},
+                           c.is_object() ? &c.get_object() : nullptr};
+      if (place.json)
+        if (const json::value* n = place.json->if_contains("name"); n && n->is_string()) place.name = n->get_string();
+      out.push_back(std::move(place));
+    }
+  }
+  return out;
+}
+
+/// The backends whose resources a container names in its limits or requests.
+std::vector<const Backend*> backendsAskedFor(const BackendSet& backends, const json::object& container) {
+  std::vector<const Backend*> out;
+  const json::object* resources = objectAt(container, "resources");
+  for (const char* field : {"limits", "requests"}) {
+    const json::object* amounts = resources ? objectAt(*resources, field) : nullptr;
+    if (!amounts) continue;
+    for (const auto& entry : *amounts)
+      if (const Backend* b = backends.ownerOf(entry.key()); b && std::find(out.begin(), out.end(), b) == out.end())
+        out.push_back(b);
+  }
+  return out;
+}
+
+/// A protected variable a container sets (env) or may set (envFrom with a prefix).
+struct EnvFinding {
+  std::string array;  ///< JSON pointer of the env or envFrom array
+  size_t index = 0;   ///< the entry to remove when stripping
+  std::string what;   ///< for messages, e.g. `container "main" sets LD_PRELOAD`
+};
+
+/// Whether variables named `prefix` + any key can be covered by `p`.
+bool prefixCanMatch(std::string_view prefix, const ProtectedEnv& p) {
+  const bool wildcard = !p.pattern.empty() && p.pattern.back() == '*';
+  const std::string_view fixed = std::string_view(p.pattern).substr(0, p.pattern.size() - (wildcard ? 1 : 0));
+  return fixed.starts_with(prefix) || (wildcard && prefix.starts_with(fixed));
+}
+
+/// The protected variables `c` sets: each backend's for containers that ask for it, and those
+/// no container may set. An envFrom without a prefix cannot be inspected at admission (the
+/// ConfigMap or Secret may change later) and is left alone (docs/security.md).
+std::vector<EnvFinding> protectedEnvIn(const BackendSet& backends, const ContainerPlace& c) {
+  std::vector<EnvFinding> out;
+  if (!c.json) return out;
+  const std::vector<const Backend*> used = backendsAskedFor(backends, *c.json);
+  auto applies = [&](const Backend& b, const ProtectedEnv& p) {
+    return p.scope == ProtectedEnv::Scope::kEveryContainer || std::find(used.begin(), used.end(), &b) != used.end();
+  };
+  auto firstMatch = [&](const std::function<bool(const ProtectedEnv&)>& test) -> const ProtectedEnv* {
+    for (const auto& b : backends.all())
+      for (const ProtectedEnv& p : b->allocator().protectedEnv())
+        if (applies(*b, p) && test(p)) return &p;
+    return nullptr;
+  };
+  const std::string who = std::string(c.kind) + " \"" + c.name + "\"";
+  if (const json::value* env = c.json->if_contains("env"); env && env->is_array()) {
+    for (size_t i = 0; i < env->get_array().size(); ++i) {
+      const json::value& e = env->get_array()[i];
+      const json::value* n = e.is_object() ? e.get_object().if_contains("name") : nullptr;
+      if (!n || !n->is_string()) continue;
+      const std::string_view name = n->get_string();
+      if (firstMatch([&](const ProtectedEnv& p) { return p.matches(name); }))
+        out.push_back({c.path + "/env", i, who + " sets " + std::string(name)});
+    }
+  }
+  if (const json::value* from = c.json->if_contains("envFrom"); from && from->is_array()) {
+    for (size_t i = 0; i < from->get_array().size(); ++i) {
+      const json::value& e = from->get_array()[i];
+      const json::value* pre = e.is_object() ? e.get_object().if_contains("prefix") : nullptr;
+      if (!pre || !pre->is_string() || pre->get_string().empty()) continue;
+      const std::string_view prefix = pre->get_string();
+      if (const ProtectedEnv* p = firstMatch([&](const ProtectedEnv& p) { return prefixCanMatch(prefix, p); }))
+        out.push_back({c.path + "/envFrom", i,
+                       who + " takes envFrom with prefix " + std::string(prefix) + ", which could set " + p->pattern});
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> annotationOf(const json::object* object, std::string_view key) {
+  if (!object) return std::nullopt;
+  if (auto v = k8s::annotation(*object, key)) return std::string(*v);
+  return std::nullopt;
+}
+
+std::string stringAt(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  return v && v->is_string() ? std::string(v->get_string()) : std::string();
+}
+
 }  // namespace
+
+Result<EnvPolicy> parseEnvPolicy(std::string_view text) {
+  if (text == "refuse") return EnvPolicy::kRefuse;
+  if (text == "strip") return EnvPolicy::kStrip;
+  return makeError("the webhook's environment policy must be \"refuse\" or \"strip\", got \"" + std::string(text) + "\"");
+}
+
+Result<std::vector<std::string>> parseTrustedUsers(std::string_view text) {
+  std::vector<std::string> out;
+  if (text.find_first_not_of(' ') == std::string_view::npos) return out;
+  size_t start = 0;
+  for (size_t n = 1;; ++n) {
+    const size_t comma = text.find(',', start);
+    std::string_view item = text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (item.empty()) return makeError("entry " + std::to_string(n) + " of \"" + std::string(text) + "\" is empty");
+    if (item.find_first_of(" \t") != std::string_view::npos)
+      return makeError("\"" + std::string(item) + "\" is not a user name (it has a space)");
+    out.emplace_back(item);
+    if (comma == std::string_view::npos) return out;
+    start = comma + 1;
+  }
+}
 
 std::string jsonPointerEscape(std::string_view segment) {
   std::string out;
@@ -89,8 +223,13 @@ std::string jsonPointerEscape(std::string_view segment) {
   return out;
 }
 
-Webhook::Webhook(const BackendSet& backends, std::string schedulerName, SchedulerMetrics& metrics)
-    : backends_(backends), schedulerName_(std::move(schedulerName)), metrics_(metrics) {}
+Webhook::Webhook(const BackendSet& backends, WebhookOptions options, SchedulerMetrics& metrics)
+    : backends_(backends), options_(std::move(options)), metrics_(metrics) {}
+
+bool Webhook::trusted(std::string_view user) const {
+  return !user.empty() && std::find(options_.trustedUsers.begin(), options_.trustedUsers.end(), user) !=
+                              options_.trustedUsers.end();
+}
 
 http::Response Webhook::review(const http::Request& request) {
   const auto start = std::chrono::steady_clock::now();
@@ -114,6 +253,84 @@ http::Response Webhook::review(const http::Request& request) {
   if (!uidValue || !uidValue->is_string() || uidValue->get_string().empty()) return bad("AdmissionReview request has no uid");
   const std::string uid(uidValue->get_string());
 
+  const std::string operation = stringAt(*req, "operation");
+  const std::string subResource = stringAt(*req, "subResource");
+  std::string user;
+  if (const json::object* info = objectAt(*req, "userInfo")) user = stringAt(*info, "username");
+
+  // Every pod, labels and scheduler notwithstanding: escape hatches (docs/security.md).
+  auto secure = [&]() -> Outcome {
+    Outcome ok;
+    if (operation != "CREATE" && operation != "UPDATE") return ok;
+    if (const json::object* kind = objectAt(*req, "kind")) {
+      const json::value* k = kind->if_contains("kind");
+      if (k && k->is_string() && k->get_string() != "Pod") return ok;
+    }
+    const json::object* object = objectAt(*req, "object");
+    if (!object) return ok;  // the placement step below refuses a CREATE without one
+    const json::object* old = objectAt(*req, "oldObject");
+    const json::object* spec = objectAt(*object, "spec");
+    const std::string ns = stringAt(*req, "namespace");
+    std::string pod = ns + "/";
+    if (const json::object* meta = objectAt(*object, "metadata")) {
+      const std::string name = stringAt(*meta, "name");
+      pod += name.empty() ? stringAt(*meta, "generateName") + "(generated)" : name;
+    }
+
+    if (subResource.empty() && !trusted(user)) {
+      for (std::string_view key : keys::kReservedPodAnnotations) {
+        const auto now = annotationOf(object, key);
+        if (operation == "CREATE") {
+          // Copies of a running pod's manifest carry them innocently: removed, with a warning.
+          if (!now) continue;
+          ok.patch.push_back(json::object{{"op", "remove"}, {"path", "/metadata/annotations/" + jsonPointerEscape(key)}});
+          ok.warnings.push_back("vgpu: removed annotation " + std::string(key) +
+                                " from pod " + pod + ": only vgpu-scheduler and the node agent write it");
+        } else if (now != annotationOf(old, key)) {
+          return deny(403, "Forbidden",
+                      "user \"" + user + "\" may not " + (now ? "set" : "remove") + " annotation " + std::string(key) +
+                          " of pod " + pod + ": only vgpu-scheduler and the node agent write it");
+        }
+      }
+    }
+
+    std::vector<ContainerPlace> places;
+    if (operation == "CREATE" && subResource.empty()) {
+      places = containerPlaces(spec);
+    } else if (operation == "UPDATE" && subResource == "ephemeralcontainers") {
+      // Ephemeral containers can only be added; those already there were checked before.
+      std::vector<ContainerPlace> before = containerPlaces(old ? objectAt(*old, "spec") : nullptr, "ephemeralContainers");
+      for (auto& c : containerPlaces(spec, "ephemeralContainers"))
+        if (std::none_of(before.begin(), before.end(), [&](const ContainerPlace& b) { return b.name == c.name; }))
+          places.push_back(std::move(c));
+    }
+    std::string serviceAccount = spec ? stringAt(*spec, "serviceAccountName") : "";
+    if (serviceAccount.empty()) serviceAccount = "default";
+    // A pod that runs as one of our service accounts is ours (the node agent sees every GPU).
+    if (trusted("system:serviceaccount:" + ns + ":" + serviceAccount)) return ok;
+    std::vector<EnvFinding> found;
+    for (const auto& c : places)
+      for (auto& f : protectedEnvIn(backends_, c)) found.push_back(std::move(f));
+    if (found.empty()) return ok;
+    if (options_.envPolicy == EnvPolicy::kRefuse) {
+      std::string message = "pod " + pod + ": ";
+      for (size_t i = 0; i < found.size(); ++i) message += (i ? "; " : "") + found[i].what;
+      return deny(403, "Forbidden",
+                  message + ": only the node agent may choose devices and limits (docs/security.md, \"Webhook\"); "
+                            "remove " + (found.size() == 1 ? "it" : "them"));
+    }
+    // Later entries first, so that each removal leaves the indices of the next one valid.
+    std::sort(found.begin(), found.end(), [](const EnvFinding& a, const EnvFinding& b) {
+      return a.array != b.array ? a.array < b.array : a.index > b.index;
+    });
+    for (const auto& f : found) {
+      ok.patch.push_back(json::object{{"op", "remove"}, {"path", f.array + "/" + std::to_string(f.index)}});
+      ok.warnings.push_back("vgpu: removed from pod " + pod + ": " + f.what +
+                            " (only the node agent may choose devices and limits)");
+    }
+    return ok;
+  };
+
   auto decide = [&]() -> Outcome {
     const json::value* op = req->if_contains("operation");
     if (!op || !op->is_string() || op->get_string() != "CREATE") return {};
@@ -128,7 +345,7 @@ http::Response Webhook::review(const http::Request& request) {
     std::string schedulerName;
     if (spec)
       if (const json::value* s = spec->if_contains("schedulerName"); s && s->is_string()) schedulerName = s->get_string();
-    if (!schedulerName.empty() && schedulerName != "default-scheduler" && schedulerName != schedulerName_) return {};
+    if (!schedulerName.empty() && schedulerName != "default-scheduler" && schedulerName != options_.schedulerName) return {};
 
     // At CREATE the name may still be empty (generateName) and the namespace only in the request.
     json::object copy = *object;
@@ -156,23 +373,12 @@ http::Response Webhook::review(const http::Request& request) {
       if (const json::value* n = spec->if_contains("nodeName"); n && n->is_string() && !n->get_string().empty())
         return deny(403, "Forbidden",
                     "pod " + pod->key() + " sets spec.nodeName=" + std::string(n->get_string()) +
-                        "; pods that ask for shared devices must be placed by " + schedulerName_ +
+                        "; pods that ask for shared devices must be placed by " + options_.schedulerName +
                         " so their devices are accounted (remove nodeName, use a nodeSelector instead)");
 
     // Where each container sits in the JSON: parsePod lists init containers first.
-    struct Place {
-      std::string path;
-      const json::object* json;
-    };
-    std::vector<Place> places;
-    for (const char* group : {"initContainers", "containers"}) {
-      const json::value* arr = spec ? spec->if_contains(group) : nullptr;
-      if (!arr || !arr->is_array()) continue;
-      for (size_t i = 0; i < arr->get_array().size(); ++i) {
-        const auto& c = arr->get_array()[i];
-        places.push_back({"/spec/" + std::string(group) + "/" + std::to_string(i), c.is_object() ? &c.get_object() : nullptr});
-      }
-    }
+    std::vector<ContainerPlace> places = containerPlaces(spec, "initContainers");
+    for (auto& c : containerPlaces(spec, "containers")) places.push_back(std::move(c));
     if (places.size() != pod->containers.size()) return deny(400, "BadRequest", "the pod's containers cannot be read");
 
     Outcome ok;
@@ -225,15 +431,24 @@ http::Response Webhook::review(const http::Request& request) {
     // The request as the scheduler will see it must be valid, or the pod would pend forever.
     auto request = buildPodRequest(backends_, pod->podNamespace, pod->name, containers, pod->annotations);
     if (!request.ok()) return deny(400, "BadRequest", request.error().message);
-    if (schedulerName != schedulerName_)
-      ok.patch.push_back(json::object{{"op", "add"}, {"path", "/spec/schedulerName"}, {"value", schedulerName_}});
+    if (schedulerName != options_.schedulerName)
+      ok.patch.push_back(json::object{{"op", "add"}, {"path", "/spec/schedulerName"}, {"value", options_.schedulerName}});
     for (const auto& c : containers)
       if (c.init)
         if (std::string w = initContainerWarning(backends_, c); !w.empty()) ok.warnings.push_back(std::move(w));
     return ok;
   };
 
-  Outcome outcome = decide();
+  Outcome outcome = secure();
+  if (outcome.allowed) {
+    Outcome placed = decide();
+    if (!placed.allowed) {
+      outcome = std::move(placed);
+    } else {
+      for (auto& op : placed.patch) outcome.patch.push_back(std::move(op));
+      for (auto& w : placed.warnings) outcome.warnings.push_back(std::move(w));
+    }
+  }
   json::object response{{"uid", uid}, {"allowed", outcome.allowed}};
   if (!outcome.warnings.empty()) {
     json::array warnings;

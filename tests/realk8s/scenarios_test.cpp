@@ -640,6 +640,44 @@ TEST_F(RealK8s, WebhookMutatesRealPodsWarnsAndRefusesWhatCannotWork) {
   EXPECT_TRUE(cleanUp(c, ns).ok());
 }
 
+// Issue 26 items 3 and 4 as the real apiserver calls the chart's security webhook: no opt-out
+// label exempts a pod from it; a user's copy of vgpu.io/assignment is removed at create and
+// a user's update of it refused, while vgpu's own service accounts' patches pass (every
+// other scenario's binds and the requeue's capacity-freed show that).
+TEST_F(RealK8s, WebhookSecurityRefusesEscapesAndKeepsReservedAnnotations) {
+  auto& c = cluster();
+  const std::string ns = "webhook-security";
+  ASSERT_TRUE(c.createNamespace(ns).ok());
+  const std::string pods = "/api/v1/namespaces/" + ns + "/pods";
+
+  json::object visible = podObject({.name = "sees-all", .limits = {}, .labels = {{"vgpu.io/webhook", "ignore"}}});
+  visible["spec"].as_object()["containers"].as_array()[0].as_object()["env"] =
+      json::array{json::object{{"name", "VGPU_SIM_VISIBLE_DEVICES"}, {"value", "all"}}};
+  auto refused = c.api().post(pods + "?dryRun=All", json::serialize(visible));
+  EXPECT_EQ(refused.status, 403) << refused.describe();
+  EXPECT_NE(refused.body.find("security.pods.vgpu.io"), std::string::npos) << refused.body;
+  EXPECT_NE(refused.body.find(R"(container \"main\" sets VGPU_SIM_VISIBLE_DEVICES)"), std::string::npos) << refused.body;
+
+  // Bound by name to a node no kubelet runs, no managed resource, a forged assignment.
+  const std::string assignment(keys::kPodAssignment);
+  auto created = c.api().post(pods, json::serialize(podObject(
+                                        {.name = "squatter", .annotations = {{assignment, R"({"forged":true})"}},
+                                         .nodeName = "nowhere"})));
+  ASSERT_EQ(created.status, 201) << created.describe();
+  auto stored = c.getObject(pods + "/squatter");
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(at(*stored, {"metadata", "annotations", assignment.c_str()}), nullptr) << json::serialize(*stored);
+  auto forged = c.api().patch(pods + "/squatter",
+                              json::serialize(json::object{{"metadata", json::object{{"annotations", json::object{
+                                                                                          {assignment, "{}"}}}}}}));
+  EXPECT_EQ(forged.status, 403) << forged.describe();
+  EXPECT_NE(forged.body.find("may not set annotation vgpu.io/assignment"), std::string::npos) << forged.body;
+  auto relabelled = c.api().patch(
+      pods + "/squatter", json::serialize(json::object{{"metadata", json::object{{"labels", json::object{{"team", "a"}}}}}}));
+  EXPECT_EQ(relabelled.status, 200) << relabelled.describe();
+  EXPECT_TRUE(cleanUp(c, ns).ok());
+}
+
 // ---- 7. nodeCacheCapable off and on ----
 
 // kube-scheduler sends the extender node names (nodeCacheCapable: true, the chart's

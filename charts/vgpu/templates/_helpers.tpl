@@ -155,3 +155,40 @@ only in vgpu-scheduler's accounting (ignoredByScheduler).
 {{- $test := printf "has(c.resources) && has(c.resources.limits) && c.resources.limits.exists(r, r in %s)" $list -}}
 {{- printf "object.spec.containers.exists(c, %s) || (has(object.spec.initContainers) && object.spec.initContainers.exists(c, %s))" $test $test -}}
 {{- end -}}
+
+{{/*
+The users that may write vgpu's reserved pod annotations: the chart's two service accounts
+(vgpu-scheduler binds, the node agent confirms) and scheduler.admissionWebhook.trustedUsers.
+Comma-separated, as --trusted-users takes them.
+*/}}
+{{- define "vgpu.trustedUsers" -}}
+{{- $users := list (printf "system:serviceaccount:%s:%s" .Release.Namespace (include "vgpu.scheduler.fullname" .)) (printf "system:serviceaccount:%s:%s" .Release.Namespace (include "vgpu.devicePlugin.fullname" .)) -}}
+{{- join "," (concat $users .Values.scheduler.admissionWebhook.trustedUsers) -}}
+{{- end -}}
+
+{{/*
+CEL for the security webhook: our own pods (the chart's service accounts in the release
+namespace) never wait for it, so vgpu-scheduler can always be recreated.
+*/}}
+{{- define "vgpu.securityNotOurPods" -}}
+{{- printf "!(request.namespace == '%s' && has(object.spec.serviceAccountName) && object.spec.serviceAccountName in ['%s', '%s'])" .Release.Namespace (include "vgpu.scheduler.fullname" .) (include "vgpu.devicePlugin.fullname" .) -}}
+{{- end -}}
+
+{{/*
+CEL for the security webhook: what it must see. A field absent from the request is an error
+in CEL, not an empty value (seen on kube-apiserver 1.37: "no such key: subResource"), and an
+error counts as a failed call: every optional field is guarded with has(). Every CREATE (a container's environment),
+ephemeral containers as they are added, and updates by anyone but the trusted users that
+change a reserved annotation (keys::kReservedPodAnnotations); the webhook checks all of it
+again itself.
+*/}}
+{{- define "vgpu.securityMayEscape" -}}
+{{- $users := list -}}
+{{- range (splitList "," (include "vgpu.trustedUsers" .)) -}}
+{{- $users = append $users (printf "'%s'" .) -}}
+{{- end -}}
+{{- $keys := "['vgpu.io/assignment', 'vgpu.io/bind-phase', 'vgpu.io/bind-time', 'vgpu.io/allocate-error', 'vgpu.io/capacity-freed']" -}}
+{{- $now := "(has(object.metadata.annotations) && k in object.metadata.annotations ? object.metadata.annotations[k] : '')" -}}
+{{- $before := "(has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations ? oldObject.metadata.annotations[k] : '')" -}}
+{{- printf "request.operation == 'CREATE' || (has(request.subResource) && request.subResource == 'ephemeralcontainers') || (!(request.userInfo.username in [%s]) && %s.exists(k, %s != %s))" (join ", " $users) $keys $now $before -}}
+{{- end -}}

@@ -14,6 +14,17 @@
 
 namespace vgpu {
 
+/// An environment variable a pod may not set itself (Allocator::protectedEnv).
+struct ProtectedEnv {
+  enum class Scope { kEveryContainer, kBackendContainers };
+  std::string pattern;  ///< a name, or a prefix followed by '*'
+  Scope scope = Scope::kBackendContainers;
+
+  /// Whether the variable `name` is covered.
+  bool matches(std::string_view name) const;
+  bool operator==(const ProtectedEnv&) const = default;
+};
+
 /// Scheduler side ("splitting"): which resources a backend owns, how a container's limits
 /// become a DeviceRequest, and whether a request fits one device. The placement engine in
 /// core does everything across devices and nodes and calls `fit` per device.
@@ -42,6 +53,11 @@ class Allocator {
   /// becomes a whole card). Empty when nothing is to add.
   virtual Result<std::map<std::string, std::int64_t>> admissionDefaults(
       const ContainerResources& container, const Annotations& podAnnotations) const = 0;
+
+  /// Environment variables that choose devices or limits only the node agent may choose: a
+  /// pod that sets one is refused (or has it removed) by the admission webhook. Empty by
+  /// default. Must not change while the backend is loaded.
+  virtual const std::vector<ProtectedEnv>& protectedEnv() const;
 };
 
 /// Words for the reasons core knows (codes below VGPU_REASON_BACKEND); empty otherwise.

@@ -24,11 +24,22 @@ inline constexpr std::string_view kPodBindPhase = "vgpu.io/bind-phase";
 inline constexpr std::string_view kPodBindTime = "vgpu.io/bind-time";
 /// Pod: why Allocate failed, in words.
 inline constexpr std::string_view kPodAllocateError = "vgpu.io/allocate-error";
+/// Pod: written by vgpu-scheduler when capacity frees where a refused pod would fit:
+/// "<node> <time> #<n>" (distinct each time, or the patch would change nothing and
+/// kube-scheduler would see no update).
+inline constexpr std::string_view kPodCapacityFreed = "vgpu.io/capacity-freed";
+/// Pod annotations only vgpu-scheduler and the node agent write: the admission webhook
+/// removes them from pods others create and refuses others' updates that change them
+/// (docs/security.md, "Reserved annotations").
+inline constexpr std::string_view kReservedPodAnnotations[] = {kPodAssignment, kPodBindPhase, kPodBindTime,
+                                                              kPodAllocateError, kPodCapacityFreed};
+
 /// Pod: per-pod override of the node policy ("binpack" / "spread").
 inline constexpr std::string_view kPodNodePolicy = "vgpu.io/node-scheduler-policy";
 /// Pod: per-pod override of the device policy ("binpack" / "spread").
 inline constexpr std::string_view kPodDevicePolicy = "vgpu.io/device-scheduler-policy";
-/// Pod/namespace label: the webhook leaves pods with this label set to "ignore" alone.
+/// Pod/namespace label: the webhook leaves pods with this label set to "ignore" alone (its
+/// defaults and scheduler name; never its security checks, docs/security.md).
 inline constexpr std::string_view kWebhookOptOutLabel = "vgpu.io/webhook";
 
 inline std::string nodeDevices(std::string_view backend) {

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "vgpu/allocator.h"
+#include "vgpu/device_process.h"
 #include "vgpu/discovery.h"
 #include "vgpu/limiter.h"
 
@@ -22,6 +23,8 @@ class Backend {
   virtual Limiter* limiter() = 0;
   /// Per-container usage, where the backend reports it (null otherwise).
   virtual UsageReporter* usageReporter() { return nullptr; }
+  /// Per-process device usage, where the backend lists it (null otherwise).
+  virtual ProcessReporter* processReporter() { return nullptr; }
 };
 
 }  // namespace vgpu

@@ -8,7 +8,8 @@
  * callback) that carries them; whoever keeps them copies them.
  *
  * Versioning: major<<16 | minor. A major change breaks the table; a minor change only
- * appends slots (1.1: vgpu_container_grant.pod_uid and the container_usage slot). Every
+ * appends slots (1.1: vgpu_container_grant.pod_uid and the container_usage slot; 1.2: the
+ * spec sink's notice; 1.3: the protected_env and device_processes slots). Every
  * struct the caller fills starts with its own size so that either side can tell which
  * fields the other knows. A null optional slot means "not supported".
  * See docs/writing-a-backend.md.
@@ -24,7 +25,7 @@ extern "C" {
 #endif
 
 #define VGPU_BACKEND_ABI_MAJOR 1u
-#define VGPU_BACKEND_ABI_MINOR 2u
+#define VGPU_BACKEND_ABI_MINOR 3u
 #define VGPU_BACKEND_ABI_VERSION ((VGPU_BACKEND_ABI_MAJOR << 16) | VGPU_BACKEND_ABI_MINOR)
 #define VGPU_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define VGPU_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -253,6 +254,17 @@ typedef struct vgpu_container_usage {
   int32_t utilization_percent;   /* busy percent of the whole device the container causes; -1: unknown */
 } vgpu_container_usage;
 
+/* 1.3: one process that holds memory or runs work on a device, as the vendor library
+ * reports it, whoever started it (our containers, other pods, host processes). */
+typedef struct vgpu_device_process {
+  uint32_t struct_size;
+  uint32_t pid;                /* as the driver reports it: the node's (host) PID namespace */
+  const char* device_id;       /* vgpu_device.id of the device */
+  int32_t device_index;        /* vgpu_device.index */
+  int64_t memory_used_bytes;   /* -1: the vendor library cannot tell */
+  int32_t utilization_percent; /* busy percent of the whole device the process causes; -1: unknown */
+} vgpu_device_process;
+
 typedef struct vgpu_backend vgpu_backend; /* a backend instance, opaque to the loader */
 
 typedef void (*vgpu_device_sink)(void* ctx, const vgpu_device* device);
@@ -261,6 +273,18 @@ typedef void (*vgpu_request_sink)(void* ctx, const vgpu_device_request* request)
 typedef void (*vgpu_amount_sink)(void* ctx, const char* resource, int64_t value);
 typedef void (*vgpu_health_sink)(void* ctx, const char* device_id, uint32_t health, const char* reason);
 typedef void (*vgpu_usage_sink)(void* ctx, const vgpu_container_usage* usage);
+typedef void (*vgpu_process_sink)(void* ctx, const vgpu_device_process* process);
+
+/* Where a protected environment variable may not be set by a pod (protected_env). */
+typedef enum vgpu_env_scope {
+  /* In no container at all: it would hand devices to any container (a runtime hook's
+   * visibility variable such as NVIDIA_VISIBLE_DEVICES). */
+  VGPU_ENV_SCOPE_EVERY_CONTAINER = 0,
+  /* In containers that ask for this backend's resources: what its limiter sets or reads. */
+  VGPU_ENV_SCOPE_BACKEND_CONTAINERS = 1
+} vgpu_env_scope;
+/* `pattern`: a variable name, or a prefix followed by '*'; `scope`: a vgpu_env_scope. */
+typedef void (*vgpu_env_sink)(void* ctx, const char* pattern, uint32_t scope);
 
 /*
  * The function table. Required slots: create, destroy, resources, parse_request, fit.
@@ -309,6 +333,17 @@ typedef struct vgpu_backend_table {
   /* 1.1, node side: emits one vgpu_container_usage per device of each container the limiter
    * holds now, from the vendor library. Called when /metrics is scraped; must not block long. */
   vgpu_status (*container_usage)(vgpu_backend* backend, vgpu_usage_sink sink, void* ctx, vgpu_error_buf* err);
+
+  /* 1.3, scheduler side: emits the environment variables a pod may not set itself, because
+   * they choose devices or limits that only the node agent may choose (the admission webhook
+   * refuses or strips them). Called once when the backend is loaded. */
+  void (*protected_env)(vgpu_backend* backend, vgpu_env_sink sink, void* ctx);
+
+  /* 1.3, node side: emits one vgpu_device_process per process on each device the backend
+   * discovered, from the vendor library (for NVIDIA: NVML's running-process lists). The node
+   * agent's watchdog calls it about every second; must not block long. Null: the backend
+   * cannot list processes, and the watchdog is off for its devices. */
+  vgpu_status (*device_processes)(vgpu_backend* backend, vgpu_process_sink sink, void* ctx, vgpu_error_buf* err);
 } vgpu_backend_table;
 
 /* Fills `table` (whose struct_size the loader set) for a loader of `loader_abi_version`.

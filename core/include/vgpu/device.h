@@ -23,6 +23,10 @@ struct Device {
   int numaNode = -1;             ///< -1 when unknown.
   Health health = Health::kUnknown;
   std::map<std::string, std::string> attributes;  ///< Free-form: MIG mode, links, minor...
+  /// Memory (MiB, as the vendor library reports it) that processes outside vgpu's containers
+  /// hold on the device (host processes, pods vgpu did not place), as the node agent's
+  /// watchdog last saw it; the scheduler counts it as taken. 0 when unknown.
+  std::uint64_t foreignUsedMiB = 0;
 
   bool operator==(const Device&) const = default;
 };

@@ -77,6 +77,7 @@ struct NodeState {
   std::string unavailable;
 
   NodeState() = default;
+  /// Starts each device's usage at the memory foreign processes hold (Device::foreignUsedMiB).
   NodeState(std::string nodeName, std::shared_ptr<const NodeInventory> inv);
 
   /// Adds what a placed pod takes: per device, the sum over its app containers or the

@@ -459,6 +459,12 @@ struct FakeApiServer::Impl {
       if (!parseBody(body)) return badBody();
       return respond(s, req, store.bind(ns, name, body), path, query);
     }
+    if (sub == "eviction") {
+      if (plural != "pods" || method != "POST") return methodNotAllowed();
+      json::value body;
+      if (!parseBody(body)) return badBody();
+      return respond(s, req, store.evict(ns, name, body), path, query);
+    }
     if (!sub.empty()) return notFound();
     if (method == "GET") return respond(s, req, store.get(plural, ns, name), path, query);
     if (method == "DELETE") return respond(s, req, store.remove(plural, ns, name), path, query);

@@ -646,6 +646,24 @@ Reply Store::remove(std::string_view plural, std::string_view ns, std::string_vi
   return Reply{200, serializeObject(ptr), ptr};
 }
 
+Reply Store::evict(std::string_view ns, std::string_view name, const json::value& body) {
+  if (!body.is_object()) return statusReply(400, "BadRequest", "the request body is not a JSON object");
+  const auto& b = body.get_object();
+  auto top = [&](std::string_view key) {
+    const auto* v = b.if_contains(key);
+    return v != nullptr && v->is_string() ? std::string_view(v->get_string()) : std::string_view();
+  };
+  if (top("kind") != "Eviction" || top("apiVersion") != "policy/v1")
+    return statusReply(400, "BadRequest", "the body must be a policy/v1 Eviction");
+  if (strAt(b, "metadata", "name") != name)
+    return statusReply(400, "BadRequest", "name in URL does not match name in Eviction object");
+  Reply removed = remove("pods", ns, name);
+  if (removed.status != 200) return removed;
+  json::object ok{{"kind", "Status"}, {"apiVersion", "v1"}, {"metadata", json::object()}, {"status", "Success"},
+                  {"code", 201}};
+  return Reply{201, json::serialize(ok), nullptr};
+}
+
 Reply Store::bind(std::string_view ns, std::string_view name, const json::value& body) {
   if (!body.is_object()) return statusReply(400, "BadRequest", "the request body is not a JSON object");
   const auto& b = body.get_object();

@@ -91,6 +91,9 @@ class Store {
               const boost::json::value& patch);
   Reply remove(std::string_view plural, std::string_view ns, std::string_view name);
   Reply bind(std::string_view ns, std::string_view name, const boost::json::value& body);
+  /// POST pods/<name>/eviction: checks the body is a policy/v1 Eviction of that pod, deletes
+  /// the pod (no PodDisruptionBudgets here) and answers 201 with a Success Status.
+  Reply evict(std::string_view ns, std::string_view name, const boost::json::value& body);
   std::vector<ObjectPtr> all(std::string_view plural);
   std::uint64_t resourceVersion();
   StoreBackup backup();

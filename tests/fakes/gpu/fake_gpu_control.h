@@ -21,6 +21,12 @@ int vgpuFakeDeviceCount(void);
  *  handed out, or the exported symbol itself; NULL for anything else. Needs no cuInit. */
 const char* vgpuFakeProcName(const void* fn);
 
+/** Exported by the fake libnvidia-ml.so.1 (dlsym it there), after nvmlInit: sets what the
+ *  live process `pid` (one the test started) holds on `dev`, as NVML's process list will
+ *  show it; 0 bytes takes it off the list. The slot goes when the process dies, as on real
+ *  hardware. Returns 0, or -1 (not initialised, bad device, no free slot, `pid` not running). */
+int vgpuFakeNvmlSetProcessUsage(int pid, int dev, unsigned long long bytes);
+
 #ifdef __cplusplus
 }
 #endif

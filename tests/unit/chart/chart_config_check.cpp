@@ -7,11 +7,15 @@
 //   chart_config_check resources <backend-dir> <backend>...
 //       Loads each backend with its default resource names and prints one line per
 //       resource: "<backend> <resource> advertised|scheduler-only".
+//   chart_config_check reserved-annotations
+//       Prints the pod annotations only vgpu writes (keys::kReservedPodAnnotations), one a
+//       line: the security webhook's match condition must name the same.
 // Exit status 0 on success; errors go to stderr with the file or backend named.
 #include <cstdio>
 #include <iostream>
 #include <string>
 
+#include "vgpu/annotations.h"
 #include "vgpu/backend_loader.h"
 #include "vgpu/config.h"
 
@@ -56,7 +60,12 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "parse" && argc == 4) return parse(argv[2], argv[3]);
   if (mode == "resources" && argc >= 4) return resources(argv[2], argc - 3, argv + 3);
+  if (mode == "reserved-annotations" && argc == 2) {
+    for (std::string_view key : vgpu::keys::kReservedPodAnnotations) std::cout << key << "\n";
+    return 0;
+  }
   std::cerr << "usage: chart_config_check parse <device-config.yaml> <backend-dir>\n"
-               "       chart_config_check resources <backend-dir> <backend>...\n";
+               "       chart_config_check resources <backend-dir> <backend>...\n"
+               "       chart_config_check reserved-annotations\n";
   return 2;
 }

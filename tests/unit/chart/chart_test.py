@@ -470,7 +470,9 @@ RENDER_VARIANTS = [
                       "extender": {"prioritizeWeight": 3, "nodeCacheCapable": False, "verbsPort": 9999},
                       "kubeScheduler": {"percentageOfNodesToScore": 0},
                       "metrics": {"serviceMonitor": {"enabled": True}},
-                      "admissionWebhook": {"failurePolicy": "Fail", "excludeNamespaces": []}},
+                      "admissionWebhook": {"failurePolicy": "Fail", "excludeNamespaces": [], "envPolicy": "strip",
+                                           "trustedUsers": ["system:serviceaccount:migrate:hami-migrator"],
+                                           "securityFailurePolicy": "Ignore"}},
         "devicePlugin": {"privileged": False, "metrics": {"serviceMonitor": {"enabled": True}}},
     }, True),
     ("a whole device config given", "v1.29.0", {
@@ -560,6 +562,64 @@ def check_render(args):
             if not overlay:
                 check_defaults_make_policies_visible(values, description)
             check_rendered(args, description, kube, values, rendered_documents(out))
+
+
+def check_security_webhook(args, description, kube, values, docs, need, with_conditions):
+    """Issue 26 items 3 and 4: every pod's CREATE and UPDATE (and ephemeral containers as they
+    are added) reach the security webhook, with no opt-out label; it trusts the chart's own
+    service accounts; its match condition names the reserved annotations the code reserves."""
+    hooks = {w.get("name"): w for w in need("MutatingWebhookConfiguration", "vgpu-webhook").get("webhooks", [])}
+    hook = hooks.get("security.pods.vgpu.io")
+    if hook is None:
+        fail("%s: no security webhook (security.pods.vgpu.io); have %s" % (description, sorted(hooks)))
+        return
+    rules = {(r, op) for rule in hook.get("rules", []) for r in rule.get("resources", [])
+             for op in rule.get("operations", [])}
+    for want in (("pods", "CREATE"), ("pods", "UPDATE"), ("pods/ephemeralcontainers", "UPDATE")):
+        if want not in rules:
+            fail("%s: the security webhook does not see %s of %s (rules %s)" % (description, want[1], want[0], rules))
+    if "objectSelector" in hook or "vgpu.io/webhook" in json.dumps(hook.get("namespaceSelector", {})):
+        fail("%s: the security webhook honours an opt-out label: %s" % (description, hook))
+    placement = hooks.get("pods.vgpu.io", {})
+    if hook.get("clientConfig") != placement.get("clientConfig"):
+        fail("%s: the two webhooks call different endpoints" % description)
+    aw = values["scheduler"]["admissionWebhook"]
+    want_policy = aw["securityFailurePolicy"] or ("Fail" if with_conditions else "Ignore")
+    if hook.get("failurePolicy") != want_policy:
+        fail("%s: security failurePolicy %s, expected %s" % (description, hook.get("failurePolicy"), want_policy))
+    namespace = need("ServiceAccount", "vgpu-scheduler").get("metadata", {}).get("namespace")
+    trusted = ["system:serviceaccount:%s:vgpu-scheduler" % namespace,
+               "system:serviceaccount:%s:vgpu-device-plugin" % namespace] + aw["trustedUsers"]
+    args_of = {c.get("name"): c.get("args", []) for c in
+               need("Deployment", "vgpu-scheduler").get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])}
+    for flag in ("--webhook-env-policy=%s" % aw["envPolicy"], "--trusted-users=%s" % ",".join(trusted)):
+        if flag not in args_of.get("vgpu-scheduler", []):
+            fail("%s: vgpu-scheduler is not started with %s (args %s)" % (description, flag, args_of.get("vgpu-scheduler")))
+    conditions = {c.get("name"): c.get("expression", "") for c in hook.get("matchConditions", [])}
+    if bool(conditions) != bool(with_conditions):
+        fail("%s: security matchConditions %s on Kubernetes %s" % (description, conditions, kube))
+    if not conditions:
+        return
+    r = subprocess.run([args.check_tool, "reserved-annotations"], capture_output=True, text=True)
+    reserved = r.stdout.split()
+    if r.returncode != 0 or not reserved:
+        fail("chart_config_check reserved-annotations failed: %s" % r.stderr)
+    escape = conditions.get("may-escape", "")
+    # An absent field is a CEL error, and an error a failed call (kube-apiserver 1.37 refused
+    # vgpu-scheduler's own patches: "no such key: subResource"): optional fields need has().
+    for field in ("request.subResource", "object.spec.serviceAccountName"):
+        for expression in conditions.values():
+            if field in expression and "has(%s)" % field not in expression:
+                fail("%s: a security condition reads %s without has(): %s" % (description, field, expression))
+    named = re.findall(r"'(vgpu\.io/[^']*)'", escape)
+    if sorted(named) != sorted(reserved):
+        fail("%s: the security webhook's condition names %s, the code reserves %s" % (description, named, reserved))
+    for user in trusted:
+        if "'%s'" % user not in escape:
+            fail("%s: the security webhook's condition does not trust %s" % (description, user))
+    own = conditions.get("not-vgpu-own-pods", "")
+    if "'%s'" % namespace not in own or "'vgpu-scheduler'" not in own or "'vgpu-device-plugin'" not in own:
+        fail("%s: the security webhook could wait for vgpu-scheduler's own pods: %s" % (description, own))
 
 
 def check_rendered(args, description, kube, values, docs):
@@ -655,6 +715,7 @@ def check_rendered(args, description, kube, values, docs):
             fail("%s: the generated Secret and the webhook's caBundle do not match" % description)
 
     deployment = need("Deployment", "vgpu-scheduler")
+    check_security_webhook(args, description, kube, values, docs, need, with_conditions)
     pod = deployment.get("spec", {}).get("template", {})
     if pod.get("metadata", {}).get("labels", {}).get("vgpu.io/webhook") != "ignore":
         fail("%s: the scheduler's pods are not excluded from their own webhook" % description)

@@ -46,6 +46,28 @@ TEST(CodecInventory, EncodesTheDocumentedShape) {
   EXPECT_EQ(encodeInventory({}), R"({"version":1,"devices":[]})");
 }
 
+TEST(CodecInventory, CarriesTheMemoryForeignProcessesHold) {
+  Device d = sampleDevice(0);
+  d.foreignUsedMiB = 1536;
+  const std::string json = encodeInventory({d});
+  EXPECT_NE(json.find(R"("foreignUsedMiB":1536)"), std::string::npos) << json;
+  auto back = decodeInventory(json, "nvidia");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ((*back)[0].foreignUsedMiB, 1536u);
+}
+
+TEST(CodecInventory, AnInventoryWithoutForeignMemoryDecodesAsNoneAndABadOneIsRefused) {
+  // What agents before the watchdog wrote.
+  auto old = decodeInventory(R"({"version":1,"devices":[{"id":"g","index":0,"memoryMiB":100,)"
+                             R"("computeUnits":100,"splitCount":1,"health":"healthy"}]})",
+                             "nvidia");
+  ASSERT_TRUE(old.ok()) << old.error().message;
+  EXPECT_EQ((*old)[0].foreignUsedMiB, 0u);
+  expectError(R"({"version":1,"devices":[{"id":"g","index":0,"memoryMiB":100,"computeUnits":100,)"
+              R"("splitCount":1,"health":"healthy","foreignUsedMiB":-5}]})",
+              "foreignUsedMiB");
+}
+
 TEST(CodecInventory, RoundTripsAndSetsTheBackend) {
   std::vector<Device> devices = {sampleDevice(0), sampleDevice(1), sampleDevice(2)};
   devices[1].health = Health::kUnhealthy;

@@ -60,6 +60,27 @@ TEST(Loader, LoadsA1Dot0BackendWhoseTableEndsBeforeTheUsageSlot) {
   EXPECT_EQ((*r)->usageReporter(), nullptr);  // the slot it does not know reads as unsupported
 }
 
+TEST(Loader, ListsTheDeviceProcessesOfA1Dot3Backend) {
+  auto r = loadTestBackend("abi13");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ProcessReporter* reporter = (*r)->processReporter();
+  ASSERT_NE(reporter, nullptr);
+  auto processes = reporter->deviceProcesses();
+  ASSERT_TRUE(processes.ok()) << processes.error().message;
+  ASSERT_EQ(processes->size(), 1u);
+  EXPECT_EQ((*processes)[0].pid, 4242u);
+  EXPECT_EQ((*processes)[0].deviceId, "dev-0");
+  EXPECT_EQ((*processes)[0].memoryUsedBytes, std::optional<std::uint64_t>(1048576));
+  EXPECT_FALSE((*processes)[0].utilizationPercent.has_value());
+}
+
+TEST(Loader, LoadsA1Dot2BackendWhoseTableEndsBeforeTheProcessSlot) {
+  // Built with the slot filled but against the 1.2 header: only its 1.2 prefix is copied.
+  auto r = loadTestBackend("abi12");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ((*r)->processReporter(), nullptr);
+}
+
 TEST(Loader, RefusesABackendThatRefusesThisLoader) {
   auto r = loadTestBackend("refuses");
   ASSERT_FALSE(r.ok());

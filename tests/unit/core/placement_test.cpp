@@ -232,6 +232,17 @@ TEST_F(PlacementTest, ComputeRunsOut) {
   EXPECT_THAT(refusal(pod({gpu(1, 1000, 30)}), n), HasSubstr("not enough free compute (needs 30 percent, 20 percent free)"));
 }
 
+TEST_F(PlacementTest, MemoryThatForeignProcessesHoldIsNotOffered) {
+  // The node agent's watchdog saw 30000 MiB of an 81920 MiB device held outside vgpu.
+  auto devs = devices("n1", 1);
+  devs[0].foreignUsedMiB = 30000;
+  auto n = node("n1", devs);
+  EXPECT_THAT(refusal(pod({gpu(1, 60000, 10)}), n), HasSubstr("not enough free memory"));
+  auto a = place(pod({gpu(1, 50000, 10)}), n);
+  ASSERT_EQ(a.containers.size(), 1u);
+  EXPECT_THAT(refusal(pod({gpu(1, 2000, 10)}), n), HasSubstr("not enough free memory"));
+}
+
 TEST_F(PlacementTest, UnavailableNodeAndNodeWithoutDevicesSayWhy) {
   std::vector<NodeState> nodes{node("stale", devices("stale", 1)), node("cpu-only", {})};
   nodes[0].unavailable = "node agent heartbeat is 300s old";

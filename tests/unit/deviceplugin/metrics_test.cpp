@@ -49,17 +49,7 @@ HttpReply httpGet(const std::string& url, const std::string& path) {
   return r;
 }
 
-/// What `promtool check metrics` says about `text` (empty = clean, or promtool left out by
-/// VGPU_WITHOUT_PROMTOOL).
-std::string promtoolProblems(const std::string& text) {
-#ifdef VGPU_PROMTOOL
-  const auto check = vgpu::testing::promtoolCheck(VGPU_PROMTOOL, text);
-  return check.exitCode == 0 ? "" : (check.output.empty() ? "promtool failed" : check.output);
-#else
-  (void)text;
-  return "";
-#endif
-}
+using vgpu::testing::promtoolProblems;
 
 class DevicePluginMetrics : public AgentFixture {};
 

@@ -126,6 +126,26 @@ TEST(K8sFakeApiServer, FixtureErrorsNameTheFile) {
   EXPECT_NE(s.error().message.find("missing"), std::string::npos);
 }
 
+TEST(K8sFakeApiServer, TheEvictionSubresourceDeletesThePodNamedByAPolicyV1Eviction) {
+  auto server = startServer();
+  ASSERT_TRUE(server->create("pods", makePod("ns", "p")));
+  auto evict = [&](const std::string& pod, const std::string& body) {
+    return rawHttp(server->port(),
+                   request("POST", "/api/v1/namespaces/ns/pods/" + pod + "/eviction", "application/json", body));
+  };
+  auto otherName = evict("p", R"({"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"q","namespace":"ns"}})");
+  EXPECT_EQ(otherName.rfind("HTTP/1.1 400", 0), 0u) << otherName;
+  auto notEviction = evict("p", R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"}})");
+  EXPECT_EQ(notEviction.rfind("HTTP/1.1 400", 0), 0u) << notEviction;
+  EXPECT_TRUE(server->get("pods", "ns", "p"));
+  auto ok = evict("p", R"({"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"p","namespace":"ns"}})");
+  EXPECT_EQ(ok.rfind("HTTP/1.1 201", 0), 0u) << ok;
+  EXPECT_NE(ok.find(R"("status":"Success")"), std::string::npos) << ok;
+  EXPECT_FALSE(server->get("pods", "ns", "p"));
+  auto gone = evict("p", R"({"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":"p","namespace":"ns"}})");
+  EXPECT_EQ(gone.rfind("HTTP/1.1 404", 0), 0u) << gone;
+}
+
 TEST(K8sFakeApiServer, MalformedRequestsGetStatusObjects) {
   auto server = startServer();
   ASSERT_TRUE(server->create("pods", makePod("ns", "p")));

@@ -32,4 +32,16 @@ inline PromtoolResult promtoolCheck(const std::string& promtool, const std::stri
   return r;
 }
 
+/// What `promtool check metrics` says about `text` (empty = clean, or promtool left out by
+/// VGPU_WITHOUT_PROMTOOL: the test target defines VGPU_PROMTOOL when it is there).
+inline std::string promtoolProblems(const std::string& text) {
+#ifdef VGPU_PROMTOOL
+  const auto check = promtoolCheck(VGPU_PROMTOOL, text);
+  return check.exitCode == 0 ? "" : (check.output.empty() ? "promtool failed" : check.output);
+#else
+  (void)text;
+  return "";
+#endif
+}
+
 }  // namespace vgpu::testing

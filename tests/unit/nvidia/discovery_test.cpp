@@ -3,6 +3,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "discovery.h"
 #include "nvidia_test_support.h"
 
@@ -382,6 +387,54 @@ TEST(NvidiaDiscovery, HealthChecksCanBeSwitchedOff) {
   auto events = discovery.waitForHealthEvents(std::chrono::milliseconds(300));
   ASSERT_TRUE(events.ok());
   EXPECT_TRUE(events->empty());
+}
+
+TEST(NvidiaDiscovery, ListsTheProcessesOnEachGpuWithTheirMemory) {
+  TempDir dir;
+  setEnv("VGPU_FAKE_GPU_CONFIG", dir.write("machine.conf", kThreeModels).string());
+  setEnv("VGPU_FAKE_GPU_STATE", (dir.path() / "gpu.state").string());
+  NvidiaDiscovery discovery(settings(VGPU_FAKE_NVML_LIBRARY));
+  ASSERT_TRUE(discovery.discover().ok());
+  auto none = discovery.deviceProcesses();
+  ASSERT_TRUE(none.ok()) << none.error().message;
+  EXPECT_TRUE(none->empty());
+
+  // A live process of the test's own holding memory on the A100 (index 1).
+  const pid_t child = fork();
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  void* nvml = dlopen(VGPU_FAKE_NVML_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(nvml, nullptr);
+  auto setUsage = reinterpret_cast<int (*)(int, int, unsigned long long)>(dlsym(nvml, "vgpuFakeNvmlSetProcessUsage"));
+  ASSERT_NE(setUsage, nullptr);
+  ASSERT_EQ(setUsage(child, 1, 700ull << 20), 0);
+  auto listed = discovery.deviceProcesses();
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  dlclose(nvml);
+  ASSERT_TRUE(listed.ok()) << listed.error().message;
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].pid, static_cast<std::uint32_t>(child));
+  EXPECT_EQ((*listed)[0].deviceId, kA100);
+  EXPECT_EQ((*listed)[0].deviceIndex, 1);
+  EXPECT_EQ((*listed)[0].memoryUsedBytes, std::optional<std::uint64_t>(700ull << 20));
+  EXPECT_FALSE((*listed)[0].utilizationPercent.has_value()) << "it ran no kernels";
+  // The driver freed a dead process's memory.
+  auto after = discovery.deviceProcesses();
+  ASSERT_TRUE(after.ok());
+  EXPECT_TRUE(after->empty());
+}
+
+TEST(NvidiaDiscovery, CannotListProcessesWithoutNvml) {
+  TempDir dir;
+  setEnv("VGPU_FAKE_GPU_CONFIG", dir.write("machine.conf", kThreeModels).string());
+  NvidiaDiscovery discovery(settings());
+  ASSERT_TRUE(discovery.discover().ok());  // through nvidia-smi
+  auto listed = discovery.deviceProcesses();
+  ASSERT_FALSE(listed.ok());
+  EXPECT_THAT(listed.error().message, HasSubstr("lists processes through NVML, which is not in use here"));
 }
 #endif
 

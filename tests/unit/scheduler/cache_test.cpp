@@ -196,6 +196,43 @@ TEST_F(CacheFixture, SchedulerCacheHoldsBackOnlyConfusableBindsUntilTheFirstIsAl
   ASSERT_TRUE(granted.ok()) << granted.error().message;
 }
 
+// Issue 26 item 4: anyone who may create pods can write vgpu.io/assignment. The kubelet
+// hands a container devices only for what it asks for, so a grant to a container that asks
+// nothing of that backend (or that the pod lacks) is forged and holds nothing.
+TEST_F(CacheFixture, SchedulerCacheSecurityForgedAssignmentDoesNotBlockPlacement) {
+  cache.upsertNode(nodeJson("n1", gpus("n1", 1, 8000), now));
+  Assignment forged;
+  forged.node = "n1";
+  forged.containers.push_back({"main", false, {{"sim", "GPU-n1-0", 0, 8000, 100, 0}}});
+  const json::object ann{{std::string(keys::kPodAssignment), encodeAssignment(forged)},
+                         {std::string(keys::kPodBindPhase), "success"}};
+  // spec.nodeName set, no managed resource: the webhook lets it through, nothing schedules it.
+  json::object squatter = podJson("default", "squatter", {{"main", {{"cpu", "1"}}}}, "default-scheduler", ann);
+  squatter["metadata"].as_object()["uid"] = "uid-squatter";
+  squatter["spec"].as_object()["nodeName"] = "n1";
+  squatter["status"].as_object()["phase"] = "Running";
+  cache.upsertPod(squatter);
+  // A pod that asks for a device but names a container it does not have.
+  Assignment elsewhere = forged;
+  elsewhere.containers[0].name = "ghost";
+  json::object ghost = boundPod("ghost", "uid-ghost", "n1", "GPU-n1-0", 1000, 1);
+  ghost["metadata"].as_object()["annotations"].as_object()[std::string(keys::kPodAssignment)] = encodeAssignment(elsewhere);
+  ghost["spec"].as_object()["containers"].as_array()[0].as_object()["resources"] =
+      json::object{{"limits", json::object{{"cpu", "1"}}}};
+  cache.upsertPod(ghost);
+  EXPECT_EQ(cache.deviceUsage("n1", "GPU-n1-0"), (DeviceUsage{0, 0, 0}));
+
+  PodInfo p = info(gpuPod("p", 6000, 50), "uid-p");
+  auto placed = cache.reserve(p, prepare(p), "n1", engine, std::chrono::milliseconds(0));
+  ASSERT_TRUE(placed.ok()) << placed.error().message;
+  EXPECT_EQ(cache.deviceUsage("n1", "GPU-n1-0"), (DeviceUsage{1, 6000, 50}));
+
+  // The same annotation on a pod that does ask for the device still counts (bound by us, or
+  // a pod migrated from another scheduler whose assignment was translated).
+  cache.upsertPod(boundPod("real", "uid-real", "n1", "GPU-n1-0", 1000, 2));
+  EXPECT_EQ(cache.deviceUsage("n1", "GPU-n1-0"), (DeviceUsage{2, 7000, 50}));
+}
+
 TEST_F(CacheFixture, SchedulerCacheIndexFindsEveryNodeAfterGrowthAndRemoval) {
   for (int i = 0; i < 300; ++i) cache.upsertNode(nodeJson("n" + std::to_string(i), gpus("n" + std::to_string(i), 1), now));
   for (int i = 0; i < 300; i += 3) cache.removeNode("n" + std::to_string(i));

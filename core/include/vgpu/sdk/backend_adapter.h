@@ -10,9 +10,10 @@
 //         const vgpu::ContainerResources&, const vgpu::Annotations&) const;
 //     void fit(const vgpu_device_request&, const vgpu_device&, const vgpu_device_usage&,
 //              vgpu_fit_result&) const;
-//     // Optional, detected at compile time: explain, admissionDefaults, discover,
-//     // waitForHealthEvents, containerSpec, release, reconcile, containerUsage (same
-//     // signatures as the vgpu::Allocator / Discovery / Limiter / UsageReporter interfaces).
+//     // Optional, detected at compile time: explain, admissionDefaults, protectedEnv (a
+//     // std::vector<vgpu::ProtectedEnv>), discover, waitForHealthEvents, containerSpec,
+//     // release, reconcile, containerUsage, deviceProcesses (same signatures as the
+//     // vgpu::Allocator / Discovery / Limiter / UsageReporter / ProcessReporter interfaces).
 //   };
 //   VGPU_DEFINE_BACKEND(MyBackend, "mine", "What it drives")
 
@@ -27,10 +28,12 @@
 #include <string>
 #include <vector>
 
+#include "vgpu/allocator.h"
 #include "vgpu/backend_abi.h"
 #include "vgpu/backend_params.h"
 #include "vgpu/c_views.h"
 #include "vgpu/container_spec.h"
+#include "vgpu/device_process.h"
 #include "vgpu/discovery.h"
 #include "vgpu/limiter.h"
 #include "vgpu/resources.h"
@@ -166,6 +169,15 @@ struct Adapter {
     }
   }
 
+  static void protectedEnv(vgpu_backend* b, vgpu_env_sink sink, void* ctx) {
+    try {
+      for (const auto& e : self(b).protectedEnv())
+        sink(ctx, e.pattern.c_str(), e.scope == ProtectedEnv::Scope::kEveryContainer ? VGPU_ENV_SCOPE_EVERY_CONTAINER
+                                                                                    : VGPU_ENV_SCOPE_BACKEND_CONTAINERS);
+    } catch (const std::exception&) {
+    }
+  }
+
   static vgpu_status discover(vgpu_backend* b, vgpu_device_sink sink, void* ctx, vgpu_error_buf* err) {
     try {
       auto devices = self(b).discover();
@@ -269,6 +281,26 @@ struct Adapter {
       return fail(err, VGPU_ERROR_INTERNAL, std::string("container_usage threw: ") + e.what());
     }
   }
+
+  static vgpu_status deviceProcesses(vgpu_backend* b, vgpu_process_sink sink, void* ctx, vgpu_error_buf* err) {
+    try {
+      auto processes = self(b).deviceProcesses();
+      if (!processes.ok()) return fail(err, VGPU_ERROR_UNAVAILABLE, processes.error().message);
+      for (const auto& p : *processes) {
+        vgpu_device_process c{};
+        c.struct_size = sizeof(c);
+        c.pid = p.pid;
+        c.device_id = p.deviceId.c_str();
+        c.device_index = p.deviceIndex;
+        c.memory_used_bytes = p.memoryUsedBytes ? static_cast<int64_t>(*p.memoryUsedBytes) : -1;
+        c.utilization_percent = p.utilizationPercent ? static_cast<int32_t>(*p.utilizationPercent) : -1;
+        sink(ctx, &c);
+      }
+      return VGPU_OK;
+    } catch (const std::exception& e) {
+      return fail(err, VGPU_ERROR_INTERNAL, std::string("device_processes threw: ") + e.what());
+    }
+  }
 };
 
 template <class B>
@@ -276,6 +308,10 @@ concept HasExplain = requires(const B& b, const vgpu_fit_result& r) { { b.explai
 template <class B>
 concept HasAdmissionDefaults = requires(const B& b, const ContainerResources& c, const Annotations& a) {
   b.admissionDefaults(c, a);
+};
+template <class B>
+concept HasProtectedEnv = requires(const B& b) {
+  { b.protectedEnv() } -> std::convertible_to<std::vector<ProtectedEnv>>;
 };
 template <class B>
 concept HasDiscovery = requires(B& b) {
@@ -292,6 +328,9 @@ concept HasLimiter = requires(B& b, const ContainerGrant& g, const ContainerRef&
 
 template <class B>
 concept HasUsage = requires(B& b) { b.containerUsage(); };
+
+template <class B>
+concept HasProcesses = requires(B& b) { b.deviceProcesses(); };
 
 /// Fills `table` for backend class B; the body of VGPU_DEFINE_BACKEND's entry function.
 template <class B>
@@ -322,6 +361,8 @@ int fillTable(uint32_t loaderVersion, vgpu_backend_table* table, const char* nam
     t.reconcile = &A::reconcile;
   }
   if constexpr (HasUsage<B>) t.container_usage = &A::containerUsage;
+  if constexpr (HasProtectedEnv<B>) t.protected_env = &A::protectedEnv;
+  if constexpr (HasProcesses<B>) t.device_processes = &A::deviceProcesses;
   // An older loader knows a shorter table: give it the prefix it knows.
   const uint32_t size = std::min<uint32_t>(table->struct_size, sizeof(vgpu_backend_table));
   std::memcpy(table, &t, size);

@@ -399,6 +399,14 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t dev, unsigned 
   return NVML_SUCCESS;
 }
 
+/* Test control (fake_gpu_control.h): what process `pid` holds on device `dev`. */
+extern "C" int vgpuFakeNvmlSetProcessUsage(int pid, int dev, unsigned long long bytes) {
+  if (!initialised()) return -1;
+  SharedState* s = nvml().shared;
+  if (s == nullptr || dev < 0 || static_cast<unsigned>(dev) >= s->deviceCount()) return -1;
+  return s->setProcessUsage(pid, dev, bytes) ? 0 : -1;
+}
+
 nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {
   if (!initialised()) return NVML_ERROR_UNINITIALIZED;
   if (set == nullptr) return NVML_ERROR_INVALID_ARGUMENT;

@@ -201,6 +201,33 @@ vgpu_fake_process_slot* SharedState::mySlot() {
   return nullptr;
 }
 
+bool SharedState::setProcessUsage(int32_t pid, int dev, uint64_t bytes) {
+  uint64_t start = startTicks(pid);
+  if (pid <= 0 || start == 0) return false;
+  reclaimDead();
+  vgpu_fake_process_slot* slot = nullptr;
+  for (auto& p : state_->procs)
+    if (at(p.pid).load() == pid) slot = &p;
+  for (auto& p : state_->procs) {
+    int32_t expected = 0;
+    if (slot != nullptr) break;
+    if (at(p.pid).compare_exchange_strong(expected, pid)) {
+      at(p.start_ticks).store(start);
+      slot = &p;
+    }
+  }
+  if (slot == nullptr) return false;
+  uint64_t before = at(slot->used_bytes[dev]).exchange(bytes);
+  at(state_->devices[dev].used_bytes).fetch_add(bytes - before);  // wraps to a subtraction when it shrinks
+  uint32_t bit = 1u << dev;
+  if (bytes != 0) {
+    at(slot->context_mask).fetch_or(bit);
+  } else {
+    at(slot->context_mask).fetch_and(~bit);
+  }
+  return true;
+}
+
 void SharedState::reclaimDead() {
   for (auto& p : state_->procs) {
     int32_t pid = at(p.pid).load();

@@ -41,6 +41,11 @@ class SharedState {
   /// Busy nanoseconds of `dev` within [from, to), optionally only those of `pid` (0: all).
   uint64_t busyWithin(int dev, uint64_t fromNs, uint64_t toNs, uint32_t pid);
 
+  /// Test control: sets what another process `pid` (a live process the test started) holds
+  /// on `dev`, as the driver would account it, with a context while `bytes` is nonzero.
+  /// False when no slot is free or `pid` is not running.
+  bool setProcessUsage(int32_t pid, int dev, uint64_t bytes);
+
   /// Frees the slots (and memory) of processes that no longer exist.
   void reclaimDead();
 

@@ -29,6 +29,23 @@ static void fit(vgpu_backend* b, const vgpu_device_request* q, const vgpu_device
   r->fits = 1;
 }
 
+#ifdef WITH_PROCESSES
+/* 1.3: one process of 1 MiB on one device. */
+static vgpu_status processes(vgpu_backend* b, vgpu_process_sink sink, void* ctx, vgpu_error_buf* e) {
+  (void)b;
+  (void)e;
+  vgpu_device_process p;
+  memset(&p, 0, sizeof p);
+  p.struct_size = sizeof p;
+  p.pid = 4242;
+  p.device_id = "dev-0";
+  p.memory_used_bytes = 1048576;
+  p.utilization_percent = -1;
+  sink(ctx, &p);
+  return VGPU_OK;
+}
+#endif
+
 #ifndef NO_ENTRY
 VGPU_BACKEND_EXPORT int VGPU_BACKEND_ENTRY(unsigned loader, vgpu_backend_table* t) {
   (void)loader;
@@ -47,6 +64,9 @@ VGPU_BACKEND_EXPORT int VGPU_BACKEND_ENTRY(unsigned loader, vgpu_backend_table* 
   table.parse_request = parse;
 #ifndef NO_FIT
   table.fit = fit;
+#endif
+#ifdef WITH_PROCESSES
+  table.device_processes = processes;
 #endif
 #ifdef TABLE_STRUCT_SIZE
   /* A backend built against an older header: its table ends earlier. */

@@ -1,0 +1,248 @@
+#include "watchdog.h"
+
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <boost/json.hpp>
+
+#include "cgroup_identity.h"
+
+namespace vgpu::deviceplugin {
+namespace {
+
+constexpr std::uint64_t kMiB = 1048576;
+
+std::string mib(std::uint64_t bytes) { return std::to_string((bytes + kMiB - 1) / kMiB) + " MiB"; }
+
+std::uint64_t roundUp(std::uint64_t bytes, std::uint64_t stepMiB) {
+  const std::uint64_t m = (bytes + kMiB - 1) / kMiB;
+  if (stepMiB <= 1) return m;
+  return (m + stepMiB - 1) / stepMiB * stepMiB;
+}
+
+/// What one pod holds on one device in one scan.
+struct PodOnDevice {
+  std::string backend;
+  std::uint64_t usedBytes = 0;
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> processes;
+  std::string largestContainerId;
+  std::uint64_t largestBytes = 0;
+};
+
+/// What one pod was handed on one device.
+struct Allowance {
+  std::uint64_t memoryMiB = 0;
+  std::set<std::string> containers;
+};
+
+}  // namespace
+
+Result<WatchdogAction> parseWatchdogAction(std::string_view word) {
+  if (word == "report") return WatchdogAction::kReport;
+  if (word == "kill-process") return WatchdogAction::kKillProcess;
+  if (word == "evict-pod") return WatchdogAction::kEvictPod;
+  return makeError("unknown watchdog action \"" + std::string(word) + "\": use report, kill-process or evict-pod");
+}
+
+const char* toString(WatchdogAction action) {
+  switch (action) {
+    case WatchdogAction::kReport: return "report";
+    case WatchdogAction::kKillProcess: return "kill-process";
+    case WatchdogAction::kEvictPod: return "evict-pod";
+  }
+  return "report";
+}
+
+Status killProcess(std::uint32_t pid) {
+  if (pid == 0) return makeError("refusing to signal pid 0");
+#ifdef SYS_pidfd_open
+  const int fd = static_cast<int>(syscall(SYS_pidfd_open, static_cast<pid_t>(pid), 0));
+  if (fd >= 0) {
+    const long r = syscall(SYS_pidfd_send_signal, fd, SIGKILL, nullptr, 0);
+    const int err = errno;
+    close(fd);
+    if (r == 0) return {};
+    return makeError("SIGKILL to pid " + std::to_string(pid) + " failed: " + std::strerror(err));
+  }
+  if (errno != ENOSYS)
+    return makeError("pid " + std::to_string(pid) + " cannot be signalled: " + std::strerror(errno));
+#endif
+  if (kill(static_cast<pid_t>(pid), SIGKILL) != 0)
+    return makeError("SIGKILL to pid " + std::to_string(pid) + " failed: " + std::strerror(errno));
+  return {};
+}
+
+std::string evictionBody(const std::string& ns, const std::string& name) {
+  boost::json::object body{{"apiVersion", "policy/v1"},
+                           {"kind", "Eviction"},
+                           {"metadata", {{"name", name}, {"namespace", ns}}}};
+  return boost::json::serialize(body);
+}
+
+Watchdog::Watchdog(WatchdogOptions options, std::vector<ProcessSource> sources, ProcessKiller killer,
+                   PodEvictor evictor)
+    : options_(std::move(options)),
+      sources_(std::move(sources)),
+      killer_(std::move(killer)),
+      evictor_(std::move(evictor)) {}
+
+std::string Watchdog::enforce(const Violation& v) {
+  switch (options_.action) {
+    case WatchdogAction::kReport:
+      return "reported only (watchdog action: report)";
+    case WatchdogAction::kKillProcess: {
+      auto killed = killOver(v);
+      return killed.ok() ? *killed : "no process could be killed: " + killed.error().message;
+    }
+    case WatchdogAction::kEvictPod:
+      if (!evictionsAsked_.insert(v.podUid).second) return "its eviction was asked for already";
+      if (evictor_) evictor_(v.podNamespace, v.podName);
+      return "the pod is being evicted";
+  }
+  return "";
+}
+
+ScanResult Watchdog::scan(const std::vector<Slice>& slices,
+                          const std::map<std::string, std::vector<std::string>>& devicesOf) {
+  ScanResult out;
+  std::map<std::string, std::pair<std::string, std::string>> pods;  // uid -> namespace, name
+  std::map<std::string, Allowance> allowances;                      // uid + '/' + device
+  for (const auto& s : slices) {
+    if (s.podUid.empty()) continue;  // held by a pod the agent never saw: nothing to attribute
+    pods.emplace(s.podUid, std::make_pair(s.podNamespace, s.podName));
+    auto& a = allowances[s.podUid + "/" + s.deviceId];
+    a.memoryMiB += s.memoryMiB;
+    a.containers.insert(s.container);
+  }
+
+  std::set<std::string> scanned;  // keys of the backends that answered this scan
+  std::map<std::string, PodOnDevice> held;
+  std::size_t listed = 0, invisible = 0;
+  for (const auto& source : sources_) {
+    if (source.reporter == nullptr) {
+      if (lastProblem_.emplace(source.backend, "unsupported").second)
+        out.notices.push_back("watchdog: not supported by backend " + source.backend +
+                              ": it does not list the processes on its devices (backend ABI 1.3 device_processes); "
+                              "its devices are not watched and no foreign memory is published for them");
+      continue;
+    }
+    auto processes = source.reporter->deviceProcesses();
+    if (!processes.ok()) {
+      auto& last = lastProblem_[source.backend];
+      if (last != processes.error().message)
+        out.notices.push_back("watchdog: backend " + source.backend +
+                              " cannot list the processes on its devices: " + processes.error().message);
+      last = processes.error().message;
+      continue;
+    }
+    if (auto it = lastProblem_.find(source.backend); it != lastProblem_.end()) {
+      out.notices.push_back("watchdog: backend " + source.backend + " lists the processes on its devices again");
+      lastProblem_.erase(it);
+    }
+    auto& foreign = out.foreignMiB[source.backend];
+    std::map<std::string, std::uint64_t> foreignBytes;
+    if (auto d = devicesOf.find(source.backend); d != devicesOf.end())
+      for (const auto& id : d->second) foreignBytes[id] = 0;
+    for (const auto& p : *processes) {
+      ++listed;
+      const ProcessCgroup cg = readProcessCgroup(options_.procRoot, p.pid);
+      if (!cg.readable) {
+        ++invisible;  // gone since the list, or not in our view of /proc
+        continue;
+      }
+      const std::uint64_t bytes = p.memoryUsedBytes.value_or(0);
+      if (!cg.identity || !pods.contains(cg.identity->podUid)) {
+        foreignBytes[p.deviceId] += bytes;
+        continue;
+      }
+      auto& h = held[cg.identity->podUid + "/" + p.deviceId];
+      h.backend = source.backend;
+      h.usedBytes += bytes;
+      h.processes.emplace_back(p.pid, bytes);
+      if (bytes >= h.largestBytes) {
+        h.largestBytes = bytes;
+        h.largestContainerId = cg.identity->containerId;
+      }
+    }
+    for (const auto& [id, bytes] : foreignBytes) foreign[id] = roundUp(bytes, options_.foreignStepMiB);
+    if (auto d = devicesOf.find(source.backend); d != devicesOf.end())
+      for (const auto& id : d->second) scanned.insert(id);
+    for (const auto& [id, bytes] : foreignBytes) scanned.insert(id);
+  }
+  if (listed > 0 && invisible == listed && !saidInvisible_) {
+    saidInvisible_ = true;
+    out.notices.push_back("watchdog: none of the " + std::to_string(listed) + " processes on the devices is visible in " +
+                          options_.procRoot + "; run the agent in the host's PID namespace (hostPID: true) or point "
+                          "--watchdog-proc-root at the host's /proc");
+  }
+
+  std::set<std::string> over;
+  for (auto& [key, h] : held) {
+    const auto slash = key.find('/');
+    const std::string uid = key.substr(0, slash), device = key.substr(slash + 1);
+    const auto a = allowances.find(key);
+    const std::uint64_t allowed =
+        a == allowances.end() || a->second.memoryMiB == 0 ? 0 : (a->second.memoryMiB + options_.toleranceMiB) * kMiB;
+    if (h.usedBytes <= allowed) continue;
+    over.insert(key);
+    if (++overStreak_[key] < std::max(options_.confirmScans, 1)) continue;
+    overStreak_.erase(key);
+    if (options_.action == WatchdogAction::kReport) {
+      const auto now = std::chrono::steady_clock::now();
+      auto [last, first] = reported_.emplace(key, now);
+      if (!first && now - last->second < options_.reportRepeat) continue;
+      last->second = now;
+    }
+    Violation v;
+    v.podUid = uid;
+    v.podNamespace = pods[uid].first;
+    v.podName = pods[uid].second;
+    v.container = a != allowances.end() && a->second.containers.size() == 1 ? *a->second.containers.begin()
+                                                                             : h.largestContainerId.substr(0, 12);
+    v.backend = h.backend;
+    v.deviceId = device;
+    v.usedBytes = h.usedBytes;
+    v.allowedBytes = allowed;
+    v.processes = std::move(h.processes);
+    std::sort(v.processes.begin(), v.processes.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
+    out.confirmed.push_back(std::move(v));
+  }
+  // A streak ends with a scan that saw the pod within its slices on that device; a backend
+  // that could not answer leaves its streaks as they were.
+  for (auto it = overStreak_.begin(); it != overStreak_.end();) {
+    const std::string device = it->first.substr(it->first.find('/') + 1);
+    it = scanned.contains(device) && !over.contains(it->first) ? overStreak_.erase(it) : std::next(it);
+  }
+  return out;
+}
+
+Result<std::string> Watchdog::killOver(const Violation& v) {
+  std::uint64_t left = v.usedBytes;
+  std::string done, problems;
+  for (const auto& [pid, bytes] : v.processes) {
+    if (left <= v.allowedBytes) break;
+    // The pid may have exited and been reused since the scan: only a process still in the pod.
+    const ProcessCgroup cg = readProcessCgroup(options_.procRoot, pid);
+    if (!cg.identity || cg.identity->podUid != v.podUid) {
+      problems += (problems.empty() ? "" : "; ") + ("pid " + std::to_string(pid) + " is no longer in the pod");
+      left -= std::min(left, bytes);
+      continue;
+    }
+    if (auto s = killer_(pid); !s.ok()) {
+      problems += (problems.empty() ? "" : "; ") + s.error().message;
+      continue;
+    }
+    left -= std::min(left, bytes);
+    done += (done.empty() ? "killed pid " : ", pid ") + std::to_string(pid) + " (" + mib(bytes) + ")";
+  }
+  if (done.empty())
+    return makeError(problems.empty() ? std::string("no process to kill") : problems);
+  return problems.empty() ? done : done + "; " + problems;
+}
+
+}  // namespace vgpu::deviceplugin

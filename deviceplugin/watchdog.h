@@ -1,0 +1,134 @@
+#pragma once
+// The node-side watchdog: the authority over device memory that does not live inside the
+// tenant. libvgpu.so enforces a container's slice from inside its processes, where a
+// hostile tenant can sidestep it (a static binary, its own ld.so, a user namespace...).
+// The watchdog asks each backend's vendor library which processes hold memory on which
+// device (backend ABI 1.3, ProcessReporter), finds each process's pod and container from
+// its cgroup, and compares each pod's total on a device with the slices the agent handed
+// out there plus a tolerance. A pod over it in `confirmScans` consecutive scans is a
+// violation; the agent then reports it (event, metric) and applies the action.
+// Processes in no pod the agent handed devices to are "foreign": their memory is
+// published with the node's inventory so the scheduler stops offering it.
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "vgpu/device_process.h"
+#include "vgpu/result.h"
+
+namespace vgpu::deviceplugin {
+
+enum class WatchdogAction : std::uint8_t { kReport, kKillProcess, kEvictPod };
+/// "report", "kill-process", "evict-pod"; errors name the word and the choices.
+Result<WatchdogAction> parseWatchdogAction(std::string_view word);
+const char* toString(WatchdogAction action);
+
+struct WatchdogOptions {
+  /// Time between scans; 0 = the watchdog is off. Two scans confirm a violation, so a
+  /// bypass is acted on within about two intervals plus the time of a scan.
+  std::chrono::milliseconds interval{500};
+  /// Allowed above a pod's slices on a device, per device (MiB): what NVML counts for a
+  /// process beyond what libvgpu.so charges (driver bookkeeping of its context).
+  std::uint64_t toleranceMiB = 128;
+  WatchdogAction action = WatchdogAction::kKillProcess;
+  std::string procRoot = "/proc";  ///< the host's /proc (the agent runs with hostPID)
+  int confirmScans = 2;
+  /// With action `report`, a pod still over its slice on a device is reported again only
+  /// after this long (one event a second would drown the pod's events).
+  std::chrono::seconds reportRepeat{60};
+  /// Foreign memory is published rounded up to a multiple of this (MiB), so the node's
+  /// inventory changes only when it really moves.
+  std::uint64_t foreignStepMiB = 64;
+};
+
+/// One container's slice of one device: what the agent handed out.
+struct Slice {
+  std::string podUid, podNamespace, podName, container;
+  std::string deviceId;
+  std::uint64_t memoryMiB = 0;
+};
+
+/// Where the processes of one backend's devices come from; null reporter: the backend
+/// cannot list them.
+struct ProcessSource {
+  std::string backend;
+  ProcessReporter* reporter = nullptr;
+};
+
+/// A pod holding more on a device than its slices there allow.
+struct Violation {
+  std::string podUid, podNamespace, podName;
+  /// The container that holds the device, or the runtime's container id when several of
+  /// the pod's containers (or none of them) hold it.
+  std::string container;
+  std::string backend, deviceId;
+  std::uint64_t usedBytes = 0, allowedBytes = 0;
+  /// The pod's processes on the device, the largest first, with their bytes.
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> processes;
+};
+
+struct ScanResult {
+  std::vector<Violation> confirmed;  ///< over in confirmScans consecutive scans
+  /// Backend -> device id -> memory (MiB, rounded up to foreignStepMiB) held by processes in
+  /// no pod the agent handed devices to, for every device of a backend that listed them.
+  std::map<std::string, std::map<std::string, std::uint64_t>> foreignMiB;
+  /// Things to tell the operator, each once (a backend that cannot list processes, a query
+  /// failure, processes the agent cannot see in procRoot).
+  std::vector<std::string> notices;
+};
+
+/// Sends SIGKILL to `pid` (host PID namespace). Errors name the pid and why.
+using ProcessKiller = std::function<Status(std::uint32_t pid)>;
+/// SIGKILL through a pidfd, so a pid reused since the check is not hit; kill(2) where
+/// pidfd_open is missing.
+Status killProcess(std::uint32_t pid);
+
+/// Asks the apiserver to evict pod `ns`/`name` (in the background; it retries).
+using PodEvictor = std::function<void(const std::string& ns, const std::string& name)>;
+
+/// The body of an Eviction (policy/v1) of pod `ns`/`name`, POSTed to
+/// /api/v1/namespaces/<ns>/pods/<name>/eviction.
+std::string evictionBody(const std::string& ns, const std::string& name);
+
+/// Not thread-safe: one scanning thread.
+class Watchdog {
+ public:
+  Watchdog(WatchdogOptions options, std::vector<ProcessSource> sources, ProcessKiller killer = killProcess,
+           PodEvictor evictor = {});
+
+  /// One scan against the slices handed out now; devices of `devicesOf` (backend -> device
+  /// ids) get a foreign figure (0 included).
+  ScanResult scan(const std::vector<Slice>& slices,
+                  const std::map<std::string, std::vector<std::string>>& devicesOf);
+
+  /// Applies the configured action to a confirmed violation; returns what was done, in
+  /// words (report: nothing; evict-pod: asked once per pod).
+  std::string enforce(const Violation& violation);
+
+  /// Kills the violation's processes, the largest first, until what is left fits (each
+  /// pid checked again to be in the pod just before). Returns what was done, in words.
+  /// Errors: no process could be killed (the reasons).
+  Result<std::string> killOver(const Violation& violation);
+
+  const WatchdogOptions& options() const { return options_; }
+
+ private:
+  WatchdogOptions options_;
+  std::vector<ProcessSource> sources_;
+  ProcessKiller killer_;
+  PodEvictor evictor_;
+  std::set<std::string> evictionsAsked_;  ///< pod uids
+  std::map<std::string, int> overStreak_;      ///< pod uid + device -> consecutive scans over
+  std::map<std::string, std::chrono::steady_clock::time_point> reported_;  ///< report mode: when last
+  std::map<std::string, std::string> lastProblem_;  ///< backend -> the last query error said
+  bool saidInvisible_ = false;
+};
+
+}  // namespace vgpu::deviceplugin
