@@ -581,17 +581,18 @@ TEST_F(LimiterSecurity, ADeletedOrReplacedRegionRefusesCuda) {
   const std::map<std::string, std::string> managed{{"VGPU_LIMITS_FILE", probePath("limits.env")}};
   ProbeResult ok = run({"alloc", "10"}, managed);
   ASSERT_EQ(ok.exitCode, 0) << ok.err;
+  // A fresh region, made while the agent's still exists (so another inode), moved in its place.
+  ASSERT_EQ(vgpu_region_open((dir_ + "/fresh").c_str(), &region, err, sizeof err), VGPU_REGION_OK) << err;
+  vgpu_region_close(region);
+  ASSERT_EQ(rename((dir_ + "/fresh").c_str(), (dir_ + "/region").c_str()), 0);
+  ProbeResult replaced = run({"alloc", "10"}, managed);
+  EXPECT_NE(replaced.exitCode, 0);
+  EXPECT_NE(replaced.err.find("was replaced"), std::string::npos) << replaced.err;
+  EXPECT_NE(replaced.err.find("CUDA refused"), std::string::npos) << replaced.err;
   ASSERT_EQ(unlink((dir_ + "/region").c_str()), 0);
   ProbeResult deleted = run({"alloc", "10"}, managed);
   EXPECT_NE(deleted.exitCode, 0);
   EXPECT_NE(deleted.err.find("it was deleted"), std::string::npos) << deleted.err;
-  EXPECT_NE(deleted.err.find("CUDA refused"), std::string::npos) << deleted.err;
-  std::ofstream(dir_ + "/keep");  // the old inode number is not handed out again at once
-  ASSERT_EQ(vgpu_region_open((dir_ + "/region").c_str(), &region, err, sizeof err), VGPU_REGION_OK) << err;
-  vgpu_region_close(region);
-  ProbeResult replaced = run({"alloc", "10"}, managed);
-  EXPECT_NE(replaced.exitCode, 0);
-  EXPECT_NE(replaced.err.find("was replaced"), std::string::npos) << replaced.err;
 }
 
 // ---- interposition ----

@@ -308,16 +308,20 @@ TEST_F(RegionSecurity, ARegionTheAgentMadeIsRefusedOnceDeletedTruncatedWipedOrRe
     EXPECT_EQ(vgpu_region_open_existing(path_.c_str(), inode, &r, err, sizeof err), VGPU_REGION_ERROR) << says;
     EXPECT_NE(std::string(err).find(says), std::string::npos) << err;
   };
+  std::vector<char> image = validImage();  // the same file, rewritten: still the agent's
   ASSERT_EQ(truncate(path_.c_str(), 0), 0);
   refused("truncated");
   ASSERT_EQ(truncate(path_.c_str(), sizeof(vgpu_region)), 0);  // the right size, all zeros
   refused("wiped");
+  // Another file, made while the first still exists (so its inode number differs), moved in.
+  std::string other = dir_ + "/other";
+  int fd = open(other.c_str(), O_WRONLY | O_CREAT, 0666);
+  ASSERT_EQ(write(fd, image.data(), image.size()), static_cast<ssize_t>(image.size()));
+  close(fd);
+  ASSERT_EQ(rename(other.c_str(), path_.c_str()), 0);
+  refused("replaced");
   ASSERT_EQ(unlink(path_.c_str()), 0);
   refused("deleted");
-  std::string other = dir_ + "/other";
-  std::system(("touch " + other).c_str());  // keeps the old inode number from being reused at once
-  validImage();  // a fresh region at the same path: another file
-  refused("replaced");
 }
 
 }  // namespace
