@@ -1548,15 +1548,9 @@ Status Agent::start() {
   im.maintThread = std::thread([&im] { im.maintLoop(); });
 
   if (!im.options.metricsAddress.empty()) {
-    const auto colon = im.options.metricsAddress.rfind(':');
-    if (colon == std::string::npos) return makeError("--metrics-address must be host:port, got " + im.options.metricsAddress);
     http::ServerOptions so;
-    so.address = im.options.metricsAddress.substr(0, colon);
-    try {
-      so.port = static_cast<std::uint16_t>(std::stoi(im.options.metricsAddress.substr(colon + 1)));
-    } catch (...) {
-      return makeError("--metrics-address must be host:port, got " + im.options.metricsAddress);
-    }
+    if (auto parsed = http::parseListenAddress(im.options.metricsAddress, "--metrics-address", so); !parsed.ok())
+      return parsed.error();
     so.threads = 1;
     im.registry.addCollector([&im] { im.collect(); });
     http::Router router;

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "vgpu/limiter_contract.h"
+#include "vgpu/shared_region.h"
 #include "vgpu/sdk/standard_rules.h"
 
 namespace vgpu::nvidia {
@@ -40,6 +41,25 @@ Status writeFileAtomically(const fs::path& path, const std::string& text) {
     return makeError("cannot write " + path.string() + ": " + ec.message());
   }
   return {};
+}
+
+/// Creates the container's shared region (or keeps a sound one already there) and returns its
+/// inode number: libvgpu.so then opens only that file, so a tenant that deletes, truncates or
+/// replaces it gets CUDA refused instead of a fresh region with nothing counted.
+Result<std::uint64_t> createRegion(const fs::path& path) {
+  char err[512] = "";
+  vgpu_region* region = nullptr;
+  if (vgpu_region_open(path.c_str(), &region, err, sizeof err) != VGPU_REGION_OK) {
+    std::error_code ec;
+    fs::remove(path, ec);  // not a region this build can use: start it over
+    if (vgpu_region_open(path.c_str(), &region, err, sizeof err) != VGPU_REGION_OK)
+      return makeError("cannot create the shared region: " + std::string(err));
+  }
+  vgpu_region_close(region);
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+    return makeError("cannot create the shared region " + path.string());
+  return static_cast<std::uint64_t>(st.st_ino);
 }
 
 }  // namespace
@@ -144,7 +164,9 @@ Result<ContainerSpec> NvidiaLimiter::containerSpec(const ContainerGrant& grant) 
   limits.emplace_back(VGPU_ENV_SM_LIMIT, std::to_string(std::min<std::uint32_t>(grant.devices[0].compute, 100)));
   limits.emplace_back(VGPU_ENV_SHARED_REGION, kContainerRegionFile);
   if (!driverCap && settings_.memoryScaling > 1.0) limits.emplace_back(VGPU_ENV_OVERSUBSCRIBE, "true");
-  if (!settings_.corePolicy.empty()) limits.emplace_back(VGPU_ENV_CORE_POLICY, settings_.corePolicy);
+  // Always in the file, "default" included: a key missing from the file would be taken from
+  // the container's environment, where the tenant could write "disable".
+  limits.emplace_back(VGPU_ENV_CORE_POLICY, settings_.corePolicy.empty() ? "default" : settings_.corePolicy);
   if (grant.devices[0].priority >= 0) limits.emplace_back(VGPU_ENV_TASK_PRIORITY, std::to_string(grant.devices[0].priority));
   if (!settings_.activityBoardHostPath.empty()) limits.emplace_back(VGPU_ENV_ACTIVITY_BOARD, kContainerActivityBoard);
 
@@ -186,6 +208,10 @@ Result<ContainerSpec> NvidiaLimiter::containerSpec(const ContainerGrant& grant) 
   file << "# Limits of " << who << ", written by the vgpu " << settings_.backend
        << " backend. Read-only in the container; wins over its environment.\n";
   for (const auto& [k, v] : limits) file << k << "=" << v << "\n";
+  auto inode = createRegion(regionDir / fs::path(kContainerRegionFile).filename());
+  if (!inode) return makeError(who + ": " + inode.error().message);
+  file << VGPU_REGION_INODE << "=" << *inode << "\n";  // the file's alone: not a variable
+  if (settings_.contextOverheadMiB > 0) file << VGPU_ENV_CONTEXT_OVERHEAD << "=" << settings_.contextOverheadMiB << "m\n";
   const fs::path limitsFile = hostDir / kHostLimitsFile;
   if (auto s = writeFileAtomically(limitsFile, file.str()); !s.ok()) return s.error();
 

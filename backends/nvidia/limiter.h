@@ -58,6 +58,10 @@ struct LimiterSettings {
   double memoryScaling = 1.0;  ///< > 1: memory is oversubscribed
   std::string corePolicy;      ///< GPU_CORE_UTILIZATION_POLICY; empty = libvgpu's default
   std::string logLevel;        ///< LIBVGPU_LOG_LEVEL; empty = libvgpu's default
+  /// What a CUDA context takes on this node's GPUs, as measured by the operator: written to
+  /// the limits file (VGPU_CONTEXT_OVERHEAD) as what libvgpu.so charges a context before it
+  /// has measured one itself. 0 = not given (libvgpu.so measures).
+  std::uint64_t contextOverheadMiB = 0;
   bool allowOptOut = false;  ///< the operator's consent to nvidia.com/disable-control
   /// Node-wide host folder for libvgpu.so's activity board: mounted into every container,
   /// writable only for high-priority ones (task priority 0), so that low-priority tenants

@@ -10,7 +10,8 @@ namespace {
 
 constexpr const char* kKnownOptions =
     "discovery, nvmlLibrary, nvidiaSmiPath, nvidiaSmiTimeout, hostSysRoot, memoryEnforcement, libvgpuPath, "
-    "libvgpuContainerPath, ldPreloadPath, corePolicy, logLevel, allowOptOut, cdiKind, activityBoardPath";
+    "libvgpuContainerPath, ldPreloadPath, corePolicy, logLevel, allowOptOut, cdiKind, activityBoardPath, "
+    "contextOverheadMiB";
 
 std::optional<std::chrono::milliseconds> parseDuration(std::string_view text) {
   std::uint64_t v = 0;
@@ -73,6 +74,12 @@ Result<NvidiaOptions> parseOptions(const BackendParams& params, const char* disa
     } else if (key == "corePolicy") {
       if (value != "default" && value != "force" && value != "disable") return bad("default, force or disable");
       o.limiter.corePolicy = value == "default" ? "" : value;
+    } else if (key == "contextOverheadMiB") {
+      std::uint64_t v = 0;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+      if (ec != std::errc() || end != value.data() + value.size() || v == 0 || v > 65536)
+        return bad("a whole number of MiB, 1 to 65536");
+      o.limiter.contextOverheadMiB = v;
     } else if (key == "logLevel") {
       if (value.size() != 1 || value[0] < '0' || value[0] > '4') return bad("0 (none) to 4 (debug)");
       o.limiter.logLevel = value;

@@ -28,21 +28,6 @@ int fail(const std::string& message) {
   return 2;
 }
 
-/// "host:port", "[v6]:port" or ":port".
-bool splitListen(const std::string& text, std::string& host, std::uint16_t& port) {
-  auto colon = text.rfind(':');
-  if (colon == std::string::npos) return false;
-  host = text.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  if (host.empty()) host = "0.0.0.0";
-  const std::string p = text.substr(colon + 1);
-  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos) return false;
-  const long value = std::stol(p);
-  if (value > 65535) return false;
-  port = static_cast<std::uint16_t>(value);
-  return true;
-}
-
 /// 127.0.0.0/8 or ::1 (an address that is not an IP is left to the server to refuse).
 bool isLoopback(const std::string& address) {
   boost::system::error_code ec;
@@ -133,13 +118,15 @@ int main(int argc, char** argv) {
   service.extender.bindHoldTimeout = std::chrono::milliseconds(std::max(0, vm["bind-hold-timeout"].as<int>()));
   service.requeue.qps = vm["requeue-qps"].as<double>();
   service.requeue.burst = std::max(1, vm["requeue-burst"].as<int>());
-  if (!splitListen(vm["listen"].as<std::string>(), service.http.address, service.http.port))
-    return fail("--listen must be address:port, got \"" + vm["listen"].as<std::string>() + "\"");
+  if (auto s = http::parseListenAddress(vm["listen"].as<std::string>(), "--listen", service.http); !s.ok())
+    return fail(s.error().message);
   service.http.certFile = vm["tls-cert"].as<std::string>();
   service.http.keyFile = vm["tls-key"].as<std::string>();
   service.http.threads = 2;  // the webhook and scrapes; the verbs have their own threads
-  if (!splitListen(vm["extender-listen"].as<std::string>(), service.extenderHttp.address, service.extenderHttp.port))
-    return fail("--extender-listen must be address:port, got \"" + vm["extender-listen"].as<std::string>() + "\"");
+  if (auto s = http::parseListenAddress(vm["extender-listen"].as<std::string>(), "--extender-listen",
+                                        service.extenderHttp);
+      !s.ok())
+    return fail(s.error().message);
   service.extenderHttp.certFile = vm["extender-tls-cert"].as<std::string>();
   service.extenderHttp.keyFile = vm["extender-tls-key"].as<std::string>();
   service.extenderHttp.clientCaFile = vm["extender-client-ca"].as<std::string>();

@@ -69,6 +69,7 @@ Result<LimiterConfig> loadLimiterConfig(const EnvLookup& env, const char* fixedF
   cfg.priority = settings->priority;
   cfg.prioritySet = settings->priority_set != 0;
   cfg.activityBoard = settings->activity_board;
+  cfg.contextOverhead = settings->context_overhead;
   cfg.corePolicy = settings->core_policy == VGPU_CORE_POLICY_FORCE     ? CorePolicy::kForce
                    : settings->core_policy == VGPU_CORE_POLICY_DISABLE ? CorePolicy::kDisable
                                                                        : CorePolicy::kDefault;

@@ -67,7 +67,7 @@ int parseUnsigned(Text digits, Text whole, uint64_t* out, char* err, size_t len)
 bool knownKey(Text key) {
   static const char* const kPlain[] = {VGPU_ENV_MEMORY_LIMIT,  VGPU_ENV_SM_LIMIT,      VGPU_ENV_SHARED_REGION,
                                        VGPU_ENV_OVERSUBSCRIBE, VGPU_ENV_TASK_PRIORITY, VGPU_ENV_CORE_POLICY,
-                                       VGPU_ENV_ACTIVITY_BOARD};
+                                       VGPU_ENV_ACTIVITY_BOARD, VGPU_ENV_CONTEXT_OVERHEAD, VGPU_REGION_INODE};
   for (const char* k : kPlain) {
     if (equals(key, k)) return true;
   }
@@ -203,6 +203,18 @@ int loadWith(const Loader& in, vgpu_limiter_settings* out, char* err, size_t len
       return fail(err, len, "%s is longer than %d bytes", origin, VGPU_LIMITER_PATH_MAX - 1);
     }
     snprintf(out->activity_board, sizeof out->activity_board, "%.*s", static_cast<int>(t.n), t.p);
+  }
+  // From the file only: a figure from the environment would let a process choose its own charge.
+  if (const char* v = in.fromFile(VGPU_ENV_CONTEXT_OVERHEAD)) {
+    if (vgpu_parse_memory_size(v, strlen(v), &out->context_overhead, msg, sizeof msg) != 0) {
+      return fail(err, len, "%s in %s=%s", VGPU_ENV_CONTEXT_OVERHEAD, in.fileName, msg);
+    }
+  }
+  if (const char* v = in.fromFile(VGPU_REGION_INODE)) {
+    Text t = trim(whole(v));
+    if (parseUnsigned(t, whole(v), &out->region_inode, msg, sizeof msg) != 0) {
+      return fail(err, len, "%s in %s: %s", VGPU_REGION_INODE, in.fileName, msg);
+    }
   }
   if (const char* v = in.lookup(VGPU_ENV_CORE_POLICY, origin, sizeof origin)) {
     Text p = trim(whole(v));

@@ -301,9 +301,11 @@ CUresult createContext(CUcontext* pctx, CUdevice dev, F&& create, U&& undo, bool
   if (d < 0 || d >= kLimiterMaxDevices || pctx == nullptr) return create();
   vgpu_region_device* shared = &runtime().region->devices[d];
   int64_t overhead = gContextOverhead[d].load();
-  if (overhead < 0) {  // another process of the container may have measured it already
-    uint64_t published = __atomic_load_n(&shared->context_overhead, __ATOMIC_RELAXED);
-    if (published > 0) gContextOverhead[d].store(overhead = static_cast<int64_t>(published));
+  if (overhead < 0) {
+    // The node agent's figure from the read-only limits file, never the region's: any process
+    // of the container can write the region (a 1-byte overhead there was believed).
+    uint64_t given = runtime().cfg.context_overhead;
+    if (given > 0) gContextOverhead[d].store(overhead = static_cast<int64_t>(given));
   }
   publishDevice(d);
   Snapshot before, after;

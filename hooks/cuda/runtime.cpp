@@ -106,7 +106,11 @@ void initConfig() {
   // Without the container's region a process would count against a limit of its own: its
   // device memory is refused instead (reserveMemory says why). A private region still holds
   // its compute bucket.
-  if (vgpu_region_open(rt.cfg.region_path, &rt.region, err, sizeof err) == VGPU_REGION_OK) {
+  // The node agent names the region it created (by inode): only that one is used.
+  int opened = rt.cfg.region_inode != 0
+                   ? vgpu_region_open_existing(rt.cfg.region_path, rt.cfg.region_inode, &rt.region, err, sizeof err)
+                   : vgpu_region_open(rt.cfg.region_path, &rt.region, err, sizeof err);
+  if (opened == VGPU_REGION_OK) {
     rt.regionShared = true;
   } else {
     snprintf(rt.regionError, sizeof rt.regionError, "%s", err);
@@ -180,8 +184,16 @@ void initCuda() {
     gCudaStatus.store(CUDA_ERROR_INVALID_VALUE);
     return;
   }
-  tInInit = true;
   Runtime& rt = runtime();
+  // Fail closed: without the container's region, limits would be this process's alone (a
+  // fresh full memory limit and compute bucket per process). Nothing to enforce: no refusal.
+  if (!rt.regionShared && (rt.memoryAny || rt.computeAny)) {
+    logf(kLogError, "CUDA refused: the container's shared region %s is unusable (%s); the limits cannot be "
+         "enforced without it", rt.cfg.region_path, rt.regionError);
+    gCudaStatus.store(CUDA_ERROR_OPERATING_SYSTEM);
+    return;
+  }
+  tInInit = true;
   DlsymFn sym = findRealDlsym();
   rt.cudaHandle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
   if (rt.cudaHandle == nullptr || sym == nullptr) {
@@ -230,7 +242,8 @@ void initNvml() {
   tInInit = false;
 }
 
-constexpr int kSlotGone = -2;  // detached at exit: never attach again
+constexpr int kSlotGone = -2;      // detached at exit: never attach again
+constexpr int kSlotRefused = -3;   // the region was found rewritten: no device memory any more
 
 void atforkChild() {
   // The child holds no device memory of its parent and needs a slot of its own.
@@ -248,7 +261,7 @@ void atforkChild() {
 // The process's slot, attaching first if it has none yet; -1 while it cannot have one.
 int ensureSlot(Runtime& rt) {
   int slot = rt.slot.load(std::memory_order_relaxed);
-  if (__builtin_expect(slot >= 0, 1) || slot == kSlotGone) return slot;
+  if (__builtin_expect(slot >= 0, 1) || slot == kSlotGone || slot == kSlotRefused) return slot;
   static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
   static int64_t lastTry = 0;
   pthread_mutex_lock(&mu);
@@ -261,6 +274,9 @@ int ensureSlot(Runtime& rt) {
     int rc = vgpu_region_attach(rt.region, &slot, err, sizeof err);
     if (rc == VGPU_REGION_OK) {
       rt.slot.store(slot);
+    } else if (rc == VGPU_REGION_TAMPERED) {
+      snprintf(rt.regionError, sizeof rt.regionError, "%s", err);
+      rt.slot.store(slot = kSlotRefused);
     } else {
       lastTry = ts.tv_sec;
       slot = -1;
@@ -478,6 +494,29 @@ CUresult refuseWithoutRegion(Runtime& rt, int dev, uint64_t bytes) {
 
 }  // namespace
 
+namespace {
+
+// Refuses the region for the rest of the process, saying why once at the error level.
+CUresult refuseTamperedRegion(Runtime& rt, int dev, uint64_t bytes) {
+  int slot = rt.slot.exchange(kSlotRefused);
+  if (slot >= 0) vgpu_region_verify(rt.region, slot, rt.regionError, sizeof rt.regionError);
+  if (rt.regionError[0] == '\0') snprintf(rt.regionError, sizeof rt.regionError, "the region's counters were rewritten");
+  logf(kLogError, "device %d: %llu bytes refused, and all device memory from now on: %s", dev,
+       static_cast<unsigned long long>(bytes), rt.regionError);
+  return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+
+}  // namespace
+
+CUresult detail::reserveMemorySuspect(int dev, uint64_t bytes) {
+  Runtime& rt = runtime();
+  int slot = rt.slot.load();
+  if (slot < 0 || vgpu_region_verify(rt.region, slot, nullptr, 0) == VGPU_REGION_OK) return CUDA_SUCCESS;
+  vgpu_region_sub(rt.region, slot, dev, bytes);
+  return refuseTamperedRegion(rt, dev, bytes);
+}
+
 CUresult detail::reserveMemorySlow(int dev, uint64_t bytes) {
   Runtime& rt = runtime();
   if (__builtin_expect((rt.publishedDevices.load(std::memory_order_relaxed) >> dev & 1) == 0, 0)) publishDevice(dev);
@@ -491,6 +530,7 @@ CUresult detail::reserveMemorySlow(int dev, uint64_t bytes) {
   // What pools and the graph allocator hold unused is given back before anything is refused.
   if (rc == VGPU_REGION_OVER_LIMIT && pools::trimDevice(dev)) rc = vgpu_region_try_add(rt.region, slot, dev, bytes, limit);
   if (rc == VGPU_REGION_OK) return CUDA_SUCCESS;
+  if (rc == VGPU_REGION_TAMPERED) return refuseTamperedRegion(rt, dev, bytes);
   if (rc == VGPU_REGION_OVER_LIMIT) {
     logf(kLogWarn, "device %d: %llu bytes refused, %llu of %llu in use", dev, static_cast<unsigned long long>(bytes),
          static_cast<unsigned long long>(vgpu_region_used(rt.region, dev)), static_cast<unsigned long long>(limit));

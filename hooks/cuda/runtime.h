@@ -140,6 +140,9 @@ void publishDevice(int dev);
 
 namespace detail {
 CUresult reserveMemorySlow(int dev, uint64_t bytes);
+/// The fast check-and-add added `bytes` but saw the region's counters contradict each other:
+/// confirmed, they are taken back and the region is refused from now on; else CUDA_SUCCESS.
+CUresult reserveMemorySuspect(int dev, uint64_t bytes);
 }
 
 /// Check-and-add `bytes` on `dev` against the limit: CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY.
@@ -148,9 +151,10 @@ CUresult reserveMemorySlow(int dev, uint64_t bytes);
 inline CUresult reserveMemory(int dev, uint64_t bytes) {
   Runtime& rt = runtime();
   int slot = rt.slot.load(std::memory_order_relaxed);
-  if (__builtin_expect(slot >= 0 && (rt.publishedDevices.load(std::memory_order_relaxed) >> dev & 1) != 0, 1) &&
-      vgpu_region_add_fast(rt.region, slot, dev, bytes, rt.cfg.memory_bytes[dev])) {
-    return CUDA_SUCCESS;
+  if (__builtin_expect(slot >= 0 && (rt.publishedDevices.load(std::memory_order_relaxed) >> dev & 1) != 0, 1)) {
+    int added = vgpu_region_add_fast(rt.region, slot, dev, bytes, rt.cfg.memory_bytes[dev]);
+    if (__builtin_expect(added == 1, 1)) return CUDA_SUCCESS;
+    if (added == 2) return detail::reserveMemorySuspect(dev, bytes);
   }
   return detail::reserveMemorySlow(dev, bytes);
 }

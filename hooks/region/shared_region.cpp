@@ -17,6 +17,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -247,11 +248,101 @@ int upgradeOld(vgpu_region* r, const char* path, char* err, size_t len) {
   return initRegion(r, err, len);
 }
 
+// The file's inode number by the system call itself: glibc's fstat is newer (2.33) than the
+// glibc libvgpu.so must load with. 0 if unknown.
+uint64_t inodeOf(int fd) {
+  struct stat st;
+  memset(&st, 0, sizeof st);
+  return syscall(SYS_fstat, fd, &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
+int openRegion(const char* path, uint64_t inode, vgpu_region** out, char* err, size_t err_len);
+
+// flock(LOCK_EX) that gives up after VGPU_REGION_LOCK_TIMEOUT_MS (errno EWOULDBLOCK then).
+int flockBounded(int fd) {
+  timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (;;) {
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) return 0;
+    if (errno != EWOULDBLOCK && errno != EINTR) return -1;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int64_t waitedNs = (now.tv_sec - start.tv_sec) * 1000000000LL + (now.tv_nsec - start.tv_nsec);
+    if (waitedNs >= VGPU_REGION_LOCK_TIMEOUT_MS * 1000000LL) {
+      errno = EWOULDBLOCK;
+      return -1;
+    }
+    timespec pause{0, 5 * 1000 * 1000};
+    nanosleep(&pause, nullptr);
+  }
+}
+
+// Copies the file behind `fd` into private memory (anonymous, so vgpu_region_close unmaps it
+// like any region) and checks the copy: size before and after, header. What the file does
+// meanwhile can make the copy wrong or refused, never crash the reader.
+int readSnapshot(int fd, const char* path, const vgpu_region** out, char* err, size_t len) {
+  // lseek, not fstat (see vgpu_region_open); it also fails on a FIFO or socket.
+  off_t size = lseek(fd, 0, SEEK_END);
+  if (size < 0 || static_cast<size_t>(size) != sizeof(vgpu_region)) {
+    setError(err, len, "%s is not a version %u shared region (size %lld, expected %zu)", path, VGPU_REGION_VERSION,
+             static_cast<long long>(size), sizeof(vgpu_region));
+    return VGPU_REGION_ERROR;
+  }
+  void* mem = mmap(nullptr, sizeof(vgpu_region), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    setError(err, len, "copying shared region %s: %s", path, strerror(errno));
+    return VGPU_REGION_ERROR;
+  }
+  auto* bytes = static_cast<char*>(mem);
+  size_t got = 0;
+  while (got < sizeof(vgpu_region)) {
+    ssize_t n = pread(fd, bytes + got, sizeof(vgpu_region) - got, static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  char extra = 0;
+  bool grew = got == sizeof(vgpu_region) && pread(fd, &extra, 1, static_cast<off_t>(got)) > 0;
+  if (got != sizeof(vgpu_region) || grew) {
+    setError(err, len, "%s changed size while it was read (%zu of %zu bytes%s)", path, got, sizeof(vgpu_region),
+             grew ? ", then more" : "");
+    munmap(mem, sizeof(vgpu_region));
+    return VGPU_REGION_ERROR;
+  }
+  auto* r = static_cast<vgpu_region*>(mem);
+  if (checkHeader(r, path, err, len) != VGPU_REGION_OK) {
+    munmap(mem, sizeof(vgpu_region));
+    return VGPU_REGION_ERROR;
+  }
+  // Text fields end within their arrays, whatever the file said.
+  for (vgpu_region_device& d : r->devices) d.uuid[VGPU_REGION_UUID_LEN - 1] = '\0';
+  mprotect(mem, sizeof(vgpu_region), PROT_READ);
+  *out = r;
+  return VGPU_REGION_OK;
+}
+
 }  // namespace
 
 extern "C" {
 
 int vgpu_region_open(const char* path, vgpu_region** out, char* err, size_t err_len) {
+  return openRegion(path, 0, out, err, err_len);
+}
+
+int vgpu_region_open_existing(const char* path, uint64_t inode, vgpu_region** out, char* err, size_t err_len) {
+  if (inode == 0) {
+    *out = nullptr;
+    setError(err, err_len, "shared region %s: no inode number given", path != nullptr ? path : "");
+    return VGPU_REGION_ERROR;
+  }
+  return openRegion(path, inode, out, err, err_len);
+}
+
+}  // extern "C"
+
+namespace {
+
+// inode 0: create and initialise the file if absent or empty; else only that existing file.
+int openRegion(const char* path, uint64_t inode, vgpu_region** out, char* err, size_t err_len) {
   *out = nullptr;
   if (path == nullptr || path[0] == '\0') {
     setError(err, err_len, "no shared region path given");
@@ -261,14 +352,34 @@ int vgpu_region_open(const char* path, vgpu_region** out, char* err, size_t err_
     setError(err, err_len, "shared region path is longer than %d bytes", PATH_MAX - 1);
     return VGPU_REGION_ERROR;
   }
-  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  const bool create = inode == 0;
+  int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : O_NOFOLLOW), 0666);
   if (fd < 0) {
-    setError(err, err_len, "opening shared region %s: %s", path, strerror(errno));
+    setError(err, err_len, "opening shared region %s: %s%s", path, strerror(errno),
+             !create && errno == ENOENT ? " (the node agent created it: it was deleted)" : "");
     return VGPU_REGION_ERROR;
   }
-  // flock is dropped by the kernel if this process dies, so a crash here blocks no one.
-  if (flock(fd, LOCK_EX) != 0) {
-    setError(err, err_len, "locking shared region %s: %s", path, strerror(errno));
+  if (!create) {
+    uint64_t actual = inodeOf(fd);
+    if (actual != inode) {
+      setError(err, err_len,
+               "shared region %s was replaced: it is inode %llu, the node agent created inode %llu", path,
+               static_cast<unsigned long long>(actual), static_cast<unsigned long long>(inode));
+      close(fd);
+      return VGPU_REGION_ERROR;
+    }
+  }
+  // flock is dropped by the kernel if this process dies, so a crash here blocks no one; a
+  // process that holds it on purpose blocks everyone for at most the bounded wait.
+  if (flockBounded(fd) != 0) {
+    if (errno == EWOULDBLOCK) {
+      setError(err, err_len,
+               "shared region %s is locked (flock) by another process for more than %d ms: the region is "
+               "unusable; find the process holding it (e.g. with lsof or /proc/locks)",
+               path, VGPU_REGION_LOCK_TIMEOUT_MS);
+    } else {
+      setError(err, err_len, "locking shared region %s: %s", path, strerror(errno));
+    }
     close(fd);
     return VGPU_REGION_ERROR;
   }
@@ -282,6 +393,10 @@ int vgpu_region_open(const char* path, vgpu_region** out, char* err, size_t err_
       break;
     }
     bool fresh = size == 0;
+    if (fresh && !create) {
+      setError(err, err_len, "shared region %s was truncated to 0 bytes", path);
+      break;
+    }
     if (!fresh && static_cast<size_t>(size) != sizeof(vgpu_region)) {
       setError(err, err_len, "%s has %lld bytes, a version %u region has %zu", path, static_cast<long long>(size),
                VGPU_REGION_VERSION, sizeof(vgpu_region));
@@ -300,6 +415,10 @@ int vgpu_region_open(const char* path, vgpu_region** out, char* err, size_t err_
       break;
     }
     auto* r = static_cast<vgpu_region*>(mem);
+    if (r->magic == 0 && !create) {
+      setError(err, err_len, "shared region %s was wiped (no magic number)", path);
+      break;
+    }
     if (r->magic == 0) {  // fresh, or a creator died before finishing: start over
       if (initRegion(r, err, err_len) != VGPU_REGION_OK) break;
     }
@@ -327,33 +446,23 @@ int vgpu_region_open(const char* path, vgpu_region** out, char* err, size_t err_
   return rc;
 }
 
+}  // namespace
+
+extern "C" {
+
 int vgpu_region_open_readonly(const char* path, const vgpu_region** out, char* err, size_t err_len) {
   *out = nullptr;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  // The file is the tenant's: it may be truncated, grown, rewritten or replaced by a FIFO or
+  // a link at any moment. It is never mapped (a mapping of a file that shrinks raises SIGBUS
+  // in the reader); it is copied with pread into private memory and checked there.
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     setError(err, err_len, "opening shared region %s: %s", path, strerror(errno));
     return VGPU_REGION_ERROR;
   }
-  off_t size = lseek(fd, 0, SEEK_END);
-  if (size < 0 || static_cast<size_t>(size) != sizeof(vgpu_region)) {
-    setError(err, err_len, "%s is not a version %u shared region (size %lld, expected %zu)", path, VGPU_REGION_VERSION,
-             static_cast<long long>(size), sizeof(vgpu_region));
-    close(fd);
-    return VGPU_REGION_ERROR;
-  }
-  void* mem = mmap(nullptr, sizeof(vgpu_region), PROT_READ, MAP_SHARED, fd, 0);
+  int rc = readSnapshot(fd, path, out, err, err_len);
   close(fd);
-  if (mem == MAP_FAILED) {
-    setError(err, err_len, "mapping shared region %s: %s", path, strerror(errno));
-    return VGPU_REGION_ERROR;
-  }
-  auto* r = static_cast<const vgpu_region*>(mem);
-  if (checkHeader(r, path, err, err_len) != VGPU_REGION_OK) {
-    munmap(mem, sizeof(vgpu_region));
-    return VGPU_REGION_ERROR;
-  }
-  *out = r;
-  return VGPU_REGION_OK;
+  return rc;
 }
 
 int vgpu_region_open_private(vgpu_region** out, char* err, size_t err_len) {
@@ -398,7 +507,17 @@ void vgpu_region_after_fork(vgpu_region* region) {
 }
 
 int vgpu_region_lock(vgpu_region* r) {
-  int rc = pthread_mutex_lock(&r->lock.mutex);
+  // Bounded: any process of the container can hold the lock, or write bytes into it that make
+  // it look held, for ever.
+  timespec deadline;
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += VGPU_REGION_LOCK_TIMEOUT_MS / 1000;
+  deadline.tv_nsec += static_cast<long>(VGPU_REGION_LOCK_TIMEOUT_MS % 1000) * 1000000L;
+  if (deadline.tv_nsec >= 1000000000L) {
+    deadline.tv_sec += 1;
+    deadline.tv_nsec -= 1000000000L;
+  }
+  int rc = pthread_mutex_timedlock(&r->lock.mutex, &deadline);
   if (rc == EOWNERDEAD) {
     // The holder died while changing the set of slots: its own slot is dead now too. The
     // counters need no repair (see the header: a death between two updates leaves them high).
@@ -420,8 +539,17 @@ int vgpu_region_attach(vgpu_region* r, int* slot, char* err, size_t err_len) {
   OpenFile* o = findOpen(r);
   pthread_mutex_unlock(&gOpenMu);
   if (vgpu_region_lock(r) != VGPU_REGION_OK) {
-    setError(err, err_len, "the shared region lock is unusable");
+    setError(err, err_len,
+             "the shared region's lock was not free within %d ms (held by another process, or damaged): the "
+             "region is unusable",
+             VGPU_REGION_LOCK_TIMEOUT_MS);
     return VGPU_REGION_ERROR;
+  }
+  char why[256] = "";
+  if (vgpu_region_verify(r, -1, why, sizeof why) != VGPU_REGION_OK) {
+    vgpu_region_unlock(r);
+    setError(err, err_len, "%s", why);
+    return VGPU_REGION_TAMPERED;
   }
   int mine = -1;
   bool locked = false;
@@ -481,10 +609,49 @@ void vgpu_region_detach(vgpu_region* r, int slot) {
 
 int vgpu_region_try_add(vgpu_region* r, int slot, int dev, uint64_t bytes, uint64_t limit) {
   if (!validSlot(slot) || !validDevice(dev)) return VGPU_REGION_ERROR;
-  if (vgpu_region_add_fast(r, slot, dev, bytes, limit)) return VGPU_REGION_OK;
+  int added = vgpu_region_add_fast(r, slot, dev, bytes, limit);
   // Before refusing, make sure the usage is not held by processes that are gone.
-  if (vgpu_region_reclaim_dead(r) > 0 && vgpu_region_add_fast(r, slot, dev, bytes, limit)) return VGPU_REGION_OK;
-  return VGPU_REGION_OVER_LIMIT;
+  if (added == 0 && vgpu_region_reclaim_dead(r) > 0) added = vgpu_region_add_fast(r, slot, dev, bytes, limit);
+  if (added == 2 && vgpu_region_verify(r, slot, nullptr, 0) != VGPU_REGION_OK) {
+    vgpu_region_sub_fast(r, slot, dev, bytes);
+    return VGPU_REGION_TAMPERED;
+  }
+  return added != 0 ? VGPU_REGION_OK : VGPU_REGION_OVER_LIMIT;
+}
+
+int vgpu_region_verify(const vgpu_region* r, int slot, char* err, size_t err_len) {
+  int dev = -1, who = -1;
+  uint64_t sum = 0, held = 0;
+  for (int round = 0; round < 3; ++round) {
+    if (round > 0) {
+      timespec pause{0, 300 * 1000};
+      nanosleep(&pause, nullptr);
+    }
+    dev = who = -1;
+    // Slot by slot, each against the sum read right after it: a sum of many slots read over
+    // time would race with every update meanwhile; one slot and the sum race only with an
+    // update of that slot between two loads, which the next round does not repeat.
+    for (int s = validSlot(slot) ? slot : 0; s < (validSlot(slot) ? slot + 1 : VGPU_REGION_MAX_PROCS) && dev < 0; ++s) {
+      const vgpu_region_proc& p = r->procs[s];
+      if (!validSlot(slot) && __atomic_load_n(&p.pid, __ATOMIC_ACQUIRE) == 0) continue;
+      for (int d = 0; d < VGPU_REGION_MAX_DEVICES; ++d) {
+        held = loadU64(&p.memory_used[d]);
+        if (held == 0) continue;
+        sum = loadU64(&r->devices[d].memory_used);
+        if (held > sum) {
+          dev = d;
+          who = s;
+          break;
+        }
+      }
+    }
+    if (dev < 0) return VGPU_REGION_OK;
+  }
+  setError(err, err_len,
+           "device %d: the shared region says the container uses %llu bytes, but its process in slot %d alone holds "
+           "%llu: the region was rewritten by a process of the container",
+           dev, static_cast<unsigned long long>(sum), who, static_cast<unsigned long long>(held));
+  return VGPU_REGION_TAMPERED;
 }
 
 void vgpu_region_force_add(vgpu_region* r, int slot, int dev, uint64_t bytes) {

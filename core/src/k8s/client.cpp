@@ -312,6 +312,7 @@ Result<std::unique_ptr<Client>> Client::create(ClientConfig config, ClientOption
   ep.clientCertPem = config.clientCertPem;
   ep.clientKeyPem = config.clientKeyPem;
   ep.maxIdle = options.maxIdleConnections;
+  ep.maxBodyBytes = options.maxResponseBytes;
   auto transport = detail::HttpTransport::create(ep);
   if (!transport) {
     return makeError("kubernetes client for " + config.server + " (from " + config.source +
@@ -506,6 +507,15 @@ ApiStatus Client::watch(const ResourceType& type, const WatchOptions& options,
       }
     }
     pending.erase(0, start);
+    // A line without end would otherwise grow until memory runs out.
+    if (pending.size() > impl_->options.maxWatchEventBytes) {
+      streamError = ApiError{"GET", target, 200, "",
+                             "watch event longer than " + std::to_string(impl_->options.maxWatchEventBytes) +
+                                 " bytes without a newline (ClientOptions::maxWatchEventBytes)",
+                             {}};
+      stopped = true;
+      return false;
+    }
     return true;
   };
 

@@ -231,6 +231,11 @@ http::request<http::string_body> buildMessage(const HttpRequest& r, const Endpoi
 
 }  // namespace
 
+Error HttpTransport::bodyTooLarge() const {
+  return makeError("the response from " + hostHeader(endpoint_) + " is larger than " +
+                   std::to_string(endpoint_.maxBodyBytes) + " bytes (ClientOptions::maxResponseBytes)");
+}
+
 Result<HttpResponse> HttpTransport::send(const HttpRequest& request,
                                          std::chrono::milliseconds timeout, CancelToken* cancel) {
   auto msg = buildMessage(request, endpoint_);
@@ -251,7 +256,7 @@ Result<HttpResponse> HttpTransport::send(const HttpRequest& request,
       c->visit([&](auto& s) { http::async_write(s, msg, h); });
     });
     http::response_parser<http::string_body> parser;
-    parser.body_limit(boost::none);
+    parser.body_limit(static_cast<std::uint64_t>(endpoint_.maxBodyBytes));
     parser.header_limit(1 << 20);
     if (!ec && !isCancelled(cancel)) {
       ec = runOp(c->ioc, [&](auto h) {
@@ -264,6 +269,7 @@ Result<HttpResponse> HttpTransport::send(const HttpRequest& request,
       if (ec == beast::error::timeout) {
         return makeError("no response within " + std::to_string(timeout.count()) + " ms");
       }
+      if (ec == http::error::body_limit) return bodyTooLarge();
       return makeError("connection to " + hostHeader(endpoint_) + " failed: " + ec.message());
     }
     auto& res = parser.get();
@@ -335,6 +341,10 @@ Result<HttpResponse> HttpTransport::stream(const HttpRequest& request,
             stopped = true;
             break;
           }
+        } else if (result.value().body.size() + n > endpoint_.maxBodyBytes) {
+          result = bodyTooLarge();
+          stopped = true;
+          break;
         } else {
           result.value().body.append(buf.data(), n);
         }

@@ -41,6 +41,7 @@ struct Endpoint {
   std::string clientCertPem;
   std::string clientKeyPem;
   std::size_t maxIdle = 16;
+  std::size_t maxBodyBytes = std::size_t{512} << 20;  ///< send(), and a stream's non-200 body
 };
 
 class HttpTransport {
@@ -75,6 +76,7 @@ class HttpTransport {
   std::unique_ptr<Connection> acquire(bool& reused);
   void release(std::unique_ptr<Connection> c);
   Result<std::unique_ptr<Connection>> connect(std::chrono::milliseconds timeout);
+  Error bodyTooLarge() const;
 
   Endpoint endpoint_;
   std::shared_ptr<Tls> tls_;  ///< guarded by mu_; connections keep the one they were made with

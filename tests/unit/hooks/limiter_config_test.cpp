@@ -140,6 +140,26 @@ TEST(LimiterConfig, LimitsFileWinsOverEnvironment) {
   EXPECT_EQ(cfg->limitsFile, file);
 }
 
+// The context overhead libvgpu.so charges comes from the node agent's read-only file, never
+// from the environment (nor from the region, which the tenant can write: memory_hooks.cpp).
+TEST(LimiterConfigSecurity, ContextOverheadIsTakenFromTheLimitsFileOnly) {
+  TempDir dir;
+  std::string file = dir.write("limits.env", "VGPU_CONTEXT_OVERHEAD=300m\n");
+  FakeEnv env{{{"VGPU_LIMITS_FILE", file}, {"VGPU_CONTEXT_OVERHEAD", "1"}}};
+  auto cfg = loadLimiterConfig(env.lookup(), kNoFixedFile);
+  ASSERT_TRUE(cfg.ok()) << cfg.error().message;
+  EXPECT_EQ(cfg->contextOverhead, 300ull << 20);
+  FakeEnv envOnly{{{"VGPU_CONTEXT_OVERHEAD", "1"}}};
+  cfg = loadLimiterConfig(envOnly.lookup(), kNoFixedFile);
+  ASSERT_TRUE(cfg.ok()) << cfg.error().message;
+  EXPECT_EQ(cfg->contextOverhead, 0u);
+  std::string bad = dir.write("bad.env", "VGPU_CONTEXT_OVERHEAD=lots\n");
+  FakeEnv envBad{{{"VGPU_LIMITS_FILE", bad}}};
+  cfg = loadLimiterConfig(envBad.lookup(), kNoFixedFile);
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.error().message.find("VGPU_CONTEXT_OVERHEAD"), std::string::npos) << cfg.error().message;
+}
+
 TEST(LimiterConfig, FileLimitForAllDevicesBeatsAnIndexedOneFromTheEnvironment) {
   TempDir dir;
   std::string file = dir.write("limits.env", "CUDA_DEVICE_MEMORY_LIMIT=1g\nCUDA_DEVICE_SM_LIMIT=20\n");

@@ -527,6 +527,74 @@ TEST_F(LimiterPreload, KilledProcessDoesNotBlockOthersAndItsMemoryIsReclaimed) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
 }
 
+// ---- a hostile tenant rewriting its region (issue 26; ctest label security) ----
+
+class LimiterSecurity : public LimiterPreload {};
+
+// One process holds 40 of 64 MiB; another process of the container zeroes the device's usage
+// in the region. The next process must not get a fresh 64 MiB: the counters contradict each
+// other (a slot holds more than the device sum), so it is refused, saying why.
+TEST_F(LimiterSecurity, ZeroedUsageInTheRegionIsDetectedAndMemoryRefused) {
+  Running holder = start({"hold", "40"}, {{"CUDA_DEVICE_MEMORY_LIMIT", "64m"}});
+  ASSERT_NE(readUntil(holder, "held", 30000).find("held"), std::string::npos);
+  vgpu_region* region = nullptr;
+  char err[256] = "";
+  ASSERT_EQ(vgpu_region_open((dir_ + "/region").c_str(), &region, err, sizeof err), VGPU_REGION_OK) << err;
+  ASSERT_GE(region->devices[0].memory_used, 40 * kMiB);
+  __atomic_store_n(&region->devices[0].memory_used, 0, __ATOMIC_RELAXED);  // the attack
+  ProbeResult r = run({"alloc", "40"}, {{"CUDA_DEVICE_MEMORY_LIMIT", "64m"}});
+  EXPECT_EQ(r.exitCode, 2) << "40 MiB more were handed out on top of the 40 held:\n" << r.err;
+  EXPECT_NE(r.err.find("the region was rewritten"), std::string::npos) << r.err;
+  kill(holder.pid, SIGKILL);
+  finish(holder, 5000);
+  vgpu_region_close(region);
+}
+
+// A region that cannot be used (here: the right size, the wrong contents) leaves no process
+// with limits of its own: CUDA is refused, naming the region and the problem. A compute limit
+// alone used to run on a private, full bucket.
+TEST_F(LimiterSecurity, AnUnusableRegionRefusesCudaNamingTheProblem) {
+  std::ofstream(dir_ + "/region") << std::string(sizeof(vgpu_region), 'x');
+  for (const auto& limit : std::vector<std::map<std::string, std::string>>{
+           {{"CUDA_DEVICE_SM_LIMIT", "25"}, {"GPU_CORE_UTILIZATION_POLICY", "force"}},
+           {{"CUDA_DEVICE_MEMORY_LIMIT", "64m"}}}) {
+    ProbeResult r = run({"alloc", "10"}, limit);
+    EXPECT_NE(r.exitCode, 0) << limit.begin()->first << ": " << r.err;
+    EXPECT_NE(r.err.find("CUDA refused: the container's shared region"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("is not a vgpu shared region"), std::string::npos) << r.err;
+  }
+  // Without any limit there is nothing to enforce: the region's state does not matter.
+  ProbeResult free = run({"alloc", "10"});
+  EXPECT_EQ(free.exitCode, 0) << free.err;
+}
+
+// The node agent made the region and named it by inode in the read-only limits file: a
+// tenant that deletes or replaces it to start afresh gets CUDA refused, saying why.
+TEST_F(LimiterSecurity, ADeletedOrReplacedRegionRefusesCuda) {
+  vgpu_region* region = nullptr;
+  char err[256] = "";
+  ASSERT_EQ(vgpu_region_open((dir_ + "/region").c_str(), &region, err, sizeof err), VGPU_REGION_OK) << err;
+  vgpu_region_close(region);
+  struct stat st {};
+  ASSERT_EQ(stat((dir_ + "/region").c_str(), &st), 0);
+  std::ofstream(dir_ + "/limits.env") << "CUDA_DEVICE_MEMORY_LIMIT=64m\nVGPU_REGION_INODE=" << st.st_ino << "\n";
+  const std::map<std::string, std::string> managed{{"VGPU_LIMITS_FILE", probePath("limits.env")}};
+  ProbeResult ok = run({"alloc", "10"}, managed);
+  ASSERT_EQ(ok.exitCode, 0) << ok.err;
+  // A fresh region, made while the agent's still exists (so another inode), moved in its place.
+  ASSERT_EQ(vgpu_region_open((dir_ + "/fresh").c_str(), &region, err, sizeof err), VGPU_REGION_OK) << err;
+  vgpu_region_close(region);
+  ASSERT_EQ(rename((dir_ + "/fresh").c_str(), (dir_ + "/region").c_str()), 0);
+  ProbeResult replaced = run({"alloc", "10"}, managed);
+  EXPECT_NE(replaced.exitCode, 0);
+  EXPECT_NE(replaced.err.find("was replaced"), std::string::npos) << replaced.err;
+  EXPECT_NE(replaced.err.find("CUDA refused"), std::string::npos) << replaced.err;
+  ASSERT_EQ(unlink((dir_ + "/region").c_str()), 0);
+  ProbeResult deleted = run({"alloc", "10"}, managed);
+  EXPECT_NE(deleted.exitCode, 0);
+  EXPECT_NE(deleted.err.find("it was deleted"), std::string::npos) << deleted.err;
+}
+
 // ---- interposition ----
 
 TEST_F(LimiterPreload, ProcAddressReturnsTheWrapperOfExactlyTheRequestedVariant) {

@@ -31,11 +31,14 @@ target_compile_definitions(vgpu_limiter_preload_test PRIVATE
 set(vgpu_root_only "*EveryProgramOfTheRootStartsWithTheLibraryInLdSoPreload")
 set(vgpu_default_fake_only "*AComputeLimitThatCannotBeEnforcedIsSaidOnceAndPublished")
 set(vgpu_compute "*LimiterCompute.*")
+set(vgpu_security "*LimiterSecurity.*")  # also under the label security
 function(vgpu_preload_cases prefix exclude)
   cmake_parse_arguments(ARG "" "" "PROPERTIES" ${ARGN})
   list(JOIN exclude ":" not)
-  vgpu_gtest_cases(vgpu_limiter_preload_test PREFIX "${prefix}" FILTER "-${vgpu_compute}:${not}"
+  vgpu_gtest_cases(vgpu_limiter_preload_test PREFIX "${prefix}" FILTER "-${vgpu_compute}:${vgpu_security}:${not}"
                    PROPERTIES ${ARG_PROPERTIES})
+  vgpu_gtest_cases(vgpu_limiter_preload_test PREFIX "${prefix}" FILTER "${vgpu_security}-${not}"
+                   PROPERTIES LABELS security ${ARG_PROPERTIES})
   vgpu_gtest_cases(vgpu_limiter_preload_test PREFIX "${prefix}" FILTER "${vgpu_compute}"
                    PROPERTIES RUN_SERIAL TRUE ${ARG_PROPERTIES})
 endfunction()

@@ -483,5 +483,40 @@ TEST(TestHttpClient, WithATimeoutReconnectsWhenTheServerClosedAnIdleConnection) 
   EXPECT_EQ(server->stats().connections, 2u);
 }
 
+// Issue 26: "--metrics-address :70000" listened on 4464 (the port cast to 16 bits) and
+// "8080x" on 8080. Every daemon's listen flag goes through this one parser.
+TEST(ListenAddressSecurity, PortsAbove65535AndTrailingJunkAreRefusedNamingTheFlag) {
+  const struct {
+    const char* text;
+    const char* says;
+  } kBad[] = {{":70000", "above 65535"},       {":65536", "above 65535"},
+              {":99999999999999999999", "above 65535"}, {":8080x", "not a number"},
+              {"127.0.0.1:80 ", "not a number"},   {":-1", "not a number"},
+              {"127.0.0.1", "no ':port'"},         {"127.0.0.1:", "no port"}};
+  for (const auto& c : kBad) {
+    ServerOptions o;
+    auto s = parseListenAddress(c.text, "--metrics-address", o);
+    ASSERT_FALSE(s.ok()) << c.text;
+    EXPECT_NE(s.error().message.find("--metrics-address"), std::string::npos) << s.error().message;
+    EXPECT_NE(s.error().message.find(c.says), std::string::npos) << s.error().message;
+  }
+}
+
+TEST(ListenAddress, AcceptsHostPortIpv6AndAnyAddress) {
+  const struct {
+    const char* text;
+    const char* address;
+    std::uint16_t port;
+  } kGood[] = {{"127.0.0.1:8080", "127.0.0.1", 8080}, {"[::1]:65535", "::1", 65535}, {":0", "0.0.0.0", 0},
+               {"0.0.0.0:9400", "0.0.0.0", 9400}};
+  for (const auto& c : kGood) {
+    ServerOptions o;
+    auto s = parseListenAddress(c.text, "--listen", o);
+    ASSERT_TRUE(s.ok()) << c.text << ": " << s.error().message;
+    EXPECT_EQ(o.address, c.address);
+    EXPECT_EQ(o.port, c.port);
+  }
+}
+
 }  // namespace
 }  // namespace vgpu::http

@@ -1,5 +1,10 @@
 // The REST client against the apiserver double: every verb, and each failure mode.
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <thread>
 
@@ -768,6 +773,98 @@ TEST(K8sClientWatch, BookmarksCarryTheResourceVersion) {
   ASSERT_TRUE(s);
   EXPECT_EQ(got.type, WatchEventType::kBookmark);
   EXPECT_EQ(resourceVersion(got.object), std::to_string(server->resourceVersion()));
+}
+
+// ---- bounded input (issue 26 item 5) ----
+
+/// A peer in the apiserver's place that answers every request with `head` and then sends
+/// `'x'` bytes, never a newline, until the client hangs up or `cap` bytes were sent; counts
+/// what it sent.
+class EndlessPeer {
+ public:
+  EndlessPeer(std::string head, std::size_t cap) : head_(std::move(head)), cap_(cap) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 8) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      ADD_FAILURE() << "cannot listen";
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~EndlessPeer() {
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::size_t sent() const { return sent_.load(); }
+
+ private:
+  void serve() {
+    for (;;) {
+      int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      char req[4096];
+      (void)::recv(c, req, sizeof req, 0);
+      std::string chunk(64 * 1024, 'x');
+      bool ok = ::send(c, head_.data(), head_.size(), MSG_NOSIGNAL) > 0;
+      const bool chunked = head_.find("chunked") != std::string::npos;
+      while (ok && sent_.load() < cap_) {
+        std::string piece = chunked ? "10000\r\n" + chunk + "\r\n" : chunk;
+        ok = ::send(c, piece.data(), piece.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(piece.size());
+        if (ok) sent_ += chunk.size();
+      }
+      ::close(c);
+    }
+  }
+  std::string head_;
+  std::size_t cap_;
+  int fd_ = -1;
+  std::uint16_t port_ = 0;
+  std::atomic<std::size_t> sent_{0};
+  std::thread thread_;
+};
+
+std::unique_ptr<Client> clientOf(const std::string& url, ClientOptions o) {
+  ClientConfig cfg;
+  cfg.server = url;
+  cfg.source = "test";
+  o.maxRetries = 0;
+  auto c = Client::create(cfg, std::move(o));
+  if (!c) ADD_FAILURE() << c.error().message;
+  return c ? std::move(*c) : nullptr;
+}
+
+constexpr std::size_t kCap = std::size_t{256} << 20;  // what the peer would send at most
+
+TEST(K8sClientSecurity, AWatchLineWithoutEndIsCutAtTheLimitNamingIt) {
+  EndlessPeer peer("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n", kCap);
+  ClientOptions o = fastOptions();
+  o.maxWatchEventBytes = 1 << 20;
+  auto client = clientOf(peer.url(), o);
+  WatchOptions wo;
+  auto status = client->watch(kPods, wo, [](WatchEvent&&) { return true; }, nullptr);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.error().message.find("1048576 bytes"), std::string::npos) << status.error().message;
+  EXPECT_NE(status.error().message.find("maxWatchEventBytes"), std::string::npos) << status.error().message;
+  EXPECT_LT(peer.sent(), std::size_t{16} << 20) << "the client read on past its limit";
+}
+
+TEST(K8sClientSecurity, AResponseBodyOverTheLimitFailsTheRequestNamingIt) {
+  EndlessPeer peer("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(kCap) +
+                       "\r\n\r\n",
+                   kCap);
+  ClientOptions o = fastOptions();
+  o.maxResponseBytes = 1 << 20;
+  auto client = clientOf(peer.url(), o);
+  auto r = client->get(kPods, "default", "big");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("larger than 1048576 bytes"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("maxResponseBytes"), std::string::npos) << r.error().message;
+  EXPECT_LT(peer.sent(), std::size_t{16} << 20) << "the client read on past its limit";
 }
 
 }  // namespace

@@ -57,7 +57,8 @@ TEST(NvidiaLimiter, GivesASingleGpuContainerItsUuidLimitsAndLibvgpu) {
       {"CUDA_DEVICE_MEMORY_LIMIT_0", "10000m"},
       {"CUDA_DEVICE_SM_LIMIT_0", "30"},
       {"CUDA_DEVICE_SM_LIMIT", "30"},
-      {"CUDA_DEVICE_MEMORY_SHARED_CACHE", "/var/run/vgpu/shared-region"}};
+      {"CUDA_DEVICE_MEMORY_SHARED_CACHE", "/var/run/vgpu/shared-region"},
+      {"GPU_CORE_UTILIZATION_POLICY", "default"}};
   EXPECT_EQ(spec->env, env);
   const std::vector<Mount> mounts{
       {(dir.path() / "shared").string(), "/var/run/vgpu", false},
@@ -138,6 +139,44 @@ TEST(NvidiaLimiter, WritesTheLimitsFileReadOnlyAndOutsideTheWritableMount) {
 }
 
 #ifdef VGPU_HAVE_LIMITER_CONFIG
+// Issue 26: with no core policy configured the key was left out of the file, so the
+// container's GPU_CORE_UTILIZATION_POLICY=disable turned throttling off.
+TEST(NvidiaLimiterSecurity, TheEnvironmentCannotTurnTheComputeLimitOff) {
+  TempDir dir;
+  auto l = limiter();  // no corePolicy set by the operator
+  auto spec = l.containerSpec(grantOf(dir, {dev(kGpu0, 10000, 30)}));
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_THAT(testing::readFile(dir.path() / "limits.env"), HasSubstr("\nGPU_CORE_UTILIZATION_POLICY=default\n"));
+  auto config = loadLimiterConfig(
+      [](const char* name) -> const char* {
+        return std::string(name) == "GPU_CORE_UTILIZATION_POLICY" ? "disable" : nullptr;
+      },
+      (dir.path() / "limits.env").c_str());
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  EXPECT_EQ(config->corePolicy, CorePolicy::kDefault);
+  EXPECT_EQ(config->devices[0].smPercent, 30u);
+}
+
+// The region is the tenant's to write; what libvgpu.so needs to trust comes from the
+// read-only file: the region the agent made (by inode) and the measured context overhead.
+TEST(NvidiaLimiterSecurity, TheRegionsInodeAndTheContextOverheadAreInTheReadOnlyFile) {
+  TempDir dir;
+  LimiterSettings s;
+  s.contextOverheadMiB = 300;
+  auto l = limiter(s);
+  auto spec = l.containerSpec(grantOf(dir, {dev(kGpu0, 10000, 30)}));
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  struct stat st {};
+  ASSERT_EQ(stat((dir.path() / "shared" / "shared-region").c_str(), &st), 0) << "the agent made the region";
+  EXPECT_EQ(st.st_mode & 0777, 0666u);
+  const std::string text = testing::readFile(dir.path() / "limits.env");
+  EXPECT_THAT(text, HasSubstr("\nVGPU_REGION_INODE=" + std::to_string(st.st_ino) + "\n"));
+  auto config = loadLimiterConfig([](const char*) -> const char* { return nullptr; }, (dir.path() / "limits.env").c_str());
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  EXPECT_EQ(config->contextOverhead, 300ull << 20);
+  EXPECT_EQ(spec->env.count("VGPU_REGION_INODE"), 0u) << "the file's alone";
+}
+
 TEST(NvidiaLimiter, LimitsFileIsWhatLibvgpuReads) {
   TempDir dir;
   LimiterSettings s;

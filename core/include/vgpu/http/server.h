@@ -73,6 +73,11 @@ struct ServerOptions {
   std::size_t blockingQueue = 64;
 };
 
+/// The one parser of the daemons' listen flags: "host:port", "[ipv6]:port" or ":port" (every
+/// address, 0.0.0.0). The port is 0..65535, digits only; anything else is refused with an
+/// error naming `flag` and the text. On success sets out.address and out.port.
+Status parseListenAddress(std::string_view text, std::string_view flag, ServerOptions& out);
+
 /// Routes by method and exact path. Unknown paths get 404, a known path with another
 /// method 405 with an Allow header.
 class Router {

@@ -35,6 +35,13 @@ struct ClientOptions {
   std::chrono::milliseconds backoffMax{5000};
   std::chrono::seconds tokenRefresh{60};  ///< re-read tokenFile this often (and on 401)
   std::size_t maxIdleConnections = 16;    ///< keep-alive pool size
+  /// Bounds on what the apiserver (or whoever answers in its place) can make us hold: a
+  /// response body larger than maxResponseBytes fails the request, a watch event (a line of
+  /// the stream) longer than maxWatchEventBytes ends the watch with an error naming the limit
+  /// (an informer then watches again or relists). Objects are at most 1.5 MiB in etcd by
+  /// default; the defaults leave room for large lists and events many times that size.
+  std::size_t maxResponseBytes = std::size_t{512} << 20;
+  std::size_t maxWatchEventBytes = std::size_t{64} << 20;
   std::string userAgent = "vgpu/0.1";
   std::shared_ptr<Clock> clock;       ///< null = systemClock()
   /// An exec credential plugin (ClientConfig::exec) is killed after this.

@@ -36,6 +36,7 @@ struct LimiterConfig {
   bool prioritySet = false;   // CUDA_TASK_PRIORITY was given
   CorePolicy corePolicy = CorePolicy::kDefault;
   std::string activityBoard;  // VGPU_ACTIVITY_BOARD, "" if unset
+  uint64_t contextOverhead = 0;  // VGPU_CONTEXT_OVERHEAD (limits file only), 0 = not given
   std::string limitsFile;  // the file that was read, "" if none
 
   /// True when `dev` has a compute limit that the policy may apply.

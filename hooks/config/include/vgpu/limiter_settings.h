@@ -21,8 +21,8 @@ extern "C" {
 
 #define VGPU_LIMITER_MAX_DEVICES 16
 #define VGPU_LIMITER_PATH_MAX 4096
-/* Keys a limits file can hold: seven plain ones and two indexed ones per device. */
-#define VGPU_LIMITS_FILE_MAX_KEYS (7 + 2 * VGPU_LIMITER_MAX_DEVICES)
+/* Keys a limits file can hold: nine plain ones and two indexed ones per device. */
+#define VGPU_LIMITS_FILE_MAX_KEYS (9 + 2 * VGPU_LIMITER_MAX_DEVICES)
 
 /* GPU_CORE_UTILIZATION_POLICY: when the compute limit applies (default: while the GPU is
  * shared; force: always; disable: never). */
@@ -39,6 +39,8 @@ typedef struct vgpu_limiter_settings {
   int priority_set;  /* CUDA_TASK_PRIORITY was given */
   int core_policy;   /* VGPU_CORE_POLICY_* */
   char activity_board[VGPU_LIMITER_PATH_MAX]; /* VGPU_ACTIVITY_BOARD, "" if unset */
+  uint64_t context_overhead; /* VGPU_CONTEXT_OVERHEAD in bytes, from the limits file only; 0 = not given */
+  uint64_t region_inode;     /* VGPU_REGION_INODE, from the limits file only; 0 = any (created if absent) */
 } vgpu_limiter_settings;
 
 /* "1073741824", "1024m", "4g", "512k" (binary units); "" and "0" mean no limit. */

@@ -32,6 +32,15 @@
  * through which high-priority tenants announce that they are active. Mount it read-write into
  * high-priority containers only, read-only into the others. Unset: priorities are not acted on. */
 #define VGPU_ENV_ACTIVITY_BOARD "VGPU_ACTIVITY_BOARD"
+/* Bytes a CUDA context takes on the node's GPUs (a memory size, like the limits), as the node
+ * agent measured or was told: what libvgpu.so charges a new context before it has measured
+ * one itself. Taken from here rather than from the shared region, which the tenant can write. */
+#define VGPU_ENV_CONTEXT_OVERHEAD "VGPU_CONTEXT_OVERHEAD"
+/* The inode number of the region file the node agent created for the container (decimal).
+ * Given (in the limits file; it is not read from the environment), libvgpu.so opens only that
+ * file: a region that is missing, truncated, not initialised or another file (deleted and made
+ * again) is refused instead of being started afresh with nothing counted. */
+#define VGPU_REGION_INODE "VGPU_REGION_INODE"
 /* Diagnostics on stderr: 0 none, 1 errors (default), 2 warnings, 3 info, 4 debug. */
 #define VGPU_ENV_LOG_LEVEL "LIBVGPU_LOG_LEVEL"
 

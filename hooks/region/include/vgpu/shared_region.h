@@ -106,7 +106,8 @@ enum {
   VGPU_REGION_OK = 0,
   VGPU_REGION_OVER_LIMIT = 1, /* check-and-add refused: the limit would be exceeded */
   VGPU_REGION_ERROR = -1,     /* system error or bad file; see the message */
-  VGPU_REGION_FULL = -2       /* attach: every process slot is held by a live process */
+  VGPU_REGION_FULL = -2,      /* attach: every process slot is held by a live process */
+  VGPU_REGION_TAMPERED = -3   /* the counters contradict each other: someone rewrote them */
 };
 
 /**
@@ -119,8 +120,18 @@ enum {
  */
 int vgpu_region_open(const char* path, vgpu_region** out, char* err, size_t err_len);
 
-/** Maps an existing region read-only (for the node agent). Checks magic and version (any
- *  from VGPU_REGION_OLDEST_VERSION to VGPU_REGION_VERSION). */
+/** Like vgpu_region_open, for a region the node agent created: opens only the file whose
+ *  inode number is `inode`, and only once initialised with this version's size. A missing,
+ *  truncated, uninitialised or replaced (another inode) file is refused with a message saying
+ *  which, never started afresh. */
+int vgpu_region_open_existing(const char* path, uint64_t inode, vgpu_region** out, char* err, size_t err_len);
+
+/** A copy of an existing region, for the node agent. The file is never mapped: it is read
+ *  with pread into private memory (a tenant that truncates or grows the file meanwhile gets
+ *  this call refused, never the reader killed by SIGBUS); links, FIFOs and files of another
+ *  size are refused; magic and version (any from VGPU_REGION_OLDEST_VERSION to
+ *  VGPU_REGION_VERSION) are checked, and UUIDs are NUL-terminated in the copy. The copy is a
+ *  snapshot: read it again for newer values. Free it with vgpu_region_close. */
 int vgpu_region_open_readonly(const char* path, const vgpu_region** out, char* err, size_t err_len);
 
 /** A private, unshared region (anonymous memory), for a process that has no file. */
@@ -133,14 +144,21 @@ void vgpu_region_close(const vgpu_region* region);
  *  locks, so the child opens the file afresh and holds no slot (it attaches anew). */
 void vgpu_region_after_fork(vgpu_region* region);
 
-/** Takes the region lock, recovering it if its holder died. 0 or VGPU_REGION_ERROR. */
+/** How long the region's locks are waited for (flock while opening, the region lock):
+ *  another process of the container may hold them for ever, and then the region is refused
+ *  as unusable instead of hanging the caller. */
+#define VGPU_REGION_LOCK_TIMEOUT_MS 2000
+
+/** Takes the region lock, recovering it if its holder died. 0, or VGPU_REGION_ERROR when it
+ *  was not free within VGPU_REGION_LOCK_TIMEOUT_MS or is damaged. */
 int vgpu_region_lock(vgpu_region* region);
 void vgpu_region_unlock(vgpu_region* region);
 
 /**
  * Claims a slot for the calling process and returns its index in *slot. Slots of processes
  * that are gone are reclaimed first. VGPU_REGION_FULL (with a message) when every slot
- * belongs to a live process.
+ * belongs to a live process; VGPU_REGION_TAMPERED when the counters contradict each other
+ * (vgpu_region_verify); VGPU_REGION_ERROR when the lock was not free in time.
  */
 int vgpu_region_attach(vgpu_region* region, int* slot, char* err, size_t err_len);
 
@@ -150,22 +168,38 @@ void vgpu_region_detach(vgpu_region* region, int slot);
 /**
  * Check-and-add: adds `bytes` to device `dev` for `slot` unless the device's usage would
  * then exceed `limit` (0 = no limit). On refusal, dead processes are reclaimed and the check
- * is retried once. Returns VGPU_REGION_OK, VGPU_REGION_OVER_LIMIT or VGPU_REGION_ERROR.
+ * is retried once. Returns VGPU_REGION_OK, VGPU_REGION_OVER_LIMIT, VGPU_REGION_ERROR, or
+ * VGPU_REGION_TAMPERED (nothing added) when vgpu_region_verify finds the counters rewritten.
  */
 int vgpu_region_try_add(vgpu_region* region, int slot, int dev, uint64_t bytes, uint64_t limit);
 
 /** The check-and-add itself, without the retry after reclaiming dead processes: 1 when
- *  `bytes` were added, 0 when the limit refused them. Inline because every allocation of
- *  every process runs it (the device sum first, then the owner's slot). */
+ *  `bytes` were added, 0 when the limit refused them, 2 when they were added but the device's
+ *  sum is below what this slot alone holds, which honest processes never leave behind (see
+ *  vgpu_region_verify). Inline because every allocation of every process runs it (the device
+ *  sum first, then the owner's slot). */
 static inline int vgpu_region_add_fast(vgpu_region* r, int slot, int dev, uint64_t bytes, uint64_t limit) {
   uint64_t* used = &r->devices[dev].memory_used;
   uint64_t cur = __atomic_load_n(used, __ATOMIC_RELAXED);
   do {
     if (limit != 0 && (bytes > limit || cur > limit - bytes)) return 0;
   } while (!__atomic_compare_exchange_n(used, &cur, cur + bytes, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
-  __atomic_add_fetch(&r->procs[slot].memory_used[dev], bytes, __ATOMIC_RELAXED);
-  return 1;
+  uint64_t mine = __atomic_add_fetch(&r->procs[slot].memory_used[dev], bytes, __ATOMIC_RELAXED);
+  return mine > cur + bytes ? 2 : 1;
 }
+
+/**
+ * Whether the region's usage counters are consistent: a device's sum is never below what the
+ * slot `slot` holds (slot -1: what any slot in use holds). Honest processes keep that true at
+ * every instant (adds go to the device first, subtractions to it last); a sum lowered below a
+ * live process's share by a process that rewrote the file breaks it. Looked at up to three
+ * times, a few hundred microseconds apart, so that an update in flight is not taken for
+ * tampering. A sum lowered, but not below any one process's share, goes unnoticed here.
+ * VGPU_REGION_OK, or VGPU_REGION_TAMPERED with a message naming the device and the figures.
+ * This catches a rewritten sum, not a process that rewrites its own slot and the sum
+ * together: the node agent's watchdog compares with what the driver reports.
+ */
+int vgpu_region_verify(const vgpu_region* region, int slot, char* err, size_t err_len);
 
 /** Subtracts `bytes` (clamped at what the slot holds) for `slot`: its slot first, then the
  *  device sum (never below zero). Inline for the same reason. */
