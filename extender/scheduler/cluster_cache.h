@@ -98,6 +98,11 @@ struct ParsedNode {
 };
 ParsedNode parseNode(const boost::json::object& node, const BackendSet& backends);
 
+/// A node name's hash (the cache's index, the requeuer's candidate sets): node names are
+/// short, so eight bytes at a time (the last word overlapping) beat std::hash's general
+/// loop by ~3x per filter candidate.
+std::size_t nodeNameHash(std::string_view name);
+
 struct CacheStats {
   std::size_t nodes = 0, pods = 0, reservations = 0, inFlight = 0;
 };
