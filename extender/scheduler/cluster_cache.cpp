@@ -214,7 +214,6 @@ void ClusterCache::removeNode(std::string_view name) {
 void ClusterCache::rebuildNode(const std::string& name) {
   auto node = nodes_.find(name);
   if (node == nodes_.end()) return;
-  node->second.pods.clear();
   auto holders = podsByNode_.find(name);
   if (holders == podsByNode_.end()) return;
   for (const auto& uid : holders->second) {
@@ -238,8 +237,6 @@ void ClusterCache::applyToNode(NodeEntry& node, PodRecord& record, bool add) {
     auto& holders = slots[static_cast<size_t>(slot)];
     holders = add ? holders + 1 : (holders > 0 ? holders - 1 : 0);
   }
-  if (add) node.pods.insert(record.uid);
-  else node.pods.erase(record.uid);
 }
 
 void ClusterCache::addHolder(PodRecord record) {
@@ -292,9 +289,9 @@ void ClusterCache::upsertPod(const json::object& obj) {
         r.key = pod->key();
         r.node = pod->nodeName;
         r.assignment = std::move(*assignment);
-        r.keys = allocateKeys(*pod, backends_);
         auto phase = pod->annotations.find(std::string(keys::kPodBindPhase));
         r.inFlight = phase != pod->annotations.end() && phase->second == "allocating" && pod->phase != "Running";
+        if (r.inFlight) r.keys = allocateKeys(*pod, backends_);  // read only while in flight
         r.boundAt = options_.now();
         if (auto t = pod->annotations.find(std::string(keys::kPodBindTime)); t != pod->annotations.end())
           if (auto parsed = parseTimestamp(t->second); parsed.ok()) r.boundAt = *parsed;
@@ -307,6 +304,7 @@ void ClusterCache::upsertPod(const json::object& obj) {
   if (record && record->foreign && existing != pods_.end() && existing->second.foreign &&
       existing->second.node == record->node) {
     existing->second.inFlight = record->inFlight;  // still foreign on the same node: nothing to recount
+    existing->second.keys = std::move(record->keys);
     changed_.notify_all();
     return;
   }
@@ -343,9 +341,9 @@ std::optional<ClusterCache::PodRecord> ClusterCache::foreignRecord(const PodInfo
   r.node = pod.nodeName;
   r.foreign = std::make_shared<const PreparedPod>(std::move(*prepared));
   r.foreignWhy = why;
-  r.keys = allocateKeys(pod, backends_);
   // Until the kubelet has admitted it, a bind the node agent could confuse with it waits (6a).
   r.inFlight = pod.phase != "Running" && !admitted;
+  if (r.inFlight) r.keys = allocateKeys(pod, backends_);  // read only while in flight
   r.boundAt = options_.now();
   return r;
 }

@@ -41,7 +41,6 @@ struct NodeEntry {
   std::string fingerprint;  ///< the annotations the inventory was built from
   /// Per inventory position, how many grants hold each slot (size = the device's split count).
   std::vector<std::vector<std::uint16_t>> slots;
-  std::unordered_set<std::string> pods;  ///< uids of the pods holding devices here
   /// state.unavailable in a few words without numbers (see nodeUnusableCategory).
   std::string_view unavailableCategory;
 };
@@ -167,7 +166,7 @@ class ClusterCache {
     /// depends on the node's inventory (recomputed when it changes).
     std::shared_ptr<const PreparedPod> foreign;
     std::string foreignWhy;  ///< for the log
-    AllocateKeys keys;
+    AllocateKeys keys;  ///< set while inFlight (the only time they are compared)
     bool inFlight = false;
     bool reservation = false;  ///< made by reserve(), not yet seen from the informer
     std::uint64_t reservationId = 0;
