@@ -29,8 +29,15 @@ Scratch& scratch() {
   return s;
 }
 
-void noteRefusal(NodeRefusal& refusal, const vgpu_fit_result& r) {
-  for (std::uint8_t i = 0; i < refusal.reasonCount; ++i) {
+inline void noteRefusal(NodeRefusal& refusal, const vgpu_fit_result& r) {
+  // Most devices of a refused node give the reason the first one gave.
+  if (refusal.reasonCount != 0 && refusal.reasons[0].example.reason == r.reason) {
+    auto& entry = refusal.reasons[0];
+    ++entry.devices;
+    if (r.available > entry.example.available) entry.example = r;
+    return;
+  }
+  for (std::uint8_t i = 1; i < refusal.reasonCount; ++i) {
     auto& entry = refusal.reasons[i];
     if (entry.example.reason == r.reason) {
       ++entry.devices;
@@ -65,13 +72,13 @@ const NodeInventory::BackendGroup* groupFor(const PreparedPod::Request& request,
   return group;
 }
 
-vgpu_fit_result fitOne(const PreparedPod::Request& request, const NodeInventory::Entry& entry,
+vgpu_fit_result fitOne(const Allocator& allocator, const vgpu_device_request& q, const NodeInventory::Entry& entry,
                        const DeviceUsage& usage) {
   vgpu_fit_result r{};
   if (entry.cordoned) {
     r.reason = VGPU_REASON_CORDONED;
   } else {
-    request.allocator->fit(request.record->c(), entry.c(), toC(usage), r);
+    allocator.fit(q, entry.c(), toC(usage), r);
   }
   return r;
 }
@@ -82,11 +89,14 @@ bool enoughFit(const PreparedPod::Request& request, const NodeInventory& invento
                const std::vector<DeviceUsage>& usage, NodeRefusal& refusal) {
   const NodeInventory::BackendGroup* group = groupFor(request, inventory, refusal);
   if (group == nullptr) return false;
-  const std::uint32_t count = request.record->c().count;
+  // Read once: the compiler cannot keep them across the backend's opaque call.
+  const Allocator& allocator = *request.allocator;
+  const vgpu_device_request& q = request.record->c();
+  const std::uint32_t count = q.count;
   const auto& entries = inventory.entries();
   std::uint16_t fitting = 0;
   for (const std::uint32_t pos : group->positions) {
-    const vgpu_fit_result r = fitOne(request, entries[pos], usage[pos]);
+    const vgpu_fit_result r = fitOne(allocator, q, entries[pos], usage[pos]);
     if (!r.fits) {
       noteRefusal(refusal, r);
     } else if (++fitting == count) {
@@ -110,7 +120,7 @@ bool chooseDevices(const PreparedPod::Request& request, const NodeInventory& inv
   const auto& entries = inventory.entries();
   for (const std::uint32_t pos : group->positions) {
     const auto& entry = entries[pos];
-    const vgpu_fit_result r = fitOne(request, entry, usage[pos]);
+    const vgpu_fit_result r = fitOne(*request.allocator, q, entry, usage[pos]);
     if (r.fits) {
       s.candidates.push_back({pos, entry.c().numa_node, entry.load(usage[pos]), r.take});
     } else {

@@ -237,7 +237,6 @@ void ClusterCache::removeNode(std::string_view name) {
 void ClusterCache::rebuildNode(const std::string& name) {
   auto node = nodes_.find(name);
   if (node == nodes_.end()) return;
-  node->second.pods.clear();
   auto holders = podsByNode_.find(name);
   if (holders == podsByNode_.end()) return;
   for (const auto& uid : holders->second) {
@@ -261,8 +260,6 @@ void ClusterCache::applyToNode(NodeEntry& node, PodRecord& record, bool add) {
     auto& holders = slots[static_cast<size_t>(slot)];
     holders = add ? holders + 1 : (holders > 0 ? holders - 1 : 0);
   }
-  if (add) node.pods.insert(record.uid);
-  else node.pods.erase(record.uid);
 }
 
 void ClusterCache::addHolder(PodRecord record) {
@@ -317,9 +314,9 @@ void ClusterCache::upsertPod(const json::object& obj) {
         r.key = pod->key();
         r.node = pod->nodeName;
         r.assignment = std::move(*assignment);
-        r.keys = allocateKeys(*pod, backends_);
         auto phase = pod->annotations.find(std::string(keys::kPodBindPhase));
         r.inFlight = phase != pod->annotations.end() && phase->second == "allocating" && pod->phase != "Running";
+        if (r.inFlight) r.keys = allocateKeys(*pod, backends_);  // read only while in flight
         r.boundAt = options_.now();
         if (auto t = pod->annotations.find(std::string(keys::kPodBindTime)); t != pod->annotations.end())
           if (auto parsed = parseTimestamp(t->second); parsed.ok()) r.boundAt = *parsed;
@@ -332,6 +329,7 @@ void ClusterCache::upsertPod(const json::object& obj) {
   if (record && record->foreign && existing != pods_.end() && existing->second.foreign &&
       existing->second.node == record->node) {
     existing->second.inFlight = record->inFlight;  // still foreign on the same node: nothing to recount
+    existing->second.keys = std::move(record->keys);
     changed_.notify_all();
     return;
   }
@@ -368,9 +366,9 @@ std::optional<ClusterCache::PodRecord> ClusterCache::foreignRecord(const PodInfo
   r.node = pod.nodeName;
   r.foreign = std::make_shared<const PreparedPod>(std::move(*prepared));
   r.foreignWhy = why;
-  r.keys = allocateKeys(pod, backends_);
   // Until the kubelet has admitted it, a bind the node agent could confuse with it waits (6a).
   r.inFlight = pod.phase != "Running" && !admitted;
+  if (r.inFlight) r.keys = allocateKeys(pod, backends_);  // read only while in flight
   r.boundAt = options_.now();
   return r;
 }
@@ -391,9 +389,7 @@ void ClusterCache::read(const std::function<void(const Lookup&, Clock::time_poin
   fn(lookup, options_.now());
 }
 
-/// The index's hash: node names are short, so eight bytes at a time (the last word
-/// overlapping) beat std::hash's general loop by ~3x per filter candidate.
-static std::size_t nameHash(std::string_view name) {
+std::size_t nodeNameHash(std::string_view name) {
   constexpr std::uint64_t kMul = 0x9E3779B97F4A7C15ull;
   std::uint64_t h = (name.size() + 1) * kMul;
   auto mix = [&h](std::uint64_t word) {  // a folded 128-bit product: every input bit reaches every output bit
@@ -428,7 +424,7 @@ void ClusterCache::indexRebuild() {
 void ClusterCache::indexInsert(const NodeEntry* node) {
   if ((indexed_ + 1) * 2 > index_.size()) return indexRebuild();  // rebuild re-inserts this one too
   const std::size_t mask = index_.size() - 1;
-  const std::size_t hash = nameHash(node->state.name);
+  const std::size_t hash = nodeNameHash(node->state.name);
   for (std::size_t i = hash & mask;; i = (i + 1) & mask) {
     if (!index_[i].node) {
       index_[i] = {hash, node};
@@ -453,7 +449,7 @@ void ClusterCache::readNodes(
     const std::function<void(const std::vector<const NodeEntry*>&, Clock::time_point)>& fn) const {
   constexpr std::size_t kAhead = 8;
   std::vector<std::size_t> hashes(names.size());
-  for (std::size_t i = 0; i < names.size(); ++i) hashes[i] = nameHash(names[i]);
+  for (std::size_t i = 0; i < names.size(); ++i) hashes[i] = nodeNameHash(names[i]);
   std::vector<const NodeEntry*> found(names.size());
   std::shared_lock lock(mu_);
   const std::size_t mask = index_.empty() ? 0 : index_.size() - 1;

@@ -93,6 +93,15 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const DeviceCo
   podOptions.fieldSelector = "status.phase!=Succeeded,status.phase!=Failed";
   podOptions.backoffMin = options.informerBackoffMin;
   podOptions.transform = k8s::trimPod;
+  // A bound pod's devices are in the cache (PodRecord); the store keeps who it is and
+  // where, for the relist's diff. Lookups (bind, requeuer) want pods still to be placed;
+  // a bound one is read from the apiserver (bind) or forgotten (requeuer).
+  podOptions.retain = [](const k8s::ObjectPtr& p) {
+    return k8s::nodeName(*p).empty() ? p : std::make_shared<const boost::json::object>(k8s::podStub(*p));
+  };
+  // The list's objects, now stubs, were freed together: a block below what the cache
+  // allocated since, which the trim threshold (tuneAllocator) would keep from the system.
+  podOptions.onListed = [] { malloc_trim(0); };
   s->podInformer = std::make_unique<k8s::Informer>(
       client, k8s::kPods, podOptions,
       k8s::InformerHandlers{[cache](const k8s::ObjectPtr& p) { cache->upsertPod(*p); },
@@ -112,13 +121,17 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const DeviceCo
   requeueOptions.schedulerName = options.schedulerName;
   requeueOptions.heartbeatTimeout = config.scheduler.heartbeatTimeout;
   s->engine = std::make_unique<PlacementEngine>(config.scheduler);
-  s->requeuer = std::make_unique<Requeuer>(*s->cache, *s->engine, client, s->metrics,
-                                           [pods](const std::string& key) { return pods->get(key); }, requeueOptions);
+  // The store's bound pods are stubs (podOptions.retain): to its readers they are absent.
+  auto unboundPod = [pods](const std::string& key) -> k8s::ObjectPtr {
+    k8s::ObjectPtr p = pods->get(key);
+    return p && k8s::nodeName(*p).empty() ? p : nullptr;
+  };
+  s->requeuer = std::make_unique<Requeuer>(*s->cache, *s->engine, client, s->metrics, unboundPod, requeueOptions);
   ExtenderOptions extenderOptions = options.extender;
   extenderOptions.schedulerName = options.schedulerName;
   extenderOptions.requeuer = s->requeuer.get();
   s->extender = std::make_unique<Extender>(backends, config.scheduler, *s->cache, client, *s->events, s->metrics,
-                                           [pods](const std::string& key) { return pods->get(key); }, extenderOptions,
+                                           unboundPod, extenderOptions,
                                            [s] { return s->ready(); });
   WebhookOptions webhookOptions = options.webhook;
   webhookOptions.schedulerName = options.schedulerName;

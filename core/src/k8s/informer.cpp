@@ -36,6 +36,7 @@ struct Informer::Impl {
   mutable std::mutex mu;
   mutable std::condition_variable cv;
   std::unordered_map<std::string, ObjectPtr> cache;
+  std::vector<std::pair<std::string, ObjectPtr>> listed;  // the last list's objects, until retained
   std::string rv;
   bool synced = false;
   bool stopping = false;
@@ -64,6 +65,34 @@ struct Informer::Impl {
     ++stats.events;
   }
 
+  /// Stores options.retain's version of `obj` under `key`, unless a later event replaced it.
+  /// Called once the callbacks that got `obj` have run; retain runs outside the lock.
+  void retainOne(const std::string& key, const ObjectPtr& obj) {
+    ObjectPtr kept = options.retain(obj);
+    if (kept == obj) return;
+    std::lock_guard lock(mu);
+    if (auto it = cache.find(key); it != cache.end() && it->second == obj) it->second = std::move(kept);
+  }
+
+  /// retainOne for every object of the list just applied. All the retained versions are
+  /// made before the listed ones are let go, so these go as one block of the heap rather
+  /// than holes between the smaller objects that replace them.
+  void retainListed(std::size_t count) {
+    if (!options.retain) return;
+    std::vector<ObjectPtr> kept;
+    kept.reserve(count);
+    for (const auto& [key, obj] : listed) kept.push_back(options.retain(obj));
+    {
+      std::lock_guard lock(mu);
+      for (std::size_t i = 0; i < listed.size(); ++i) {
+        const auto& [key, obj] = listed[i];
+        if (auto it = cache.find(key); it != cache.end() && it->second == obj) it->second = std::move(kept[i]);
+      }
+    }
+    listed.clear();
+    listed.shrink_to_fit();
+  }
+
   // Replaces the cache with a fresh list and reports the difference.
   void replaceAll(ListResult&& list) {
     std::vector<Notification> out;
@@ -85,6 +114,7 @@ struct Informer::Impl {
         } else if (k8s::resourceVersion(*it->second) != k8s::resourceVersion(*obj)) {
           out.push_back({Kind::kUpdate, it->second, obj});
         }
+        if (options.retain) listed.emplace_back(key, obj);
         next.emplace(std::move(key), std::move(obj));
       }
       for (auto& [key, obj] : cache) {
@@ -95,6 +125,9 @@ struct Informer::Impl {
       ++stats.lists;
     }
     for (const auto& n : out) notify(n);
+    out.clear();
+    retainListed(list.items.size());
+    if (options.onListed) options.onListed();
     {
       // Synced only once the first list's callbacks have run, so a caller that waited
       // for sync sees its handlers' view complete.
@@ -139,6 +172,11 @@ struct Informer::Impl {
     }
     if (replaced) notify(*replaced);
     if (n) notify(*n);
+    if (options.retain && n && n->after) {
+      const ObjectPtr after = n->after;
+      n.reset();
+      retainOne(objectKey(*after), after);
+    }
   }
 
   // Sleeps up to `d` unless stop() is called; returns false when stopping.

@@ -135,6 +135,21 @@ json::object trimPod(const json::object& pod) {
   return out;
 }
 
+json::object podStub(const json::object& pod) {
+  json::object out;
+  if (const json::object* md = objectAt(pod, "metadata")) {
+    json::object m;
+    copyKeys(*md, m, {"name", "namespace", "uid", "resourceVersion"});
+    out.emplace("metadata", std::move(m));
+  }
+  if (const json::object* spec = objectAt(pod, "spec")) {
+    json::object s;
+    copyKeys(*spec, s, {"nodeName"});
+    out.emplace("spec", std::move(s));
+  }
+  return out;
+}
+
 json::object trimNode(const json::object& node) {
   json::object out;
   copyMetadata(node, out, {"name", "uid", "resourceVersion"});

@@ -7,7 +7,8 @@
 //              vgpu-scheduler did before vgpu/k8s/trim.h)
 //   trimmed  - the same with trimNode/trimPod
 //   informer - the two trimmed informers alone, without the cache
-//   service  - SchedulerService, as vgpu-scheduler's main starts it (allocator tuned)
+//   service  - SchedulerService, as vgpu-scheduler's main starts it (allocator tuned; its pod
+//              informer's store keeps bound pods as stubs, k8s::podStub)
 // and reports VmRSS once both caches have synced, and VmHWM (the peak, during the list).
 // Run: bin/vgpu_scheduler_memory_bench [nodes pods]; figures in docs/kubernetes-client.md.
 #include <malloc.h>

@@ -1,5 +1,6 @@
 // The informer keeps an exact mirror of the double through watch breaks, 410s and restarts.
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -179,6 +180,75 @@ void holdWatchesDown(fakes::FakeApiServer& server, const Informer& informer) {
   auto errors = informer.stats().watchErrors;
   server.breakWatches();
   ASSERT_TRUE(eventually([&] { return informer.stats().watchErrors >= errors + 2; }));
+}
+
+// InformerOptions::retain: callbacks get whole objects, the store keeps what retain gives
+// once they have run (here: bound pods cut to their metadata), through list, watch and a
+// relist whose diff reads the retained versions.
+TEST(K8sInformer, TheStoreKeepsTheRetainedVersionOnceTheCallbacksHaveRun) {
+  auto server = startServer();
+  for (const char* n : {"bound-a", "bound-b"}) ASSERT_TRUE(server->create("pods", makePod("ns", n, "n1")));
+  ASSERT_TRUE(server->create("pods", makePod("ns", "pending")));
+  auto client = clientFor(*server);
+  InformerOptions o = quick();
+  o.pageSize = 2;
+  std::atomic<int> retained{0}, listed{0};
+  o.retain = [&](const ObjectPtr& p) -> ObjectPtr {
+    if (nodeName(*p).empty()) return p;
+    ++retained;
+    return std::make_shared<const json::object>(json::object{{"metadata", p->at("metadata")}});
+  };
+  o.onListed = [&] { ++listed; };
+  Mirror mirror;
+  InformerHandlers h = mirror.handlers();
+  std::mutex mu;
+  std::vector<std::string> seen;  // "<key> <had a spec> [before had a spec]"
+  auto record = [&](const std::string& what) {
+    std::lock_guard lock(mu);
+    seen.push_back(what);
+  };
+  h.onAdd = [&, add = h.onAdd](const ObjectPtr& p) {
+    add(p);
+    record(objectKey(*p) + (p->contains("spec") ? " whole" : " cut"));
+  };
+  h.onUpdate = [&, update = h.onUpdate](const ObjectPtr& before, const ObjectPtr& after) {
+    update(before, after);
+    record(objectKey(*after) + (after->contains("spec") ? " whole" : " cut") +
+           (before->contains("spec") ? " from whole" : " from cut"));
+  };
+  Informer informer(*client, kPods, o, h);
+  informer.start();
+  ASSERT_TRUE(informer.waitForSync(std::chrono::seconds(10)));
+  EXPECT_EQ(listed.load(), 1);
+  EXPECT_FALSE(informer.get("ns/bound-a")->contains("spec"));
+  EXPECT_FALSE(informer.get("ns/bound-b")->contains("spec"));
+  EXPECT_TRUE(informer.get("ns/pending")->contains("spec"));
+
+  // A watched update: the callback gets the whole new object and the retained old one.
+  ASSERT_TRUE(server->patch("pods", "ns", "bound-a", json::parse(R"({"metadata":{"annotations":{"a":"b"}}})").as_object()));
+  ASSERT_TRUE(client->bind({"ns", "pending", "n1", "", {}}));
+  ASSERT_TRUE(eventually([&] { return informer.resourceVersion() == std::to_string(server->resourceVersion()); }));
+  EXPECT_FALSE(informer.get("ns/bound-a")->contains("spec"));
+  EXPECT_EQ(annotation(*informer.get("ns/bound-a"), "a"), "b");
+  EXPECT_FALSE(informer.get("ns/pending")->contains("spec"));
+
+  // A relist compares versions with the retained objects: only what changed is reported.
+  holdWatchesDown(*server, informer);
+  ASSERT_TRUE(server->patch("pods", "ns", "bound-b", json::parse(R"({"metadata":{"annotations":{"a":"c"}}})").as_object()));
+  server->compactHistory();
+  server->clearFaults();
+  ASSERT_TRUE(eventually([&] { return cacheState(informer) == serverState(*server); }));
+  ASSERT_TRUE(eventually([&] { return listed.load() == 2; }));
+  EXPECT_FALSE(informer.get("ns/bound-b")->contains("spec"));
+  EXPECT_TRUE(mirror.problems().empty());
+  std::lock_guard lock(mu);
+  std::sort(seen.begin(), seen.begin() + 3);
+  EXPECT_EQ(seen, (std::vector<std::string>{"ns/bound-a whole", "ns/bound-b whole", "ns/pending whole",
+                                            "ns/bound-a whole from cut", "ns/pending whole from whole",
+                                            "ns/bound-b whole from cut"}));
+  // The first list's two bound pods, the two watched changes, the relist's three (the store
+  // takes the relisted objects, changed or not).
+  EXPECT_EQ(retained.load(), 7);
 }
 
 bool isList(const fakes::RequestRecord& r) {

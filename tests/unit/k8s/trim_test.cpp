@@ -148,6 +148,13 @@ TEST(K8sTrim, NodeKeepsNameVersionAndAnnotationsOnly) {
   })")));
 }
 
+TEST(K8sTrim, PodStubKeepsWhoThePodIsAndWhereItRuns) {
+  EXPECT_EQ(json::serialize(podStub(fullPod())), json::serialize(json::parse(R"({
+    "metadata": {"name": "train-0", "namespace": "ml", "uid": "u-1", "resourceVersion": "42"},
+    "spec": {"nodeName": "n1"}
+  })")));
+}
+
 TEST(K8sTrim, InformerCachesTrimmedObjectsFromListAndWatch) {
   auto server = startServer();
   json::object listed = fullPod();

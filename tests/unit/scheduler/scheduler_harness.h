@@ -105,11 +105,13 @@ inline json::object gpuPod(const std::string& name, int memoryMiB, int cores = 0
   return podJson("default", name, {{"main", limits}});
 }
 
-/// A pod the node agent has admitted: bound to `node`, its assignment on the pod.
-inline json::object admittedPod(const std::string& name, const std::string& node, std::uint64_t memoryMiB, std::uint32_t cores = 0) {
+/// A pod the node agent has admitted: bound to `node`, its assignment on the pod (on the
+/// node's device `gpu`, as gpus() names them).
+inline json::object admittedPod(const std::string& name, const std::string& node, std::uint64_t memoryMiB, std::uint32_t cores = 0,
+                                int gpu = 0) {
   Assignment a;
   a.node = node;
-  a.containers.push_back({"main", false, {{"sim", "GPU-" + node + "-0", 0, memoryMiB, cores, 0}}});
+  a.containers.push_back({"main", false, {{"sim", "GPU-" + node + "-" + std::to_string(gpu), gpu, memoryMiB, cores, 0}}});
   std::map<std::string, std::string> limits{{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", std::to_string(memoryMiB)}};
   if (cores > 0) limits["nvidia.com/gpucores"] = std::to_string(cores);
   json::object pod = podJson("default", name, {{"main", limits}}, "vgpu-scheduler",
@@ -200,6 +202,10 @@ struct SchedulerHarness {
   /// Waits until the scheduler's cache has `n` nodes.
   bool awaitNodes(std::size_t n, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
     return eventually([&] { return service->cache().stats().nodes == n; }, timeout);
+  }
+  /// Waits until the scheduler's cache has `n` pods.
+  bool awaitPods(std::size_t n, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    return eventually([&] { return service->cache().stats().pods == n; }, timeout);
   }
 };
 

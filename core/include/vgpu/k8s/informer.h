@@ -42,6 +42,16 @@ struct InformerOptions {
   /// Applied to every listed and watched object before it is cached or handed to a
   /// callback (vgpu/k8s/trim.h has the daemons' ones); null keeps whole objects.
   ObjectTransform transform;
+  /// What the informer's own store keeps of an object once the callbacks that received
+  /// it have run: get(), list() and the `before`/`last` of later callbacks see this. It must
+  /// keep metadata name, namespace, uid and resourceVersion (the relist's diff reads them);
+  /// returning its argument keeps the object as the callbacks got it. Null keeps every
+  /// object whole. For a reader that holds what it needs elsewhere (the scheduler's cache
+  /// of bound pods), so the store need not hold it twice.
+  std::function<ObjectPtr(const ObjectPtr&)> retain;
+  /// Runs on the informer's thread after each full list (the first and every relist), once
+  /// its callbacks have run and the store holds what `retain` kept.
+  std::function<void()> onListed;
 };
 
 /// Counters for metrics and tests.

@@ -23,6 +23,10 @@ namespace vgpu::k8s {
 /// The result owns fresh storage (the default resource), whatever `pod`'s was.
 boost::json::object trimPod(const boost::json::object& pod);
 
+/// What identifies a pod and where it runs, for a store whose owner keeps the rest
+/// elsewhere: metadata name, namespace, uid, resourceVersion; spec nodeName.
+boost::json::object podStub(const boost::json::object& pod);
+
 /// Kept: metadata name, uid, resourceVersion, annotations (all but kubectl's
 /// last-applied copy). Nothing reads a node's labels, spec or status.
 boost::json::object trimNode(const boost::json::object& node);
