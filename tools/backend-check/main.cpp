@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
   options.params = backendParams(*config, *section, node);
   options.library = library.empty()
                         ? backendLibraryPath(backendDir.empty() ? defaultBackendDir() : std::filesystem::path(backendDir), backend)
-                        : std::filesystem::path(library);
+                        : std::filesystem::absolute(library);  // dlopen searches a bare name elsewhere
 
   check::Report report;
   check::runContract(options, report);
