@@ -14,6 +14,7 @@
 //     // std::vector<vgpu::ProtectedEnv>), discover, waitForHealthEvents, containerSpec,
 //     // release, reconcile, containerUsage, deviceProcesses (same signatures as the
 //     // vgpu::Allocator / Discovery / Limiter / UsageReporter / ProcessReporter interfaces).
+//     // A method not written yet throws sdk::Unsupported: the C answer is VGPU_ERROR_UNSUPPORTED.
 //   };
 //   VGPU_DEFINE_BACKEND(MyBackend, "mine", "What it drives")
 
