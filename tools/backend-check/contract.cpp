@@ -45,6 +45,8 @@ class ErrorText {
     return &buf_;
   }
   std::string str() const { return std::string(text_.data(), strnlen(text_.data(), text_.size())); }
+  /// A message of the check's own, where the backend's call gave none to judge.
+  void set(const std::string& message) { std::snprintf(buf()->text, text_.size(), "%s", message.c_str()); }
 
  private:
   std::array<char, 1024> text_{};
@@ -468,9 +470,8 @@ class Contract {
       else x->out.push_back(deviceFromC(*d, x->backend));
     }, &ctx, err.buf());
     if (ctx.bad) {
-      err.buf();
       status = VGPU_ERROR_INTERNAL;
-      std::snprintf(err.buf()->text, 64, "emitted a null device or one without struct_size");
+      err.set("discover emitted a null device or one without struct_size");
     }
     if (status != VGPU_OK) return std::nullopt;
     return ctx.out;
