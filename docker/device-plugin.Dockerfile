@@ -11,9 +11,10 @@ WORKDIR /src
 COPY . .
 ENV VGPU_CMAKE_ARGS=-DVGPU_BUILD_TESTS=OFF
 RUN scripts/install-deps.sh \
- && VGPU_BUILD_DIR=/build scripts/build.sh vgpu-device-plugin vgpu \
+ && VGPU_BUILD_DIR=/build scripts/build.sh vgpu-device-plugin vgpu vgpu-backend-check \
       vgpu_backend_nvidia vgpu_backend_cambricon vgpu_backend_hygon vgpu_backend_sim \
  && install -D -m 0755 /build/bin/vgpu-device-plugin /out/usr/local/bin/vgpu-device-plugin \
+ && install -D -m 0755 /build/bin/vgpu-backend-check /out/usr/local/bin/vgpu-backend-check \
  && install -D -m 0644 /build/hooks/cuda/libvgpu.so /out/usr/local/lib/vgpu/libvgpu.so \
  && mkdir -p /out/usr/local/lib/vgpu/backends \
  && install -m 0644 /build/lib/vgpu/backends/libvgpu-backend-*.so /out/usr/local/lib/vgpu/backends/
@@ -29,7 +30,7 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/ /
 # Fail the build, not the node, when a runtime library is missing.
-RUN ! ldd /usr/local/bin/vgpu-device-plugin /usr/local/lib/vgpu/backends/*.so | grep "not found"
+RUN ! ldd /usr/local/bin/vgpu-device-plugin /usr/local/bin/vgpu-backend-check /usr/local/lib/vgpu/backends/*.so | grep "not found"
 # The agent serves the kubelet's sockets and vendor devices on the host: it runs as root
 # (the chart makes it privileged); the backends are found in /usr/local/lib/vgpu/backends.
 ENTRYPOINT ["/usr/local/bin/vgpu-device-plugin"]

@@ -14,6 +14,7 @@
 //     // std::vector<vgpu::ProtectedEnv>), discover, waitForHealthEvents, containerSpec,
 //     // release, reconcile, containerUsage, deviceProcesses (same signatures as the
 //     // vgpu::Allocator / Discovery / Limiter / UsageReporter / ProcessReporter interfaces).
+//     // A method not written yet throws sdk::Unsupported: the C answer is VGPU_ERROR_UNSUPPORTED.
 //   };
 //   VGPU_DEFINE_BACKEND(MyBackend, "mine", "What it drives")
 
@@ -25,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -40,6 +42,13 @@
 #include "vgpu/result.h"
 
 namespace vgpu::sdk {
+
+/// Thrown by a method that is not written yet (the template's stubs): the adapter answers
+/// VGPU_ERROR_UNSUPPORTED with its message. It never leaves the library.
+class Unsupported : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 inline vgpu_status fail(vgpu_error_buf* err, vgpu_status status, const std::string& message) {
   if (err != nullptr && err->text != nullptr && err->capacity > 0) {
@@ -106,6 +115,8 @@ struct Adapter {
       if (!created.ok()) return fail(err, VGPU_ERROR_INVALID, created.error().message);
       *out = reinterpret_cast<vgpu_backend*>(std::move(created).value().release());
       return VGPU_OK;
+    } catch (const Unsupported& e) {
+      return fail(err, VGPU_ERROR_UNSUPPORTED, e.what());
     } catch (const std::exception& e) {
       return fail(err, VGPU_ERROR_INTERNAL, std::string("create threw: ") + e.what());
     }
@@ -131,6 +142,8 @@ struct Adapter {
         sink(ctx, &record.c());
       }
       return VGPU_OK;
+    } catch (const Unsupported& e) {
+      return fail(err, VGPU_ERROR_UNSUPPORTED, e.what());
     } catch (const std::exception& e) {
       return fail(err, VGPU_ERROR_INTERNAL, std::string("parse_request threw: ") + e.what());
     }
@@ -164,6 +177,8 @@ struct Adapter {
       if (!defaults.ok()) return fail(err, VGPU_ERROR_INVALID, defaults.error().message);
       for (const auto& [resource, value] : *defaults) sink(ctx, resource.c_str(), value);
       return VGPU_OK;
+    } catch (const Unsupported& e) {
+      return fail(err, VGPU_ERROR_UNSUPPORTED, e.what());
     } catch (const std::exception& e) {
       return fail(err, VGPU_ERROR_INTERNAL, std::string("admission_defaults threw: ") + e.what());
     }
@@ -187,6 +202,8 @@ struct Adapter {
         sink(ctx, &record.c());
       }
       return VGPU_OK;
+    } catch (const Unsupported& e) {
+      return fail(err, VGPU_ERROR_UNSUPPORTED, e.what());
     } catch (const std::exception& e) {
       return fail(err, VGPU_ERROR_INTERNAL, std::string("discover threw: ") + e.what());
     }
@@ -204,6 +221,8 @@ struct Adapter {
         sink(ctx, e.deviceId.c_str(), h, e.reason.c_str());
       }
       return VGPU_OK;
+    } catch (const Unsupported& e) {
+      return fail(err, VGPU_ERROR_UNSUPPORTED, e.what());
     } catch (const std::exception& e) {
       return fail(err, VGPU_ERROR_INTERNAL, std::string("wait_health threw: ") + e.what());
     }
@@ -229,6 +248,8 @@ struct Adapter {
       if (VGPU_ABI_MINOR_OF(loaderVersion) >= 2 && sink->notice)
         for (const auto& n : spec->notices) sink->notice(sink->ctx, n.reason.c_str(), n.message.c_str());
       return VGPU_OK;
+    } catch (const Unsupported& e) {
+      return fail(err, VGPU_ERROR_UNSUPPORTED, e.what());
     } catch (const std::exception& e) {
       return fail(err, VGPU_ERROR_INTERNAL, std::string("container_spec threw: ") + e.what());
     }
@@ -239,6 +260,8 @@ struct Adapter {
       auto status = self(b).release(ContainerRef{ref->holder ? ref->holder : "",
                                                  ref->container_name ? ref->container_name : ""});
       return status.ok() ? VGPU_OK : fail(err, VGPU_ERROR_UNAVAILABLE, status.error().message);
+    } catch (const Unsupported& e) {
+      return fail(err, VGPU_ERROR_UNSUPPORTED, e.what());
     } catch (const std::exception& e) {
       return fail(err, VGPU_ERROR_INTERNAL, std::string("release threw: ") + e.what());
     }
@@ -254,6 +277,8 @@ struct Adapter {
                         live[i].container_name ? live[i].container_name : ""});
       auto status = self(b).reconcile(refs);
       return status.ok() ? VGPU_OK : fail(err, VGPU_ERROR_UNAVAILABLE, status.error().message);
+    } catch (const Unsupported& e) {
+      return fail(err, VGPU_ERROR_UNSUPPORTED, e.what());
     } catch (const std::exception& e) {
       return fail(err, VGPU_ERROR_INTERNAL, std::string("reconcile threw: ") + e.what());
     }
@@ -277,6 +302,8 @@ struct Adapter {
         sink(ctx, &c);
       }
       return VGPU_OK;
+    } catch (const Unsupported& e) {
+      return fail(err, VGPU_ERROR_UNSUPPORTED, e.what());
     } catch (const std::exception& e) {
       return fail(err, VGPU_ERROR_INTERNAL, std::string("container_usage threw: ") + e.what());
     }
@@ -297,6 +324,8 @@ struct Adapter {
         sink(ctx, &c);
       }
       return VGPU_OK;
+    } catch (const Unsupported& e) {
+      return fail(err, VGPU_ERROR_UNSUPPORTED, e.what());
     } catch (const std::exception& e) {
       return fail(err, VGPU_ERROR_INTERNAL, std::string("device_processes threw: ") + e.what());
     }

@@ -1,0 +1,295 @@
+/* FROZEN: backend_abi.h as ABI 1.0 was released (git show d988a8a^:core/include/vgpu/backend_abi.h),
+ * kept unchanged so that the fixture beside it is a backend built against 1.0. Never edit. */
+/*
+ * The stable C boundary between vgpu and a backend shared library.
+ *
+ * A backend is `libvgpu-backend-<name>.so` exporting one function, VGPU_BACKEND_ENTRY,
+ * that fills a vgpu_backend_table for the loader's ABI version. Only C types cross this
+ * boundary: no C++ objects, exceptions or allocations owned by the other side. Strings and
+ * arrays passed in either direction are valid only for the duration of the call (or the
+ * callback) that carries them; whoever keeps them copies them.
+ *
+ * Versioning: major<<16 | minor. A major change breaks the table; a minor change only
+ * appends slots. Every struct the caller fills starts with its own size so that either side
+ * can tell which fields the other knows. A null optional slot means "not supported".
+ * See docs/writing-a-backend.md.
+ */
+#ifndef VGPU_BACKEND_ABI_H
+#define VGPU_BACKEND_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VGPU_BACKEND_ABI_MAJOR 1u
+#define VGPU_BACKEND_ABI_MINOR 0u
+#define VGPU_BACKEND_ABI_VERSION ((VGPU_BACKEND_ABI_MAJOR << 16) | VGPU_BACKEND_ABI_MINOR)
+#define VGPU_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
+#define VGPU_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
+
+/* The one symbol a backend exports. */
+#define VGPU_BACKEND_ENTRY vgpu_backend_entry
+#define VGPU_BACKEND_ENTRY_NAME "vgpu_backend_entry"
+
+#if defined(__GNUC__)
+#define VGPU_BACKEND_EXPORT __attribute__((visibility("default")))
+#else
+#define VGPU_BACKEND_EXPORT
+#endif
+
+typedef enum vgpu_status {
+  VGPU_OK = 0,
+  VGPU_ERROR_INVALID = 1,     /* the input (config, request, grant) is wrong */
+  VGPU_ERROR_UNAVAILABLE = 2, /* the vendor library or device is missing or failing */
+  VGPU_ERROR_INTERNAL = 3,    /* a bug in the backend */
+  VGPU_ERROR_UNSUPPORTED = 4  /* this backend does not do that */
+} vgpu_status;
+
+/* Where a backend writes a NUL-terminated message when it returns an error. */
+typedef struct vgpu_error_buf {
+  char* text;
+  size_t capacity;
+} vgpu_error_buf;
+
+typedef struct vgpu_kv {
+  const char* key;
+  const char* value;
+} vgpu_kv;
+
+typedef struct vgpu_kv_list {
+  const vgpu_kv* items;
+  size_t count;
+} vgpu_kv_list;
+
+typedef struct vgpu_str_list {
+  const char* const* items;
+  size_t count;
+} vgpu_str_list;
+
+typedef enum vgpu_health { VGPU_HEALTHY = 0, VGPU_UNHEALTHY = 1, VGPU_HEALTH_UNKNOWN = 2 } vgpu_health;
+
+/* One physical device (see vgpu::Device). */
+typedef struct vgpu_device {
+  uint32_t struct_size;
+  const char* id;
+  int32_t index;
+  const char* model;
+  uint64_t memory_mib;
+  uint32_t compute_units; /* 100 = the whole device */
+  uint32_t split_count;
+  int32_t numa_node; /* -1 = unknown */
+  uint32_t health;   /* vgpu_health */
+  vgpu_kv_list attributes;
+} vgpu_device;
+
+/* What is already taken on a device (see vgpu::DeviceUsage). */
+typedef struct vgpu_device_usage {
+  uint32_t shares;
+  uint32_t compute;
+  uint64_t memory_mib;
+} vgpu_device_usage;
+
+/* What one container asks of one backend (see vgpu::DeviceRequest). */
+typedef struct vgpu_device_request {
+  uint32_t struct_size;
+  uint32_t count;
+  uint64_t memory_mib;     /* per device; 0 = use memory_percent */
+  uint32_t memory_percent; /* per device; 0 with memory_mib 0 = 100% */
+  uint32_t compute_percent;
+  int32_t priority; /* -1 = unset */
+  uint32_t numa_bind;
+  vgpu_str_list include_models; /* case-insensitive substrings of vgpu_device.model */
+  vgpu_str_list exclude_models;
+  vgpu_str_list include_ids; /* exact vgpu_device.id */
+  vgpu_str_list exclude_ids;
+} vgpu_device_request;
+
+/* Why a device does not fit. Codes below VGPU_REASON_BACKEND are explained by core;
+ * a backend's own codes start at VGPU_REASON_BACKEND and are explained by its `explain`. */
+typedef enum vgpu_reason {
+  VGPU_REASON_NONE = 0,
+  VGPU_REASON_UNHEALTHY = 1,
+  VGPU_REASON_CORDONED = 2,
+  VGPU_REASON_MODEL_MISMATCH = 3,
+  VGPU_REASON_ID_MISMATCH = 4,
+  VGPU_REASON_SHARES_EXHAUSTED = 5,
+  VGPU_REASON_INSUFFICIENT_MEMORY = 6,
+  VGPU_REASON_INSUFFICIENT_COMPUTE = 7,
+  VGPU_REASON_EXCLUSIVE_CONFLICT = 8, /* wants the device alone but it is in use, or the reverse */
+  VGPU_REASON_REQUEST_TOO_LARGE = 9,  /* more than the whole device could ever give */
+  VGPU_REASON_NUMA_MISMATCH = 10,     /* set by core: not enough fitting devices on one NUMA node */
+  VGPU_REASON_BACKEND = 1000
+} vgpu_reason;
+
+/* The answer of `fit` for one device. */
+typedef struct vgpu_fit_result {
+  uint32_t fits;
+  int32_t reason;     /* vgpu_reason when !fits */
+  uint64_t needed;    /* the quantity behind the reason (MiB, percent, shares) */
+  uint64_t available; /* what the device had of it */
+  vgpu_device_usage take; /* when fits: what the request takes on this device */
+} vgpu_fit_result;
+
+typedef enum vgpu_resource_role {
+  VGPU_RESOURCE_COUNT = 0,          /* number of devices; advertised to the kubelet */
+  VGPU_RESOURCE_MEMORY = 1,         /* memory per device, in the backend's unit */
+  VGPU_RESOURCE_MEMORY_PERCENT = 2, /* percent of each device's memory */
+  VGPU_RESOURCE_CORES = 3,          /* percent of each device's compute */
+  VGPU_RESOURCE_PRIORITY = 4,
+  VGPU_RESOURCE_OTHER = 5
+} vgpu_resource_role;
+
+/* A Kubernetes extended resource the backend owns. */
+typedef struct vgpu_resource {
+  const char* name;      /* e.g. "nvidia.com/gpumem" */
+  uint32_t role;         /* vgpu_resource_role */
+  uint32_t advertised;   /* nonzero: the node agent registers it with the kubelet */
+} vgpu_resource;
+
+/* One resource amount from a container's limits, already parsed from its Quantity. */
+typedef struct vgpu_resource_amount {
+  const char* name;
+  int64_t value;
+} vgpu_resource_amount;
+
+/* A container as the allocator sees it when parsing a request. */
+typedef struct vgpu_container_input {
+  uint32_t struct_size;
+  const char* name;
+  uint32_t init; /* nonzero for an init container */
+  const vgpu_resource_amount* limits;
+  size_t limit_count;
+} vgpu_container_input;
+
+/* The effective configuration of one backend (a device-config.yaml section with the
+ * node's overrides applied). Null strings and zero numbers mean "the backend's default". */
+typedef struct vgpu_backend_config {
+  uint32_t struct_size;
+  const char* name;
+  const char* node_name; /* empty on the scheduler */
+  const char* count_resource;
+  const char* memory_resource;
+  const char* memory_percent_resource;
+  const char* cores_resource;
+  const char* priority_resource;
+  uint32_t split_count;
+  double memory_scaling;
+  double core_scaling;
+  uint64_t memory_unit_mib;
+  uint64_t default_memory_mib;
+  uint32_t default_cores;
+  uint32_t default_count;
+  vgpu_kv_list options; /* backend-specific keys; unknown ones must be refused */
+} vgpu_backend_config;
+
+/* One device given to a container. */
+typedef struct vgpu_grant {
+  const char* device_id;
+  int32_t device_index;
+  uint64_t memory_mib;
+  uint32_t compute;
+  int32_t slot;
+  int32_t priority; /* the request's task priority; -1 = unset */
+} vgpu_grant;
+
+/* A container about to start with its devices, as the limiter sees it. */
+typedef struct vgpu_container_grant {
+  uint32_t struct_size;
+  const char* holder; /* the agent's key for this container's devices (see vgpu_container_ref) */
+  const char* pod_namespace;
+  const char* pod_name;
+  const char* container_name;
+  int32_t container_index;
+  const vgpu_grant* devices;
+  size_t device_count;
+  const char* host_dir; /* a host folder the agent made for this container's files */
+  vgpu_kv_list pod_annotations;
+  /* sizeof(vgpu_grant) as the caller built `devices`: step through the array by it, so
+   * vgpu_grant can grow in a minor version (read only the fields you know). */
+  size_t grant_size;
+} vgpu_container_grant;
+
+/* Identifies a container whose resources a limiter may hold. */
+typedef struct vgpu_container_ref {
+  const char* holder; /* opaque: unique among live containers, stable across agent restarts */
+  const char* container_name;
+} vgpu_container_ref;
+
+/* Receives a ContainerSpec piece by piece. */
+typedef struct vgpu_spec_sink {
+  void* ctx;
+  void (*env)(void* ctx, const char* name, const char* value);
+  void (*mount)(void* ctx, const char* host_path, const char* container_path, uint32_t read_only);
+  void (*device)(void* ctx, const char* host_path, const char* container_path, const char* permissions);
+  void (*annotation)(void* ctx, const char* key, const char* value);
+  /* An annotation for the pod (not the container runtime): the node agent writes it on the
+   * pod with the Allocate outcome. Appended in 1.0 before release; may be null (a loader
+   * that records no pod annotations), so check it before calling. */
+  void (*pod_annotation)(void* ctx, const char* key, const char* value);
+} vgpu_spec_sink;
+
+typedef struct vgpu_backend vgpu_backend; /* a backend instance, opaque to the loader */
+
+typedef void (*vgpu_device_sink)(void* ctx, const vgpu_device* device);
+typedef void (*vgpu_resource_sink)(void* ctx, const vgpu_resource* resource);
+typedef void (*vgpu_request_sink)(void* ctx, const vgpu_device_request* request);
+typedef void (*vgpu_amount_sink)(void* ctx, const char* resource, int64_t value);
+typedef void (*vgpu_health_sink)(void* ctx, const char* device_id, uint32_t health, const char* reason);
+
+/*
+ * The function table. Required slots: create, destroy, resources, parse_request, fit.
+ * Everything after `fit` is optional (null = unsupported). New slots are only appended.
+ */
+typedef struct vgpu_backend_table {
+  uint32_t struct_size; /* sizeof(vgpu_backend_table) as the backend was built */
+  uint32_t abi_version; /* VGPU_BACKEND_ABI_VERSION the backend was built against */
+  const char* name;     /* must equal <name> in libvgpu-backend-<name>.so */
+  const char* description;
+
+  vgpu_status (*create)(const vgpu_backend_config* config, vgpu_backend** out, vgpu_error_buf* err);
+  void (*destroy)(vgpu_backend* backend);
+
+  /* Allocator ("splitting"), scheduler side. */
+  void (*resources)(vgpu_backend* backend, vgpu_resource_sink sink, void* ctx);
+  /* Emits at most one request for the container, none if it asks nothing of this backend. */
+  vgpu_status (*parse_request)(vgpu_backend* backend, const vgpu_container_input* container,
+                               const vgpu_kv_list* pod_annotations, vgpu_request_sink sink,
+                               void* ctx, vgpu_error_buf* err);
+  /* The hot path: called for every device of every candidate node. Must not block. */
+  void (*fit)(vgpu_backend* backend, const vgpu_device_request* request, const vgpu_device* device,
+              const vgpu_device_usage* usage, vgpu_fit_result* result);
+
+  /* Words for a backend-specific reason (>= VGPU_REASON_BACKEND); returns the length. */
+  size_t (*explain)(vgpu_backend* backend, const vgpu_fit_result* result, char* buf, size_t capacity);
+  /* Limits the admission webhook adds to a container that asks for this backend. */
+  vgpu_status (*admission_defaults)(vgpu_backend* backend, const vgpu_container_input* container,
+                                    const vgpu_kv_list* pod_annotations, vgpu_amount_sink sink,
+                                    void* ctx, vgpu_error_buf* err);
+
+  /* Discovery, node side. */
+  vgpu_status (*discover)(vgpu_backend* backend, vgpu_device_sink sink, void* ctx, vgpu_error_buf* err);
+  /* Blocks up to timeout_ms; emits health changes since the last call. */
+  vgpu_status (*wait_health)(vgpu_backend* backend, uint32_t timeout_ms, vgpu_health_sink sink,
+                             void* ctx, vgpu_error_buf* err);
+
+  /* Limiter ("enforcement"), node side. */
+  vgpu_status (*container_spec)(vgpu_backend* backend, const vgpu_container_grant* grant,
+                                const vgpu_spec_sink* sink, vgpu_error_buf* err);
+  vgpu_status (*release)(vgpu_backend* backend, const vgpu_container_ref* container, vgpu_error_buf* err);
+  /* Frees whatever the limiter holds for containers not in `live`. */
+  vgpu_status (*reconcile)(vgpu_backend* backend, const vgpu_container_ref* live, size_t live_count,
+                           vgpu_error_buf* err);
+} vgpu_backend_table;
+
+/* Fills `table` (whose struct_size the loader set) for a loader of `loader_abi_version`.
+ * Returns 0 on success; nonzero when the backend cannot serve that loader. */
+typedef int (*vgpu_backend_entry_fn)(uint32_t loader_abi_version, vgpu_backend_table* table);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* VGPU_BACKEND_ABI_H */
