@@ -29,7 +29,7 @@ bool moreImportant(const Eligible& a, const Eligible& b) {
 }
 
 struct Cost {
-  std::int64_t pdb = 0, count = 0, prioritySum = 0;
+  std::int64_t pdb = 0, count = 0, prioritySum = 0, notProposed = 0;
   auto operator<=>(const Cost&) const = default;
 };
 
@@ -38,6 +38,7 @@ Cost costOf(const std::vector<const Eligible*>& victims) {
   c.count = static_cast<std::int64_t>(victims.size());
   for (const Eligible* v : victims) {
     c.pdb += v->pod->violatesPdb ? 1 : 0;
+    c.notProposed += v->pod->proposed ? 0 : 1;
     // Shifted as kube-scheduler does, so that negative priorities do not favour more pods.
     c.prioritySum += static_cast<std::int64_t>(v->pod->priority) - std::numeric_limits<std::int32_t>::min();
   }

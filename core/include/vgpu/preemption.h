@@ -22,6 +22,8 @@ struct VictimCandidate {
   std::int32_t priority = 0;
   /// Evicting it breaks a PodDisruptionBudget, as far as the caller knows.
   bool violatesPdb = false;
+  /// kube-scheduler proposed it: between otherwise equal sets, the one closer to its proposal.
+  bool proposed = false;
   Assignment assignment;  ///< what it holds on the node (counted in the NodeState given)
 };
 
@@ -35,7 +37,8 @@ struct VictimChoice {
 /// The victims to evict from `node` (whose usage counts every candidate) so that
 /// `preemptor` fits: only candidates of lower priority than `preemptorPriority`; among the
 /// sets found, the one with the fewest PDB violations, then the fewest pods, then the
-/// lowest sum of priorities. An empty set when the pod fits as it is.
+/// lowest sum of priorities, then the most pods kube-scheduler proposed. An empty set when
+/// the pod fits as it is.
 ///
 /// Algorithm (O(candidates x devices) fits, a few ms for an 8-device node of 50 pods):
 /// 1. Every eligible candidate removed: if the pod still does not fit, no set helps.

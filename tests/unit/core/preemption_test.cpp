@@ -37,12 +37,13 @@ class PreemptionTest : public ::testing::Test {
 
   /// A running pod holding `percent` of memory and compute of each device in `devices`.
   void hold(const std::string& name, std::vector<int> devices, std::uint32_t percent, std::int32_t priority,
-            bool pdb = false) {
+            bool pdb = false, bool proposed = false) {
     VictimCandidate c;
     c.uid = "uid-" + name;
     c.key = "ns/" + name;
     c.priority = priority;
     c.violatesPdb = pdb;
+    c.proposed = proposed;
     c.assignment.node = "n1";
     ContainerAssignment ca{"main", false, {}};
     for (int d : devices)
@@ -99,6 +100,16 @@ TEST_F(PreemptionTest, HalfADeviceEvictsExactlyThreeFifthsOfOneDevice) {
   ASSERT_EQ(choice->assignment.containers.size(), 1u);
   EXPECT_EQ(choice->assignment.containers[0].devices.at(0).deviceId, device);
   EXPECT_EQ(choice->pdbViolations, 0);
+}
+
+TEST_F(PreemptionTest, BetweenEqualDevicesTakesTheOneKubeSchedulerProposedFrom) {
+  makeNode(3);
+  for (int d = 0; d < 3; ++d)
+    for (int i = 0; i < 5; ++i) hold("d" + std::to_string(d) + "-" + std::to_string(i), {d}, 20, 0, false, d == 2 && i == 4);
+  auto choice = choose(preemptor(1, k80G / 2, 50), 1000);
+  ASSERT_TRUE(choice.ok()) << choice.error().message;
+  EXPECT_EQ(victimsDevice(*choice), "gpu2");
+  EXPECT_EQ(victimNames(*choice).count("ns/d2-4"), 1u);
 }
 
 TEST_F(PreemptionTest, PartialFitEvictsOnlyWhatIsMissing) {
