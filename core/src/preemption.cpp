@@ -25,7 +25,8 @@ struct Eligible {
 bool moreImportant(const Eligible& a, const Eligible& b) {
   if (a.pod->violatesPdb != b.pod->violatesPdb) return a.pod->violatesPdb;
   if (a.pod->priority != b.pod->priority) return a.pod->priority > b.pod->priority;
-  return a.size < b.size;  // small pods back first: fewer, larger victims
+  if (a.size != b.size) return a.size < b.size;  // small pods back first: fewer, larger victims
+  return !a.pod->proposed && b.pod->proposed;    // kube-scheduler's own pick goes last
 }
 
 struct Cost {
@@ -127,7 +128,9 @@ Result<VictimChoice> chooseVictims(const PlacementEngine& engine, const Prepared
     std::stable_sort(onDevice.begin(), onDevice.end(), [&](const Eligible* a, const Eligible* b) {
       if (a->pod->violatesPdb != b->pod->violatesPdb) return !a->pod->violatesPdb;
       if (a->pod->priority != b->pod->priority) return a->pod->priority < b->pod->priority;
-      return a->loadOn(*node.inventory, position) > b->loadOn(*node.inventory, position);
+      const double la = a->loadOn(*node.inventory, position), lb = b->loadOn(*node.inventory, position);
+      if (la != lb) return la > lb;
+      return a->pod->proposed && !b->pod->proposed;
     });
     NodeState state = node;
     std::vector<const Eligible*> taken;

@@ -176,7 +176,7 @@ std::string describeAssignment(const Assignment& a) {
     if (c.devices.empty()) continue;
     out += " " + std::string(c.init ? "init container " : "container ") + c.name + " ->";
     for (const auto& g : c.devices)
-      out += " " + formatVirtualDeviceId(g.deviceId, g.slot) + " (" + std::to_string(g.memoryMiB) + " MiB, " +
+      out += " " + (g.slot >= 0 ? formatVirtualDeviceId(g.deviceId, g.slot) : g.deviceId) + " (" + std::to_string(g.memoryMiB) + " MiB, " +
              std::to_string(g.compute) + "%)";
     out += ";";
   }

@@ -105,11 +105,11 @@ TEST_F(PreemptionTest, HalfADeviceEvictsExactlyThreeFifthsOfOneDevice) {
 TEST_F(PreemptionTest, BetweenEqualDevicesTakesTheOneKubeSchedulerProposedFrom) {
   makeNode(3);
   for (int d = 0; d < 3; ++d)
-    for (int i = 0; i < 5; ++i) hold("d" + std::to_string(d) + "-" + std::to_string(i), {d}, 20, 0, false, d == 2 && i == 4);
+    for (int i = 0; i < 5; ++i) hold("d" + std::to_string(d) + "-" + std::to_string(i), {d}, 20, 0, false, d == 0 && i == 4);
   auto choice = choose(preemptor(1, k80G / 2, 50), 1000);
   ASSERT_TRUE(choice.ok()) << choice.error().message;
-  EXPECT_EQ(victimsDevice(*choice), "gpu2");
-  EXPECT_EQ(victimNames(*choice).count("ns/d2-4"), 1u);
+  EXPECT_EQ(victimsDevice(*choice), "gpu0");
+  EXPECT_EQ(victimNames(*choice).count("ns/d0-4"), 1u);
 }
 
 TEST_F(PreemptionTest, PartialFitEvictsOnlyWhatIsMissing) {
