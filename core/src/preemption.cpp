@@ -145,8 +145,9 @@ Result<VictimChoice> chooseVictims(const PlacementEngine& engine, const Prepared
 
   // Verified where the pod goes; the reprieve kept the pod fitting at every step.
   auto assignment = engine.assign(preemptor, without(node, *best));
-  if (!assignment.ok()) return makeError("node " + node.name + ": " + assignment.error().message);  // a broken invariant, in words
-  std::stable_sort(best->begin(), best->end(), [](const Eligible* a, const Eligible* b) { return moreImportant(*a, *b); });
+  if (!assignment.ok()) return makeError("node " + node.name + ": " + assignment.error().message);  // broken invariant
+  std::stable_sort(best->begin(), best->end(),
+                   [](const Eligible* a, const Eligible* b) { return moreImportant(*a, *b); });
   for (const Eligible* v : *best) choice.victims.push_back(v->index);
   choice.pdbViolations = bestCost.pdb;
   choice.assignment = std::move(*assignment);

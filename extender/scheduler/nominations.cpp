@@ -16,7 +16,8 @@ HeldState withRoomHeld(const PlacementEngine& engine, const NodeState& node,
   HeldState out{node, {}};
   std::vector<const Nominee*> order;
   for (const auto& n : nominees) order.push_back(n.get());
-  std::stable_sort(order.begin(), order.end(), [](const Nominee* a, const Nominee* b) { return a->priority > b->priority; });
+  std::stable_sort(order.begin(), order.end(),
+                   [](const Nominee* a, const Nominee* b) { return a->priority > b->priority; });
   for (const Nominee* n : order) {
     auto placed = engine.assign(*n->pod, out.state);
     if (!placed.ok() || !out.state.add(*placed).ok()) {
@@ -30,6 +31,14 @@ HeldState withRoomHeld(const PlacementEngine& engine, const NodeState& node,
 void Nominations::upsertPod(const boost::json::object& obj) {
   const std::string uid(k8s::uid(obj));
   if (uid.empty()) return;
+  // Nearly every pod event is of a pod nobody nominated: a look at one field, no parse.
+  const boost::json::value* status = obj.if_contains("status");
+  const boost::json::value* nominated =
+      status && status->is_object() ? status->as_object().if_contains("nominatedNodeName") : nullptr;
+  if (!nominated || !nominated->is_string() || nominated->as_string().empty()) {
+    std::lock_guard lock(mu_);
+    if (byUid_.empty() || !byUid_.contains(uid)) return;
+  }
   std::shared_ptr<Nominee> nominee;
   auto pod = parsePod(boost::json::value(obj));
   if (pod.ok() && !pod->nominatedNodeName.empty() && pod->nodeName.empty() && !pod->deleting && !pod->terminated()) {
@@ -43,8 +52,8 @@ void Nominations::upsertPod(const boost::json::object& obj) {
   auto it = byUid_.find(uid);
   if (nominee) {
     if (it == byUid_.end() || it->second->node != nominee->node)
-      spdlog::info("pod={} nominated to node={} (priority {}): its request is held there against pods of lower priority",
-                   nominee->key, nominee->node, nominee->priority);
+      spdlog::info("pod={} nominated to node={} (priority {}): its request is held there against pods of lower "
+                   "priority", nominee->key, nominee->node, nominee->priority);
     byUid_[uid] = std::move(nominee);
   } else if (it != byUid_.end()) {
     spdlog::info("pod={} node={}: the room held for it is released", it->second->key, it->second->node);

@@ -57,7 +57,8 @@ Result<PreemptionArgs> parsePreemptionArgs(std::string_view body) {
   const json::value* map = args.cacheCapable ? meta : full;
   if (!map || map->is_null()) return args;  // no candidates
   if (!map->is_object())
-    return makeError(std::string(args.cacheCapable ? "NodeNameToMetaVictims" : "NodeNameToVictims") + " is not an object");
+    return makeError(std::string(args.cacheCapable ? "NodeNameToMetaVictims" : "NodeNameToVictims") +
+                     " is not an object");
   for (const auto& kv : map->as_object()) {
     auto victims = readVictims(std::string(kv.key()), kv.value(), args.cacheCapable);
     if (!victims.ok()) return std::move(victims).error();

@@ -58,9 +58,11 @@ Result<std::vector<PodInfo>> loadPods(const std::string& path) {
     const auto* meta = obj->if_contains("metadata");
     const auto* name = meta && meta->is_object() ? meta->as_object().if_contains("name") : nullptr;
     if (!value || !value->is_int64() || !name || !name->is_string())
-      return makeError(path + ": document " + std::to_string(i + 1) + ": a PriorityClass needs metadata.name and an integer value");
+      return makeError(path + ": document " + std::to_string(i + 1) +
+                       ": a PriorityClass needs metadata.name and an integer value");
     classes[std::string(name->as_string())] = value->as_int64();
-    if (const auto* d = obj->if_contains("globalDefault"); d && d->is_bool() && d->as_bool()) globalDefault = value->as_int64();
+    if (const auto* d = obj->if_contains("globalDefault"); d && d->is_bool() && d->as_bool())
+      globalDefault = value->as_int64();
   }
   std::vector<PodInfo> pods;
   for (size_t i = 0; i < manifests.size(); ++i) {
@@ -68,8 +70,10 @@ Result<std::vector<PodInfo>> loadPods(const std::string& path) {
     const auto* kind = m.is_object() ? m.as_object().if_contains("kind") : nullptr;
     if (kind && kind->is_string() && kind->as_string() == "PriorityClass") continue;
     if (!kind || !kind->is_string() || kind->as_string() != "Pod")
-      return makeError(path + ": document " + std::to_string(i + 1) + " is not a Pod or PriorityClass (kind: Pod expected)");
-    if (auto* spec = m.as_object().if_contains("spec"); spec && spec->is_object() && !spec->as_object().contains("priority")) {
+      return makeError(path + ": document " + std::to_string(i + 1) +
+                       " is not a Pod or PriorityClass (kind: Pod expected)");
+    auto* spec = m.as_object().if_contains("spec");
+    if (spec && spec->is_object() && !spec->as_object().contains("priority")) {
       auto& sp = spec->as_object();
       if (const auto* cls = sp.if_contains("priorityClassName"); cls && cls->is_string() && !cls->as_string().empty()) {
         auto found = classes.find(std::string(cls->as_string()));
@@ -145,7 +149,8 @@ int main(int argc, char** argv) {
   const auto result = simulator::simulate(*cluster, *pods, *config, loaded.backends);
   if (vm.count("explain-preemption")) {
     auto explained =
-        simulator::explainPreemption(result, *pods, vm["explain-preemption"].as<std::string>(), *config, loaded.backends);
+        simulator::explainPreemption(result, *pods, vm["explain-preemption"].as<std::string>(), *config,
+                                     loaded.backends);
     if (!explained.ok()) return fail(explained.error().message);
     std::cout << *explained;
     return 0;

@@ -60,7 +60,8 @@ class PreemptionTest : public ::testing::Test {
   }
 
   PreparedPod preemptor(std::int64_t count, std::int64_t memoryMiB, std::int64_t cores) {
-    ContainerResources c{"main", false, {{"vgpu.io/sim", count}, {"vgpu.io/sim-memory", memoryMiB}, {"vgpu.io/sim-cores", cores}}};
+    ContainerResources c{
+        "main", false, {{"vgpu.io/sim", count}, {"vgpu.io/sim-memory", memoryMiB}, {"vgpu.io/sim-cores", cores}}};
     auto request = buildPodRequest(backends_, "ns", "urgent", {c}, {});
     EXPECT_TRUE(request.ok()) << request.error().message;
     auto prepared = PreparedPod::prepare(*request, backends_);
@@ -105,7 +106,8 @@ TEST_F(PreemptionTest, HalfADeviceEvictsExactlyThreeFifthsOfOneDevice) {
 TEST_F(PreemptionTest, BetweenEqualDevicesTakesTheOneKubeSchedulerProposedFrom) {
   makeNode(3);
   for (int d = 0; d < 3; ++d)
-    for (int i = 0; i < 5; ++i) hold("d" + std::to_string(d) + "-" + std::to_string(i), {d}, 20, 0, false, d == 0 && i == 4);
+    for (int i = 0; i < 5; ++i)
+      hold("d" + std::to_string(d) + "-" + std::to_string(i), {d}, 20, 0, false, /*proposed=*/d == 0 && i == 4);
   auto choice = choose(preemptor(1, k80G / 2, 50), 1000);
   ASSERT_TRUE(choice.ok()) << choice.error().message;
   EXPECT_EQ(victimsDevice(*choice), "gpu0");
