@@ -103,11 +103,19 @@ Result<PodInfo> parsePod(const json::value& value) {
   auto labels = stringMap(*metadata, "labels", where + ": metadata");
   if (!labels.ok()) return std::move(labels).error();
   out.labels = std::move(*labels);
-  if (const json::object* status = objectAt(pod, "status")) out.phase = stringAt(*status, "phase");
+  if (const json::object* status = objectAt(pod, "status")) {
+    out.phase = stringAt(*status, "phase");
+    out.nominatedNodeName = stringAt(*status, "nominatedNodeName");
+  }
   const json::object* spec = objectAt(pod, "spec");
   if (spec == nullptr) return makeError(where + ": no spec");
   out.nodeName = stringAt(*spec, "nodeName");
   out.schedulerName = stringAt(*spec, "schedulerName");
+  if (const json::value* p = spec->if_contains("priority"); p && !p->is_null()) {
+    if (!p->is_int64() || p->as_int64() < INT32_MIN || p->as_int64() > INT32_MAX)
+      return makeError(where + ": spec.priority must be a 32-bit integer");
+    out.priority = static_cast<std::int32_t>(p->as_int64());
+  }
   if (auto s = readContainers(*spec, "initContainers", true, out, where); !s.ok()) return s.error();
   if (auto s = readContainers(*spec, "containers", false, out, where); !s.ok()) return s.error();
   return out;

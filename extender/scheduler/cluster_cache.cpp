@@ -312,6 +312,7 @@ void ClusterCache::upsertPod(const json::object& obj) {
         PodRecord r;
         r.uid = uid;
         r.key = pod->key();
+        r.priority = pod->priority;
         r.node = pod->nodeName;
         r.assignment = std::move(*assignment);
         auto phase = pod->annotations.find(std::string(keys::kPodBindPhase));
@@ -363,6 +364,7 @@ std::optional<ClusterCache::PodRecord> ClusterCache::foreignRecord(const PodInfo
   PodRecord r;
   r.uid = uid;
   r.key = pod.key();
+  r.priority = pod.priority;
   r.node = pod.nodeName;
   r.foreign = std::make_shared<const PreparedPod>(std::move(*prepared));
   r.foreignWhy = why;
@@ -543,6 +545,7 @@ Result<ClusterCache::Reserved> ClusterCache::reserve(const PodInfo& pod, const P
     PodRecord r;
     r.uid = pod.uid;
     r.key = pod.key();
+  r.priority = pod.priority;
     r.node = nodeName;
     r.assignment = a;
     r.keys = keys;
@@ -584,6 +587,18 @@ std::optional<DeviceUsage> ClusterCache::deviceUsage(std::string_view node, std:
   for (size_t i = 0; i < entries.size(); ++i)
     if (entries[i].device().id == deviceId) return it->second.state.usage[i];
   return std::nullopt;
+}
+
+std::vector<HeldPod> ClusterCache::podsOn(std::string_view node) const {
+  std::shared_lock lock(mu_);
+  std::vector<HeldPod> out;
+  auto byNode = podsByNode_.find(std::string(node));
+  if (byNode == podsByNode_.end()) return out;
+  for (const std::string& uid : byNode->second) {
+    const PodRecord& r = pods_.at(uid);
+    out.push_back({r.uid, r.key, r.priority, r.foreign == nullptr, r.assignment});
+  }
+  return out;
 }
 
 }  // namespace vgpu::scheduler

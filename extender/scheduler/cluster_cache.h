@@ -102,6 +102,14 @@ ParsedNode parseNode(const boost::json::object& node, const BackendSet& backends
 /// loop by ~3x per filter candidate.
 std::size_t nodeNameHash(std::string_view name);
 
+/// A pod holding devices on a node, as preemption sees it (ClusterCache::podsOn).
+struct HeldPod {
+  std::string uid, key;
+  std::int32_t priority = 0;
+  bool ours = true;  ///< placed with an assignment of ours (false: counted on every device it could hold)
+  Assignment assignment;
+};
+
 struct CacheStats {
   std::size_t nodes = 0, pods = 0, reservations = 0, inFlight = 0;
 };
@@ -154,6 +162,9 @@ class ClusterCache {
   /// confirmed the pod, or when the pod's record is no longer that reservation.
   void release(const std::string& uid, std::uint64_t id);
 
+  /// The pods holding devices on `node` (bound, or reserved by a bind in flight).
+  std::vector<HeldPod> podsOn(std::string_view node) const;
+
   CacheStats stats() const;
   /// Usage on one device (tests).
   std::optional<DeviceUsage> deviceUsage(std::string_view node, std::string_view deviceId) const;
@@ -161,6 +172,7 @@ class ClusterCache {
  private:
   struct PodRecord {
     std::string uid, key, node;
+    std::int32_t priority = 0;  ///< spec.priority, for preemption
     Assignment assignment;
     /// Bound without an assignment of ours: counted with everyDeviceItCouldHold(), which
     /// depends on the node's inventory (recomputed when it changes).

@@ -11,11 +11,13 @@
 #include "extender_args.h"
 #include "filter_result.h"
 #include "gzip.h"
+#include "preemption_args.h"
 #include "json_writer.h"
 
 #include "vgpu/annotations.h"
 #include "vgpu/codec/assignment_codec.h"
 #include "vgpu/codec/timestamp.h"
+#include "vgpu/preemption.h"
 #include "vgpu/virtual_device_id.h"
 
 namespace vgpu::scheduler {
@@ -174,7 +176,7 @@ std::string describeAssignment(const Assignment& a) {
     if (c.devices.empty()) continue;
     out += " " + std::string(c.init ? "init container " : "container ") + c.name + " ->";
     for (const auto& g : c.devices)
-      out += " " + formatVirtualDeviceId(g.deviceId, g.slot) + " (" + std::to_string(g.memoryMiB) + " MiB, " +
+      out += " " + (g.slot >= 0 ? formatVirtualDeviceId(g.deviceId, g.slot) : g.deviceId) + " (" + std::to_string(g.memoryMiB) + " MiB, " +
              std::to_string(g.compute) + "%)";
     out += ";";
   }
@@ -223,6 +225,7 @@ http::Response Extender::filter(const http::Request& request) {
   } else {
     RefusalCategories categories(engine_, *pod.prepared, result);
     Closest closest;
+    const HeldRoom held = heldAgainst(pod.info);
     cache_.readNodes(names, [&](const std::vector<const NodeEntry*>& entries, std::chrono::system_clock::time_point now) {
       for (std::uint32_t i = 0; i < names.size(); ++i) {
         const NodeEntry* node = entries[i];
@@ -248,13 +251,22 @@ http::Response Extender::filter(const http::Request& request) {
                       !node->state.unavailable.empty());
           continue;
         }
-        const NodeEvaluation eval = engine_.check(*pod.prepared, node->state);  // no score needed here
+        std::optional<HeldState> withHeld;
+        if (!held.empty())
+          if (auto h = held.find(node->state.name); h != held.end()) {
+            withHeld.emplace(withRoomHeld(engine_, node->state, h->second));
+            if (!withHeld->whole.empty()) {
+              result.fail(i, result.reason(kHeldCategory), false);
+              continue;
+            }
+          }
+        const NodeEvaluation eval = engine_.check(*pod.prepared, withHeld ? withHeld->state : node->state);  // no score needed here
         if (eval.fits) {
           result.pass(i);
           continue;
         }
         result.fail(i, categories(eval), false);
-        if (!transient) closest.offer(engine_.distance(*pod.prepared, eval), i, node, eval);
+        if (!transient && !withHeld) closest.offer(engine_.distance(*pod.prepared, eval), i, node, eval);
       }
       if (result.passedCount() == 0 && !closest.empty()) closestWords = closest.describe(engine_, *pod.prepared);
     });
@@ -368,6 +380,18 @@ http::Response Extender::bind(const http::Request& request) {
   }
   if (!pod.invalid.empty()) return fail("invalid-request", "invalid vgpu request: " + pod.invalid, pod.info.uid);
 
+  if (HeldRoom held = heldAgainst(pod.info); held.count(node)) {
+    // Filter passed it before a preemptor was nominated here: the room stays the preemptor's.
+    std::string why;
+    cache_.readNodes({node}, [&](const std::vector<const NodeEntry*>& entries, std::chrono::system_clock::time_point) {
+      if (!entries[0]) return;
+      const HeldState h = withRoomHeld(engine_, entries[0]->state, held.find(node)->second);
+      if (!h.whole.empty()) why = "node " + node + " is held for " + h.whole + " until its victims are gone";
+      else if (!engine_.check(*pod.prepared, h.state).fits)
+        why = "what is free on node " + node + " is held for a pod of higher priority nominated there";
+    });
+    if (!why.empty()) return fail("held-for-preemptor", why, pod.info.uid);
+  }
   auto reserved = cache_.reserve(pod.info, *pod.prepared, node, engine_, options_.bindHoldTimeout);
   if (!reserved.ok()) {
     const bool held = reserved.error().message.rfind("held back", 0) == 0;
@@ -403,6 +427,76 @@ http::Response Extender::bind(const http::Request& request) {
   spdlog::info("pod={} node={} bound: {}", key, node, message);
   events_.podEvent(podNs, name, pod.info.uid, "Normal", "DevicesAssigned", message);
   return http::Response::json(R"({"Error":""})");
+}
+
+http::Response Extender::preempt(const http::Request& request) {
+  auto args = parsePreemptionArgs(request.body);
+  if (!args.ok()) return badRequest("preempt: " + args.error().message);
+  std::map<std::string, NodeVictims> answer;
+  PodContext pod = podContext(args->pod, backends_);
+  if (!pod.ours) {
+    // Not a pod of ours: kube-scheduler's victims stand (IsInterested normally spares the call).
+    return http::Response::json(preemptionResultJson(args->nodes));
+  }
+  // Not ready or invalid: no candidates. kube-scheduler then evicts nobody and retries the pod.
+  if (!isReady() || !pod.invalid.empty()) {
+    spdlog::info("pod={} preempt: no victims ({})", pod.info.key(), !isReady() ? "caches not synced" : pod.invalid);
+    return http::Response::json(preemptionResultJson(answer));
+  }
+  std::string plan;  // for the pod's event
+  for (const auto& [nodeName, proposed] : args->nodes) {
+    std::optional<NodeState> state;
+    std::string unusable;
+    cache_.readNodes({nodeName}, [&](const std::vector<const NodeEntry*>& entries, std::chrono::system_clock::time_point now) {
+      if (!entries[0]) unusable = "not known to vgpu-scheduler";
+      else if (!nodeUsable(*entries[0], now, heartbeatTimeout_)) unusable = nodeUnusableReason(*entries[0], now, heartbeatTimeout_);
+      else state.emplace(entries[0]->state);
+    });
+    if (!state) {
+      spdlog::info("pod={} preempt: node={} left out: {}", pod.info.key(), nodeName, unusable);
+      continue;
+    }
+    // Every pod of ours on the node; which of them would break a PodDisruptionBudget is not
+    // known here (kube-scheduler sends a count per node), so none is marked.
+    std::vector<VictimCandidate> candidates;
+    for (HeldPod& held : cache_.podsOn(nodeName))
+      if (held.ours && held.uid != pod.info.uid)
+        candidates.push_back({held.uid, std::move(held.key), held.priority, false,
+                              std::find(proposed.uids.begin(), proposed.uids.end(), held.uid) != proposed.uids.end(),
+                              std::move(held.assignment)});
+    // Room already held for nominees of higher priority is not the preemptor's to take.
+    if (HeldRoom room = heldAgainst(pod.info); room.count(nodeName)) {
+      HeldState h = withRoomHeld(engine_, *state, room.find(nodeName)->second);
+      if (!h.whole.empty()) {
+        spdlog::info("pod={} preempt: node={} left out: held for {}", pod.info.key(), nodeName, h.whole);
+        continue;
+      }
+      state = std::move(h.state);
+    }
+    auto choice = chooseVictims(engine_, *pod.prepared, pod.info.priority, *state, candidates);
+    if (!choice.ok() || choice->victims.empty()) {
+      spdlog::info("pod={} preempt: node={} left out: {}", pod.info.key(), nodeName,
+                   choice.ok() ? "the pod fits there without evicting anyone" : choice.error().message);
+      continue;
+    }
+    NodeVictims& chosen = answer[nodeName];
+    std::string names;
+    std::size_t fromProposal = 0;
+    for (std::size_t i : choice->victims) {
+      chosen.uids.push_back(candidates[i].uid);
+      names += (names.empty() ? "" : ", ") + candidates[i].key;
+      if (candidates[i].proposed) ++fromProposal;
+    }
+    // At most kube-scheduler's count, and only as far as its own victims are kept.
+    chosen.pdbViolations = std::min<std::int64_t>(proposed.pdbViolations, static_cast<std::int64_t>(fromProposal));
+    const std::string line = nodeName + " by evicting " + names + " (then " + describeAssignment(choice->assignment) + ")";
+    spdlog::info("pod={} preempt: {} of {} proposed kept; {}", pod.info.key(), fromProposal, proposed.uids.size(), line);
+    plan += (plan.empty() ? "" : "; ") + line;
+  }
+  if (!plan.empty())
+    events_.podEvent(pod.info.podNamespace, pod.info.name, pod.info.uid, "Normal", "PreemptionPlanned",
+                     "vgpu-scheduler can make room on " + plan + "; kube-scheduler picks one node and evicts its pods");
+  return http::Response::json(preemptionResultJson(answer));
 }
 
 }  // namespace vgpu::scheduler

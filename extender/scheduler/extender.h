@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "cluster_cache.h"
+#include "nominations.h"
 #include "requeuer.h"
 #include "event_recorder.h"
 #include "scheduler_metrics.h"
@@ -27,6 +28,8 @@ struct ExtenderOptions {
   std::string schedulerName = "vgpu-scheduler";
   /// Told which pods filter refused everywhere and which it placed; null = none (not owned).
   Requeuer* requeuer = nullptr;
+  /// Room held for nominated preemptors (nominations.h), counted by filter and bind; null = none.
+  const Nominations* nominations = nullptr;
 };
 
 class Extender {
@@ -49,6 +52,15 @@ class Extender {
   http::Response filter(const http::Request& request);
   http::Response prioritize(const http::Request& request);
   http::Response bind(const http::Request& request);
+  /// preemptVerb: per candidate node, the fewest pods of lower priority whose eviction lets
+  /// the pod fit on concrete devices (chooseVictims), from every such pod on the node (not
+  /// only kube-scheduler's proposal, which counts extended resources per node); nodes where
+  /// no set helps are left out. Always answers NodeNameToMetaVictims.
+  http::Response preempt(const http::Request& request);
+
+  /// The category filter gives a node whose room is held for a nominated pod of higher priority.
+  static constexpr std::string_view kHeldCategory =
+      "vgpu: room held for a pod of higher priority nominated to this node (preemption)";
 
  private:
   const BackendSet& backends_;
@@ -62,6 +74,11 @@ class Extender {
   std::chrono::seconds heartbeatTimeout_;
   std::function<bool()> ready_;
   bool isReady() const { return !ready_ || ready_(); }
+  /// The nominees holding room against `pod`, by node (empty without nominations).
+  HeldRoom heldAgainst(const PodInfo& pod) const {
+    return options_.nominations && options_.nominations->size() ? options_.nominations->heldAgainst(pod.priority, pod.uid)
+                                                                : HeldRoom{};
+  }
 };
 
 }  // namespace vgpu::scheduler

@@ -20,6 +20,7 @@ struct SchedulerService::Impl {
   metrics::Registry registry;
   SchedulerMetrics metrics{registry};
   std::unique_ptr<ClusterCache> cache;
+  std::unique_ptr<Nominations> nominations;  // room held for preemptors
   std::unique_ptr<k8s::Informer> nodeInformer, podInformer;
   std::unique_ptr<EventRecorder> events;
   std::unique_ptr<PlacementEngine> engine;  // the requeuer's
@@ -81,6 +82,8 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const DeviceCo
   // would be ~1 GB at 50,000 pods.
   nodeOptions.transform = k8s::trimNode;
   ClusterCache* cache = s->cache.get();
+  s->nominations = std::make_unique<Nominations>(backends);
+  Nominations* nominations = s->nominations.get();
   s->nodeInformer = std::make_unique<k8s::Informer>(
       client, k8s::kNodes, nodeOptions,
       k8s::InformerHandlers{[cache](const k8s::ObjectPtr& n) { cache->upsertNode(*n); },
@@ -104,13 +107,18 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const DeviceCo
   podOptions.onListed = [] { malloc_trim(0); };
   s->podInformer = std::make_unique<k8s::Informer>(
       client, k8s::kPods, podOptions,
-      k8s::InformerHandlers{[cache](const k8s::ObjectPtr& p) { cache->upsertPod(*p); },
-                            [cache, s](const k8s::ObjectPtr&, const k8s::ObjectPtr& p) {
+      k8s::InformerHandlers{[cache, nominations](const k8s::ObjectPtr& p) {
                               cache->upsertPod(*p);
+                              nominations->upsertPod(*p);
+                            },
+                            [cache, s, nominations](const k8s::ObjectPtr&, const k8s::ObjectPtr& p) {
+                              cache->upsertPod(*p);
+                              nominations->upsertPod(*p);
                               if (s->requeuer && !k8s::nodeName(*p).empty()) s->requeuer->forget(std::string(k8s::uid(*p)));
                             },
-                            [cache, s](const k8s::ObjectPtr& p) {
+                            [cache, s, nominations](const k8s::ObjectPtr& p) {
                               cache->removePod(*p);
+                              nominations->removePod(*p);
                               if (s->requeuer) s->requeuer->forget(std::string(k8s::uid(*p)));
                             }});
   s->events = std::make_unique<EventRecorder>(options.eventClient ? options.eventClient : &client, "vgpu-scheduler",
@@ -130,6 +138,7 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const DeviceCo
   ExtenderOptions extenderOptions = options.extender;
   extenderOptions.schedulerName = options.schedulerName;
   extenderOptions.requeuer = s->requeuer.get();
+  extenderOptions.nominations = nominations;
   s->extender = std::make_unique<Extender>(backends, config.scheduler, *s->cache, client, *s->events, s->metrics,
                                            unboundPod, extenderOptions,
                                            [s] { return s->ready(); });
@@ -150,6 +159,7 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const DeviceCo
   // Filter and prioritize read the cache only (their events and requeues are sent from
   // background threads), as do the webhook, /metrics and the probes.
   verbs.postBlocking("/bind", [ext](const http::Request& r) { return ext->bind(r); });
+  verbs.post("/preempt", [ext](const http::Request& r) { return ext->preempt(r); });
   verbs.get("/healthz", [](const http::Request&) { return http::Response::text("ok\n"); });
   http::Router router;
   router.post("/webhook", [hook](const http::Request& r) { return hook->review(r); });

@@ -2,8 +2,11 @@
 // placement engine and backends, run offline on a cluster described in YAML.
 #include <boost/program_options.hpp>
 
+#include <cstdint>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <optional>
 #include <sstream>
 
 #include "cluster_file.h"
@@ -43,12 +46,45 @@ Result<std::vector<PodInfo>> loadPods(const std::string& path) {
       manifests.push_back(std::move(doc));
     }
   }
+  // PriorityClasses in the same stream give the pods' priorities, as the Priority admission
+  // plugin would (priorityClassName, or the globalDefault class; spec.priority given wins).
+  std::map<std::string, std::int64_t> classes;
+  std::optional<std::int64_t> globalDefault;
+  for (size_t i = 0; i < manifests.size(); ++i) {
+    const auto* obj = manifests[i].if_object();
+    const auto* kind = obj ? obj->if_contains("kind") : nullptr;
+    if (!kind || !kind->is_string() || kind->as_string() != "PriorityClass") continue;
+    const auto* value = obj->if_contains("value");
+    const auto* meta = obj->if_contains("metadata");
+    const auto* name = meta && meta->is_object() ? meta->as_object().if_contains("name") : nullptr;
+    if (!value || !value->is_int64() || !name || !name->is_string())
+      return makeError(path + ": document " + std::to_string(i + 1) +
+                       ": a PriorityClass needs metadata.name and an integer value");
+    classes[std::string(name->as_string())] = value->as_int64();
+    if (const auto* d = obj->if_contains("globalDefault"); d && d->is_bool() && d->as_bool())
+      globalDefault = value->as_int64();
+  }
   std::vector<PodInfo> pods;
   for (size_t i = 0; i < manifests.size(); ++i) {
-    const auto& m = manifests[i];
+    auto& m = manifests[i];
     const auto* kind = m.is_object() ? m.as_object().if_contains("kind") : nullptr;
+    if (kind && kind->is_string() && kind->as_string() == "PriorityClass") continue;
     if (!kind || !kind->is_string() || kind->as_string() != "Pod")
-      return makeError(path + ": document " + std::to_string(i + 1) + " is not a Pod (kind: Pod expected)");
+      return makeError(path + ": document " + std::to_string(i + 1) +
+                       " is not a Pod or PriorityClass (kind: Pod expected)");
+    auto* spec = m.as_object().if_contains("spec");
+    if (spec && spec->is_object() && !spec->as_object().contains("priority")) {
+      auto& sp = spec->as_object();
+      if (const auto* cls = sp.if_contains("priorityClassName"); cls && cls->is_string() && !cls->as_string().empty()) {
+        auto found = classes.find(std::string(cls->as_string()));
+        if (found == classes.end())
+          return makeError(path + ": document " + std::to_string(i + 1) + ": priorityClassName \"" +
+                           std::string(cls->as_string()) + "\" is not defined (add a PriorityClass document)");
+        sp["priority"] = found->second;
+      } else if (globalDefault) {
+        sp["priority"] = *globalDefault;
+      }
+    }
     auto pod = parsePod(m);
     if (!pod.ok()) return std::move(pod).error().prefix(path + ": document " + std::to_string(i + 1));
     pods.push_back(std::move(*pod));
@@ -70,7 +106,9 @@ int main(int argc, char** argv) {
       "pods", po::value<std::string>(), "Pod manifests (YAML, several documents), placed in order")(
       "config", po::value<std::string>(), "device-config.yaml (default: <cluster dir>/device-config.yaml)")(
       "backend-dir", po::value<std::string>(), "where libvgpu-backend-<name>.so live")(
-      "output,o", po::value<std::string>()->default_value("text"), "text or json");
+      "output,o", po::value<std::string>()->default_value("text"), "text or json")(
+      "explain-preemption", po::value<std::string>(),
+      "for this pending pod (namespace/name): which pods of lower priority would be evicted on each node");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, options), vm);
@@ -109,6 +147,14 @@ int main(int argc, char** argv) {
   if (!pods.ok()) return fail(pods.error().message);
 
   const auto result = simulator::simulate(*cluster, *pods, *config, loaded.backends);
+  if (vm.count("explain-preemption")) {
+    auto explained =
+        simulator::explainPreemption(result, *pods, vm["explain-preemption"].as<std::string>(), *config,
+                                     loaded.backends);
+    if (!explained.ok()) return fail(explained.error().message);
+    std::cout << *explained;
+    return 0;
+  }
   std::cout << (output == "json" ? simulator::renderJson(result) : simulator::renderText(result));
   return 0;
 }

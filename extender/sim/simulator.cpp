@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <memory>
+#include <optional>
 
 #include "vgpu/placement.h"
+#include "vgpu/preemption.h"
 #include "vgpu/pod_request.h"
 
 namespace vgpu::simulator {
@@ -64,6 +67,7 @@ SimulationResult simulate(const std::vector<ClusterNode>& cluster, const std::ve
   for (const auto& pod : pods) {
     PodOutcome outcome;
     outcome.pod = pod.key();
+    outcome.priority = pod.priority;
     auto request = buildPodRequest(backends, pod.podNamespace, pod.name, pod.containers, pod.annotations);
     if (!request.ok()) {
       outcome.kind = PodOutcome::Kind::kInvalid;
@@ -98,6 +102,72 @@ SimulationResult simulate(const std::vector<ClusterNode>& cluster, const std::ve
     result.pods.push_back(std::move(outcome));
   }
   return result;
+}
+
+Result<std::string> explainPreemption(const SimulationResult& result, const std::vector<PodInfo>& pods,
+                                      const std::string& pod, const DeviceConfig& config, const BackendSet& backends) {
+  const std::string key = pod.find('/') == std::string::npos ? "default/" + pod : pod;
+  const PodInfo* info = nullptr;
+  const PodOutcome* outcome = nullptr;
+  for (std::size_t i = 0; i < pods.size() && i < result.pods.size(); ++i)
+    if (pods[i].key() == key) {
+      info = &pods[i];
+      outcome = &result.pods[i];
+    }
+  if (!info) return makeError("--explain-preemption: no pod " + key + " in the pods file");
+  if (outcome->kind == PodOutcome::Kind::kPlaced)
+    return key + " is placed on " + outcome->assignment.node + ": nothing to preempt\n";
+  if (outcome->kind != PodOutcome::Kind::kPending)
+    return makeError("--explain-preemption: " + key + " is not a pending pod asking for vgpu devices" +
+                     (outcome->error.empty() ? std::string() : " (" + outcome->error + ")"));
+  auto request = buildPodRequest(backends, info->podNamespace, info->name, info->containers, info->annotations);
+  if (!request.ok()) return std::move(request).error();
+  auto prepared = PreparedPod::prepare(*request, backends);
+  if (!prepared.ok()) return std::move(prepared).error();
+  const PlacementEngine engine(config.scheduler);
+
+  std::string out = "Preemption for " + key + " (priority " + std::to_string(info->priority) + "), pending:\n";
+  // kube-scheduler's default order between candidate nodes (PDBs aside: vgpu-sim has none):
+  // the lowest highest-priority victim, then the lowest sum of priorities, then the fewest.
+  struct Rank {
+    std::int64_t highest = 0, sum = 0, count = 0;
+    auto operator<=>(const Rank&) const = default;
+  };
+  std::optional<std::pair<Rank, std::string>> pick;
+  for (const NodeState& node : result.nodes) {
+    std::vector<VictimCandidate> candidates;
+    for (const PodOutcome& placed : result.pods)
+      if (placed.kind == PodOutcome::Kind::kPlaced && placed.assignment.node == node.name)
+        candidates.push_back({placed.pod, placed.pod, placed.priority, false, false, placed.assignment});
+    auto choice = chooseVictims(engine, *prepared, info->priority, node, candidates);
+    if (!choice.ok()) {
+      out += "  " + node.name + ": no victims help: " + choice.error().message + "\n";
+      continue;
+    }
+    if (choice->victims.empty()) {
+      out += "  " + node.name + ": fits without evicting anyone\n";
+      continue;
+    }
+    Rank rank{std::numeric_limits<std::int64_t>::min(), 0, static_cast<std::int64_t>(choice->victims.size())};
+    std::string names;
+    for (std::size_t i : choice->victims) {
+      const VictimCandidate& v = candidates[i];
+      rank.highest = std::max<std::int64_t>(rank.highest, v.priority);
+      rank.sum += static_cast<std::int64_t>(v.priority) - std::numeric_limits<std::int32_t>::min();
+      names += (names.empty() ? "" : ", ") + v.key + " (priority " + std::to_string(v.priority) + ")";
+    }
+    std::string devices;
+    for (const auto& c : choice->assignment.containers)
+      for (const auto& g : c.devices)
+        devices += (devices.empty() ? "" : ", ") + c.name + " -> " + g.deviceId + " (" + std::to_string(g.memoryMiB) +
+                   " MiB, " + std::to_string(g.compute) + "%)";
+    out += "  " + node.name + ": evict " + names + "; then " + devices + "\n";
+    if (!pick || rank < pick->first) pick.emplace(rank, node.name);
+  }
+  out += pick ? "kube-scheduler would choose " + pick->second +
+                    " (lowest highest victim priority, then lowest sum of priorities, then fewest victims)\n"
+              : "No node: preemption does not help this pod.\n";
+  return out;
 }
 
 std::string renderText(const SimulationResult& r) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@ namespace vgpu::simulator {
 /// What happened to one pod.
 struct PodOutcome {
   std::string pod;  ///< namespace/name
+  std::int32_t priority = 0;  ///< spec.priority (PriorityClasses resolved by the caller)
   enum class Kind { kPlaced, kPending, kInvalid, kNotOurs } kind = Kind::kNotOurs;
   Assignment assignment;                       ///< kPlaced
   std::map<std::string, std::string> reasons;  ///< kPending: node -> why, in words
@@ -37,6 +39,13 @@ struct SimulationResult {
 /// would use; each placed pod's usage counts for the next.
 SimulationResult simulate(const std::vector<ClusterNode>& cluster, const std::vector<PodInfo>& pods,
                           const DeviceConfig& config, const BackendSet& backends);
+
+/// For the pending pod `pod` ("namespace/name", or a name in "default"): per node, the
+/// fewest placed pods of lower priority whose eviction would let it fit (chooseVictims, as
+/// vgpu-scheduler's preempt verb answers), or why none helps, and the node kube-scheduler's
+/// default order would pick. Errors: no such pod, or it is not a pending pod of ours.
+Result<std::string> explainPreemption(const SimulationResult& result, const std::vector<PodInfo>& pods,
+                                      const std::string& pod, const DeviceConfig& config, const BackendSet& backends);
 
 /// The human-readable report: placements, device use, pending pods with reasons.
 std::string renderText(const SimulationResult& result);

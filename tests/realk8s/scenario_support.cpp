@@ -44,6 +44,7 @@ json::object podObject(const PodSpec& spec) {
   if (!spec.group.empty()) podSpec["nodeSelector"] = json::object{{kGroupLabel, spec.group}};
   if (!spec.schedulerName.empty()) podSpec["schedulerName"] = spec.schedulerName;
   if (!spec.nodeName.empty()) podSpec["nodeName"] = spec.nodeName;
+  if (!spec.priorityClassName.empty()) podSpec["priorityClassName"] = spec.priorityClassName;
   json::object metadata{{"name", spec.name}};
   if (!spec.labels.empty()) {
     json::object l;

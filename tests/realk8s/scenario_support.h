@@ -46,6 +46,7 @@ struct PodSpec {
   bool privileged = false;
   /// An init container "init" with these limits, when not empty.
   std::map<std::string, std::string> initLimits{};
+  std::string priorityClassName{};
 };
 
 /// limits of `count` sim devices with `memoryMiB` and `cores` percent each.

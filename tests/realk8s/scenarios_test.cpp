@@ -21,6 +21,7 @@
 
 #include "realk8s_fixture.h"
 #include "vgpu/annotations.h"
+#include "vgpu/codec/assignment_codec.h"
 
 namespace vgpu::realk8s {
 namespace {
@@ -738,6 +739,134 @@ TEST_F(RealK8s, KubeletRestartMakesTheAgentRegisterAgainAndANewPodIsAdmitted) {
   expectAuditClean(c, nodes);
   admitter.stop();
   EXPECT_TRUE(cleanUp(c, ns, nodes).ok());
+}
+
+// ---- preemption of fractional pods (issue 21) ----
+
+/// The one device a pod's assignment names ("" if none or several).
+std::string deviceOfPod(const json::object& pod) {
+  auto a = decodeAssignment(str(at(pod, {"metadata", "annotations", std::string(keys::kPodAssignment).c_str()})));
+  std::set<std::string> devices;
+  if (a.ok())
+    for (const auto& container : a->containers)
+      for (const auto& g : container.devices) devices.insert(g.deviceId);
+  return devices.size() == 1 ? *devices.begin() : std::string();
+}
+
+bool terminating(const json::object& pod) {
+  const auto* ts = at(pod, {"metadata", "deletionTimestamp"});
+  return ts && !ts->is_null();
+}
+
+// A node whose eight devices are full of low-priority 20 % pods (4 each: the chart's
+// splitCount, so kube-scheduler's count of vgpu.io/sim says the node is full and proposes
+// one victim); a high-priority pod asking 50 % of one device. The preempt verb widens the
+// proposal to the two pods of one device that make room, kube-scheduler evicts exactly
+// those, and while they terminate a pending low-priority pod is refused the freed slice.
+TEST_F(RealK8s, HighPriorityPodEvictsExactlyThePodsOfOneDeviceItNeedsAndKeepsTheSlice) {
+  auto& c = cluster();
+  const std::string ns = "preempt";
+  ASSERT_TRUE(c.createNamespace(ns).ok());
+  const std::vector<std::pair<std::string, int>> classes{{"vgpu-low", 10}, {"vgpu-high", 100000}};
+  for (const auto& [name, value] : classes) {
+    auto r = c.api().post("/apis/scheduling.k8s.io/v1/priorityclasses",
+                          json::serialize(json::object{{"apiVersion", "scheduling.k8s.io/v1"},
+                                                       {"kind", "PriorityClass"},
+                                                       {"metadata", json::object{{"name", name}}},
+                                                       {"value", value}}));
+    ASSERT_TRUE(r.status == 201 || r.status == 409) << r.describe();
+  }
+  Status added;
+  const auto nodes = addVgpuNodes(c, ns, 1, added);
+  ASSERT_TRUE(added.ok()) << added.error().message;
+  Admitter admitter(c, ns);
+  const auto fifth = simLimits(1, kDeviceMemoryMiB / 5, 20);
+  constexpr int kLow = kDevicesPerNode * 4;
+  for (int i = 0; i < kLow; ++i)
+    ASSERT_TRUE(createPod(c, ns, {.name = "low-" + std::to_string(i), .limits = fifth, .group = ns,
+                                  .priorityClassName = "vgpu-low"}).ok());
+  std::map<std::string, std::string> deviceOf;  // low pod -> its device
+  ASSERT_TRUE(pollUntil(
+      [&] {
+        auto pods = listPods(c, ns);
+        if (!pods.ok()) return false;
+        deviceOf.clear();
+        for (const auto& p : *pods)
+          if (!nodeOf(p).empty()) deviceOf[str(at(p, {"metadata", "name"}))] = deviceOfPod(p);
+        return deviceOf.size() == static_cast<std::size_t>(kLow);
+      },
+      std::chrono::seconds(120), std::chrono::milliseconds(500)))
+      << deviceOf.size() << " of " << kLow << " low pods bound";
+  ASSERT_TRUE(admitter.waitCaughtUp());
+  ASSERT_TRUE(createPod(c, ns, {.name = "low-pending", .limits = fifth, .group = ns, .priorityClassName = "vgpu-low"}).ok());
+  ASSERT_TRUE(waitForPod(c, ns, "low-pending", unschedulable)) << "kube-scheduler never refused low-pending";
+
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(createPod(c, ns, {.name = "urgent", .limits = simLimits(1, kDeviceMemoryMiB / 2, 50), .group = ns,
+                                .priorityClassName = "vgpu-high"}).ok());
+  // No kubelet finishes the victims: they stay Terminating until this test plays its part.
+  std::vector<std::string> victims;
+  auto nominated = waitForPod(c, ns, "urgent", [&](const json::object& p) {
+    if (str(at(p, {"status", "nominatedNodeName"})) != nodes[0]) return false;
+    auto pods = listPods(c, ns);
+    if (!pods.ok()) return false;
+    victims.clear();
+    for (const auto& v : *pods)
+      if (terminating(v)) victims.push_back(str(at(v, {"metadata", "name"})));
+    return !victims.empty();
+  });
+  ASSERT_TRUE(nominated) << "urgent was never nominated with victims evicted\nkube-scheduler's log ends:\n"
+                         << c.logTail("kube-scheduler", 20) << "\nvgpu-scheduler's log ends:\n"
+                         << c.logTail("vgpu-scheduler", 20);
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // every victim's deletion has begun
+  victims.clear();
+  auto listed = listPods(c, ns);
+  ASSERT_TRUE(listed.ok()) << listed.error().message;
+  for (const auto& v : *listed)
+    if (terminating(v)) victims.push_back(str(at(v, {"metadata", "name"})));
+  ASSERT_EQ(victims.size(), 2u) << "victims: " << joinLines(victims);  // 80 % used, 50 % asked: two pods
+  const std::string device = deviceOf.at(victims[0]);
+  EXPECT_EQ(deviceOf.at(victims[1]), device) << "the victims are on two devices";
+
+  // While they terminate, the node is held for urgent against lower priorities.
+  auto lowPending = c.getObject("/api/v1/namespaces/" + ns + "/pods/low-pending");
+  ASSERT_TRUE(lowPending.ok());
+  auto verdict = filterDirect(c, *lowPending, nodes);
+  ASSERT_TRUE(verdict.ok()) << verdict.error().message;
+  EXPECT_TRUE(verdict->fitting.empty());
+  EXPECT_NE(verdict->refused[nodes[0]].find("room held"), std::string::npos) << verdict->refused[nodes[0]];
+
+  for (const auto& v : victims) ASSERT_TRUE(c.deletePod(ns, v).ok());  // the kubelet's part
+  auto placed = waitForPod(c, ns, "urgent", [](const json::object& p) { return !nodeOf(p).empty(); });
+  ASSERT_TRUE(placed) << "urgent not bound after its victims went\nvgpu-scheduler's log ends:\n"
+                      << c.logTail("vgpu-scheduler", 20);
+  note(c, "preemption: urgent bound " + std::to_string(secondsSince(t0)) + " s after it was created, 2 victims on " +
+              device);
+  EXPECT_EQ(deviceOfPod(*placed), device);
+  EXPECT_TRUE(admitter.waitCaughtUp());
+
+  // No more than those two went, and the pending low-priority pod did not get the slice.
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  auto pods = listPods(c, ns);
+  ASSERT_TRUE(pods.ok());
+  int lowLeft = 0;
+  for (const auto& p : *pods) {
+    const std::string name = str(at(p, {"metadata", "name"}));
+    EXPECT_FALSE(terminating(p)) << name << " is being evicted too";
+    if (name.rfind("low-", 0) == 0 && name != "low-pending") ++lowLeft;
+    if (name == "low-pending") {
+      EXPECT_TRUE(nodeOf(p).empty()) << "low-pending took the slice on " << deviceOfPod(p);
+    }
+  }
+  EXPECT_EQ(lowLeft, kLow - 2);
+  EXPECT_TRUE(admitter.refusals().empty()) << joinLines(admitter.refusals());
+  expectAuditClean(c, nodes);
+  bool plannedEvent = false;
+  for (const auto& e : podEvents(c, ns, "urgent")) plannedEvent |= str(e.if_contains("reason")) == "PreemptionPlanned";
+  EXPECT_TRUE(plannedEvent) << "urgent has no PreemptionPlanned event";
+  admitter.stop();
+  EXPECT_TRUE(cleanUp(c, ns, nodes).ok());
+  for (const auto& [name, value] : classes) c.api().del("/apis/scheduling.k8s.io/v1/priorityclasses/" + name);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -20,6 +21,8 @@ struct PodInfo {
   std::string schedulerName;  ///< spec.schedulerName
   std::string phase;          ///< status.phase
   bool deleting = false;      ///< metadata.deletionTimestamp is set
+  std::int32_t priority = 0;  ///< spec.priority (the admission plugin resolves the class); 0 when unset
+  std::string nominatedNodeName;  ///< status.nominatedNodeName: where preemption made room for it
   Annotations annotations;
   std::map<std::string, std::string> labels;
   /// Init containers first, then app containers, each group in spec order; only extended

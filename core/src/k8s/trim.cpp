@@ -127,7 +127,7 @@ json::object trimPod(const json::object& pod) {
   }
   if (const json::object* status = objectAt(pod, "status")) {
     json::object s;
-    copyKeys(*status, s, {"phase"});
+    copyKeys(*status, s, {"phase", "nominatedNodeName"});  // preemption's reservation (nominations.h)
     copyList(*status, s, "initContainerStatuses", {"name", "state"});
     copyList(*status, s, "containerStatuses", {"name"});  // the scheduler asks only whether there are any
     out.emplace("status", std::move(s));

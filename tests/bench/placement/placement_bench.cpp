@@ -6,6 +6,7 @@
 
 #include "vgpu/backend_loader.h"
 #include "vgpu/placement.h"
+#include "vgpu/preemption.h"
 
 namespace vgpu {
 namespace {
@@ -90,6 +91,38 @@ void BM_EvaluateNode(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_EvaluateNode)->Unit(benchmark::kNanosecond);
+
+/// The preempt verb's work per candidate node: 8 devices, each full of `pods per device` x
+/// (100 / that) % pods of a lower priority, one pod asking 50 % of a device.
+void BM_ChooseVictims(benchmark::State& state) {
+  Cluster& c = cluster(1);
+  const int perDevice = static_cast<int>(state.range(0));
+  const std::uint32_t percent = static_cast<std::uint32_t>(100 / perDevice);
+  NodeState node(c.nodes[0].name, c.nodes[0].inventory);  // empty usage
+  std::vector<VictimCandidate> pods;
+  for (int d = 0; d < 8; ++d)
+    for (int i = 0; i < perDevice; ++i) {
+      VictimCandidate v;
+      v.uid = v.key = "p-" + std::to_string(d) + "-" + std::to_string(i);
+      v.priority = i;
+      v.assignment.node = node.name;
+      v.assignment.containers.push_back(
+          {"main", false, {{"sim", "GPU-0-" + std::to_string(d), d, 81920ull * percent / 100, percent, -1, -1}}});
+      (void)node.add(v.assignment);
+      pods.push_back(std::move(v));
+    }
+  ContainerResources half{"main", false, {{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", 40960}, {"nvidia.com/gpucores", 50}}};
+  auto request = buildPodRequest(c.backends, "default", "urgent", {half}, {});
+  const PreparedPod pod = std::move(PreparedPod::prepare(*request, c.backends)).value();
+  const PlacementEngine engine;
+  for (auto _ : state) {
+    auto choice = chooseVictims(engine, pod, 1000, node, pods);
+    if (!choice.ok() || choice->victims.empty()) state.SkipWithError("no victims");
+    benchmark::DoNotOptimize(choice);
+  }
+  state.counters["pods"] = static_cast<double>(pods.size());
+}
+BENCHMARK(BM_ChooseVictims)->Arg(4)->Arg(10)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace vgpu

@@ -397,7 +397,7 @@ def check_managed_resources_match_backends(args):
             fail('_helpers.tpl "vgpu.managedResources" no longer has `%s`; update this test with it' % needle)
     config = read(os.path.join(args.chart, "templates", "scheduler-config.yaml"))
     for needle in ('include "vgpu.managedResources"', "nodeCacheCapable: {{ .Values.scheduler.extender.nodeCacheCapable }}",
-                   "bindVerb: bind",
+                   "bindVerb: bind", "preemptVerb: preempt",
                    "filterVerb: filter", "schedulerName: {{ .Values.scheduler.schedulerName }}"):
         if needle not in config:
             fail("scheduler-config.yaml lacks `%s`" % needle)
@@ -676,7 +676,7 @@ def check_rendered(args, description, kube, values, docs):
         fail("%s: expected one extender" % description)
     else:
         ext = extenders[0]
-        for key, want in (("bindVerb", "bind"), ("filterVerb", "filter"),
+        for key, want in (("bindVerb", "bind"), ("filterVerb", "filter"), ("preemptVerb", "preempt"),
                           ("nodeCacheCapable", values["scheduler"]["extender"]["nodeCacheCapable"]),
                           ("weight", values["scheduler"]["extender"]["prioritizeWeight"]), ("enableHTTPS", False)):
             if ext.get(key) != want:

@@ -18,6 +18,29 @@ Result<PodInfo> parseYaml(const std::string& yaml) {
   return parsePod((*docs)[0]);
 }
 
+TEST(PodInfo, ReadsPriorityAndNominatedNode) {
+  auto pod = parseYaml(R"(
+metadata: {name: p}
+spec: {priority: -5, containers: []}
+status: {phase: Pending, nominatedNodeName: n7}
+)");
+  ASSERT_TRUE(pod.ok()) << pod.error().message;
+  EXPECT_EQ(pod->priority, -5);
+  EXPECT_EQ(pod->nominatedNodeName, "n7");
+  auto plain = parseYaml("metadata: {name: p}\nspec: {containers: []}\n");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->priority, 0);
+  EXPECT_EQ(plain->nominatedNodeName, "");
+}
+
+TEST(PodInfo, RefusesAPriorityThatIsNotA32BitInteger) {
+  for (const char* bad : {"\"high\"", "1.5", "4294967296"}) {
+    auto pod = parseYaml(std::string("metadata: {name: p}\nspec: {priority: ") + bad + ", containers: []}\n");
+    ASSERT_FALSE(pod.ok()) << bad;
+    EXPECT_THAT(pod.error().message, HasSubstr("spec.priority")) << bad;
+  }
+}
+
 TEST(PodInfo, ReadsContainersInitFirstWithExtendedResourcesOnly) {
   auto pod = parseYaml(R"(
 kind: Pod

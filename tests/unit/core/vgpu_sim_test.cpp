@@ -86,6 +86,54 @@ TEST(VgpuSim, TextReportSaysWhyPodsArePending) {
   EXPECT_THAT(run.out, HasSubstr("cordoned"));
 }
 
+/// A node of two 80 GiB devices, 5 shares each, full of 20 % pods of priority 10 (devices
+/// are spread over first), then a pod of priority 1000 asking 50 % of one device.
+std::string preemptionScenario(const TempDir& dir, const std::string& urgentClass = "high") {
+  dir.write("device-config.yaml",
+            "version: 1\nbackends:\n  sim:\n    enabled: true\n    resources: {count: nvidia.com/gpu, memory: "
+            "nvidia.com/gpumem, cores: nvidia.com/gpucores}\n    splitCount: 5\n");
+  const auto cluster = dir.write("cluster.yaml", "nodes:\n  - name: n1\n    devices:\n      - {backend: sim, "
+                                                 "memoryMiB: 81920, count: 2}\n");
+  std::string pods =
+      "kind: PriorityClass\nmetadata: {name: low}\nvalue: 10\n---\n"
+      "kind: PriorityClass\nmetadata: {name: high}\nvalue: 1000\n";
+  for (int i = 0; i < 10; ++i)
+    pods += "---\nkind: Pod\nmetadata: {name: low-" + std::to_string(i) +
+            "}\nspec:\n  priorityClassName: low\n  containers:\n    - name: main\n      resources: {limits: "
+            "{nvidia.com/gpu: 1, nvidia.com/gpumem: 16384, nvidia.com/gpucores: 20}}\n";
+  pods += "---\nkind: Pod\nmetadata: {name: urgent}\nspec:\n  priorityClassName: " + urgentClass +
+          "\n  containers:\n    - name: main\n      resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 40960, "
+          "nvidia.com/gpucores: 50}}\n";
+  const auto podsFile = dir.write("pods.yaml", pods);
+  return "--cluster " + cluster.string() + " --pods " + podsFile.string();
+}
+
+TEST(VgpuSim, ExplainPreemptionNamesTheFewestPodsOfLowerPriorityOnOneDevice) {
+  TempDir dir;
+  const SimRun run = runSim(preemptionScenario(dir) + " --explain-preemption default/urgent");
+  ASSERT_EQ(run.exitCode, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("Preemption for default/urgent (priority 1000), pending:"));
+  EXPECT_THAT(run.out, ::testing::ContainsRegex("n1: evict default/low-[0-9] \\(priority 10\\), default/low-[0-9] "
+                                                "\\(priority 10\\), default/low-[0-9] \\(priority 10\\); then main -> "
+                                                "n1-sim-[01] \\(40960 MiB, 50%\\)"));
+  EXPECT_THAT(run.out, HasSubstr("kube-scheduler would choose n1"));
+}
+
+TEST(VgpuSim, ExplainPreemptionNeverEvictsPodsOfTheSamePriority) {
+  TempDir dir;
+  const SimRun run = runSim(preemptionScenario(dir, "low") + " --explain-preemption urgent");
+  ASSERT_EQ(run.exitCode, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("n1: no victims help"));
+  EXPECT_THAT(run.out, HasSubstr("No node: preemption does not help this pod."));
+}
+
+TEST(VgpuSim, ExplainPreemptionRefusesUnknownPodsAndClasses) {
+  TempDir dir;
+  EXPECT_EQ(runSim(preemptionScenario(dir) + " --explain-preemption default/nobody").exitCode, 2);
+  EXPECT_EQ(runSim(preemptionScenario(dir) + " --explain-preemption low-0").exitCode, 0);  // placed: nothing to do
+  EXPECT_EQ(runSim(preemptionScenario(dir, "missing")).exitCode, 2);                      // undefined class
+}
+
 TEST(VgpuSim, BadInputIsAClearErrorAndExitCode2) {
   TempDir dir;
   const auto cluster = dir.write("cluster.yaml", "nodes:\n  - name: n\n    devices:\n      - {backend: sim, memoryMiB: x}\n");

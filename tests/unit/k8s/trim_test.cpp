@@ -54,7 +54,7 @@ json::object fullPod() {
       ]
     },
     "status": {
-      "phase": "Running", "podIP": "10.0.0.1", "qosClass": "Burstable",
+      "phase": "Running", "podIP": "10.0.0.1", "qosClass": "Burstable", "nominatedNodeName": "n2",
       "conditions": [{"type": "Ready", "status": "True"}],
       "initContainerStatuses": [
         {"name": "fetch", "image": "busybox", "imageID": "sha256:x", "containerID": "containerd://1",
@@ -102,7 +102,7 @@ TEST(K8sTrim, PodKeepsEveryFieldVgpuReadsAndDropsTheRest) {
                                                      "limits": {"nvidia.com/gpu": "2"}}}]
     },
     "status": {
-      "phase": "Running",
+      "phase": "Running", "nominatedNodeName": "n2",
       "initContainerStatuses": [{"name": "fetch", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}],
       "containerStatuses": [{"name": "main"}]
     }
@@ -120,6 +120,10 @@ TEST(K8sTrim, PodParsesTheSameTrimmedAsWhole) {
   EXPECT_EQ(cut->schedulerName, whole->schedulerName);
   EXPECT_EQ(cut->phase, whole->phase);
   EXPECT_EQ(cut->deleting, whole->deleting);
+  EXPECT_EQ(cut->priority, 100);
+  EXPECT_EQ(cut->priority, whole->priority);
+  EXPECT_EQ(cut->nominatedNodeName, "n2");
+  EXPECT_EQ(cut->nominatedNodeName, whole->nominatedNodeName);
   EXPECT_TRUE(cut->labels.empty());  // no reader of a cached pod looks at them
   Annotations ann = whole->annotations;
   ann.erase("kubectl.kubernetes.io/last-applied-configuration");
