@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "vgpu/backend_loader.h"
+#include "vgpu/link_sets.h"
 
 namespace vgpu {
 namespace {
@@ -21,6 +22,8 @@ struct Scratch {
   std::vector<DeviceUsage> init;
   std::vector<Candidate> candidates;
   std::vector<Candidate> chosen;
+  std::vector<std::uint32_t> positions;  // the candidates' positions, for the topology policy
+  std::vector<int> numas;
   NodeRefusal refusal;  // filled while choosing; copied out only when the node is refused
 };
 
@@ -45,11 +48,38 @@ void noteRefusal(NodeRefusal& refusal, const vgpu_fit_result& r) {
   }
 }
 
-/// Better-first order under the device policy; ties go to the lower position for
-/// deterministic placements.
+/// Better-first order under the device policy (topology, where links do not decide:
+/// spread); ties go to the lower position for deterministic placements.
 bool better(const Candidate& a, const Candidate& b, DevicePolicy policy) {
-  if (a.load != b.load) return policy == DevicePolicy::kSpread ? a.load < b.load : a.load > b.load;
+  if (a.load != b.load) return policy == DevicePolicy::kBinpack ? a.load > b.load : a.load < b.load;
   return a.pos < b.pos;
+}
+
+/// The topology policy: the best-linked `count` candidates (link_sets.h). False when the
+/// node publishes no links or the search does not apply; the caller's order decides then.
+bool chooseLinked(const vgpu_device_request& q, const NodeInventory& inventory, Scratch& s) {
+  if (!inventory.hasLinks()) return false;
+  s.positions.clear();
+  s.numas.clear();
+  for (const Candidate& c : s.candidates) {
+    s.positions.push_back(c.pos);
+    if (q.numa_bind) s.numas.push_back(c.numa);
+  }
+  const auto set = bestLinkedSet(inventory, s.positions, s.numas, q.count);
+  if (!set) return false;
+  for (std::size_t i = 0; i < s.candidates.size(); ++i)
+    if ((*set >> i) & 1u) s.chosen.push_back(s.candidates[i]);
+  return true;
+}
+
+/// The slowest link among the chosen devices (kMaxLinkRank for one device): the topology
+/// policy's node score.
+std::uint32_t worstChosenLink(const NodeInventory& inventory, const std::vector<Candidate>& chosen) {
+  std::uint32_t worst = kMaxLinkRank;
+  for (std::size_t i = 0; i < chosen.size(); ++i)
+    for (std::size_t j = i + 1; j < chosen.size(); ++j)
+      worst = std::min(worst, inventory.linkRank(chosen[i].pos, chosen[j].pos));
+  return worst;
 }
 
 /// The devices of the request's backend on this node, or null (with the refusal filled)
@@ -124,6 +154,7 @@ bool chooseDevices(const PreparedPod::Request& request, const NodeInventory& inv
     refusal.kind = NodeRefusal::Kind::kTooFewDevices;
     return false;
   }
+  if (policy == DevicePolicy::kTopology && chooseLinked(q, inventory, s)) return true;
   auto order = [policy](const Candidate& a, const Candidate& b) { return better(a, b, policy); };
   if (count == 1) {
     s.chosen.push_back(*std::min_element(s.candidates.begin(), s.candidates.end(), order));
@@ -162,6 +193,7 @@ NodeEvaluation run(const PreparedPod& pod, const NodeState& node, NodePolicy nod
   }
   Scratch& s = scratch();
   const NodeInventory& inventory = *node.inventory;
+  std::uint32_t worstLink = kMaxLinkRank;  // over every request's chosen devices
   s.apps.assign(node.usage.begin(), node.usage.end());
   const auto& containers = pod.containers();
   for (size_t ci = 0; ci < containers.size(); ++ci) {
@@ -185,6 +217,7 @@ NodeEvaluation run(const PreparedPod& pod, const NodeState& node, NodePolicy nod
         eval.refusal.request = static_cast<std::int16_t>(ri);
         return eval;
       }
+      if (devicePolicy == DevicePolicy::kTopology) worstLink = std::min(worstLink, worstChosenLink(inventory, s.chosen));
       for (const Candidate& c : s.chosen) {
         addTake((*target)[c.pos], c.take);
         if (placed) {
@@ -201,6 +234,8 @@ NodeEvaluation run(const PreparedPod& pod, const NodeState& node, NodePolicy nod
   load = entries.empty() ? 0 : load / static_cast<double>(entries.size());
   eval.fits = true;
   eval.score = nodePolicy == NodePolicy::kBinpack ? load : 1.0 - load;
+  // Topology: the best-linked devices first, the node policy among equals; still 0..1.
+  if (devicePolicy == DevicePolicy::kTopology) eval.score = (worstLink + eval.score) / (kMaxLinkRank + 1.0);
   if (out) out->node = node.name;
   return eval;
 }
