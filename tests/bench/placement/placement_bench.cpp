@@ -16,7 +16,9 @@ struct Cluster {
 };
 
 /// N nodes of 8 x 80 GiB devices, each device already partly used (fixed seed), so most
-/// nodes fit and the engine does its full work on every node.
+/// nodes fit and the engine does its full work on every node. Devices 0-3 and 4-7 are two
+/// islands of direct links (4 lanes a pair), the islands joined across the sockets; only the
+/// topology policy reads the links.
 Cluster& cluster(size_t nodes) {
   static std::map<size_t, std::unique_ptr<Cluster>> cache;
   auto& slot = cache[nodes];
@@ -45,6 +47,12 @@ Cluster& cluster(size_t nodes) {
       d.splitCount = 10;
       d.numaNode = i / 4;
       d.health = Health::kHealthy;
+      for (int p = 0; p < 8; ++p) {
+        if (p == i) continue;
+        const LinkClass c = p / 4 == i / 4 ? LinkClass::kDirect : LinkClass::kCrossNuma;
+        const std::uint32_t lanes = c == LinkClass::kDirect ? 4 : 0;
+        d.links.push_back({"GPU-" + std::to_string(n) + "-" + std::to_string(p), c, lanes, standardLinkRank(c, lanes)});
+      }
       devices.push_back(std::move(d));
     }
     NodeState state(name, std::make_shared<const NodeInventory>(std::move(devices), slot->backends));
@@ -55,6 +63,12 @@ Cluster& cluster(size_t nodes) {
     slot->nodes.push_back(std::move(state));
   }
   return *slot;
+}
+
+PreparedPod gpuPod(const BackendSet& backends, std::int64_t gpus, const char* devicePolicy) {
+  ContainerResources c{"main", false, {{"nvidia.com/gpu", gpus}, {"nvidia.com/gpumem", 10000}, {"nvidia.com/gpucores", 20}}};
+  auto request = buildPodRequest(backends, "default", "bench", {c}, {{"vgpu.io/device-scheduler-policy", devicePolicy}});
+  return std::move(PreparedPod::prepare(*request, backends)).value();
 }
 
 PreparedPod singleGpuPod(const BackendSet& backends) {
@@ -78,6 +92,25 @@ void BM_PlaceSingleGpuPod(benchmark::State& state) {
   state.counters["devices"] = static_cast<double>(state.range(0) * 8);
 }
 BENCHMARK(BM_PlaceSingleGpuPod)->Arg(100)->Arg(1000)->Arg(5000)->Unit(benchmark::kMicrosecond)->Complexity(benchmark::oN);
+
+/// A pod of range(1) GPUs over 5,000 nodes, device policy spread (range(2) = 0) or topology
+/// (1): the difference is the topology policy's cost per pod (docs/placement.md).
+void BM_PlaceMultiGpuPod(benchmark::State& state) {
+  Cluster& c = cluster(5000);
+  const PreparedPod pod = gpuPod(c.backends, state.range(1), state.range(2) ? "topology" : "spread");
+  const PlacementEngine engine;
+  benchmark::IterationCount placed = 0;
+  for (auto _ : state) {
+    Placement p = engine.place(pod, c.nodes);
+    placed += p.chosen.has_value();
+    benchmark::DoNotOptimize(p);
+  }
+  if (placed != state.iterations()) state.SkipWithError("pod did not fit");
+}
+BENCHMARK(BM_PlaceMultiGpuPod)
+    ->ArgNames({"nodes", "gpus", "topology"})
+    ->ArgsProduct({{5000}, {1, 2, 4, 8}, {0, 1}})
+    ->Unit(benchmark::kMillisecond);
 
 /// Evaluation alone (what the extender's filter does per node), without the assignment.
 void BM_EvaluateNode(benchmark::State& state) {
