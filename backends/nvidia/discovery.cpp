@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "smi_xml.h"
+#include "topology.h"
 #include "vgpu/sdk/standard_rules.h"
 
 namespace vgpu::nvidia {
@@ -79,6 +80,7 @@ Device toDevice(const GpuInfo& gpu, const DiscoverySettings& s, const std::strin
   if (!gpu.pciBusId.empty()) d.attributes[attr::kPciBusId] = gpu.pciBusId;
   if (!gpu.computeCapability.empty()) d.attributes[attr::kComputeCapability] = gpu.computeCapability;
   if (!gpu.error.empty()) d.attributes[attr::kHealthReason] = gpu.error;
+  d.links = gpu.links;
   return d;
 }
 
@@ -124,6 +126,8 @@ Result<std::vector<GpuInfo>> NvidiaDiscovery::listWithNvml() {
     return makeError(nvml_->describe("nvmlDeviceGetCount_v2", rc));
 
   std::vector<GpuInfo> gpus;
+  std::vector<LinkedGpu> linked;  // the GPUs that answered, for the link matrix
+  std::vector<std::size_t> linkedAt;
   for (unsigned i = 0; i < count; ++i) {
     GpuInfo g;
     g.index = static_cast<int>(i);
@@ -159,6 +163,10 @@ Result<std::vector<GpuInfo>> NvidiaDiscovery::listWithNvml() {
     if (f.deviceGetPciInfo && f.deviceGetPciInfo(h, &pci) == nvml::kSuccess) {
       pci.busId[sizeof pci.busId - 1] = '\0';
       g.pciBusId = pci.busId;
+      if (g.error.empty()) {
+        linked.push_back({h, g.uuid, pci.domain, pci.bus, pci.device});
+        linkedAt.push_back(gpus.size());
+      }
     }
     int major = 0, minor = 0;
     if (f.deviceGetCudaComputeCapability && f.deviceGetCudaComputeCapability(h, &major, &minor) == nvml::kSuccess)
@@ -179,6 +187,8 @@ Result<std::vector<GpuInfo>> NvidiaDiscovery::listWithNvml() {
     }
     gpus.push_back(std::move(g));
   }
+  auto links = readNvmlLinks(f, linked);
+  for (std::size_t k = 0; k < linked.size(); ++k) gpus[linkedAt[k]].links = std::move(links[k]);
   return gpus;
 }
 
