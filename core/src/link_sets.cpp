@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <map>
+#include <mutex>
 #include <vector>
 
 namespace vgpu {
@@ -129,6 +131,57 @@ std::optional<std::uint64_t> bestLinkedSet(const NodeInventory& inventory, std::
   }
   if (best && score) *score = bestScore;
   return best;
+}
+
+std::shared_ptr<const LinkTable> LinkTable::forGroup(const NodeInventory& inventory,
+                                                    std::span<const std::uint32_t> positions) {
+  const std::size_t n = positions.size();
+  if (n == 0 || n > kMaxDevices) return nullptr;
+  // The shape: ranks between the group's devices, then their NUMA nodes.
+  std::vector<std::int32_t> shape;
+  shape.reserve(n * n + n);
+  for (std::uint32_t a : positions)
+    for (std::uint32_t b : positions) shape.push_back(static_cast<std::int32_t>(inventory.linkRank(a, b)));
+  for (std::uint32_t a : positions) shape.push_back(inventory.entries()[a].c().numa_node);
+  static std::mutex mutex;
+  static std::map<std::vector<std::int32_t>, std::weak_ptr<const LinkTable>> shared;
+  std::lock_guard lock(mutex);
+  if (auto known = shared[shape].lock()) return known;
+
+  auto table = std::make_shared<LinkTable>();
+  table->size_ = n;
+  table->any_.assign(n << n, 0);
+  table->sameNuma_.assign(n << n, 0);
+  std::vector<std::uint32_t> fitting;
+  std::vector<int> numa;
+  for (std::uint32_t mask = 1; mask < (1u << n); ++mask) {
+    fitting.clear();
+    numa.clear();
+    for (std::size_t i = 0; i < n; ++i) {
+      if ((mask >> i & 1u) == 0) continue;
+      fitting.push_back(positions[i]);
+      numa.push_back(inventory.entries()[positions[i]].c().numa_node);
+    }
+    // Set bits of the answer are indices into `fitting`: back to the group's indices.
+    auto toGroup = [&](std::uint64_t chosen) {
+      std::uint16_t out = 0;
+      std::size_t k = 0;
+      for (std::size_t i = 0; i < n; ++i)
+        if (mask >> i & 1u) {
+          if (chosen >> k & 1u) out = static_cast<std::uint16_t>(out | 1u << i);
+          ++k;
+        }
+      return out;
+    };
+    for (std::size_t count = 1; count <= fitting.size(); ++count) {
+      const std::size_t at = ((count - 1) << n) | mask;
+      if (auto any = bestLinkedSet(inventory, fitting, {}, count)) table->any_[at] = toGroup(*any);
+      if (auto one = bestLinkedSet(inventory, fitting, numa, count)) table->sameNuma_[at] = toGroup(*one);
+    }
+  }
+  for (auto it = shared.begin(); it != shared.end();) it = it->second.expired() ? shared.erase(it) : std::next(it);
+  shared[shape] = table;
+  return table;
 }
 
 std::string describeLinkedSet(const NodeInventory& inventory, std::span<const std::uint32_t> chosen,

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "vgpu/backend_loader.h"
+#include "vgpu/link_sets.h"
 
 namespace vgpu {
 
@@ -27,7 +28,7 @@ NodeInventory::NodeInventory(std::vector<Device> devices, const BackendSet& back
     e.full = &d;
     entries_.push_back(e);
     auto group = std::find_if(groups_.begin(), groups_.end(), [&](const BackendGroup& g) { return g.backend == d.backend; });
-    if (group == groups_.end()) group = groups_.insert(groups_.end(), BackendGroup{d.backend, e.allocator, {}});
+    if (group == groups_.end()) group = groups_.insert(groups_.end(), BackendGroup{d.backend, e.allocator, {}, nullptr});
     group->positions.push_back(static_cast<std::uint32_t>(i));
   }
   indexLinks();
@@ -48,6 +49,8 @@ void NodeInventory::indexLinks() {
       }
     }
   }
+  if (linkRanks_.empty()) return;
+  for (BackendGroup& g : groups_) g.linkTable = LinkTable::forGroup(*this, g.positions);
 }
 
 const NodeInventory::BackendGroup* NodeInventory::group(std::string_view backend) const {

@@ -11,6 +11,7 @@ namespace {
 /// A device that fits one request, with its load before the request (0 = idle, 1 = full).
 struct Candidate {
   std::uint32_t pos;
+  std::uint32_t slot;  // index in the backend group
   int numa;
   double load;
   vgpu_device_usage take;
@@ -57,8 +58,18 @@ bool better(const Candidate& a, const Candidate& b, DevicePolicy policy) {
 
 /// The topology policy: the best-linked `count` candidates (link_sets.h). False when the
 /// node publishes no links or the search does not apply; the caller's order decides then.
-bool chooseLinked(const vgpu_device_request& q, const NodeInventory& inventory, Scratch& s) {
+bool chooseLinked(const vgpu_device_request& q, const NodeInventory& inventory,
+                  const NodeInventory::BackendGroup& group, Scratch& s) {
   if (!inventory.hasLinks()) return false;
+  if (group.linkTable) {  // the common case: answered when the inventory was built
+    std::uint32_t fitting = 0;
+    for (const Candidate& c : s.candidates) fitting |= 1u << c.slot;
+    const std::uint32_t best = group.linkTable->best(fitting, q.count, q.numa_bind != 0);
+    if (best == 0) return false;
+    for (const Candidate& c : s.candidates)
+      if (best >> c.slot & 1u) s.chosen.push_back(c);
+    return true;
+  }
   s.positions.clear();
   s.numas.clear();
   for (const Candidate& c : s.candidates) {
@@ -138,11 +149,12 @@ bool chooseDevices(const PreparedPod::Request& request, const NodeInventory& inv
   if (group == nullptr) return false;
   s.candidates.clear();
   const auto& entries = inventory.entries();
-  for (const std::uint32_t pos : group->positions) {
+  for (std::uint32_t slot = 0; slot < group->positions.size(); ++slot) {
+    const std::uint32_t pos = group->positions[slot];
     const auto& entry = entries[pos];
     const vgpu_fit_result r = fitOne(request, entry, usage[pos]);
     if (r.fits) {
-      s.candidates.push_back({pos, entry.c().numa_node, entry.load(usage[pos]), r.take});
+      s.candidates.push_back({pos, slot, entry.c().numa_node, entry.load(usage[pos]), r.take});
     } else {
       noteRefusal(refusal, r);
     }
@@ -154,7 +166,7 @@ bool chooseDevices(const PreparedPod::Request& request, const NodeInventory& inv
     refusal.kind = NodeRefusal::Kind::kTooFewDevices;
     return false;
   }
-  if (policy == DevicePolicy::kTopology && chooseLinked(q, inventory, s)) return true;
+  if (policy == DevicePolicy::kTopology && chooseLinked(q, inventory, *group, s)) return true;
   auto order = [policy](const Candidate& a, const Candidate& b) { return better(a, b, policy); };
   if (count == 1) {
     s.chosen.push_back(*std::min_element(s.candidates.begin(), s.candidates.end(), order));

@@ -3,6 +3,8 @@
 // the search for the best set (docs/placement.md, "The topology policy").
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 #include <optional>
 #include <span>
 #include <string>
@@ -32,6 +34,32 @@ inline constexpr std::uint64_t kMaxLinkSets = 1u << 16;
 /// and fills `score`; nullopt when no set qualifies or the search would be too large.
 std::optional<std::uint64_t> bestLinkedSet(const NodeInventory& inventory, std::span<const std::uint32_t> candidates,
                                            std::span<const int> numa, std::size_t count, LinkSetScore* score = nullptr);
+
+/// bestLinkedSet answered ahead for one backend group of a node: for every set of fitting
+/// devices and every count, the chosen set. Built once per distinct group shape (its link
+/// ranks and NUMA nodes: on a cluster of like nodes, once) and shared by every inventory of
+/// that shape; placement then looks up instead of searching. Immutable, thread-safe.
+class LinkTable {
+ public:
+  /// Groups of more devices get no table; placement searches for them instead.
+  static constexpr std::size_t kMaxDevices = 10;
+
+  /// The table for the group at `positions` of `inventory`, or null when it is too large.
+  static std::shared_ptr<const LinkTable> forGroup(const NodeInventory& inventory,
+                                                   std::span<const std::uint32_t> positions);
+
+  /// The best `count` of `fitting` (bit i = the group's i-th device), within one NUMA node
+  /// when `sameNuma`; 0 when no set qualifies.
+  std::uint32_t best(std::uint32_t fitting, std::size_t count, bool sameNuma) const {
+    if (count == 0 || count > size_ || fitting >> size_ != 0) return 0;
+    const std::size_t at = ((count - 1) << size_) | fitting;
+    return sameNuma ? sameNuma_[at] : any_[at];
+  }
+
+ private:
+  std::size_t size_ = 0;
+  std::vector<std::uint16_t> any_, sameNuma_;  // [(count - 1) << size | fitting]
+};
 
 /// Words for a chosen set and what it left whole, by device index, e.g.
 /// "devices 0-3: switch-fabric all-to-all; 4-7 kept whole (direct)". `chosen` and `left`

@@ -17,6 +17,7 @@
 namespace vgpu {
 
 class BackendSet;
+class LinkTable;
 
 /// A node's devices across backends, with their C views and allocators resolved once
 /// (the inventory changes rarely; placement reads it for every pod). Immutable, and laid
@@ -44,6 +45,9 @@ class NodeInventory {
     std::string backend;
     const Allocator* allocator = nullptr;
     std::vector<std::uint32_t> positions;
+    /// The topology policy's answers for this group (link_sets.h); null without links or
+    /// for groups too large for a table.
+    std::shared_ptr<const LinkTable> linkTable;
   };
 
   /// `devices` of any backends; ids in `cordoned` are refused to every pod.
