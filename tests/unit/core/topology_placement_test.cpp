@@ -21,10 +21,11 @@ using LinkOf = std::function<DeviceLink(int a, int b)>;
 
 DeviceLink link(LinkClass c, std::uint32_t lanes = 0) { return {"", c, lanes, standardLinkRank(c, lanes)}; }
 
-/// Eight whole-GPU sim devices, split 1, on NUMA nodes 0 (0-3) and 1 (4-7), linked by `linkOf`.
-std::vector<Device> eightGpus(const LinkOf& linkOf) {
+/// Eight (or `count`) whole-GPU sim devices, split 1, four per NUMA node (0-3 on node 0,
+/// 4-7 on node 1...), linked by `linkOf`.
+std::vector<Device> eightGpus(const LinkOf& linkOf, int count = 8) {
   std::vector<Device> out;
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < count; ++i) {
     Device d;
     d.id = "gpu" + std::to_string(i);
     d.index = i;
@@ -34,7 +35,7 @@ std::vector<Device> eightGpus(const LinkOf& linkOf) {
     d.splitCount = 1;
     d.numaNode = i / 4;
     d.health = Health::kHealthy;
-    for (int p = 0; p < 8; ++p) {
+    for (int p = 0; p < count; ++p) {
       if (p == i) continue;
       DeviceLink l = linkOf(i, p);
       l.peer = "gpu" + std::to_string(p);
@@ -176,6 +177,40 @@ TEST_F(TopologyPlacementTest, NumaBindingRestrictsTheSearchToOneSocket) {
   const auto got = place(p, n);
   ASSERT_EQ(got.size(), 2u);
   EXPECT_LT(got[1], 4);  // never 7 with one of 0-3
+}
+
+TEST_F(TopologyPlacementTest, NodesTooLargeForATableAreSearchedPerPodWithTheSameRules) {
+  // Twelve GPUs in three islands: more than LinkTable::kMaxDevices.
+  ASSERT_GT(12u, LinkTable::kMaxDevices);
+  auto n = node("n", eightGpus(islands, 12));
+  ASSERT_EQ(n.inventory->group("sim")->linkTable, nullptr);
+  occupy(n, {0, 4, 5, 6});  // 1-3 left on island 0, 7 alone, 8-11 whole
+  EXPECT_THAT(place(pod(1), n), ElementsAre(7));
+  EXPECT_THAT(place(pod(4), n), ElementsAre(8, 9, 10, 11));
+  EXPECT_THAT(place(pod(2), n), ElementsAre(1, 2));
+}
+
+TEST(LinkSets, TheTableAnswersAsTheSearchDoes) {
+  BackendSet backends;
+  ASSERT_TRUE(backends.add(testing::loadSim()).ok());
+  for (const LinkOf& shape : {LinkOf(fabric), LinkOf(islands), LinkOf(pcie)}) {
+    const NodeInventory inventory(eightGpus(shape), backends);
+    const auto* group = inventory.group("sim");
+    ASSERT_NE(group->linkTable, nullptr);
+    for (std::uint32_t mask = 1; mask < 256; ++mask) {
+      std::vector<std::uint32_t> fitting;
+      for (std::uint32_t i = 0; i < 8; ++i)
+        if (mask >> i & 1u) fitting.push_back(i);
+      for (std::size_t count = 1; count <= fitting.size(); ++count) {
+        const auto searched = bestLinkedSet(inventory, fitting, {}, count);
+        ASSERT_TRUE(searched.has_value());
+        std::uint32_t expected = 0;
+        for (std::size_t k = 0; k < fitting.size(); ++k)
+          if (*searched >> k & 1u) expected |= 1u << fitting[k];
+        EXPECT_EQ(group->linkTable->best(mask, count, false), expected) << "mask " << mask << " count " << count;
+      }
+    }
+  }
 }
 
 TEST(LinkSets, DescribesTheChoiceAndTheIslandsLeftWhole) {
