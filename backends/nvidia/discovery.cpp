@@ -9,6 +9,7 @@
 #include <fstream>
 #include <thread>
 
+#include "smi_topo.h"
 #include "smi_xml.h"
 #include "topology.h"
 #include "vgpu/sdk/standard_rules.h"
@@ -230,6 +231,23 @@ Result<std::vector<GpuInfo>> NvidiaDiscovery::listWithNvidiaSmi() const {
   return parseSmiXml(*xml);
 }
 
+void NvidiaDiscovery::linksFromNvidiaSmi(std::vector<GpuInfo>& gpus) const {
+  auto text = runProgram(settings_.nvidiaSmiPath, {"topo", "-m"}, settings_.nvidiaSmiTimeout);
+  if (!text.ok()) return;
+  auto matrix = parseTopoMatrix(*text);
+  if (!matrix.ok()) return;
+  for (GpuInfo& g : gpus) {
+    const auto row = static_cast<std::size_t>(g.index);
+    if (g.uuid.empty() || !g.error.empty() || row >= matrix->size()) continue;
+    for (const GpuInfo& peer : gpus) {
+      const auto column = static_cast<std::size_t>(peer.index);
+      if (&peer == &g || peer.uuid.empty() || column >= matrix->size() || !(*matrix)[row][column]) continue;
+      const TopoCell cell = *(*matrix)[row][column];
+      g.links.push_back({peer.uuid, cell.linkClass, cell.lanes, standardLinkRank(cell.linkClass, cell.lanes)});
+    }
+  }
+}
+
 Result<std::vector<Device>> NvidiaDiscovery::discover() {
   Result<std::vector<GpuInfo>> listed = makeError("no discovery source tried");
   std::string source;
@@ -254,6 +272,7 @@ Result<std::vector<Device>> NvidiaDiscovery::discover() {
       if (settings_.source == DiscoverySource::kAuto) message += "NVML: " + nvmlWhy_ + "; fallback ";
       return makeError(message + "nvidia-smi (" + settings_.nvidiaSmiPath + "): " + listed.error().message);
     }
+    linksFromNvidiaSmi(*listed);
   }
 
   std::lock_guard lock(mutex_);
