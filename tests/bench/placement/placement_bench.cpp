@@ -65,21 +65,20 @@ Cluster& cluster(size_t nodes) {
   return *slot;
 }
 
-PreparedPod gpuPod(const BackendSet& backends, std::int64_t gpus, const char* devicePolicy) {
+/// `gpus` GPUs of 10,000 MiB and 20 percent each; the configured device policy unless
+/// `devicePolicy` names one.
+PreparedPod gpuPod(const BackendSet& backends, std::int64_t gpus = 1, const char* devicePolicy = nullptr) {
   ContainerResources c{"main", false, {{"nvidia.com/gpu", gpus}, {"nvidia.com/gpumem", 10000}, {"nvidia.com/gpucores", 20}}};
-  auto request = buildPodRequest(backends, "default", "bench", {c}, {{"vgpu.io/device-scheduler-policy", devicePolicy}});
+  Annotations annotations;
+  if (devicePolicy) annotations["vgpu.io/device-scheduler-policy"] = devicePolicy;
+  auto request = buildPodRequest(backends, "default", "bench", {c}, annotations);
   return std::move(PreparedPod::prepare(*request, backends)).value();
 }
 
-PreparedPod singleGpuPod(const BackendSet& backends) {
-  ContainerResources c{"main", false, {{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", 10000}, {"nvidia.com/gpucores", 20}}};
-  auto request = buildPodRequest(backends, "default", "bench", {c}, {});
-  return std::move(PreparedPod::prepare(*request, backends)).value();
-}
+PreparedPod singleGpuPod(const BackendSet& backends) { return gpuPod(backends); }
 
-void BM_PlaceSingleGpuPod(benchmark::State& state) {
-  Cluster& c = cluster(static_cast<size_t>(state.range(0)));
-  const PreparedPod pod = singleGpuPod(c.backends);
+/// Places `pod` over the whole cluster once per iteration.
+void placeEachIteration(benchmark::State& state, const Cluster& c, const PreparedPod& pod) {
   const PlacementEngine engine;
   benchmark::IterationCount placed = 0;
   for (auto _ : state) {
@@ -88,6 +87,11 @@ void BM_PlaceSingleGpuPod(benchmark::State& state) {
     benchmark::DoNotOptimize(p);
   }
   if (placed != state.iterations()) state.SkipWithError("pod did not fit");
+}
+
+void BM_PlaceSingleGpuPod(benchmark::State& state) {
+  Cluster& c = cluster(static_cast<size_t>(state.range(0)));
+  placeEachIteration(state, c, singleGpuPod(c.backends));
   state.SetComplexityN(state.range(0));
   state.counters["devices"] = static_cast<double>(state.range(0) * 8);
 }
@@ -97,15 +101,7 @@ BENCHMARK(BM_PlaceSingleGpuPod)->Arg(100)->Arg(1000)->Arg(5000)->Unit(benchmark:
 /// (1): the difference is the topology policy's cost per pod (docs/placement.md).
 void BM_PlaceMultiGpuPod(benchmark::State& state) {
   Cluster& c = cluster(5000);
-  const PreparedPod pod = gpuPod(c.backends, state.range(1), state.range(2) ? "topology" : "spread");
-  const PlacementEngine engine;
-  benchmark::IterationCount placed = 0;
-  for (auto _ : state) {
-    Placement p = engine.place(pod, c.nodes);
-    placed += p.chosen.has_value();
-    benchmark::DoNotOptimize(p);
-  }
-  if (placed != state.iterations()) state.SkipWithError("pod did not fit");
+  placeEachIteration(state, c, gpuPod(c.backends, state.range(1), state.range(2) ? "topology" : "spread"));
 }
 BENCHMARK(BM_PlaceMultiGpuPod)
     ->ArgNames({"nodes", "gpus", "topology"})
