@@ -9,7 +9,9 @@
 #include <fstream>
 #include <thread>
 
+#include "smi_topo.h"
 #include "smi_xml.h"
+#include "topology.h"
 #include "vgpu/sdk/standard_rules.h"
 
 namespace vgpu::nvidia {
@@ -79,6 +81,7 @@ Device toDevice(const GpuInfo& gpu, const DiscoverySettings& s, const std::strin
   if (!gpu.pciBusId.empty()) d.attributes[attr::kPciBusId] = gpu.pciBusId;
   if (!gpu.computeCapability.empty()) d.attributes[attr::kComputeCapability] = gpu.computeCapability;
   if (!gpu.error.empty()) d.attributes[attr::kHealthReason] = gpu.error;
+  d.links = gpu.links;
   return d;
 }
 
@@ -124,6 +127,8 @@ Result<std::vector<GpuInfo>> NvidiaDiscovery::listWithNvml() {
     return makeError(nvml_->describe("nvmlDeviceGetCount_v2", rc));
 
   std::vector<GpuInfo> gpus;
+  std::vector<LinkedGpu> linked;  // the GPUs that answered, for the link matrix
+  std::vector<std::size_t> linkedAt;
   for (unsigned i = 0; i < count; ++i) {
     GpuInfo g;
     g.index = static_cast<int>(i);
@@ -159,6 +164,10 @@ Result<std::vector<GpuInfo>> NvidiaDiscovery::listWithNvml() {
     if (f.deviceGetPciInfo && f.deviceGetPciInfo(h, &pci) == nvml::kSuccess) {
       pci.busId[sizeof pci.busId - 1] = '\0';
       g.pciBusId = pci.busId;
+      if (g.error.empty()) {
+        linked.push_back({h, g.uuid, pci.domain, pci.bus, pci.device});
+        linkedAt.push_back(gpus.size());
+      }
     }
     int major = 0, minor = 0;
     if (f.deviceGetCudaComputeCapability && f.deviceGetCudaComputeCapability(h, &major, &minor) == nvml::kSuccess)
@@ -179,6 +188,8 @@ Result<std::vector<GpuInfo>> NvidiaDiscovery::listWithNvml() {
     }
     gpus.push_back(std::move(g));
   }
+  auto links = readNvmlLinks(f, linked);
+  for (std::size_t k = 0; k < linked.size(); ++k) gpus[linkedAt[k]].links = std::move(links[k]);
   return gpus;
 }
 
@@ -220,6 +231,23 @@ Result<std::vector<GpuInfo>> NvidiaDiscovery::listWithNvidiaSmi() const {
   return parseSmiXml(*xml);
 }
 
+void NvidiaDiscovery::linksFromNvidiaSmi(std::vector<GpuInfo>& gpus) const {
+  auto text = runProgram(settings_.nvidiaSmiPath, {"topo", "-m"}, settings_.nvidiaSmiTimeout);
+  if (!text.ok()) return;
+  auto matrix = parseTopoMatrix(*text);
+  if (!matrix.ok()) return;
+  for (GpuInfo& g : gpus) {
+    const auto row = static_cast<std::size_t>(g.index);
+    if (g.uuid.empty() || !g.error.empty() || row >= matrix->size()) continue;
+    for (const GpuInfo& peer : gpus) {
+      const auto column = static_cast<std::size_t>(peer.index);
+      if (&peer == &g || peer.uuid.empty() || column >= matrix->size() || !(*matrix)[row][column]) continue;
+      const TopoCell cell = *(*matrix)[row][column];
+      g.links.push_back({peer.uuid, cell.linkClass, cell.lanes, standardLinkRank(cell.linkClass, cell.lanes)});
+    }
+  }
+}
+
 Result<std::vector<Device>> NvidiaDiscovery::discover() {
   Result<std::vector<GpuInfo>> listed = makeError("no discovery source tried");
   std::string source;
@@ -244,6 +272,7 @@ Result<std::vector<Device>> NvidiaDiscovery::discover() {
       if (settings_.source == DiscoverySource::kAuto) message += "NVML: " + nvmlWhy_ + "; fallback ";
       return makeError(message + "nvidia-smi (" + settings_.nvidiaSmiPath + "): " + listed.error().message);
     }
+    linksFromNvidiaSmi(*listed);
   }
 
   std::lock_guard lock(mutex_);

@@ -82,6 +82,8 @@ class NvidiaDiscovery {
  private:
   Result<std::vector<GpuInfo>> listWithNvml();
   Result<std::vector<GpuInfo>> listWithNvidiaSmi() const;
+  /// The links between `gpus` from `nvidia-smi topo -m`; left unknown when it fails.
+  void linksFromNvidiaSmi(std::vector<GpuInfo>& gpus) const;
   void watchForXids(nvml::Device handle, const std::string& uuid, std::vector<std::string>& failures);
   int numaFromSysfs(const std::string& busId) const;
   void markUnhealthy(const std::string& uuid, const std::string& reason, std::vector<HealthEvent>& out);

@@ -3,6 +3,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "vgpu/device.h"
 
 namespace vgpu::nvidia {
 
@@ -18,6 +21,7 @@ struct GpuInfo {
   int numaNode = -1;       ///< -1 unknown or none
   std::string computeCapability;  ///< "9.0"; empty unknown
   MigMode mig = MigMode::kUnknown;
+  std::vector<DeviceLink> links;  ///< to the node's other GPUs; empty when unknown
   std::string error;  ///< non-empty: the GPU answered badly and is reported unhealthy, with this reason
 };
 

@@ -49,6 +49,9 @@ Result<std::unique_ptr<NvmlSession>> NvmlSession::open(const std::string& librar
   resolve(handle, "nvmlDeviceGetCudaComputeCapability", fn.deviceGetCudaComputeCapability);
   resolve(handle, "nvmlDeviceGetMigMode", fn.deviceGetMigMode);
   resolve(handle, "nvmlDeviceGetNumaNodeId", fn.deviceGetNumaNodeId);
+  resolve(handle, "nvmlDeviceGetTopologyCommonAncestor", fn.deviceGetTopologyCommonAncestor);
+  resolve(handle, "nvmlDeviceGetNvLinkState", fn.deviceGetNvLinkState);
+  resolve(handle, "nvmlDeviceGetNvLinkRemotePciInfo_v2", fn.deviceGetNvLinkRemotePciInfo);
   resolve(handle, "nvmlEventSetCreate", fn.eventSetCreate);
   resolve(handle, "nvmlDeviceGetSupportedEventTypes", fn.deviceGetSupportedEventTypes);
   resolve(handle, "nvmlDeviceRegisterEvents", fn.deviceRegisterEvents);

@@ -22,6 +22,8 @@ using PciInfo = nvmlPciInfo_t;
 using EventData = nvmlEventData_t;
 using ProcessInfo = nvmlProcessInfo_t;
 using ProcessUtilization = nvmlProcessUtilizationSample_t;
+using TopologyLevel = nvmlGpuTopologyLevel_t;
+using EnableState = nvmlEnableState_t;
 
 inline constexpr Return kSuccess = NVML_SUCCESS;
 inline constexpr Return kErrorNotSupported = NVML_ERROR_NOT_SUPPORTED;
@@ -30,6 +32,8 @@ inline constexpr Return kErrorTimeout = NVML_ERROR_TIMEOUT;
 inline constexpr Return kErrorNotFound = NVML_ERROR_NOT_FOUND;
 /// usedGpuMemory when the driver cannot tell (nvml.h's NVML_VALUE_NOT_AVAILABLE).
 inline constexpr unsigned long long kValueNotAvailable = ~0ull;
+
+inline constexpr unsigned kMaxNvLinks = NVML_NVLINK_MAX_LINKS;
 
 inline constexpr unsigned kMigDisable = NVML_DEVICE_MIG_DISABLE;
 inline constexpr unsigned kMigEnable = NVML_DEVICE_MIG_ENABLE;
@@ -62,6 +66,10 @@ struct NvmlFunctions {
   decltype(&::nvmlDeviceGetCudaComputeCapability) deviceGetCudaComputeCapability = nullptr;
   decltype(&::nvmlDeviceGetMigMode) deviceGetMigMode = nullptr;
   decltype(&::nvmlDeviceGetNumaNodeId) deviceGetNumaNodeId = nullptr;
+  // Optional, for the link matrix (topology.h):
+  decltype(&::nvmlDeviceGetTopologyCommonAncestor) deviceGetTopologyCommonAncestor = nullptr;
+  decltype(&::nvmlDeviceGetNvLinkState) deviceGetNvLinkState = nullptr;
+  decltype(&::nvmlDeviceGetNvLinkRemotePciInfo_v2) deviceGetNvLinkRemotePciInfo = nullptr;
   decltype(&::nvmlEventSetCreate) eventSetCreate = nullptr;
   decltype(&::nvmlDeviceGetSupportedEventTypes) deviceGetSupportedEventTypes = nullptr;
   decltype(&::nvmlDeviceRegisterEvents) deviceRegisterEvents = nullptr;

@@ -1,5 +1,8 @@
 #include "vgpu/c_views.h"
 
+#include <algorithm>
+#include <cstddef>
+
 namespace vgpu {
 namespace {
 
@@ -38,6 +41,30 @@ Health healthFromC(std::uint32_t h) {
   }
 }
 
+static_assert(static_cast<std::uint32_t>(LinkClass::kCrossNuma) == VGPU_LINK_CROSS_NUMA &&
+              static_cast<std::uint32_t>(LinkClass::kPcieSwitch) == VGPU_LINK_PCIE_SWITCH &&
+              static_cast<std::uint32_t>(LinkClass::kSwitchFabric) == VGPU_LINK_SWITCH_FABRIC,
+              "vgpu::LinkClass and vgpu_link_class must agree");
+
+constexpr std::size_t kDeviceSizeWithLinks = offsetof(vgpu_device, link_size) + sizeof(size_t);
+constexpr std::size_t kLinkSizeWithRank = offsetof(vgpu_device_link, rank) + sizeof(std::uint32_t);
+
+std::vector<DeviceLink> linksFromC(const vgpu_device& d) {
+  std::vector<DeviceLink> out;
+  if (d.struct_size < kDeviceSizeWithLinks || d.links == nullptr || d.link_size < kLinkSizeWithRank) return out;
+  out.reserve(d.link_count);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(d.links);
+  for (size_t i = 0; i < d.link_count; ++i) {
+    const auto& l = *reinterpret_cast<const vgpu_device_link*>(bytes + i * d.link_size);
+    if (l.peer_id == nullptr) continue;
+    // A class from a newer backend reads as unknown; its rank still orders the pair.
+    const LinkClass linkClass = l.link_class <= VGPU_LINK_SWITCH_FABRIC ? static_cast<LinkClass>(l.link_class)
+                                                                        : LinkClass::kUnknown;
+    out.push_back({l.peer_id, linkClass, l.lanes, std::min(l.rank, kMaxLinkRank)});
+  }
+  return out;
+}
+
 }  // namespace
 
 vgpu_device DeviceRecord::viewOf(const Device& d, const std::vector<vgpu_kv>& attributes) {
@@ -59,6 +86,12 @@ DeviceRecord::DeviceRecord(Device device) : device_(std::move(device)) {
   attributes_.reserve(device_.attributes.size());
   for (const auto& [k, v] : device_.attributes) attributes_.push_back({k.c_str(), v.c_str()});
   view_ = viewOf(device_, attributes_);
+  links_.reserve(device_.links.size());
+  for (const auto& l : device_.links)
+    links_.push_back({l.peer.c_str(), static_cast<std::uint32_t>(l.linkClass), l.lanes, l.rank});
+  view_.links = links_.data();
+  view_.link_count = links_.size();
+  view_.link_size = sizeof(vgpu_device_link);
 }
 
 RequestRecord::RequestRecord(DeviceRequest request) : request_(std::move(request)) {
@@ -95,6 +128,7 @@ Device deviceFromC(const vgpu_device& d, const std::string& backend) {
     const auto& kv = d.attributes.items[i];
     if (kv.key) out.attributes[kv.key] = kv.value ? kv.value : "";
   }
+  out.links = linksFromC(d);
   return out;
 }
 

@@ -21,7 +21,14 @@
 namespace vgpu {
 
 const char* toString(NodePolicy policy) { return policy == NodePolicy::kBinpack ? "binpack" : "spread"; }
-const char* toString(DevicePolicy policy) { return policy == DevicePolicy::kBinpack ? "binpack" : "spread"; }
+const char* toString(DevicePolicy policy) {
+  switch (policy) {
+    case DevicePolicy::kBinpack: return "binpack";
+    case DevicePolicy::kSpread: return "spread";
+    case DevicePolicy::kTopology: return "topology";
+  }
+  return "spread";
+}
 
 std::optional<NodePolicy> parseNodePolicy(std::string_view text) {
   if (text == "binpack") return NodePolicy::kBinpack;
@@ -32,6 +39,7 @@ std::optional<NodePolicy> parseNodePolicy(std::string_view text) {
 std::optional<DevicePolicy> parseDevicePolicy(std::string_view text) {
   if (text == "binpack") return DevicePolicy::kBinpack;
   if (text == "spread") return DevicePolicy::kSpread;
+  if (text == "topology") return DevicePolicy::kTopology;
   return std::nullopt;
 }
 
@@ -318,8 +326,8 @@ class Parser {
         if (!p) fail(kat, "expected binpack or spread, got " + kind(value));
         s.nodePolicy = *p;
       } else if (key == "devicePolicy") {
-        auto p = parseDevicePolicy(scalar(value, kat, "binpack or spread"));
-        if (!p) fail(kat, "expected binpack or spread, got " + kind(value));
+        auto p = parseDevicePolicy(scalar(value, kat, "binpack, spread or topology"));
+        if (!p) fail(kat, "expected binpack, spread or topology, got " + kind(value));
         s.devicePolicy = *p;
       } else if (key == "heartbeatTimeout") {
         s.heartbeatTimeout = duration(value, kat);

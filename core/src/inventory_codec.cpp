@@ -1,5 +1,6 @@
 // The node inventory annotation. Fields and compatibility rules: docs/wire-format.md.
 
+#include <algorithm>
 #include <limits>
 #include <set>
 
@@ -16,6 +17,27 @@ namespace {
 
 constexpr std::int64_t kInventoryVersion = 1;
 constexpr std::string_view kDocument = "inventory annotation";
+
+Result<DeviceLink> decodeLink(const json::value& value, const std::string& path) {
+  if (!value.is_object()) {
+    return makeError(std::string(kDocument) + ": " + path + ": expected an object, got " +
+                     detail::describeJson(value));
+  }
+  JsonFields f(value.get_object(), kDocument, path);
+  DeviceLink link;
+  std::string linkClass;
+  std::uint64_t lanes = 0, rank = 0;
+  if (auto st = f.string("peer", Need::kRequired, false, link.peer); !st) return st.error();
+  if (auto st = f.string("class", Need::kRequired, false, linkClass); !st) return st.error();
+  if (auto st = f.unsignedInteger("lanes", Need::kOptional, std::numeric_limits<std::uint32_t>::max(), lanes); !st)
+    return st.error();
+  if (auto st = f.unsignedInteger("rank", Need::kRequired, kMaxLinkRank, rank); !st) return st.error();
+  // A class word from a newer agent reads as unknown: the rank alone orders the pair.
+  link.linkClass = parseLinkClass(linkClass).value_or(LinkClass::kUnknown);
+  link.lanes = static_cast<std::uint32_t>(lanes);
+  link.rank = static_cast<std::uint32_t>(rank);
+  return link;
+}
 
 Result<Device> decodeDevice(const json::value& value, const std::string& path, std::string_view backend) {
   if (!value.is_object()) {
@@ -49,6 +71,16 @@ Result<Device> decodeDevice(const json::value& value, const std::string& path, s
       !st)
     return st.error();
   Status st;
+  // Absent in inventories of agents before topology, and from backends that cannot tell.
+  if (const json::array* links = f.array("links", Need::kOptional, st)) {
+    for (std::size_t i = 0; i < links->size(); ++i) {
+      auto link = decodeLink((*links)[i], f.pathOf("links") + "[" + std::to_string(i) + "]");
+      if (!link) return std::move(link).error();
+      d.links.push_back(std::move(link).value());
+    }
+  } else if (!st) {
+    return st.error();
+  }
   if (const json::object* attrs = f.object("attributes", Need::kOptional, st)) {
     JsonFields a(*attrs, kDocument, f.pathOf("attributes"));
     for (const auto& kv : *attrs) {
@@ -94,6 +126,19 @@ std::string encodeInventory(const std::vector<Device>& devices) {
     o["health"] = toString(d.health);
     o["attributes"] = std::move(attrs);
     if (d.foreignUsedMiB != 0) o["foreignUsedMiB"] = d.foreignUsedMiB;
+    if (!d.links.empty()) {
+      json::array links;
+      links.reserve(d.links.size());
+      for (const DeviceLink& l : d.links) {
+        json::object link;
+        link["peer"] = detail::toValidUtf8(l.peer);
+        link["class"] = toString(l.linkClass);
+        if (l.lanes != 0) link["lanes"] = l.lanes;
+        link["rank"] = std::min(l.rank, kMaxLinkRank);
+        links.emplace_back(std::move(link));
+      }
+      o["links"] = std::move(links);
+    }
     list.emplace_back(std::move(o));
   }
   json::object root;
@@ -132,6 +177,16 @@ Result<std::vector<Device>> decodeInventory(std::string_view text, std::string_v
                        std::to_string(device->index));
     }
     devices.push_back(std::move(device).value());
+  }
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    for (std::size_t k = 0; k < devices[i].links.size(); ++k) {
+      const std::string& peer = devices[i].links[k].peer;
+      if (peer == devices[i].id || !ids.contains(peer)) {
+        return makeError(std::string(kDocument) + ": devices[" + std::to_string(i) + "].links[" + std::to_string(k) +
+                         "].peer: " + detail::quoteForMessage(peer) +
+                         (peer == devices[i].id ? " is the device itself" : " is not a device of this inventory"));
+      }
+    }
   }
   return devices;
 }

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "vgpu/backend_loader.h"
+#include "vgpu/link_sets.h"
 
 namespace vgpu {
 
@@ -27,9 +28,29 @@ NodeInventory::NodeInventory(std::vector<Device> devices, const BackendSet& back
     e.full = &d;
     entries_.push_back(e);
     auto group = std::find_if(groups_.begin(), groups_.end(), [&](const BackendGroup& g) { return g.backend == d.backend; });
-    if (group == groups_.end()) group = groups_.insert(groups_.end(), BackendGroup{d.backend, e.allocator, {}});
+    if (group == groups_.end()) group = groups_.insert(groups_.end(), BackendGroup{d.backend, e.allocator, {}, nullptr});
     group->positions.push_back(static_cast<std::uint32_t>(i));
   }
+  indexLinks();
+}
+
+void NodeInventory::indexLinks() {
+  const std::size_t n = devices_.size();
+  for (std::size_t a = 0; a < n; ++a) {
+    for (const DeviceLink& link : devices_[a].links) {
+      const int b = find(devices_[a].backend, link.peer);
+      if (b < 0 || static_cast<std::size_t>(b) == a) continue;
+      if (linkRanks_.empty()) linkRanks_.assign(n * n, 0);
+      const auto rank = static_cast<std::uint16_t>(std::min(link.rank, kMaxLinkRank));
+      // Both ends may publish the pair; if they disagree the slower word counts.
+      for (auto [x, y] : {std::pair{a, static_cast<std::size_t>(b)}, std::pair{static_cast<std::size_t>(b), a}}) {
+        std::uint16_t& slot = linkRanks_[x * n + y];
+        slot = slot == 0 ? rank : std::min(slot, rank);
+      }
+    }
+  }
+  if (linkRanks_.empty()) return;
+  for (BackendGroup& g : groups_) g.linkTable = LinkTable::forGroup(*this, g.positions);
 }
 
 const NodeInventory::BackendGroup* NodeInventory::group(std::string_view backend) const {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "vgpu/backend_loader.h"
+#include "vgpu/link_sets.h"
 
 namespace vgpu {
 namespace {
@@ -10,6 +11,7 @@ namespace {
 /// A device that fits one request, with its load before the request (0 = idle, 1 = full).
 struct Candidate {
   std::uint32_t pos;
+  std::uint32_t slot;  // index in the backend group
   int numa;
   double load;
   vgpu_device_usage take;
@@ -21,6 +23,8 @@ struct Scratch {
   std::vector<DeviceUsage> init;
   std::vector<Candidate> candidates;
   std::vector<Candidate> chosen;
+  std::vector<std::uint32_t> positions;  // the candidates' positions, for the topology policy
+  std::vector<int> numas;
   NodeRefusal refusal;  // filled while choosing; copied out only when the node is refused
 };
 
@@ -52,11 +56,48 @@ inline void noteRefusal(NodeRefusal& refusal, const vgpu_fit_result& r) {
   }
 }
 
-/// Better-first order under the device policy; ties go to the lower position for
-/// deterministic placements.
+/// Better-first order under the device policy (topology, where links do not decide:
+/// spread); ties go to the lower position for deterministic placements.
 bool better(const Candidate& a, const Candidate& b, DevicePolicy policy) {
-  if (a.load != b.load) return policy == DevicePolicy::kSpread ? a.load < b.load : a.load > b.load;
+  if (a.load != b.load) return policy == DevicePolicy::kBinpack ? a.load > b.load : a.load < b.load;
   return a.pos < b.pos;
+}
+
+/// The topology policy: the best-linked `count` candidates (link_sets.h). False when the
+/// node publishes no links or the search does not apply; the caller's order decides then.
+bool chooseLinked(const vgpu_device_request& q, const NodeInventory& inventory,
+                  const NodeInventory::BackendGroup& group, Scratch& s) {
+  if (!inventory.hasLinks()) return false;
+  if (group.linkTable) {  // the common case: answered when the inventory was built
+    std::uint32_t fitting = 0;
+    for (const Candidate& c : s.candidates) fitting |= 1u << c.slot;
+    const std::uint32_t best = group.linkTable->best(fitting, q.count, q.numa_bind != 0);
+    if (best == 0) return false;
+    for (const Candidate& c : s.candidates)
+      if (best >> c.slot & 1u) s.chosen.push_back(c);
+    return true;
+  }
+  s.positions.clear();
+  s.numas.clear();
+  for (const Candidate& c : s.candidates) {
+    s.positions.push_back(c.pos);
+    if (q.numa_bind) s.numas.push_back(c.numa);
+  }
+  const auto set = bestLinkedSet(inventory, s.positions, s.numas, q.count);
+  if (!set) return false;
+  for (std::size_t i = 0; i < s.candidates.size(); ++i)
+    if ((*set >> i) & 1u) s.chosen.push_back(s.candidates[i]);
+  return true;
+}
+
+/// The slowest link among the chosen devices (kMaxLinkRank for one device): the topology
+/// policy's node score.
+std::uint32_t worstChosenLink(const NodeInventory& inventory, const std::vector<Candidate>& chosen) {
+  std::uint32_t worst = kMaxLinkRank;
+  for (std::size_t i = 0; i < chosen.size(); ++i)
+    for (std::size_t j = i + 1; j < chosen.size(); ++j)
+      worst = std::min(worst, inventory.linkRank(chosen[i].pos, chosen[j].pos));
+  return worst;
 }
 
 /// The devices of the request's backend on this node, or null (with the refusal filled)
@@ -118,11 +159,12 @@ bool chooseDevices(const PreparedPod::Request& request, const NodeInventory& inv
   if (group == nullptr) return false;
   s.candidates.clear();
   const auto& entries = inventory.entries();
-  for (const std::uint32_t pos : group->positions) {
+  for (std::uint32_t slot = 0; slot < group->positions.size(); ++slot) {
+    const std::uint32_t pos = group->positions[slot];
     const auto& entry = entries[pos];
     const vgpu_fit_result r = fitOne(*request.allocator, q, entry, usage[pos]);
     if (r.fits) {
-      s.candidates.push_back({pos, entry.c().numa_node, entry.load(usage[pos]), r.take});
+      s.candidates.push_back({pos, slot, entry.c().numa_node, entry.load(usage[pos]), r.take});
     } else {
       noteRefusal(refusal, r);
     }
@@ -134,6 +176,7 @@ bool chooseDevices(const PreparedPod::Request& request, const NodeInventory& inv
     refusal.kind = NodeRefusal::Kind::kTooFewDevices;
     return false;
   }
+  if (policy == DevicePolicy::kTopology && chooseLinked(q, inventory, *group, s)) return true;
   auto order = [policy](const Candidate& a, const Candidate& b) { return better(a, b, policy); };
   if (count == 1) {
     s.chosen.push_back(*std::min_element(s.candidates.begin(), s.candidates.end(), order));
@@ -172,6 +215,7 @@ NodeEvaluation run(const PreparedPod& pod, const NodeState& node, NodePolicy nod
   }
   Scratch& s = scratch();
   const NodeInventory& inventory = *node.inventory;
+  std::uint32_t worstLink = kMaxLinkRank;  // over every request's chosen devices
   s.apps.assign(node.usage.begin(), node.usage.end());
   const auto& containers = pod.containers();
   for (size_t ci = 0; ci < containers.size(); ++ci) {
@@ -195,6 +239,7 @@ NodeEvaluation run(const PreparedPod& pod, const NodeState& node, NodePolicy nod
         eval.refusal.request = static_cast<std::int16_t>(ri);
         return eval;
       }
+      if (devicePolicy == DevicePolicy::kTopology) worstLink = std::min(worstLink, worstChosenLink(inventory, s.chosen));
       for (const Candidate& c : s.chosen) {
         addTake((*target)[c.pos], c.take);
         if (placed) {
@@ -211,6 +256,8 @@ NodeEvaluation run(const PreparedPod& pod, const NodeState& node, NodePolicy nod
   load = entries.empty() ? 0 : load / static_cast<double>(entries.size());
   eval.fits = true;
   eval.score = nodePolicy == NodePolicy::kBinpack ? load : 1.0 - load;
+  // Topology: the best-linked devices first, the node policy among equals; still 0..1.
+  if (devicePolicy == DevicePolicy::kTopology) eval.score = (worstLink + eval.score) / (kMaxLinkRank + 1.0);
   if (out) out->node = node.name;
   return eval;
 }

@@ -26,7 +26,15 @@ Result<PodRequest> buildPodRequest(const BackendSet& backends, const std::string
   if (auto it = annotations.find(std::string(keys::kPodDevicePolicy)); it != annotations.end()) {
     out.devicePolicy = parseDevicePolicy(it->second);
     if (!out.devicePolicy)
-      return makeError(pod + ": annotation " + it->first + " must be \"binpack\" or \"spread\", got \"" + it->second + "\"");
+      return makeError(pod + ": annotation " + it->first + " must be \"binpack\", \"spread\" or \"topology\", got \"" +
+                       it->second + "\"");
+  } else if (auto hami = annotations.find(std::string(keys::kHamiPodDevicePolicy)); hami != annotations.end()) {
+    out.devicePolicy = hami->second == "topology-aware" ? std::optional(DevicePolicy::kTopology)
+                       : hami->second == "topology"     ? std::nullopt
+                                                        : parseDevicePolicy(hami->second);
+    if (!out.devicePolicy)
+      return makeError(pod + ": annotation " + hami->first + " must be \"binpack\", \"spread\" or \"topology-aware\", got \"" +
+                       hami->second + "\"");
   }
   // Init containers first, as Kubernetes runs them, keeping each group's order.
   for (bool init : {true, false}) {

@@ -51,6 +51,11 @@ Status parseDeviceGroup(const Context& ctx, const YAML::Node& group, const std::
   std::optional<std::uint32_t> splitCount;
   std::set<std::uint32_t> unhealthy;
   std::map<std::string, std::string> attributes;
+  struct Links {
+    std::uint32_t groupsOf = 0;
+    LinkClass within = LinkClass::kUnknown, across = LinkClass::kUnknown;
+    std::uint32_t lanes = 0;
+  } links;
   for (const auto& kv : group) {
     const std::string key = kv.first.Scalar();
     const std::string at = path + "." + key;
@@ -76,6 +81,31 @@ Status parseDeviceGroup(const Context& ctx, const YAML::Node& group, const std::
         if (!a.second.IsScalar()) return ctx.error(a.second, at + "." + a.first.Scalar(), "expected a string");
         attributes[a.first.Scalar()] = a.second.Scalar();
       }
+    } else if (key == "links") {
+      // Islands of `groupsOf` devices (by position) linked `within`, islands linked `across`.
+      if (!kv.second.IsMap()) return ctx.error(kv.second, at, "expected a map (groupsOf, within, lanes, across)");
+      for (const auto& l : kv.second) {
+        const std::string lkey = l.first.Scalar();
+        const std::string lat = at + "." + lkey;
+        if (lkey == "groupsOf" || lkey == "lanes") {
+          auto v = number<std::uint32_t>(ctx, l.second, lat);
+          if (!v.ok()) return v.error();
+          (lkey == "lanes" ? links.lanes : links.groupsOf) = *v;
+        } else if (lkey == "within" || lkey == "across") {
+          auto v = text(ctx, l.second, lat);
+          if (!v.ok()) return v.error();
+          auto c = parseLinkClass(*v);
+          if (!c || *c == LinkClass::kUnknown)
+            return ctx.error(l.second, lat,
+                             "expected cross-numa, same-numa, pcie-host-bridge, pcie-switches, pcie-switch, "
+                             "same-board, direct or switch-fabric");
+          (lkey == "within" ? links.within : links.across) = *c;
+        } else {
+          return ctx.error(l.first, lat, "unknown key (expected groupsOf, within, lanes, across)");
+        }
+      }
+      if (links.groupsOf == 0 || links.within == LinkClass::kUnknown)
+        return ctx.error(kv.second, at, "needs groupsOf (at least 1) and within");
     } else if (key == "unhealthy") {
       if (!kv.second.IsSequence()) return ctx.error(kv.second, at, "expected a list of device positions");
       for (size_t i = 0; i < kv.second.size(); ++i) {
@@ -86,7 +116,7 @@ Status parseDeviceGroup(const Context& ctx, const YAML::Node& group, const std::
     } else {
       return ctx.error(kv.first, at,
                        "unknown key (expected backend, model, memoryMiB, count, numaNodes, computeUnits, "
-                       "splitCount, idPrefix, unhealthy, attributes)");
+                       "splitCount, idPrefix, unhealthy, attributes, links)");
     }
   }
   if (backend.empty()) return ctx.error(group, path + ".backend", "is required");
@@ -109,6 +139,14 @@ Status parseDeviceGroup(const Context& ctx, const YAML::Node& group, const std::
     d.numaNode = static_cast<int>(i * numaNodes / count);
     d.health = unhealthy.contains(i) ? Health::kUnhealthy : Health::kHealthy;
     d.attributes = attributes;
+    for (std::uint32_t p = 0; p < count && links.groupsOf != 0; ++p) {
+      if (p == i) continue;
+      const bool together = p / links.groupsOf == i / links.groupsOf;
+      const LinkClass c = together ? links.within : links.across;
+      if (c == LinkClass::kUnknown) continue;
+      const std::uint32_t lanes = together ? links.lanes : 0;
+      d.links.push_back({idPrefix + "-" + std::to_string(p), c, lanes, standardLinkRank(c, lanes)});
+    }
     out.push_back(std::move(d));
   }
   for (auto pos : unhealthy)

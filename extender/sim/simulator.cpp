@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 
+#include "vgpu/link_sets.h"
 #include "vgpu/placement.h"
 #include "vgpu/preemption.h"
 #include "vgpu/pod_request.h"
@@ -51,6 +52,28 @@ std::string percentOf(std::uint64_t part, std::uint64_t whole) {
   return std::to_string(part * 100 / whole) + "%";
 }
 
+/// For each container's devices of each backend on a node with links: how they are linked,
+/// and which islands of wholly free devices the placement left.
+std::vector<std::string> describeLinks(const NodeState& node, const Assignment& assignment) {
+  std::vector<std::string> out;
+  const NodeInventory& inventory = *node.inventory;
+  if (!inventory.hasLinks()) return out;
+  for (const auto& c : assignment.containers) {
+    std::map<std::string, std::vector<std::uint32_t>> chosen;  // backend -> positions
+    for (const auto& g : c.devices) {
+      const int pos = inventory.find(g.backend, g.deviceId);
+      if (pos >= 0) chosen[g.backend].push_back(static_cast<std::uint32_t>(pos));
+    }
+    for (const auto& [backend, positions] : chosen) {
+      std::vector<std::uint32_t> left;
+      for (std::uint32_t pos : inventory.group(backend)->positions)
+        if (node.usage[pos].shares == 0) left.push_back(pos);
+      out.push_back(c.name + ": " + describeLinkedSet(inventory, positions, left));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 SimulationResult simulate(const std::vector<ClusterNode>& cluster, const std::vector<PodInfo>& pods,
@@ -82,7 +105,9 @@ SimulationResult simulate(const std::vector<ClusterNode>& cluster, const std::ve
       if (placement.chosen) {
         outcome.kind = PodOutcome::Kind::kPlaced;
         outcome.assignment = std::move(placement.assignment);
-        (void)result.nodes[*placement.chosen].add(outcome.assignment);  // devices come from this node
+        NodeState& node = result.nodes[*placement.chosen];
+        (void)node.add(outcome.assignment);  // devices come from this node
+        if (engine.devicePolicyFor(*prepared) == DevicePolicy::kTopology) outcome.links = describeLinks(node, outcome.assignment);
       } else {
         outcome.kind = PodOutcome::Kind::kPending;
         std::map<std::string, int> categories;
@@ -196,6 +221,14 @@ std::string renderText(const SimulationResult& r) {
     }
   }
   out += placements.render();
+  bool linksHeading = false;
+  for (const auto& pod : r.pods) {
+    for (const auto& line : pod.links) {
+      if (!linksHeading) out += "\nLinks (topology policy)\n";
+      linksHeading = true;
+      out += pod.pod + " on " + pod.assignment.node + ": " + line + "\n";
+    }
+  }
 
   out += "\nDevice use\n";
   Table devices({"NODE", "DEVICE", "MODEL", "HEALTH", "MEMORY USED/TOTAL", "COMPUTE", "SHARES"});
@@ -247,6 +280,11 @@ std::string renderJson(const SimulationResult& r) {
           containers.push_back(json::object{{"name", c.name}, {"init", c.init}, {"devices", std::move(devices)}});
         }
         o["containers"] = std::move(containers);
+        if (!pod.links.empty()) {
+          json::array links;
+          for (const auto& line : pod.links) links.push_back(json::string(line));
+          o["links"] = std::move(links);
+        }
         break;
       }
       case PodOutcome::Kind::kPending: {

@@ -21,6 +21,9 @@ struct PodOutcome {
   std::int32_t priority = 0;  ///< spec.priority (PriorityClasses resolved by the caller)
   enum class Kind { kPlaced, kPending, kInvalid, kNotOurs } kind = Kind::kNotOurs;
   Assignment assignment;                       ///< kPlaced
+  /// kPlaced under the topology policy: per request, how its devices are linked and what
+  /// it kept whole ("train: devices 0-3: direct x4 all-to-all; 4-7 kept whole (...)").
+  std::vector<std::string> links;
   std::map<std::string, std::string> reasons;  ///< kPending: node -> why, in words
   /// kPending: the pod's condition as kube-scheduler words it from vgpu-scheduler's
   /// categories ("0/N nodes are available: 3 vgpu: ..., 2 vgpu: ...").

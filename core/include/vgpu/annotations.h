@@ -36,8 +36,11 @@ inline constexpr std::string_view kReservedPodAnnotations[] = {kPodAssignment, k
 
 /// Pod: per-pod override of the node policy ("binpack" / "spread").
 inline constexpr std::string_view kPodNodePolicy = "vgpu.io/node-scheduler-policy";
-/// Pod: per-pod override of the device policy ("binpack" / "spread").
+/// Pod: per-pod override of the device policy ("binpack" / "spread" / "topology").
 inline constexpr std::string_view kPodDevicePolicy = "vgpu.io/device-scheduler-policy";
+/// Pod: HAMi's device policy annotation ("binpack" / "spread" / "topology-aware"), read
+/// when kPodDevicePolicy is absent so pods written for HAMi keep their intent.
+inline constexpr std::string_view kHamiPodDevicePolicy = "hami.io/gpu-scheduler-policy";
 /// Pod/namespace label: the webhook leaves pods with this label set to "ignore" alone (its
 /// defaults and scheduler name; never its security checks, docs/security.md).
 inline constexpr std::string_view kWebhookOptOutLabel = "vgpu.io/webhook";

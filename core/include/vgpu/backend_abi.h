@@ -9,7 +9,8 @@
  *
  * Versioning: major<<16 | minor. A major change breaks the table; a minor change only
  * appends slots (1.1: vgpu_container_grant.pod_uid and the container_usage slot; 1.2: the
- * spec sink's notice; 1.3: the protected_env and device_processes slots). Every
+ * spec sink's notice; 1.3: the protected_env and device_processes slots; 1.4: vgpu_device's
+ * links). Every
  * struct the caller fills starts with its own size so that either side can tell which
  * fields the other knows. A null optional slot means "not supported".
  * See docs/writing-a-backend.md.
@@ -25,7 +26,7 @@ extern "C" {
 #endif
 
 #define VGPU_BACKEND_ABI_MAJOR 1u
-#define VGPU_BACKEND_ABI_MINOR 3u
+#define VGPU_BACKEND_ABI_MINOR 4u
 #define VGPU_BACKEND_ABI_VERSION ((VGPU_BACKEND_ABI_MAJOR << 16) | VGPU_BACKEND_ABI_MINOR)
 #define VGPU_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define VGPU_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -71,6 +72,27 @@ typedef struct vgpu_str_list {
 
 typedef enum vgpu_health { VGPU_HEALTHY = 0, VGPU_UNHEALTHY = 1, VGPU_HEALTH_UNKNOWN = 2 } vgpu_health;
 
+/* How two devices are connected (see vgpu::LinkClass), worst first. */
+typedef enum vgpu_link_class {
+  VGPU_LINK_UNKNOWN = 0,
+  VGPU_LINK_CROSS_NUMA = 1,       /* through the link between CPU sockets */
+  VGPU_LINK_SAME_NUMA = 2,        /* through PCIe host bridges of one NUMA node */
+  VGPU_LINK_PCIE_HOST_BRIDGE = 3, /* through one PCIe host bridge */
+  VGPU_LINK_PCIE_SWITCHES = 4,    /* through several PCIe switches */
+  VGPU_LINK_PCIE_SWITCH = 5,      /* through one PCIe switch */
+  VGPU_LINK_SAME_BOARD = 6,       /* two devices on one board */
+  VGPU_LINK_DIRECT = 7,           /* direct device-to-device links, `lanes` of them */
+  VGPU_LINK_SWITCH_FABRIC = 8     /* a device-to-device switch fabric */
+} vgpu_link_class;
+
+/* 1.4: the link from a device to a peer device of the same backend on the node. */
+typedef struct vgpu_device_link {
+  const char* peer_id; /* vgpu_device.id of the peer */
+  uint32_t link_class; /* vgpu_link_class */
+  uint32_t lanes;      /* for DIRECT and SWITCH_FABRIC: how many device links */
+  uint32_t rank;       /* higher is faster; 0 = unknown; at most 1000 (docs/wire-format.md) */
+} vgpu_device_link;
+
 /* One physical device (see vgpu::Device). */
 typedef struct vgpu_device {
   uint32_t struct_size;
@@ -83,6 +105,13 @@ typedef struct vgpu_device {
   int32_t numa_node; /* -1 = unknown */
   uint32_t health;   /* vgpu_health */
   vgpu_kv_list attributes;
+  /* 1.4, filled by discovery: the device's links to its peers, `link_size` =
+   * sizeof(vgpu_device_link) as the backend built them (step through `links` by it).
+   * Read only when struct_size covers link_size; none (count 0) = the backend cannot tell.
+   * The views core passes to `fit` carry none: topology is the placement engine's part. */
+  const vgpu_device_link* links;
+  size_t link_count;
+  size_t link_size;
 } vgpu_device;
 
 /* What is already taken on a device (see vgpu::DeviceUsage). */

@@ -13,7 +13,8 @@
 
 namespace vgpu {
 
-/// A Device with its vgpu_device view. The view points into the Device, so a move
+/// A Device with its vgpu_device view, links included (what discovery hands over). The view
+/// points into the Device, so a move
 /// re-points it (kept inline in vectors for locality: placement reads every device of
 /// every node); copies are not needed and not allowed.
 class DeviceRecord {
@@ -27,12 +28,14 @@ class DeviceRecord {
   const Device& device() const { return device_; }
   const vgpu_device& c() const { return view_; }
 
-  /// The view of `device` whose attributes are `attributes` (both must outlive it).
+  /// The view of `device` whose attributes are `attributes` (both must outlive it), without
+  /// links: the view `fit` gets.
   static vgpu_device viewOf(const Device& device, const std::vector<vgpu_kv>& attributes);
 
  private:
   Device device_;
   std::vector<vgpu_kv> attributes_;
+  std::vector<vgpu_device_link> links_;
   vgpu_device view_{};
 };
 
@@ -55,7 +58,8 @@ class RequestRecord {
 inline vgpu_device_usage toC(const DeviceUsage& u) { return {u.shares, u.compute, u.memoryMiB}; }
 inline DeviceUsage fromC(const vgpu_device_usage& u) { return {u.shares, u.memory_mib, u.compute}; }
 
-/// Copies of C structs into the vocabulary (strings copied).
+/// Copies of C structs into the vocabulary (strings copied). A device's links are read only
+/// when its struct_size covers them (a backend built before ABI 1.4 has none).
 Device deviceFromC(const vgpu_device& device, const std::string& backend);
 DeviceRequest requestFromC(const vgpu_device_request& request, const std::string& backend);
 

@@ -49,9 +49,10 @@ struct BackendConfig {
 };
 
 enum class NodePolicy : std::uint8_t { kBinpack, kSpread };
-enum class DevicePolicy : std::uint8_t { kBinpack, kSpread };
+/// kTopology: multi-device requests get the best-linked set of devices (docs/placement.md).
+enum class DevicePolicy : std::uint8_t { kBinpack, kSpread, kTopology };
 
-/// "binpack" / "spread"; parse returns nullopt for anything else.
+/// "binpack" / "spread" (/ "topology" for devices); parse returns nullopt for anything else.
 const char* toString(NodePolicy policy);
 const char* toString(DevicePolicy policy);
 std::optional<NodePolicy> parseNodePolicy(std::string_view text);

@@ -17,6 +17,7 @@
 namespace vgpu {
 
 class BackendSet;
+class LinkTable;
 
 /// A node's devices across backends, with their C views and allocators resolved once
 /// (the inventory changes rarely; placement reads it for every pod). Immutable, and laid
@@ -44,6 +45,9 @@ class NodeInventory {
     std::string backend;
     const Allocator* allocator = nullptr;
     std::vector<std::uint32_t> positions;
+    /// The topology policy's answers for this group (link_sets.h); null without links or
+    /// for groups too large for a table.
+    std::shared_ptr<const LinkTable> linkTable;
   };
 
   /// `devices` of any backends; ids in `cordoned` are refused to every pod.
@@ -60,11 +64,22 @@ class NodeInventory {
   /// Position of a device in entries(), or -1.
   int find(std::string_view backend, std::string_view deviceId) const;
 
+  /// The link rank between the devices at positions `a` and `b` (DeviceLink::rank; 0 when
+  /// unknown or of different backends). Precomputed: read for every pair of every node.
+  std::uint32_t linkRank(std::uint32_t a, std::uint32_t b) const {
+    return linkRanks_.empty() ? 0 : linkRanks_[a * entries_.size() + b];
+  }
+  /// Whether any device of the node published links.
+  bool hasLinks() const { return !linkRanks_.empty(); }
+
  private:
   std::vector<Device> devices_;  // never resized after construction: views point into it
   std::vector<std::vector<vgpu_kv>> attributes_;
   std::vector<Entry> entries_;
   std::vector<BackendGroup> groups_;
+  void indexLinks();
+
+  std::vector<std::uint16_t> linkRanks_;  // entries² ranks, row-major; empty without links
 };
 
 /// A node as the placement engine sees it: its inventory and what is taken on each device

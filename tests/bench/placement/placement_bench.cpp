@@ -17,7 +17,9 @@ struct Cluster {
 };
 
 /// N nodes of 8 x 80 GiB devices, each device already partly used (fixed seed), so most
-/// nodes fit and the engine does its full work on every node.
+/// nodes fit and the engine does its full work on every node. Devices 0-3 and 4-7 are two
+/// islands of direct links (4 lanes a pair), the islands joined across the sockets; only the
+/// topology policy reads the links.
 Cluster& cluster(size_t nodes) {
   static std::map<size_t, std::unique_ptr<Cluster>> cache;
   auto& slot = cache[nodes];
@@ -46,6 +48,12 @@ Cluster& cluster(size_t nodes) {
       d.splitCount = 10;
       d.numaNode = i / 4;
       d.health = Health::kHealthy;
+      for (int p = 0; p < 8; ++p) {
+        if (p == i) continue;
+        const LinkClass c = p / 4 == i / 4 ? LinkClass::kDirect : LinkClass::kCrossNuma;
+        const std::uint32_t lanes = c == LinkClass::kDirect ? 4 : 0;
+        d.links.push_back({"GPU-" + std::to_string(n) + "-" + std::to_string(p), c, lanes, standardLinkRank(c, lanes)});
+      }
       devices.push_back(std::move(d));
     }
     NodeState state(name, std::make_shared<const NodeInventory>(std::move(devices), slot->backends));
@@ -58,15 +66,20 @@ Cluster& cluster(size_t nodes) {
   return *slot;
 }
 
-PreparedPod singleGpuPod(const BackendSet& backends) {
-  ContainerResources c{"main", false, {{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", 10000}, {"nvidia.com/gpucores", 20}}};
-  auto request = buildPodRequest(backends, "default", "bench", {c}, {});
+/// `gpus` GPUs of 10,000 MiB and 20 percent each; the configured device policy unless
+/// `devicePolicy` names one.
+PreparedPod gpuPod(const BackendSet& backends, std::int64_t gpus = 1, const char* devicePolicy = nullptr) {
+  ContainerResources c{"main", false, {{"nvidia.com/gpu", gpus}, {"nvidia.com/gpumem", 10000}, {"nvidia.com/gpucores", 20}}};
+  Annotations annotations;
+  if (devicePolicy) annotations["vgpu.io/device-scheduler-policy"] = devicePolicy;
+  auto request = buildPodRequest(backends, "default", "bench", {c}, annotations);
   return std::move(PreparedPod::prepare(*request, backends)).value();
 }
 
-void BM_PlaceSingleGpuPod(benchmark::State& state) {
-  Cluster& c = cluster(static_cast<size_t>(state.range(0)));
-  const PreparedPod pod = singleGpuPod(c.backends);
+PreparedPod singleGpuPod(const BackendSet& backends) { return gpuPod(backends); }
+
+/// Places `pod` over the whole cluster once per iteration.
+void placeEachIteration(benchmark::State& state, const Cluster& c, const PreparedPod& pod) {
   const PlacementEngine engine;
   benchmark::IterationCount placed = 0;
   for (auto _ : state) {
@@ -75,10 +88,26 @@ void BM_PlaceSingleGpuPod(benchmark::State& state) {
     benchmark::DoNotOptimize(p);
   }
   if (placed != state.iterations()) state.SkipWithError("pod did not fit");
+}
+
+void BM_PlaceSingleGpuPod(benchmark::State& state) {
+  Cluster& c = cluster(static_cast<size_t>(state.range(0)));
+  placeEachIteration(state, c, singleGpuPod(c.backends));
   state.SetComplexityN(state.range(0));
   state.counters["devices"] = static_cast<double>(state.range(0) * 8);
 }
 BENCHMARK(BM_PlaceSingleGpuPod)->Arg(100)->Arg(1000)->Arg(5000)->Unit(benchmark::kMicrosecond)->Complexity(benchmark::oN);
+
+/// A pod of range(1) GPUs over 5,000 nodes, device policy spread (range(2) = 0) or topology
+/// (1): the difference is the topology policy's cost per pod (docs/placement.md).
+void BM_PlaceMultiGpuPod(benchmark::State& state) {
+  Cluster& c = cluster(5000);
+  placeEachIteration(state, c, gpuPod(c.backends, state.range(1), state.range(2) ? "topology" : "spread"));
+}
+BENCHMARK(BM_PlaceMultiGpuPod)
+    ->ArgNames({"nodes", "gpus", "topology"})
+    ->ArgsProduct({{5000}, {1, 2, 4, 8}, {0, 1}})
+    ->Unit(benchmark::kMillisecond);
 
 /// Evaluation alone (what the extender's filter does per node), without the assignment.
 void BM_EvaluateNode(benchmark::State& state) {

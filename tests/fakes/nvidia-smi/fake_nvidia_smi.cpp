@@ -6,8 +6,10 @@
 //                                    as the real tool does, nvml_device_error blanks that GPU;
 //   neither                          the fake NVML's one default GPU.
 // VGPU_FAKE_NVIDIA_SMI_DELAY_MS=<n> sleeps first (for timeouts).
+// `topo -m` prints the link matrix of the config's nvlink, nvswitch and pcie lines.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -27,7 +29,41 @@ struct Gpu {
   bool mig = false;
   bool broken = false;
   int smCount = 80;
+  int numa = -1;
+  std::map<int, int> nvlinks;  // peer GPU -> NVLinks bridging them
+  int nvswitchLinks = 0;
 };
+
+/// `topo -m`'s word for the pair (a, b), from the same lines the fake NVML reads.
+std::string topoCell(const std::vector<Gpu>& gpus, const std::map<std::pair<int, int>, std::string>& pcie, int a, int b) {
+  if (a == b) return " X ";
+  const Gpu& ga = gpus[static_cast<size_t>(a)];
+  const Gpu& gb = gpus[static_cast<size_t>(b)];
+  if (auto it = ga.nvlinks.find(b); it != ga.nvlinks.end()) return "NV" + std::to_string(it->second);
+  if (ga.nvswitchLinks > 0 && gb.nvswitchLinks > 0) return "NV" + std::to_string(std::min(ga.nvswitchLinks, gb.nvswitchLinks));
+  if (auto it = pcie.find({std::min(a, b), std::max(a, b)}); it != pcie.end()) {
+    static const std::map<std::string, std::string> kWords{{"internal", "PIX"}, {"single", "PIX"}, {"multiple", "PXB"},
+                                                           {"hostbridge", "PHB"}, {"node", "NODE"}, {"system", "SYS"}};
+    auto w = kWords.find(it->second);
+    if (w != kWords.end()) return w->second;
+  }
+  return ga.numa == gb.numa ? "NODE" : "SYS";
+}
+
+/// The matrix as the real tool lays it out (tabs, an underlined header, the legend).
+void printTopology(const std::vector<Gpu>& gpus, const std::map<std::pair<int, int>, std::string>& pcie) {
+  std::cout << "\t\x1b[4m";
+  for (size_t i = 0; i < gpus.size(); ++i) std::cout << "GPU" << i << "\t";
+  std::cout << "CPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n";
+  for (size_t a = 0; a < gpus.size(); ++a) {
+    std::cout << "GPU" << a << "\t";
+    for (size_t b = 0; b < gpus.size(); ++b) std::cout << topoCell(gpus, pcie, static_cast<int>(a), static_cast<int>(b)) << "\t";
+    const int numa = gpus[a].numa < 0 ? 0 : gpus[a].numa;
+    std::cout << (numa * 48) << "-" << (numa * 48 + 47) << "\t" << numa << "\t\tN/A\n";
+  }
+  std::cout << "\nLegend:\n\n  X    = Self\n  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes\n"
+               "  NV#  = Connection traversing a bonded set of # NVLinks\n";
+}
 
 Gpu defaultGpu(unsigned index) {
   Gpu g;
@@ -144,15 +180,19 @@ void printGpu(std::ostream& o, const Gpu& g) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool q = false, x = false;
+  bool q = false, x = false, topo = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-q" || a == "--query") q = true;
     else if (a == "-x" || a == "--xml-format") x = true;
     else if (a == "-qx" || a == "-xq") q = x = true;
-    else return fail("this fake knows only -q -x, got " + a, 2);
+    else if (a == "topo" && i + 1 < argc && std::string(argv[i + 1]) == "-m") {
+      topo = true;
+      ++i;
+    }
+    else return fail("this fake knows only -q -x and topo -m, got " + a, 2);
   }
-  if (!q || !x) return fail("this fake knows only -q -x", 2);
+  if (!topo && (!q || !x)) return fail("this fake knows only -q -x and topo -m", 2);
   if (const char* delay = std::getenv("VGPU_FAKE_NVIDIA_SMI_DELAY_MS")) usleep(static_cast<useconds_t>(std::atoi(delay)) * 1000);
 
   if (const char* xml = std::getenv("VGPU_FAKE_NVIDIA_SMI_XML"); xml && *xml) {
@@ -163,6 +203,7 @@ int main(int argc, char** argv) {
   }
 
   std::vector<Gpu> gpus;
+  std::map<std::pair<int, int>, std::string> pcie;  // (lower, higher) GPU -> level word
   std::map<int, bool> brokenByIndex;
   bool initFails = false;
   if (const char* config = std::getenv("VGPU_FAKE_GPU_CONFIG"); config && *config) {
@@ -190,7 +231,23 @@ int main(int argc, char** argv) {
         if (kv.count("cc")) g.cc = kv["cc"];
         if (kv.count("sm_count")) g.smCount = std::atoi(kv["sm_count"].c_str());
         if (kv.count("mig")) g.mig = kv["mig"] == "on";
+        if (kv.count("numa")) g.numa = std::atoi(kv["numa"].c_str());
         gpus.push_back(g);
+      } else if (w[0] == "nvlink" || w[0] == "nvswitch" || w[0] == "pcie") {
+        // After the gpu lines they name, as for the fake NVML (which checks them).
+        const int a = std::atoi(kv["gpu"].c_str());
+        const int b = kv.count("peer") ? std::atoi(kv["peer"].c_str()) : -1;
+        if (a < 0 || static_cast<size_t>(a) >= gpus.size() || (w[0] != "nvswitch" && (b < 0 || static_cast<size_t>(b) >= gpus.size())))
+          return fail(std::string(config) + ":" + std::to_string(lineNo) + ": names a gpu not given before");
+        if (w[0] == "nvlink") {
+          const int links = std::atoi(kv["links"].c_str());
+          gpus[static_cast<size_t>(a)].nvlinks[b] += links;
+          gpus[static_cast<size_t>(b)].nvlinks[a] += links;
+        } else if (w[0] == "nvswitch") {
+          gpus[static_cast<size_t>(a)].nvswitchLinks += std::atoi(kv["links"].c_str());
+        } else {
+          pcie[{std::min(a, b), std::max(a, b)}] = kv["level"];
+        }
       } else if (w[0] == "nvml_init_error") {
         initFails = true;
       } else if (w[0] == "nvml_device_error") {
@@ -208,6 +265,10 @@ int main(int argc, char** argv) {
   }
   for (auto& [index, broken] : brokenByIndex)
     if (index >= 0 && static_cast<size_t>(index) < gpus.size()) gpus[static_cast<size_t>(index)].broken = broken;
+  if (topo) {
+    printTopology(gpus, pcie);
+    return 0;
+  }
 
   std::ostringstream o;
   o << "<?xml version=\"1.0\" ?>\n<!DOCTYPE nvidia_smi_log SYSTEM \"nvsmi_device_v12.dtd\">\n<nvidia_smi_log>\n"

@@ -155,7 +155,7 @@ TEST(ConfigParse, OverriddenByTakesOnlySetFields) {
 
 TEST(ConfigParse, PolicyNamesRoundTrip) {
   for (auto p : {NodePolicy::kBinpack, NodePolicy::kSpread}) EXPECT_EQ(parseNodePolicy(toString(p)), p);
-  for (auto p : {DevicePolicy::kBinpack, DevicePolicy::kSpread}) EXPECT_EQ(parseDevicePolicy(toString(p)), p);
+  for (auto p : {DevicePolicy::kBinpack, DevicePolicy::kSpread, DevicePolicy::kTopology}) EXPECT_EQ(parseDevicePolicy(toString(p)), p);
   EXPECT_FALSE(parseNodePolicy("Binpack").has_value());
   EXPECT_FALSE(parseDevicePolicy("").has_value());
 }
@@ -183,7 +183,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"version: 1\nversion: 1\n", "test.yaml:2:1: version: duplicate key"},
         BadConfig{"scheduler: [binpack]\n", "scheduler: expected a map, got a list"},
         BadConfig{"scheduler:\n  nodePolicy: pack\n", "test.yaml:2:3: scheduler.nodePolicy: expected binpack or spread"},
-        BadConfig{"scheduler:\n  devicePolicy: [spread]\n", "scheduler.devicePolicy: expected binpack or spread, got a list"},
+        BadConfig{"scheduler:\n  devicePolicy: [spread]\n", "scheduler.devicePolicy: expected binpack, spread or topology, got a list"},
         BadConfig{"scheduler:\n  heartbeatTimeout: 90\n", "scheduler.heartbeatTimeout: expected a duration"},
         BadConfig{"scheduler:\n  heartbeatTimeout: 1.5m\n", "heartbeatTimeout: expected a duration"},
         BadConfig{"scheduler:\n  heartbeatTimeout: 30s2m\n", "heartbeatTimeout: expected a duration"},

@@ -262,3 +262,56 @@ TEST(CodecInventory, InvalidUtf8FromAVendorIsReplacedSoTheOutputStillDecodes) {
 
 }  // namespace
 }  // namespace vgpu
+
+namespace vgpu {
+namespace {
+
+std::vector<Device> linkedPair() {
+  std::vector<Device> devices{sampleDevice(0), sampleDevice(1)};
+  devices[0].links = {{devices[1].id, LinkClass::kDirect, 4, 200}};
+  devices[1].links = {{devices[0].id, LinkClass::kDirect, 4, 200}};
+  return devices;
+}
+
+TEST(CodecInventory, RoundTripsDeviceLinks) {
+  const auto devices = linkedPair();
+  const std::string text = encodeInventory(devices);
+  EXPECT_NE(text.find(R"("links":[{"peer":"GPU-1-uuid","class":"direct","lanes":4,"rank":200}])"), std::string::npos)
+      << text;
+  auto back = decodeInventory(text, "nvidia");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, devices);
+}
+
+TEST(CodecInventory, InventoryWithoutLinksStillDecodesAsUnknownTopology) {
+  auto back = decodeInventory(encodeInventory({sampleDevice(0), sampleDevice(1)}), "nvidia");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_TRUE((*back)[0].links.empty());
+  EXPECT_EQ(encodeInventory(*back).find("links"), std::string::npos);
+}
+
+TEST(CodecInventory, ALinkClassFromANewerAgentReadsAsUnknownButKeepsItsRank) {
+  std::string text = encodeInventory(linkedPair());
+  text.replace(text.find("\"direct\""), 8, "\"photonic\"");
+  auto back = decodeInventory(text, "nvidia");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ((*back)[0].links[0].linkClass, LinkClass::kUnknown);
+  EXPECT_EQ((*back)[0].links[0].rank, 200u);
+}
+
+TEST(CodecInventory, RefusesBadLinksNamingThem) {
+  const std::string text = encodeInventory(linkedPair());
+  auto with = [&](std::string_view from, std::string_view to) {
+    std::string t = text;
+    t.replace(t.find(from), from.size(), to);
+    return t;
+  };
+  expectError(with(R"("rank":200)", R"("rank":1001)"), "devices[0].links[0].rank");
+  expectError(with(R"("peer":"GPU-1-uuid")", R"("peer":"GPU-9-uuid")"), "is not a device of this inventory");
+  expectError(with(R"("peer":"GPU-1-uuid")", R"("peer":"GPU-0-uuid")"), "is the device itself");
+  expectError(with(R"("links":[)", R"("links":[7,)"), "devices[0].links[0]: expected an object");
+  expectError(with(R"("class":"direct",)", ""), "devices[0].links[0].class");
+}
+
+}  // namespace
+}  // namespace vgpu

@@ -74,6 +74,33 @@ TEST(Loader, ListsTheDeviceProcessesOfA1Dot3Backend) {
   EXPECT_FALSE((*processes)[0].utilizationPercent.has_value());
 }
 
+/// The devices a test backend's discovery reports (empty, with a failure, when it cannot).
+std::vector<Device> discoverWith(const std::string& name) {
+  auto r = loadTestBackend(name);
+  EXPECT_TRUE(r.ok()) << r.error().message;
+  if (!r.ok() || (*r)->discovery() == nullptr) {
+    ADD_FAILURE() << name << " has no discovery";
+    return {};
+  }
+  auto devices = (*r)->discovery()->discover();
+  EXPECT_TRUE(devices.ok()) << devices.error().message;
+  return devices.ok() ? *devices : std::vector<Device>{};
+}
+
+TEST(Loader, CarriesTheDeviceLinksOfA1Dot4Backend) {
+  const auto devices = discoverWith("abi14");
+  ASSERT_EQ(devices.size(), 2u);
+  EXPECT_EQ(devices[0].links, (std::vector<DeviceLink>{{"dev-1", LinkClass::kDirect, 2, 150}}));
+}
+
+TEST(Loader, A1Dot3BackendsDevicesLoadWithTopologyUnknown) {
+  // Its vgpu_device ends before `links`: whatever lies beyond is never read.
+  const auto devices = discoverWith("abi13");
+  ASSERT_EQ(devices.size(), 2u);
+  EXPECT_EQ(devices[1].id, "dev-1");
+  EXPECT_TRUE(devices[0].links.empty());
+}
+
 TEST(Loader, LoadsA1Dot2BackendWhoseTableEndsBeforeTheProcessSlot) {
   // Built with the slot filled but against the 1.2 header: only its 1.2 prefix is copied.
   auto r = loadTestBackend("abi12");

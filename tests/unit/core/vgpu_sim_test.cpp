@@ -169,6 +169,35 @@ TEST(ClusterFile, ExpandsDeviceGroupsWithConfigDefaults) {
   EXPECT_EQ(d[3].attributes.at("mode"), "x");
 }
 
+TEST(VgpuSim, ExplainsWhichLinkedSetItChoseAndWhatItKeptWhole) {
+  const std::string args = std::string("--cluster ") + VGPU_EXAMPLES_DIR + "/topology/cluster.yaml --pods " +
+                           VGPU_EXAMPLES_DIR + "/topology/pods.yaml";
+  const SimRun run = runSim(args);
+  ASSERT_EQ(run.exitCode, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("ml/notebook on nvlink-node: lab: device 3; 4-7 kept whole (direct x4 all-to-all)"));
+  EXPECT_THAT(run.out, HasSubstr("ml/train-b on nvlink-node: trainer: devices 4-7: direct x4 all-to-all"));
+  const SimRun json = runSim(args + " --output json");
+  ASSERT_EQ(json.exitCode, 0) << json.out;
+  const auto doc = boost::json::parse(json.out);
+  const auto& notebook = doc.at("pods").as_array()[1].as_object();
+  EXPECT_EQ(notebook.at("links").as_array()[0].as_string(), "lab: device 3; 4-7 kept whole (direct x4 all-to-all)");
+}
+
+TEST(ClusterFile, DeviceGroupLinksBecomeInventoryLinks) {
+  DeviceConfig config;
+  config.backends.push_back({"sim", true, {}, {}});
+  auto r = simulator::parseClusterFile(
+      "nodes:\n  - name: a\n    devices:\n      - {backend: sim, memoryMiB: 5, count: 4, idPrefix: g,\n"
+      "         links: {groupsOf: 2, within: direct, lanes: 2, across: cross-numa}}\n",
+      "c.yaml", config);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const auto& devices = (*r)[0].devices;
+  ASSERT_EQ(devices.size(), 4u);
+  EXPECT_EQ(devices[0].links, (std::vector<DeviceLink>{{"g-1", LinkClass::kDirect, 2, standardLinkRank(LinkClass::kDirect, 2)},
+                                                       {"g-2", LinkClass::kCrossNuma, 0, 10},
+                                                       {"g-3", LinkClass::kCrossNuma, 0, 10}}));
+}
+
 TEST(ClusterFile, ErrorsNameFileKeyAndLine) {
   DeviceConfig config;
   config.backends.push_back({"sim", true, {}, {}});
@@ -180,6 +209,10 @@ TEST(ClusterFile, ErrorsNameFileKeyAndLine) {
       {"nodes:\n  - name: a\n    gpus: 3\n", "nodes[0].gpus: unknown key"},
       {"nodes:\n  - name: a\n    devices:\n      - {backend: sim, memoryMiB: 5, count: 2, unhealthy: [9]}\n",
        "position 9 is beyond count"},
+      {"nodes:\n  - name: a\n    devices:\n      - {backend: sim, memoryMiB: 5, links: {groupsOf: 2, within: nvlink}}\n",
+       "nodes[0].devices[0].links.within: expected cross-numa"},
+      {"nodes:\n  - name: a\n    devices:\n      - {backend: sim, memoryMiB: 5, links: {within: direct}}\n",
+       "needs groupsOf"},
   };
   for (const auto& [yaml, expected] : cases) {
     auto r = simulator::parseClusterFile(yaml, "c.yaml", config);

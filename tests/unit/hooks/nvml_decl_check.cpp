@@ -26,6 +26,7 @@ namespace ours {
   X(NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE)       \
   X(NVML_DEVICE_MIG_DISABLE)                     \
   X(NVML_DEVICE_MIG_ENABLE)                      \
+  X(NVML_NVLINK_MAX_LINKS)                       \
   X(nvmlEventTypeNone)                           \
   X(nvmlEventTypeSingleBitEccError)              \
   X(nvmlEventTypeDoubleBitEccError)              \
@@ -50,6 +51,7 @@ VGPU_NVML_MACROS(VGPU_KEEP)
 #undef NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE
 #undef NVML_DEVICE_MIG_DISABLE
 #undef NVML_DEVICE_MIG_ENABLE
+#undef NVML_NVLINK_MAX_LINKS
 #undef nvmlEventTypeNone
 #undef nvmlEventTypeSingleBitEccError
 #undef nvmlEventTypeDoubleBitEccError
@@ -79,9 +81,21 @@ VGPU_DECLCHECK_MAP_HANDLE(nvmlEventSet_t)
   X(nvmlUtilization_t)             \
   X(nvmlProcessInfo_t)             \
   X(nvmlProcessUtilizationSample_t) \
-  X(nvmlEventData_t)
+  X(nvmlEventData_t)                \
+  X(nvmlGpuTopologyLevel_t)         \
+  X(nvmlEnableState_t)
 VGPU_NVML_TYPES(VGPU_DECLCHECK_MAP)
 VGPU_DECLCHECK_ENUM(nvmlReturn_t)
+VGPU_DECLCHECK_ENUM(nvmlGpuTopologyLevel_t)
+VGPU_DECLCHECK_ENUM(nvmlEnableState_t)
+VGPU_DECLCHECK_VALUE(NVML_TOPOLOGY_INTERNAL)
+VGPU_DECLCHECK_VALUE(NVML_TOPOLOGY_SINGLE)
+VGPU_DECLCHECK_VALUE(NVML_TOPOLOGY_MULTIPLE)
+VGPU_DECLCHECK_VALUE(NVML_TOPOLOGY_HOSTBRIDGE)
+VGPU_DECLCHECK_VALUE(NVML_TOPOLOGY_NODE)
+VGPU_DECLCHECK_VALUE(NVML_TOPOLOGY_SYSTEM)
+VGPU_DECLCHECK_VALUE(NVML_FEATURE_DISABLED)
+VGPU_DECLCHECK_VALUE(NVML_FEATURE_ENABLED)
 VGPU_DECLCHECK_TYPE(nvmlMemory_t)
 VGPU_DECLCHECK_TYPE(nvmlMemory_v2_t)
 VGPU_DECLCHECK_TYPE(nvmlPciInfo_t)

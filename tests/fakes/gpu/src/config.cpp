@@ -184,6 +184,14 @@ MachineConfig parseMachineConfig(const std::string& text, const std::string& ori
   };
   std::vector<PendingDeviceError> deviceErrors;
   std::vector<std::pair<XidSpec, int>> xidLines;
+  struct PendingLink {
+    unsigned gpu;
+    int peer;  // -1: an NVSwitch
+    unsigned links;
+    int line;
+  };
+  std::vector<PendingLink> linkLines;
+  std::vector<std::pair<PciePathSpec, int>> pcieLines;
   while (std::getline(in, raw)) {
     ++lineNo;
     std::string line = raw;
@@ -322,8 +330,41 @@ MachineConfig parseMachineConfig(const std::string& text, const std::string& ori
         x.delayMs = static_cast<unsigned>(v);
       }
       xidLines.push_back({x, lineNo});
+    } else if (kind == "nvlink" || kind == "nvswitch") {
+      const bool bridge = kind == "nvlink";
+      std::string bad = bridge ? unknownKeys({"gpu", "peer", "links"}) : unknownKeys({"gpu", "links"});
+      if (!bad.empty()) return fail("unknown " + kind + " key '" + bad + "'");
+      unsigned long long gpu = 0, peer = 0, links = 0;
+      auto* g = take("gpu");
+      auto* p = take("peer");
+      auto* l = take("links");
+      if (!g || !parseUnsigned(*g, 15, gpu)) return fail(kind + " needs gpu=<index>");
+      if (bridge && (!p || !parseUnsigned(*p, 15, peer) || peer == gpu))
+        return fail("nvlink needs peer=<index> of another gpu");
+      if (!l || !parseUnsigned(*l, NVML_NVLINK_MAX_LINKS, links) || links == 0)
+        return fail(kind + " needs links=<1.." + std::to_string(NVML_NVLINK_MAX_LINKS) + ">");
+      linkLines.push_back({static_cast<unsigned>(gpu), bridge ? static_cast<int>(peer) : -1,
+                           static_cast<unsigned>(links), lineNo});
+    } else if (kind == "pcie") {
+      std::string bad = unknownKeys({"gpu", "peer", "level"});
+      if (!bad.empty()) return fail("unknown pcie key '" + bad + "'");
+      unsigned long long gpu = 0, peer = 0;
+      auto* g = take("gpu");
+      auto* p = take("peer");
+      auto* l = take("level");
+      if (!g || !parseUnsigned(*g, 15, gpu) || !p || !parseUnsigned(*p, 15, peer) || peer == gpu)
+        return fail("pcie needs gpu=<index> peer=<index of another gpu>");
+      static const std::map<std::string, int> kLevels{
+          {"internal", NVML_TOPOLOGY_INTERNAL},     {"single", NVML_TOPOLOGY_SINGLE},
+          {"multiple", NVML_TOPOLOGY_MULTIPLE},     {"hostbridge", NVML_TOPOLOGY_HOSTBRIDGE},
+          {"node", NVML_TOPOLOGY_NODE},             {"system", NVML_TOPOLOGY_SYSTEM}};
+      auto level = l ? kLevels.find(*l) : kLevels.end();
+      if (level == kLevels.end())
+        return fail("pcie needs level=internal|single|multiple|hostbridge|node|system");
+      pcieLines.push_back({{static_cast<unsigned>(gpu), static_cast<unsigned>(peer), level->second}, lineNo});
     } else {
-      return fail("unknown line kind '" + kind + "' (expected gpu, nvml_init_error, cuinit_error, nvml_device_error, xid)");
+      return fail("unknown line kind '" + kind +
+                  "' (expected gpu, nvml_init_error, cuinit_error, nvml_device_error, xid, nvlink, nvswitch, pcie)");
     }
   }
   for (auto& e : deviceErrors) {
@@ -341,6 +382,28 @@ MachineConfig parseMachineConfig(const std::string& text, const std::string& ori
                   " gpu lines exist");
     }
     cfg.xids.push_back(x);
+  }
+  for (const auto& k : linkLines) {
+    lineNo = k.line;
+    for (int end : {static_cast<int>(k.gpu), k.peer}) {
+      if (end < 0) continue;
+      if (static_cast<std::size_t>(end) >= cfg.gpus.size())
+        return fail("the line names gpu " + std::to_string(end) + " but only " + std::to_string(cfg.gpus.size()) +
+                    " gpu lines exist");
+      auto& peers = cfg.gpus[static_cast<std::size_t>(end)].nvlinkPeers;
+      if (peers.size() + k.links > NVML_NVLINK_MAX_LINKS)
+        return fail("gpu " + std::to_string(end) + " would have more than " + std::to_string(NVML_NVLINK_MAX_LINKS) +
+                    " NVLinks");
+      // A bridge is seen from both ends.
+      const int far = end == k.peer ? static_cast<int>(k.gpu) : k.peer;
+      peers.insert(peers.end(), k.links, far);
+    }
+  }
+  for (const auto& [path, line] : pcieLines) {
+    lineNo = line;
+    if (path.gpu >= cfg.gpus.size() || path.peer >= cfg.gpus.size())
+      return fail("pcie names a gpu beyond the " + std::to_string(cfg.gpus.size()) + " gpu lines");
+    cfg.pciePaths.push_back(path);
   }
   return cfg;
 }

@@ -24,6 +24,15 @@ struct GpuSpec {
   bool mig = false;
   uint64_t contextMib = 0;    ///< device memory each context takes, as a real driver's overhead
   int nvmlError = 0;          ///< nvmlReturn_t every per-device NVML query returns; 0 = healthy
+  /// NVLinks by link number: the GPU index at the far end, or -1 for an NVSwitch
+  /// (`nvlink` and `nvswitch` lines, in the order given).
+  std::vector<int> nvlinkPeers;
+};
+
+/// A PCIe path between two GPUs other than the default (`pcie` lines).
+struct PciePathSpec {
+  unsigned gpu = 0, peer = 0;
+  int level = 0;  ///< nvmlGpuTopologyLevel_t
 };
 
 /// One Xid event to deliver through NVML event sets.
@@ -37,6 +46,9 @@ struct XidSpec {
 struct MachineConfig {
   std::vector<GpuSpec> gpus;
   std::vector<XidSpec> xids;
+  /// nvmlDeviceGetTopologyCommonAncestor answers these; other pairs: NODE on the same NUMA
+  /// node, SYSTEM across.
+  std::vector<PciePathSpec> pciePaths;
   int nvmlInitError = 0;  ///< nvmlReturn_t for nvmlInit*; 0 = succeed
   int cuInitError = 0;    ///< CUresult for cuInit; 0 = succeed
   std::string error;      ///< non-empty: the file was malformed; says file, line and why

@@ -263,6 +263,48 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t dev, nvmlPciInfo_t* pci) {
   return NVML_SUCCESS;
 }
 
+nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t dev1, nvmlDevice_t dev2, nvmlGpuTopologyLevel_t* level) {
+  const GpuSpec* a = nullptr;
+  const GpuSpec* b = nullptr;
+  if (nvmlReturn_t r = device(dev1, a)) return r;
+  if (nvmlReturn_t r = device(dev2, b)) return r;
+  if (level == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  for (const PciePathSpec& p : nvml().cfg.pciePaths) {
+    if ((p.gpu == dev1->index && p.peer == dev2->index) || (p.gpu == dev2->index && p.peer == dev1->index)) {
+      *level = static_cast<nvmlGpuTopologyLevel_t>(p.level);
+      return NVML_SUCCESS;
+    }
+  }
+  *level = a->numa == b->numa ? NVML_TOPOLOGY_NODE : NVML_TOPOLOGY_SYSTEM;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t dev, unsigned int link, nvmlEnableState_t* isActive) {
+  const GpuSpec* g = nullptr;
+  if (nvmlReturn_t r = device(dev, g)) return r;
+  if (isActive == nullptr || link >= NVML_NVLINK_MAX_LINKS) return NVML_ERROR_INVALID_ARGUMENT;
+  if (g->nvlinkPeers.empty()) return NVML_ERROR_NOT_SUPPORTED;  // a GPU without NVLink
+  *isActive = link < g->nvlinkPeers.size() ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t dev, unsigned int link, nvmlPciInfo_t* pci) {
+  const GpuSpec* g = nullptr;
+  if (nvmlReturn_t r = device(dev, g)) return r;
+  if (pci == nullptr || link >= NVML_NVLINK_MAX_LINKS) return NVML_ERROR_INVALID_ARGUMENT;
+  if (g->nvlinkPeers.empty()) return NVML_ERROR_NOT_SUPPORTED;
+  if (link >= g->nvlinkPeers.size()) return NVML_ERROR_INVALID_ARGUMENT;
+  const int peer = g->nvlinkPeers[link];
+  if (peer >= 0) return nvmlDeviceGetPciInfo_v3(&nvml().devices[peer], pci);
+  // An NVSwitch: one of six, by link number, on buses no fake GPU takes by default.
+  std::memset(pci, 0, sizeof *pci);
+  pci->bus = 0xC0 + link % 6;
+  std::snprintf(pci->busId, sizeof pci->busId, "%08X:%02X:%02X.0", 0u, pci->bus, 0u);
+  std::snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04X:%02X:%02X.0", 0u, pci->bus, 0u);
+  pci->pciDeviceId = 0x22A310DEu;
+  return NVML_SUCCESS;
+}
+
 nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t dev, int* major, int* minor) {
   const GpuSpec* g = nullptr;
   if (nvmlReturn_t r = device(dev, g)) return r;

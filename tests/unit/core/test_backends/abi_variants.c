@@ -46,6 +46,47 @@ static vgpu_status processes(vgpu_backend* b, vgpu_process_sink sink, void* ctx,
 }
 #endif
 
+#ifdef WITH_DEVICES
+/* Two devices; with WITH_LINKS (1.4) linked to each other; DEVICE_STRUCT_SIZE: a
+ * vgpu_device as an older header built it. */
+static vgpu_status discover(vgpu_backend* b, vgpu_device_sink sink, void* ctx, vgpu_error_buf* e) {
+  (void)b;
+  (void)e;
+  static const char* ids[2] = {"dev-0", "dev-1"};
+  for (int i = 0; i < 2; ++i) {
+    vgpu_device d;
+    vgpu_device_link link;
+    memset(&d, 0, sizeof d);
+    memset(&link, 0, sizeof link);
+    d.struct_size = sizeof d;
+    d.id = ids[i];
+    d.index = i;
+    d.model = "thing";
+    d.memory_mib = 1024;
+    d.compute_units = 100;
+    d.split_count = 1;
+    d.numa_node = -1;
+    d.health = VGPU_HEALTHY;
+    link.peer_id = ids[1 - i];
+    link.link_class = VGPU_LINK_DIRECT;
+    link.lanes = 2;
+    link.rank = 150;
+    d.links = &link;
+    d.link_count = 1;
+    d.link_size = sizeof link;
+#ifdef DEVICE_STRUCT_SIZE
+    d.struct_size = DEVICE_STRUCT_SIZE;
+#endif
+    sink(ctx, &d);
+  }
+  return VGPU_OK;
+}
+static vgpu_status wait_health(vgpu_backend* b, uint32_t ms, vgpu_health_sink sink, void* ctx, vgpu_error_buf* e) {
+  (void)b; (void)ms; (void)sink; (void)ctx; (void)e;
+  return VGPU_OK;
+}
+#endif
+
 #ifndef NO_ENTRY
 VGPU_BACKEND_EXPORT int VGPU_BACKEND_ENTRY(unsigned loader, vgpu_backend_table* t) {
   (void)loader;
@@ -67,6 +108,10 @@ VGPU_BACKEND_EXPORT int VGPU_BACKEND_ENTRY(unsigned loader, vgpu_backend_table* 
 #endif
 #ifdef WITH_PROCESSES
   table.device_processes = processes;
+#endif
+#ifdef WITH_DEVICES
+  table.discover = discover;
+  table.wait_health = wait_health;
 #endif
 #ifdef TABLE_STRUCT_SIZE
   /* A backend built against an older header: its table ends earlier. */

@@ -116,6 +116,20 @@ typedef struct nvmlPciInfo_st {
   char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
 } nvmlPciInfo_t;
 
+/* Topology: nvmlDeviceGetTopologyCommonAncestor's levels, nearest first. */
+typedef enum nvmlGpuLevel_enum {
+  NVML_TOPOLOGY_INTERNAL = 0,    /* the same board */
+  NVML_TOPOLOGY_SINGLE = 10,     /* one PCIe switch */
+  NVML_TOPOLOGY_MULTIPLE = 20,   /* several PCIe switches, no host bridge */
+  NVML_TOPOLOGY_HOSTBRIDGE = 30, /* one PCIe host bridge */
+  NVML_TOPOLOGY_NODE = 40,       /* host bridges within one NUMA node */
+  NVML_TOPOLOGY_SYSTEM = 50      /* across NUMA nodes */
+} nvmlGpuTopologyLevel_t;
+
+/* nvmlDeviceGetNvLinkState. */
+typedef enum nvmlEnableState_enum { NVML_FEATURE_DISABLED = 0, NVML_FEATURE_ENABLED = 1 } nvmlEnableState_t;
+#define NVML_NVLINK_MAX_LINKS 18
+
 /* nvmlDeviceGetUtilizationRates: percent of the last sample period. */
 typedef struct nvmlUtilization_st {
   unsigned int gpu;
@@ -173,6 +187,12 @@ typedef struct nvmlEventData_st {
   X(nvmlReturn_t, nvmlDeviceGetMigMode, (nvmlDevice_t device, unsigned int* currentMode,                \
                                          unsigned int* pendingMode))                                    \
   X(nvmlReturn_t, nvmlDeviceGetNumaNodeId, (nvmlDevice_t device, unsigned int* node))                   \
+  X(nvmlReturn_t, nvmlDeviceGetTopologyCommonAncestor, (nvmlDevice_t device1, nvmlDevice_t device2,     \
+                                                        nvmlGpuTopologyLevel_t* pathInfo))              \
+  X(nvmlReturn_t, nvmlDeviceGetNvLinkState, (nvmlDevice_t device, unsigned int link,                    \
+                                             nvmlEnableState_t* isActive))                              \
+  X(nvmlReturn_t, nvmlDeviceGetNvLinkRemotePciInfo_v2, (nvmlDevice_t device, unsigned int link,         \
+                                                        nvmlPciInfo_t* pci))                            \
   X(nvmlReturn_t, nvmlDeviceGetMemoryInfo, (nvmlDevice_t device, nvmlMemory_t* memory))                 \
   X(nvmlReturn_t, nvmlDeviceGetMemoryInfo_v2, (nvmlDevice_t device, nvmlMemory_v2_t* memory))           \
   X(nvmlReturn_t, nvmlDeviceGetUtilizationRates, (nvmlDevice_t device, nvmlUtilization_t* utilization)) \
