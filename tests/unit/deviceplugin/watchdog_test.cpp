@@ -143,6 +143,13 @@ class WatchdogTest : public ::testing::Test {
     o.action = action;
     return Watchdog(o, {{"nvidia", backend->processReporter()}}, std::move(killer), std::move(evictor));
   }
+  /// Pod A with 25% of the GPU; `worker` in it holds 500 MiB (within its memory slice).
+  /// A watchdog whose kills are only counted.
+  Watchdog atAQuarter(const Child& worker, int& kills) {
+    slices = {{kPodA, "team", "trainer", "main", kUuid, 1024, 25}};
+    run(worker, podCgroup(kPodA), 500);
+    return make(WatchdogAction::kKillProcess, countingKiller(kills));
+  }
   ScanResult scan(Watchdog& w) { return w.scan(slices, {{"nvidia", {kUuid}}}); }
   /// Two scans: the one violation the second confirms (none from the first).
   Violation confirmed(Watchdog& w) {
@@ -304,11 +311,9 @@ TEST_F(WatchdogTest, KillsAPodKeepingTheDeviceBusierThanItsComputeShareWithinThe
 }
 
 TEST_F(WatchdogTest, HonestBurstsAboveTheComputeShareAreNeverFlagged) {
-  slices = {{kPodA, "team", "trainer", "main", kUuid, 1024, 25}};
   Child worker;
-  run(worker, podCgroup(kPodA), 500);
   int kills = 0;
-  Watchdog w = make(WatchdogAction::kKillProcess, countingKiller(kills));
+  Watchdog w = atAQuarter(worker, kills);
   // The limiter lets a burst through, then throttles: one scan at 90%, then seven at 15%
   // (24% on average), over and over.
   for (int scanNo = 0; scanNo < 40; ++scanNo) {
@@ -320,11 +325,9 @@ TEST_F(WatchdogTest, HonestBurstsAboveTheComputeShareAreNeverFlagged) {
 }
 
 TEST_F(WatchdogTest, AWindowWithUnknownUtilizationIsNeverFlagged) {
-  slices = {{kPodA, "team", "trainer", "main", kUuid, 1024, 25}};
   Child worker;
-  run(worker, podCgroup(kPodA), 500);
   int kills = 0;
-  Watchdog w = make(WatchdogAction::kKillProcess, countingKiller(kills));
+  Watchdog w = atAQuarter(worker, kills);
   const std::size_t window = w.options().computeWindowScans();
   // NVML has no sample for the process (-1 through the ABI): no evidence either way, so a
   // window is only of scans that had one.
