@@ -209,8 +209,9 @@ struct Agent::Impl final : PluginHandler {
         watchdogViolations(registry.counter(
             "vgpu_watchdog_violations_total",
             "Pods the watchdog found holding more device memory than their slices (plus the tolerance) in two "
-            "scans in a row, by the action it took.",
-            {"node", "pod", "namespace", "container", "device", "action"})),
+            "scans in a row (resource memory), or busier than their compute share (plus the tolerance) on "
+            "average over its window (resource compute), by the action it took.",
+            {"node", "pod", "namespace", "container", "device", "resource", "action"})),
         devForeignMemory(registry.gauge("vgpu_device_foreign_memory_bytes",
                                         "Device memory held by processes in no container vgpu gave the device to "
                                         "(host processes, other pods), as the watchdog last saw it.",
@@ -1191,7 +1192,7 @@ struct Agent::Impl final : PluginHandler {
     std::vector<Slice> slices;
     for (const auto& h : handouts.all())
       for (const auto& d : h.devices)
-        slices.push_back({h.podUid, h.podNamespace, h.podName, h.container, d.deviceId, d.memoryMiB});
+        slices.push_back({h.podUid, h.podNamespace, h.podName, h.container, d.deviceId, d.memoryMiB, d.compute});
     std::map<std::string, std::vector<std::string>> devicesOf;
     {
       std::lock_guard lock(devMu);
@@ -1232,12 +1233,19 @@ struct Agent::Impl final : PluginHandler {
   void act(const Violation& v) {
     auto mib = [](std::uint64_t bytes) { return std::to_string((bytes + 1048575) / 1048576) + " MiB"; };
     const WatchdogAction action = options.watchdog.action;
-    const std::string what = "container " + v.container + " holds " + mib(v.usedBytes) + " on " + v.backend +
-                             " device " + v.deviceId + ", more than its slice allows (" + mib(v.allowedBytes) +
-                             " with the watchdog's tolerance of " + std::to_string(options.watchdog.toleranceMiB) +
-                             " MiB)";
+    const auto& o = options.watchdog;
+    const std::string what =
+        v.resource == WatchdogResource::kCompute
+            ? "container " + v.container + " keeps " + v.backend + " device " + v.deviceId + " " +
+                  std::to_string(v.usedPercent) + "% busy on average over " + std::to_string(o.computeWindow.count()) +
+                  " ms, more than its compute share allows (" + std::to_string(v.allowedPercent) +
+                  "% with the watchdog's tolerance of " + std::to_string(o.computeTolerancePercent) + " points)"
+            : "container " + v.container + " holds " + mib(v.usedBytes) + " on " + v.backend + " device " +
+                  v.deviceId + ", more than its slice allows (" + mib(v.allowedBytes) +
+                  " with the watchdog's tolerance of " + std::to_string(o.toleranceMiB) + " MiB)";
     const std::string outcome = watchdog->enforce(v);
-    watchdogViolations.inc({options.nodeName, v.podName, v.podNamespace, v.container, v.deviceId, toString(action)});
+    watchdogViolations.inc(
+        {options.nodeName, v.podName, v.podNamespace, v.container, v.deviceId, toString(v.resource), toString(action)});
     logLine("warning", "watchdog: pod " + v.podNamespace + "/" + v.podName + ": " + what + "; " + outcome);
     k8s::EventSpec ev{"Pod", v.podNamespace, v.podName, v.podUid, "v1", "Warning", "VgpuSliceExceeded",
                       what + "; " + outcome, kComponent, options.nodeName};

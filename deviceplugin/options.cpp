@@ -21,6 +21,8 @@ Result<ParsedOptions> parseAgentOptions(int argc, const char* const* argv, const
   o.kubeconfig = envOr("KUBECONFIG_FILE", "");
   std::int64_t watchdogMs = o.watchdog.interval.count();
   std::string watchdogAction = toString(o.watchdog.action);
+  std::int64_t computeWindowMs = o.watchdog.computeWindow.count();
+  std::int64_t computeTolerance = o.watchdog.computeTolerancePercent;
   std::int64_t heartbeat = o.heartbeatInterval.count() / 1000, podWait = o.podWait.count(),
                apiTimeout = o.apiTimeout.count(), rediscover = o.rediscoverInterval.count() / 1000;
 
@@ -46,6 +48,10 @@ Result<ParsedOptions> parseAgentOptions(int argc, const char* const* argv, const
        "time between the watchdog's scans of per-process device memory, 0 = watchdog off")
       ("watchdog-tolerance-mib", po::value(&o.watchdog.toleranceMiB),
        "device memory a pod may hold above its slices before the watchdog acts (per device)")
+      ("watchdog-compute-tolerance", po::value(&computeTolerance),
+       "percentage points of a device a pod may keep busy above its compute share before the watchdog acts")
+      ("watchdog-compute-window-ms", po::value(&computeWindowMs),
+       "a pod's device utilization is averaged over this long before it is compared with its compute share")
       ("watchdog-action", po::value(&watchdogAction), "what the watchdog does to a pod over its slice: "
        "report, kill-process (SIGKILL its largest processes on the device) or evict-pod")
       ("watchdog-proc-root", po::value(&o.watchdog.procRoot), "the host's /proc, where pids are mapped to pods");
@@ -69,6 +75,12 @@ Result<ParsedOptions> parseAgentOptions(int argc, const char* const* argv, const
   if (podWait < 0 || apiTimeout <= 0 || o.apiRetries < 0)
     return makeError("--pod-wait-ms must be >= 0, --api-timeout-ms > 0 and --api-retries >= 0");
   if (watchdogMs < 0) return makeError("--watchdog-interval-ms must be >= 0 (0 turns the watchdog off)");
+  if (computeTolerance < 0 || computeTolerance > 100)
+    return makeError("--watchdog-compute-tolerance must be 0..100 (percentage points), not " +
+                     std::to_string(computeTolerance));
+  if (computeWindowMs < 0) return makeError("--watchdog-compute-window-ms must be >= 0");
+  o.watchdog.computeTolerancePercent = static_cast<std::uint32_t>(computeTolerance);
+  o.watchdog.computeWindow = std::chrono::milliseconds(computeWindowMs);
   auto action = parseWatchdogAction(watchdogAction);
   if (!action.ok()) return std::move(action).error().prefix("--watchdog-action");
   o.watchdog.action = *action;

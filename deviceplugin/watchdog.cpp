@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <numeric>
 
 #include <boost/json.hpp>
 
@@ -32,13 +33,29 @@ struct PodOnDevice {
   std::vector<std::pair<std::uint32_t, std::uint64_t>> processes;
   std::string largestContainerId;
   std::uint64_t largestBytes = 0;
+  /// Compute: the busy percent of its processes whose utilization the backend knows.
+  bool busyKnown = false;
+  std::uint32_t busyPercent = 0;
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> busyProcesses;
 };
 
 /// What one pod was handed on one device.
 struct Allowance {
   std::uint64_t memoryMiB = 0;
+  std::uint32_t computePercent = 0;
+  bool computeUnlimited = false;  ///< one of its slices there has no compute limit
   std::set<std::string> containers;
 };
+
+/// uid, device of a "uid/device" key.
+std::pair<std::string, std::string> splitKey(const std::string& key) {
+  const auto slash = key.find('/');
+  return {key.substr(0, slash), key.substr(slash + 1)};
+}
+
+void sortLargestFirst(std::vector<std::pair<std::uint32_t, std::uint64_t>>& processes) {
+  std::sort(processes.begin(), processes.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
+}
 
 }  // namespace
 
@@ -56,6 +73,15 @@ const char* toString(WatchdogAction action) {
     case WatchdogAction::kEvictPod: return "evict-pod";
   }
   return "report";
+}
+
+const char* toString(WatchdogResource resource) {
+  return resource == WatchdogResource::kCompute ? "compute" : "memory";
+}
+
+std::size_t WatchdogOptions::computeWindowScans() const {
+  if (interval.count() <= 0) return 1;
+  return std::max<std::size_t>(1, static_cast<std::size_t>((computeWindow.count() + interval.count() - 1) / interval.count()));
 }
 
 Status killProcess(std::uint32_t pid) {
@@ -117,6 +143,8 @@ ScanResult Watchdog::scan(const std::vector<Slice>& slices,
     pods.emplace(s.podUid, std::make_pair(s.podNamespace, s.podName));
     auto& a = allowances[s.podUid + "/" + s.deviceId];
     a.memoryMiB += s.memoryMiB;
+    a.computePercent += s.computePercent;
+    a.computeUnlimited = a.computeUnlimited || s.computePercent == 0 || s.computePercent >= 100;
     a.containers.insert(s.container);
   }
 
@@ -164,6 +192,11 @@ ScanResult Watchdog::scan(const std::vector<Slice>& slices,
       h.backend = source.backend;
       h.usedBytes += bytes;
       h.processes.emplace_back(p.pid, bytes);
+      if (p.utilizationPercent) {
+        h.busyKnown = true;
+        h.busyPercent += *p.utilizationPercent;
+        h.busyProcesses.emplace_back(p.pid, *p.utilizationPercent);
+      }
       if (bytes >= h.largestBytes) {
         h.largestBytes = bytes;
         h.largestContainerId = cg.identity->containerId;
@@ -181,24 +214,12 @@ ScanResult Watchdog::scan(const std::vector<Slice>& slices,
                           "--watchdog-proc-root at the host's /proc");
   }
 
-  std::set<std::string> over;
-  for (auto& [key, h] : held) {
-    const auto slash = key.find('/');
-    const std::string uid = key.substr(0, slash), device = key.substr(slash + 1);
+  // A violation of pod `uid` on `device`, with what it holds there.
+  auto violation = [&](WatchdogResource resource, const std::string& key, const PodOnDevice& h) {
+    const auto [uid, device] = splitKey(key);
     const auto a = allowances.find(key);
-    const std::uint64_t allowed =
-        a == allowances.end() || a->second.memoryMiB == 0 ? 0 : (a->second.memoryMiB + options_.toleranceMiB) * kMiB;
-    if (h.usedBytes <= allowed) continue;
-    over.insert(key);
-    if (++overStreak_[key] < std::max(options_.confirmScans, 1)) continue;
-    overStreak_.erase(key);
-    if (options_.action == WatchdogAction::kReport) {
-      const auto now = std::chrono::steady_clock::now();
-      auto [last, first] = reported_.emplace(key, now);
-      if (!first && now - last->second < options_.reportRepeat) continue;
-      last->second = now;
-    }
     Violation v;
+    v.resource = resource;
     v.podUid = uid;
     v.podNamespace = pods[uid].first;
     v.podName = pods[uid].second;
@@ -206,26 +227,80 @@ ScanResult Watchdog::scan(const std::vector<Slice>& slices,
                                                                              : h.largestContainerId.substr(0, 12);
     v.backend = h.backend;
     v.deviceId = device;
+    return v;
+  };
+
+  std::set<std::string> over;
+  for (auto& [key, h] : held) {
+    const auto a = allowances.find(key);
+    const std::uint64_t allowed =
+        a == allowances.end() || a->second.memoryMiB == 0 ? 0 : (a->second.memoryMiB + options_.toleranceMiB) * kMiB;
+    if (h.usedBytes <= allowed) continue;
+    over.insert(key);
+    if (++overStreak_[key] < std::max(options_.confirmScans, 1)) continue;
+    overStreak_.erase(key);
+    if (reportedRecently(key)) continue;
+    Violation v = violation(WatchdogResource::kMemory, key, h);
     v.usedBytes = h.usedBytes;
     v.allowedBytes = allowed;
-    v.processes = std::move(h.processes);
-    std::sort(v.processes.begin(), v.processes.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
+    v.processes = h.processes;
+    sortLargestFirst(v.processes);
     out.confirmed.push_back(std::move(v));
   }
+
+  // Compute: the pod's busy percent on a device, averaged over the last window of scans.
+  const std::size_t window = options_.computeWindowScans();
+  std::set<std::string> sampled;
+  for (auto& [key, h] : held) {
+    const auto a = allowances.find(key);
+    // Unknown utilization, or no compute limit there (no slice there: the memory check's).
+    if (!h.busyKnown || a == allowances.end() || a->second.computeUnlimited) continue;
+    sampled.insert(key);
+    auto& samples = busy_[key];
+    samples.push_back(h.busyPercent);
+    while (samples.size() > window) samples.pop_front();
+    if (samples.size() < window) continue;
+    const auto average =
+        static_cast<std::uint32_t>(std::accumulate(samples.begin(), samples.end(), std::uint64_t{0}) / window);
+    const std::uint32_t allowed = a->second.computePercent + options_.computeTolerancePercent;
+    if (average <= allowed) continue;
+    busy_.erase(key);  // a fresh window after acting
+    if (reportedRecently(key + "/compute")) continue;
+    Violation v = violation(WatchdogResource::kCompute, key, h);
+    v.usedPercent = average;
+    v.allowedPercent = allowed;
+    v.processes = h.busyProcesses;
+    sortLargestFirst(v.processes);
+    out.confirmed.push_back(std::move(v));
+  }
+  // A window is only of consecutive known samples: unknown, gone or unlimited starts it again.
+  for (auto it = busy_.begin(); it != busy_.end();)
+    it = scanned.contains(splitKey(it->first).second) && !sampled.contains(it->first) ? busy_.erase(it)
+                                                                                        : std::next(it);
   // A streak ends with a scan that saw the pod within its slices on that device; a backend
   // that could not answer leaves its streaks as they were.
-  for (auto it = overStreak_.begin(); it != overStreak_.end();) {
-    const std::string device = it->first.substr(it->first.find('/') + 1);
-    it = scanned.contains(device) && !over.contains(it->first) ? overStreak_.erase(it) : std::next(it);
-  }
+  for (auto it = overStreak_.begin(); it != overStreak_.end();)
+    it = scanned.contains(splitKey(it->first).second) && !over.contains(it->first) ? overStreak_.erase(it)
+                                                                                    : std::next(it);
   return out;
 }
 
+bool Watchdog::reportedRecently(const std::string& key) {
+  if (options_.action != WatchdogAction::kReport) return false;
+  const auto now = std::chrono::steady_clock::now();
+  auto [last, first] = reported_.emplace(key, now);
+  if (!first && now - last->second < options_.reportRepeat) return true;
+  last->second = now;
+  return false;
+}
+
 Result<std::string> Watchdog::killOver(const Violation& v) {
-  std::uint64_t left = v.usedBytes;
+  const bool compute = v.resource == WatchdogResource::kCompute;
+  std::uint64_t left = compute ? v.usedPercent : v.usedBytes;
+  const std::uint64_t allowed = compute ? v.allowedPercent : v.allowedBytes;
   std::string done, problems;
   for (const auto& [pid, bytes] : v.processes) {
-    if (left <= v.allowedBytes) break;
+    if (left <= allowed) break;
     // The pid may have exited and been reused since the scan: only a process still in the pod.
     const ProcessCgroup cg = readProcessCgroup(options_.procRoot, pid);
     if (!cg.identity || cg.identity->podUid != v.podUid) {
@@ -238,7 +313,8 @@ Result<std::string> Watchdog::killOver(const Violation& v) {
       continue;
     }
     left -= std::min(left, bytes);
-    done += (done.empty() ? "killed pid " : ", pid ") + std::to_string(pid) + " (" + mib(bytes) + ")";
+    done += (done.empty() ? "killed pid " : ", pid ") + std::to_string(pid) + " (" +
+            (compute ? std::to_string(bytes) + "% busy" : mib(bytes)) + ")";
   }
   if (done.empty())
     return makeError(problems.empty() ? std::string("no process to kill") : problems);

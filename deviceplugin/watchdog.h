@@ -7,11 +7,17 @@
 // its cgroup, and compares each pod's total on a device with the slices the agent handed
 // out there plus a tolerance. A pod over it in `confirmScans` consecutive scans is a
 // violation; the agent then reports it (event, metric) and applies the action.
+// Compute is checked the same way where the vendor library reports per-process utilization:
+// a pod whose busy percent on a device, averaged over a sliding window of scans, is above
+// its compute share there plus a tolerance is a violation (a tenant refilling the limiter's
+// credit in the shared region is caught here). The window lets the short bursts the limiter
+// allows pass; unknown utilization and pods without a compute limit are never flagged.
 // Processes in no pod the agent handed devices to are "foreign": their memory is
 // published with the node's inventory so the scheduler stops offering it.
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -30,6 +36,10 @@ enum class WatchdogAction : std::uint8_t { kReport, kKillProcess, kEvictPod };
 Result<WatchdogAction> parseWatchdogAction(std::string_view word);
 const char* toString(WatchdogAction action);
 
+/// What a violation is about; the `resource` label of vgpu_watchdog_violations_total.
+enum class WatchdogResource : std::uint8_t { kMemory, kCompute };
+const char* toString(WatchdogResource resource);  ///< "memory", "compute"
+
 struct WatchdogOptions {
   /// Time between scans; 0 = the watchdog is off. Two scans confirm a violation, so a
   /// bypass is acted on within about two intervals plus the time of a scan.
@@ -46,6 +56,14 @@ struct WatchdogOptions {
   /// Foreign memory is published rounded up to a multiple of this (MiB), so the node's
   /// inventory changes only when it really moves.
   std::uint64_t foreignStepMiB = 64;
+  /// Allowed above a pod's compute share on a device (percentage points of the device).
+  std::uint32_t computeTolerancePercent = 10;
+  /// A pod's utilization is averaged over the scans of this long a window (at least one
+  /// scan) before it is compared with its share: the limiter lets short bursts through.
+  std::chrono::milliseconds computeWindow{4000};
+
+  /// The scans in computeWindow: ceil(computeWindow / interval), at least 1.
+  std::size_t computeWindowScans() const;
 };
 
 /// One container's slice of one device: what the agent handed out.
@@ -53,6 +71,8 @@ struct Slice {
   std::string podUid, podNamespace, podName, container;
   std::string deviceId;
   std::uint64_t memoryMiB = 0;
+  /// Percent of the device's compute; 0 (unset) or 100 = no compute limit.
+  std::uint32_t computePercent = 0;
 };
 
 /// Where the processes of one backend's devices come from; null reporter: the backend
@@ -62,15 +82,20 @@ struct ProcessSource {
   ProcessReporter* reporter = nullptr;
 };
 
-/// A pod holding more on a device than its slices there allow.
+/// A pod holding more memory on a device than its slices there allow, or keeping it busier
+/// than its compute share (averaged over the window).
 struct Violation {
+  WatchdogResource resource = WatchdogResource::kMemory;
   std::string podUid, podNamespace, podName;
   /// The container that holds the device, or the runtime's container id when several of
   /// the pod's containers (or none of them) hold it.
   std::string container;
   std::string backend, deviceId;
-  std::uint64_t usedBytes = 0, allowedBytes = 0;
-  /// The pod's processes on the device, the largest first, with their bytes.
+  std::uint64_t usedBytes = 0, allowedBytes = 0;  ///< memory
+  /// Compute: the pod's average busy percent over the window, and its share plus the tolerance.
+  std::uint32_t usedPercent = 0, allowedPercent = 0;
+  /// The pod's processes on the device, the largest first, with their bytes (memory) or
+  /// their busy percent in the last scan (compute).
   std::vector<std::pair<std::uint32_t, std::uint64_t>> processes;
 };
 
@@ -112,8 +137,8 @@ class Watchdog {
   /// words (report: nothing; evict-pod: asked once per pod).
   std::string enforce(const Violation& violation);
 
-  /// Kills the violation's processes, the largest first, until what is left fits (each
-  /// pid checked again to be in the pod just before). Returns what was done, in words.
+  /// Kills the violation's processes, the largest first, until what is left fits (memory:
+  /// bytes; compute: busy percent; each pid checked again to be in the pod just before). Returns what was done, in words.
   /// Errors: no process could be killed (the reasons).
   Result<std::string> killOver(const Violation& violation);
 
@@ -126,9 +151,15 @@ class Watchdog {
   PodEvictor evictor_;
   std::set<std::string> evictionsAsked_;  ///< pod uids
   std::map<std::string, int> overStreak_;      ///< pod uid + device -> consecutive scans over
+  /// pod uid + device -> the pod's busy percent there in the last scans (at most the window)
+  std::map<std::string, std::deque<std::uint32_t>> busy_;
   std::map<std::string, std::chrono::steady_clock::time_point> reported_;  ///< report mode: when last
   std::map<std::string, std::string> lastProblem_;  ///< backend -> the last query error said
   bool saidInvisible_ = false;
+
+  /// Report mode: whether the violation under `key` was reported within reportRepeat (and
+  /// if not, notes that it is now).
+  bool reportedRecently(const std::string& key);
 };
 
 }  // namespace vgpu::deviceplugin

@@ -27,6 +27,12 @@ const char* vgpuFakeProcName(const void* fn);
  *  hardware. Returns 0, or -1 (not initialised, bad device, no free slot, `pid` not running). */
 int vgpuFakeNvmlSetProcessUsage(int pid, int dev, unsigned long long bytes);
 
+/** Exported by the fake libnvidia-ml.so.1, after nvmlInit: the SM utilization (0..100)
+ *  nvmlDeviceGetProcessUtilization reports for `pid` on `dev` while it is on the process
+ *  list, instead of what its kernels measured; -1 takes the setting back. Returns 0, or -1
+ *  (not initialised, bad device or percent). */
+int vgpuFakeNvmlSetProcessUtilization(int pid, int dev, int percent);
+
 #ifdef __cplusplus
 }
 #endif

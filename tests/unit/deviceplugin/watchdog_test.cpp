@@ -1,6 +1,6 @@
 // The node agent's watchdog against the NVIDIA backend on the fake NVML, whose per-process
-// accounting the tests set (vgpuFakeNvmlSetProcessUsage) for real child processes they
-// start; pids are mapped to pods through a /proc of the test's making.
+// accounting the tests set (vgpuFakeNvmlSetProcessUsage, and per-process utilization with
+// vgpuFakeNvmlSetProcessUtilization) for real child processes they start; pids are mapped to pods through a /proc of the test's making.
 
 #include "watchdog.h"
 
@@ -113,6 +113,8 @@ class WatchdogTest : public ::testing::Test {
     ASSERT_NE(nvml, nullptr);
     setUsage = reinterpret_cast<SetUsage>(dlsym(nvml, "vgpuFakeNvmlSetProcessUsage"));
     ASSERT_NE(setUsage, nullptr);
+    setUtil = reinterpret_cast<SetUtil>(dlsym(nvml, "vgpuFakeNvmlSetProcessUtilization"));
+    ASSERT_NE(setUtil, nullptr);
     fs::create_directories(proc());
 #endif
   }
@@ -132,12 +134,21 @@ class WatchdogTest : public ::testing::Test {
   void hold(const Child& child, std::uint64_t mib) {
     ASSERT_EQ(setUsage(static_cast<int>(child.pid()), 0, mib * kMiB), 0);
   }
+  /// NVML reports `child` `percent` busy on the GPU (-1: no sample, unknown).
+  void busy(const Child& child, int percent) { ASSERT_EQ(setUtil(static_cast<int>(child.pid()), 0, percent), 0); }
 
   Watchdog make(WatchdogAction action, ProcessKiller killer = killProcess, PodEvictor evictor = {}) {
     WatchdogOptions o;
     o.procRoot = proc().string();
     o.action = action;
     return Watchdog(o, {{"nvidia", backend->processReporter()}}, std::move(killer), std::move(evictor));
+  }
+  /// Pod A with 25% of the GPU; `worker` in it holds 500 MiB (within its memory slice).
+  /// A watchdog whose kills are only counted.
+  Watchdog atAQuarter(const Child& worker, int& kills) {
+    slices = {{kPodA, "team", "trainer", "main", kUuid, 1024, 25}};
+    run(worker, podCgroup(kPodA), 500);
+    return make(WatchdogAction::kKillProcess, countingKiller(kills));
   }
   ScanResult scan(Watchdog& w) { return w.scan(slices, {{"nvidia", {kUuid}}}); }
   /// Two scans: the one violation the second confirms (none from the first).
@@ -153,6 +164,8 @@ class WatchdogTest : public ::testing::Test {
   void* nvml = nullptr;
   using SetUsage = int (*)(int, int, unsigned long long);
   SetUsage setUsage = nullptr;
+  using SetUtil = int (*)(int, int, int);
+  SetUtil setUtil = nullptr;
   /// Pod A's container "main" has 1024 MiB of the GPU.
   std::vector<Slice> slices{{kPodA, "team", "trainer", "main", kUuid, 1024}};
 };
@@ -274,6 +287,72 @@ TEST_F(WatchdogTest, SaysOnceThatItCannotSeeTheProcesses) {
   EXPECT_TRUE(scan(w).notices.empty());
 }
 
+TEST_F(WatchdogTest, KillsAPodKeepingTheDeviceBusierThanItsComputeShareWithinTheWindow) {
+  // A sidecar refilling the limiter's credit in the shared region: 98% busy at a 25% share,
+  // within its memory slice.
+  slices = {{kPodA, "team", "trainer", "main", kUuid, 1024, 25}};
+  Child sidecar;
+  run(sidecar, podCgroup(kPodA), 500);
+  busy(sidecar, 98);
+  Watchdog w = make(WatchdogAction::kKillProcess);
+  const std::size_t window = w.options().computeWindowScans();
+  EXPECT_EQ(window, 8u) << "4 s of scans every 500 ms";
+  for (std::size_t i = 1; i < window; ++i) EXPECT_TRUE(scan(w).confirmed.empty()) << "scan " << i << " of the window";
+  const auto r = scan(w).confirmed;
+  ASSERT_EQ(r.size(), 1u) << "caught when the window is full";
+  const Violation& v = r[0];
+  EXPECT_EQ(v.resource, WatchdogResource::kCompute);
+  EXPECT_EQ(v.podUid, kPodA);
+  EXPECT_EQ(v.container, "main");
+  EXPECT_EQ(v.usedPercent, 98u);
+  EXPECT_EQ(v.allowedPercent, 25u + WatchdogOptions{}.computeTolerancePercent);
+  EXPECT_THAT(w.enforce(v), HasSubstr("killed pid " + std::to_string(sidecar.pid()) + " (98% busy)"));
+  EXPECT_EQ(sidecar.reap(), SIGKILL);
+}
+
+TEST_F(WatchdogTest, HonestBurstsAboveTheComputeShareAreNeverFlagged) {
+  Child worker;
+  int kills = 0;
+  Watchdog w = atAQuarter(worker, kills);
+  // The limiter lets a burst through, then throttles: one scan at 90%, then seven at 15%
+  // (24% on average), over and over.
+  for (int scanNo = 0; scanNo < 40; ++scanNo) {
+    busy(worker, scanNo % 8 == 3 ? 90 : 15);
+    EXPECT_TRUE(scan(w).confirmed.empty()) << "scan " << scanNo;
+  }
+  EXPECT_EQ(kills, 0);
+  EXPECT_TRUE(worker.running());
+}
+
+TEST_F(WatchdogTest, AWindowWithUnknownUtilizationIsNeverFlagged) {
+  Child worker;
+  int kills = 0;
+  Watchdog w = atAQuarter(worker, kills);
+  const std::size_t window = w.options().computeWindowScans();
+  // NVML has no sample for the process (-1 through the ABI): no evidence either way, so a
+  // window is only of scans that had one.
+  for (int round = 0; round < 3; ++round) {
+    busy(worker, 98);
+    for (std::size_t i = 1; i < window; ++i) EXPECT_TRUE(scan(w).confirmed.empty()) << round << "/" << i;
+    busy(worker, -1);
+    for (int i = 0; i < 2; ++i) EXPECT_TRUE(scan(w).confirmed.empty()) << round << ": unknown";
+  }
+  EXPECT_EQ(kills, 0);
+}
+
+TEST_F(WatchdogTest, APodWithoutAComputeLimitIsNeverFlaggedForCompute) {
+  Child unset, full;
+  slices = {{kPodA, "team", "trainer", "main", kUuid, 1024, 0}, {kPodB, "team", "other", "main", kUuid, 1024, 100}};
+  run(unset, podCgroup(kPodA), 500);
+  run(full, podCgroup(kPodB), 500);
+  busy(unset, 100);
+  busy(full, 100);
+  int kills = 0;
+  Watchdog w = make(WatchdogAction::kKillProcess, countingKiller(kills));
+  for (std::size_t i = 0; i < 3 * w.options().computeWindowScans(); ++i) EXPECT_TRUE(scan(w).confirmed.empty());
+  EXPECT_EQ(kills, 0);
+}
+
 TEST(Watchdog, ABackendWithoutTheProcessSlotIsSaidUnsupportedOnceAndLeftAlone) {
   // The sim backend fills no device_processes slot, as a backend built before ABI 1.3.
   BackendParams params;
@@ -305,13 +384,22 @@ TEST(Watchdog, OptionsDefaultToKillAndRefuseAnUnknownAction) {
   EXPECT_EQ(d->options.watchdog.action, WatchdogAction::kKillProcess);
   EXPECT_LE(d->options.watchdog.interval, std::chrono::seconds(1));
   const char* set[] = {"agent", "--node-name", "n1", "--watchdog-action", "report", "--watchdog-interval-ms", "250",
-                       "--watchdog-tolerance-mib", "32", "--watchdog-proc-root", "/host/proc"};
-  auto s = parseAgentOptions(11, set, env);
+                       "--watchdog-tolerance-mib", "32", "--watchdog-proc-root", "/host/proc",
+                       "--watchdog-compute-tolerance", "5", "--watchdog-compute-window-ms", "2000"};
+  auto s = parseAgentOptions(15, set, env);
   ASSERT_TRUE(s.ok()) << s.error().message;
   EXPECT_EQ(s->options.watchdog.action, WatchdogAction::kReport);
   EXPECT_EQ(s->options.watchdog.interval, std::chrono::milliseconds(250));
   EXPECT_EQ(s->options.watchdog.toleranceMiB, 32u);
   EXPECT_EQ(s->options.watchdog.procRoot, "/host/proc");
+  EXPECT_EQ(s->options.watchdog.computeTolerancePercent, 5u);
+  EXPECT_EQ(s->options.watchdog.computeWindow, std::chrono::milliseconds(2000));
+  EXPECT_EQ(s->options.watchdog.computeWindowScans(), 8u);
+  EXPECT_EQ(d->options.watchdog.computeTolerancePercent, 10u);
+  const char* overdone[] = {"agent", "--node-name", "n1", "--watchdog-compute-tolerance", "150"};
+  auto o = parseAgentOptions(5, overdone, env);
+  ASSERT_FALSE(o.ok());
+  EXPECT_THAT(o.error().message, HasSubstr("--watchdog-compute-tolerance must be 0..100"));
   const char* bad[] = {"agent", "--node-name", "n1", "--watchdog-action", "shoot"};
   auto b = parseAgentOptions(5, bad, env);
   ASSERT_FALSE(b.ok());
@@ -372,7 +460,7 @@ class DevicePluginWatchdog : public testing::BackendNode {
     ::unsetenv("VGPU_FAKE_GPU_CONFIG");
     ::unsetenv("VGPU_FAKE_GPU_STATE");
   }
-  void startNode(WatchdogAction action) {
+  void startNode(WatchdogAction action, std::size_t computeWindowScans = 1) {
     const auto machine =
         dir.write("machine.conf", std::string("gpu uuid=") + kGpu + " name=\"NVIDIA A100-SXM4-40GB\" memory_mib=40960\n");
     ::setenv("VGPU_FAKE_GPU_CONFIG", machine.c_str(), 1);
@@ -384,6 +472,7 @@ class DevicePluginWatchdog : public testing::BackendNode {
     startKubelet();
     AgentOptions o = manualPasses();
     o.watchdog.interval = std::chrono::hours(1);  // scans only when the test asks
+    o.watchdog.computeWindow = o.watchdog.interval * computeWindowScans;
     o.watchdog.action = action;
     o.watchdog.procRoot = (dir.path() / "proc").string();
     startAgent(o);
@@ -393,8 +482,10 @@ class DevicePluginWatchdog : public testing::BackendNode {
     ASSERT_NE(nvml, nullptr);
     setUsage = reinterpret_cast<int (*)(int, int, unsigned long long)>(dlsym(nvml, "vgpuFakeNvmlSetProcessUsage"));
     ASSERT_NE(setUsage, nullptr);
+    setUtil = reinterpret_cast<int (*)(int, int, int)>(dlsym(nvml, "vgpuFakeNvmlSetProcessUtilization"));
+    ASSERT_NE(setUtil, nullptr);
   }
-  /// Pod "cuda": container "train" with 1000 MiB of the GPU; sets `uid`.
+  /// Pod "cuda": container "train" with 1000 MiB and 25% of the GPU; sets `uid`.
   void admitCuda() {
     PodSpec spec{"cuda", {{"train", {{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", 1000}},
                            {grant(kGpu, 0, 1000, 25, 0, "nvidia")}}}};
@@ -427,6 +518,7 @@ class DevicePluginWatchdog : public testing::BackendNode {
 
   void* nvml = nullptr;
   int (*setUsage)(int, int, unsigned long long) = nullptr;
+  int (*setUtil)(int, int, int) = nullptr;
 };
 
 TEST_F(DevicePluginWatchdog, ReportsAPodOverItsSliceAndPublishesForeignMemoryForTheScheduler) {
@@ -448,7 +540,7 @@ TEST_F(DevicePluginWatchdog, ReportsAPodOverItsSliceAndPublishesForeignMemoryFor
   EXPECT_EQ(vgpu::testing::promtoolProblems(text), "");
   EXPECT_THAT(text, HasSubstr("vgpu_watchdog_violations_total{node=\"" + std::string(kNode) +
                               "\",pod=\"cuda\",namespace=\"default\",container=\"train\",device=\"" + kGpu +
-                              "\",action=\"report\"} 1\n"));
+                              "\",resource=\"memory\",action=\"report\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("vgpu_device_foreign_memory_bytes{backend=\"nvidia\",device_id=\"" + std::string(kGpu)));
 
   // The host process's 200 MiB, in steps of 64: what the scheduler must not offer.
@@ -473,6 +565,29 @@ TEST_F(DevicePluginWatchdog, EvictsAPodOverItsSliceThroughTheEvictionApi) {
   std::string message;
   ASSERT_TRUE(waitFor([&] { return !(message = sliceEvent(uid)).empty(); }));
   EXPECT_THAT(message, HasSubstr("the pod is being evicted"));
+}
+
+TEST_F(DevicePluginWatchdog, KillsASidecarKeepingTheDeviceBusierThanThePodsComputeShare) {
+  startNode(WatchdogAction::kKillProcess, 3);
+  admitCuda();
+  Child sidecar;
+  run(sidecar, podCgroup(uid), 200);  // within the memory slice
+  ASSERT_EQ(setUtil(static_cast<int>(sidecar.pid()), 0, 98), 0);
+  ASSERT_TRUE(agent->watchdogScanNow());
+  ASSERT_TRUE(agent->watchdogScanNow());
+  EXPECT_TRUE(sidecar.running()) << "the window is three scans";
+  ASSERT_TRUE(agent->watchdogScanNow());
+  EXPECT_EQ(sidecar.reap(), SIGKILL);
+  std::string message;
+  ASSERT_TRUE(waitFor([&] { return !(message = sliceEvent(uid)).empty(); }));
+  EXPECT_THAT(message, HasSubstr("container train keeps nvidia device " + std::string(kGpu) + " 98% busy"));
+  EXPECT_THAT(message, HasSubstr("(35% with the watchdog's tolerance of 10 points)"));
+  EXPECT_THAT(message, HasSubstr("killed pid " + std::to_string(sidecar.pid())));
+  const std::string text = agent->renderMetrics();
+  EXPECT_EQ(vgpu::testing::promtoolProblems(text), "");
+  EXPECT_THAT(text, HasSubstr("vgpu_watchdog_violations_total{node=\"" + std::string(kNode) +
+                              "\",pod=\"cuda\",namespace=\"default\",container=\"train\",device=\"" + kGpu +
+                              "\",resource=\"compute\",action=\"kill-process\"} 1\n"));
 }
 #endif
 

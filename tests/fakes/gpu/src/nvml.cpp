@@ -72,6 +72,9 @@ struct Nvml {
   int refs = 0;
   nvmlDevice_st devices[VGPU_FAKE_STATE_MAX_DEVICES];
   std::set<nvmlEventSet_st*> sets;
+  /// (device, pid) -> SM percent a test set (vgpuFakeNvmlSetProcessUtilization); it wins
+  /// over what the fake libcuda's kernels measured.
+  std::map<std::pair<int, uint32_t>, unsigned> utilization;
 };
 
 Nvml& nvml() {
@@ -388,8 +391,22 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t dev, nvmlProcessUtiliz
     int32_t pid = std::atomic_ref<const int32_t>(p.pid).load();
     if (pid > 0) pids.insert(static_cast<uint32_t>(pid));
   }
+  std::map<uint32_t, unsigned> set;
+  {
+    std::lock_guard lock(nvml().mu);
+    for (const auto& [key, percent] : nvml().utilization)
+      if (key.first == d && pids.contains(key.second)) set[key.second] = percent;
+  }
   std::vector<nvmlProcessUtilizationSample_t> out;
   for (uint32_t pid : pids) {
+    if (auto it = set.find(pid); it != set.end()) {
+      nvmlProcessUtilizationSample_t x{};
+      x.pid = pid;
+      x.timeStamp = nowUs;
+      x.smUtil = it->second;
+      out.push_back(x);
+      continue;
+    }
     uint64_t busy = s->busyWithin(d, fromNs, nowNs, pid);
     if (busy == 0 || span == 0) continue;
     nvmlProcessUtilizationSample_t x{};
@@ -447,6 +464,21 @@ extern "C" int vgpuFakeNvmlSetProcessUsage(int pid, int dev, unsigned long long 
   SharedState* s = nvml().shared;
   if (s == nullptr || dev < 0 || static_cast<unsigned>(dev) >= s->deviceCount()) return -1;
   return s->setProcessUsage(pid, dev, bytes) ? 0 : -1;
+}
+
+/* Test control (fake_gpu_control.h): the SM percent NVML reports for `pid` on `dev`. */
+extern "C" int vgpuFakeNvmlSetProcessUtilization(int pid, int dev, int percent) {
+  if (!initialised()) return -1;
+  SharedState* s = nvml().shared;
+  if (s == nullptr || dev < 0 || static_cast<unsigned>(dev) >= s->deviceCount() || pid <= 0 || percent > 100)
+    return -1;
+  std::lock_guard lock(nvml().mu);
+  const std::pair<int, uint32_t> key{dev, static_cast<uint32_t>(pid)};
+  if (percent < 0)
+    nvml().utilization.erase(key);
+  else
+    nvml().utilization[key] = static_cast<unsigned>(percent);
+  return 0;
 }
 
 nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {
