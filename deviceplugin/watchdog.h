@@ -11,8 +11,8 @@
 // yet, a restarted container) is compared per pod with the slices not charged per
 // container. Over in `confirmScans` consecutive scans is a violation; the agent then
 // reports it (event, metric) and applies the action.
-// Compute is checked the same way where the vendor library reports per-process utilization:
-// a pod whose busy percent on a device, averaged over a sliding window of scans, is above
+// Compute is checked the same way (per container, the same fallback) where the vendor
+// library reports per-process utilization: a container whose busy percent on a device, averaged over a sliding window of scans, is above
 // its compute share there plus a tolerance is a violation (a tenant refilling the limiter's
 // credit in the shared region is caught here). The window lets the short bursts the limiter
 // allows pass; unknown utilization and pods without a compute limit are never flagged.
@@ -61,9 +61,10 @@ struct WatchdogOptions {
   /// Foreign memory is published rounded up to a multiple of this (MiB), so the node's
   /// inventory changes only when it really moves.
   std::uint64_t foreignStepMiB = 64;
-  /// Allowed above a pod's compute share on a device (percentage points of the device).
+  /// Allowed above a container's (or, checked per pod, a pod's) compute share on a device
+  /// (percentage points of the device).
   std::uint32_t computeTolerancePercent = 10;
-  /// A pod's utilization is averaged over the scans of this long a window (at least one
+  /// A container's (or pod's) utilization is averaged over the scans of this long a window (at least one
   /// scan) before it is compared with its share: the limiter lets short bursts through.
   std::chrono::milliseconds computeWindow{4000};
 
@@ -103,9 +104,9 @@ struct Violation {
   std::string container;
   std::string backend, deviceId;
   std::uint64_t usedBytes = 0, allowedBytes = 0;  ///< memory
-  /// Compute: the pod's average busy percent over the window, and its share plus the tolerance.
+  /// Compute: the average busy percent over the window, and the share plus the tolerance.
   std::uint32_t usedPercent = 0, allowedPercent = 0;
-  /// The pod's processes on the device, the largest first, with their bytes (memory) or
+  /// The processes compared (the container's, or the pod's) on the device, the largest first, with their bytes (memory) or
   /// their busy percent in the last scan (compute).
   std::vector<std::pair<std::uint32_t, std::uint64_t>> processes;
 };
