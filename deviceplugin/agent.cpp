@@ -15,6 +15,7 @@
 
 #include <boost/json.hpp>
 
+#include "cgroup_identity.h"
 #include "handout_store.h"
 #include "plugin_server.h"
 #include "pod_resources_client.h"
@@ -799,6 +800,7 @@ struct Agent::Impl final : PluginHandler {
     if (const auto* ts = k8s::findPath(obj, {"metadata", "creationTimestamp"}); ts && ts->is_string())
       if (auto t = parseTimestamp(ts->as_string()); t.ok()) p.created = *t;
     readInitContainers(obj, p);
+    readContainerIds(obj, p);
     // An init container that finished gives its handout back now, not at the next interval.
     bool released = false;
     for (const auto& h : handouts.heldBy(p.info.uid)) released = released || p.initFinished(h.container);
@@ -830,6 +832,23 @@ struct Agent::Impl final : PluginHandler {
       const auto* code = o ? k8s::findPath(*o, {"state", "terminated", "exitCode"}) : nullptr;
       if (name && name->is_string() && code && code->is_int64() && code->as_int64() == 0)
         p.initDone.insert(std::string(name->as_string()));
+    }
+  }
+
+  /// The runtime's id of each container the pod's status reports (the watchdog matches
+  /// processes to their container's slice by it).
+  static void readContainerIds(const boost::json::object& obj, TrackedPod& p) {
+    for (const char* field : {"initContainerStatuses", "containerStatuses"}) {
+      const auto* statuses = k8s::findPath(obj, {"status", field});
+      if (!statuses || !statuses->is_array()) continue;
+      for (const auto& st : statuses->as_array()) {
+        const auto* o = st.if_object();
+        const auto* name = o ? o->if_contains("name") : nullptr;
+        const auto* id = o ? o->if_contains("containerID") : nullptr;
+        if (!name || !name->is_string() || !id || !id->is_string()) continue;
+        if (auto cid = runtimeContainerId(id->as_string()); !cid.empty())
+          p.containerIds[std::string(name->as_string())] = std::move(cid);
+      }
     }
   }
 
@@ -1189,10 +1208,21 @@ struct Agent::Impl final : PluginHandler {
 
   void watchdogPass() {
     std::lock_guard pass(watchdogMu);
+    std::map<std::string, std::map<std::string, std::string>> idsOf;  // pod uid -> container name -> id
+    PodContainerIds containerIds;
+    for (auto& pod : tracker.pods()) {
+      for (const auto& [name, id] : pod.containerIds) containerIds[pod.info.uid].insert(id);
+      idsOf[pod.info.uid] = std::move(pod.containerIds);
+    }
     std::vector<Slice> slices;
-    for (const auto& h : handouts.all())
+    for (const auto& h : handouts.all()) {
+      std::string containerId;
+      if (auto pod = idsOf.find(h.podUid); pod != idsOf.end())
+        if (auto id = pod->second.find(h.container); id != pod->second.end()) containerId = id->second;
       for (const auto& d : h.devices)
-        slices.push_back({h.podUid, h.podNamespace, h.podName, h.container, d.deviceId, d.memoryMiB, d.compute});
+        slices.push_back(
+            {h.podUid, h.podNamespace, h.podName, h.container, d.deviceId, d.memoryMiB, d.compute, containerId});
+    }
     std::map<std::string, std::vector<std::string>> devicesOf;
     {
       std::lock_guard lock(devMu);
@@ -1200,7 +1230,7 @@ struct Agent::Impl final : PluginHandler {
         if (st.serving)
           for (const auto& d : st.devices) devicesOf[name].push_back(d.id);
     }
-    ScanResult r = watchdog->scan(slices, devicesOf);
+    ScanResult r = watchdog->scan(slices, devicesOf, containerIds);
     for (const auto& n : r.notices) logLine("warning", n);
     for (const auto& v : r.confirmed) act(v);
     bool changed = false;

@@ -80,4 +80,9 @@ ProcessCgroup readProcessCgroup(const std::filesystem::path& procRoot, std::uint
   return {true, parseCgroupIdentity(text.str())};
 }
 
+std::string runtimeContainerId(std::string_view containerID) {
+  const auto sep = containerID.find("://");
+  return sep == std::string_view::npos ? std::string() : std::string(containerID.substr(sep + 3));
+}
+
 }  // namespace vgpu::deviceplugin

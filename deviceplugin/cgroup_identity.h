@@ -31,4 +31,8 @@ struct ProcessCgroup {
 };
 ProcessCgroup readProcessCgroup(const std::filesystem::path& procRoot, std::uint32_t pid);
 
+/// The runtime's id in a pod status' containerID ("containerd://<id>", "cri-o://<id>",
+/// "docker://<id>"): what follows "://", as the cgroup names it; empty when there is none.
+std::string runtimeContainerId(std::string_view containerID);
+
 }  // namespace vgpu::deviceplugin

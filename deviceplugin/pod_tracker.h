@@ -44,6 +44,9 @@ struct TrackedPod {
   std::set<std::string> initDone;
   /// Init containers with restartPolicy Always (sidecars): they keep their devices.
   std::set<std::string> sidecars;
+  /// Container (and init container) name -> the runtime's id of it, from the pod's status
+  /// (containerID without its "<runtime>://"); absent until the kubelet reports it.
+  std::map<std::string, std::string> containerIds;
 
   /// Whether `container` is an init container that ran to completion (a sidecar never is).
   bool initFinished(const std::string& container) const;

@@ -26,9 +26,8 @@ std::uint64_t roundUp(std::uint64_t bytes, std::uint64_t stepMiB) {
   return (m + stepMiB - 1) / stepMiB * stepMiB;
 }
 
-/// What one pod holds on one device in one scan.
-struct PodOnDevice {
-  std::string backend;
+/// What some processes hold on one device in one scan.
+struct Usage {
   std::uint64_t usedBytes = 0;
   std::vector<std::pair<std::uint32_t, std::uint64_t>> processes;
   std::string largestContainerId;
@@ -37,20 +36,70 @@ struct PodOnDevice {
   bool busyKnown = false;
   std::uint32_t busyPercent = 0;
   std::vector<std::pair<std::uint32_t, std::uint64_t>> busyProcesses;
+
+  void add(const DeviceProcess& p, const std::string& containerId) {
+    const std::uint64_t bytes = p.memoryUsedBytes.value_or(0);
+    usedBytes += bytes;
+    processes.emplace_back(p.pid, bytes);
+    if (p.utilizationPercent) {
+      busyKnown = true;
+      busyPercent += *p.utilizationPercent;
+      busyProcesses.emplace_back(p.pid, *p.utilizationPercent);
+    }
+    if (bytes >= largestBytes) {
+      largestBytes = bytes;
+      largestContainerId = containerId;
+    }
+  }
+  void add(const Usage& u) {
+    usedBytes += u.usedBytes;
+    processes.insert(processes.end(), u.processes.begin(), u.processes.end());
+    busyKnown = busyKnown || u.busyKnown;
+    busyPercent += u.busyPercent;
+    busyProcesses.insert(busyProcesses.end(), u.busyProcesses.begin(), u.busyProcesses.end());
+    if (u.largestBytes >= largestBytes && !u.processes.empty()) {
+      largestBytes = u.largestBytes;
+      largestContainerId = u.largestContainerId;
+    }
+  }
 };
 
-/// What one pod was handed on one device.
+/// What one pod holds on one device: per runtime container id ("" where the cgroup names none).
+struct PodOnDevice {
+  std::string backend;
+  std::map<std::string, Usage> byContainer;
+};
+
+/// What was handed out on one device to one container, or to the containers checked together.
 struct Allowance {
+  bool sliced = false;  ///< there is a slice at all
   std::uint64_t memoryMiB = 0;
   std::uint32_t computePercent = 0;
   bool computeUnlimited = false;  ///< one of its slices there has no compute limit
   std::set<std::string> containers;
+
+  void add(const Allowance& a) {
+    sliced = sliced || a.sliced;
+    memoryMiB += a.memoryMiB;
+    computePercent += a.computePercent;
+    computeUnlimited = computeUnlimited || a.computeUnlimited;
+    containers.insert(a.containers.begin(), a.containers.end());
+  }
 };
 
-/// uid, device of a "uid/device" key.
+/// What is compared in one scan: some processes of a pod on a device with their allowance.
+struct Checked {
+  std::string key;  ///< uid/device, + '|' + container id when per container
+  std::string backend, container;
+  Usage usage;
+  Allowance allowance;
+};
+
+/// uid, device of a "uid/device" or "uid/device|container id" key.
 std::pair<std::string, std::string> splitKey(const std::string& key) {
   const auto slash = key.find('/');
-  return {key.substr(0, slash), key.substr(slash + 1)};
+  const auto bar = key.find('|', slash);
+  return {key.substr(0, slash), key.substr(slash + 1, bar == std::string::npos ? std::string::npos : bar - slash - 1)};
 }
 
 void sortLargestFirst(std::vector<std::pair<std::uint32_t, std::uint64_t>>& processes) {
@@ -134,18 +183,23 @@ std::string Watchdog::enforce(const Violation& v) {
 }
 
 ScanResult Watchdog::scan(const std::vector<Slice>& slices,
-                          const std::map<std::string, std::vector<std::string>>& devicesOf) {
+                          const std::map<std::string, std::vector<std::string>>& devicesOf,
+                          const PodContainerIds& containerIds) {
   ScanResult out;
   std::map<std::string, std::pair<std::string, std::string>> pods;  // uid -> namespace, name
-  std::map<std::string, Allowance> allowances;                      // uid + '/' + device
+  // uid + '/' + device -> container id ("": not known) -> what it was handed there
+  std::map<std::string, std::map<std::string, Allowance>> allowances;
+  PodContainerIds known = containerIds;  // the pod's containers, with a slice or not
   for (const auto& s : slices) {
     if (s.podUid.empty()) continue;  // held by a pod the agent never saw: nothing to attribute
     pods.emplace(s.podUid, std::make_pair(s.podNamespace, s.podName));
-    auto& a = allowances[s.podUid + "/" + s.deviceId];
+    auto& a = allowances[s.podUid + "/" + s.deviceId][s.containerId];
+    a.sliced = true;
     a.memoryMiB += s.memoryMiB;
     a.computePercent += s.computePercent;
     a.computeUnlimited = a.computeUnlimited || s.computePercent == 0 || s.computePercent >= 100;
     a.containers.insert(s.container);
+    if (!s.containerId.empty()) known[s.podUid].insert(s.containerId);
   }
 
   std::set<std::string> scanned;  // keys of the backends that answered this scan
@@ -190,17 +244,7 @@ ScanResult Watchdog::scan(const std::vector<Slice>& slices,
       }
       auto& h = held[cg.identity->podUid + "/" + p.deviceId];
       h.backend = source.backend;
-      h.usedBytes += bytes;
-      h.processes.emplace_back(p.pid, bytes);
-      if (p.utilizationPercent) {
-        h.busyKnown = true;
-        h.busyPercent += *p.utilizationPercent;
-        h.busyProcesses.emplace_back(p.pid, *p.utilizationPercent);
-      }
-      if (bytes >= h.largestBytes) {
-        h.largestBytes = bytes;
-        h.largestContainerId = cg.identity->containerId;
-      }
+      h.byContainer[cg.identity->containerId].add(p, cg.identity->containerId);
     }
     for (const auto& [id, bytes] : foreignBytes) foreign[id] = roundUp(bytes, options_.foreignStepMiB);
     if (auto d = devicesOf.find(source.backend); d != devicesOf.end())
@@ -214,33 +258,66 @@ ScanResult Watchdog::scan(const std::vector<Slice>& slices,
                           "--watchdog-proc-root at the host's /proc");
   }
 
-  // A violation of pod `uid` on `device`, with what it holds there.
-  auto violation = [&](WatchdogResource resource, const std::string& key, const PodOnDevice& h) {
-    const auto [uid, device] = splitKey(key);
+  // Per container where the process's container id is one of the pod's; the rest per pod,
+  // with the slices no container was checked against. Each process is in one check only.
+  std::vector<Checked> checks;
+  for (const auto& [key, h] : held) {
+    const std::string uid = splitKey(key).first;
     const auto a = allowances.find(key);
+    const auto ids = known.find(uid);
+    Checked rest{key, h.backend, "", {}, {}};
+    std::set<std::string> perContainer;
+    for (const auto& [cid, usage] : h.byContainer) {
+      const Allowance* own = nullptr;
+      if (!cid.empty() && a != allowances.end())
+        if (auto it = a->second.find(cid); it != a->second.end()) own = &it->second;
+      if (own == nullptr && (cid.empty() || ids == known.end() || !ids->second.contains(cid))) {
+        rest.usage.add(usage);  // not known to be one of the pod's containers (yet)
+        continue;
+      }
+      perContainer.insert(cid);
+      Checked c{key + "|" + cid, h.backend, cid.substr(0, 12), usage, {}};
+      if (own != nullptr) {
+        c.allowance = *own;  // else: a container of the pod without a slice here, allowed nothing
+        if (own->containers.size() == 1) c.container = *own->containers.begin();
+      }
+      checks.push_back(std::move(c));
+    }
+    if (rest.usage.processes.empty()) continue;
+    if (a != allowances.end())
+      for (const auto& [cid, allowance] : a->second)
+        if (!perContainer.contains(cid)) rest.allowance.add(allowance);
+    rest.container = rest.allowance.containers.size() == 1 ? *rest.allowance.containers.begin()
+                                                           : rest.usage.largestContainerId.substr(0, 12);
+    checks.push_back(std::move(rest));
+  }
+
+  // A violation of what `c` compares, with what its processes hold.
+  auto violation = [&](WatchdogResource resource, const Checked& c) {
+    const auto [uid, device] = splitKey(c.key);
     Violation v;
     v.resource = resource;
     v.podUid = uid;
     v.podNamespace = pods[uid].first;
     v.podName = pods[uid].second;
-    v.container = a != allowances.end() && a->second.containers.size() == 1 ? *a->second.containers.begin()
-                                                                             : h.largestContainerId.substr(0, 12);
-    v.backend = h.backend;
+    v.container = c.container;
+    v.backend = c.backend;
     v.deviceId = device;
     return v;
   };
 
   std::set<std::string> over;
-  for (auto& [key, h] : held) {
-    const auto a = allowances.find(key);
+  for (const auto& c : checks) {
+    const auto& key = c.key;
+    const auto& h = c.usage;
     const std::uint64_t allowed =
-        a == allowances.end() || a->second.memoryMiB == 0 ? 0 : (a->second.memoryMiB + options_.toleranceMiB) * kMiB;
+        c.allowance.memoryMiB == 0 ? 0 : (c.allowance.memoryMiB + options_.toleranceMiB) * kMiB;
     if (h.usedBytes <= allowed) continue;
     over.insert(key);
     if (++overStreak_[key] < std::max(options_.confirmScans, 1)) continue;
     overStreak_.erase(key);
     if (reportedRecently(key)) continue;
-    Violation v = violation(WatchdogResource::kMemory, key, h);
+    Violation v = violation(WatchdogResource::kMemory, c);
     v.usedBytes = h.usedBytes;
     v.allowedBytes = allowed;
     v.processes = h.processes;
@@ -248,13 +325,14 @@ ScanResult Watchdog::scan(const std::vector<Slice>& slices,
     out.confirmed.push_back(std::move(v));
   }
 
-  // Compute: the pod's busy percent on a device, averaged over the last window of scans.
+  // Compute: the busy percent of what is checked, averaged over the last window of scans.
   const std::size_t window = options_.computeWindowScans();
   std::set<std::string> sampled;
-  for (auto& [key, h] : held) {
-    const auto a = allowances.find(key);
+  for (const auto& c : checks) {
+    const auto& key = c.key;
+    const auto& h = c.usage;
     // Unknown utilization, or no compute limit there (no slice there: the memory check's).
-    if (!h.busyKnown || a == allowances.end() || a->second.computeUnlimited) continue;
+    if (!h.busyKnown || !c.allowance.sliced || c.allowance.computeUnlimited) continue;
     sampled.insert(key);
     auto& samples = busy_[key];
     samples.push_back(h.busyPercent);
@@ -262,11 +340,11 @@ ScanResult Watchdog::scan(const std::vector<Slice>& slices,
     if (samples.size() < window) continue;
     const auto average =
         static_cast<std::uint32_t>(std::accumulate(samples.begin(), samples.end(), std::uint64_t{0}) / window);
-    const std::uint32_t allowed = a->second.computePercent + options_.computeTolerancePercent;
+    const std::uint32_t allowed = c.allowance.computePercent + options_.computeTolerancePercent;
     if (average <= allowed) continue;
     busy_.erase(key);  // a fresh window after acting
     if (reportedRecently(key + "/compute")) continue;
-    Violation v = violation(WatchdogResource::kCompute, key, h);
+    Violation v = violation(WatchdogResource::kCompute, c);
     v.usedPercent = average;
     v.allowedPercent = allowed;
     v.processes = h.busyProcesses;

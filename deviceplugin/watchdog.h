@@ -4,11 +4,15 @@
 // hostile tenant can sidestep it (a static binary, its own ld.so, a user namespace...).
 // The watchdog asks each backend's vendor library which processes hold memory on which
 // device (backend ABI 1.3, ProcessReporter), finds each process's pod and container from
-// its cgroup, and compares each pod's total on a device with the slices the agent handed
-// out there plus a tolerance. A pod over it in `confirmScans` consecutive scans is a
-// violation; the agent then reports it (event, metric) and applies the action.
-// Compute is checked the same way where the vendor library reports per-process utilization:
-// a pod whose busy percent on a device, averaged over a sliding window of scans, is above
+// its cgroup, and compares what each container holds on a device with its slice there plus
+// a tolerance. A process whose container id (from its cgroup) is a container of the pod
+// with a slice there is charged to that container; one in a container of the pod known to
+// have no slice there is allowed nothing; the rest (ids the pod's status has not reported
+// yet, a restarted container) is compared per pod with the slices not charged per
+// container. Over in `confirmScans` consecutive scans is a violation; the agent then
+// reports it (event, metric) and applies the action.
+// Compute is checked the same way (per container, the same fallback) where the vendor
+// library reports per-process utilization: a container whose busy percent on a device, averaged over a sliding window of scans, is above
 // its compute share there plus a tolerance is a violation (a tenant refilling the limiter's
 // credit in the shared region is caught here). The window lets the short bursts the limiter
 // allows pass; unknown utilization and pods without a compute limit are never flagged.
@@ -44,8 +48,9 @@ struct WatchdogOptions {
   /// Time between scans; 0 = the watchdog is off. Two scans confirm a violation, so a
   /// bypass is acted on within about two intervals plus the time of a scan.
   std::chrono::milliseconds interval{500};
-  /// Allowed above a pod's slices on a device, per device (MiB): what NVML counts for a
-  /// process beyond what libvgpu.so charges (driver bookkeeping of its context).
+  /// Allowed above a container's slice on a device (MiB; above the pod's slices there when
+  /// checked per pod): what NVML counts for a process beyond what libvgpu.so charges
+  /// (driver bookkeeping of its context).
   std::uint64_t toleranceMiB = 128;
   WatchdogAction action = WatchdogAction::kKillProcess;
   std::string procRoot = "/proc";  ///< the host's /proc (the agent runs with hostPID)
@@ -56,9 +61,10 @@ struct WatchdogOptions {
   /// Foreign memory is published rounded up to a multiple of this (MiB), so the node's
   /// inventory changes only when it really moves.
   std::uint64_t foreignStepMiB = 64;
-  /// Allowed above a pod's compute share on a device (percentage points of the device).
+  /// Allowed above a container's (or, checked per pod, a pod's) compute share on a device
+  /// (percentage points of the device).
   std::uint32_t computeTolerancePercent = 10;
-  /// A pod's utilization is averaged over the scans of this long a window (at least one
+  /// A container's (or pod's) utilization is averaged over the scans of this long a window (at least one
   /// scan) before it is compared with its share: the limiter lets short bursts through.
   std::chrono::milliseconds computeWindow{4000};
 
@@ -73,7 +79,13 @@ struct Slice {
   std::uint64_t memoryMiB = 0;
   /// Percent of the device's compute; 0 (unset) or 100 = no compute limit.
   std::uint32_t computePercent = 0;
+  /// The runtime's id of the container (as its cgroup names it); empty: not known yet.
+  std::string containerId;
 };
+
+/// Pod uid -> the runtime ids of its containers that its status reports (init containers
+/// and those without a slice included).
+using PodContainerIds = std::map<std::string, std::set<std::string>>;
 
 /// Where the processes of one backend's devices come from; null reporter: the backend
 /// cannot list them.
@@ -82,19 +94,19 @@ struct ProcessSource {
   ProcessReporter* reporter = nullptr;
 };
 
-/// A pod holding more memory on a device than its slices there allow, or keeping it busier
-/// than its compute share (averaged over the window).
+/// A container (or, where its id is not known, a pod) holding more memory on a device than
+/// its slices there allow, or keeping it busier than its compute share (averaged over the window).
 struct Violation {
   WatchdogResource resource = WatchdogResource::kMemory;
   std::string podUid, podNamespace, podName;
-  /// The container that holds the device, or the runtime's container id when several of
-  /// the pod's containers (or none of them) hold it.
+  /// The container over its slice; checked per pod: the one container with a slice there,
+  /// else the runtime's container id (12 digits) of the largest holder.
   std::string container;
   std::string backend, deviceId;
   std::uint64_t usedBytes = 0, allowedBytes = 0;  ///< memory
-  /// Compute: the pod's average busy percent over the window, and its share plus the tolerance.
+  /// Compute: the average busy percent over the window, and the share plus the tolerance.
   std::uint32_t usedPercent = 0, allowedPercent = 0;
-  /// The pod's processes on the device, the largest first, with their bytes (memory) or
+  /// The processes compared (the container's, or the pod's) on the device, the largest first, with their bytes (memory) or
   /// their busy percent in the last scan (compute).
   std::vector<std::pair<std::uint32_t, std::uint64_t>> processes;
 };
@@ -129,9 +141,11 @@ class Watchdog {
            PodEvictor evictor = {});
 
   /// One scan against the slices handed out now; devices of `devicesOf` (backend -> device
-  /// ids) get a foreign figure (0 included).
+  /// ids) get a foreign figure (0 included); `containerIds` tells which processes are in a
+  /// container of their pod without a slice on their device.
   ScanResult scan(const std::vector<Slice>& slices,
-                  const std::map<std::string, std::vector<std::string>>& devicesOf);
+                  const std::map<std::string, std::vector<std::string>>& devicesOf,
+                  const PodContainerIds& containerIds = {});
 
   /// Applies the configured action to a confirmed violation; returns what was done, in
   /// words (report: nothing; evict-pod: asked once per pod).
@@ -150,8 +164,9 @@ class Watchdog {
   ProcessKiller killer_;
   PodEvictor evictor_;
   std::set<std::string> evictionsAsked_;  ///< pod uids
-  std::map<std::string, int> overStreak_;      ///< pod uid + device -> consecutive scans over
-  /// pod uid + device -> the pod's busy percent there in the last scans (at most the window)
+  /// Keys: pod uid + '/' + device, + '|' + container id when checked per container.
+  std::map<std::string, int> overStreak_;      ///< key -> consecutive scans over
+  /// key -> the busy percent there in the last scans (at most the window)
   std::map<std::string, std::deque<std::uint32_t>> busy_;
   std::map<std::string, std::chrono::steady_clock::time_point> reported_;  ///< report mode: when last
   std::map<std::string, std::string> lastProblem_;  ///< backend -> the last query error said

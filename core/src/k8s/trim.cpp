@@ -128,8 +128,10 @@ json::object trimPod(const json::object& pod) {
   if (const json::object* status = objectAt(pod, "status")) {
     json::object s;
     copyKeys(*status, s, {"phase", "nominatedNodeName"});  // preemption's reservation (nominations.h)
-    copyList(*status, s, "initContainerStatuses", {"name", "state"});
-    copyList(*status, s, "containerStatuses", {"name"});  // the scheduler asks only whether there are any
+    // The agent reads init containers' exit codes, and every container's runtime id (its watchdog);
+    // the scheduler asks only whether there are any container statuses.
+    copyList(*status, s, "initContainerStatuses", {"name", "containerID", "state"});
+    copyList(*status, s, "containerStatuses", {"name", "containerID"});
     out.emplace("status", std::move(s));
   }
   return out;

@@ -39,6 +39,7 @@ const std::string kUuid = "GPU-fa4e0000-0000-4000-8000-00000000aa01";
 const std::string kPodA = "0b3c7f5e-1d2a-4c8e-9f00-1234567890ab";
 const std::string kPodB = "77777777-2222-4333-8444-555555555555";
 const std::string kCid = "3f6b2a9c0d1e4f5a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c";
+const std::string kSideCid = "9a8b7c6d5e4f30211203f4e5d6c7b8a99a8b7c6d5e4f30211203f4e5d6c7b8a9";
 
 /// A child process that sleeps until killed; reaped (and killed if still alive) at the end.
 class Child {
@@ -146,8 +147,19 @@ class WatchdogTest : public ::testing::Test {
   /// Pod A with 25% of the GPU; `worker` in it holds 500 MiB (within its memory slice).
   /// A watchdog whose kills are only counted.
   Watchdog atAQuarter(const Child& worker, int& kills) {
-    slices = {{kPodA, "team", "trainer", "main", kUuid, 1024, 25}};
+    slices = {{kPodA, "team", "trainer", "main", kUuid, 1024, 25, kCid}};
     run(worker, podCgroup(kPodA), 500);
+    return make(WatchdogAction::kKillProcess, countingKiller(kills));
+  }
+  /// Pod A's containers "main" (kCid) and "side" (kSideCid), each with 1024 MiB and 25% of
+  /// the GPU; `withIds` false: their ids are not known yet (the pod's status has not said
+  /// them). `greedy` in "main" holds 1900 MiB, `modest` in "side" 100: the pod in total is
+  /// within its two slices. A watchdog whose kills are only counted.
+  Watchdog greedyBesideModest(bool withIds, const Child& greedy, const Child& modest, int& kills) {
+    slices = {{kPodA, "team", "trainer", "main", kUuid, 1024, 25, withIds ? kCid : ""},
+              {kPodA, "team", "trainer", "side", kUuid, 1024, 25, withIds ? kSideCid : ""}};
+    run(greedy, podCgroup(kPodA, kCid), 1900);
+    run(modest, podCgroup(kPodA, kSideCid), 100);
     return make(WatchdogAction::kKillProcess, countingKiller(kills));
   }
   ScanResult scan(Watchdog& w) { return w.scan(slices, {{"nvidia", {kUuid}}}); }
@@ -167,7 +179,7 @@ class WatchdogTest : public ::testing::Test {
   using SetUtil = int (*)(int, int, int);
   SetUtil setUtil = nullptr;
   /// Pod A's container "main" has 1024 MiB of the GPU.
-  std::vector<Slice> slices{{kPodA, "team", "trainer", "main", kUuid, 1024}};
+  std::vector<Slice> slices{{kPodA, "team", "trainer", "main", kUuid, 1024, 0, kCid}};
 };
 
 TEST_F(WatchdogTest, KillsAProcessOverItsSliceOnTheSecondScan) {
@@ -256,7 +268,7 @@ TEST_F(WatchdogTest, ProcessesOutsideOurPodsAreForeignAndNeverViolations) {
 
 TEST_F(WatchdogTest, APodUsingADeviceItWasNotGivenIsAViolation) {
   // A container that set NVIDIA_VISIBLE_DEVICES itself: its pod holds no slice of this GPU.
-  slices = {{kPodA, "team", "trainer", "main", "GPU-some-other-device", 1024}};
+  slices = {{kPodA, "team", "trainer", "main", "GPU-some-other-device", 1024, 0, kCid}};
   Child sneaky;
   run(sneaky, podCgroup(kPodA), 100);
   Watchdog w = make(WatchdogAction::kKillProcess);
@@ -290,7 +302,7 @@ TEST_F(WatchdogTest, SaysOnceThatItCannotSeeTheProcesses) {
 TEST_F(WatchdogTest, KillsAPodKeepingTheDeviceBusierThanItsComputeShareWithinTheWindow) {
   // A sidecar refilling the limiter's credit in the shared region: 98% busy at a 25% share,
   // within its memory slice.
-  slices = {{kPodA, "team", "trainer", "main", kUuid, 1024, 25}};
+  slices = {{kPodA, "team", "trainer", "main", kUuid, 1024, 25, kCid}};
   Child sidecar;
   run(sidecar, podCgroup(kPodA), 500);
   busy(sidecar, 98);
@@ -342,7 +354,7 @@ TEST_F(WatchdogTest, AWindowWithUnknownUtilizationIsNeverFlagged) {
 
 TEST_F(WatchdogTest, APodWithoutAComputeLimitIsNeverFlaggedForCompute) {
   Child unset, full;
-  slices = {{kPodA, "team", "trainer", "main", kUuid, 1024, 0}, {kPodB, "team", "other", "main", kUuid, 1024, 100}};
+  slices = {{kPodA, "team", "trainer", "main", kUuid, 1024, 0, kCid}, {kPodB, "team", "other", "main", kUuid, 1024, 100, kCid}};
   run(unset, podCgroup(kPodA), 500);
   run(full, podCgroup(kPodB), 500);
   busy(unset, 100);
@@ -351,6 +363,93 @@ TEST_F(WatchdogTest, APodWithoutAComputeLimitIsNeverFlaggedForCompute) {
   Watchdog w = make(WatchdogAction::kKillProcess, countingKiller(kills));
   for (std::size_t i = 0; i < 3 * w.options().computeWindowScans(); ++i) EXPECT_TRUE(scan(w).confirmed.empty());
   EXPECT_EQ(kills, 0);
+}
+
+TEST_F(WatchdogTest, CatchesAContainerOverItsSliceWhileASiblingIsUnderByAsMuch) {
+  // The pod in total is within its two slices (1900 + 100 < 2048 + tolerance): only a per
+  // container check sees "main" taking what "side" leaves.
+  Child greedy, modest;
+  int kills = 0;
+  Watchdog w = greedyBesideModest(true, greedy, modest, kills);
+  const Violation v = confirmed(w);
+  EXPECT_EQ(v.resource, WatchdogResource::kMemory);
+  EXPECT_EQ(v.container, "main");
+  EXPECT_EQ(v.usedBytes, 1900 * kMiB);
+  EXPECT_EQ(v.allowedBytes, (1024 + WatchdogOptions{}.toleranceMiB) * kMiB);
+  ASSERT_EQ(v.processes.size(), 1u) << "the sibling's process is not part of it";
+  EXPECT_EQ(v.processes[0].first, greedy.pid());
+  EXPECT_THAT(w.enforce(v), HasSubstr("killed pid " + std::to_string(greedy.pid())));
+  EXPECT_EQ(kills, 1);
+}
+
+TEST_F(WatchdogTest, CatchesAContainerBusierThanItsComputeShareWhileASiblingIsIdle) {
+  // 45% for the pod is within 2 x 25% + 10; 45% for "main" is not within 25% + 10.
+  slices = {{kPodA, "team", "trainer", "main", kUuid, 1024, 25, kCid},
+            {kPodA, "team", "trainer", "side", kUuid, 1024, 25, kSideCid}};
+  Child busyOne, idle;
+  run(busyOne, podCgroup(kPodA, kCid), 500);
+  run(idle, podCgroup(kPodA, kSideCid), 500);
+  busy(busyOne, 45);
+  busy(idle, 0);
+  int kills = 0;
+  Watchdog w = make(WatchdogAction::kKillProcess, countingKiller(kills));
+  const std::size_t window = w.options().computeWindowScans();
+  for (std::size_t i = 1; i < window; ++i) EXPECT_TRUE(scan(w).confirmed.empty()) << "scan " << i;
+  const auto r = scan(w).confirmed;
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].resource, WatchdogResource::kCompute);
+  EXPECT_EQ(r[0].container, "main");
+  EXPECT_EQ(r[0].usedPercent, 45u);
+  EXPECT_EQ(r[0].allowedPercent, 25u + WatchdogOptions{}.computeTolerancePercent);
+}
+
+TEST_F(WatchdogTest, HonestMultiContainerPodsAreNeverFlagged) {
+  slices = {{kPodA, "team", "trainer", "main", kUuid, 1024, 25, kCid},
+            {kPodA, "team", "trainer", "side", kUuid, 1024, 25, kSideCid}};
+  Child a1, a2, b;
+  run(a1, podCgroup(kPodA, kCid), 500);
+  run(a2, podCgroup(kPodA, kCid), 500);  // two processes of one container share its slice
+  run(b, podCgroup(kPodA, kSideCid), 1000);
+  busy(a1, 15);
+  busy(a2, 15);
+  busy(b, 30);
+  int kills = 0;
+  Watchdog w = make(WatchdogAction::kKillProcess, countingKiller(kills));
+  for (std::size_t i = 0; i < 3 * w.options().computeWindowScans(); ++i)
+    EXPECT_TRUE(scan(w).confirmed.empty()) << "scan " << i;
+  EXPECT_EQ(kills, 0);
+}
+
+TEST_F(WatchdogTest, ContainersWhoseIdsAreNotKnownYetAreCheckedPerPod) {
+  Child greedy, modest;
+  int kills = 0;
+  Watchdog w = greedyBesideModest(false, greedy, modest, kills);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(scan(w).confirmed.empty()) << "the pod is within its slices";
+  hold(greedy, 3000);
+  const Violation v = confirmed(w);
+  EXPECT_EQ(v.usedBytes, 3100 * kMiB) << "the pod's total";
+  EXPECT_EQ(v.allowedBytes, (2048 + WatchdogOptions{}.toleranceMiB) * kMiB);
+  EXPECT_EQ(v.processes.size(), 2u);
+}
+
+TEST_F(WatchdogTest, AContainerWithoutASliceOnTheDeviceIsAllowedNothingThereAndSaidOnce) {
+  // "side" has no slice of this GPU; the pod's status says its id. "main" is within its slice
+  // with room to spare, which "side" may not use.
+  slices = {{kPodA, "team", "trainer", "main", kUuid, 1024, 25, kCid}};
+  Child honest, sneaky;
+  run(honest, podCgroup(kPodA, kCid), 200);
+  run(sneaky, podCgroup(kPodA, kSideCid), 300);
+  int kills = 0;
+  Watchdog w = make(WatchdogAction::kKillProcess, countingKiller(kills));
+  const PodContainerIds ids{{kPodA, {kCid, kSideCid}}};
+  EXPECT_TRUE(w.scan(slices, {{"nvidia", {kUuid}}}, ids).confirmed.empty());
+  const auto r = w.scan(slices, {{"nvidia", {kUuid}}}, ids).confirmed;
+  ASSERT_EQ(r.size(), 1u) << "one violation, not one per container and one for the pod";
+  EXPECT_EQ(r[0].allowedBytes, 0u);
+  EXPECT_EQ(r[0].usedBytes, 300 * kMiB);
+  EXPECT_EQ(r[0].container, kSideCid.substr(0, 12));
+  ASSERT_EQ(r[0].processes.size(), 1u);
+  EXPECT_EQ(r[0].processes[0].first, sneaky.pid());
 }
 
 TEST(Watchdog, ABackendWithoutTheProcessSlotIsSaidUnsupportedOnceAndLeftAlone) {
@@ -443,6 +542,14 @@ TEST(CgroupIdentity, FindsThePodAndContainerInEveryLayout) {
       {"junk", "not a cgroup file", std::nullopt},
   };
   for (const auto& c : cases) EXPECT_EQ(parseCgroupIdentity(c.text), c.expected) << c.description;
+}
+
+TEST(CgroupIdentity, TheRuntimeIdOfAPodStatusContainerIdIsWhatFollowsTheScheme) {
+  EXPECT_EQ(runtimeContainerId("containerd://3f6b2a9c0d1e"), "3f6b2a9c0d1e");
+  EXPECT_EQ(runtimeContainerId("cri-o://3f6b2a9c0d1e"), "3f6b2a9c0d1e");
+  EXPECT_EQ(runtimeContainerId("docker://3f6b2a9c0d1e"), "3f6b2a9c0d1e");
+  EXPECT_EQ(runtimeContainerId("3f6b2a9c0d1e"), "") << "no scheme: not a containerID";
+  EXPECT_EQ(runtimeContainerId(""), "");
 }
 
 #ifdef VGPU_FAKE_NVML_LIBRARY
@@ -588,6 +695,37 @@ TEST_F(DevicePluginWatchdog, KillsASidecarKeepingTheDeviceBusierThanThePodsCompu
   EXPECT_THAT(text, HasSubstr("vgpu_watchdog_violations_total{node=\"" + std::string(kNode) +
                               "\",pod=\"cuda\",namespace=\"default\",container=\"train\",device=\"" + kGpu +
                               "\",resource=\"compute\",action=\"kill-process\"} 1\n"));
+}
+
+TEST_F(DevicePluginWatchdog, ChecksEachContainerWithItsOwnSliceOnceThePodStatusSaysTheirIds) {
+  startNode(WatchdogAction::kReport);
+  PodSpec spec{"duo", {{"train", {{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", 1000}},
+                        {grant(kGpu, 0, 1000, 25, 0, "nvidia")}},
+                       {"serve", {{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", 1000}},
+                        {grant(kGpu, 0, 1000, 25, 1, "nvidia")}}}};
+  uid = createPod(spec);
+  ASSERT_TRUE(waitFor([&] { return !agent->tracker().pods().empty(); }));
+  auto admitted = kubelet->admit(kubeletPodOf(spec, uid, "nvidia.com/gpu"));
+  ASSERT_TRUE(admitted.admitted) << admitted.error;
+  boost::json::array statuses{
+      boost::json::object{{"name", "train"}, {"containerID", "containerd://" + kCid}},
+      boost::json::object{{"name", "serve"}, {"containerID", "cri-o://" + kSideCid}}};
+  ASSERT_TRUE(api->patch("pods", "default", "duo", {{"status", {{"containerStatuses", statuses}}}}).ok());
+  ASSERT_TRUE(waitFor([&] {
+    auto pods = agent->tracker().pods();
+    return pods.size() == 1 && pods[0].containerIds.size() == 2;
+  }));
+  EXPECT_EQ(agent->tracker().pods()[0].containerIds.at("serve"), kSideCid);
+
+  // 1800 + 100 MiB is within the pod's 2000 MiB; "train" alone is over its 1000.
+  Child greedy, modest;
+  run(greedy, podCgroup(uid, kCid), 1800);
+  run(modest, podCgroup(uid, kSideCid), 100);
+  ASSERT_TRUE(agent->watchdogScanNow());
+  ASSERT_TRUE(agent->watchdogScanNow());
+  std::string message;
+  ASSERT_TRUE(waitFor([&] { return !(message = sliceEvent(uid)).empty(); }));
+  EXPECT_THAT(message, HasSubstr("container train holds 1800 MiB on nvidia device " + std::string(kGpu)));
 }
 #endif
 

@@ -61,7 +61,7 @@ json::object fullPod() {
          "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}
       ],
       "containerStatuses": [
-        {"name": "main", "image": "pytorch", "ready": true, "restartCount": 0,
+        {"name": "main", "image": "pytorch", "ready": true, "restartCount": 0, "containerID": "containerd://2",
          "state": {"running": {"startedAt": "2026-01-02T03:05:00Z"}}}
       ]
     }
@@ -103,8 +103,9 @@ TEST(K8sTrim, PodKeepsEveryFieldVgpuReadsAndDropsTheRest) {
     },
     "status": {
       "phase": "Running", "nominatedNodeName": "n2",
-      "initContainerStatuses": [{"name": "fetch", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}],
-      "containerStatuses": [{"name": "main"}]
+      "initContainerStatuses": [{"name": "fetch", "containerID": "containerd://1",
+                                 "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}],
+      "containerStatuses": [{"name": "main", "containerID": "containerd://2"}]
     }
   })")));
 }

@@ -16,9 +16,10 @@ namespace vgpu::k8s {
 /// deletionTimestamp and annotations (all but kubectl's last-applied copy: vendor backends
 /// read their own); spec nodeName, schedulerName, priority; of each container and init
 /// container its name, restartPolicy (sidecars) and the extended resources (names with a
-/// '/') of its requests and limits; status phase; the names of the container statuses (the
-/// scheduler asks whether there are any) and the init container statuses with their state
-/// (the agent reads exit codes). Dropped among others: labels (no reader of a cached pod),
+/// '/') of its requests and limits; status phase; the container statuses' and init container
+/// statuses' name and containerID (the scheduler asks whether there are any; the agent's
+/// watchdog matches processes to containers by the id), the init container statuses' state
+/// too (the agent reads exit codes). Dropped among others: labels (no reader of a cached pod),
 /// managedFields, ownerReferences, images, env, volumes, probes, conditions.
 /// The result owns fresh storage (the default resource), whatever `pod`'s was.
 boost::json::object trimPod(const boost::json::object& pod);
