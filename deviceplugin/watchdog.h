@@ -66,7 +66,7 @@ struct WatchdogOptions {
   std::uint32_t computeTolerancePercent = 10;
   /// A container's (or pod's) utilization is averaged over the scans of this long a window (at least one
   /// scan) before it is compared with its share: the limiter lets short bursts through.
-  std::chrono::milliseconds computeWindow{4000};
+  std::chrono::milliseconds computeWindow{2000};
 
   /// The scans in computeWindow: ceil(computeWindow / interval), at least 1.
   std::size_t computeWindowScans() const;

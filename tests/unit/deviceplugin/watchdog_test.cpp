@@ -308,7 +308,7 @@ TEST_F(WatchdogTest, KillsAPodKeepingTheDeviceBusierThanItsComputeShareWithinThe
   busy(sidecar, 98);
   Watchdog w = make(WatchdogAction::kKillProcess);
   const std::size_t window = w.options().computeWindowScans();
-  EXPECT_EQ(window, 8u) << "4 s of scans every 500 ms";
+  EXPECT_EQ(window, 4u) << "2 s of scans every 500 ms";
   for (std::size_t i = 1; i < window; ++i) EXPECT_TRUE(scan(w).confirmed.empty()) << "scan " << i << " of the window";
   const auto r = scan(w).confirmed;
   ASSERT_EQ(r.size(), 1u) << "caught when the window is full";
