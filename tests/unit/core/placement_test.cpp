@@ -16,20 +16,8 @@ constexpr std::uint64_t k80G = 81920;
 std::vector<Device> devices(const std::string& node, int count, std::uint64_t memoryMiB = k80G,
                             const std::string& model = "NVIDIA A100-SXM4-80GB", std::uint32_t split = 10,
                             int numaNodes = 1) {
-  std::vector<Device> out;
-  for (int i = 0; i < count; ++i) {
-    Device d;
-    d.id = node + "-gpu" + std::to_string(i);
-    d.index = i;
-    d.backend = "sim";
-    d.model = model;
-    d.memoryMiB = memoryMiB;
-    d.splitCount = split;
-    d.numaNode = i * numaNodes / count;
-    d.health = Health::kHealthy;
-    out.push_back(d);
-  }
-  return out;
+  return testing::simDevices(count, node + "-", memoryMiB, model, split,
+                             [&](int i) { return i * numaNodes / count; });
 }
 
 class PlacementTest : public ::testing::Test {

@@ -20,18 +20,7 @@ class PreemptionTest : public ::testing::Test {
   void SetUp() override { ASSERT_TRUE(backends_.add(testing::loadSim()).ok()); }
 
   void makeNode(int deviceCount) {
-    std::vector<Device> devs;
-    for (int i = 0; i < deviceCount; ++i) {
-      Device d;
-      d.id = "gpu" + std::to_string(i);
-      d.index = i;
-      d.backend = "sim";
-      d.model = "SIM-80G";
-      d.memoryMiB = k80G;
-      d.splitCount = 5;
-      d.health = Health::kHealthy;
-      devs.push_back(d);
-    }
+    std::vector<Device> devs = testing::simDevices(deviceCount, "", k80G, "SIM-80G", 5);
     node_ = NodeState("n1", std::make_shared<const NodeInventory>(std::move(devs), backends_));
   }
 

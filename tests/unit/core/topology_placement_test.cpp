@@ -24,24 +24,14 @@ DeviceLink link(LinkClass c, std::uint32_t lanes = 0) { return {"", c, lanes, st
 /// Eight (or `count`) whole-GPU sim devices, split 1, four per NUMA node (0-3 on node 0,
 /// 4-7 on node 1...), linked by `linkOf`.
 std::vector<Device> eightGpus(const LinkOf& linkOf, int count = 8) {
-  std::vector<Device> out;
-  for (int i = 0; i < count; ++i) {
-    Device d;
-    d.id = "gpu" + std::to_string(i);
-    d.index = i;
-    d.backend = "sim";
-    d.model = "sim";
-    d.memoryMiB = 81920;
-    d.splitCount = 1;
-    d.numaNode = i / 4;
-    d.health = Health::kHealthy;
+  std::vector<Device> out = testing::simDevices(count, "", 81920, "sim", 1, [](int i) { return i / 4; });
+  for (Device& d : out) {
     for (int p = 0; p < count; ++p) {
-      if (p == i) continue;
-      DeviceLink l = linkOf(i, p);
+      if (p == d.index) continue;
+      DeviceLink l = linkOf(d.index, p);
       l.peer = "gpu" + std::to_string(p);
       d.links.push_back(l);
     }
-    out.push_back(d);
   }
   return out;
 }
