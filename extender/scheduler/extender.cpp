@@ -444,6 +444,8 @@ http::Response Extender::preempt(const http::Request& request) {
     return http::Response::json(preemptionResultJson(answer));
   }
   std::string plan;  // for the pod's event
+  // Room already held for nominees of higher priority is not the preemptor's to take.
+  const HeldRoom heldRoom = heldAgainst(pod.info);
   for (const auto& [nodeName, proposed] : args->nodes) {
     std::optional<NodeState> state;
     std::string unusable;
@@ -464,9 +466,8 @@ http::Response Extender::preempt(const http::Request& request) {
         candidates.push_back({held.uid, std::move(held.key), held.priority, false,
                               std::find(proposed.uids.begin(), proposed.uids.end(), held.uid) != proposed.uids.end(),
                               std::move(held.assignment)});
-    // Room already held for nominees of higher priority is not the preemptor's to take.
-    if (HeldRoom room = heldAgainst(pod.info); room.count(nodeName)) {
-      HeldState h = withRoomHeld(engine_, *state, room.find(nodeName)->second);
+    if (auto room = heldRoom.find(nodeName); room != heldRoom.end()) {
+      HeldState h = withRoomHeld(engine_, *state, room->second);
       if (!h.whole.empty()) {
         spdlog::info("pod={} preempt: node={} left out: held for {}", pod.info.key(), nodeName, h.whole);
         continue;
