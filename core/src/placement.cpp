@@ -57,9 +57,14 @@ inline void noteRefusal(NodeRefusal& refusal, const vgpu_fit_result& r) {
 }
 
 /// Better-first order under the device policy (topology, where links do not decide:
-/// spread); ties go to the lower position for deterministic placements.
-bool better(const Candidate& a, const Candidate& b, DevicePolicy policy) {
-  if (a.load != b.load) return policy == DevicePolicy::kBinpack ? a.load > b.load : a.load < b.load;
+/// spread, or binpack when the pod asks) and the pod's NUMA key; ties go to the lower
+/// position for deterministic placements.
+bool better(const Candidate& a, const Candidate& b, DevicePolicy policy, const DeviceChoice& choice) {
+  using Numa = DeviceChoice::Numa;
+  if (choice.numa == Numa::kFirst && a.numa != b.numa) return a.numa < b.numa;
+  const bool pack = policy == DevicePolicy::kBinpack || (policy == DevicePolicy::kTopology && choice.packUnlinked);
+  if (a.load != b.load) return pack ? a.load > b.load : a.load < b.load;
+  if (choice.numa == Numa::kTiebreak && a.numa != b.numa) return a.numa < b.numa;
   return a.pos < b.pos;
 }
 
@@ -113,13 +118,16 @@ const NodeInventory::BackendGroup* groupFor(const PreparedPod::Request& request,
   return group;
 }
 
+/// The backend's fit, after the operator's cordon and before the pod's "mutex" policy
+/// (only devices no container uses: refused as exclusive use, whatever the request asks).
 vgpu_fit_result fitOne(const Allocator& allocator, const vgpu_device_request& q, const NodeInventory::Entry& entry,
-                       const DeviceUsage& usage) {
+                       const DeviceUsage& usage, bool mutex) {
   vgpu_fit_result r{};
   if (entry.cordoned) {
     r.reason = VGPU_REASON_CORDONED;
   } else {
     allocator.fit(q, entry.c(), toC(usage), r);
+    if (mutex && r.fits && usage.shares > 0) r = {0, VGPU_REASON_EXCLUSIVE_CONFLICT, 100, usage.shares, {}};
   }
   return r;
 }
@@ -127,7 +135,7 @@ vgpu_fit_result fitOne(const Allocator& allocator, const vgpu_device_request& q,
 /// Whether enough devices fit the request, without choosing among them: stops at the
 /// first `count` that fit. A refusal is the same as chooseDevices gives.
 bool enoughFit(const PreparedPod::Request& request, const NodeInventory& inventory,
-               const std::vector<DeviceUsage>& usage, NodeRefusal& refusal) {
+               const std::vector<DeviceUsage>& usage, bool mutex, NodeRefusal& refusal) {
   const NodeInventory::BackendGroup* group = groupFor(request, inventory, refusal);
   if (group == nullptr) return false;
   // Read once: the compiler cannot keep them across the backend's opaque call.
@@ -137,7 +145,7 @@ bool enoughFit(const PreparedPod::Request& request, const NodeInventory& invento
   const auto& entries = inventory.entries();
   std::uint16_t fitting = 0;
   for (const std::uint32_t pos : group->positions) {
-    const vgpu_fit_result r = fitOne(allocator, q, entries[pos], usage[pos]);
+    const vgpu_fit_result r = fitOne(allocator, q, entries[pos], usage[pos], mutex);
     if (!r.fits) {
       noteRefusal(refusal, r);
     } else if (++fitting == count) {
@@ -152,7 +160,8 @@ bool enoughFit(const PreparedPod::Request& request, const NodeInventory& invento
 
 /// Chooses the devices for one request given `usage`; fills `chosen` or `refusal`.
 bool chooseDevices(const PreparedPod::Request& request, const NodeInventory& inventory,
-                   const std::vector<DeviceUsage>& usage, DevicePolicy policy, Scratch& s, NodeRefusal& refusal) {
+                   const std::vector<DeviceUsage>& usage, DevicePolicy policy, const DeviceChoice& choice, Scratch& s,
+                   NodeRefusal& refusal) {
   const vgpu_device_request& q = request.record->c();
   s.chosen.clear();
   const NodeInventory::BackendGroup* group = groupFor(request, inventory, refusal);
@@ -162,9 +171,10 @@ bool chooseDevices(const PreparedPod::Request& request, const NodeInventory& inv
   for (std::uint32_t slot = 0; slot < group->positions.size(); ++slot) {
     const std::uint32_t pos = group->positions[slot];
     const auto& entry = entries[pos];
-    const vgpu_fit_result r = fitOne(*request.allocator, q, entry, usage[pos]);
+    const vgpu_fit_result r = fitOne(*request.allocator, q, entry, usage[pos], choice.mutex);
     if (r.fits) {
-      s.candidates.push_back({pos, slot, entry.c().numa_node, entry.load(usage[pos]), r.take});
+      const double load = choice.weights.equal() ? entry.load(usage[pos]) : entry.load(usage[pos], choice.weights);
+      s.candidates.push_back({pos, slot, entry.c().numa_node, load, r.take});
     } else {
       noteRefusal(refusal, r);
     }
@@ -177,7 +187,7 @@ bool chooseDevices(const PreparedPod::Request& request, const NodeInventory& inv
     return false;
   }
   if (policy == DevicePolicy::kTopology && chooseLinked(q, inventory, *group, s)) return true;
-  auto order = [policy](const Candidate& a, const Candidate& b) { return better(a, b, policy); };
+  auto order = [policy, &choice](const Candidate& a, const Candidate& b) { return better(a, b, policy, choice); };
   if (count == 1) {
     s.chosen.push_back(*std::min_element(s.candidates.begin(), s.candidates.end(), order));
     return true;
@@ -204,6 +214,9 @@ bool chooseDevices(const PreparedPod::Request& request, const NodeInventory& inv
 }
 
 void addTake(DeviceUsage& u, const vgpu_device_usage& take) { u += fromC(take); }
+
+/// HAMi's reason for a node without the devices asked for.
+constexpr std::string_view kHamiNoDevices = "NodeInsufficientDevice";
 
 /// Places the pod on the node; builds the assignment when `out` is given.
 NodeEvaluation run(const PreparedPod& pod, const NodeState& node, NodePolicy nodePolicy, DevicePolicy devicePolicy,
@@ -233,7 +246,7 @@ NodeEvaluation run(const PreparedPod& pod, const NodeState& node, NodePolicy nod
     for (size_t ri = 0; ri < container.requests.size(); ++ri) {
       const auto& request = container.requests[ri];
       s.refusal.reasonCount = 0;
-      if (!chooseDevices(request, inventory, *target, devicePolicy, s, s.refusal)) {
+      if (!chooseDevices(request, inventory, *target, devicePolicy, pod.pod().deviceChoice, s, s.refusal)) {
         eval.refusal = s.refusal;
         eval.refusal.container = static_cast<std::int16_t>(ci);
         eval.refusal.request = static_cast<std::int16_t>(ri);
@@ -320,7 +333,7 @@ NodeEvaluation PlacementEngine::check(const PreparedPod& pod, const NodeState& n
   const PreparedPod::Request* only = pod.soleRequest();
   if (only == nullptr || only->record->c().numa_bind || !node.unavailable.empty()) return evaluate(pod, node);
   NodeEvaluation eval;
-  eval.fits = enoughFit(*only, *node.inventory, node.usage, eval.refusal);
+  eval.fits = enoughFit(*only, *node.inventory, node.usage, pod.pod().deviceChoice.mutex, eval.refusal);
   if (!eval.fits) {
     eval.refusal.container = pod.soleRequestContainer();
     eval.refusal.request = 0;
@@ -359,13 +372,18 @@ std::string PlacementEngine::explain(const PreparedPod& pod, const NodeState& no
   const DeviceRequest& q = request.record->request();
   std::string text = std::string(container.init ? "init container \"" : "container \"") + container.name +
                      "\" needs " + describeRequest(q, *request.allocator);
-  if (r.kind == NodeRefusal::Kind::kNoDevices) return text + ": the node has no " + q.backend + " devices";
+  if (r.kind == NodeRefusal::Kind::kNoDevices)
+    return text + ": " + std::string(kHamiNoDevices) + ": the node has no " + q.backend + " devices";
   text += ": " + std::to_string(r.devicesFitting) + " of " + std::to_string(r.devicesConsidered) + " fit";
+  if (r.devicesConsidered < q.count)
+    text += "; " + std::string(kHamiNoDevices) + ": the node has " + std::to_string(r.devicesConsidered);
   for (std::uint8_t i = 0; i < r.reasonCount; ++i) {
     const auto& reason = r.reasons[i];
     text += i == 0 ? "; " : ", ";
-    text += std::to_string(reason.devices) + "/" + std::to_string(r.devicesConsidered) + " " +
-            request.allocator->explain(reason.example);
+    // "3/8 CardInsufficientMemory: ...": HAMi's count and name, then our words.
+    text += std::to_string(reason.devices) + "/" + std::to_string(r.devicesConsidered) + " ";
+    if (const std::string_view hami = hamiReasonName(reason.example); !hami.empty()) (text += hami) += ": ";
+    text += request.allocator->explain(reason.example);
   }
   return text;
 }
@@ -377,12 +395,13 @@ std::string PlacementEngine::category(const PreparedPod& pod, const NodeEvaluati
   if (r.container < 0 || r.request < 0) return "vgpu: does not fit";
   const auto& request = pod.containers()[static_cast<size_t>(r.container)].requests[static_cast<size_t>(r.request)];
   const std::string& backend = request.record->request().backend;
-  if (r.kind == NodeRefusal::Kind::kNoDevices) return "vgpu: no " + backend + " devices on the node";
+  if (r.kind == NodeRefusal::Kind::kNoDevices)
+    return "vgpu: no " + backend + " devices on the node (" + std::string(kHamiNoDevices) + ")";
   const NodeRefusal::ReasonCount* top = r.dominant();
-  if (!top) return "vgpu: not enough fitting devices";
+  if (!top) return "vgpu: not enough fitting devices (" + std::string(kHamiNoDevices) + ")";
   const std::string_view words = categorizeCoreReason(top->example);
   if (words.empty()) return "vgpu: devices the " + backend + " backend refuses";
-  return "vgpu: " + std::string(words);
+  return "vgpu: " + std::string(words) + " (" + std::string(hamiReasonName(top->example)) + ")";
 }
 
 double PlacementEngine::distance(const PreparedPod& pod, const NodeEvaluation& e) const {

@@ -20,8 +20,10 @@ std::string explainCoreReason(const vgpu_fit_result& r) {
       // "percent", never '%': kube-scheduler prints these words through a printf format.
       return "not enough free compute (needs " + n + " percent, " + a + " percent free)";
     case VGPU_REASON_EXCLUSIVE_CONFLICT:
+      // needed 0: a request of no compute on a device whose compute other containers
+      // have taken in full, together (available = how many containers).
       return r.needed >= 100 ? "wants the device alone but " + a + " container(s) already use it"
-                             : "device is held exclusively by another container";
+                             : "all of the device's compute is taken (by " + a + " container(s))";
     case VGPU_REASON_REQUEST_TOO_LARGE: return "asks for " + n + " MiB but the whole device has " + a + " MiB";
     case VGPU_REASON_NUMA_MISMATCH: return "not enough fitting devices on one NUMA node";
     default: return {};
@@ -38,9 +40,27 @@ std::string_view categorizeCoreReason(const vgpu_fit_result& r) {
     case VGPU_REASON_INSUFFICIENT_MEMORY: return "not enough free device memory";
     case VGPU_REASON_INSUFFICIENT_COMPUTE: return "not enough free device compute";
     case VGPU_REASON_EXCLUSIVE_CONFLICT:
-      return r.needed >= 100 ? "devices in use, the pod wants them alone" : "devices held exclusively by other pods";
+      return r.needed >= 100 ? "devices in use, the pod wants them alone" : "devices with all their compute taken";
     case VGPU_REASON_REQUEST_TOO_LARGE: return "devices too small for the request";
     case VGPU_REASON_NUMA_MISMATCH: return "not enough fitting devices on one NUMA node";
+    default: return {};
+  }
+}
+
+std::string_view hamiReasonName(const vgpu_fit_result& r) {
+  switch (r.reason) {
+    case VGPU_REASON_UNHEALTHY: return "CardNotHealth";
+    case VGPU_REASON_CORDONED: return "CardCordoned";
+    case VGPU_REASON_MODEL_MISMATCH: return "CardTypeMismatch";
+    case VGPU_REASON_ID_MISMATCH: return "CardUuidMismatch";
+    case VGPU_REASON_SHARES_EXHAUSTED: return "CardTimeSlicingExhausted";
+    // HAMi has no reason for a device smaller than the request: its memory check says this.
+    case VGPU_REASON_REQUEST_TOO_LARGE:
+    case VGPU_REASON_INSUFFICIENT_MEMORY: return "CardInsufficientMemory";
+    case VGPU_REASON_INSUFFICIENT_COMPUTE: return "CardInsufficientCore";
+    case VGPU_REASON_EXCLUSIVE_CONFLICT:
+      return r.needed >= 100 ? "ExclusiveDeviceAllocateConflict" : "CardComputeUnitsExhausted";
+    case VGPU_REASON_NUMA_MISMATCH: return "NumaNotFit";
     default: return {};
   }
 }

@@ -68,4 +68,8 @@ std::string explainCoreReason(const vgpu_fit_result& result);
 /// empty for codes core does not know. No '%' (kube-scheduler prints it through a format).
 std::string_view categorizeCoreReason(const vgpu_fit_result& result);
 
+/// HAMi's name for the same refusal (pkg/device/common: "CardInsufficientMemory", ...), so
+/// that a HAMi user's searches and alerts find ours; empty for codes core does not know.
+std::string_view hamiReasonName(const vgpu_fit_result& result);
+
 }  // namespace vgpu

@@ -38,12 +38,19 @@ inline constexpr std::string_view kReservedPodAnnotations[] = {kPodAssignment, k
 inline constexpr std::string_view kPodNodePolicy = "vgpu.io/node-scheduler-policy";
 /// Pod: per-pod override of the device policy ("binpack" / "spread" / "topology").
 inline constexpr std::string_view kPodDevicePolicy = "vgpu.io/device-scheduler-policy";
-/// Pod: HAMi's device policy annotation ("binpack" / "spread" / "topology-aware"), read
-/// when kPodDevicePolicy is absent so pods written for HAMi keep their intent.
+/// Pod: HAMi's node policy annotation ("binpack" / "spread"), read when kPodNodePolicy is
+/// absent so pods written for HAMi keep their intent.
+inline constexpr std::string_view kHamiPodNodePolicy = "hami.io/node-scheduler-policy";
+/// Pod: HAMi's device policy annotation, a comma list of "binpack", "spread", "numa",
+/// "mutex", "topology-aware" (parseHamiDevicePolicy), read when kPodDevicePolicy is absent.
 inline constexpr std::string_view kHamiPodDevicePolicy = "hami.io/gpu-scheduler-policy";
+/// Pod: HAMi's weights of a device's load, "slot=<n>,core=<n>,memory=<n>" (LoadWeights).
+inline constexpr std::string_view kHamiDeviceScoringWeights = "hami.io/device-scoring-weights";
 /// Pod/namespace label: the webhook leaves pods with this label set to "ignore" alone (its
 /// defaults and scheduler name; never its security checks, docs/security.md).
 inline constexpr std::string_view kWebhookOptOutLabel = "vgpu.io/webhook";
+/// HAMi's label of the same meaning, honoured the same way.
+inline constexpr std::string_view kHamiWebhookOptOutLabel = "hami.io/webhook";
 
 inline std::string nodeDevices(std::string_view backend) {
   return std::string(kNodeDevicesPrefix) + std::string(backend);

@@ -21,4 +21,16 @@ struct DeviceUsage {
   bool operator==(const DeviceUsage&) const = default;
 };
 
+/// How much each part of a device's usage counts in its load when the device policy
+/// orders devices (HAMi's hami.io/device-scoring-weights: slot, core, memory). Each >= 0,
+/// not all 0; the load stays 0..1 whatever the weights.
+struct LoadWeights {
+  double shares = 1;
+  double compute = 1;
+  double memory = 1;
+
+  bool equal() const { return shares == compute && compute == memory; }
+  bool operator==(const LoadWeights&) const = default;
+};
+
 }  // namespace vgpu

@@ -39,6 +39,11 @@ class NodeInventory {
       return (usage.shares * perShare + static_cast<double>(usage.memoryMiB) * perMiB +
               usage.compute * perComputeUnit) / 3.0;
     }
+    /// load() with each ratio weighted; still 0..1.
+    double load(const DeviceUsage& usage, const LoadWeights& w) const {
+      return (w.shares * usage.shares * perShare + w.memory * static_cast<double>(usage.memoryMiB) * perMiB +
+              w.compute * usage.compute * perComputeUnit) / (w.shares + w.memory + w.compute);
+    }
   };
   /// Devices of one backend, as positions in entries().
   struct BackendGroup {

@@ -417,8 +417,8 @@ TEST_P(E2EFailureSchedulerRestart, CacheRebuildsFromTheApiserverAndNoShareIsGive
   };
   // kube-scheduler gets a category per node (issue 27 item 8); the numbers are in the pod's
   // FilteringFailed event.
-  const Refused refusals[] = {{"too-much-memory", 10000, 10, "vgpu: not enough free device memory"},
-                              {"too-much-compute", 1000, 30, "vgpu: not enough free device compute"}};
+  const Refused refusals[] = {{"too-much-memory", 10000, 10, "vgpu: not enough free device memory (CardInsufficientMemory)"},
+                              {"too-much-compute", 1000, 30, "vgpu: not enough free device compute (CardInsufficientCore)"}};
   for (const Refused& r : refusals) ASSERT_TRUE(cluster.createPod(podYaml(r.name, 1, r.memoryMiB, r.cores)).ok());
 
   cluster.stopScheduler(graceful);
@@ -463,7 +463,7 @@ TEST_P(E2EFailureSchedulerRestart, CacheRebuildsFromTheApiserverAndNoShareIsGive
   auto extender = filterDirect(cluster, *full, {"gpu-a"});
   ASSERT_TRUE(extender.ok()) << extender.error().message;
   EXPECT_THAT(extender->fitting, ::testing::IsEmpty());
-  EXPECT_EQ(extender->failed["gpu-a"], "vgpu: every share of the devices taken");
+  EXPECT_EQ(extender->failed["gpu-a"], "vgpu: every share of the devices taken (CardTimeSlicingExhausted)");
   expectClusterConsistent(cluster);
 }
 

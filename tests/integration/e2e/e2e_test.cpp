@@ -130,7 +130,7 @@ TEST(E2EHappyPath, PodRunsOnThePredictedGpuWithExactlyItsMemoryAndFreesItForTheN
   ASSERT_TRUE(run.schedule.failedNodes.contains("gpu-b"));
   // kube-scheduler gets the category (issue 27 item 8); the numbers are vgpu-sim's and the
   // pod's FilteringFailed event's.
-  EXPECT_EQ(run.schedule.failedNodes.at("gpu-b"), "vgpu: devices too small for the request");
+  EXPECT_EQ(run.schedule.failedNodes.at("gpu-b"), "vgpu: devices too small for the request (CardInsufficientMemory)");
   EXPECT_THAT(train.prediction.refusals["gpu-b"], HasSubstr("30000"));
   auto assigned = cluster.assignmentOf("default", "train");
   ASSERT_TRUE(assigned);

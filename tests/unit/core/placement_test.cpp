@@ -165,9 +165,9 @@ TEST_F(PlacementTest, ModelAndIdFiltersChooseDevices) {
   auto byId = place(pod({gpu(1, 1000, 10)}, {{"vgpu.io/use-gpuuuid", "n1-gpu1"}}), n);
   EXPECT_EQ(byId.containers[0].devices[0].deviceId, "n1-gpu1");
   EXPECT_THAT(refusal(pod({gpu(1, 1000, 10)}, {{"vgpu.io/use-gputype", "V100"}}), n),
-              HasSubstr("2/2 device model is not in the pod's list of models"));
+              HasSubstr("2/2 CardTypeMismatch: device model is not in the pod's list of models"));
   EXPECT_THAT(refusal(pod({gpu(1, 1000, 10)}, {{"vgpu.io/nouse-gpuuuid", "n1-gpu0,n1-gpu1"}}), n),
-              HasSubstr("2/2 device id is excluded by the pod"));
+              HasSubstr("2/2 CardUuidMismatch: device id is excluded by the pod"));
 }
 
 TEST_F(PlacementTest, NumaBindKeepsAContainerOnOneNumaNode) {
@@ -210,8 +210,8 @@ TEST_F(PlacementTest, UnhealthyAndCordonedDevicesAreRefusedWithTheirReason) {
   auto n = node("n1", devs, {"n1-gpu1"});
   const std::string why = refusal(pod({gpu(1, 1000, 10)}), n);
   EXPECT_THAT(why, HasSubstr("0 of 2 fit"));
-  EXPECT_THAT(why, HasSubstr("1/2 device is unhealthy"));
-  EXPECT_THAT(why, HasSubstr("1/2 device is cordoned"));
+  EXPECT_THAT(why, HasSubstr("1/2 CardNotHealth: device is unhealthy"));
+  EXPECT_THAT(why, HasSubstr("1/2 CardCordoned: device is cordoned"));
 }
 
 TEST_F(PlacementTest, ComputeRunsOut) {

@@ -141,7 +141,7 @@ TEST_F(TopologyPlacementTest, HamisTopologyAwareAnnotationSelectsThePolicy) {
   auto request = buildPodRequest(backends_, "default", "p", {{"train", false, {{"vgpu.io/sim", 1}}}},
                                  {{std::string(keys::kHamiPodDevicePolicy), "fastest"}});
   ASSERT_FALSE(request.ok());
-  EXPECT_THAT(request.error().message, HasSubstr("hami.io/gpu-scheduler-policy must be"));
+  EXPECT_THAT(request.error().message, HasSubstr("hami.io/gpu-scheduler-policy \"fastest\": \"fastest\" is not one of binpack, spread"));
   EXPECT_THAT(request.error().message, HasSubstr("\"fastest\""));
 }
 

@@ -70,7 +70,7 @@ TEST_F(ExtenderFixture, SchedulerFilterNodeCacheCapableAnswersNodeNamesAndReason
   EXPECT_EQ(names(out.at("NodeNames")), std::vector<std::string>{"big"});
   const auto& failed = out.at("FailedNodes").as_object();
   const auto& unresolvable = out.at("FailedAndUnresolvableNodes").as_object();
-  EXPECT_EQ(failed.at("small"), "vgpu: devices too small for the request") << failed;
+  EXPECT_EQ(failed.at("small"), "vgpu: devices too small for the request (CardInsufficientMemory)") << failed;
   EXPECT_NE(std::string(failed.at("stale").as_string()).find("heartbeat is stale"), std::string::npos);
   EXPECT_NE(std::string(failed.at("ghost").as_string()).find("not known"), std::string::npos);
   EXPECT_NE(std::string(unresolvable.at("plain").as_string()).find("no vgpu devices"), std::string::npos);
@@ -353,7 +353,7 @@ TEST(SchedulerReadiness, RefusesToPlaceUntilNodesAndPodsAreListed) {
   auto later = parse(verbs.post("/filter", extenderArgs(*waiting, {"n"})).body);
   EXPECT_EQ(later.at("Error"), "");
   EXPECT_TRUE(names(later.at("NodeNames")).empty()) << "the holder's GPU is taken: " << later;
-  EXPECT_EQ(later.at("FailedNodes").at("n"), "vgpu: not enough free device memory") << later;
+  EXPECT_EQ(later.at("FailedNodes").at("n"), "vgpu: not enough free device memory (CardInsufficientMemory)") << later;
   service->stop();
 }
 

@@ -78,18 +78,18 @@ TEST(SchedulerRefusals, StayAHandfulOfTextsWhateverEachNodeHolds) {
   ASSERT_TRUE(out.at("NodeNames").as_array().empty()) << out;
   std::set<std::string> texts;
   for (const auto& [node, why] : out.at("FailedNodes").as_object()) texts.insert(std::string(why.as_string()));
-  EXPECT_EQ(texts, (std::set<std::string>{"vgpu: not enough free device memory", std::string("vgpu: node not known to vgpu-scheduler yet")}));
+  EXPECT_EQ(texts, (std::set<std::string>{"vgpu: not enough free device memory (CardInsufficientMemory)", std::string("vgpu: node not known to vgpu-scheduler yet")}));
   for (const auto& t : texts)
     EXPECT_TRUE(std::none_of(t.begin(), t.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
         << t;
   // The pod's condition: one short line.
   const std::string condition = conditionMessage(out, nodes.size());
   EXPECT_EQ(condition, "0/41 nodes are available: 1 " + std::string("vgpu: node not known to vgpu-scheduler yet") +
-                           ", 40 vgpu: not enough free device memory.");
+                           ", 40 vgpu: not enough free device memory (CardInsufficientMemory).");
 
   // The numbers, where a person reads them: our event names the closest nodes, closest first.
   const std::string event = filteringFailedMessage(h, "wide");
-  EXPECT_NE(event.find("0/41 nodes can take the pod: 40 vgpu: not enough free device memory, 1 vgpu: node not known"),
+  EXPECT_NE(event.find("0/41 nodes can take the pod: 40 vgpu: not enough free device memory (CardInsufficientMemory), 1 vgpu: node not known"),
             std::string::npos)
       << event;
   const auto closest = event.find("Closest to fitting: n0: container \"main\" needs 1 nvidia.com/gpu (81000 MiB");
@@ -146,7 +146,7 @@ TEST(SchedulerRefusals, AnswerFor5000RefusedNodesFitsIn100KiB) {
   EXPECT_EQ(r.headers.count("Content-Encoding"), 0u) << "only to a client that asks for it";
   const json::object answer = parse(r.body);
   ASSERT_EQ(answer.at("FailedNodes").as_object().size(), 5000u);
-  EXPECT_EQ(conditionMessage(answer, 5000), "0/5000 nodes are available: 5000 vgpu: devices too small for the request.");
+  EXPECT_EQ(conditionMessage(answer, 5000), "0/5000 nodes are available: 5000 vgpu: devices too small for the request (CardInsufficientMemory).");
 
   // kube-scheduler's client (Go's transport) asks for gzip and unpacks it by itself.
   TestHttpClient go(h.service->extenderPort());
