@@ -1,6 +1,7 @@
 #include "allocator.h"
 
 #include <cstring>
+#include <string>
 
 #include "gpu_info.h"
 #include "vgpu/allocator.h"
@@ -19,6 +20,13 @@ const char* attribute(const vgpu_device& d, const char* key) {
 void refuse(vgpu_fit_result& r, std::int32_t reason) {
   r = vgpu_fit_result{};
   r.reason = reason;
+}
+
+/// HAMi's name of a GPU's type, which its nvidia.com/use-gputype / nouse-gputype match: the
+/// NVML name with "NVIDIA-" in front unless it starts with "NVIDIA" ("Tesla T4" is
+/// "NVIDIA-Tesla T4"; "NVIDIA A100-SXM4-80GB" stays).
+std::string hamiType(const char* model) {
+  return std::strncmp(model, "NVIDIA", 6) == 0 ? std::string(model) : "NVIDIA-" + std::string(model);
 }
 
 }  // namespace
@@ -61,7 +69,12 @@ void NvidiaAllocator::fit(const vgpu_device_request& q, const vgpu_device& d, co
   }
   if (const char* mig = attribute(d, attr::kMigMode); mig != nullptr && std::strcmp(mig, "enabled") == 0)
     return refuse(r, kReasonMigEnabled);
-  sdk::standardFit(q, d, u, r);
+  if (q.include_models.count == 0 && q.exclude_models.count == 0) return sdk::standardFit(q, d, u, r);
+  // The pod's type filters are written against HAMi's type names ("NVIDIA-Tesla T4").
+  const std::string type = hamiType(d.model);
+  vgpu_device typed = d;
+  typed.model = type.c_str();
+  sdk::standardFit(q, typed, u, r);
 }
 
 std::string NvidiaAllocator::explain(const vgpu_fit_result& r) const {
