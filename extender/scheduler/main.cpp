@@ -73,6 +73,9 @@ int main(int argc, char** argv) {
       "comma-separated users (system:serviceaccount:<namespace>:<name>) that may write vgpu's reserved pod "
       "annotations: vgpu-scheduler's and the node agent's service accounts; everyone else's are removed "
       "(create) or refused (update)")(
+      "hami-compat", po::bool_switch(),
+      "HAMi-compatibility mode: the webhook accepts what HAMi accepts and vgpu would refuse, as HAMi takes it, "
+      "with a warning (a cores request above 100, e.g. nvidia.com/gpucores: 150, becomes 100)")(
       "log-level", po::value<std::string>()->default_value("info"), "trace, debug, info, warn, error")(
       "threads", po::value<int>()->default_value(8),
       "HTTP threads of the extender verbs (filter and prioritize requests handled at once)")(
@@ -114,6 +117,7 @@ int main(int argc, char** argv) {
   auto trustedUsers = scheduler::parseTrustedUsers(vm["trusted-users"].as<std::string>());
   if (!trustedUsers.ok()) return fail("--trusted-users: " + trustedUsers.error().message);
   service.webhook.trustedUsers = std::move(*trustedUsers);
+  service.webhook.hamiCompat = vm["hami-compat"].as<bool>();
   service.instance = defaultInstance();
   service.extender.bindHoldTimeout = std::chrono::milliseconds(std::max(0, vm["bind-hold-timeout"].as<int>()));
   service.requeue.qps = vm["requeue-qps"].as<double>();

@@ -176,6 +176,31 @@ std::vector<EnvFinding> protectedEnvIn(const BackendSet& backends, const Contain
   return out;
 }
 
+/// HAMi-compatibility mode: a compute request above 100 percent, which HAMi clamps to 100
+/// (the whole device) and vgpu refuses, is rewritten to 100 in `c` and in the pod (limits,
+/// and requests where they name it), with a warning each.
+void clampComputeAsHami(const BackendSet& backends, ContainerResources& c, const ContainerPlace& place,
+                        json::array& patch, std::vector<std::string>& warnings) {
+  const json::object* resources = place.json ? objectAt(*place.json, "resources") : nullptr;
+  for (auto& [name, value] : c.limits) {
+    const Backend* b = backends.ownerOf(name);
+    if (!b || value <= 100) continue;
+    const auto& owned = b->allocator().resources();
+    if (std::none_of(owned.begin(), owned.end(),
+                     [&](const ResourceName& r) { return r.name == name && r.role == VGPU_RESOURCE_CORES; }))
+      continue;
+    for (const char* field : {"limits", "requests"})
+      if (const json::object* amounts = resources ? objectAt(*resources, field) : nullptr; amounts && amounts->contains(name))
+        patch.push_back(json::object{{"op", "replace"},
+                                     {"path", place.path + "/resources/" + field + "/" + jsonPointerEscape(name)},
+                                     {"value", "100"}});
+    warnings.push_back("vgpu: " + std::string(place.kind) + " \"" + c.name + "\" asks for " + name + " " +
+                       std::to_string(value) + ", above 100; in HAMi-compatibility mode it is set to 100 (the whole "
+                       "device's compute), as HAMi does");
+    value = 100;
+  }
+}
+
 std::optional<std::string> annotationOf(const json::object* object, std::string_view key) {
   if (!object) return std::nullopt;
   if (auto v = k8s::annotation(*object, key)) return std::string(*v);
@@ -340,7 +365,8 @@ http::Response Webhook::review(const http::Request& request) {
     }
     const json::object* object = objectAt(*req, "object");
     if (!object) return deny(400, "BadRequest", "the AdmissionReview carries no pod object");
-    if (auto optOut = k8s::label(*object, keys::kWebhookOptOutLabel); optOut && *optOut == "ignore") return {};
+    for (std::string_view optOutLabel : {keys::kWebhookOptOutLabel, keys::kHamiWebhookOptOutLabel})
+      if (auto optOut = k8s::label(*object, optOutLabel); optOut && *optOut == "ignore") return {};
     const json::object* spec = objectAt(*object, "spec");
     std::string schedulerName;
     if (spec)
@@ -390,6 +416,7 @@ http::Response Webhook::review(const http::Request& request) {
         if (const Backend* b = backends_.ownerOf(name); b && std::find(used.begin(), used.end(), b) == used.end())
           used.push_back(b);
       if (used.empty()) continue;
+      if (options_.hamiCompat) clampComputeAsHami(backends_, c, places[i], ok.patch, ok.warnings);
       const json::object* cj = places[i].json;
       if (const json::object* sc = cj ? objectAt(*cj, "securityContext") : nullptr) {
         const json::value* priv = sc->if_contains("privileged");

@@ -38,6 +38,10 @@ struct WebhookOptions {
   /// "system:serviceaccount:<namespace>:<name>". Pods that run as one of these service
   /// accounts may also set protected variables (the node agent sees every GPU).
   std::vector<std::string> trustedUsers;
+  /// HAMi-compatibility mode (--hami-compat): pods HAMi accepts and vgpu would refuse are
+  /// taken as HAMi takes them, with a warning saying so: a compute request (the backends'
+  /// cores resource, e.g. nvidia.com/gpucores) above 100 becomes 100, the whole device.
+  bool hamiCompat = false;
 };
 
 class Webhook {

@@ -474,6 +474,7 @@ RENDER_VARIANTS = [
                                            "trustedUsers": ["system:serviceaccount:migrate:hami-migrator"],
                                            "securityFailurePolicy": "Ignore"}},
         "devicePlugin": {"privileged": False, "metrics": {"serviceMonitor": {"enabled": True}}},
+        "hamiCompat": {"enabled": True},
     }, True),
     ("a whole device config given", "v1.29.0", {
         "devices": {"nvidia": {"enabled": False}, "sim": {"enabled": True}},
@@ -581,6 +582,13 @@ def check_security_webhook(args, description, kube, values, docs, need, with_con
     if "objectSelector" in hook or "vgpu.io/webhook" in json.dumps(hook.get("namespaceSelector", {})):
         fail("%s: the security webhook honours an opt-out label: %s" % (description, hook))
     placement = hooks.get("pods.vgpu.io", {})
+    # Issue 28 item 1: HAMi's opt-out label keeps pods and namespaces from the placement step.
+    for selector in ("namespaceSelector", "objectSelector"):
+        expressions = placement.get(selector, {}).get("matchExpressions", [])
+        for label in ("vgpu.io/webhook", "hami.io/webhook"):
+            if {"key": label, "operator": "NotIn", "values": ["ignore"]} not in expressions:
+                fail("%s: the placement webhook's %s does not exclude %s=ignore: %s"
+                     % (description, selector, label, expressions))
     if hook.get("clientConfig") != placement.get("clientConfig"):
         fail("%s: the two webhooks call different endpoints" % description)
     aw = values["scheduler"]["admissionWebhook"]
@@ -595,6 +603,10 @@ def check_security_webhook(args, description, kube, values, docs, need, with_con
     for flag in ("--webhook-env-policy=%s" % aw["envPolicy"], "--trusted-users=%s" % ",".join(trusted)):
         if flag not in args_of.get("vgpu-scheduler", []):
             fail("%s: vgpu-scheduler is not started with %s (args %s)" % (description, flag, args_of.get("vgpu-scheduler")))
+    # Issue 28 item 7: hamiCompat.enabled turns on --hami-compat, and only it does.
+    if ("--hami-compat" in args_of.get("vgpu-scheduler", [])) != bool(values["hamiCompat"]["enabled"]):
+        fail("%s: hamiCompat.enabled is %s but vgpu-scheduler's args are %s"
+             % (description, values["hamiCompat"]["enabled"], args_of.get("vgpu-scheduler")))
     conditions = {c.get("name"): c.get("expression", "") for c in hook.get("matchConditions", [])}
     if bool(conditions) != bool(with_conditions):
         fail("%s: security matchConditions %s on Kubernetes %s" % (description, conditions, kube))

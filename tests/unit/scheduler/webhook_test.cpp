@@ -399,6 +399,73 @@ TEST_F(WebhookFixture, SchedulerWebhookSecurityRemovesReservedAnnotationsOthersC
   EXPECT_FALSE(ours.contains("patch"));
 }
 
+// Issue 28 item 1: HAMi's opt-out label (pods; namespaces through the chart's selector)
+// skips placement as ours does, and, like ours, none of the security checks.
+TEST_F(WebhookFixture, SchedulerWebhookSecurityHamisOptOutLabelSkipsPlacementOnly) {
+  json::object pod = podJson("", "x", {{"main", {{"nvidia.com/gpu", "1"}}}}, "");
+  pod["metadata"].as_object()["labels"] = json::object{{"hami.io/webhook", "ignore"}};
+  auto untouched = review(pod);
+  EXPECT_EQ(untouched.at("allowed"), true);
+  EXPECT_FALSE(untouched.contains("patch")) << "no scheduler name, no defaults";
+  // Another value is not an opt-out.
+  pod["metadata"].as_object()["labels"] = json::object{{"hami.io/webhook", "yes"}};
+  EXPECT_TRUE(review(pod).contains("patch"));
+
+  pod["metadata"].as_object()["labels"] = json::object{{"hami.io/webhook", "ignore"}};
+  pod["metadata"].as_object()["annotations"] = json::object{{std::string(keys::kPodAssignment), "forged"}};
+  auto forged = review(pod);
+  EXPECT_EQ(forged.at("allowed"), true);
+  const json::array patch = patchOf(forged);
+  ASSERT_EQ(patch.size(), 1u) << patch;
+  EXPECT_EQ(patch[0].at("op"), "remove");
+  EXPECT_EQ(patch[0].at("path"), "/metadata/annotations/vgpu.io~1assignment");
+
+  auto env = review(withEnv(pod, "containers", 0, {var("VGPU_SIM_VISIBLE_DEVICES", "all")}));
+  EXPECT_EQ(env.at("allowed"), false);
+  EXPECT_NE(messageOf(env).find("sets VGPU_SIM_VISIBLE_DEVICES"), std::string::npos) << messageOf(env);
+}
+
+// Issue 28 item 7: HAMi clamps gpucores above 100 to 100. vgpu refuses it, except in
+// HAMi-compatibility mode, where it becomes 100 with a warning that says so.
+TEST_F(WebhookFixture, SchedulerWebhookHamiCompatTakesCoresAbove100AsTheWholeDevice) {
+  json::object pod = podJson("", "x", {{"main", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"},
+                                                 {"nvidia.com/gpucores", "150"}}}}, "");
+  auto& resources = pod["spec"].as_object()["containers"].as_array()[0].as_object()["resources"].as_object();
+  resources["requests"] = json::object{{"nvidia.com/gpucores", "150"}};
+  auto refused = review(pod);
+  EXPECT_EQ(refused.at("allowed"), false);
+  EXPECT_NE(messageOf(refused).find("nvidia.com/gpucores must be between 0 and 100, got 150"), std::string::npos)
+      << messageOf(refused);
+
+  WebhookOptions compat;
+  compat.hamiCompat = true;
+  configure(compat);
+  auto taken = review(pod);
+  EXPECT_EQ(taken.at("allowed"), true);
+  std::set<std::string> replaced;
+  for (const auto& op : patchOf(taken))
+    if (op.at("op") == "replace") {
+      EXPECT_EQ(op.at("value"), "100");
+      replaced.emplace(op.at("path").as_string());
+    }
+  EXPECT_EQ(replaced, (std::set<std::string>{"/spec/containers/0/resources/limits/nvidia.com~1gpucores",
+                                             "/spec/containers/0/resources/requests/nvidia.com~1gpucores"}));
+  ASSERT_TRUE(taken.contains("warnings"));
+  ASSERT_EQ(taken.at("warnings").as_array().size(), 1u);
+  EXPECT_EQ(taken.at("warnings").as_array()[0].as_string(),
+            "vgpu: container \"main\" asks for nvidia.com/gpucores 150, above 100; in HAMi-compatibility mode it is "
+            "set to 100 (the whole device's compute), as HAMi does");
+  // 100 and below, and other resources above 100, are not touched.
+  auto& limits = resources["limits"].as_object();
+  limits["nvidia.com/gpucores"] = "100";
+  resources.erase("requests");
+  limits["nvidia.com/gpumem"] = "150";
+  auto plain = review(pod);
+  EXPECT_EQ(plain.at("allowed"), true);
+  EXPECT_FALSE(plain.contains("warnings"));
+  for (const auto& op : patchOf(plain)) EXPECT_NE(op.at("op"), "replace") << op;
+}
+
 TEST_F(WebhookFixture, SchedulerWebhookSecurityRefusesOthersChangesToReservedAnnotations) {
   const std::string agent = "system:serviceaccount:vgpu:vgpu-device-plugin";
   configure({"vgpu-scheduler", EnvPolicy::kRefuse, {agent}});
