@@ -50,11 +50,8 @@ class HamiPolicyTest : public ::testing::Test {
     for (const auto& d : a->containers.at(0).devices) ids.push_back(d.deviceId);
     return ids;
   }
-  std::string refusal(const PreparedPod& p, const NodeState& n) {
-    auto a = engine_.assign(p, n);
-    EXPECT_FALSE(a.ok());
-    return a.ok() ? std::string() : a.error().message;
-  }
+  /// Why `n` refuses `p`, in the engine's words ("fits" when it does not refuse).
+  std::string refusal(const PreparedPod& p, const NodeState& n) { return engine_.explain(p, n, engine_.evaluate(p, n)); }
 
   BackendSet backends_;
   PlacementEngine engine_;
