@@ -56,16 +56,51 @@ inline void noteRefusal(NodeRefusal& refusal, const vgpu_fit_result& r) {
   }
 }
 
-/// Better-first order under the device policy (topology, where links do not decide:
-/// spread, or binpack when the pod asks) and the pod's NUMA key; ties go to the lower
-/// position for deterministic placements.
-bool better(const Candidate& a, const Candidate& b, DevicePolicy policy, const DeviceChoice& choice) {
-  using Numa = DeviceChoice::Numa;
-  if (choice.numa == Numa::kFirst && a.numa != b.numa) return a.numa < b.numa;
-  const bool pack = policy == DevicePolicy::kBinpack || (policy == DevicePolicy::kTopology && choice.packUnlinked);
-  if (a.load != b.load) return pack ? a.load > b.load : a.load < b.load;
-  if (choice.numa == Numa::kTiebreak && a.numa != b.numa) return a.numa < b.numa;
-  return a.pos < b.pos;
+/// Better-first order of candidates: by load under the device policy (`pack`: the most
+/// loaded first), with the pod's NUMA key `N` (a template, so that the usual pod without one
+/// pays nothing for it); ties go to the lower position for deterministic placements.
+template <DeviceChoice::Numa N>
+struct Order {
+  bool pack;
+
+  bool operator()(const Candidate& a, const Candidate& b) const {
+    if constexpr (N == DeviceChoice::Numa::kFirst)
+      if (a.numa != b.numa) return a.numa < b.numa;
+    if (a.load != b.load) return pack ? a.load > b.load : a.load < b.load;
+    if constexpr (N == DeviceChoice::Numa::kTiebreak)
+      if (a.numa != b.numa) return a.numa < b.numa;
+    return a.pos < b.pos;
+  }
+};
+
+/// Picks `q.count` of the candidates (at least that many) in `order`, all from one NUMA node
+/// with NUMA binding; fills `s.chosen`, or `refusal` when binding finds no such node.
+template <class Less>
+bool pick(const vgpu_device_request& q, Scratch& s, NodeRefusal& refusal, Less order) {
+  const size_t count = q.count;
+  if (count == 1) {
+    s.chosen.push_back(*std::min_element(s.candidates.begin(), s.candidates.end(), order));
+    return true;
+  }
+  std::sort(s.candidates.begin(), s.candidates.end(), order);
+  if (!q.numa_bind) {
+    s.chosen.assign(s.candidates.begin(), s.candidates.begin() + static_cast<std::ptrdiff_t>(count));
+    return true;
+  }
+  // NUMA binding: the best NUMA node (by its best device) that has enough fitting devices.
+  for (const Candidate& lead : s.candidates) {
+    s.chosen.clear();
+    for (const Candidate& c : s.candidates)
+      if (c.numa == lead.numa && s.chosen.size() < count) s.chosen.push_back(c);
+    if (s.chosen.size() == count) return true;
+  }
+  s.chosen.clear();
+  vgpu_fit_result numa{};
+  numa.reason = VGPU_REASON_NUMA_MISMATCH;
+  numa.needed = count;
+  noteRefusal(refusal, numa);
+  refusal.kind = NodeRefusal::Kind::kTooFewDevices;
+  return false;
 }
 
 /// The topology policy: the best-linked `count` candidates (link_sets.h). False when the
@@ -118,24 +153,37 @@ const NodeInventory::BackendGroup* groupFor(const PreparedPod::Request& request,
   return group;
 }
 
-/// The backend's fit, after the operator's cordon and before the pod's "mutex" policy
-/// (only devices no container uses: refused as exclusive use, whatever the request asks).
 vgpu_fit_result fitOne(const Allocator& allocator, const vgpu_device_request& q, const NodeInventory::Entry& entry,
-                       const DeviceUsage& usage, bool mutex) {
+                       const DeviceUsage& usage) {
   vgpu_fit_result r{};
   if (entry.cordoned) {
     r.reason = VGPU_REASON_CORDONED;
   } else {
     allocator.fit(q, entry.c(), toC(usage), r);
-    if (mutex && r.fits && usage.shares > 0) r = {0, VGPU_REASON_EXCLUSIVE_CONFLICT, 100, usage.shares, {}};
   }
   return r;
+}
+
+/// What the pod's DeviceChoice does to the fitting devices, for the few pods that have one
+/// (out of line, so the usual pod's path stays as it was): "mutex" refuses every device a
+/// container uses, as exclusive use whatever the request asks; weights re-rate the load.
+[[gnu::noinline]] void applyChoice(const DeviceChoice& choice, const NodeInventory& inventory,
+                                   const std::vector<DeviceUsage>& usage, Scratch& s, NodeRefusal& refusal) {
+  if (choice.mutex)
+    std::erase_if(s.candidates, [&](const Candidate& c) {
+      const std::uint32_t shares = usage[c.pos].shares;
+      if (shares == 0) return false;
+      noteRefusal(refusal, vgpu_fit_result{0, VGPU_REASON_EXCLUSIVE_CONFLICT, 100, shares, {}});
+      return true;
+    });
+  if (!choice.weights.equal())
+    for (Candidate& c : s.candidates) c.load = inventory.entries()[c.pos].load(usage[c.pos], choice.weights);
 }
 
 /// Whether enough devices fit the request, without choosing among them: stops at the
 /// first `count` that fit. A refusal is the same as chooseDevices gives.
 bool enoughFit(const PreparedPod::Request& request, const NodeInventory& inventory,
-               const std::vector<DeviceUsage>& usage, bool mutex, NodeRefusal& refusal) {
+               const std::vector<DeviceUsage>& usage, NodeRefusal& refusal) {
   const NodeInventory::BackendGroup* group = groupFor(request, inventory, refusal);
   if (group == nullptr) return false;
   // Read once: the compiler cannot keep them across the backend's opaque call.
@@ -145,7 +193,7 @@ bool enoughFit(const PreparedPod::Request& request, const NodeInventory& invento
   const auto& entries = inventory.entries();
   std::uint16_t fitting = 0;
   for (const std::uint32_t pos : group->positions) {
-    const vgpu_fit_result r = fitOne(allocator, q, entries[pos], usage[pos], mutex);
+    const vgpu_fit_result r = fitOne(allocator, q, entries[pos], usage[pos]);
     if (!r.fits) {
       noteRefusal(refusal, r);
     } else if (++fitting == count) {
@@ -156,6 +204,13 @@ bool enoughFit(const PreparedPod::Request& request, const NodeInventory& invento
   refusal.devicesConsidered = static_cast<std::uint16_t>(group->positions.size());
   refusal.devicesFitting = fitting;
   return false;
+}
+
+/// pick() with a NUMA key: out of line, so that the usual pod's path stays small.
+[[gnu::noinline]] bool pickByNuma(const vgpu_device_request& q, Scratch& s, NodeRefusal& refusal, bool pack,
+                                  DeviceChoice::Numa numa) {
+  if (numa == DeviceChoice::Numa::kFirst) return pick(q, s, refusal, Order<DeviceChoice::Numa::kFirst>{pack});
+  return pick(q, s, refusal, Order<DeviceChoice::Numa::kTiebreak>{pack});
 }
 
 /// Chooses the devices for one request given `usage`; fills `chosen` or `refusal`.
@@ -171,14 +226,14 @@ bool chooseDevices(const PreparedPod::Request& request, const NodeInventory& inv
   for (std::uint32_t slot = 0; slot < group->positions.size(); ++slot) {
     const std::uint32_t pos = group->positions[slot];
     const auto& entry = entries[pos];
-    const vgpu_fit_result r = fitOne(*request.allocator, q, entry, usage[pos], choice.mutex);
+    const vgpu_fit_result r = fitOne(*request.allocator, q, entry, usage[pos]);
     if (r.fits) {
-      const double load = choice.weights.equal() ? entry.load(usage[pos]) : entry.load(usage[pos], choice.weights);
-      s.candidates.push_back({pos, slot, entry.c().numa_node, load, r.take});
+      s.candidates.push_back({pos, slot, entry.c().numa_node, entry.load(usage[pos]), r.take});
     } else {
       noteRefusal(refusal, r);
     }
   }
+  if (choice.mutex || !choice.weights.equal()) applyChoice(choice, inventory, usage, s, refusal);
   refusal.devicesConsidered = static_cast<std::uint16_t>(group->positions.size());
   refusal.devicesFitting = static_cast<std::uint16_t>(s.candidates.size());
   const size_t count = q.count;
@@ -187,30 +242,11 @@ bool chooseDevices(const PreparedPod::Request& request, const NodeInventory& inv
     return false;
   }
   if (policy == DevicePolicy::kTopology && chooseLinked(q, inventory, *group, s)) return true;
-  auto order = [policy, &choice](const Candidate& a, const Candidate& b) { return better(a, b, policy, choice); };
-  if (count == 1) {
-    s.chosen.push_back(*std::min_element(s.candidates.begin(), s.candidates.end(), order));
-    return true;
-  }
-  std::sort(s.candidates.begin(), s.candidates.end(), order);
-  if (!q.numa_bind) {
-    s.chosen.assign(s.candidates.begin(), s.candidates.begin() + static_cast<std::ptrdiff_t>(count));
-    return true;
-  }
-  // NUMA binding: the best NUMA node (by its best device) that has enough fitting devices.
-  for (const Candidate& lead : s.candidates) {
-    s.chosen.clear();
-    for (const Candidate& c : s.candidates)
-      if (c.numa == lead.numa && s.chosen.size() < count) s.chosen.push_back(c);
-    if (s.chosen.size() == count) return true;
-  }
-  s.chosen.clear();
-  vgpu_fit_result numa{};
-  numa.reason = VGPU_REASON_NUMA_MISMATCH;
-  numa.needed = count;
-  noteRefusal(refusal, numa);
-  refusal.kind = NodeRefusal::Kind::kTooFewDevices;
-  return false;
+  // Topology, where links do not decide: spread, or binpack when the pod asks for it.
+  const bool pack = policy == DevicePolicy::kBinpack || (policy == DevicePolicy::kTopology && choice.packUnlinked);
+  using Numa = DeviceChoice::Numa;
+  if (choice.numa != Numa::kIgnore) return pickByNuma(q, s, refusal, pack, choice.numa);
+  return pick(q, s, refusal, Order<Numa::kIgnore>{pack});
 }
 
 void addTake(DeviceUsage& u, const vgpu_device_usage& take) { u += fromC(take); }
@@ -331,9 +367,10 @@ NodeEvaluation PlacementEngine::check(const PreparedPod& pod, const NodeState& n
   // With one request, enough fitting devices settle it whichever they are. With more, the
   // devices chosen for one request change what is left for the next: full placement.
   const PreparedPod::Request* only = pod.soleRequest();
-  if (only == nullptr || only->record->c().numa_bind || !node.unavailable.empty()) return evaluate(pod, node);
+  if (only == nullptr || only->record->c().numa_bind || pod.pod().deviceChoice.mutex || !node.unavailable.empty())
+    return evaluate(pod, node);
   NodeEvaluation eval;
-  eval.fits = enoughFit(*only, *node.inventory, node.usage, pod.pod().deviceChoice.mutex, eval.refusal);
+  eval.fits = enoughFit(*only, *node.inventory, node.usage, eval.refusal);
   if (!eval.fits) {
     eval.refusal.container = pod.soleRequestContainer();
     eval.refusal.request = 0;
