@@ -94,6 +94,10 @@ TEST(SchedulerRefusals, StayAHandfulOfTextsWhateverEachNodeHolds) {
       << event;
   const auto closest = event.find("Closest to fitting: n0: container \"main\" needs 1 nvidia.com/gpu (81000 MiB");
   ASSERT_NE(closest, std::string::npos) << event;
+  // Issue 28 item 8: HAMi's "<n>/<total> <Reason>" where a HAMi user looks, then our words.
+  EXPECT_NE(event.find("1/1 CardInsufficientMemory: not enough free memory (needs 81000 MiB, 80920 MiB free); n1: ", closest),
+            std::string::npos)
+      << event;
   EXPECT_NE(event.find("(needs 81000 MiB, 80920 MiB free); n1: ", closest), std::string::npos) << event;
   EXPECT_NE(event.find("(needs 81000 MiB, 79920 MiB free); n2: ", closest), std::string::npos) << event;
   EXPECT_EQ(event.find("n3:"), std::string::npos) << "three nodes, not more: " << event;
