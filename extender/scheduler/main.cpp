@@ -74,6 +74,9 @@ int main(int argc, char** argv) {
       "annotations: vgpu-scheduler's and the node agent's service accounts; everyone else's are removed "
       "(create) or refused (update)")(
       "log-level", po::value<std::string>()->default_value("info"), "trace, debug, info, warn, error")(
+      "hami-metrics", po::bool_switch(),
+      "also export HAMi's metric names and labels on /metrics (hami_gpu_*, hami_vgpu_*), for HAMi's dashboards "
+      "and alerts (docs/metrics.md)")(
       "threads", po::value<int>()->default_value(8),
       "HTTP threads of the extender verbs (filter and prioritize requests handled at once)")(
       "bind-threads", po::value<int>()->default_value(8),
@@ -115,6 +118,7 @@ int main(int argc, char** argv) {
   if (!trustedUsers.ok()) return fail("--trusted-users: " + trustedUsers.error().message);
   service.webhook.trustedUsers = std::move(*trustedUsers);
   service.instance = defaultInstance();
+  service.hamiMetrics = vm["hami-metrics"].as<bool>();
   service.extender.bindHoldTimeout = std::chrono::milliseconds(std::max(0, vm["bind-hold-timeout"].as<int>()));
   service.requeue.qps = vm["requeue-qps"].as<double>();
   service.requeue.burst = std::max(1, vm["requeue-burst"].as<int>());
