@@ -16,6 +16,7 @@
 #include <boost/json.hpp>
 
 #include "cgroup_identity.h"
+#include "hami_metrics.h"
 #include "handout_store.h"
 #include "plugin_server.h"
 #include "pod_resources_client.h"
@@ -111,6 +112,7 @@ struct Agent::Impl final : PluginHandler {
   metrics::Counter& watchdogViolations;
   metrics::Gauge& devForeignMemory;
 
+  std::unique_ptr<HamiNodeMetrics> hami;  // --hami-metrics; null when off
   std::unique_ptr<Watchdog> watchdog;  // null when off
   std::mutex watchdogMu;               // one scan at a time; guards the two below
   bool foreignPending = false;         // foreign memory changed since the node was last marked dirty for it
@@ -1158,8 +1160,10 @@ struct Agent::Impl final : PluginHandler {
       std::lock_guard lock(pluginsMu);
       for (const auto& [resource, plugin] : plugins) pluginRegistered.set({resource}, plugin->registered() ? 1 : 0);
     }
+    if (hami) hami->begin();
     collectRegions();
     collectBackendUsage();
+    if (hami) hami->end();
   }
 
   /// Per-container usage the backends read from their vendor libraries (MLU, DCU: no
@@ -1186,6 +1190,11 @@ struct Agent::Impl final : PluginHandler {
         ctrComputeLimit.set(l, u.computeLimitPercent);
         if (u.memoryUsedBytes) ctrMemUsed.set(l, static_cast<double>(*u.memoryUsedBytes));
         if (u.utilizationPercent) ctrUtilization.set(l, *u.utilizationPercent);
+        if (hami) {
+          hami->memoryLimit(l, static_cast<double>(u.memoryLimitBytes));
+          if (u.memoryUsedBytes) hami->memory(l, static_cast<double>(*u.memoryUsedBytes));
+          if (u.utilizationPercent) hami->utilization(l, *u.utilizationPercent);
+        }
       }
     }
     std::lock_guard lock(bgMu);
@@ -1465,7 +1474,13 @@ struct Agent::Impl final : PluginHandler {
           ctrMemUsed.set(l, static_cast<double>(used));
           ctrMemLimit.set(l, static_cast<double>(limit));
           ctrComputeLimit.set(l, __atomic_load_n(&d.sm_limit, __ATOMIC_RELAXED));
-          ctrBusy.set(l, static_cast<double>(__atomic_load_n(&d.compute_busy_ns, __ATOMIC_RELAXED)) / 1e9);
+          const double busy = static_cast<double>(__atomic_load_n(&d.compute_busy_ns, __ATOMIC_RELAXED)) / 1e9;
+          ctrBusy.set(l, busy);
+          if (hami) {
+            hami->memory(l, static_cast<double>(used));
+            hami->memoryLimit(l, static_cast<double>(limit));
+            hami->busyTime(l, busy, std::chrono::steady_clock::now());
+          }
           const auto unenforced = __atomic_load_n(&d.unenforced, __ATOMIC_RELAXED);  // 0 in version-1 regions
           for (const auto& [name, bit] : {std::pair{"memory", VGPU_REGION_UNENFORCED_MEMORY},
                                           std::pair{"compute", VGPU_REGION_UNENFORCED_COMPUTE}}) {
@@ -1590,6 +1605,7 @@ Status Agent::start() {
     if (auto parsed = http::parseListenAddress(im.options.metricsAddress, "--metrics-address", so); !parsed.ok())
       return parsed.error();
     so.threads = 1;
+    if (im.options.hamiMetrics) im.hami = std::make_unique<HamiNodeMetrics>(im.registry);
     im.registry.addCollector([&im] { im.collect(); });
     http::Router router;
     router.get("/metrics", [&im](const http::Request&) {

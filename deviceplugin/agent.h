@@ -27,6 +27,7 @@ struct AgentOptions {
   std::string pluginDir = "/var/lib/kubelet/device-plugins";
   std::string podResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock";  ///< empty = not read
   std::string metricsAddress = "0.0.0.0:9394";  ///< host:port for /metrics and /healthz; empty = off
+  bool hamiMetrics = false;  ///< also export HAMi's per-container metric names (docs/metrics.md)
   std::string stateDir = "/var/lib/vgpu";       ///< <stateDir>/containers/<handout id>/ and containers.journal
   std::string kubeconfig;                       ///< empty = in-cluster, else $KUBECONFIG
   k8s::ClientConfig apiConfig;                  ///< set by main (or a test); server empty = load from kubeconfig

@@ -36,6 +36,9 @@ Result<ParsedOptions> parseAgentOptions(int argc, const char* const* argv, const
       ("pod-resources-socket", po::value(&o.podResourcesSocket),
        "the kubelet's PodResources socket, empty = not read [VGPU_POD_RESOURCES_SOCKET]")
       ("metrics-address", po::value(&o.metricsAddress), "host:port of /metrics and /healthz, empty = off [VGPU_METRICS_ADDRESS]")
+      ("hami-metrics", po::bool_switch(&o.hamiMetrics),
+       "also export HAMi's per-container metric names and labels (hami_vgpu_*, hami_container_*), for HAMi's "
+       "dashboards and alerts")
       ("state-dir", po::value(&o.stateDir), "host folder for per-container files [VGPU_STATE_DIR]")
       ("kubeconfig", po::value(&o.kubeconfig), "kubeconfig file; default: in-cluster, then $KUBECONFIG")
       ("heartbeat-seconds", po::value(&heartbeat), "republish the node's devices this often")

@@ -181,7 +181,15 @@ Result<ContainerSpec> NvidiaLimiter::containerSpec(const ContainerGrant& grant) 
     spec.annotations[kCdiAnnotation] = devices;
   }
   for (const auto& [k, v] : limits) spec.env[k] = v;
-  if (!settings_.logLevel.empty()) spec.env[VGPU_ENV_LOG_LEVEL] = settings_.logLevel;
+  if (!settings_.logLevel.empty()) {
+    spec.env[VGPU_ENV_LOG_LEVEL] = settings_.logLevel;
+    // HAMi-core's name, for images and scripts that read it; the levels agree from 1 to 4
+    // (HAMi-core cannot silence errors, so our 0 reads as its "errors only").
+    spec.env[VGPU_ENV_HAMI_LOG_LEVEL] = settings_.logLevel;
+  }
+  // HAMi's mark of a container that runs without the limiter, for scripts that look for it.
+  // In the environment only: libvgpu.so, if a program loads it anyway, keeps the file's limits.
+  if (optOut) spec.env[VGPU_ENV_DISABLE_CONTROL] = "true";
   if (driverCap) {
     // The toolkit hook applies one request/limit pair to every GPU of the container: the
     // smallest grant is the one no GPU may exceed. With oversubscription only the physical

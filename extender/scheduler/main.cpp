@@ -77,6 +77,9 @@ int main(int argc, char** argv) {
       "HAMi-compatibility mode: the webhook accepts what HAMi accepts and vgpu would refuse, as HAMi takes it, "
       "with a warning (a cores request above 100, e.g. nvidia.com/gpucores: 150, becomes 100)")(
       "log-level", po::value<std::string>()->default_value("info"), "trace, debug, info, warn, error")(
+      "hami-metrics", po::bool_switch(),
+      "also export HAMi's metric names and labels on /metrics (hami_gpu_*, hami_vgpu_*), for HAMi's dashboards "
+      "and alerts (docs/metrics.md)")(
       "threads", po::value<int>()->default_value(8),
       "HTTP threads of the extender verbs (filter and prioritize requests handled at once)")(
       "bind-threads", po::value<int>()->default_value(8),
@@ -119,6 +122,7 @@ int main(int argc, char** argv) {
   service.webhook.trustedUsers = std::move(*trustedUsers);
   service.webhook.hamiCompat = vm["hami-compat"].as<bool>();
   service.instance = defaultInstance();
+  service.hamiMetrics = vm["hami-metrics"].as<bool>();
   service.extender.bindHoldTimeout = std::chrono::milliseconds(std::max(0, vm["bind-hold-timeout"].as<int>()));
   service.requeue.qps = vm["requeue-qps"].as<double>();
   service.requeue.burst = std::max(1, vm["requeue-burst"].as<int>());

@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "hami_metrics.h"
 #include "scheduler_metrics.h"
 #include "vgpu/k8s/informer.h"
 #include "vgpu/k8s/trim.h"
@@ -19,6 +20,7 @@ void tuneAllocator() {
 struct SchedulerService::Impl {
   metrics::Registry registry;
   SchedulerMetrics metrics{registry};
+  std::unique_ptr<HamiSchedulerMetrics> hami;  // --hami-metrics
   std::unique_ptr<ClusterCache> cache;
   std::unique_ptr<Nominations> nominations;  // room held for preemptors
   std::unique_ptr<k8s::Informer> nodeInformer, podInformer;
@@ -56,6 +58,7 @@ struct SchedulerService::Impl {
       }
     });
     for (const auto& [state, n] : states) metrics.nodes.set({state}, n);
+    if (hami) hami->collect(*cache);
   }
 };
 
@@ -145,6 +148,7 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const DeviceCo
   WebhookOptions webhookOptions = options.webhook;
   webhookOptions.schedulerName = options.schedulerName;
   s->webhook = std::make_unique<Webhook>(backends, std::move(webhookOptions), s->metrics);
+  if (options.hamiMetrics) s->hami = std::make_unique<HamiSchedulerMetrics>(s->registry);
   s->registry.addCollector([s] { s->collect(); });
 
   // Two listeners: whoever reaches /bind can bind pods, so the verbs are not where the

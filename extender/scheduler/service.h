@@ -40,6 +40,8 @@ struct ServiceOptions {
   k8s::Client* eventClient = nullptr;
   /// Informers: where to start over after a failed list or watch.
   std::chrono::milliseconds informerBackoffMin{200};
+  /// Also export HAMi's metric names and labels (hami_gpu_*, hami_vgpu_*; docs/metrics.md).
+  bool hamiMetrics = false;
 };
 
 /// Process-wide malloc settings for the request pattern (filter bodies and answers of tens

@@ -70,6 +70,8 @@ Result<LimiterConfig> loadLimiterConfig(const EnvLookup& env, const char* fixedF
   cfg.prioritySet = settings->priority_set != 0;
   cfg.activityBoard = settings->activity_board;
   cfg.contextOverhead = settings->context_overhead;
+  cfg.controlDisabled = settings->control_disabled != 0;
+  cfg.disableControlIgnored = settings->disable_control_ignored != 0;
   cfg.corePolicy = settings->core_policy == VGPU_CORE_POLICY_FORCE     ? CorePolicy::kForce
                    : settings->core_policy == VGPU_CORE_POLICY_DISABLE ? CorePolicy::kDisable
                                                                        : CorePolicy::kDefault;

@@ -64,6 +64,13 @@ int parseUnsigned(Text digits, Text whole, uint64_t* out, char* err, size_t len)
   return 0;
 }
 
+// HAMi-core reads limits with strtoul(..., 0): a leading 0 makes the number octal there.
+// Refused rather than read as either, so no value means one thing here and another there.
+int leadingZero(Text whole, char* err, size_t len) {
+  return fail(err, len, "'%.*s' starts with 0 (HAMi-core would read it as an octal number): write it without",
+              static_cast<int>(whole.n), whole.p);
+}
+
 bool knownKey(Text key) {
   static const char* const kPlain[] = {VGPU_ENV_MEMORY_LIMIT,  VGPU_ENV_SM_LIMIT,      VGPU_ENV_SHARED_REGION,
                                        VGPU_ENV_OVERSUBSCRIBE, VGPU_ENV_TASK_PRIORITY, VGPU_ENV_CORE_POLICY,
@@ -110,13 +117,16 @@ int readFile(const char* path, char** out, size_t* size, char* err, size_t len) 
   return 0;
 }
 
+// Where a value came from: the limits file (the node agent's, read-only in the container)
+// or the environment (the container's own).
+enum class Source { kFile, kEnv };
+
 struct Loader {
   vgpu_env_lookup env;
   void* ctx;
   const vgpu_limits_file* file;
   const char* fileName;
 
-  // The value of `key` in the file, else in the environment; `origin` says which.
   const char* fromFile(const char* key) const {
     for (int i = 0; file != nullptr && i < file->count; ++i) {
       const vgpu_limits_entry& e = file->entries[i];
@@ -124,86 +134,181 @@ struct Loader {
     }
     return nullptr;
   }
-  const char* lookup(const char* key, char* origin, size_t len) const {
-    if (const char* v = fromFile(key)) {
+  // The value of `key` in one source; `origin` names it for messages.
+  const char* get(Source from, const char* key, char* origin, size_t len) const {
+    if (from == Source::kFile) {
       snprintf(origin, len, "%s in %s", key, fileName);
-      return v;
+      return fromFile(key);
     }
     snprintf(origin, len, "%s", key);
     return env(ctx, key);
   }
-  // Per device: the file's indexed key, the file's key for all devices, then the same two
-  // from the environment. A limit in the file is never overridden by the environment.
-  const char* pick(const char* all, const char* indexed, char* origin, size_t len) const {
-    const char* const keys[] = {indexed, all};
-    for (const char* key : keys) {
-      if (const char* v = fromFile(key)) {
-        snprintf(origin, len, "%s in %s", key, fileName);
-        return v;
-      }
-    }
-    for (const char* key : keys) {
-      if (const char* v = env(ctx, key)) {
-        snprintf(origin, len, "%s", key);
-        return v;
-      }
-    }
-    return nullptr;
+  // Per device, in one source: the indexed key wins over the key for all devices (HAMi-core's order).
+  const char* pick(Source from, const char* all, const char* indexed, char* origin, size_t len) const {
+    if (const char* v = get(from, indexed, origin, len)) return v;
+    return get(from, all, origin, len);
   }
 };
 
 Text whole(const char* s) { return {s, strlen(s)}; }
 
-int loadWith(const Loader& in, vgpu_limiter_settings* out, char* err, size_t len) {
+// Tighter of two limits where 0 (and, for compute, 100 or more) means none.
+uint64_t tighterLimit(uint64_t a, uint64_t b, uint64_t none) {
+  const bool aNone = a == 0 || a >= none, bNone = b == 0 || b >= none;
+  if (aNone) return b;
+  if (bNone) return a;
+  return a < b ? a : b;
+}
+
+// How strict a GPU_CORE_UTILIZATION_POLICY is: disable < default < force.
+int policyStrictness(int policy) {
+  return policy == VGPU_CORE_POLICY_DISABLE ? 0 : policy == VGPU_CORE_POLICY_FORCE ? 2 : 1;
+}
+
+int parsePolicy(const char* v, const char* origin, int* out, char* err, size_t len) {
+  Text p = trim(whole(v));
+  if (p.n == 0 || equalsIgnoringCase(p, "default")) {
+    *out = VGPU_CORE_POLICY_DEFAULT;
+  } else if (equalsIgnoringCase(p, "force")) {
+    *out = VGPU_CORE_POLICY_FORCE;
+  } else if (equalsIgnoringCase(p, "disable")) {
+    *out = VGPU_CORE_POLICY_DISABLE;
+  } else {
+    return fail(err, len, "%s='%s' is not one of default, force, disable", origin, v);
+  }
+  return 0;
+}
+
+// CUDA_TASK_PRIORITY: an integer; `set` stays 0 for an empty value.
+int parsePriority(const char* v, const char* origin, int32_t* out, int* set, char* err, size_t len) {
+  Text s = trim(whole(v));
+  if (s.n == 0) return 0;
+  bool negative = s.p[0] == '-';
+  uint64_t r = 0;
+  Text digits = negative ? Text{s.p + 1, s.n - 1} : s;
+  if (parseUnsigned(digits, whole(v), &r, nullptr, 0) != 0 || r > 1000000) {
+    return fail(err, len, "%s='%s' is not an integer priority", origin, v);
+  }
+  *out = static_cast<int32_t>(negative ? -static_cast<int64_t>(r) : static_cast<int64_t>(r));
+  *set = 1;
+  return 0;
+}
+
+// CUDA_DISABLE_CONTROL is read by HAMi's device plugin with Go's strconv.ParseBool.
+int parseGoBool(const char* v, const char* origin, int* out, char* err, size_t len) {
+  Text s = trim(whole(v));
+  static const char* const kTrue[] = {"1", "t", "T", "TRUE", "true", "True"};
+  static const char* const kFalse[] = {"", "0", "f", "F", "FALSE", "false", "False"};
+  for (const char* t : kTrue) {
+    if (equals(s, t)) return *out = 1, 0;
+  }
+  for (const char* f : kFalse) {
+    if (equals(s, f)) return *out = 0, 0;
+  }
+  return fail(err, len, "%s='%s' is not true or false (1, t, true, 0, f, false)", origin, v);
+}
+
+// A path-valued key: the file's, else the environment's. The node agent always names the
+// region (and pins it by inode) and the board; a board a tenant names itself is one only it
+// can see.
+int loadPath(const Loader& in, const char* key, char* out, size_t outLen, char* err, size_t len) {
+  char origin[VGPU_LIMITER_PATH_MAX + 64];
+  const char* v = in.get(Source::kFile, key, origin, sizeof origin);
+  if (v == nullptr) v = in.get(Source::kEnv, key, origin, sizeof origin);
+  if (v == nullptr) return 0;
+  Text t = trim(whole(v));
+  if (t.n >= outLen) return fail(err, len, "%s is longer than %d bytes", origin, static_cast<int>(outLen) - 1);
+  snprintf(out, outLen, "%.*s", static_cast<int>(t.n), t.p);
+  return 0;
+}
+
+// Which of the keys without a "none" value a source gave.
+struct Given {
+  int oversubscribe = 0;
+  int policy = 0;
+};
+
+// Reads every key from one source into `out` (fields at their defaults when absent).
+int loadSource(const Loader& in, Source from, vgpu_limiter_settings* out, Given* given, char* err, size_t len) {
   char origin[VGPU_LIMITER_PATH_MAX + 64];
   char msg[512];
   for (int i = 0; i < VGPU_LIMITER_MAX_DEVICES; ++i) {
     char memKey[64], smKey[64];
     snprintf(memKey, sizeof memKey, "%s%d", VGPU_ENV_MEMORY_LIMIT_PREFIX, i);
     snprintf(smKey, sizeof smKey, "%s%d", VGPU_ENV_SM_LIMIT_PREFIX, i);
-    if (const char* v = in.pick(VGPU_ENV_MEMORY_LIMIT, memKey, origin, sizeof origin)) {
+    if (const char* v = in.pick(from, VGPU_ENV_MEMORY_LIMIT, memKey, origin, sizeof origin)) {
       if (vgpu_parse_memory_size(v, strlen(v), &out->memory_bytes[i], msg, sizeof msg) != 0) {
         return fail(err, len, "%s=%s", origin, msg);
       }
     }
-    if (const char* v = in.pick(VGPU_ENV_SM_LIMIT, smKey, origin, sizeof origin)) {
+    if (const char* v = in.pick(from, VGPU_ENV_SM_LIMIT, smKey, origin, sizeof origin)) {
       if (vgpu_parse_percent(v, strlen(v), &out->sm_percent[i], msg, sizeof msg) != 0) {
         return fail(err, len, "%s=%s", origin, msg);
       }
     }
   }
-  const char* region = in.lookup(VGPU_ENV_SHARED_REGION, origin, sizeof origin);
-  if (region == nullptr || region[0] == '\0') region = VGPU_DEFAULT_REGION_PATH;
-  if (strlen(region) >= sizeof out->region_path) {
-    return fail(err, len, "%s is longer than %d bytes", origin, VGPU_LIMITER_PATH_MAX - 1);
-  }
-  snprintf(out->region_path, sizeof out->region_path, "%s", region);
-  if (const char* v = in.lookup(VGPU_ENV_OVERSUBSCRIBE, origin, sizeof origin)) {
+  if (const char* v = in.get(from, VGPU_ENV_OVERSUBSCRIBE, origin, sizeof origin)) {
     if (vgpu_parse_bool(v, strlen(v), &out->oversubscribe, msg, sizeof msg) != 0) {
       return fail(err, len, "%s=%s", origin, msg);
     }
+    given->oversubscribe = 1;
   }
-  if (const char* v = in.lookup(VGPU_ENV_TASK_PRIORITY, origin, sizeof origin)) {
-    Text s = trim(whole(v));
-    if (s.n > 0) {
-      bool negative = s.p[0] == '-';
-      uint64_t r = 0;
-      Text digits = negative ? Text{s.p + 1, s.n - 1} : s;
-      if (parseUnsigned(digits, whole(v), &r, nullptr, 0) != 0 || r > 1000000) {
-        return fail(err, len, "%s='%s' is not an integer priority", origin, v);
-      }
-      out->priority = static_cast<int32_t>(negative ? -static_cast<int64_t>(r) : static_cast<int64_t>(r));
-      out->priority_set = 1;
-    }
+  if (const char* v = in.get(from, VGPU_ENV_TASK_PRIORITY, origin, sizeof origin)) {
+    if (parsePriority(v, origin, &out->priority, &out->priority_set, err, len) != 0) return -1;
   }
   if (!out->priority_set) out->priority = 1;  // HAMi's default: low
-  if (const char* v = in.lookup(VGPU_ENV_ACTIVITY_BOARD, origin, sizeof origin)) {
-    Text t = trim(whole(v));
-    if (t.n >= sizeof out->activity_board) {
-      return fail(err, len, "%s is longer than %d bytes", origin, VGPU_LIMITER_PATH_MAX - 1);
-    }
-    snprintf(out->activity_board, sizeof out->activity_board, "%.*s", static_cast<int>(t.n), t.p);
+  if (const char* v = in.get(from, VGPU_ENV_CORE_POLICY, origin, sizeof origin)) {
+    if (parsePolicy(v, origin, &out->core_policy, err, len) != 0) return -1;
+    given->policy = 1;
   }
+  return 0;
+}
+
+// With a limits file: the environment may only tighten what the file says.
+void tighten(vgpu_limiter_settings* out, const vgpu_limiter_settings& env, const Given& given) {
+  for (int i = 0; i < VGPU_LIMITER_MAX_DEVICES; ++i) {
+    out->memory_bytes[i] = tighterLimit(out->memory_bytes[i], env.memory_bytes[i], UINT64_MAX);
+    out->sm_percent[i] = static_cast<uint32_t>(tighterLimit(out->sm_percent[i], env.sm_percent[i], 100));
+  }
+  if (given.oversubscribe && !env.oversubscribe) out->oversubscribe = 0;
+  if (env.priority_set && env.priority != 0 && out->priority == 0) {
+    out->priority = env.priority;  // 0 is high, anything else low
+    out->priority_set = 1;
+  }
+  if (given.policy && policyStrictness(env.core_policy) > policyStrictness(out->core_policy))
+    out->core_policy = env.core_policy;
+}
+
+int loadWith(const Loader& in, vgpu_limiter_settings* out, char* err, size_t len) {
+  char origin[VGPU_LIMITER_PATH_MAX + 64];
+  char msg[512];
+  int disable = 0;
+  if (const char* v = in.get(Source::kEnv, VGPU_ENV_DISABLE_CONTROL, origin, sizeof origin)) {
+    if (parseGoBool(v, origin, &disable, err, len) != 0) return -1;
+  }
+  if (in.file == nullptr && disable) {
+    out->control_disabled = 1;  // HAMi: the container runs without the limiter
+    out->priority = 1;
+    out->core_policy = VGPU_CORE_POLICY_DISABLE;
+    snprintf(out->region_path, sizeof out->region_path, "%s", VGPU_DEFAULT_REGION_PATH);
+    return 0;
+  }
+  out->disable_control_ignored = disable;
+  Given given;
+  if (loadSource(in, in.file != nullptr ? Source::kFile : Source::kEnv, out, &given, err, len) != 0) return -1;
+  if (in.file != nullptr) {
+    // On the heap: the caller may be on a small thread stack.
+    auto* env = static_cast<vgpu_limiter_settings*>(calloc(1, sizeof(vgpu_limiter_settings)));
+    if (env == nullptr) return fail(err, len, "reading the environment: out of memory");
+    Given envGiven;
+    int rc = loadSource(in, Source::kEnv, env, &envGiven, err, len);
+    if (rc == 0) tighten(out, *env, envGiven);
+    free(env);
+    if (rc != 0) return -1;
+  }
+  if (loadPath(in, VGPU_ENV_SHARED_REGION, out->region_path, sizeof out->region_path, err, len) != 0) return -1;
+  if (out->region_path[0] == '\0') snprintf(out->region_path, sizeof out->region_path, "%s", VGPU_DEFAULT_REGION_PATH);
+  if (loadPath(in, VGPU_ENV_ACTIVITY_BOARD, out->activity_board, sizeof out->activity_board, err, len) != 0) return -1;
   // From the file only: a figure from the environment would let a process choose its own charge.
   if (const char* v = in.fromFile(VGPU_ENV_CONTEXT_OVERHEAD)) {
     if (vgpu_parse_memory_size(v, strlen(v), &out->context_overhead, msg, sizeof msg) != 0) {
@@ -214,18 +319,6 @@ int loadWith(const Loader& in, vgpu_limiter_settings* out, char* err, size_t len
     Text t = trim(whole(v));
     if (parseUnsigned(t, whole(v), &out->region_inode, msg, sizeof msg) != 0) {
       return fail(err, len, "%s in %s: %s", VGPU_REGION_INODE, in.fileName, msg);
-    }
-  }
-  if (const char* v = in.lookup(VGPU_ENV_CORE_POLICY, origin, sizeof origin)) {
-    Text p = trim(whole(v));
-    if (p.n == 0 || equalsIgnoringCase(p, "default")) {
-      out->core_policy = VGPU_CORE_POLICY_DEFAULT;
-    } else if (equalsIgnoringCase(p, "force")) {
-      out->core_policy = VGPU_CORE_POLICY_FORCE;
-    } else if (equalsIgnoringCase(p, "disable")) {
-      out->core_policy = VGPU_CORE_POLICY_DISABLE;
-    } else {
-      return fail(err, len, "%s='%s' is not one of default, force, disable", origin, v);
     }
   }
   return 0;
@@ -265,6 +358,7 @@ int vgpu_parse_memory_size(const char* text, size_t len, uint64_t* out, char* er
                   static_cast<int>(len), text);
     }
   }
+  if (digits.n > 1 && digits.p[0] == '0') return leadingZero(all, err, err_len);
   uint64_t v = 0;
   if (parseUnsigned(digits, all, &v, err, err_len) != 0) return -1;
   if (v > UINT64_MAX / scale) return fail(err, err_len, "'%.*s' is too large", static_cast<int>(len), text);
@@ -277,6 +371,7 @@ int vgpu_parse_percent(const char* text, size_t len, uint32_t* out, char* err, s
   Text s = trim(all);
   *out = 0;
   if (s.n == 0) return 0;
+  if (s.n > 1 && s.p[0] == '0') return leadingZero(all, err, err_len);
   uint64_t v = 0;
   char msg[256];
   if (parseUnsigned(s, all, &v, msg, sizeof msg) != 0) {

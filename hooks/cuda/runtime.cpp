@@ -81,15 +81,28 @@ const void* baseOf(const void* addr) {
   return addr != nullptr && dladdr(addr, &info) != 0 ? info.dli_fbase : nullptr;
 }
 
+// LIBVGPU_LOG_LEVEL (0 none .. 4 debug); when it is unset, HAMi-core's LIBCUDA_LOG_LEVEL, where
+// errors always show (0 and 1 mean errors only) and anything that is not a number is 0, as
+// atoi reads it there. Diagnostics only: a bad value never stops the library.
+int logLevelFromEnvironment() {
+  if (const char* level = getenv(VGPU_ENV_LOG_LEVEL)) {
+    char* end = nullptr;
+    long v = strtol(level, &end, 10);
+    if (end != level && *end == '\0' && v >= 0 && v <= 4) return static_cast<int>(v);
+    return kLogError;
+  }
+  if (const char* level = getenv(VGPU_ENV_HAMI_LOG_LEVEL)) {
+    long v = strtol(level, nullptr, 10);
+    return v <= kLogError ? kLogError : v >= kLogDebug ? kLogDebug : static_cast<int>(v);
+  }
+  return kLogError;
+}
+
 void initConfig() {
   tInInit = true;
   new (gRuntimeStorage) Runtime();
   Runtime& rt = *reinterpret_cast<Runtime*>(gRuntimeStorage);
-  if (const char* level = getenv(VGPU_ENV_LOG_LEVEL)) {
-    char* end = nullptr;
-    long v = strtol(level, &end, 10);
-    if (end != level && *end == '\0' && v >= 0 && v <= 4) gLogLevel.store(static_cast<int>(v));
-  }
+  gLogLevel.store(logLevelFromEnvironment());
   char err[VGPU_LIMITER_PATH_MAX + 512] = "";
   auto env = [](void*, const char* name) -> const char* { return getenv(name); };
   if (vgpu_limiter_settings_load(env, nullptr, nullptr, &rt.cfg, err, sizeof err) != 0) {
@@ -99,6 +112,22 @@ void initConfig() {
     return;
   }
   rt.configOk = true;
+  if (rt.cfg.disable_control_ignored) {
+    logf(kLogWarn, "%s=true is ignored: the limits file %s sets this container's limits (only the node agent "
+         "can run a container without them)", VGPU_ENV_DISABLE_CONTROL, rt.cfg.limits_file);
+  }
+  if (rt.cfg.control_disabled) {
+    // HAMi's meaning: this container runs without the limiter. Nothing is limited, and the
+    // container's region is left alone: a private one holds this process's figures.
+    logf(kLogInfo, "%s=true and no limits file: nothing is limited", VGPU_ENV_DISABLE_CONTROL);
+    if (vgpu_region_open_private(&rt.region, err, sizeof err) != VGPU_REGION_OK) {
+      logf(kLogError, "%s", err);
+      rt.configOk = false;
+    }
+    __atomic_store_n(&gRuntime, &rt, __ATOMIC_RELEASE);
+    tInInit = false;
+    return;
+  }
   for (int d = 0; d < kLimiterMaxDevices; ++d) {
     rt.computeAny |= rt.computeLimited(d);
     rt.memoryAny |= rt.memoryLimit(d) != 0;

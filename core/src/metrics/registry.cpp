@@ -131,7 +131,10 @@ void Counter::render(std::string& out) const {
 }
 
 Gauge::Gauge(std::string name, std::string help, std::vector<std::string> labelNames)
-    : Family(std::move(name), std::move(help), std::move(labelNames), "gauge") {}
+    : Gauge(std::move(name), std::move(help), std::move(labelNames), false) {}
+
+Gauge::Gauge(std::string name, std::string help, std::vector<std::string> labelNames, bool untyped)
+    : Family(std::move(name), std::move(help), std::move(labelNames), untyped ? "untyped" : "gauge") {}
 
 void Gauge::set(const LabelValues& labels, double value) {
   checkArity(labels);
@@ -216,6 +219,11 @@ Counter& Registry::counter(std::string name, std::string help, std::vector<std::
 
 Gauge& Registry::gauge(std::string name, std::string help, std::vector<std::string> labelNames) {
   return static_cast<Gauge&>(add(std::make_unique<Gauge>(std::move(name), std::move(help), std::move(labelNames))));
+}
+
+Gauge& Registry::untypedGauge(std::string name, std::string help, std::vector<std::string> labelNames) {
+  return static_cast<Gauge&>(
+      add(std::make_unique<Gauge>(std::move(name), std::move(help), std::move(labelNames), true)));
 }
 
 Histogram& Registry::histogram(std::string name, std::string help, std::vector<double> bounds,

@@ -475,6 +475,7 @@ RENDER_VARIANTS = [
                                            "securityFailurePolicy": "Ignore"}},
         "devicePlugin": {"privileged": False, "metrics": {"serviceMonitor": {"enabled": True}}},
         "hamiCompat": {"enabled": True},
+        "metrics": {"hamiNames": True},
     }, True),
     ("a whole device config given", "v1.29.0", {
         "devices": {"nvidia": {"enabled": False}, "sim": {"enabled": True}},
@@ -764,6 +765,11 @@ def check_rendered(args, description, kube, values, docs):
     metrics_port = values["devicePlugin"]["metrics"]["port"]
     if "--metrics-address=0.0.0.0:%d" % metrics_port not in agent.get("args", []):
         fail("%s: the agent does not serve metrics on %d" % (description, metrics_port))
+    # metrics.hamiNames: HAMi's metric names on both daemons, or on neither (issue 28).
+    for daemon, daemon_args in (("vgpu-scheduler", args), ("the node agent", agent.get("args", []))):
+        if ("--hami-metrics" in daemon_args) != values["metrics"]["hamiNames"]:
+            fail("%s: metrics.hamiNames is %s but %s's args are %s" % (description, values["metrics"]["hamiNames"],
+                                                                      daemon, daemon_args))
     if values["devices"]["nvidia"]["enabled"]:
         init = (ds_pod.get("initContainers") or [{}])[0]
         if init.get("name") != "install-libvgpu":
@@ -793,6 +799,8 @@ def check_rendered(args, description, kube, values, docs):
 # Metrics docs and dashboard
 
 METRIC_SOURCES = ["deviceplugin/agent.cpp", "extender/scheduler/scheduler_metrics.h"]
+# HAMi's names (--hami-metrics), documented in docs/metrics.md's HAMi table.
+HAMI_METRIC_SOURCES = ["deviceplugin/hami_metrics.cpp", "extender/scheduler/hami_metrics.cpp"]
 
 
 def check_metrics_documented(args):
@@ -807,11 +815,23 @@ def check_metrics_documented(args):
     if not defined:
         fail("no metric definitions found in %s" % METRIC_SOURCES)
         return
-    documented = set(re.findall(r"^\| `(vgpu_[a-z0-9_]+)`", read(os.path.join(source, "docs", "metrics.md")), re.M))
+    metrics_doc = read(os.path.join(source, "docs", "metrics.md"))
+    documented = set(re.findall(r"^\| `(vgpu_[a-z0-9_]+)`", metrics_doc, re.M))
     for name in sorted(defined - documented):
         fail("metric %s is not in docs/metrics.md's tables" % name)
     for name in sorted(documented - defined):
         fail("docs/metrics.md documents %s, which no daemon defines" % name)
+    hami = set()
+    for rel in HAMI_METRIC_SOURCES:
+        hami |= set(re.findall(r'"(hami_[a-z0-9_]+)"', read(os.path.join(source, rel))))
+    # Rows of the HAMi table: | `hami_...` | ... | what vgpu exports, or "not produced" |
+    hami_rows = dict(re.findall(r"^\| `(hami_[a-z0-9_]+)` \|.*\| ([^|]*) \|$", metrics_doc, re.M))
+    for name in sorted(hami - set(hami_rows)):
+        fail("HAMi metric %s is exported but not in docs/metrics.md's HAMi table" % name)
+    for name, produced in sorted(hami_rows.items()):
+        if (name in hami) == produced.startswith("not produced"):
+            fail("docs/metrics.md says %s is %s, but the daemons %s it" % (
+                name, produced.strip(), "export" if name in hami else "do not export"))
     dashboard = json.loads(read(os.path.join(source, "docs", "grafana-dashboard.json")))
     exprs = []
 

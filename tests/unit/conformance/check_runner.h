@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include <boost/json.hpp>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -49,9 +50,17 @@ inline std::string quoted(const std::string& s) {
   return out + "'";
 }
 
+/// The vgpu-backend-check binary to run: the ordinary build, or the one ctest names in
+/// VGPU_BACKEND_CHECK_UNDER_TEST (the AddressSanitizer build, whose leak report makes the
+/// exit status non-zero).
+inline std::string checkBinary() {
+  const char* under_test = std::getenv("VGPU_BACKEND_CHECK_UNDER_TEST");
+  return under_test != nullptr && *under_test != '\0' ? under_test : VGPU_BACKEND_CHECK;
+}
+
 /// Runs the check with `args` (besides --json); stderr goes to the test's log.
 inline CheckRun runCheck(const std::vector<std::string>& args) {
-  std::string command = quoted(VGPU_BACKEND_CHECK) + " --json";
+  std::string command = quoted(checkBinary()) + " --json";
   for (const auto& a : args) command += " " + quoted(a);
   CheckRun run;
   FILE* pipe = popen(command.c_str(), "r");

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include "agent_fixture.h"
 #include "promtool_check.h"
@@ -100,6 +101,54 @@ TEST_F(DevicePluginMetrics, ExportsDeviceTotalsAndContainerUsageFromSharedRegion
   kubelet->removePod(uid);
   ASSERT_TRUE(waitFor([&] { return !fs::exists(folder); }));
   EXPECT_THAT(httpGet(agent->metricsUrl(), "/metrics").body, ::testing::Not(HasSubstr("pod=\"work\"")));
+}
+
+// --hami-metrics (issue 28): HAMi's per-container names and labels beside ours, as HAMi's
+// vGPUmonitor exports them (constant label zone="vGPU"); still valid text.
+TEST_F(DevicePluginMetrics, ExportsHamisContainerNamesAndLabelsBesideOursInValidText) {
+  writeSimNode();
+  startKubelet(false);
+  AgentOptions o = options();
+  o.hamiMetrics = true;
+  startAgent(o);
+  ASSERT_TRUE(kubelet->waitForDevices(kSimCount, std::chrono::seconds(10)));
+  ASSERT_TRUE(waitFor([&] { return agent->podsSynced(); }));
+  PodSpec spec{"work", {{"main", {{kSimCount, 1}, {kSimMemory, 3000}}, {grant("sim-1", 1, 3000, 30, 0)}}}};
+  auto admitted = kubelet->admit(kubeletPod(spec, createPod(spec)));
+  ASSERT_TRUE(admitted.admitted) << admitted.error;
+  const std::string region = folderOf(admitted.allocations[0]) + "/region";
+  writeRegion(region, "sim-1", 512ull << 20, 3000ull << 20, 30);
+
+  const std::string text = httpGet(agent->metricsUrl(), "/metrics").body;
+  EXPECT_EQ(promtoolProblems(text), "");
+  const std::string labels =
+      "{namespace=\"default\",pod=\"work\",container=\"main\",vdevice_index=\"0\",device_uuid=\"sim-1\",zone=\"vGPU\"}";
+  EXPECT_THAT(text, HasSubstr("\nhami_vgpu_memory_used_bytes" + labels + " 536870912\n"));
+  EXPECT_THAT(text, HasSubstr("\nhami_container_device_memory_bytes" + labels + " 536870912\n"));
+  EXPECT_THAT(text, HasSubstr("\nhami_vgpu_memory_limit_bytes" + labels + " 3145728000\n"));
+  EXPECT_THAT(text, HasSubstr("\nvgpu_container_memory_used_bytes{"));  // ours are still there
+  // Utilization: the growth of the container's kernel time between two scrapes.
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("\nhami_container_device_utilization_ratio{")));
+  {
+    vgpu_region* r = nullptr;
+    ASSERT_EQ(vgpu_region_open(region.c_str(), &r, nullptr, 0), VGPU_REGION_OK);
+    __atomic_add_fetch(&r->devices[0].compute_busy_ns, 50'000'000ull, __ATOMIC_RELAXED);  // 50 ms of kernels
+    vgpu_region_close(r);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const std::string later = httpGet(agent->metricsUrl(), "/metrics").body;
+  const std::string name = "\nhami_container_device_utilization_ratio" + labels + " ";
+  const auto at = later.find(name);
+  ASSERT_NE(at, std::string::npos) << later;
+  const double percent = std::stod(later.substr(at + name.size()));
+  EXPECT_GT(percent, 0.0);
+  EXPECT_LE(percent, 25.0);  // 50 ms in at least 200 ms
+  EXPECT_EQ(promtoolProblems(later), "");
+}
+
+TEST_F(DevicePluginMetrics, ExportsNoneOfHamisNamesUnlessAsked) {
+  startSimNode();
+  EXPECT_THAT(httpGet(agent->metricsUrl(), "/metrics").body, ::testing::Not(HasSubstr("hami_")));
 }
 
 #ifdef VGPU_FAKE_NVML_LIBRARY

@@ -28,6 +28,18 @@ TEST(DevicePluginOptions, FlagsWinOverEnvironmentWhichWinsOverDefaults) {
   EXPECT_EQ(r->options.podResourcesSocket, "/var/lib/kubelet/pod-resources/kubelet.sock");
 }
 
+// Issue 28: HAMi's metric names only when asked (the chart's metrics.hamiNames).
+TEST(DevicePluginOptions, HamiMetricNamesAreOffUnlessAsked) {
+  const char* plain[] = {"vgpu-device-plugin", "--node-name", "n"};
+  auto r = parseAgentOptions(3, plain, envOf({}));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_FALSE(r->options.hamiMetrics);
+  const char* asked[] = {"vgpu-device-plugin", "--node-name", "n", "--hami-metrics"};
+  r = parseAgentOptions(4, asked, envOf({}));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->options.hamiMetrics);
+}
+
 TEST(DevicePluginOptions, ANodeNameIsRequired) {
   const char* argv[] = {"vgpu-device-plugin"};
   auto r = parseAgentOptions(1, argv, envOf({}));

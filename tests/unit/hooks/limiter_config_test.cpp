@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -230,6 +231,132 @@ TEST(LimiterConfig, WithoutAPriorityATenantIsLowPriority) {
   EXPECT_FALSE(cfg->prioritySet);
   EXPECT_EQ(cfg->corePolicy, CorePolicy::kDefault);
   EXPECT_EQ(cfg->activityBoard, "");
+}
+
+// ---- HAMi-core's variables (issue 28): the same meaning, and never a way out of the file ----
+
+// HAMi-core reads limits with strtoul(..., 0), where a leading 0 means octal ("010m" is 8 MiB
+// there): such values are refused, so no value means one thing to HAMi-core and another here.
+TEST(LimiterConfig, ValuesHamiCoreReadsAsOctalAreRefused) {
+  for (const char* bad : {"010m", "0100", "00"}) {
+    auto r = parseMemorySize(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.error().message.find("octal"), std::string::npos) << r.error().message;
+  }
+  for (const char* bad : {"030", "00"}) EXPECT_FALSE(parsePercent(bad).ok()) << bad;
+  EXPECT_EQ(*parseMemorySize("0m"), 0u);
+  EXPECT_EQ(*parsePercent("0"), 0u);
+}
+
+// With a limits file (the node agent's, read-only in the container), the container's own
+// environment may make each limit tighter, never looser: one case per variable.
+TEST(LimiterConfigSecurity, WithALimitsFileTheEnvironmentCanOnlyTighten) {
+  struct Case {
+    const char* what;
+    const char* file;
+    std::map<std::string, std::string> env;
+    std::function<void(const LimiterConfig&)> check;
+  } cases[] = {
+      {"a smaller memory limit applies", "CUDA_DEVICE_MEMORY_LIMIT_0=1024m\n", {{"CUDA_DEVICE_MEMORY_LIMIT_0", "512m"}},
+       [](const LimiterConfig& c) { EXPECT_EQ(c.devices[0].memoryBytes, 512ull << 20); }},
+      {"a larger one does not", "CUDA_DEVICE_MEMORY_LIMIT_0=1024m\n", {{"CUDA_DEVICE_MEMORY_LIMIT", "64g"}},
+       [](const LimiterConfig& c) { EXPECT_EQ(c.devices[0].memoryBytes, 1024ull << 20); }},
+      {"HAMi's order inside the environment: the indexed one wins", "CUDA_DEVICE_MEMORY_LIMIT_0=1024m\n",
+       {{"CUDA_DEVICE_MEMORY_LIMIT", "256m"}, {"CUDA_DEVICE_MEMORY_LIMIT_0", "2048m"}},
+       [](const LimiterConfig& c) { EXPECT_EQ(c.devices[0].memoryBytes, 1024ull << 20); }},
+      {"0 in the environment removes no limit", "CUDA_DEVICE_MEMORY_LIMIT_0=1024m\nCUDA_DEVICE_SM_LIMIT_0=30\n",
+       {{"CUDA_DEVICE_MEMORY_LIMIT_0", "0"}, {"CUDA_DEVICE_SM_LIMIT_0", "0"}},
+       [](const LimiterConfig& c) {
+         EXPECT_EQ(c.devices[0].memoryBytes, 1024ull << 20);
+         EXPECT_EQ(c.devices[0].smPercent, 30u);
+       }},
+      {"a smaller compute limit applies, a larger one does not", "CUDA_DEVICE_SM_LIMIT_0=30\nCUDA_DEVICE_SM_LIMIT_1=30\n",
+       {{"CUDA_DEVICE_SM_LIMIT_0", "10"}, {"CUDA_DEVICE_SM_LIMIT_1", "90"}},
+       [](const LimiterConfig& c) {
+         EXPECT_EQ(c.devices[0].smPercent, 10u);
+         EXPECT_EQ(c.devices[1].smPercent, 30u);
+       }},
+      {"a compute limit where the file has none applies", "CUDA_DEVICE_SM_LIMIT_0=100\n",
+       {{"CUDA_DEVICE_SM_LIMIT", "50"}}, [](const LimiterConfig& c) { EXPECT_EQ(c.devices[0].smPercent, 50u); }},
+      {"policy disable does not", "GPU_CORE_UTILIZATION_POLICY=default\n", {{"GPU_CORE_UTILIZATION_POLICY", "disable"}},
+       [](const LimiterConfig& c) { EXPECT_EQ(c.corePolicy, CorePolicy::kDefault); }},
+      {"policy disable does not where the file names none", "CUDA_DEVICE_SM_LIMIT_0=30\n",
+       {{"GPU_CORE_UTILIZATION_POLICY", "disable"}}, [](const LimiterConfig& c) {
+         EXPECT_EQ(c.corePolicy, CorePolicy::kDefault);
+         EXPECT_TRUE(c.computeLimited(0));
+       }},
+      {"policy force does", "GPU_CORE_UTILIZATION_POLICY=default\n", {{"GPU_CORE_UTILIZATION_POLICY", "FORCE"}},
+       [](const LimiterConfig& c) { EXPECT_EQ(c.corePolicy, CorePolicy::kForce); }},
+      {"an unset policy leaves the file's disable", "GPU_CORE_UTILIZATION_POLICY=disable\n", {},
+       [](const LimiterConfig& c) { EXPECT_EQ(c.corePolicy, CorePolicy::kDisable); }},
+      {"oversubscription cannot be turned on", "CUDA_DEVICE_MEMORY_LIMIT_0=1g\n", {{"CUDA_OVERSUBSCRIBE", "true"}},
+       [](const LimiterConfig& c) { EXPECT_FALSE(c.oversubscribe); }},
+      {"but can be turned off", "CUDA_OVERSUBSCRIBE=true\n", {{"CUDA_OVERSUBSCRIBE", "false"}},
+       [](const LimiterConfig& c) { EXPECT_FALSE(c.oversubscribe); }},
+      {"high priority cannot be taken", "CUDA_DEVICE_MEMORY_LIMIT_0=1g\n", {{"CUDA_TASK_PRIORITY", "0"}},
+       [](const LimiterConfig& c) { EXPECT_NE(c.priority, 0); }},
+      {"nor kept against the file's low one", "CUDA_TASK_PRIORITY=1\n", {{"CUDA_TASK_PRIORITY", "0"}},
+       [](const LimiterConfig& c) { EXPECT_EQ(c.priority, 1); }},
+      {"but can be given up", "CUDA_TASK_PRIORITY=0\n", {{"CUDA_TASK_PRIORITY", "1"}},
+       [](const LimiterConfig& c) { EXPECT_EQ(c.priority, 1); }},
+      {"CUDA_DISABLE_CONTROL turns nothing off", "CUDA_DEVICE_MEMORY_LIMIT_0=1g\nCUDA_DEVICE_SM_LIMIT_0=30\n",
+       {{"CUDA_DISABLE_CONTROL", "true"}}, [](const LimiterConfig& c) {
+         EXPECT_FALSE(c.controlDisabled);
+         EXPECT_TRUE(c.disableControlIgnored);
+         EXPECT_EQ(c.devices[0].memoryBytes, 1ull << 30);
+         EXPECT_TRUE(c.computeLimited(0));
+       }},
+  };
+  TempDir dir;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    std::string file = dir.write("limits.env", c.file);
+    FakeEnv env{c.env};
+    env.vars["VGPU_LIMITS_FILE"] = file;
+    auto cfg = loadLimiterConfig(env.lookup(), kNoFixedFile);
+    ASSERT_TRUE(cfg.ok()) << cfg.error().message;
+    c.check(*cfg);
+  }
+}
+
+// A malformed value is refused wherever it comes from: with a file, the environment's too.
+TEST(LimiterConfigSecurity, WithALimitsFileABadValueInTheEnvironmentIsStillRefused) {
+  TempDir dir;
+  std::string file = dir.write("limits.env", "CUDA_DEVICE_MEMORY_LIMIT_0=1g\n");
+  FakeEnv env{{{"VGPU_LIMITS_FILE", file}, {"CUDA_DEVICE_MEMORY_LIMIT_0", "1GB"}}};
+  auto cfg = loadLimiterConfig(env.lookup(), kNoFixedFile);
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.error().message.find("CUDA_DEVICE_MEMORY_LIMIT_0='1GB'"), std::string::npos) << cfg.error().message;
+}
+
+// Without a limits file (a HAMi-style deployment: HAMi's device plugin sets the environment),
+// CUDA_DISABLE_CONTROL=true means what it means in HAMi: the container runs unlimited. Values
+// as Go's strconv.ParseBool, which HAMi's plugin uses; anything else is refused, not guessed.
+TEST(LimiterConfig, WithoutALimitsFileCudaDisableControlTurnsEveryLimitOff) {
+  for (const char* yes : {"true", "TRUE", "True", "t", "1"}) {
+    FakeEnv env{{{"CUDA_DISABLE_CONTROL", yes},
+                 {"CUDA_DEVICE_MEMORY_LIMIT_0", "1g"},
+                 {"CUDA_DEVICE_SM_LIMIT", "30"},
+                 {"GPU_CORE_UTILIZATION_POLICY", "force"},
+                 {"CUDA_TASK_PRIORITY", "0"}}};
+    auto cfg = loadLimiterConfig(env.lookup(), kNoFixedFile);
+    ASSERT_TRUE(cfg.ok()) << yes << ": " << cfg.error().message;
+    EXPECT_TRUE(cfg->controlDisabled) << yes;
+    EXPECT_EQ(cfg->devices[0].memoryBytes, 0u) << yes;
+    EXPECT_FALSE(cfg->computeLimited(0)) << yes;
+    EXPECT_NE(cfg->priority, 0) << yes;
+  }
+  for (const char* no : {"false", "0", "f", "False", ""}) {
+    FakeEnv env{{{"CUDA_DISABLE_CONTROL", no}, {"CUDA_DEVICE_MEMORY_LIMIT_0", "1g"}}};
+    auto cfg = loadLimiterConfig(env.lookup(), kNoFixedFile);
+    ASSERT_TRUE(cfg.ok()) << no << ": " << cfg.error().message;
+    EXPECT_FALSE(cfg->controlDisabled) << no;
+    EXPECT_EQ(cfg->devices[0].memoryBytes, 1ull << 30) << no;
+  }
+  FakeEnv bad{{{"CUDA_DISABLE_CONTROL", "yes please"}}};
+  auto cfg = loadLimiterConfig(bad.lookup(), kNoFixedFile);
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.error().message.find("CUDA_DISABLE_CONTROL='yes please'"), std::string::npos) << cfg.error().message;
 }
 
 }  // namespace

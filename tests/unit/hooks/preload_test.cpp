@@ -595,6 +595,74 @@ TEST_F(LimiterSecurity, ADeletedOrReplacedRegionRefusesCuda) {
   EXPECT_NE(deleted.err.find("it was deleted"), std::string::npos) << deleted.err;
 }
 
+// ---- HAMi-core's variables (issue 28) ----
+
+// The node agent's limits file is what HAMi-core's environment is to HAMi-core: a container
+// may narrow it (a script giving one process less), never widen it.
+TEST_F(LimiterSecurity, TheEnvironmentCanTightenTheLimitsFileButNeverLoosenIt) {
+  std::ofstream(dir_ + "/limits.env") << "CUDA_DEVICE_MEMORY_LIMIT_0=256m\n";
+  const std::string file = probePath("limits.env");
+  ProbeResult tighter = run({"meminfo"}, {{"VGPU_LIMITS_FILE", file}, {"CUDA_DEVICE_MEMORY_LIMIT_0", "128m"}});
+  ASSERT_EQ(tighter.exitCode, 0) << tighter.err;
+  EXPECT_EQ(fieldU64(tighter.out, "total"), 128 * kMiB);
+  ProbeResult looser = run({"meminfo"}, {{"VGPU_LIMITS_FILE", file},
+                                         {"CUDA_DEVICE_MEMORY_LIMIT_0", "768m"},
+                                         {"CUDA_OVERSUBSCRIBE", "true"},
+                                         {"CUDA_DISABLE_CONTROL", "true"}});
+  ASSERT_EQ(looser.exitCode, 0) << looser.err;
+  EXPECT_EQ(fieldU64(looser.out, "total"), 256 * kMiB);
+  ProbeResult refused = run({"alloc", "300"}, {{"VGPU_LIMITS_FILE", file}, {"CUDA_DISABLE_CONTROL", "true"}});
+  EXPECT_EQ(refused.exitCode, 2) << "300 MiB given under a 256 MiB limit:\n" << refused.err;
+}
+
+// Said (at the warning level, HAMi-core's default) so nobody believes the container runs unlimited.
+TEST_F(LimiterSecurity, CudaDisableControlIgnoredBesideALimitsFileIsSaid) {
+  std::ofstream(dir_ + "/limits.env") << "CUDA_DEVICE_MEMORY_LIMIT_0=128m\n";
+  ProbeResult r = run({"meminfo"}, {{"VGPU_LIMITS_FILE", probePath("limits.env")},
+                                    {"CUDA_DISABLE_CONTROL", "true"},
+                                    {"LIBCUDA_LOG_LEVEL", "2"}});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_EQ(fieldU64(r.out, "total"), 128 * kMiB);
+  EXPECT_NE(r.err.find("CUDA_DISABLE_CONTROL=true is ignored"), std::string::npos) << r.err;
+}
+
+// Without a limits file (HAMi's device plugin sets the environment), CUDA_DISABLE_CONTROL=true
+// means what it means there: the container runs as if the library were not loaded.
+TEST_F(LimiterPreload, CudaDisableControlWithoutALimitsFileLeavesTheContainerUnlimited) {
+  ProbeResult r = run({"meminfo"}, {{"CUDA_DISABLE_CONTROL", "true"},
+                                    {"CUDA_DEVICE_MEMORY_LIMIT_0", "256m"},
+                                    {"CUDA_DEVICE_SM_LIMIT", "30"},
+                                    {"GPU_CORE_UTILIZATION_POLICY", "force"}});
+  ProbeResult without = run({"meminfo"}, {}, false);
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_EQ(fieldU64(r.out, "total"), kDeviceMiB * kMiB);
+  EXPECT_EQ(r.out, without.out);
+  EXPECT_NE(access((dir_ + "/region").c_str(), F_OK), 0);  // the container's region is left alone
+  ProbeResult big = run({"alloc", "300"}, {{"CUDA_DISABLE_CONTROL", "1"}, {"CUDA_DEVICE_MEMORY_LIMIT_0", "256m"}});
+  EXPECT_EQ(big.exitCode, 0) << big.err;
+}
+
+// LIBCUDA_LOG_LEVEL as HAMi-core reads it (errors always; 2 warnings, 3 info, 4 debug) when
+// LIBVGPU_LOG_LEVEL is unset; LIBVGPU_LOG_LEVEL wins.
+TEST_F(LimiterPreload, LibcudaLogLevelMeansWhatItMeansToHamiCore) {
+  ProbeResult info = run({"init"}, {{"LIBCUDA_LOG_LEVEL", "3"}});
+  EXPECT_EQ(info.exitCode, 0) << info.err;
+  EXPECT_NE(info.err.find("started: region"), std::string::npos) << info.err;
+  EXPECT_EQ(info.out, "");
+  ProbeResult ours = run({"init"}, {{"LIBCUDA_LOG_LEVEL", "3"}, {"LIBVGPU_LOG_LEVEL", "1"}});
+  EXPECT_EQ(ours.err, "");
+  for (const char* level : {"0", "1", "junk"}) {  // HAMi-core prints errors at every level
+    ProbeResult err = run({"init"}, {{"LIBCUDA_LOG_LEVEL", level}, {"CUDA_DEVICE_MEMORY_LIMIT", "1GB"}});
+    EXPECT_EQ(err.exitCode, 3) << level;
+    EXPECT_NE(err.err.find("refusing to start"), std::string::npos) << level << ": " << err.err;
+    EXPECT_EQ(err.err.find("started: region"), std::string::npos) << level << ": " << err.err;
+  }
+  ProbeResult none = run({"init"}, {{"LIBCUDA_LOG_LEVEL", "2"}, {"LIBVGPU_LOG_LEVEL", "0"},
+                                    {"CUDA_DEVICE_MEMORY_LIMIT", "1GB"}});
+  EXPECT_EQ(none.exitCode, 3);
+  EXPECT_EQ(none.err.find("libvgpu"), std::string::npos) << none.err;  // the probe's own line only
+}
+
 // ---- interposition ----
 
 TEST_F(LimiterPreload, ProcAddressReturnsTheWrapperOfExactlyTheRequestedVariant) {

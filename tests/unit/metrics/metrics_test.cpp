@@ -122,6 +122,24 @@ TEST(MetricsPromtool, CheckMetricsAcceptsOurOutput) {
   EXPECT_EQ(result.output, "");
 }
 
+// A name kept from another exporter (HAMi's hami_gpu_shared_count, issue 28) that promtool's
+// lint refuses for a gauge passes as untyped, and reads like a gauge.
+TEST(MetricsPromtool, AnUntypedGaugeMayEndInCount) {
+  Registry r;
+  r.gauge("hami_gpu_count", "A gauge named like a histogram's count.").set(2);
+  EXPECT_NE(testing::promtoolCheck(VGPU_PROMTOOL, r.render()).output.find("_count"), std::string::npos);
+  Registry kept;
+  auto& g = kept.untypedGauge("hami_gpu_shared_count", "Containers sharing the device.", {"node"});
+  g.set({"n"}, 3);
+  g.add({"n"}, 1);
+  EXPECT_EQ(kept.render(), "# HELP hami_gpu_shared_count Containers sharing the device.\n"
+                           "# TYPE hami_gpu_shared_count untyped\n"
+                           "hami_gpu_shared_count{node=\"n\"} 4\n");
+  auto result = testing::promtoolCheck(VGPU_PROMTOOL, kept.render());
+  EXPECT_EQ(result.exitCode, 0) << result.output;
+  EXPECT_EQ(result.output, "");
+}
+
 TEST(MetricsPromtool, ComplainsAboutALintProblemSoTheCheckIsReal) {
   Registry r;
   r.counter("vgpu_requests", "Counter without _total.").inc();

@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <fstream>
+#include <iterator>
+
 #include "limiter.h"
 #include "nvidia_test_support.h"
 #include "vgpu/limiter_contract.h"
@@ -384,6 +387,29 @@ TEST(NvidiaLimiter, AContainerThatOptsOutRunsWithoutThePreloadButKeepsItsLimits)
     ASSERT_EQ(spec->notices.size(), 1u);
     EXPECT_EQ(spec->notices[0].message.find(") NOT enforced: the pod opted out") != std::string::npos, !c.preloaded);
   }
+}
+
+// Images and scripts built around HAMi-core read HAMi's names (issue 28): the log level and
+// the opt-out mark are set under those too, in the environment only (the limits file takes
+// neither, and libvgpu.so ignores CUDA_DISABLE_CONTROL beside it).
+TEST(NvidiaLimiter, SetsHamisLogLevelAndOptOutMarkForImagesThatReadThem) {
+  LimiterSettings s;
+  s.allowOptOut = true;
+  s.logLevel = "3";
+  auto l = limiter(s);
+  TempDir optedOut, limited;
+  auto out = l.containerSpec(grantOf(optedOut, {dev(kGpu0, 10000, 30)}, {{kOptOutAnnotation, "train"}}));
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  EXPECT_EQ(out->env["LIBCUDA_LOG_LEVEL"], "3");
+  EXPECT_EQ(out->env["CUDA_DISABLE_CONTROL"], "true");
+  std::ifstream file(optedOut.path() / "limits.env");
+  const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, Not(HasSubstr("CUDA_DISABLE_CONTROL")));
+  EXPECT_THAT(text, Not(HasSubstr("LIBCUDA_LOG_LEVEL")));
+  auto in = l.containerSpec(grantOf(limited, {dev(kGpu0, 10000, 30)}));
+  ASSERT_TRUE(in.ok()) << in.error().message;
+  EXPECT_EQ(in->env.count("CUDA_DISABLE_CONTROL"), 0u);
+  EXPECT_EQ(limiter().containerSpec(grantOf(limited, {dev(kGpu0, 10000, 30)}))->env.count("LIBCUDA_LOG_LEVEL"), 0u);
 }
 
 TEST(NvidiaLimiter, RefusesAnOptOutTheOperatorForbids) {

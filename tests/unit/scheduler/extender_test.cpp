@@ -1,4 +1,5 @@
 // The extender verbs over HTTP against the apiserver double, with the real JSON shapes.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <future>
@@ -281,6 +282,64 @@ TEST_F(ExtenderFixture, SchedulerMetricsHealthAndReadinessEndpoints) {
   EXPECT_EQ(check.exitCode, 0) << check.output;
   EXPECT_EQ(check.output, "");
 #endif
+}
+
+// The line of `family` whose labels start with `labelsPrefix`, "" if none.
+std::string seriesLine(const std::string& text, const std::string& family, const std::string& labelsPrefix) {
+  const std::string start = family + "{" + labelsPrefix;
+  for (size_t at = text.find(start); at != std::string::npos; at = text.find(start, at + 1))
+    if (at == 0 || text[at - 1] == '\n') return text.substr(at, text.find('\n', at) - at);
+  return "";
+}
+
+// --hami-metrics (issue 28): HAMi's names and labels beside ours, as hami-scheduler exports
+// them (constant label zone="vGPU"), so HAMi's dashboards keep working; still valid text.
+TEST(SchedulerHamiMetrics, ExportsHamisNamesAndLabelsBesideOursInValidText) {
+  ServiceOptions options;
+  options.hamiMetrics = true;
+  SchedulerHarness h(options);
+  h.createNode(nodeJson("big", gpus("big", 2, 81920)));
+  ASSERT_TRUE(h.awaitNodes(1));
+  TestHttpClient http{h.service->extenderPort()}, admin{h.service->port()};
+  auto pod = h.createPod(gpuPod("p", 1000, 30));
+  ASSERT_EQ(http.post("/filter", extenderArgs(pod, {"big"})).status, 200);
+  ASSERT_EQ(parse(http.post("/bind", bindingArgs(pod, "big")).body).at("Error"), "");
+  std::string text;
+  ASSERT_TRUE(eventually([&] {
+    text = admin.get("/metrics").body;
+    return !seriesLine(text, "hami_vgpu_memory_allocated_bytes", "").empty();
+  })) << text;
+  const std::string type = "device_type=\"SIM-NVIDIA A100-SXM4-80GB\"";
+  const std::string dev0 = "node=\"big\",device_uuid=\"GPU-big-0\",device_index=\"0\",";
+  EXPECT_EQ(seriesLine(text, "hami_gpu_memory_limit_bytes", dev0),
+            "hami_gpu_memory_limit_bytes{" + dev0 + type + ",zone=\"vGPU\"} 85899345920");
+  EXPECT_EQ(seriesLine(text, "hami_gpu_core_limit_ratio", dev0),
+            "hami_gpu_core_limit_ratio{" + dev0 + type + ",zone=\"vGPU\"} 100");
+  // The pod's device: its memory, cores and share counted in HAMi's units (bytes, percent).
+  const std::string line = seriesLine(text, "hami_vgpu_memory_allocated_bytes",
+                                      "namespace=\"default\",node=\"big\",pod=\"p\",container_index=\"0\",");
+  ASSERT_NE(line, "") << text;
+  EXPECT_THAT(line, ::testing::EndsWith(",zone=\"vGPU\"} 1048576000"));
+  const std::string uuid = line.substr(line.find("device_uuid=\"") + 13, 9);  // GPU-big-N
+  const std::string held = "node=\"big\",device_uuid=\"" + uuid + "\",device_index=\"" + uuid.substr(8) + "\",";
+  EXPECT_EQ(seriesLine(text, "hami_vgpu_core_allocated_ratio", "namespace=\"default\",node=\"big\",pod=\"p\""),
+            "hami_vgpu_core_allocated_ratio{namespace=\"default\",node=\"big\",pod=\"p\",container_index=\"0\","
+            "device_uuid=\"" + uuid + "\",zone=\"vGPU\"} 30");
+  EXPECT_EQ(seriesLine(text, "hami_gpu_memory_allocated_bytes", held),
+            "hami_gpu_memory_allocated_bytes{" + held + "device_cores=\"100\"," + type + ",zone=\"vGPU\"} 1048576000");
+  EXPECT_EQ(seriesLine(text, "hami_gpu_shared_count", held), "hami_gpu_shared_count{" + held + type + ",zone=\"vGPU\"} 1");
+  EXPECT_EQ(seriesLine(text, "hami_gpu_core_allocated_ratio", held),
+            "hami_gpu_core_allocated_ratio{" + held + type + ",zone=\"vGPU\"} 30");
+  EXPECT_EQ(seriesLine(text, "hami_node_gpu_overview", held),
+            "hami_node_gpu_overview{" + held + "device_cores=\"100\",device_memory_limit=\"81920\"," + type +
+                ",zone=\"vGPU\"} 1048576000");
+  EXPECT_THAT(seriesLine(text, "hami_node_gpu_memory_allocated_ratio", held),
+              ::testing::StartsWith("hami_node_gpu_memory_allocated_ratio{" + held + type + ",zone=\"vGPU\"} 0.0122"));
+  EXPECT_NE(seriesLine(text, "vgpu_device_memory_allocated_bytes", "node=\"big\""), "");  // ours are still there
+  EXPECT_EQ(promtoolProblems(text), "");
+  // Without the option, none of HAMi's names.
+  SchedulerHarness plain;
+  EXPECT_EQ(TestHttpClient(plain.service->port()).get("/metrics").body.find("hami_"), std::string::npos);
 }
 
 TEST(SchedulerReadiness, ReadyzIs503UntilTheCachesSync) {

@@ -65,6 +65,9 @@ class Counter : public Family {
 class Gauge : public Family {
  public:
   Gauge(std::string name, std::string help, std::vector<std::string> labelNames);
+  /// `untyped`: exposed as TYPE untyped, for a name kept from another exporter that the
+  /// gauge naming rules (promtool's lint) refuse, e.g. one ending in `_count`.
+  Gauge(std::string name, std::string help, std::vector<std::string> labelNames, bool untyped);
   void set(const LabelValues& labels, double value);
   void set(double value) { set({}, value); }
   void add(const LabelValues& labels, double amount);
@@ -109,6 +112,8 @@ class Registry {
   /// Registering a name twice is a programming error (aborts).
   Counter& counter(std::string name, std::string help, std::vector<std::string> labelNames = {});
   Gauge& gauge(std::string name, std::string help, std::vector<std::string> labelNames = {});
+  /// A gauge exposed as TYPE untyped (see Gauge).
+  Gauge& untypedGauge(std::string name, std::string help, std::vector<std::string> labelNames = {});
   Histogram& histogram(std::string name, std::string help, std::vector<double> bounds,
                        std::vector<std::string> labelNames = {});
   /// Runs before every render, e.g. to set gauges from current state.

@@ -38,6 +38,8 @@ struct LimiterConfig {
   std::string activityBoard;  // VGPU_ACTIVITY_BOARD, "" if unset
   uint64_t contextOverhead = 0;  // VGPU_CONTEXT_OVERHEAD (limits file only), 0 = not given
   std::string limitsFile;  // the file that was read, "" if none
+  bool controlDisabled = false;        // CUDA_DISABLE_CONTROL=true without a limits file: nothing limited
+  bool disableControlIgnored = false;  // CUDA_DISABLE_CONTROL=true, ignored: a limits file was read
 
   /// True when `dev` has a compute limit that the policy may apply.
   bool computeLimited(int dev) const {
@@ -61,7 +63,9 @@ Result<std::map<std::string, std::string>> parseLimitsFile(std::string_view cont
 using EnvLookup = std::function<const char*(const char*)>;
 
 /// Reads the limits file (`fixedFilePath` if it exists, else $VGPU_LIMITS_FILE) and the
-/// environment; keys in the file win. Errors name the variable or file line at fault.
+/// environment. With a file the environment can only tighten it; without one it is read as
+/// HAMi-core reads it (docs/limiter.md, "HAMi-core's variables"). Errors name the variable or
+/// file line at fault.
 Result<LimiterConfig> loadLimiterConfig(const EnvLookup& env, const char* fixedFilePath = nullptr);
 
 }  // namespace vgpu

@@ -41,6 +41,8 @@ typedef struct vgpu_limiter_settings {
   char activity_board[VGPU_LIMITER_PATH_MAX]; /* VGPU_ACTIVITY_BOARD, "" if unset */
   uint64_t context_overhead; /* VGPU_CONTEXT_OVERHEAD in bytes, from the limits file only; 0 = not given */
   uint64_t region_inode;     /* VGPU_REGION_INODE, from the limits file only; 0 = any (created if absent) */
+  int control_disabled;         /* CUDA_DISABLE_CONTROL=true and no limits file: nothing is limited */
+  int disable_control_ignored;  /* CUDA_DISABLE_CONTROL=true, ignored because a limits file was read */
 } vgpu_limiter_settings;
 
 /* "1073741824", "1024m", "4g", "512k" (binary units); "" and "0" mean no limit. */
@@ -72,7 +74,8 @@ int vgpu_parse_limits_file(const char* content, size_t len, const char* file_nam
 typedef const char* (*vgpu_env_lookup)(void* ctx, const char* name);
 
 /* Reads the limits file (`fixed_file_path`, NULL meaning VGPU_LIMITS_FILE_PATH, if it exists;
- * else $VGPU_LIMITS_FILE) and the environment; keys in the file win. */
+ * else $VGPU_LIMITS_FILE) and the environment. With a file, the environment only tightens
+ * what the file says (vgpu/limiter_contract.h); without one, it is read as HAMi-core reads it. */
 int vgpu_limiter_settings_load(vgpu_env_lookup env, void* ctx, const char* fixed_file_path,
                                vgpu_limiter_settings* out, char* err, size_t err_len);
 

@@ -5,9 +5,12 @@
  * include it. docs/limiter.md describes the value syntax in full.
  *
  * The limits file holds the same KEY=VALUE pairs as the environment, one per line ('#'
- * starts a comment line, blank lines are ignored, no quoting). A key present in the file
- * wins over the environment, so a process cannot raise its own limit by changing its
- * environment. Unknown keys and malformed values are errors naming file and line.
+ * starts a comment line, blank lines are ignored, no quoting). With a limits file, the
+ * environment can only make a limit tighter (a smaller memory or compute limit, a stricter
+ * policy, a lower priority, no oversubscription) and never names the region or the board,
+ * so a process cannot raise its own limit by changing its environment. Without one, the
+ * environment is read as HAMi-core reads it. Unknown keys and malformed values are errors
+ * naming file and line (or the variable).
  */
 
 /* Memory limit for every device / for CUDA ordinal <i> (0..15; the indexed one wins).
@@ -43,6 +46,13 @@
 #define VGPU_REGION_INODE "VGPU_REGION_INODE"
 /* Diagnostics on stderr: 0 none, 1 errors (default), 2 warnings, 3 info, 4 debug. */
 #define VGPU_ENV_LOG_LEVEL "LIBVGPU_LOG_LEVEL"
+/* HAMi-core's name for the same, read when LIBVGPU_LOG_LEVEL is unset, with HAMi-core's
+ * meaning: errors always; 2 (HAMi-core's default) adds warnings, 3 info, 4 debug. */
+#define VGPU_ENV_HAMI_LOG_LEVEL "LIBCUDA_LOG_LEVEL"
+/* HAMi's switch "run this container without the limiter" (true/false as Go's ParseBool).
+ * Honoured only without a limits file (a HAMi-style deployment); with one it is ignored:
+ * the node agent decides (nvidia.com/disable-control), never the container. */
+#define VGPU_ENV_DISABLE_CONTROL "CUDA_DISABLE_CONTROL"
 
 /* Where the limits file is read from. The fixed path wins when it exists; otherwise the
  * path in VGPU_LIMITS_FILE is read (and must exist when set). */

@@ -77,9 +77,23 @@ struct Nvml {
   std::map<std::pair<int, uint32_t>, unsigned> utilization;
 };
 
+Nvml* gNvml = nullptr;
+std::once_flag gNvmlCreated;
+
 Nvml& nvml() {
-  static Nvml* n = new Nvml();  // never destroyed: a caller's atexit handler may still call in
-  return *n;
+  std::call_once(gNvmlCreated, [] { gNvml = new Nvml(); });
+  return *gNvml;
+}
+
+// Freed when the library is unloaded, not by a static destructor: at exit that is after the
+// program's atexit handlers (which may still call NVML), and a caller that loads and unloads
+// NVML again and again (a backend being checked) does not leak one state per load. The mapped
+// region stays: the fake libcuda may share it.
+__attribute__((destructor)) void freeNvml() {
+  if (gNvml == nullptr) return;
+  delete gNvml->shared;
+  delete gNvml;
+  gNvml = nullptr;
 }
 
 bool initialised() {
