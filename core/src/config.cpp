@@ -39,7 +39,7 @@ std::optional<NodePolicy> parseNodePolicy(std::string_view text) {
 std::optional<DevicePolicy> parseDevicePolicy(std::string_view text) {
   if (text == "binpack") return DevicePolicy::kBinpack;
   if (text == "spread") return DevicePolicy::kSpread;
-  if (text == "topology") return DevicePolicy::kTopology;
+  if (text == "topology" || text == "topology-aware") return DevicePolicy::kTopology;  // HAMi's name for it
   return std::nullopt;
 }
 

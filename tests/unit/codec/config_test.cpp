@@ -86,6 +86,13 @@ TEST(ConfigParse, MinimalConfigTakesDefaults) {
   EXPECT_EQ(r->settingsFor("nvidia", "n"), BackendSettings{});
 }
 
+// An operator moving from HAMi keeps its chart value (gpuSchedulerPolicy: topology-aware).
+TEST(ConfigParse, HamisTopologyAwareDevicePolicyIsOurTopology) {
+  auto r = parseDeviceConfig("version: 1\nscheduler: {devicePolicy: topology-aware}\n", "t.yaml");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->scheduler.devicePolicy, DevicePolicy::kTopology);
+}
+
 TEST(ConfigParse, EveryTypedKeyIsRead) {
   auto r = parseDeviceConfig(R"(
 version: 1
