@@ -54,6 +54,7 @@ void initialise(vgpu_fake_gpu_state* s, const MachineConfig& cfg) {
   pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
   for (unsigned d = 0; d < VGPU_FAKE_STATE_MAX_DEVICES; ++d) {
     pthread_mutex_init(&s->devices[d].sched_lock, &attr);
+    pthread_mutex_init(&s->mig[d].lock, &attr);
     if (d < cfg.gpus.size()) s->devices[d].total_bytes = cfg.gpus[d].memoryMib << 20;
   }
   pthread_mutexattr_destroy(&attr);
