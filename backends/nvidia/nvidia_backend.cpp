@@ -11,7 +11,7 @@ namespace {
 constexpr const char* kKnownOptions =
     "discovery, nvmlLibrary, nvidiaSmiPath, nvidiaSmiTimeout, hostSysRoot, memoryEnforcement, libvgpuPath, "
     "libvgpuContainerPath, ldPreloadPath, corePolicy, logLevel, allowOptOut, cdiKind, activityBoardPath, "
-    "contextOverheadMiB";
+    "contextOverheadMiB, migStrategy, migProfiles";
 
 std::optional<std::chrono::milliseconds> parseDuration(std::string_view text) {
   std::uint64_t v = 0;
@@ -90,6 +90,17 @@ Result<NvidiaOptions> parseOptions(const BackendParams& params, const char* disa
           value.find_first_of("=, \t") != std::string::npos || value.find('/', slash + 1) != std::string::npos)
         return bad("a CDI kind such as k8s.device-plugin.nvidia.com/gpu");
       o.limiter.cdiKind = value;
+    } else if (key == "migStrategy") {
+      if (value == "none") o.mig.strategy = MigStrategy::kNone;
+      else if (value == "single") o.mig.strategy = MigStrategy::kSingle;
+      else if (value == "mixed") o.mig.strategy = MigStrategy::kMixed;
+      else return bad("none, single or mixed");
+    } else if (key == "migProfiles") {
+      o.mig.profiles = sdk::splitList(value);
+      for (const auto& p : o.mig.profiles)
+        if (p.find_first_not_of("0123456789abcdefghijklmnopqrstuvwxyz.+") != std::string::npos || p.empty())
+          return bad("MIG profile names such as 1g.5gb,2g.10gb,3g.20gb");
+      if (o.mig.profiles.empty()) return bad("MIG profile names such as 1g.5gb,2g.10gb,3g.20gb");
     } else if (key == "allowOptOut") {
       if (value != "true" && value != "false") return bad("true or false");
       o.limiter.allowOptOut = value == "true";
@@ -102,6 +113,14 @@ Result<NvidiaOptions> parseOptions(const BackendParams& params, const char* disa
                      ".options.cdiKind: the driver's memory cap reaches a container only through the CDI hook "
                      "of a kind whose spec carries it (e.g. k8s.device-plugin.nvidia.com/gpu); without one "
                      "nothing would enforce the memory limit");
+  if (o.mig.strategy == MigStrategy::kMixed && o.mig.profiles.empty())
+    return makeError(section + ".options.migStrategy is mixed, which needs " + section +
+                     ".options.migProfiles: the MIG profiles to serve, each as the resource nvidia.com/mig-<profile> "
+                     "(e.g. 1g.5gb,2g.10gb,3g.20gb); the scheduler has no GPU to ask");
+  if (o.mig.strategy != MigStrategy::kMixed && !o.mig.profiles.empty())
+    return makeError(section + ".options.migProfiles names the resources of migStrategy mixed, but migStrategy is " +
+                     (o.mig.strategy == MigStrategy::kSingle ? "single" : "none"));
+  o.discovery.migStrategy = o.mig.strategy;
   auto health = HealthCheckPolicy::fromEnvironment(disableHealthChecks, enableHealthChecks);
   if (!health.ok()) return std::move(health).error().prefix("backend " + name);
   o.discovery.health = *health;
@@ -109,7 +128,7 @@ Result<NvidiaOptions> parseOptions(const BackendParams& params, const char* disa
 }
 
 NvidiaBackend::NvidiaBackend(const BackendParams& params, NvidiaOptions options)
-    : options_(std::move(options)), allocator_(params) {
+    : options_(std::move(options)), allocator_(params, options_.mig) {
   discovery_ = std::make_unique<NvidiaDiscovery>(options_.discovery);
   limiter_ = std::make_unique<NvidiaLimiter>(options_.limiter, [this] { return kernelMemoryCap(); });
 }

@@ -26,6 +26,7 @@ namespace vgpu::nvidia {
 struct NvidiaOptions {
   DiscoverySettings discovery;
   LimiterSettings limiter;
+  MigServing mig;
 };
 
 /// Parses `params` (options included; unknown option keys are refused naming
