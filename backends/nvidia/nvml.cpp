@@ -65,6 +65,8 @@ Result<std::unique_ptr<NvmlSession>> NvmlSession::open(const std::string& librar
   resolve(handle, "nvmlDeviceGetGpuInstancePossiblePlacements_v2", fn.deviceGetGpuInstancePossiblePlacements);
   resolve(handle, "nvmlDeviceCreateGpuInstanceWithPlacement", fn.deviceCreateGpuInstanceWithPlacement);
   resolve(handle, "nvmlGpuInstanceDestroy", fn.gpuInstanceDestroy);
+  resolve(handle, "nvmlDeviceGetGpuInstances", fn.deviceGetGpuInstances);
+  resolve(handle, "nvmlDeviceGetHandleByUUID", fn.deviceGetHandleByUUID);
   resolve(handle, "nvmlDeviceGetGpuInstanceById", fn.deviceGetGpuInstanceById);
   resolve(handle, "nvmlGpuInstanceGetInfo", fn.gpuInstanceGetInfo);
   resolve(handle, "nvmlGpuInstanceGetComputeInstanceProfileInfo", fn.gpuInstanceGetComputeInstanceProfileInfo);

@@ -86,6 +86,8 @@ struct NvmlFunctions {
   decltype(&::nvmlDeviceGetGpuInstancePossiblePlacements_v2) deviceGetGpuInstancePossiblePlacements = nullptr;
   decltype(&::nvmlDeviceCreateGpuInstanceWithPlacement) deviceCreateGpuInstanceWithPlacement = nullptr;
   decltype(&::nvmlGpuInstanceDestroy) gpuInstanceDestroy = nullptr;
+  decltype(&::nvmlDeviceGetGpuInstances) deviceGetGpuInstances = nullptr;
+  decltype(&::nvmlDeviceGetHandleByUUID) deviceGetHandleByUUID = nullptr;
   decltype(&::nvmlDeviceGetGpuInstanceById) deviceGetGpuInstanceById = nullptr;
   decltype(&::nvmlGpuInstanceGetInfo) gpuInstanceGetInfo = nullptr;
   decltype(&::nvmlGpuInstanceGetComputeInstanceProfileInfo) gpuInstanceGetComputeInstanceProfileInfo = nullptr;
