@@ -1,8 +1,10 @@
 #include "allocator.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "gpu_info.h"
+#include "mig_planner.h"
 #include "vgpu/allocator.h"
 
 namespace vgpu::nvidia {
@@ -113,12 +115,50 @@ void NvidiaAllocator::fit(const vgpu_device_request& q, const vgpu_device& d, co
     if (profile == nullptr && wanted != nullptr) return refuse(r, kReasonNotAMigDevice);
     if (profile != nullptr && std::strcmp(profile, wanted) != 0) return refuse(r, kReasonMigProfileMismatch);
   }
+  if (attribute(d, attr::kMigManaged) != nullptr) return fitManaged(q, d, u, r);
   if (const char* mig = attribute(d, attr::kMigMode); mig != nullptr && std::strcmp(mig, "enabled") == 0)
     return refuse(r, kReasonMigEnabled);
   if (wanted == nullptr) return sdk::standardFit(q, d, u, r);
   vgpu_device_request rest = q;
   rest.include_models = {kept, keptCount};
   sdk::standardFit(rest, d, u, r);
+}
+
+void NvidiaAllocator::fitManaged(const vgpu_device_request& q, const vgpu_device& d, const vgpu_device_usage& u,
+                                 vgpu_fit_result& r) const {
+  // The filters (model, ids, shares, a GPU held whole) as for any GPU; memory and compute
+  // are the instance's.
+  vgpu_device_request filters = q;
+  filters.memory_mib = 1;
+  filters.memory_percent = 0;
+  filters.compute_percent = 0;
+  sdk::standardFit(filters, d, u, r);
+  if (!r.fits) return;
+  const char* text = attribute(d, attr::kMigProfiles);
+  auto profiles = decodeMigProfiles(text ? text : "");
+  if (!profiles.ok() || profiles->empty()) return refuse(r, kReasonMigInventory);
+  const MigPlanner planner(*profiles, mig_.allowed);
+  unsigned computeSlices = 0;
+  for (const auto& p : *profiles) computeSlices = std::max(computeSlices, p.slices);
+  const std::uint64_t memory = sdk::requestedMemoryMiB(q, d);
+  for (const MigProfile& p : planner.profiles()) {
+    if (p.memoryMiB < memory) continue;
+    // Totals only: which slices are free the node decides (MigPlanner on the real state).
+    const auto compute = static_cast<std::uint32_t>(p.slices * 100 / computeSlices);
+    if (u.memory_mib + p.memoryMiB > d.memory_mib || u.compute + compute > d.compute_units) {
+      refuse(r, kReasonMigNoRoom);
+      r.needed = p.memoryMiB;
+      r.available = d.memory_mib > u.memory_mib ? d.memory_mib - u.memory_mib : 0;
+      return;
+    }
+    r = vgpu_fit_result{};
+    r.fits = 1;
+    r.take = {1, compute, p.memoryMiB};
+    return;
+  }
+  refuse(r, kReasonMigNoProfile);
+  r.needed = memory;
+  for (const auto& p : planner.profiles()) r.available = std::max<std::uint64_t>(r.available, p.memoryMiB);
 }
 
 std::string NvidiaAllocator::explain(const vgpu_fit_result& r) const {
@@ -133,6 +173,14 @@ std::string NvidiaAllocator::explain(const vgpu_fit_result& r) const {
       return "whole GPU; the container asks for a MIG device (nvidia.com/mig-<profile>)";
     case kReasonMigProfileMismatch:
       return "MIG device of another profile than the one the container asks for";
+    case kReasonMigNoProfile:
+      return "no MIG profile of this GPU has " + std::to_string(r.needed) + " MiB (the largest allowed has " +
+             std::to_string(r.available) + " MiB)";
+    case kReasonMigNoRoom:
+      return "no room for a MIG instance of " + std::to_string(r.needed) + " MiB: " + std::to_string(r.available) +
+             " MiB of the GPU are not in instances, or its compute slices are taken";
+    case kReasonMigInventory:
+      return "the GPU's MIG profiles in the node's inventory cannot be read";
     default:
       break;
   }

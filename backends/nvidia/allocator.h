@@ -29,6 +29,14 @@ enum NvidiaReason : std::int32_t {
   kReasonNotAMigDevice = VGPU_REASON_BACKEND + 3,
   /// mixed: the MIG device has another profile than the one asked for.
   kReasonMigProfileMismatch = VGPU_REASON_BACKEND + 4,
+  /// Dynamic MIG: no allowed profile of the GPU has the memory asked (needed: MiB asked,
+  /// available: the largest allowed profile's MiB).
+  kReasonMigNoProfile = VGPU_REASON_BACKEND + 5,
+  /// Dynamic MIG: the smallest profile that fits does not fit in what the GPU has left
+  /// (needed: its MiB, available: MiB not yet in instances).
+  kReasonMigNoRoom = VGPU_REASON_BACKEND + 6,
+  /// Dynamic MIG: the GPU's published MIG profiles cannot be read (a bad inventory).
+  kReasonMigInventory = VGPU_REASON_BACKEND + 7,
 };
 
 /// The default resource names and annotation keys (HAMi's, so pods move over unchanged).
@@ -55,6 +63,11 @@ class NvidiaAllocator {
   const sdk::StandardRequestRules& rules() const { return rules_; }
 
  private:
+  /// A GPU under dynamic MIG: the request becomes one GPU instance, the smallest allowed
+  /// profile with its memory, if the GPU's instances leave memory and compute slices for it.
+  void fitManaged(const vgpu_device_request& request, const vgpu_device& device, const vgpu_device_usage& usage,
+                  vgpu_fit_result& result) const;
+
   /// "nvidia.com/mig-1g.5gb" -> "1g.5gb" (mixed), from the count resource's domain.
   std::map<std::string, std::string> migResources_;
   sdk::StandardRequestRules rules_;

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <thread>
 
+#include "mig_planner.h"
 #include "smi_topo.h"
 #include "smi_xml.h"
 #include "topology.h"
@@ -81,6 +82,15 @@ Device toDevice(const GpuInfo& gpu, const DiscoverySettings& s, const std::strin
   if (!gpu.pciBusId.empty()) d.attributes[attr::kPciBusId] = gpu.pciBusId;
   if (!gpu.computeCapability.empty()) d.attributes[attr::kComputeCapability] = gpu.computeCapability;
   if (!gpu.error.empty()) d.attributes[attr::kHealthReason] = gpu.error;
+  if (gpu.migManaged && gpu.error.empty()) {
+    d.attributes[attr::kMigManaged] = "true";
+    d.attributes[attr::kMigProfiles] = encodeMigProfiles(gpu.migProfiles);
+    std::vector<MigOccupant> occupants;
+    for (const auto& m : gpu.migDevices) occupants.push_back({m.profileId, m.start, m.size});
+    d.attributes[attr::kMigInstances] = encodeMigOccupants(occupants);
+    d.memoryMiB = gpu.memoryMiB;  // instances are hardware partitions: no memory oversubscription
+    d.computeUnits = 100;
+  }
   d.links = gpu.links;
   return d;
 }
@@ -193,7 +203,24 @@ Result<std::vector<GpuInfo>> NvidiaDiscovery::listWithNvml() {
       if (rc == nvml::kSuccess) g.mig = current == nvml::kMigEnable ? MigMode::kEnabled : MigMode::kDisabled;
       else if (rc == nvml::kErrorNotSupported) g.mig = MigMode::kDisabled;  // a GPU without MIG
     }
-    if (g.mig == MigMode::kEnabled && settings_.migStrategy != MigStrategy::kNone && g.error.empty()) {
+    const bool named = settings_.mig.managed.contains(g.uuid);
+    if (g.error.empty() && (named || (settings_.mig.manageAll && g.mig == MigMode::kEnabled))) {
+      // Dynamic MIG: the GPU is published whole, with what it reports for the planner.
+      g.migManaged = true;
+      if (g.mig != MigMode::kEnabled) {
+        g.error = where + "options.migManaged names it, but its MIG mode is off (nvidia-smi -i " +
+                  std::to_string(g.index) + " -mig 1)";
+      } else {
+        auto profiles = readMigProfiles(*nvml_, h);
+        auto migs = profiles.ok() ? readMigDevices(*nvml_, h, *profiles) : std::move(profiles).error();
+        if (!migs.ok()) g.error = where + "cannot read its MIG state: " + migs.error().message;
+        else if (profiles->empty()) g.error = where + "options.migManaged names it, but it reports no MIG profiles";
+        else {
+          g.migProfiles = std::move(profiles).value();
+          g.migDevices = std::move(migs).value();
+        }
+      }
+    } else if (g.mig == MigMode::kEnabled && settings_.migStrategy != MigStrategy::kNone && g.error.empty()) {
       auto profiles = readMigProfiles(*nvml_, h);
       auto migs = profiles.ok() ? readMigDevices(*nvml_, h, *profiles) : std::move(profiles).error();
       if (migs.ok()) g.migDevices = std::move(migs).value();
@@ -344,7 +371,8 @@ Result<std::vector<Device>> NvidiaDiscovery::discover() {
 }
 
 bool NvidiaDiscovery::servesMigDevices(const GpuInfo& g) const {
-  return settings_.migStrategy != MigStrategy::kNone && g.mig == MigMode::kEnabled && g.error.empty();
+  return settings_.migStrategy != MigStrategy::kNone && g.mig == MigMode::kEnabled && g.error.empty() &&
+         !g.migManaged;
 }
 
 Status NvidiaDiscovery::checkMigStrategy(const std::vector<GpuInfo>& gpus) const {
@@ -354,7 +382,7 @@ Status NvidiaDiscovery::checkMigStrategy(const std::vector<GpuInfo>& gpus) const
   const std::string at = "backend " + settings_.backend + ": options.migStrategy is single, but ";
   std::string profile, first;
   for (const GpuInfo& g : gpus) {
-    if (!g.error.empty()) continue;
+    if (!g.error.empty() || g.migManaged) continue;
     if (g.mig != MigMode::kEnabled)
       return makeError(at + "GPU " + g.uuid + " is not in MIG mode (use mixed, or enable MIG on every GPU)");
     for (const MigDevice& m : g.migDevices) {

@@ -47,6 +47,7 @@ struct DiscoverySettings {
   double coreScaling = 1.0;
   HealthCheckPolicy health;
   MigStrategy migStrategy = MigStrategy::kNone;
+  MigServing mig;  ///< which GPUs are under dynamic MIG
 };
 
 /// A published Device from what discovery learnt (scaling and split count applied).

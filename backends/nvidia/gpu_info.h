@@ -25,6 +25,9 @@ struct GpuInfo {
   std::vector<DeviceLink> links;  ///< to the node's other GPUs; empty when unknown
   /// MIG on, and MIG devices served (a MIG strategy other than none): what exists on it.
   std::vector<MigDevice> migDevices;
+  /// Dynamic MIG: what the GPU reports, for the scheduler's fit.
+  bool migManaged = false;
+  std::vector<MigProfile> migProfiles;
   std::string error;  ///< non-empty: the GPU answered badly and is reported unhealthy, with this reason
 };
 
@@ -44,6 +47,11 @@ inline constexpr const char* kMigParent = "migParent";
 inline constexpr const char* kMigPlacement = "migPlacement";
 inline constexpr const char* kGpuInstanceId = "gpuInstanceId";
 inline constexpr const char* kComputeInstanceId = "computeInstanceId";
+/// On a GPU under dynamic MIG: "true", the profiles it reports (encodeMigProfiles) and the GPU
+/// instances on it at discovery (encodeMigOccupants).
+inline constexpr const char* kMigManaged = "migManaged";
+inline constexpr const char* kMigProfiles = "migProfiles";
+inline constexpr const char* kMigInstances = "migInstances";
 }  // namespace attr
 
 }  // namespace vgpu::nvidia

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,17 @@ struct MigServing {
   MigStrategy strategy = MigStrategy::kNone;
   /// mixed: the profiles served, each as the resource <domain>/mig-<profile>.
   std::vector<std::string> profiles;
+  /// Dynamic MIG (options.migManaged): GPUs whose instances the backend creates on demand,
+  /// by UUID, or all GPUs in MIG mode.
+  bool manageAll = false;
+  std::set<std::string> managed;
+  /// options.migAllowedProfiles: the profiles dynamic MIG may create (empty = all the GPU has).
+  std::vector<std::string> allowed;
+  /// options.migStateDir: the node agent's records of the instances it created.
+  std::string stateDir = "/var/lib/vgpu/mig";
+
+  bool manages(const std::string& gpuUuid) const { return manageAll || managed.contains(gpuUuid); }
+  bool dynamic() const { return manageAll || !managed.empty(); }
 };
 
 /// The request constraint that carries a mixed-strategy profile to the fit: an entry of

@@ -2,7 +2,9 @@
 
 #include "vgpu/limiter_contract.h"
 
+#include <algorithm>
 #include <charconv>
+#include <set>
 #include <cstdlib>
 
 namespace vgpu::nvidia {
@@ -11,7 +13,7 @@ namespace {
 constexpr const char* kKnownOptions =
     "discovery, nvmlLibrary, nvidiaSmiPath, nvidiaSmiTimeout, hostSysRoot, memoryEnforcement, libvgpuPath, "
     "libvgpuContainerPath, ldPreloadPath, corePolicy, logLevel, allowOptOut, cdiKind, activityBoardPath, "
-    "contextOverheadMiB, migStrategy, migProfiles";
+    "contextOverheadMiB, migStrategy, migProfiles, migManaged, migAllowedProfiles, migStateDir";
 
 std::optional<std::chrono::milliseconds> parseDuration(std::string_view text) {
   std::uint64_t v = 0;
@@ -101,6 +103,20 @@ Result<NvidiaOptions> parseOptions(const BackendParams& params, const char* disa
         if (p.find_first_not_of("0123456789abcdefghijklmnopqrstuvwxyz.+") != std::string::npos || p.empty())
           return bad("MIG profile names such as 1g.5gb,2g.10gb,3g.20gb");
       if (o.mig.profiles.empty()) return bad("MIG profile names such as 1g.5gb,2g.10gb,3g.20gb");
+    } else if (key == "migManaged") {
+      auto items = sdk::splitList(value);
+      if (items.empty()) return bad("all, or GPU UUIDs (GPU-...)");
+      for (const auto& item : items) {
+        if (item == "all") o.mig.manageAll = true;
+        else if (item.starts_with("GPU-")) o.mig.managed.insert(item);
+        else return bad("all, or GPU UUIDs (GPU-...)");
+      }
+    } else if (key == "migAllowedProfiles") {
+      o.mig.allowed = sdk::splitList(value);
+      if (o.mig.allowed.empty()) return bad("MIG profile names such as 1g.10gb,3g.40gb");
+    } else if (key == "migStateDir") {
+      if (value.empty() || value.front() != '/') return bad("an absolute path");
+      o.mig.stateDir = value;
     } else if (key == "allowOptOut") {
       if (value != "true" && value != "false") return bad("true or false");
       o.limiter.allowOptOut = value == "true";
@@ -121,6 +137,7 @@ Result<NvidiaOptions> parseOptions(const BackendParams& params, const char* disa
     return makeError(section + ".options.migProfiles names the resources of migStrategy mixed, but migStrategy is " +
                      (o.mig.strategy == MigStrategy::kSingle ? "single" : "none"));
   o.discovery.migStrategy = o.mig.strategy;
+  o.discovery.mig = o.mig;
   auto health = HealthCheckPolicy::fromEnvironment(disableHealthChecks, enableHealthChecks);
   if (!health.ok()) return std::move(health).error().prefix("backend " + name);
   o.discovery.health = *health;
@@ -177,6 +194,71 @@ std::vector<ProtectedEnv> NvidiaBackend::protectedEnv() const {
   };
 }
 
+Result<ContainerSpec> NvidiaBackend::containerSpec(const ContainerGrant& grant) {
+  if (!options_.mig.dynamic()) return limiter_->containerSpec(grant);
+  ContainerGrant mine = grant;
+  bool created = false;
+  for (auto& d : mine.devices) {
+    if (!managed(d.deviceId)) continue;
+    auto manager = migManager();
+    if (!manager.ok()) return std::move(manager).error();
+    auto mig = (*manager)->acquire(grant.container.holder, d.deviceId, d.memoryMiB);
+    if (!mig.ok()) {
+      if (created) (void)(*manager)->release(grant.container.holder);
+      return std::move(mig).error().prefix("container \"" + grant.container.containerName + "\" of pod " +
+                                           grant.podNamespace + "/" + grant.podName);
+    }
+    created = true;
+    d.deviceId = mig->uuid;  // the container's GPU is the new MIG device
+    d.memoryMiB = std::min(d.memoryMiB, mig->memoryMiB);
+    d.compute = 100;         // the instance's compute is its own
+  }
+  auto spec = limiter_->containerSpec(mine);
+  if (!spec.ok() && created) (void)migManager().value()->release(grant.container.holder);
+  return spec;
+}
+
+Status NvidiaBackend::release(const ContainerRef& container) {
+  Status limiter = limiter_->release(container);
+  if (options_.mig.dynamic()) {
+    auto manager = migManager();
+    if (!manager.ok()) return std::move(manager).error();
+    if (auto s = (*manager)->release(container.holder); !s.ok()) return s;
+  }
+  return limiter;
+}
+
+Status NvidiaBackend::reconcile(const std::vector<ContainerRef>& live) {
+  Status limiter = limiter_->reconcile(live);
+  if (options_.mig.dynamic()) {
+    auto manager = migManager();
+    if (!manager.ok()) return std::move(manager).error();
+    std::set<std::string> holders;
+    for (const auto& c : live) holders.insert(c.holder);
+    if (auto s = (*manager)->reconcile(holders); !s.ok()) return s;
+  }
+  return limiter;
+}
+
+bool NvidiaBackend::managed(const std::string& deviceId) {
+  if (!options_.mig.manages(deviceId)) return false;
+  std::lock_guard lock(migMutex_);
+  auto it = managedSeen_.find(deviceId);
+  return it != managedSeen_.end() && it->second;
+}
+
+Result<MigManager*> NvidiaBackend::migManager() {
+  std::lock_guard lock(migMutex_);
+  if (migManager_) return migManager_.get();
+  const NvmlSession* session = discovery_->nvml();
+  if (session == nullptr)
+    return makeError("backend " + options_.limiter.backend + " creates MIG instances through NVML, which is not in use" +
+                     (discovery_->nvmlUnavailableReason().empty() ? std::string(" (no discovery yet)")
+                                                                 : ": " + discovery_->nvmlUnavailableReason()));
+  migManager_ = std::make_unique<MigManager>(*session, options_.mig.stateDir, options_.mig.allowed);
+  return migManager_.get();
+}
+
 Status NvidiaBackend::kernelMemoryCap() {
   std::lock_guard lock(capMutex_);
   if (kernelCap_) return *kernelCap_;
@@ -198,6 +280,10 @@ Status NvidiaBackend::probeKernelMemoryCap() {
 
 Result<std::vector<Device>> NvidiaBackend::discover() {
   auto devices = discovery_->discover();
+  if (devices.ok() && options_.mig.dynamic()) {
+    std::lock_guard lock(migMutex_);
+    for (const auto& d : *devices) managedSeen_[d.id] = d.attributes.contains(attr::kMigManaged);
+  }
   if (!devices.ok() || options_.limiter.memory == MemoryEnforcement::kLibvgpu) return devices;
   // Publish whether the driver cap asked for in the config works here, so it shows in the
   // node's inventory rather than only when a container fails to start.

@@ -243,7 +243,14 @@ Device migDevice(const std::string& profile, std::uint64_t memoryMiB) {
   return d;
 }
 
-NvidiaAllocator mixed() { return NvidiaAllocator(params(), {MigStrategy::kMixed, {"1g.5gb", "3g.20gb"}}); }
+MigServing serving(MigStrategy strategy, std::vector<std::string> profiles = {}) {
+  MigServing m;
+  m.strategy = strategy;
+  m.profiles = std::move(profiles);
+  return m;
+}
+
+NvidiaAllocator mixed() { return NvidiaAllocator(params(), serving(MigStrategy::kMixed, {"1g.5gb", "3g.20gb"})); }
 
 TEST(NvidiaMigAllocator, MixedServesOneResourcePerProfile) {
   std::map<std::string, bool> advertised;
@@ -313,7 +320,7 @@ TEST(NvidiaMigAllocator, MixedRefusesAContainerThatAsksForTwoKindsOfDevice) {
 }
 
 TEST(NvidiaMigAllocator, SingleServesMigDevicesAsGpus) {
-  const NvidiaAllocator allocator(params(), {MigStrategy::kSingle, {}});
+  const NvidiaAllocator allocator(params(), serving(MigStrategy::kSingle));
   auto parsed = allocator.parseRequest(limits({{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", 2000}}), {});
   ASSERT_TRUE(parsed.ok() && parsed->has_value());
   const RequestRecord request(**parsed);
