@@ -207,10 +207,10 @@ Status MigManager::destroy(const std::string& gpuUuid, unsigned start) {
   return {};  // already gone
 }
 
-Status MigManager::release(const std::string& holder) {
+Status MigManager::reclaim(const std::function<bool(const Record&)>& drop) {
   std::string failed;
   for (const Record& r : records()) {
-    if (r.holder != holder) continue;
+    if (!drop(r)) continue;
     if (auto s = destroy(r.gpu, r.start); !s.ok()) {
       failed += (failed.empty() ? "" : "; ") + s.error().message;
       continue;
@@ -222,19 +222,12 @@ Status MigManager::release(const std::string& holder) {
   return {};
 }
 
+Status MigManager::release(const std::string& holder) {
+  return reclaim([&](const Record& r) { return r.holder == holder; });
+}
+
 Status MigManager::reconcile(const std::set<std::string>& live) {
-  std::string failed;
-  for (const Record& r : records()) {
-    if (r.state == "created" && live.contains(r.holder)) continue;
-    if (auto s = destroy(r.gpu, r.start); !s.ok()) {
-      failed += (failed.empty() ? "" : "; ") + s.error().message;
-      continue;
-    }
-    std::error_code ec;
-    fs::remove(r.file, ec);
-  }
-  if (!failed.empty()) return makeError(failed);
-  return {};
+  return reclaim([&](const Record& r) { return r.state != "created" || !live.contains(r.holder); });
 }
 
 }  // namespace vgpu::nvidia

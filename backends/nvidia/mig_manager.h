@@ -9,6 +9,7 @@
 // GPU is never reset.
 
 #include <cstdint>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -51,6 +52,8 @@ class MigManager {
   /// Destroys the GPU instance at `start` on `gpuUuid` (and its compute instances) unless
   /// processes run on it. Gone already: success.
   Status destroy(const std::string& gpuUuid, unsigned start);
+  /// Destroys the instances of the records `drop` picks and removes those records.
+  Status reclaim(const std::function<bool(const Record&)>& drop);
 
   const NvmlSession& nvml_;
   std::string dir_;

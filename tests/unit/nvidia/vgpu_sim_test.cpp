@@ -17,8 +17,8 @@ struct SimRun {
   std::string out;
 };
 
-SimRun runSim(const std::string& output) {
-  const std::string dir = VGPU_EXAMPLES_DIR "/nvidia";
+SimRun runSim(const std::string& output, const std::string& example = "nvidia") {
+  const std::string dir = VGPU_EXAMPLES_DIR "/" + example;
   const std::string cmd = std::string(VGPU_SIM_BINARY) + " --cluster " + dir + "/cluster.yaml --pods " + dir +
                           "/pods.yaml --config " + dir + "/device-config.yaml --backend-dir " + VGPU_BACKEND_DIR +
                           " -o " + output + " 2>&1";
@@ -101,24 +101,8 @@ TEST(NvidiaVgpuSim, TheTextReportSaysWhyPodsArePending) {
 namespace {
 
 // examples/nvidia-mig: static MIG devices (mixed) and a GPU under dynamic MIG.
-SimRun runMigSim(const std::string& output) {
-  const std::string dir = VGPU_EXAMPLES_DIR "/nvidia-mig";
-  const std::string cmd = std::string(VGPU_SIM_BINARY) + " --cluster " + dir + "/cluster.yaml --pods " + dir +
-                          "/pods.yaml --config " + dir + "/device-config.yaml --backend-dir " + VGPU_BACKEND_DIR +
-                          " -o " + output + " 2>&1";
-  SimRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n = 0;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
 TEST(NvidiaVgpuSim, PlacesMigPodsAndSaysWhyTheOthersWait) {
-  const SimRun run = runMigSim("json");
+  const SimRun run = runSim("json", "nvidia-mig");
   ASSERT_EQ(run.status, 0) << run.out;
   boost::json::value doc;
   ASSERT_NO_THROW(doc = boost::json::parse(run.out)) << run.out;

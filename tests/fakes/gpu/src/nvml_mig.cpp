@@ -7,7 +7,6 @@
 // memory slices must be free, the compute slices of all instances fit in the GPU's, and a
 // profile has at most its instance count.
 
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
@@ -50,17 +49,9 @@ struct HandleInit {
   }
 } gHandleInit;
 
-class MigLock {
+class MigLock : public RobustLock {
  public:
-  explicit MigLock(unsigned dev) : m_(&nvmlShared()->raw()->mig[dev].lock) {
-    if (pthread_mutex_lock(m_) == EOWNERDEAD) pthread_mutex_consistent(m_);
-  }
-  ~MigLock() { pthread_mutex_unlock(m_); }
-  MigLock(const MigLock&) = delete;
-  MigLock& operator=(const MigLock&) = delete;
-
- private:
-  pthread_mutex_t* m_;
+  explicit MigLock(unsigned dev) : RobustLock(&nvmlShared()->raw()->mig[dev].lock) {}
 };
 
 vgpu_fake_mig_state& migState(unsigned dev) { return nvmlShared()->raw()->mig[dev]; }
@@ -206,6 +197,18 @@ nvmlReturn_t profileByIndex(nvmlDevice_t dev, unsigned index, bool needEnabled, 
     }
   }
   return NVML_ERROR_NOT_SUPPORTED;
+}
+
+// One of a MIG device handle's instance ids; a whole GPU's handle has none.
+template <class Pick>
+nvmlReturn_t migDeviceId(nvmlDevice_t dev, unsigned* id, Pick pick) {
+  const vgpu_fake_mig_gi* gi = nullptr;
+  const vgpu_fake_mig_ci* ci = nullptr;
+  if (!isMigHandle(dev)) return nvmlReady() ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_UNINITIALIZED;
+  if (nvmlReturn_t r = migDevice(dev, gi, ci)) return r;
+  if (id == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *id = pick(*gi, *ci);
+  return NVML_SUCCESS;
 }
 
 std::string migUuid(const GpuSpec& g, const vgpu_fake_mig_gi& gi, const vgpu_fake_mig_ci& ci) {
@@ -515,23 +518,11 @@ nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t dev, unsigned int* isMig) 
 }
 
 nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t dev, unsigned int* id) {
-  const vgpu_fake_mig_gi* gi = nullptr;
-  const vgpu_fake_mig_ci* ci = nullptr;
-  if (!isMigHandle(dev)) return nvmlReady() ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_UNINITIALIZED;
-  if (nvmlReturn_t r = migDevice(dev, gi, ci)) return r;
-  if (id == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  *id = gi->id;
-  return NVML_SUCCESS;
+  return migDeviceId(dev, id, [](const vgpu_fake_mig_gi& gi, const vgpu_fake_mig_ci&) { return gi.id; });
 }
 
 nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t dev, unsigned int* id) {
-  const vgpu_fake_mig_gi* gi = nullptr;
-  const vgpu_fake_mig_ci* ci = nullptr;
-  if (!isMigHandle(dev)) return nvmlReady() ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_UNINITIALIZED;
-  if (nvmlReturn_t r = migDevice(dev, gi, ci)) return r;
-  if (id == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  *id = ci->id;
-  return NVML_SUCCESS;
+  return migDeviceId(dev, id, [](const vgpu_fake_mig_gi&, const vgpu_fake_mig_ci& ci) { return ci.id; });
 }
 
 nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t dev, unsigned int* count) {
