@@ -115,6 +115,14 @@ Result<MigDevice> MigManager::acquire(const std::string& holder, const std::stri
   if (!h.ok()) return std::move(h).error();
   auto profiles = readMigProfiles(nvml_, *h);
   if (!profiles.ok()) return std::move(profiles).error().prefix("GPU " + gpuUuid);
+  // Asked again for the same container (the kubelet retries Allocate): its instance.
+  for (const Record& mine : records()) {
+    if (mine.holder != holder || mine.gpu != gpuUuid || mine.state != "created") continue;
+    auto devices = readMigDevices(nvml_, *h, *profiles);
+    if (!devices.ok()) return std::move(devices).error().prefix("GPU " + gpuUuid);
+    for (const MigDevice& d : *devices)
+      if (d.start == mine.start) return d;
+  }
   auto now = occupants(gpuUuid);
   if (!now.ok()) return std::move(now).error();
   const MigPlanner planner(*profiles, allowed_);

@@ -31,7 +31,8 @@ class MigManager {
   Result<std::vector<MigProfile>> profiles(const std::string& gpuUuid) const;
 
   /// A MIG device of at least `memoryMiB` on `gpuUuid` for `holder`: planned on the GPU's real
-  /// state (MigPlanner), created with NVML, recorded. Errors: the planner's words, or what NVML
+  /// state (MigPlanner), created with NVML, recorded; the one it already has when asked again.
+  /// Errors: the planner's words, or what NVML
   /// answered (naming the call), or the record could not be written.
   Result<MigDevice> acquire(const std::string& holder, const std::string& gpuUuid, std::uint64_t memoryMiB);
   /// Destroys the instances of `holder`. Errors: an instance NVML will not destroy (in use).

@@ -59,6 +59,10 @@ TEST_F(NvidiaMigManager, CreatesTheSmallestInstanceAtAllocateAndDestroysItAtRele
   EXPECT_THAT(mig->uuid, ::testing::StartsWith("MIG-"));
   EXPECT_EQ(control.migDevices(0), 1u);
   EXPECT_THAT(readFile(state_ + "/" + kGpu + "@6.mig"), HasSubstr("state=created"));
+  auto again = manager.acquire("pod-a/main", kGpu, 3000);  // Allocate retried
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again->uuid, mig->uuid);
+  EXPECT_EQ(control.migDevices(0), 1u);
   ASSERT_TRUE(manager.release("pod-a/main").ok());
   EXPECT_EQ(control.migDevices(0), 0u);
   EXPECT_FALSE(std::filesystem::exists(state_ + "/" + kGpu + "@6.mig"));
