@@ -125,6 +125,32 @@ TEST_F(NvidiaDynamicMig, AllocateRefusesInWordsWhenThePlacementsAreTaken) {
   EXPECT_EQ(control.migDevices(0), 2u);  // nothing made, nothing taken
 }
 
+TEST_F(NvidiaDynamicMig, ARestartedAgentKeepsLiveContainersInstancesAndReclaimsTheRest) {
+  testing::FakeMigControl control(VGPU_FAKE_NVML_LIBRARY);
+  TempDir host;
+  {
+    auto first = loadBackend(backendLibraryPath(VGPU_BACKEND_DIR, "nvidia"), backendParams());
+    ASSERT_TRUE(first.ok()) << first.error().message;
+    ASSERT_TRUE((*first)->discovery()->discover().ok());
+    for (const char* holder : {"holder-1", "holder-2"}) {
+      ContainerGrant g;
+      g.container = {holder, "main"};
+      g.podNamespace = "default";
+      g.podName = holder;
+      g.devices = {{"nvidia", kA100, 0, 4864, 14, 0}};
+      g.hostDir = (host.path() / holder).string();
+      std::filesystem::create_directories(g.hostDir);
+      ASSERT_TRUE((*first)->limiter()->containerSpec(g).ok());
+    }
+  }  // the agent goes away without releasing anything
+  EXPECT_EQ(control.migDevices(0), 2u);
+  auto restarted = loadBackend(backendLibraryPath(VGPU_BACKEND_DIR, "nvidia"), backendParams());
+  ASSERT_TRUE(restarted.ok()) << restarted.error().message;
+  ASSERT_TRUE((*restarted)->discovery()->discover().ok());
+  ASSERT_TRUE((*restarted)->limiter()->reconcile({{"holder-2", "main"}}).ok());
+  EXPECT_EQ(control.migDevices(0), 1u);  // holder-1's container is gone, holder-2's runs on
+}
+
 TEST(NvidiaDynamicMigOptions, ManageAllGpusInMigModeWithTheDefaultStateFolder) {
   auto ok = parseOptions(params({{"migManaged", "all"}, {"migAllowedProfiles", "1g.5gb,3g.20gb"}}), nullptr, nullptr);
   ASSERT_TRUE(ok.ok()) << ok.error().message;
