@@ -1,9 +1,11 @@
 #include "allocator.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
 #include "gpu_info.h"
+#include "mig_planner.h"
 #include "vgpu/allocator.h"
 
 namespace vgpu::nvidia {
@@ -29,6 +31,16 @@ std::string hamiType(const char* model) {
   return std::strncmp(model, "NVIDIA", 6) == 0 ? std::string(model) : "NVIDIA-" + std::string(model);
 }
 
+// The standard rules, with the pod's type filters read against HAMi's type names
+// ("NVIDIA-Tesla T4").
+void fitByType(const vgpu_device_request& q, const vgpu_device& d, const vgpu_device_usage& u, vgpu_fit_result& r) {
+  if (q.include_models.count == 0 && q.exclude_models.count == 0) return sdk::standardFit(q, d, u, r);
+  const std::string type = hamiType(d.model);
+  vgpu_device typed = d;
+  typed.model = type.c_str();
+  sdk::standardFit(q, typed, u, r);
+}
+
 }  // namespace
 
 sdk::StandardResourceNames defaultResourceNames() {
@@ -41,7 +53,7 @@ sdk::ConstraintAnnotationKeys annotationKeys() {
           "nvidia.com/numa-bind"};
 }
 
-NvidiaAllocator::NvidiaAllocator(const BackendParams& params) {
+NvidiaAllocator::NvidiaAllocator(const BackendParams& params, MigServing mig) : mig_(std::move(mig)) {
   rules_.backend = params.name.empty() ? "nvidia" : params.name;
   rules_.names = sdk::StandardResourceNames::resolve(defaultResourceNames(), params.resources);
   rules_.annotations = annotationKeys();
@@ -49,11 +61,42 @@ NvidiaAllocator::NvidiaAllocator(const BackendParams& params) {
   rules_.maxPriority = 1;
   rules_ = rules_.withSettings(params.settings);
   resources_ = rules_.names.list();
+  if (mig_.strategy == MigStrategy::kMixed) {
+    const auto slash = rules_.names.count.find('/');
+    const std::string domain = slash == std::string::npos ? "nvidia.com" : rules_.names.count.substr(0, slash);
+    for (const auto& profile : mig_.profiles) {
+      const std::string name = domain + "/mig-" + profile;
+      migResources_[name] = profile;
+      resources_.push_back({name, VGPU_RESOURCE_COUNT, true});
+    }
+  }
 }
 
 Result<std::optional<DeviceRequest>> NvidiaAllocator::parseRequest(const ContainerResources& container,
                                                                    const Annotations& annotations) const {
-  return sdk::parseStandardRequest(rules_, container, annotations);
+  std::string asked, profile;
+  for (const auto& [name, value] : container.limits) {
+    auto it = migResources_.find(name);
+    if (it == migResources_.end() || value == 0) continue;
+    if (!asked.empty())
+      return makeError("container \"" + container.name + "\" asks for " + asked + " and " + name +
+                       "; a container takes MIG devices of one profile");
+    asked = name;
+    profile = it->second;
+  }
+  if (asked.empty()) return sdk::parseStandardRequest(rules_, container, annotations);
+  if (auto count = container.limits.find(rules_.names.count); count != container.limits.end() && count->second != 0)
+    return makeError("container \"" + container.name + "\" asks for both " + rules_.names.count + " and " + asked +
+                     "; with migStrategy mixed, " + rules_.names.count + " is whole GPUs and " + asked +
+                     " is MIG devices: ask for one of them");
+  // The MIG resource is the count; gpumem / gpucores still slice each MIG device.
+  ContainerResources asCount = container;
+  asCount.limits.erase(asked);
+  asCount.limits[rules_.names.count] = container.limits.at(asked);
+  auto request = sdk::parseStandardRequest(rules_, asCount, annotations);
+  if (!request.ok() || !*request) return request;
+  (*request)->constraints.includeModels.push_back(kMigProfileConstraint + profile);
+  return request;
 }
 
 Result<std::map<std::string, std::int64_t>> NvidiaAllocator::admissionDefaults(const ContainerResources& container,
@@ -67,21 +110,94 @@ void NvidiaAllocator::fit(const vgpu_device_request& q, const vgpu_device& d, co
     sdk::standardFit(q, d, u, r);
     return;
   }
+  // Take the MIG profile constraint (mixed) out of the model filters: it is no model name.
+  constexpr std::size_t kInline = 16;
+  const char* inlineKept[kInline];
+  std::vector<const char*> manyKept;
+  const char** kept = inlineKept;
+  if (q.include_models.count > kInline) {
+    manyKept.resize(q.include_models.count);
+    kept = manyKept.data();
+  }
+  const char* wanted = nullptr;
+  std::size_t keptCount = 0;
+  const std::size_t prefix = std::strlen(kMigProfileConstraint);
+  for (std::size_t i = 0; i < q.include_models.count; ++i) {
+    const char* item = q.include_models.items[i];
+    if (item != nullptr && std::strncmp(item, kMigProfileConstraint, prefix) == 0) wanted = item + prefix;
+    else kept[keptCount++] = item;
+  }
+  if (mig_.strategy == MigStrategy::kMixed) {
+    const char* profile = attribute(d, attr::kMigProfile);
+    if (profile != nullptr && wanted == nullptr) return refuse(r, kReasonMigDeviceNeedsMigResource);
+    if (profile == nullptr && wanted != nullptr) return refuse(r, kReasonNotAMigDevice);
+    if (profile != nullptr && std::strcmp(profile, wanted) != 0) return refuse(r, kReasonMigProfileMismatch);
+  }
+  vgpu_device_request rest = q;
+  rest.include_models = {kept, keptCount};
+  if (attribute(d, attr::kMigManaged) != nullptr) return fitManaged(rest, d, u, r);
   if (const char* mig = attribute(d, attr::kMigMode); mig != nullptr && std::strcmp(mig, "enabled") == 0)
     return refuse(r, kReasonMigEnabled);
-  if (q.include_models.count == 0 && q.exclude_models.count == 0) return sdk::standardFit(q, d, u, r);
-  // The pod's type filters are written against HAMi's type names ("NVIDIA-Tesla T4").
-  const std::string type = hamiType(d.model);
-  vgpu_device typed = d;
-  typed.model = type.c_str();
-  sdk::standardFit(q, typed, u, r);
+  fitByType(rest, d, u, r);
+}
+
+void NvidiaAllocator::fitManaged(const vgpu_device_request& q, const vgpu_device& d, const vgpu_device_usage& u,
+                                 vgpu_fit_result& r) const {
+  // The filters (model, ids, shares, a GPU held whole) as for any GPU; memory and compute
+  // are the instance's.
+  vgpu_device_request filters = q;
+  filters.memory_mib = 1;
+  filters.memory_percent = 0;
+  filters.compute_percent = 0;
+  fitByType(filters, d, u, r);
+  if (!r.fits) return;
+  const char* text = attribute(d, attr::kMigProfiles);
+  auto profiles = decodeMigProfiles(text ? text : "");
+  if (!profiles.ok() || profiles->empty()) return refuse(r, kReasonMigInventory);
+  const MigPlanner planner(*profiles, mig_.allowed);
+  unsigned computeSlices = 0;
+  for (const auto& p : *profiles) computeSlices = std::max(computeSlices, p.slices);
+  const std::uint64_t memory = sdk::requestedMemoryMiB(q, d);
+  for (const MigProfile& p : planner.profiles()) {
+    if (p.memoryMiB < memory) continue;
+    // Totals only: which slices are free the node decides (MigPlanner on the real state).
+    const auto compute = static_cast<std::uint32_t>(p.slices * 100 / computeSlices);
+    if (u.memory_mib + p.memoryMiB > d.memory_mib || u.compute + compute > d.compute_units) {
+      refuse(r, kReasonMigNoRoom);
+      r.needed = p.memoryMiB;
+      r.available = d.memory_mib > u.memory_mib ? d.memory_mib - u.memory_mib : 0;
+      return;
+    }
+    r = vgpu_fit_result{};
+    r.fits = 1;
+    r.take = {1, compute, p.memoryMiB};
+    return;
+  }
+  refuse(r, kReasonMigNoProfile);
+  r.needed = memory;
+  for (const auto& p : planner.profiles()) r.available = std::max<std::uint64_t>(r.available, p.memoryMiB);
 }
 
 std::string NvidiaAllocator::explain(const vgpu_fit_result& r) const {
   switch (r.reason) {
     case kReasonMigEnabled:
       return "GPU is in MIG mode; vgpu shares whole GPUs through libvgpu.so, so a MIG-partitioned GPU "
-             "takes no shared containers (disable MIG with nvidia-smi -mig 0)";
+             "takes no shared containers (serve its MIG devices with options.migStrategy single or mixed, "
+             "or disable MIG with nvidia-smi -mig 0)";
+    case kReasonMigDeviceNeedsMigResource:
+      return "MIG device; with migStrategy mixed it serves only its nvidia.com/mig-<profile> resource";
+    case kReasonNotAMigDevice:
+      return "whole GPU; the container asks for a MIG device (nvidia.com/mig-<profile>)";
+    case kReasonMigProfileMismatch:
+      return "MIG device of another profile than the one the container asks for";
+    case kReasonMigNoProfile:
+      return "no MIG profile of this GPU has " + std::to_string(r.needed) + " MiB (the largest allowed has " +
+             std::to_string(r.available) + " MiB)";
+    case kReasonMigNoRoom:
+      return "no room for a MIG instance of " + std::to_string(r.needed) + " MiB: " + std::to_string(r.available) +
+             " MiB of the GPU are not in instances, or its compute slices are taken";
+    case kReasonMigInventory:
+      return "the GPU's MIG profiles in the node's inventory cannot be read";
     default:
       break;
   }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "mig.h"
 #include "vgpu/allocator.h"
 #include "vgpu/backend_abi.h"
 #include "vgpu/backend_params.h"
@@ -22,6 +23,20 @@ namespace vgpu::nvidia {
 enum NvidiaReason : std::int32_t {
   /// The GPU is in MIG mode: it is partitioned in hardware and cannot be shared by libvgpu.so.
   kReasonMigEnabled = VGPU_REASON_BACKEND + 1,
+  /// mixed: a MIG device serves only its own nvidia.com/mig-<profile> resource.
+  kReasonMigDeviceNeedsMigResource = VGPU_REASON_BACKEND + 2,
+  /// mixed: the container asks for a MIG profile and this is a whole GPU.
+  kReasonNotAMigDevice = VGPU_REASON_BACKEND + 3,
+  /// mixed: the MIG device has another profile than the one asked for.
+  kReasonMigProfileMismatch = VGPU_REASON_BACKEND + 4,
+  /// Dynamic MIG: no allowed profile of the GPU has the memory asked (needed: MiB asked,
+  /// available: the largest allowed profile's MiB).
+  kReasonMigNoProfile = VGPU_REASON_BACKEND + 5,
+  /// Dynamic MIG: the smallest profile that fits does not fit in what the GPU has left
+  /// (needed: its MiB, available: MiB not yet in instances).
+  kReasonMigNoRoom = VGPU_REASON_BACKEND + 6,
+  /// Dynamic MIG: the GPU's published MIG profiles cannot be read (a bad inventory).
+  kReasonMigInventory = VGPU_REASON_BACKEND + 7,
 };
 
 /// The default resource names and annotation keys (HAMi's, so pods move over unchanged).
@@ -30,12 +45,14 @@ sdk::ConstraintAnnotationKeys annotationKeys();
 
 class NvidiaAllocator {
  public:
-  explicit NvidiaAllocator(const BackendParams& params);
+  explicit NvidiaAllocator(const BackendParams& params, MigServing mig = {});
 
   const std::vector<ResourceName>& resources() const { return resources_; }
   Result<std::optional<DeviceRequest>> parseRequest(const ContainerResources& container,
                                                     const Annotations& annotations) const;
-  /// Checks in order: health, MIG mode, the standard rules (model and UUID filters, size,
+  /// mixed MIG: a container asks for at most one of the nvidia.com/mig-<profile> resources
+  /// (with gpumem / gpucores it takes a slice of such a MIG device) and not for nvidia.com/gpu.
+  /// Checks in order: health, MIG resource against MIG device (mixed), MIG mode, the standard rules (model and UUID filters, size,
   /// shares, exclusive use, memory, compute). A GPU whose NUMA node is unknown (-1) is left
   /// to core's grouping: sysfs says -1 on single-node machines, where binding always holds.
   void fit(const vgpu_device_request& request, const vgpu_device& device, const vgpu_device_usage& usage,
@@ -46,8 +63,16 @@ class NvidiaAllocator {
   const sdk::StandardRequestRules& rules() const { return rules_; }
 
  private:
+  /// A GPU under dynamic MIG: the request becomes one GPU instance, the smallest allowed
+  /// profile with its memory, if the GPU's instances leave memory and compute slices for it.
+  void fitManaged(const vgpu_device_request& request, const vgpu_device& device, const vgpu_device_usage& usage,
+                  vgpu_fit_result& result) const;
+
+  /// "nvidia.com/mig-1g.5gb" -> "1g.5gb" (mixed), from the count resource's domain.
+  std::map<std::string, std::string> migResources_;
   sdk::StandardRequestRules rules_;
   std::vector<ResourceName> resources_;
+  MigServing mig_;
 };
 
 }  // namespace vgpu::nvidia

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <thread>
 
+#include "mig_planner.h"
 #include "smi_topo.h"
 #include "smi_xml.h"
 #include "topology.h"
@@ -81,7 +82,31 @@ Device toDevice(const GpuInfo& gpu, const DiscoverySettings& s, const std::strin
   if (!gpu.pciBusId.empty()) d.attributes[attr::kPciBusId] = gpu.pciBusId;
   if (!gpu.computeCapability.empty()) d.attributes[attr::kComputeCapability] = gpu.computeCapability;
   if (!gpu.error.empty()) d.attributes[attr::kHealthReason] = gpu.error;
+  if (gpu.migManaged && gpu.error.empty()) {
+    d.attributes[attr::kMigManaged] = "true";
+    d.attributes[attr::kMigProfiles] = encodeMigProfiles(gpu.migProfiles);
+    std::vector<MigOccupant> occupants;
+    for (const auto& m : gpu.migDevices) occupants.push_back({m.profileId, m.start, m.size});
+    d.attributes[attr::kMigInstances] = encodeMigOccupants(occupants);
+    d.memoryMiB = gpu.memoryMiB;  // instances are hardware partitions: no memory oversubscription
+    d.computeUnits = 100;
+  }
   d.links = gpu.links;
+  return d;
+}
+
+Device toMigDevice(const GpuInfo& gpu, const MigDevice& mig, const DiscoverySettings& s) {
+  GpuInfo asGpu = gpu;
+  asGpu.uuid = mig.uuid;
+  asGpu.memoryMiB = mig.memoryMiB;
+  asGpu.mig = MigMode::kUnknown;  // a MIG device is not itself in MIG mode
+  asGpu.links.clear();            // NVLink is not usable from MIG devices
+  Device d = toDevice(asGpu, s, "nvml");
+  d.attributes[attr::kMigProfile] = mig.profile;
+  d.attributes[attr::kMigParent] = gpu.uuid;
+  d.attributes[attr::kMigPlacement] = std::to_string(mig.start) + ":" + std::to_string(mig.size);
+  d.attributes[attr::kGpuInstanceId] = std::to_string(mig.gpuInstanceId);
+  d.attributes[attr::kComputeInstanceId] = std::to_string(mig.computeInstanceId);
   return d;
 }
 
@@ -177,6 +202,29 @@ Result<std::vector<GpuInfo>> NvidiaDiscovery::listWithNvml() {
       const auto rc = f.deviceGetMigMode(h, &current, &pending);
       if (rc == nvml::kSuccess) g.mig = current == nvml::kMigEnable ? MigMode::kEnabled : MigMode::kDisabled;
       else if (rc == nvml::kErrorNotSupported) g.mig = MigMode::kDisabled;  // a GPU without MIG
+    }
+    const bool named = settings_.mig.managed.contains(g.uuid);
+    if (g.error.empty() && (named || (settings_.mig.manageAll && g.mig == MigMode::kEnabled))) {
+      // Dynamic MIG: the GPU is published whole, with what it reports for the planner.
+      g.migManaged = true;
+      if (g.mig != MigMode::kEnabled) {
+        g.error = where + "options.migManaged names it, but its MIG mode is off (nvidia-smi -i " +
+                  std::to_string(g.index) + " -mig 1)";
+      } else {
+        auto profiles = readMigProfiles(*nvml_, h);
+        auto migs = profiles.ok() ? readMigDevices(*nvml_, h, *profiles) : std::move(profiles).error();
+        if (!migs.ok()) g.error = where + "cannot read its MIG state: " + migs.error().message;
+        else if (profiles->empty()) g.error = where + "options.migManaged names it, but it reports no MIG profiles";
+        else {
+          g.migProfiles = std::move(profiles).value();
+          g.migDevices = std::move(migs).value();
+        }
+      }
+    } else if (g.mig == MigMode::kEnabled && settings_.migStrategy != MigStrategy::kNone && g.error.empty()) {
+      auto profiles = readMigProfiles(*nvml_, h);
+      auto migs = profiles.ok() ? readMigDevices(*nvml_, h, *profiles) : std::move(profiles).error();
+      if (migs.ok()) g.migDevices = std::move(migs).value();
+      else g.error = where + "cannot list its MIG devices: " + migs.error().message;
     }
     // NVML knows NUMA only where GPUs are NUMA nodes themselves; sysfs knows it for PCIe GPUs.
     if (f.deviceGetNumaNodeId && f.deviceGetNumaNodeId(h, &value) == nvml::kSuccess)
@@ -275,6 +323,7 @@ Result<std::vector<Device>> NvidiaDiscovery::discover() {
     linksFromNvidiaSmi(*listed);
   }
 
+  if (auto alike = checkMigStrategy(*listed); !alike.ok()) return std::move(alike).error();
   std::lock_guard lock(mutex_);
   std::vector<Device> out;
   std::set<std::string> seen;
@@ -291,6 +340,13 @@ Result<std::vector<Device>> NvidiaDiscovery::discover() {
       if (g.uuid.empty()) g.uuid = "unidentified-gpu-" + std::to_string(g.index);
     }
     if (!seen.insert(g.uuid).second) continue;
+    if (servesMigDevices(g)) {
+      for (const MigDevice& m : g.migDevices) {
+        seen.insert(m.uuid);
+        out.push_back(toMigDevice(g, m, settings_));
+      }
+      continue;
+    }
     Device d = toDevice(g, settings_, source);
     if (auto sticky = stickyUnhealthy_.find(g.uuid); sticky != stickyUnhealthy_.end()) {
       d.health = Health::kUnhealthy;
@@ -312,6 +368,34 @@ Result<std::vector<Device>> NvidiaDiscovery::discover() {
     return a.index != b.index ? a.index < b.index : a.id < b.id;
   });
   return out;
+}
+
+bool NvidiaDiscovery::servesMigDevices(const GpuInfo& g) const {
+  return settings_.migStrategy != MigStrategy::kNone && g.mig == MigMode::kEnabled && g.error.empty() &&
+         !g.migManaged;
+}
+
+Status NvidiaDiscovery::checkMigStrategy(const std::vector<GpuInfo>& gpus) const {
+  if (settings_.migStrategy != MigStrategy::kSingle) return {};
+  // As NVIDIA's plugin: `single` serves one kind of device as nvidia.com/gpu, so every GPU is
+  // in MIG mode and every MIG device has the same profile.
+  const std::string at = "backend " + settings_.backend + ": options.migStrategy is single, but ";
+  std::string profile, first;
+  for (const GpuInfo& g : gpus) {
+    if (!g.error.empty() || g.migManaged) continue;
+    if (g.mig != MigMode::kEnabled)
+      return makeError(at + "GPU " + g.uuid + " is not in MIG mode (use mixed, or enable MIG on every GPU)");
+    for (const MigDevice& m : g.migDevices) {
+      if (profile.empty()) {
+        profile = m.profile;
+        first = m.uuid;
+      } else if (m.profile != profile) {
+        return makeError(at + "the MIG devices differ: " + first + " is " + profile + ", " + m.uuid + " is " +
+                         m.profile + " (use mixed, or partition every GPU alike)");
+      }
+    }
+  }
+  return {};
 }
 
 void NvidiaDiscovery::markUnhealthy(const std::string& uuid, const std::string& reason, std::vector<HealthEvent>& out) {

@@ -46,10 +46,16 @@ struct DiscoverySettings {
   double memoryScaling = 1.0;
   double coreScaling = 1.0;
   HealthCheckPolicy health;
+  MigStrategy migStrategy = MigStrategy::kNone;
+  MigServing mig;  ///< which GPUs are under dynamic MIG
 };
 
 /// A published Device from what discovery learnt (scaling and split count applied).
 Device toDevice(const GpuInfo& gpu, const DiscoverySettings& settings, const std::string& discoveredBy);
+
+/// A published Device for one MIG device of `gpu`: its own memory and compute (100 = the
+/// whole MIG device), the GPU's model, NUMA node and health.
+Device toMigDevice(const GpuInfo& gpu, const MigDevice& mig, const DiscoverySettings& settings);
 
 /// "00000000:3B:00.0" -> "0000:3b:00.0", the name of the device under /sys/bus/pci/devices.
 std::string sysfsPciName(const std::string& nvmlBusId);
@@ -86,6 +92,10 @@ class NvidiaDiscovery {
   void linksFromNvidiaSmi(std::vector<GpuInfo>& gpus) const;
   void watchForXids(nvml::Device handle, const std::string& uuid, std::vector<std::string>& failures);
   int numaFromSysfs(const std::string& busId) const;
+  /// Whether `g`'s MIG devices are published in its place (a MIG strategy, MIG on).
+  bool servesMigDevices(const GpuInfo& g) const;
+  /// The `single` strategy's rule: every GPU in MIG mode, every MIG device alike.
+  Status checkMigStrategy(const std::vector<GpuInfo>& gpus) const;
   void markUnhealthy(const std::string& uuid, const std::string& reason, std::vector<HealthEvent>& out);
 
   DiscoverySettings settings_;

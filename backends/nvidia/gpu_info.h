@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "mig.h"
 #include "vgpu/device.h"
 
 namespace vgpu::nvidia {
@@ -22,6 +23,11 @@ struct GpuInfo {
   std::string computeCapability;  ///< "9.0"; empty unknown
   MigMode mig = MigMode::kUnknown;
   std::vector<DeviceLink> links;  ///< to the node's other GPUs; empty when unknown
+  /// MIG on, and MIG devices served (a MIG strategy other than none): what exists on it.
+  std::vector<MigDevice> migDevices;
+  /// Dynamic MIG: what the GPU reports, for the scheduler's fit.
+  bool migManaged = false;
+  std::vector<MigProfile> migProfiles;
   std::string error;  ///< non-empty: the GPU answered badly and is reported unhealthy, with this reason
 };
 
@@ -34,6 +40,18 @@ inline constexpr const char* kComputeCapability = "computeCapability";
 inline constexpr const char* kDiscoveredBy = "discoveredBy";  ///< "nvml" / "nvidia-smi"
 inline constexpr const char* kHealthReason = "healthReason";
 inline constexpr const char* kKernelMemoryLimit = "kernelMemoryLimit";
+/// On a MIG device: its profile ("1g.5gb"), its GPU ("GPU-..."), its GPU instance's memory
+/// slices ("4:4", start:size) and its GPU and compute instance ids.
+inline constexpr const char* kMigProfile = "migProfile";
+inline constexpr const char* kMigParent = "migParent";
+inline constexpr const char* kMigPlacement = "migPlacement";
+inline constexpr const char* kGpuInstanceId = "gpuInstanceId";
+inline constexpr const char* kComputeInstanceId = "computeInstanceId";
+/// On a GPU under dynamic MIG: "true", the profiles it reports (encodeMigProfiles) and the GPU
+/// instances on it at discovery (encodeMigOccupants).
+inline constexpr const char* kMigManaged = "migManaged";
+inline constexpr const char* kMigProfiles = "migProfiles";
+inline constexpr const char* kMigInstances = "migInstances";
 }  // namespace attr
 
 }  // namespace vgpu::nvidia

@@ -2,7 +2,9 @@
 
 #include "vgpu/limiter_contract.h"
 
+#include <algorithm>
 #include <charconv>
+#include <set>
 #include <cstdlib>
 
 namespace vgpu::nvidia {
@@ -11,7 +13,7 @@ namespace {
 constexpr const char* kKnownOptions =
     "discovery, nvmlLibrary, nvidiaSmiPath, nvidiaSmiTimeout, hostSysRoot, memoryEnforcement, libvgpuPath, "
     "libvgpuContainerPath, ldPreloadPath, corePolicy, logLevel, allowOptOut, cdiKind, activityBoardPath, "
-    "contextOverheadMiB";
+    "contextOverheadMiB, migStrategy, migProfiles, migManaged, migAllowedProfiles, migStateDir";
 
 std::optional<std::chrono::milliseconds> parseDuration(std::string_view text) {
   std::uint64_t v = 0;
@@ -90,6 +92,31 @@ Result<NvidiaOptions> parseOptions(const BackendParams& params, const char* disa
           value.find_first_of("=, \t") != std::string::npos || value.find('/', slash + 1) != std::string::npos)
         return bad("a CDI kind such as k8s.device-plugin.nvidia.com/gpu");
       o.limiter.cdiKind = value;
+    } else if (key == "migStrategy") {
+      if (value == "none") o.mig.strategy = MigStrategy::kNone;
+      else if (value == "single") o.mig.strategy = MigStrategy::kSingle;
+      else if (value == "mixed") o.mig.strategy = MigStrategy::kMixed;
+      else return bad("none, single or mixed");
+    } else if (key == "migProfiles") {
+      o.mig.profiles = sdk::splitList(value);
+      for (const auto& p : o.mig.profiles)
+        if (p.find_first_not_of("0123456789abcdefghijklmnopqrstuvwxyz.+") != std::string::npos || p.empty())
+          return bad("MIG profile names such as 1g.5gb,2g.10gb,3g.20gb");
+      if (o.mig.profiles.empty()) return bad("MIG profile names such as 1g.5gb,2g.10gb,3g.20gb");
+    } else if (key == "migManaged") {
+      auto items = sdk::splitList(value);
+      if (items.empty()) return bad("all, or GPU UUIDs (GPU-...)");
+      for (const auto& item : items) {
+        if (item == "all") o.mig.manageAll = true;
+        else if (item.starts_with("GPU-")) o.mig.managed.insert(item);
+        else return bad("all, or GPU UUIDs (GPU-...)");
+      }
+    } else if (key == "migAllowedProfiles") {
+      o.mig.allowed = sdk::splitList(value);
+      if (o.mig.allowed.empty()) return bad("MIG profile names such as 1g.10gb,3g.40gb");
+    } else if (key == "migStateDir") {
+      if (value.empty() || value.front() != '/') return bad("an absolute path");
+      o.mig.stateDir = value;
     } else if (key == "allowOptOut") {
       if (value != "true" && value != "false") return bad("true or false");
       o.limiter.allowOptOut = value == "true";
@@ -102,6 +129,15 @@ Result<NvidiaOptions> parseOptions(const BackendParams& params, const char* disa
                      ".options.cdiKind: the driver's memory cap reaches a container only through the CDI hook "
                      "of a kind whose spec carries it (e.g. k8s.device-plugin.nvidia.com/gpu); without one "
                      "nothing would enforce the memory limit");
+  if (o.mig.strategy == MigStrategy::kMixed && o.mig.profiles.empty())
+    return makeError(section + ".options.migStrategy is mixed, which needs " + section +
+                     ".options.migProfiles: the MIG profiles to serve, each as the resource nvidia.com/mig-<profile> "
+                     "(e.g. 1g.5gb,2g.10gb,3g.20gb); the scheduler has no GPU to ask");
+  if (o.mig.strategy != MigStrategy::kMixed && !o.mig.profiles.empty())
+    return makeError(section + ".options.migProfiles names the resources of migStrategy mixed, but migStrategy is " +
+                     (o.mig.strategy == MigStrategy::kSingle ? "single" : "none"));
+  o.discovery.migStrategy = o.mig.strategy;
+  o.discovery.mig = o.mig;
   auto health = HealthCheckPolicy::fromEnvironment(disableHealthChecks, enableHealthChecks);
   if (!health.ok()) return std::move(health).error().prefix("backend " + name);
   o.discovery.health = *health;
@@ -109,7 +145,7 @@ Result<NvidiaOptions> parseOptions(const BackendParams& params, const char* disa
 }
 
 NvidiaBackend::NvidiaBackend(const BackendParams& params, NvidiaOptions options)
-    : options_(std::move(options)), allocator_(params) {
+    : options_(std::move(options)), allocator_(params, options_.mig) {
   discovery_ = std::make_unique<NvidiaDiscovery>(options_.discovery);
   limiter_ = std::make_unique<NvidiaLimiter>(options_.limiter, [this] { return kernelMemoryCap(); });
 }
@@ -158,6 +194,71 @@ std::vector<ProtectedEnv> NvidiaBackend::protectedEnv() const {
   };
 }
 
+Result<ContainerSpec> NvidiaBackend::containerSpec(const ContainerGrant& grant) {
+  if (!options_.mig.dynamic()) return limiter_->containerSpec(grant);
+  ContainerGrant mine = grant;
+  bool created = false;
+  for (auto& d : mine.devices) {
+    if (!managed(d.deviceId)) continue;
+    auto manager = migManager();
+    if (!manager.ok()) return std::move(manager).error();
+    auto mig = (*manager)->acquire(grant.container.holder, d.deviceId, d.memoryMiB);
+    if (!mig.ok()) {
+      if (created) (void)(*manager)->release(grant.container.holder);
+      return std::move(mig).error().prefix("container \"" + grant.container.containerName + "\" of pod " +
+                                           grant.podNamespace + "/" + grant.podName);
+    }
+    created = true;
+    d.deviceId = mig->uuid;  // the container's GPU is the new MIG device
+    d.memoryMiB = std::min(d.memoryMiB, mig->memoryMiB);
+    d.compute = 100;         // the instance's compute is its own
+  }
+  auto spec = limiter_->containerSpec(mine);
+  if (!spec.ok() && created) (void)migManager().value()->release(grant.container.holder);
+  return spec;
+}
+
+Status NvidiaBackend::release(const ContainerRef& container) {
+  Status limiter = limiter_->release(container);
+  if (options_.mig.dynamic()) {
+    auto manager = migManager();
+    if (!manager.ok()) return std::move(manager).error();
+    if (auto s = (*manager)->release(container.holder); !s.ok()) return s;
+  }
+  return limiter;
+}
+
+Status NvidiaBackend::reconcile(const std::vector<ContainerRef>& live) {
+  Status limiter = limiter_->reconcile(live);
+  if (options_.mig.dynamic()) {
+    auto manager = migManager();
+    if (!manager.ok()) return std::move(manager).error();
+    std::set<std::string> holders;
+    for (const auto& c : live) holders.insert(c.holder);
+    if (auto s = (*manager)->reconcile(holders); !s.ok()) return s;
+  }
+  return limiter;
+}
+
+bool NvidiaBackend::managed(const std::string& deviceId) {
+  if (!options_.mig.manages(deviceId)) return false;
+  std::lock_guard lock(migMutex_);
+  auto it = managedSeen_.find(deviceId);
+  return it != managedSeen_.end() && it->second;
+}
+
+Result<MigManager*> NvidiaBackend::migManager() {
+  std::lock_guard lock(migMutex_);
+  if (migManager_) return migManager_.get();
+  const NvmlSession* session = discovery_->nvml();
+  if (session == nullptr)
+    return makeError("backend " + options_.limiter.backend + " creates MIG instances through NVML, which is not in use" +
+                     (discovery_->nvmlUnavailableReason().empty() ? std::string(" (no discovery yet)")
+                                                                 : ": " + discovery_->nvmlUnavailableReason()));
+  migManager_ = std::make_unique<MigManager>(*session, options_.mig.stateDir, options_.mig.allowed);
+  return migManager_.get();
+}
+
 Status NvidiaBackend::kernelMemoryCap() {
   std::lock_guard lock(capMutex_);
   if (kernelCap_) return *kernelCap_;
@@ -179,6 +280,10 @@ Status NvidiaBackend::probeKernelMemoryCap() {
 
 Result<std::vector<Device>> NvidiaBackend::discover() {
   auto devices = discovery_->discover();
+  if (devices.ok() && options_.mig.dynamic()) {
+    std::lock_guard lock(migMutex_);
+    for (const auto& d : *devices) managedSeen_[d.id] = d.attributes.contains(attr::kMigManaged);
+  }
   if (!devices.ok() || options_.limiter.memory == MemoryEnforcement::kLibvgpu) return devices;
   // Publish whether the driver cap asked for in the config works here, so it shows in the
   // node's inventory rather than only when a container fails to start.

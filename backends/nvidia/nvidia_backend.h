@@ -13,6 +13,7 @@
 #include "allocator.h"
 #include "discovery.h"
 #include "limiter.h"
+#include "mig_manager.h"
 #include "vgpu/backend_params.h"
 #include "vgpu/container_spec.h"
 #include "vgpu/discovery.h"
@@ -26,6 +27,7 @@ namespace vgpu::nvidia {
 struct NvidiaOptions {
   DiscoverySettings discovery;
   LimiterSettings limiter;
+  MigServing mig;
 };
 
 /// Parses `params` (options included; unknown option keys are refused naming
@@ -66,9 +68,13 @@ class NvidiaBackend {
   Result<std::vector<DeviceProcess>> deviceProcesses() { return discovery_->deviceProcesses(); }
 
   // Limiter
-  Result<ContainerSpec> containerSpec(const ContainerGrant& grant) { return limiter_->containerSpec(grant); }
-  Status release(const ContainerRef& container) { return limiter_->release(container); }
-  Status reconcile(const std::vector<ContainerRef>& live) { return limiter_->reconcile(live); }
+  /// On a GPU under dynamic MIG, first creates the container's MIG instance (MigManager) and
+  /// gives the container that MIG device instead of the GPU.
+  Result<ContainerSpec> containerSpec(const ContainerGrant& grant);
+  /// Also destroys the container's MIG instances (dynamic MIG).
+  Status release(const ContainerRef& container);
+  /// Also reclaims MIG instances of containers not in `live`, and those a dead agent left.
+  Status reconcile(const std::vector<ContainerRef>& live);
 
   /// Whether the driver's kernel memory cap can be used on this node (asks NVML and cgroupfs).
   Status kernelMemoryCap();
@@ -76,6 +82,9 @@ class NvidiaBackend {
  private:
   NvidiaBackend(const BackendParams& params, NvidiaOptions options);
   Status probeKernelMemoryCap();
+  /// Whether `deviceId` is a GPU discovery published under dynamic MIG.
+  bool managed(const std::string& deviceId);
+  Result<MigManager*> migManager();
 
   NvidiaOptions options_;
   NvidiaAllocator allocator_;
@@ -83,6 +92,9 @@ class NvidiaBackend {
   std::unique_ptr<NvidiaLimiter> limiter_;
   std::mutex capMutex_;
   std::optional<Status> kernelCap_;  ///< asked once: support changes only with a driver upgrade
+  std::mutex migMutex_;  ///< guards the two below
+  std::map<std::string, bool> managedSeen_;  ///< device id -> published under dynamic MIG
+  std::unique_ptr<MigManager> migManager_;   ///< made once NVML is open
 };
 
 }  // namespace vgpu::nvidia

@@ -60,6 +60,25 @@ Result<std::unique_ptr<NvmlSession>> NvmlSession::open(const std::string& librar
   resolve(handle, "nvmlDeviceGetComputeRunningProcesses_v3", fn.deviceGetComputeRunningProcesses);
   resolve(handle, "nvmlDeviceGetGraphicsRunningProcesses_v3", fn.deviceGetGraphicsRunningProcesses);
   resolve(handle, "nvmlDeviceGetProcessUtilization", fn.deviceGetProcessUtilization);
+  resolve(handle, "nvmlDeviceGetGpuInstanceProfileInfo", fn.deviceGetGpuInstanceProfileInfo);
+  resolve(handle, "nvmlDeviceGetGpuInstanceProfileInfoV", fn.deviceGetGpuInstanceProfileInfoV);
+  resolve(handle, "nvmlDeviceGetGpuInstancePossiblePlacements_v2", fn.deviceGetGpuInstancePossiblePlacements);
+  resolve(handle, "nvmlDeviceCreateGpuInstanceWithPlacement", fn.deviceCreateGpuInstanceWithPlacement);
+  resolve(handle, "nvmlGpuInstanceDestroy", fn.gpuInstanceDestroy);
+  resolve(handle, "nvmlDeviceGetGpuInstances", fn.deviceGetGpuInstances);
+  resolve(handle, "nvmlDeviceGetHandleByUUID", fn.deviceGetHandleByUUID);
+  resolve(handle, "nvmlDeviceGetGpuInstanceById", fn.deviceGetGpuInstanceById);
+  resolve(handle, "nvmlGpuInstanceGetInfo", fn.gpuInstanceGetInfo);
+  resolve(handle, "nvmlGpuInstanceGetComputeInstanceProfileInfo", fn.gpuInstanceGetComputeInstanceProfileInfo);
+  resolve(handle, "nvmlGpuInstanceCreateComputeInstance", fn.gpuInstanceCreateComputeInstance);
+  resolve(handle, "nvmlGpuInstanceGetComputeInstances", fn.gpuInstanceGetComputeInstances);
+  resolve(handle, "nvmlComputeInstanceDestroy", fn.computeInstanceDestroy);
+  resolve(handle, "nvmlComputeInstanceGetInfo_v2", fn.computeInstanceGetInfo);
+  resolve(handle, "nvmlDeviceGetMaxMigDeviceCount", fn.deviceGetMaxMigDeviceCount);
+  resolve(handle, "nvmlDeviceGetMigDeviceHandleByIndex", fn.deviceGetMigDeviceHandleByIndex);
+  resolve(handle, "nvmlDeviceGetGpuInstanceId", fn.deviceGetGpuInstanceId);
+  resolve(handle, "nvmlDeviceGetComputeInstanceId", fn.deviceGetComputeInstanceId);
+  resolve(handle, "nvmlDeviceGetAttributes_v2", fn.deviceGetAttributes);
   fn.deviceSetMemoryLimits = dlsym(handle, "nvmlDeviceSetMemoryLimits_v1");
 
   const nvml::Return rc = fn.init();

@@ -80,6 +80,26 @@ struct NvmlFunctions {
   /// nvmlDeviceGetGraphicsRunningProcesses_v3: the same signature as the compute list.
   decltype(&::nvmlDeviceGetComputeRunningProcesses_v3) deviceGetGraphicsRunningProcesses = nullptr;
   decltype(&::nvmlDeviceGetProcessUtilization) deviceGetProcessUtilization = nullptr;
+  // Optional, for MIG (mig.h): static MIG devices and instances made on demand.
+  decltype(&::nvmlDeviceGetGpuInstanceProfileInfo) deviceGetGpuInstanceProfileInfo = nullptr;
+  decltype(&::nvmlDeviceGetGpuInstanceProfileInfoV) deviceGetGpuInstanceProfileInfoV = nullptr;
+  decltype(&::nvmlDeviceGetGpuInstancePossiblePlacements_v2) deviceGetGpuInstancePossiblePlacements = nullptr;
+  decltype(&::nvmlDeviceCreateGpuInstanceWithPlacement) deviceCreateGpuInstanceWithPlacement = nullptr;
+  decltype(&::nvmlGpuInstanceDestroy) gpuInstanceDestroy = nullptr;
+  decltype(&::nvmlDeviceGetGpuInstances) deviceGetGpuInstances = nullptr;
+  decltype(&::nvmlDeviceGetHandleByUUID) deviceGetHandleByUUID = nullptr;
+  decltype(&::nvmlDeviceGetGpuInstanceById) deviceGetGpuInstanceById = nullptr;
+  decltype(&::nvmlGpuInstanceGetInfo) gpuInstanceGetInfo = nullptr;
+  decltype(&::nvmlGpuInstanceGetComputeInstanceProfileInfo) gpuInstanceGetComputeInstanceProfileInfo = nullptr;
+  decltype(&::nvmlGpuInstanceCreateComputeInstance) gpuInstanceCreateComputeInstance = nullptr;
+  decltype(&::nvmlGpuInstanceGetComputeInstances) gpuInstanceGetComputeInstances = nullptr;
+  decltype(&::nvmlComputeInstanceDestroy) computeInstanceDestroy = nullptr;
+  decltype(&::nvmlComputeInstanceGetInfo_v2) computeInstanceGetInfo = nullptr;
+  decltype(&::nvmlDeviceGetMaxMigDeviceCount) deviceGetMaxMigDeviceCount = nullptr;
+  decltype(&::nvmlDeviceGetMigDeviceHandleByIndex) deviceGetMigDeviceHandleByIndex = nullptr;
+  decltype(&::nvmlDeviceGetGpuInstanceId) deviceGetGpuInstanceId = nullptr;
+  decltype(&::nvmlDeviceGetComputeInstanceId) deviceGetComputeInstanceId = nullptr;
+  decltype(&::nvmlDeviceGetAttributes_v2) deviceGetAttributes = nullptr;
   /// r615+: the driver's own memory cap (only probed, never called by this backend).
   void* deviceSetMemoryLimits = nullptr;  // nvmlDeviceSetMemoryLimits_v1
 };

@@ -315,8 +315,11 @@ NodeEvaluation run(const PreparedPod& pod, const NodeState& node, NodePolicy nod
 /// wrote. "percent", never '%': kube-scheduler prints refusals through a printf format.
 std::string describeRequest(const DeviceRequest& r, const Allocator& allocator) {
   std::string unit = r.backend + " device" + (r.count == 1 ? "" : "s");
-  for (const auto& resource : allocator.resources())
-    if (resource.role == VGPU_RESOURCE_COUNT) unit = resource.name;
+  for (const auto& resource : allocator.resources()) {
+    if (resource.role != VGPU_RESOURCE_COUNT) continue;
+    unit = resource.name;  // the first: a backend may count in several (NVIDIA's MIG resources)
+    break;
+  }
   const std::string memory = r.memoryMiB != 0 ? std::to_string(r.memoryMiB) + " MiB"
                              : r.memoryPercent != 0 && r.memoryPercent != 100
                                  ? std::to_string(r.memoryPercent) + " percent of the memory"

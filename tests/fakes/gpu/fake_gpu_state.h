@@ -20,10 +20,12 @@ extern "C" {
 #endif
 
 #define VGPU_FAKE_STATE_MAGIC 0x31475046u /* "FPG1" */
-#define VGPU_FAKE_STATE_VERSION 1u
+#define VGPU_FAKE_STATE_VERSION 2u
 #define VGPU_FAKE_STATE_MAX_DEVICES 16
 #define VGPU_FAKE_STATE_MAX_PROCS 256
 #define VGPU_FAKE_STATE_RING 1024
+#define VGPU_FAKE_MIG_MAX_GI 8 /* GPU instances per device */
+#define VGPU_FAKE_MIG_MAX_CI 8 /* compute instances per GPU instance */
 
 /** One stretch of time a device was (or will be) running kernels of one process. Times are
  *  CLOCK_MONOTONIC nanoseconds, which every process on the host shares. */
@@ -54,6 +56,33 @@ typedef struct vgpu_fake_process_slot {
   uint64_t used_bytes[VGPU_FAKE_STATE_MAX_DEVICES]; /* atomic */
 } vgpu_fake_process_slot;
 
+/** One MIG compute instance inside a GPU instance (compute slices start..start+size-1). */
+typedef struct vgpu_fake_mig_ci {
+  uint32_t used;
+  uint32_t id;         /* unique within its GPU instance */
+  uint32_t profile_id; /* NVML compute instance profile id */
+  uint32_t start;
+  uint32_t size;
+} vgpu_fake_mig_ci;
+
+/** One MIG GPU instance (memory slices start..start+size-1). */
+typedef struct vgpu_fake_mig_gi {
+  uint32_t used;
+  uint32_t id;         /* unique within the device */
+  uint32_t profile_id; /* NVML GPU instance profile id */
+  uint32_t start;
+  uint32_t size;
+  uint32_t slices;     /* compute slices */
+  vgpu_fake_mig_ci ci[VGPU_FAKE_MIG_MAX_CI];
+} vgpu_fake_mig_gi;
+
+/** The MIG instances of one device: they outlive the process that created them, as on the
+ *  real driver, until destroyed (or the state file is deleted: a "GPU reset"). */
+typedef struct vgpu_fake_mig_state {
+  pthread_mutex_t lock; /* robust, process-shared; guards gi[] */
+  vgpu_fake_mig_gi gi[VGPU_FAKE_MIG_MAX_GI];
+} vgpu_fake_mig_state;
+
 /** The whole file. */
 typedef struct vgpu_fake_gpu_state {
   uint32_t magic;              /* VGPU_FAKE_STATE_MAGIC, stored last (release) once initialised */
@@ -62,6 +91,7 @@ typedef struct vgpu_fake_gpu_state {
   uint32_t size;               /* sizeof(vgpu_fake_gpu_state) */
   vgpu_fake_device_state devices[VGPU_FAKE_STATE_MAX_DEVICES];
   vgpu_fake_process_slot procs[VGPU_FAKE_STATE_MAX_PROCS];
+  vgpu_fake_mig_state mig[VGPU_FAKE_STATE_MAX_DEVICES]; /* version 2 */
 } vgpu_fake_gpu_state;
 
 #ifdef __cplusplus

@@ -33,7 +33,24 @@ namespace ours {
   X(nvmlEventTypePState)                         \
   X(nvmlEventTypeXidCriticalError)               \
   X(nvmlEventTypeClock)                          \
-  X(nvmlMemory_v2)
+  X(nvmlMemory_v2)                               \
+  X(NVML_GPU_INSTANCE_PROFILE_1_SLICE)            \
+  X(NVML_GPU_INSTANCE_PROFILE_2_SLICE)            \
+  X(NVML_GPU_INSTANCE_PROFILE_3_SLICE)            \
+  X(NVML_GPU_INSTANCE_PROFILE_4_SLICE)            \
+  X(NVML_GPU_INSTANCE_PROFILE_7_SLICE)            \
+  X(NVML_GPU_INSTANCE_PROFILE_8_SLICE)            \
+  X(NVML_GPU_INSTANCE_PROFILE_6_SLICE)            \
+  X(NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1)       \
+  X(NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1)       \
+  X(NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2)       \
+  X(NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE)        \
+  X(NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE)        \
+  X(NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE)        \
+  X(NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE)        \
+  X(NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE)        \
+  X(NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)  \
+  X(nvmlGpuInstanceProfileInfo_v2)
 // Kept inside `ours` so that nvmlMemory_v2 measures our structure.
 #define VGPU_KEEP(name) constexpr unsigned long long name##_ = static_cast<unsigned long long>(name);
 namespace ours::macro {
@@ -60,6 +77,23 @@ VGPU_NVML_MACROS(VGPU_KEEP)
 #undef nvmlEventTypeClock
 #undef NVML_STRUCT_VERSION
 #undef nvmlMemory_v2
+#undef NVML_GPU_INSTANCE_PROFILE_1_SLICE
+#undef NVML_GPU_INSTANCE_PROFILE_2_SLICE
+#undef NVML_GPU_INSTANCE_PROFILE_3_SLICE
+#undef NVML_GPU_INSTANCE_PROFILE_4_SLICE
+#undef NVML_GPU_INSTANCE_PROFILE_7_SLICE
+#undef NVML_GPU_INSTANCE_PROFILE_8_SLICE
+#undef NVML_GPU_INSTANCE_PROFILE_6_SLICE
+#undef NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1
+#undef NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1
+#undef NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2
+#undef NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE
+#undef NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE
+#undef NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE
+#undef NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE
+#undef NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE
+#undef NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED
+#undef nvmlGpuInstanceProfileInfo_v2
 
 #define NVML_NO_UNVERSIONED_FUNC_DEFS 1
 #include <nvml.h>
@@ -72,6 +106,8 @@ VGPU_NVML_MACROS(VGPU_SAME_MACRO)
 
 VGPU_DECLCHECK_MAP_HANDLE(nvmlDevice_t)
 VGPU_DECLCHECK_MAP_HANDLE(nvmlEventSet_t)
+VGPU_DECLCHECK_MAP_HANDLE(nvmlGpuInstance_t)
+VGPU_DECLCHECK_MAP_HANDLE(nvmlComputeInstance_t)
 
 #define VGPU_NVML_TYPES(X)         \
   X(nvmlReturn_t)                  \
@@ -83,7 +119,15 @@ VGPU_DECLCHECK_MAP_HANDLE(nvmlEventSet_t)
   X(nvmlProcessUtilizationSample_t) \
   X(nvmlEventData_t)                \
   X(nvmlGpuTopologyLevel_t)         \
-  X(nvmlEnableState_t)
+  X(nvmlEnableState_t)              \
+  X(nvmlGpuInstancePlacement_t)      \
+  X(nvmlGpuInstanceProfileInfo_t)    \
+  X(nvmlGpuInstanceProfileInfo_v2_t) \
+  X(nvmlGpuInstanceInfo_t)           \
+  X(nvmlComputeInstancePlacement_t)  \
+  X(nvmlComputeInstanceProfileInfo_t) \
+  X(nvmlComputeInstanceInfo_t)       \
+  X(nvmlDeviceAttributes_t)
 VGPU_NVML_TYPES(VGPU_DECLCHECK_MAP)
 VGPU_DECLCHECK_ENUM(nvmlReturn_t)
 VGPU_DECLCHECK_ENUM(nvmlGpuTopologyLevel_t)
@@ -153,5 +197,70 @@ VGPU_DECLCHECK_TYPED_FIELD(nvmlEventData_t, eventType)
 VGPU_DECLCHECK_TYPED_FIELD(nvmlEventData_t, eventData)
 VGPU_DECLCHECK_TYPED_FIELD(nvmlEventData_t, gpuInstanceId)
 VGPU_DECLCHECK_TYPED_FIELD(nvmlEventData_t, computeInstanceId)
+
+// Multi-Instance GPU.
+VGPU_DECLCHECK_TYPE(nvmlGpuInstancePlacement_t)
+VGPU_DECLCHECK_TYPE(nvmlGpuInstanceProfileInfo_t)
+VGPU_DECLCHECK_TYPE(nvmlGpuInstanceProfileInfo_v2_t)
+VGPU_DECLCHECK_TYPE(nvmlGpuInstanceInfo_t)
+VGPU_DECLCHECK_TYPE(nvmlComputeInstancePlacement_t)
+VGPU_DECLCHECK_TYPE(nvmlComputeInstanceProfileInfo_t)
+VGPU_DECLCHECK_TYPE(nvmlComputeInstanceInfo_t)
+VGPU_DECLCHECK_TYPE(nvmlDeviceAttributes_t)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstancePlacement_t, start)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstancePlacement_t, size)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstanceProfileInfo_t, id)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstanceProfileInfo_t, isP2pSupported)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstanceProfileInfo_t, sliceCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstanceProfileInfo_t, instanceCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstanceProfileInfo_t, multiprocessorCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstanceProfileInfo_t, copyEngineCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstanceProfileInfo_t, decoderCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstanceProfileInfo_t, encoderCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstanceProfileInfo_t, jpegCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstanceProfileInfo_t, ofaCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstanceProfileInfo_t, memorySizeMB)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstanceProfileInfo_v2_t, version)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstanceProfileInfo_v2_t, id)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstanceProfileInfo_v2_t, isP2pSupported)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstanceProfileInfo_v2_t, sliceCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstanceProfileInfo_v2_t, instanceCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstanceProfileInfo_v2_t, multiprocessorCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstanceProfileInfo_v2_t, copyEngineCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstanceProfileInfo_v2_t, decoderCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstanceProfileInfo_v2_t, encoderCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstanceProfileInfo_v2_t, jpegCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstanceProfileInfo_v2_t, ofaCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstanceProfileInfo_v2_t, memorySizeMB)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstanceProfileInfo_v2_t, name)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstanceInfo_t, device)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstanceInfo_t, id)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstanceInfo_t, profileId)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlGpuInstanceInfo_t, placement)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlComputeInstancePlacement_t, start)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlComputeInstancePlacement_t, size)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlComputeInstanceProfileInfo_t, id)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlComputeInstanceProfileInfo_t, sliceCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlComputeInstanceProfileInfo_t, instanceCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlComputeInstanceProfileInfo_t, multiprocessorCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlComputeInstanceProfileInfo_t, sharedCopyEngineCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlComputeInstanceProfileInfo_t, sharedDecoderCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlComputeInstanceProfileInfo_t, sharedEncoderCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlComputeInstanceProfileInfo_t, sharedJpegCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlComputeInstanceProfileInfo_t, sharedOfaCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlComputeInstanceInfo_t, device)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlComputeInstanceInfo_t, gpuInstance)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlComputeInstanceInfo_t, id)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlComputeInstanceInfo_t, profileId)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlComputeInstanceInfo_t, placement)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlDeviceAttributes_t, multiprocessorCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlDeviceAttributes_t, sharedCopyEngineCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlDeviceAttributes_t, sharedDecoderCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlDeviceAttributes_t, sharedEncoderCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlDeviceAttributes_t, sharedJpegCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlDeviceAttributes_t, sharedOfaCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlDeviceAttributes_t, gpuInstanceSliceCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlDeviceAttributes_t, computeInstanceSliceCount)
+VGPU_DECLCHECK_TYPED_FIELD(nvmlDeviceAttributes_t, memorySizeMB)
 
 VGPU_NVML_FUNCTIONS(VGPU_DECLCHECK_FUNCTION_RET)

@@ -237,3 +237,106 @@ TEST(NvidiaAllocator, AdmissionDefaultsStateWhatTheRequestAssumes) {
 
 }  // namespace
 }  // namespace vgpu::nvidia
+
+namespace vgpu::nvidia {
+namespace {
+
+// MIG devices as discovery publishes them (toMigDevice), for the strategies' fit rules.
+Device migDevice(const std::string& profile, std::uint64_t memoryMiB) {
+  Device d = gpu("MIG-" + profile, memoryMiB);
+  d.model = "NVIDIA A100-SXM4-40GB";
+  d.attributes.erase("migMode");
+  d.attributes["migProfile"] = profile;
+  return d;
+}
+
+MigServing serving(MigStrategy strategy, std::vector<std::string> profiles = {}) {
+  MigServing m;
+  m.strategy = strategy;
+  m.profiles = std::move(profiles);
+  return m;
+}
+
+NvidiaAllocator mixed() { return NvidiaAllocator(params(), serving(MigStrategy::kMixed, {"1g.5gb", "3g.20gb"})); }
+
+TEST(NvidiaMigAllocator, MixedServesOneResourcePerProfile) {
+  std::map<std::string, bool> advertised;
+  const NvidiaAllocator allocator = mixed();
+  for (const auto& r : allocator.resources())
+    if (r.role == VGPU_RESOURCE_COUNT) advertised[r.name] = r.advertised;
+  const std::map<std::string, bool> want{
+      {"nvidia.com/gpu", true}, {"nvidia.com/mig-1g.5gb", true}, {"nvidia.com/mig-3g.20gb", true}};
+  EXPECT_EQ(advertised, want);
+}
+
+TEST(NvidiaMigAllocator, MixedFitsAMigResourceOnlyOnMigDevicesOfItsProfile) {
+  const NvidiaAllocator allocator = mixed();
+  const struct {
+    const char* description;
+    std::map<std::string, std::int64_t> limits;
+    Annotations annotations;
+    Device device;
+    std::int32_t reason;
+    std::uint64_t takeMiB = 0;
+  } cases[] = {
+      {"its profile, whole", {{"nvidia.com/mig-1g.5gb", 1}}, {}, migDevice("1g.5gb", 4864), VGPU_REASON_NONE, 4864},
+      {"its profile, a memory slice of it (libvgpu.so splits the MIG device)",
+       {{"nvidia.com/mig-3g.20gb", 1}, {"nvidia.com/gpumem", 6000}, {"nvidia.com/gpucores", 50}},
+       {},
+       migDevice("3g.20gb", 19968),
+       VGPU_REASON_NONE,
+       6000},
+      {"another profile", {{"nvidia.com/mig-1g.5gb", 1}}, {}, migDevice("3g.20gb", 19968), kReasonMigProfileMismatch},
+      {"a media-extension profile is another profile", {{"nvidia.com/mig-1g.5gb", 1}}, {},
+       migDevice("1g.5gb+me", 4864), kReasonMigProfileMismatch},
+      {"a whole GPU", {{"nvidia.com/mig-1g.5gb", 1}}, {}, gpu(kUuid), kReasonNotAMigDevice},
+      {"nvidia.com/gpu on a MIG device", {{"nvidia.com/gpu", 1}}, {}, migDevice("1g.5gb", 4864),
+       kReasonMigDeviceNeedsMigResource},
+      {"nvidia.com/gpu on a whole GPU", {{"nvidia.com/gpu", 1}}, {}, gpu(kUuid), VGPU_REASON_NONE, 81920},
+      {"use-gputype still applies, and to the model", {{"nvidia.com/mig-1g.5gb", 1}},
+       {{"nvidia.com/use-gputype", "H100"}}, migDevice("1g.5gb", 4864), VGPU_REASON_MODEL_MISMATCH},
+      {"use-gputype naming the model", {{"nvidia.com/mig-1g.5gb", 1}}, {{"nvidia.com/use-gputype", "a100"}},
+       migDevice("1g.5gb", 4864), VGPU_REASON_NONE, 4864},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.description);
+    auto parsed = allocator.parseRequest(limits(c.limits), c.annotations);
+    ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+    ASSERT_TRUE(parsed->has_value());
+    const RequestRecord request(**parsed);
+    const DeviceRecord device(c.device);
+    vgpu_fit_result r{};
+    allocator.fit(request.c(), device.c(), toC(DeviceUsage{}), r);
+    EXPECT_EQ(r.reason, c.reason) << allocator.explain(r);
+    EXPECT_EQ(r.fits != 0, c.reason == VGPU_REASON_NONE);
+    if (r.fits) {
+      EXPECT_EQ(r.take.memory_mib, c.takeMiB);
+    }
+    EXPECT_FALSE(allocator.explain(r).empty());
+  }
+}
+
+TEST(NvidiaMigAllocator, MixedRefusesAContainerThatAsksForTwoKindsOfDevice) {
+  const NvidiaAllocator allocator = mixed();
+  auto two = allocator.parseRequest(limits({{"nvidia.com/mig-1g.5gb", 1}, {"nvidia.com/mig-3g.20gb", 1}}), {});
+  ASSERT_FALSE(two.ok());
+  EXPECT_THAT(two.error().message, HasSubstr("MIG devices of one profile"));
+  auto both = allocator.parseRequest(limits({{"nvidia.com/mig-1g.5gb", 1}, {"nvidia.com/gpu", 1}}), {});
+  ASSERT_FALSE(both.ok());
+  EXPECT_THAT(both.error().message, HasSubstr("asks for both nvidia.com/gpu and nvidia.com/mig-1g.5gb"));
+}
+
+TEST(NvidiaMigAllocator, SingleServesMigDevicesAsGpus) {
+  const NvidiaAllocator allocator(params(), serving(MigStrategy::kSingle));
+  auto parsed = allocator.parseRequest(limits({{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", 2000}}), {});
+  ASSERT_TRUE(parsed.ok() && parsed->has_value());
+  const RequestRecord request(**parsed);
+  const DeviceRecord device(migDevice("2g.10gb", 9856));
+  vgpu_fit_result r{};
+  allocator.fit(request.c(), device.c(), toC(DeviceUsage{}), r);
+  EXPECT_TRUE(r.fits) << allocator.explain(r);
+  EXPECT_EQ(r.take.memory_mib, 2000u);
+}
+
+}  // namespace
+}  // namespace vgpu::nvidia

@@ -115,6 +115,13 @@ TEST(NvidiaOptions, RefusesUnknownKeysAndBadValuesNamingTheKey) {
       {{{"allowOptOut", "yes"}}, "backends.nvidia.options.allowOptOut: expected true or false"},
       {{{"cdiKind", "nvidia.com"}}, "backends.nvidia.options.cdiKind: expected a CDI kind"},
       {{{"cdiKind", "nvidia.com/gpu=all"}}, "backends.nvidia.options.cdiKind"},
+      {{{"migStrategy", "auto"}}, "backends.nvidia.options.migStrategy: expected none, single or mixed"},
+      {{{"migStrategy", "mixed"}}, "migStrategy is mixed, which needs backends.nvidia.options.migProfiles"},
+      {{{"migProfiles", "1g.5gb"}}, "migProfiles names the resources of migStrategy mixed, but migStrategy is none"},
+      {{{"migStrategy", "mixed"}, {"migProfiles", "1g.5gb,3G 20GB"}}, "backends.nvidia.options.migProfiles: expected"},
+      {{{"migManaged", "0,1"}}, "backends.nvidia.options.migManaged: expected all, or GPU UUIDs"},
+      {{{"migStateDir", "mig"}}, "backends.nvidia.options.migStateDir: expected an absolute path"},
+      {{{"migAllowedProfiles", ","}}, "backends.nvidia.options.migAllowedProfiles: expected MIG profile names"},
   };
   for (const auto& c : cases) {
     auto o = parseOptions(params(c.options), nullptr, nullptr);

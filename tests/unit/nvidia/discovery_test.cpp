@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "discovery.h"
+#include "mig_test_support.h"
 #include "nvidia_test_support.h"
 
 namespace vgpu::nvidia {
@@ -435,6 +436,92 @@ TEST(NvidiaDiscovery, CannotListProcessesWithoutNvml) {
   auto listed = discovery.deviceProcesses();
   ASSERT_FALSE(listed.ok());
   EXPECT_THAT(listed.error().message, HasSubstr("lists processes through NVML, which is not in use here"));
+}
+// MIG: GPUs the operator partitioned, served per the strategy.
+
+const std::string kMigMachine =
+    "gpu uuid=" + kA100 + " name=\"NVIDIA A100-SXM4-40GB\" memory_mib=40960 mig=on mig_profiles=a100-40gb numa=1\n"
+    "gpu uuid=" + kH100 + " name=\"NVIDIA H100 80GB HBM3\" memory_mib=81559 mig=on mig_profiles=h100-80gb numa=0\n";
+
+DiscoverySettings migSettings(MigStrategy strategy) {
+  DiscoverySettings s = settings(VGPU_FAKE_NVML_LIBRARY);
+  s.migStrategy = strategy;
+  return s;
+}
+
+TEST(NvidiaMigDiscovery, MixedServesEachMigDeviceInPlaceOfItsGpu) {
+  TempDir dir;
+  setEnv("VGPU_FAKE_GPU_CONFIG", dir.write("machine.conf", kMigMachine).string());
+  testing::FakeMigControl nvml(VGPU_FAKE_NVML_LIBRARY);
+  ASSERT_TRUE(nvml.ok());
+  ASSERT_EQ(nvml.partition(0, 9, 4, 4), NVML_SUCCESS);   // 3g.20gb on slices 4-7
+  ASSERT_EQ(nvml.partition(0, 14, 0, 2), NVML_SUCCESS);  // 2g.10gb on slices 0-1
+  ASSERT_EQ(nvml.partition(0, 19, 2, 1), NVML_SUCCESS);  // 1g.5gb on slice 2
+  ASSERT_EQ(nvml.partition(1, 0, 0, 8), NVML_SUCCESS);   // 7g.80gb
+  NvidiaDiscovery discovery(migSettings(MigStrategy::kMixed));
+  auto devices = discovery.discover();
+  ASSERT_TRUE(devices.ok()) << devices.error().message;
+  ASSERT_EQ(devices->size(), 4u);  // the MIG devices, not the GPUs
+  std::map<std::string, const Device*> byProfile;
+  for (const auto& d : *devices) {
+    EXPECT_THAT(d.id, ::testing::StartsWith("MIG-"));
+    byProfile[attribute(d, "migProfile")] = &d;
+  }
+  ASSERT_EQ(byProfile.size(), 4u);
+  const Device& big = *byProfile.at("3g.20gb");
+  EXPECT_EQ(big.memoryMiB, 19968u);
+  EXPECT_EQ(big.computeUnits, 100u);  // the whole MIG device
+  EXPECT_EQ(big.model, "NVIDIA A100-SXM4-40GB");
+  EXPECT_EQ(big.numaNode, 1);
+  EXPECT_EQ(attribute(big, "migParent"), kA100);
+  EXPECT_EQ(attribute(big, "migPlacement"), "4:4");
+  EXPECT_EQ(attribute(big, "migMode"), "");
+  EXPECT_EQ(byProfile.at("1g.5gb")->memoryMiB, 4864u);
+  EXPECT_EQ(attribute(*byProfile.at("2g.10gb"), "migPlacement"), "0:2");
+  EXPECT_EQ(byProfile.at("7g.80gb")->memoryMiB, 81152u);
+  EXPECT_EQ(attribute(*byProfile.at("7g.80gb"), "migParent"), kH100);
+}
+
+TEST(NvidiaMigDiscovery, SingleRefusesMigDevicesThatDiffer) {
+  TempDir dir;
+  setEnv("VGPU_FAKE_GPU_CONFIG", dir.write("machine.conf", kMigMachine).string());
+  testing::FakeMigControl nvml(VGPU_FAKE_NVML_LIBRARY);
+  ASSERT_EQ(nvml.partition(0, 19, 0, 1), NVML_SUCCESS);
+  ASSERT_EQ(nvml.partition(0, 14, 2, 2), NVML_SUCCESS);
+  NvidiaDiscovery discovery(migSettings(MigStrategy::kSingle));
+  auto devices = discovery.discover();
+  ASSERT_FALSE(devices.ok());
+  EXPECT_THAT(devices.error().message, HasSubstr("migStrategy is single, but the MIG devices differ"));
+  EXPECT_THAT(devices.error().message, HasSubstr("is 1g.5gb"));
+  EXPECT_THAT(devices.error().message, HasSubstr("is 2g.10gb"));
+}
+
+TEST(NvidiaMigDiscovery, SingleServesAlikeMigDevices) {
+  TempDir dir;
+  setEnv("VGPU_FAKE_GPU_CONFIG",
+         dir.write("machine.conf", "gpu uuid=" + kA100 +
+                                       " name=\"NVIDIA A100-SXM4-40GB\" memory_mib=40960 mig=on mig_profiles=a100-40gb\n")
+             .string());
+  testing::FakeMigControl nvml(VGPU_FAKE_NVML_LIBRARY);
+  for (unsigned start : {0u, 2u, 4u}) ASSERT_EQ(nvml.partition(0, 14, start, 2), NVML_SUCCESS);
+  NvidiaDiscovery discovery(migSettings(MigStrategy::kSingle));
+  auto devices = discovery.discover();
+  ASSERT_TRUE(devices.ok()) << devices.error().message;
+  ASSERT_EQ(devices->size(), 3u);
+  for (const auto& d : *devices) EXPECT_EQ(attribute(d, "migProfile"), "2g.10gb");
+}
+
+TEST(NvidiaMigDiscovery, WithoutAStrategyTheMigGpuItselfIsListed) {
+  TempDir dir;
+  setEnv("VGPU_FAKE_GPU_CONFIG", dir.write("machine.conf", kMigMachine).string());
+  testing::FakeMigControl nvml(VGPU_FAKE_NVML_LIBRARY);
+  ASSERT_EQ(nvml.partition(0, 19, 0, 1), NVML_SUCCESS);
+  NvidiaDiscovery discovery(migSettings(MigStrategy::kNone));
+  auto devices = discovery.discover();
+  ASSERT_TRUE(devices.ok()) << devices.error().message;
+  ASSERT_EQ(devices->size(), 2u);
+  EXPECT_EQ((*devices)[0].id, kA100);
+  EXPECT_EQ(attribute((*devices)[0], "migMode"), "enabled");
 }
 #endif
 

@@ -72,6 +72,19 @@ TEST(NvidiaLimiter, GivesASingleGpuContainerItsUuidLimitsAndLibvgpu) {
   EXPECT_TRUE(spec->devices.empty());
 }
 
+// A MIG device is the container's GPU 0: the toolkit mounts it by its MIG UUID and libvgpu.so
+// splits its memory further.
+TEST(NvidiaLimiter, PointsLibvgpuAtAMigDevice) {
+  TempDir dir;
+  auto l = limiter();
+  const std::string mig = "MIG-3c6b1f7c-0f4e-4a8e-9d2c-3a5b01010900";
+  auto spec = l.containerSpec(grantOf(dir, {dev(mig, 3000, 50, 0)}));
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_EQ(spec->env.at("NVIDIA_VISIBLE_DEVICES"), mig);
+  EXPECT_EQ(spec->env.at("CUDA_DEVICE_MEMORY_LIMIT_0"), "3000m");
+  EXPECT_EQ(spec->env.at("CUDA_DEVICE_SM_LIMIT_0"), "50");
+}
+
 TEST(NvidiaLimiter, PassesTheTaskPriorityToLibvgpu) {
   TempDir dir;
   auto l = limiter();

@@ -17,8 +17,8 @@ struct SimRun {
   std::string out;
 };
 
-SimRun runSim(const std::string& output) {
-  const std::string dir = VGPU_EXAMPLES_DIR "/nvidia";
+SimRun runSim(const std::string& output, const std::string& example = "nvidia") {
+  const std::string dir = VGPU_EXAMPLES_DIR "/" + example;
   const std::string cmd = std::string(VGPU_SIM_BINARY) + " --cluster " + dir + "/cluster.yaml --pods " + dir +
                           "/pods.yaml --config " + dir + "/device-config.yaml --backend-dir " + VGPU_BACKEND_DIR +
                           " -o " + output + " 2>&1";
@@ -94,6 +94,35 @@ TEST(NvidiaVgpuSim, TheTextReportSaysWhyPodsArePending) {
   ASSERT_EQ(run.status, 0) << run.out;
   EXPECT_THAT(run.out, HasSubstr("research/too-large: no node fits"));
   EXPECT_THAT(run.out, HasSubstr("3 placed, 2 pending, 1 invalid"));
+}
+
+}  // namespace
+
+namespace {
+
+// examples/nvidia-mig: static MIG devices (mixed) and a GPU under dynamic MIG.
+TEST(NvidiaVgpuSim, PlacesMigPodsAndSaysWhyTheOthersWait) {
+  const SimRun run = runSim("json", "nvidia-mig");
+  ASSERT_EQ(run.status, 0) << run.out;
+  boost::json::value doc;
+  ASSERT_NO_THROW(doc = boost::json::parse(run.out)) << run.out;
+  // Dynamic MIG: 3000 MiB is a 1g.5gb instance, its memory and 1 of 7 compute slices.
+  const auto& notebook = podNamed(doc, "lab/notebook");
+  EXPECT_EQ(notebook.at("status").as_string(), "placed");
+  const auto& nd = notebook.at("containers").as_array()[0].at("devices").as_array()[0];
+  EXPECT_EQ(nd.at("id").as_string(), "GPU-dmig-0");
+  EXPECT_EQ(nd.at("memoryMiB").to_number<std::int64_t>(), 4864);
+  EXPECT_EQ(nd.at("compute").to_number<std::int64_t>(), 14);
+  // Static MIG, mixed: the 3g.20gb MIG device, whole.
+  const auto& inference = podNamed(doc, "lab/inference-3g");
+  EXPECT_EQ(inference.at("status").as_string(), "placed");
+  EXPECT_EQ(inference.at("containers").as_array()[0].at("devices").as_array()[0].at("id").as_string(), "MIG-3g-0");
+  const std::string whole = boost::json::serialize(podNamed(doc, "lab/whole-a100").at("reasons"));
+  EXPECT_THAT(whole, HasSubstr("no room for a MIG instance of 40192 MiB: 36096 MiB of the GPU are not in instances"));
+  EXPECT_THAT(whole, HasSubstr("it serves only its nvidia.com/mig-<profile> resource"));
+  const std::string large = boost::json::serialize(podNamed(doc, "lab/too-large").at("reasons"));
+  EXPECT_THAT(large, HasSubstr("no MIG profile of this GPU has 50000 MiB (the largest allowed has 40192 MiB)"));
+  EXPECT_THAT(large, HasSubstr("needs 1 nvidia.com/gpu"));
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include "config.h"
 
+#include "mig_profiles.h"
+
 #include "vgpu/cuda/driver_api.h"
 #include "vgpu/cuda/nvml_api.h"
 
@@ -231,7 +233,7 @@ MachineConfig parseMachineConfig(const std::string& text, const std::string& ori
     if (kind == "gpu") {
       std::string bad = unknownKeys(
           {"uuid", "name", "memory_mib", "sm_count", "cc", "pci_bus_id", "minor", "numa", "mig", "context_mib",
-           "pci_device_id"});
+           "pci_device_id", "mig_profiles"});
       if (!bad.empty()) return fail("unknown gpu key '" + bad + "'");
       unsigned index = static_cast<unsigned>(cfg.gpus.size());
       if (index >= 16) return fail("more than 16 gpu lines");
@@ -288,6 +290,10 @@ MachineConfig parseMachineConfig(const std::string& text, const std::string& ori
       if (auto* s = take("mig")) {
         if (*s != "on" && *s != "off") return fail("mig '" + *s + "' is not on/off");
         g.mig = *s == "on";
+      }
+      if (auto* s = take("mig_profiles")) {
+        if (findMigModel(*s) == nullptr) return fail("mig_profiles '" + *s + "' is not one of " + migModelKeys());
+        g.migModel = *s;
       }
       if (auto* s = take("context_mib")) {
         if (!parseUnsigned(*s, 1ull << 20, v)) return fail("context_mib '" + *s + "' is not a number");

@@ -22,6 +22,7 @@ struct GpuSpec {
   unsigned minor = 0;
   int numa = -1;              ///< -1: not a NUMA-attributed device
   bool mig = false;
+  std::string migModel;       ///< `mig_profiles`: whose MIG profiles NVML reports; empty = none
   uint64_t contextMib = 0;    ///< device memory each context takes, as a real driver's overhead
   int nvmlError = 0;          ///< nvmlReturn_t every per-device NVML query returns; 0 = healthy
   /// NVLinks by link number: the GPU index at the far end, or -1 for an NVSwitch

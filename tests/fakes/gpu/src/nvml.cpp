@@ -24,11 +24,8 @@
 #include <set>
 
 #include "config.h"
+#include "nvml_internal.h"
 #include "shared_state.h"
-
-struct nvmlDevice_st {
-  unsigned index;
-};
 
 struct nvmlEventSet_st {
   std::mutex mu;
@@ -151,6 +148,14 @@ nvmlReturn_t init(unsigned flags) {
 }
 
 }  // namespace
+
+bool nvmlReady() { return initialised(); }
+const MachineConfig& nvmlMachine() { return nvml().cfg; }
+SharedState* nvmlShared() { return nvml().shared; }
+nvmlDevice_t gpuHandle(unsigned index) { return &nvml().devices[index]; }
+nvmlReturn_t gpuDevice(nvmlDevice_t h, const GpuSpec*& g) { return device(h, g); }
+nvmlReturn_t copyNvmlString(const std::string& s, char* out, unsigned len) { return copyString(s, out, len); }
+
 }  // namespace vgpu::fakegpu
 
 using namespace vgpu::fakegpu;
@@ -237,6 +242,7 @@ nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* busId, nvmlDevice_t* d
 }
 
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t dev, char* uuid, unsigned int length) {
+  if (isMigHandle(dev)) return migDeviceUuid(dev, uuid, length);
   const GpuSpec* g = nullptr;
   if (nvmlReturn_t r = device(dev, g)) return r;
   return copyString(g->uuid, uuid, length);
@@ -349,6 +355,7 @@ nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t dev, unsigned int* node) {
 }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t dev, nvmlMemory_t* mem) {
+  if (isMigHandle(dev)) return migDeviceMemory(dev, mem);
   const GpuSpec* g = nullptr;
   if (nvmlReturn_t r = device(dev, g)) return r;
   if (mem == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
@@ -362,11 +369,12 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t dev, nvmlMemory_t* mem) {
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t dev, nvmlMemory_v2_t* mem) {
   const GpuSpec* g = nullptr;
-  if (nvmlReturn_t r = device(dev, g)) return r;
+  if (!isMigHandle(dev))
+    if (nvmlReturn_t r = device(dev, g)) return r;
   if (mem == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   if (mem->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
   nvmlMemory_t m{};
-  nvmlDeviceGetMemoryInfo(dev, &m);
+  if (nvmlReturn_t r = nvmlDeviceGetMemoryInfo(dev, &m)) return r;
   mem->total = m.total;
   mem->reserved = 0;  // the fake keeps no driver-reserved memory
   mem->used = m.used;

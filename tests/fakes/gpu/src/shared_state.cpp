@@ -30,18 +30,7 @@ std::atomic_ref<T> at(T& v) {
 // The region this library mapped when no state file is configured, for the other fake to share.
 void* gAnonRegion = nullptr;
 
-class SchedLock {
- public:
-  explicit SchedLock(pthread_mutex_t* m) : m_(m) {
-    if (pthread_mutex_lock(m_) == EOWNERDEAD) pthread_mutex_consistent(m_);
-  }
-  ~SchedLock() { pthread_mutex_unlock(m_); }
-  SchedLock(const SchedLock&) = delete;
-  SchedLock& operator=(const SchedLock&) = delete;
-
- private:
-  pthread_mutex_t* m_;
-};
+using SchedLock = RobustLock;
 
 void initialise(vgpu_fake_gpu_state* s, const MachineConfig& cfg) {
   std::memset(static_cast<void*>(s), 0, sizeof *s);
@@ -54,6 +43,7 @@ void initialise(vgpu_fake_gpu_state* s, const MachineConfig& cfg) {
   pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
   for (unsigned d = 0; d < VGPU_FAKE_STATE_MAX_DEVICES; ++d) {
     pthread_mutex_init(&s->devices[d].sched_lock, &attr);
+    pthread_mutex_init(&s->mig[d].lock, &attr);
     if (d < cfg.gpus.size()) s->devices[d].total_bytes = cfg.gpus[d].memoryMib << 20;
   }
   pthread_mutexattr_destroy(&attr);
@@ -111,6 +101,12 @@ bool slotOwnerDead(const vgpu_fake_process_slot& p, int32_t pid) {
 }
 
 }  // namespace
+
+RobustLock::RobustLock(pthread_mutex_t* m) : m_(m) {
+  if (pthread_mutex_lock(m_) == EOWNERDEAD) pthread_mutex_consistent(m_);
+}
+
+RobustLock::~RobustLock() { pthread_mutex_unlock(m_); }
 
 uint64_t monotonicNs() {
   timespec ts{};

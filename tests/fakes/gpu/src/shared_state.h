@@ -9,6 +9,18 @@
 
 namespace vgpu::fakegpu {
 
+/// Holds a robust, process-shared mutex of the state; a holder that died hands its lock on.
+class RobustLock {
+ public:
+  explicit RobustLock(pthread_mutex_t* m);
+  ~RobustLock();
+  RobustLock(const RobustLock&) = delete;
+  RobustLock& operator=(const RobustLock&) = delete;
+
+ private:
+  pthread_mutex_t* m_;
+};
+
 /// CLOCK_MONOTONIC in nanoseconds (the clock every process shares).
 uint64_t monotonicNs();
 

@@ -19,6 +19,8 @@ extern "C" {
 
 typedef struct nvmlDevice_st* nvmlDevice_t;
 typedef struct nvmlEventSet_st* nvmlEventSet_t;
+typedef struct nvmlGpuInstance_st* nvmlGpuInstance_t;
+typedef struct nvmlComputeInstance_st* nvmlComputeInstance_t;
 
 /* X(name, value); the _13 list is new in NVML API 13 (the cross-check skips it for 12). */
 #define VGPU_NVML_RETURNS(X)                  \
@@ -164,6 +166,108 @@ typedef struct nvmlEventData_st {
   unsigned int computeInstanceId;
 } nvmlEventData_t;
 
+/* Multi-Instance GPU. The `profile` argument of nvmlDeviceGetGpuInstanceProfileInfo(V) is one
+ * of these indices (not a profile id); the profile id comes back in the info. */
+#define NVML_GPU_INSTANCE_PROFILE_1_SLICE 0x0
+#define NVML_GPU_INSTANCE_PROFILE_2_SLICE 0x1
+#define NVML_GPU_INSTANCE_PROFILE_3_SLICE 0x2
+#define NVML_GPU_INSTANCE_PROFILE_4_SLICE 0x3
+#define NVML_GPU_INSTANCE_PROFILE_7_SLICE 0x4
+#define NVML_GPU_INSTANCE_PROFILE_8_SLICE 0x5
+#define NVML_GPU_INSTANCE_PROFILE_6_SLICE 0x6
+#define NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1 0x7
+#define NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1 0x8
+#define NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2 0x9
+#define NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE 0x0
+#define NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE 0x1
+#define NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE 0x2
+#define NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE 0x3
+#define NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE 0x4
+#define NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED 0x0
+
+/* Where a GPU instance sits: its first memory slice and how many it takes. */
+typedef struct nvmlGpuInstancePlacement_st {
+  unsigned int start;
+  unsigned int size;
+} nvmlGpuInstancePlacement_t;
+
+typedef struct nvmlGpuInstanceProfileInfo_st {
+  unsigned int id; /* the profile id (what create and placements take) */
+  unsigned int isP2pSupported;
+  unsigned int sliceCount; /* compute slices */
+  unsigned int instanceCount;
+  unsigned int multiprocessorCount;
+  unsigned int copyEngineCount;
+  unsigned int decoderCount;
+  unsigned int encoderCount;
+  unsigned int jpegCount;
+  unsigned int ofaCount;
+  unsigned long long memorySizeMB;
+} nvmlGpuInstanceProfileInfo_t;
+
+/* nvmlDeviceGetGpuInstanceProfileInfoV: the caller sets `version`. */
+typedef struct nvmlGpuInstanceProfileInfo_v2_st {
+  unsigned int version;
+  unsigned int id;
+  unsigned int isP2pSupported;
+  unsigned int sliceCount;
+  unsigned int instanceCount;
+  unsigned int multiprocessorCount;
+  unsigned int copyEngineCount;
+  unsigned int decoderCount;
+  unsigned int encoderCount;
+  unsigned int jpegCount;
+  unsigned int ofaCount;
+  unsigned long long memorySizeMB;
+  char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE]; /* "MIG 1g.5gb" */
+} nvmlGpuInstanceProfileInfo_v2_t;
+#define nvmlGpuInstanceProfileInfo_v2 NVML_STRUCT_VERSION(GpuInstanceProfileInfo, 2)
+
+typedef struct nvmlGpuInstanceInfo_st {
+  nvmlDevice_t device;
+  unsigned int id;
+  unsigned int profileId;
+  nvmlGpuInstancePlacement_t placement;
+} nvmlGpuInstanceInfo_t;
+
+typedef struct nvmlComputeInstancePlacement_st {
+  unsigned int start;
+  unsigned int size;
+} nvmlComputeInstancePlacement_t;
+
+typedef struct nvmlComputeInstanceProfileInfo_st {
+  unsigned int id;
+  unsigned int sliceCount;
+  unsigned int instanceCount;
+  unsigned int multiprocessorCount;
+  unsigned int sharedCopyEngineCount;
+  unsigned int sharedDecoderCount;
+  unsigned int sharedEncoderCount;
+  unsigned int sharedJpegCount;
+  unsigned int sharedOfaCount;
+} nvmlComputeInstanceProfileInfo_t;
+
+typedef struct nvmlComputeInstanceInfo_st {
+  nvmlDevice_t device;
+  nvmlGpuInstance_t gpuInstance;
+  unsigned int id;
+  unsigned int profileId;
+  nvmlComputeInstancePlacement_t placement;
+} nvmlComputeInstanceInfo_t;
+
+/* nvmlDeviceGetAttributes_v2: what a MIG device (or a whole GPU) has. */
+typedef struct nvmlDeviceAttributes_st {
+  unsigned int multiprocessorCount;
+  unsigned int sharedCopyEngineCount;
+  unsigned int sharedDecoderCount;
+  unsigned int sharedEncoderCount;
+  unsigned int sharedJpegCount;
+  unsigned int sharedOfaCount;
+  unsigned int gpuInstanceSliceCount;
+  unsigned int computeInstanceSliceCount;
+  unsigned long long memorySizeMB;
+} nvmlDeviceAttributes_t;
+
 /* X(return type, name, parameters). */
 // clang-format off
 #define VGPU_NVML_FUNCTIONS(X)                                                                          \
@@ -210,7 +314,53 @@ typedef struct nvmlEventData_st {
                                              nvmlEventSet_t set))                                       \
   X(nvmlReturn_t, nvmlEventSetWait_v2, (nvmlEventSet_t set, nvmlEventData_t* data,                      \
                                         unsigned int timeoutms))                                        \
-  X(nvmlReturn_t, nvmlEventSetFree, (nvmlEventSet_t set))
+  X(nvmlReturn_t, nvmlEventSetFree, (nvmlEventSet_t set))                                              \
+  VGPU_NVML_MIG_FUNCTIONS(X)
+#define VGPU_NVML_MIG_FUNCTIONS(X)                                                                      \
+  X(nvmlReturn_t, nvmlDeviceGetGpuInstanceProfileInfo, (nvmlDevice_t device, unsigned int profile,      \
+                                                        nvmlGpuInstanceProfileInfo_t* info))            \
+  X(nvmlReturn_t, nvmlDeviceGetGpuInstanceProfileInfoV, (nvmlDevice_t device, unsigned int profile,     \
+                                                         nvmlGpuInstanceProfileInfo_v2_t* info))        \
+  X(nvmlReturn_t, nvmlDeviceGetGpuInstancePossiblePlacements_v2, (nvmlDevice_t device,                  \
+                                                                  unsigned int profileId,               \
+                                                                  nvmlGpuInstancePlacement_t* placements, \
+                                                                  unsigned int* count))                 \
+  X(nvmlReturn_t, nvmlDeviceGetGpuInstanceRemainingCapacity, (nvmlDevice_t device, unsigned int profileId, \
+                                                              unsigned int* count))                     \
+  X(nvmlReturn_t, nvmlDeviceCreateGpuInstance, (nvmlDevice_t device, unsigned int profileId,            \
+                                                nvmlGpuInstance_t* gpuInstance))                        \
+  X(nvmlReturn_t, nvmlDeviceCreateGpuInstanceWithPlacement, (nvmlDevice_t device, unsigned int profileId, \
+                                                             const nvmlGpuInstancePlacement_t* placement, \
+                                                             nvmlGpuInstance_t* gpuInstance))           \
+  X(nvmlReturn_t, nvmlGpuInstanceDestroy, (nvmlGpuInstance_t gpuInstance))                              \
+  X(nvmlReturn_t, nvmlDeviceGetGpuInstances, (nvmlDevice_t device, unsigned int profileId,              \
+                                              nvmlGpuInstance_t* gpuInstances, unsigned int* count))    \
+  X(nvmlReturn_t, nvmlDeviceGetGpuInstanceById, (nvmlDevice_t device, unsigned int id,                  \
+                                                 nvmlGpuInstance_t* gpuInstance))                       \
+  X(nvmlReturn_t, nvmlGpuInstanceGetInfo, (nvmlGpuInstance_t gpuInstance, nvmlGpuInstanceInfo_t* info)) \
+  X(nvmlReturn_t, nvmlGpuInstanceGetComputeInstanceProfileInfo, (nvmlGpuInstance_t gpuInstance,         \
+                                                                 unsigned int profile,                  \
+                                                                 unsigned int engProfile,               \
+                                                                 nvmlComputeInstanceProfileInfo_t* info)) \
+  X(nvmlReturn_t, nvmlGpuInstanceCreateComputeInstance, (nvmlGpuInstance_t gpuInstance,                 \
+                                                         unsigned int profileId,                        \
+                                                         nvmlComputeInstance_t* computeInstance))       \
+  X(nvmlReturn_t, nvmlComputeInstanceDestroy, (nvmlComputeInstance_t computeInstance))                  \
+  X(nvmlReturn_t, nvmlGpuInstanceGetComputeInstances, (nvmlGpuInstance_t gpuInstance,                   \
+                                                       unsigned int profileId,                          \
+                                                       nvmlComputeInstance_t* computeInstances,         \
+                                                       unsigned int* count))                            \
+  X(nvmlReturn_t, nvmlComputeInstanceGetInfo_v2, (nvmlComputeInstance_t computeInstance,                \
+                                                  nvmlComputeInstanceInfo_t* info))                     \
+  X(nvmlReturn_t, nvmlDeviceIsMigDeviceHandle, (nvmlDevice_t device, unsigned int* isMigDevice))        \
+  X(nvmlReturn_t, nvmlDeviceGetGpuInstanceId, (nvmlDevice_t device, unsigned int* id))                  \
+  X(nvmlReturn_t, nvmlDeviceGetComputeInstanceId, (nvmlDevice_t device, unsigned int* id))              \
+  X(nvmlReturn_t, nvmlDeviceGetMaxMigDeviceCount, (nvmlDevice_t device, unsigned int* count))           \
+  X(nvmlReturn_t, nvmlDeviceGetMigDeviceHandleByIndex, (nvmlDevice_t device, unsigned int index,        \
+                                                        nvmlDevice_t* migDevice))                       \
+  X(nvmlReturn_t, nvmlDeviceGetDeviceHandleFromMigDeviceHandle, (nvmlDevice_t migDevice,                \
+                                                                 nvmlDevice_t* device))                 \
+  X(nvmlReturn_t, nvmlDeviceGetAttributes_v2, (nvmlDevice_t device, nvmlDeviceAttributes_t* attributes))
 // clang-format on
 
 #define VGPU_NVML_DECLARE_(ret, name, params) ret name params;
