@@ -1497,6 +1497,11 @@ Result<std::unique_ptr<Agent>> Agent::create(AgentOptions options) {
                      (impl->warnings.empty() ? "" : ": " + impl->warnings.front()));
   if (impl->enabledBackends == 0) logLine("warning", "no backend is enabled in " + o.configPath + "; serving nothing");
   for (const auto& b : impl->backends.all()) {
+    // The DRA front end (vgpu-dra-plugin) serves this backend's devices on this node.
+    if (config->settingsFor(b->name(), o.nodeName).frontEnd == FrontEnd::kDra) {
+      logLine("info", "backend " + b->name() + " is in DRA mode on this node (frontEnd: dra); vgpu-dra-plugin serves it");
+      continue;
+    }
     if (!b->discovery()) {
       impl->warnings.push_back("backend " + b->name() + " has no discovery on the node side; skipped");
       continue;

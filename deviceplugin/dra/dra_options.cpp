@@ -1,0 +1,64 @@
+#include <boost/program_options.hpp>
+
+#include <sstream>
+
+#include "dra_agent.h"
+
+namespace vgpu::dra {
+namespace po = boost::program_options;
+
+Result<ParsedDraOptions> parseDraAgentOptions(int argc, const char* const* argv, const k8s::EnvLookup& env) {
+  ParsedDraOptions out;
+  DraAgentOptions& o = out.options;
+  auto envOr = [&](const char* name, std::string fallback) { return env(name).value_or(std::move(fallback)); };
+  o.nodeName = envOr("NODE_NAME", "");
+  o.configPath = envOr("VGPU_CONFIG", o.configPath);
+  o.backendDir = envOr("VGPU_BACKEND_DIR", "");
+  o.registrationDir = envOr("VGPU_PLUGINS_REGISTRY_DIR", o.registrationDir);
+  o.pluginDir = envOr("VGPU_KUBELET_PLUGINS_DIR", o.pluginDir);
+  o.cdiDir = envOr("VGPU_CDI_DIR", o.cdiDir);
+  o.stateDir = envOr("VGPU_STATE_DIR", o.stateDir);
+  o.driverDomain = envOr("VGPU_DRA_DRIVER_DOMAIN", o.driverDomain);
+  o.metricsAddress = envOr("VGPU_DRA_METRICS_ADDRESS", o.metricsAddress);
+  o.kubeconfig = envOr("KUBECONFIG_FILE", "");
+  std::int64_t resync = o.resyncInterval.count() / 1000;
+
+  po::options_description desc("vgpu-dra-plugin: the vgpu node agent's DRA front end\nOptions (environment variable in brackets)");
+  desc.add_options()
+      ("help,h", "print this help")
+      ("node-name", po::value(&o.nodeName), "this node's name [NODE_NAME] (required)")
+      ("config", po::value(&o.configPath), "device-config.yaml [VGPU_CONFIG]")
+      ("backend-dir", po::value(&o.backendDir), "folder of libvgpu-backend-*.so [VGPU_BACKEND_DIR]")
+      ("plugins-registry-dir", po::value(&o.registrationDir),
+       "the kubelet's plugin watcher folder [VGPU_PLUGINS_REGISTRY_DIR]")
+      ("kubelet-plugins-dir", po::value(&o.pluginDir), "folder of the drivers' dra.sock [VGPU_KUBELET_PLUGINS_DIR]")
+      ("cdi-dir", po::value(&o.cdiDir), "where CDI specs are written for the runtime [VGPU_CDI_DIR]")
+      ("state-dir", po::value(&o.stateDir), "host folder for the checkpoint and per-claim files [VGPU_STATE_DIR]")
+      ("driver-domain", po::value(&o.driverDomain), "drivers are named <backend>.<this> [VGPU_DRA_DRIVER_DOMAIN]")
+      ("metrics-address", po::value(&o.metricsAddress),
+       "host:port of /metrics and /healthz, empty = off [VGPU_DRA_METRICS_ADDRESS]")
+      ("kubeconfig", po::value(&o.kubeconfig), "kubeconfig file; default: in-cluster, then $KUBECONFIG")
+      ("resync-seconds", po::value(&resync), "rediscover devices and check the ResourceSlices this often")
+      ("withdraw-on-stop", po::bool_switch(&o.withdrawOnStop),
+       "delete the ResourceSlices at shutdown (when taking the node out of DRA mode)");
+  std::ostringstream usage;
+  usage << desc;
+  out.usage = usage.str();
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    return makeError(std::string(e.what()) + " (see --help)");
+  }
+  if (vm.count("help")) {
+    out.help = true;
+    return out;
+  }
+  if (o.nodeName.empty()) return makeError("no node name: set NODE_NAME (from the pod's spec.nodeName) or --node-name");
+  if (resync <= 0) return makeError("--resync-seconds must be > 0");
+  o.resyncInterval = std::chrono::seconds(resync);
+  return out;
+}
+
+}  // namespace vgpu::dra
