@@ -336,6 +336,79 @@ TEST_F(DraDriver, AClusterWithoutConsumableCapacityIsToldInLogMetricsAndNodeEven
   EXPECT_EQ(env.at("VGPU_SIM_CORE_LIMIT"), "100");
 }
 
+#ifdef VGPU_FAKE_NVML_LIBRARY
+/// The limits file's settings (comment and the region's inode, which name the container
+/// and its own region, left out).
+std::vector<std::string> limitLines(const fs::path& file) {
+  std::ifstream in(file);
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty() && line[0] != '#' && line.rfind("VGPU_REGION_INODE", 0) != 0) out.push_back(line);
+  return out;
+}
+
+TEST_F(DraDriver, OnTheFakeGpuAShareGetsTheDevicePluginPathsLimitsFileAndEnv) {
+  constexpr const char* kGpu = "GPU-11111111-1111-1111-1111-111111111111";
+  const auto machine =
+      dir.write("machine.conf", std::string("gpu uuid=") + kGpu + " name=\"NVIDIA A100-SXM4-40GB\" memory_mib=40960\n");
+  ::setenv("VGPU_FAKE_GPU_CONFIG", machine.c_str(), 1);
+  dir.write("device-config.yaml", std::string("version: 1\nbackends:\n  nvidia:\n    enabled: true\n    splitCount: 4\n"
+                                              "    frontEnd: dra\n    options:\n      discovery: nvml\n      nvmlLibrary: ") +
+                                      VGPU_FAKE_NVML_LIBRARY + "\n      hostSysRoot: /nonexistent-sys\n");
+  startKubelet();
+  startAgent();
+  ASSERT_TRUE(kubelet->waitForPlugin("nvidia.vgpu.io", std::chrono::seconds(10)));
+  const auto s = slices();
+  ASSERT_EQ(s.size(), 1u);
+  const auto& dev = s[0].at("spec").at("devices").at(0);
+  EXPECT_EQ(dev.at("name"), "nvidia-0");
+  EXPECT_EQ(dev.at("attributes").at("uuid").at("string"), kGpu);
+  EXPECT_EQ(dev.at("capacity").at("memory").at("value"), "40960Mi");
+
+  json::object c{{"apiVersion", "resource.k8s.io/v1"},
+                 {"kind", "ResourceClaim"},
+                 {"metadata", {{"name", "c1"}, {"namespace", "team-a"}}},
+                 {"status",
+                  {{"allocation",
+                    {{"devices",
+                      {{"results", json::array{json::object{
+                                       {"request", "gpu"}, {"driver", "nvidia.vgpu.io"}, {"pool", kNode},
+                                       {"device", "nvidia-0"}, {"shareID", "s-1"},
+                                       {"consumedCapacity", {{"memory", "3000Mi"}, {"cores", "30"}, {"shares", "1"}}}}}}}}}}}}};
+  auto made = api->create("resourceclaims", c);
+  ASSERT_TRUE(made.ok());
+  const fakes::DraClaim claim{"team-a", std::string(made->at("metadata").at("uid").as_string()), "c1"};
+  auto got = kubelet->prepare("nvidia.vgpu.io", {claim});
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  ASSERT_EQ(got->at(claim.uid).error, "");
+  const auto spec = readJson(dir.path() / "cdi" / ("nvidia.vgpu.io-share_" + claim.uid + ".json"));
+  const auto draDir = dir.path() / "state" / "dra" / "nvidia.vgpu.io" / "claims" / ("dra-" + claim.uid);
+
+  // The device-plugin path: the same limiter, a container granted 3000 MiB and 30 % of the GPU.
+  auto config = loadDeviceConfig(dir.path() / "device-config.yaml");
+  ASSERT_TRUE(config.ok());
+  auto nvidia = loadBackend(backendLibraryPath(VGPU_BACKEND_DIR, "nvidia"),
+                            backendParams(*config, *config->backend("nvidia"), kNode));
+  ASSERT_TRUE(nvidia.ok()) << nvidia.error().message;
+  ASSERT_TRUE((*nvidia)->discovery()->discover().ok());
+  ContainerGrant g;
+  g.container = {"dp-handout", "main"};
+  g.hostDir = (dir.path() / "dp-handout").string();
+  fs::create_directories(g.hostDir);
+  g.devices = {DeviceGrant{"nvidia", kGpu, 0, 3000, 30, 0, -1}};
+  auto dp = (*nvidia)->limiter()->containerSpec(g);
+  ASSERT_TRUE(dp.ok()) << dp.error().message;
+  EXPECT_EQ(cdiEnv(spec), dp->env);
+  EXPECT_EQ(limitLines(draDir / "limits.env"), limitLines(fs::path(g.hostDir) / "limits.env"));
+  EXPECT_FALSE(limitLines(draDir / "limits.env").empty());
+  // The same mounts, the per-share folder in place of the handout's.
+  const auto& mounts = spec.at("devices").at(0).at("containerEdits").at("mounts").as_array();
+  ASSERT_EQ(mounts.size(), dp->mounts.size());
+  for (std::size_t i = 0; i < mounts.size(); ++i)
+    EXPECT_EQ(mounts[i].at("containerPath").as_string(), dp->mounts[i].containerPath);
+}
+#endif
+
 TEST_F(DraDriver, RefusesToStartWithoutABackendInDraMode) {
   dir.write("device-config.yaml", "version: 1\nbackends:\n  sim:\n    enabled: true\n    options:\n      devicesFile: " +
                                       (dir.path() / "devices.yaml").string() + "\n");
