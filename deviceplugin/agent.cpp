@@ -72,6 +72,7 @@ struct Agent::Impl final : PluginHandler {
   BackendSet backends;
   std::vector<std::string> warnings;
   std::size_t enabledBackends = 0;                     // in the config, loaded or not
+  std::size_t draBackends = 0;                         // loaded, left to vgpu-dra-plugin here
   std::map<std::string, BackendState> served;          // backend -> state; keys fixed after create()
   std::map<std::string, std::string> resourceToBackend;  // serving backends' resources; under devMu
   mutable std::mutex devMu;
@@ -1416,6 +1417,8 @@ struct Agent::Impl final : PluginHandler {
   /// enabled at all.
   std::pair<bool, std::string> readiness() const {
     if (enabledBackends == 0) return {true, "no backend is enabled\n"};
+    if (served.empty() && draBackends > 0 && draBackends == enabledBackends)
+      return {true, "every enabled backend is served by vgpu-dra-plugin on this node (frontEnd: dra)\n"};
     bool anyServing = false;
     std::string why;
     {
@@ -1500,6 +1503,7 @@ Result<std::unique_ptr<Agent>> Agent::create(AgentOptions options) {
     // The DRA front end (vgpu-dra-plugin) serves this backend's devices on this node.
     if (config->settingsFor(b->name(), o.nodeName).frontEnd == FrontEnd::kDra) {
       logLine("info", "backend " + b->name() + " is in DRA mode on this node (frontEnd: dra); vgpu-dra-plugin serves it");
+      ++impl->draBackends;
       continue;
     }
     if (!b->discovery()) {
