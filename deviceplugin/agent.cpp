@@ -16,6 +16,7 @@
 #include <boost/json.hpp>
 
 #include "cgroup_identity.h"
+#include "daemon_support.h"
 #include "handout_store.h"
 #include "plugin_server.h"
 #include "pod_resources_client.h"
@@ -1595,23 +1596,10 @@ Status Agent::start() {
   im.maintThread = std::thread([&im] { im.maintLoop(); });
 
   if (!im.options.metricsAddress.empty()) {
-    http::ServerOptions so;
-    if (auto parsed = http::parseListenAddress(im.options.metricsAddress, "--metrics-address", so); !parsed.ok())
-      return parsed.error();
-    so.threads = 1;
     im.registry.addCollector([&im] { im.collect(); });
-    http::Router router;
-    router.get("/metrics", [&im](const http::Request&) {
-      http::Response r = http::Response::text(im.registry.render());
-      r.contentType = metrics::Registry::kContentType;
-      return r;
-    });
-    router.get("/healthz", [&im](const http::Request&) {
-      const auto [ready, text] = im.readiness();
-      return ready ? http::Response::text(text) : http::Response::text(text, 503);
-    });
-    auto server = http::Server::start(so, std::move(router));
-    if (!server.ok()) return makeError("metrics endpoint: " + server.error().message);
+    auto server = node::startMetricsEndpoint(im.options.metricsAddress, "--metrics-address", im.registry,
+                                             [&im] { return im.readiness(); });
+    if (!server.ok()) return server.error();
     im.httpServer = std::move(server).value();
   }
 

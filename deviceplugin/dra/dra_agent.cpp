@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "claim_preparer.h"
+#include "daemon_support.h"
 #include "kubelet_server.h"
 #include "slice_publisher.h"
 #include "vgpu/backend_loader.h"
@@ -260,22 +261,12 @@ Status DraAgent::start() {
     d->server = std::move(server).value();
   }
   if (!im.options.metricsAddress.empty()) {
-    http::ServerOptions so;
-    if (auto s = http::parseListenAddress(im.options.metricsAddress, "--metrics-address", so); !s.ok()) return s;
-    so.threads = 1;
-    http::Router router;
-    router.get("/metrics", [&im](const http::Request&) {
-      http::Response r = http::Response::text(im.registry.render());
-      r.contentType = metrics::Registry::kContentType;
-      return r;
-    });
-    router.get("/healthz", [&im](const http::Request&) {
+    auto server = node::startMetricsEndpoint(im.options.metricsAddress, "--metrics-address", im.registry, [&im] {
       for (const auto& s : im.statusNow())
-        if (!s.registered) return http::Response::text(s.driver + " is not registered with the kubelet", 503);
-      return http::Response::text("ok");
+        if (!s.registered) return std::pair<bool, std::string>{false, s.driver + " is not registered with the kubelet\n"};
+      return std::pair<bool, std::string>{true, "ok\n"};
     });
-    auto server = http::Server::start(so, std::move(router));
-    if (!server.ok()) return makeError("metrics endpoint: " + server.error().message);
+    if (!server.ok()) return server.error();
     im.httpServer = std::move(server).value();
   }
   {

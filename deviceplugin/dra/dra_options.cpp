@@ -1,7 +1,6 @@
 #include <boost/program_options.hpp>
 
-#include <sstream>
-
+#include "daemon_support.h"
 #include "dra_agent.h"
 
 namespace vgpu::dra {
@@ -11,24 +10,18 @@ Result<ParsedDraOptions> parseDraAgentOptions(int argc, const char* const* argv,
   ParsedDraOptions out;
   DraAgentOptions& o = out.options;
   auto envOr = [&](const char* name, std::string fallback) { return env(name).value_or(std::move(fallback)); };
-  o.nodeName = envOr("NODE_NAME", "");
-  o.configPath = envOr("VGPU_CONFIG", o.configPath);
-  o.backendDir = envOr("VGPU_BACKEND_DIR", "");
   o.registrationDir = envOr("VGPU_PLUGINS_REGISTRY_DIR", o.registrationDir);
   o.pluginDir = envOr("VGPU_KUBELET_PLUGINS_DIR", o.pluginDir);
   o.cdiDir = envOr("VGPU_CDI_DIR", o.cdiDir);
   o.stateDir = envOr("VGPU_STATE_DIR", o.stateDir);
   o.driverDomain = envOr("VGPU_DRA_DRIVER_DOMAIN", o.driverDomain);
   o.metricsAddress = envOr("VGPU_DRA_METRICS_ADDRESS", o.metricsAddress);
-  o.kubeconfig = envOr("KUBECONFIG_FILE", "");
   std::int64_t resync = o.resyncInterval.count() / 1000;
 
   po::options_description desc("vgpu-dra-plugin: the vgpu node agent's DRA front end\nOptions (environment variable in brackets)");
+  node::NodeDaemonFlags common{o.nodeName, o.configPath, o.backendDir, o.kubeconfig};
+  node::addNodeDaemonFlags(desc, common, env);
   desc.add_options()
-      ("help,h", "print this help")
-      ("node-name", po::value(&o.nodeName), "this node's name [NODE_NAME] (required)")
-      ("config", po::value(&o.configPath), "device-config.yaml [VGPU_CONFIG]")
-      ("backend-dir", po::value(&o.backendDir), "folder of libvgpu-backend-*.so [VGPU_BACKEND_DIR]")
       ("plugins-registry-dir", po::value(&o.registrationDir),
        "the kubelet's plugin watcher folder [VGPU_PLUGINS_REGISTRY_DIR]")
       ("kubelet-plugins-dir", po::value(&o.pluginDir), "folder of the drivers' dra.sock [VGPU_KUBELET_PLUGINS_DIR]")
@@ -37,20 +30,15 @@ Result<ParsedDraOptions> parseDraAgentOptions(int argc, const char* const* argv,
       ("driver-domain", po::value(&o.driverDomain), "drivers are named <backend>.<this> [VGPU_DRA_DRIVER_DOMAIN]")
       ("metrics-address", po::value(&o.metricsAddress),
        "host:port of /metrics and /healthz, empty = off [VGPU_DRA_METRICS_ADDRESS]")
-      ("kubeconfig", po::value(&o.kubeconfig), "kubeconfig file; default: in-cluster, then $KUBECONFIG")
       ("resync-seconds", po::value(&resync), "rediscover devices and check the ResourceSlices this often")
       ("withdraw-on-stop", po::bool_switch(&o.withdrawOnStop),
        "delete the ResourceSlices at shutdown (when taking the node out of DRA mode)");
-  std::ostringstream usage;
-  usage << desc;
-  out.usage = usage.str();
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    return makeError(std::string(e.what()) + " (see --help)");
-  }
+  if (auto s = node::parseFlags(desc, argc, argv, vm, out.usage); !s.ok()) return s.error();
+  o.nodeName = common.nodeName;
+  o.configPath = common.configPath;
+  o.backendDir = common.backendDir;
+  o.kubeconfig = common.kubeconfig;
   if (vm.count("help")) {
     out.help = true;
     return out;

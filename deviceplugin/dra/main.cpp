@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "daemon_support.h"
 #include "dra_agent.h"
 
 int main(int argc, char** argv) {
@@ -19,12 +20,7 @@ int main(int argc, char** argv) {
     std::cout << parsed->usage;
     return 0;
   }
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const sigset_t signals = vgpu::node::blockStopSignals();
 
   auto agent = DraAgent::create(parsed->options);
   if (!agent.ok()) {
@@ -38,9 +34,8 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "vgpu-dra-plugin: serving");
   for (const auto& d : (*agent)->drivers()) std::fprintf(stderr, " %s", d.c_str());
   std::fprintf(stderr, "\n");
-  int sig = 0;
   // SIGHUP: rediscover devices and republish now.
-  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) (*agent)->resyncNow();
+  const int sig = vgpu::node::waitForStop(signals, [&] { (*agent)->resyncNow(); });
   std::fprintf(stderr, "vgpu-dra-plugin: signal %d, shutting down\n", sig);
   (*agent)->stop();
   return 0;

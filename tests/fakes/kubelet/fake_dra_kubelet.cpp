@@ -22,10 +22,9 @@ namespace {
 
 std::chrono::system_clock::time_point in(std::chrono::milliseconds d) { return std::chrono::system_clock::now() + d; }
 
-template <class Stub, class Req, class Resp>
-Result<std::map<std::string, DraClaimAnswer>> callPrepare(const std::shared_ptr<grpc::Channel>& ch,
-                                                         const std::vector<DraClaim>& claims) {
-  auto stub = Stub::NewStub(ch);
+/// A Prepare or Unprepare request naming `claims` (both versions, both calls: same fields).
+template <class Req>
+Req requestFor(const std::vector<DraClaim>& claims) {
   Req req;
   for (const auto& c : claims) {
     auto* pc = req.add_claims();
@@ -33,6 +32,14 @@ Result<std::map<std::string, DraClaimAnswer>> callPrepare(const std::shared_ptr<
     pc->set_uid(c.uid);
     pc->set_name(c.name);
   }
+  return req;
+}
+
+template <class Stub, class Req, class Resp>
+Result<std::map<std::string, DraClaimAnswer>> callPrepare(const std::shared_ptr<grpc::Channel>& ch,
+                                                         const std::vector<DraClaim>& claims) {
+  auto stub = Stub::NewStub(ch);
+  const Req req = requestFor<Req>(claims);
   Resp resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(in(std::chrono::seconds(45)));  // the kubelet's per-call timeout
@@ -63,13 +70,7 @@ template <class Stub, class Req, class Resp>
 Result<std::map<std::string, std::string>> callUnprepare(const std::shared_ptr<grpc::Channel>& ch,
                                                          const std::vector<DraClaim>& claims) {
   auto stub = Stub::NewStub(ch);
-  Req req;
-  for (const auto& c : claims) {
-    auto* pc = req.add_claims();
-    pc->set_namespace_(c.ns);
-    pc->set_uid(c.uid);
-    pc->set_name(c.name);
-  }
+  const Req req = requestFor<Req>(claims);
   Resp resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(in(std::chrono::seconds(45)));

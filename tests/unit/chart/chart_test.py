@@ -411,20 +411,23 @@ FLAG = re.compile(r"^\s*- --([a-z][a-z0-9-]*)(=|$)", re.M)
 
 def check_flags_exist(args):
     source = os.path.dirname(os.path.dirname(os.path.abspath(args.chart)))
-    pairs = [("scheduler-deployment.yaml", "vgpu-scheduler", "extender/scheduler/main.cpp"),
-             ("device-plugin-daemonset.yaml", "vgpu-device-plugin", "deviceplugin/options.cpp"),
-             ("dra-plugin-daemonset.yaml", "vgpu-dra-plugin", "deviceplugin/dra/dra_options.cpp")]
-    for template, container, code in pairs:
+    # The node front ends define the flags they share in deviceplugin/daemon_support.h.
+    pairs = [("scheduler-deployment.yaml", "vgpu-scheduler", ["extender/scheduler/main.cpp"]),
+             ("device-plugin-daemonset.yaml", "vgpu-device-plugin",
+              ["deviceplugin/options.cpp", "deviceplugin/daemon_support.h"]),
+             ("dra-plugin-daemonset.yaml", "vgpu-dra-plugin",
+              ["deviceplugin/dra/dra_options.cpp", "deviceplugin/daemon_support.h"])]
+    for template, container, codes in pairs:
         text = read(os.path.join(args.chart, "templates", template))
         block = text.split("- name: " + container, 1)[1].split("\n        - name: ", 1)[0]
         flags = [m.group(1) for m in FLAG.finditer(block)]
         if not flags:
             fail("%s: no flags found for %s" % (template, container))
-        code_path = os.path.join(source, code)
-        if not os.path.exists(code_path):
+        code = " and ".join(codes)
+        if not all(os.path.exists(os.path.join(source, c)) for c in codes):
             print("note: %s not present; flags of %s not checked" % (code, container))
             continue
-        defined = read(code_path)
+        defined = "".join(read(os.path.join(source, c)) for c in codes)
         for flag in flags:
             if '"%s"' % flag not in defined and '"%s,' % flag not in defined:
                 fail("%s passes --%s to %s, which %s does not define" % (template, flag, container, code))
@@ -511,6 +514,12 @@ DRA_RBAC = {("resource.k8s.io", "resourceslices", "get"), ("resource.k8s.io", "r
             ("resource.k8s.io", "resourceclaims", "get"), ("", "nodes", "get"), ("", "events", "create")}
 
 
+def granted(role):
+    """The (apiGroup, resource, verb) triples a ClusterRole grants."""
+    return {(group, resource, verb) for rule in role.get("rules", []) for group in rule.get("apiGroups", [])
+            for resource in rule.get("resources", []) for verb in rule.get("verbs", [])}
+
+
 def check_dra_rendered(description, values, docs, need):
     """The DRA front end: one DeviceClass per enabled backend selecting its driver, the
     extended-resource mapping where asked, the DaemonSet's kubelet folders, its RBAC."""
@@ -536,12 +545,7 @@ def check_dra_rendered(description, values, docs, need):
     for path in (kubelet + "/plugins_registry", kubelet + "/plugins", values["dra"]["cdiDir"], values["dra"]["stateDir"]):
         if path not in paths:
             fail("%s: vgpu-dra-plugin does not mount the host's %s" % (description, path))
-    have = set()
-    for rule in need("ClusterRole", "vgpu-dra-plugin").get("rules", []):
-        for group in rule.get("apiGroups", []):
-            for resource in rule.get("resources", []):
-                for verb in rule.get("verbs", []):
-                    have.add((group, resource, verb))
+    have = granted(need("ClusterRole", "vgpu-dra-plugin"))
     if have != DRA_RBAC:
         fail("%s: ClusterRole vgpu-dra-plugin grants %s more and %s less than the daemon's calls" % (
             description, sorted(have - DRA_RBAC), sorted(DRA_RBAC - have)))
@@ -812,14 +816,10 @@ def check_rendered(args, description, kube, values, docs):
                     fail("%s: %s %s grants a wildcard" % (description, kind, name))
     check_dra_rendered(description, values, docs, need)
     for name, want in DAEMON_RBAC.items():
-        have = set()
-        for rule in need("ClusterRole", name).get("rules", []):
-            if rule.get("resourceNames"):
-                fail("%s: ClusterRole %s narrows a rule to resourceNames, which the daemon's calls do not" % (description, name))
-            for group in rule.get("apiGroups", []):
-                for resource in rule.get("resources", []):
-                    for verb in rule.get("verbs", []):
-                        have.add((group, resource, verb))
+        role = need("ClusterRole", name)
+        if any(rule.get("resourceNames") for rule in role.get("rules", [])):
+            fail("%s: ClusterRole %s narrows a rule to resourceNames, which the daemon's calls do not" % (description, name))
+        have = granted(role)
         if have != want:
             fail("%s: ClusterRole %s grants %s more and %s less than the daemon's calls" % (
                 description, name, sorted(have - want), sorted(want - have)))

@@ -7,6 +7,7 @@
 #include <boost/json.hpp>
 
 #include "cdi_spec.h"
+#include "dra_agent.h"
 #include "claim_shares.h"
 #include "prepared_store.h"
 #include "resource_slices.h"
@@ -244,6 +245,48 @@ TEST(FrontEndSetting, ChosenPerBackendAndOverriddenPerNode) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("backends.sim.frontEnd"), std::string::npos) << bad.error().message;
   EXPECT_NE(bad.error().message.find("devicePlugin or dra"), std::string::npos) << bad.error().message;
+}
+
+}  // namespace
+}  // namespace vgpu::dra
+
+namespace vgpu::dra {
+namespace {
+
+k8s::EnvLookup envOf(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+TEST(DraOptions, FlagsOverrideEnvironmentOverrideDefaults) {
+  const char* argv[] = {"vgpu-dra-plugin", "--cdi-dir=/etc/cdi", "--resync-seconds=5"};
+  auto p = parseDraAgentOptions(3, argv, envOf({{"NODE_NAME", "n1"}, {"VGPU_CDI_DIR", "/x"}, {"VGPU_CONFIG", "/c.yaml"}}));
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(p->options.nodeName, "n1");
+  EXPECT_EQ(p->options.configPath, "/c.yaml");
+  EXPECT_EQ(p->options.cdiDir, "/etc/cdi");
+  EXPECT_EQ(p->options.resyncInterval, std::chrono::seconds(5));
+  EXPECT_EQ(p->options.registrationDir, "/var/lib/kubelet/plugins_registry");
+}
+
+TEST(DraOptions, RefusesMissingNodeNameAndBadValuesClearly) {
+  const char* none[] = {"vgpu-dra-plugin"};
+  auto noNode = parseDraAgentOptions(1, none, envOf({}));
+  ASSERT_FALSE(noNode.ok());
+  EXPECT_NE(noNode.error().message.find("NODE_NAME"), std::string::npos);
+  const char* bad[] = {"vgpu-dra-plugin", "--node-name=n", "--resync-seconds=0"};
+  auto badResync = parseDraAgentOptions(3, bad, envOf({}));
+  ASSERT_FALSE(badResync.ok());
+  EXPECT_NE(badResync.error().message.find("--resync-seconds"), std::string::npos);
+  const char* help[] = {"vgpu-dra-plugin", "--help"};
+  auto h = parseDraAgentOptions(2, help, envOf({}));
+  ASSERT_TRUE(h.ok());
+  EXPECT_TRUE(h->help);
+  EXPECT_NE(h->usage.find("--plugins-registry-dir"), std::string::npos);
+  EXPECT_NE(h->usage.find("--node-name"), std::string::npos);
 }
 
 }  // namespace
