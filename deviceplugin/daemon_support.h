@@ -21,18 +21,18 @@
 namespace vgpu::node {
 
 /// What both front ends are told the same way: which node, which device config, where the
-/// backends are, which kubeconfig.
+/// backends are, which kubeconfig. Refers to the daemon's own option fields.
 struct NodeDaemonFlags {
-  std::string nodeName;
-  std::string configPath;
-  std::string backendDir;
-  std::string kubeconfig;
+  std::string& nodeName;
+  std::string& configPath;
+  std::string& backendDir;
+  std::string& kubeconfig;
 };
 
-/// Reads NODE_NAME, VGPU_CONFIG, VGPU_BACKEND_DIR and KUBECONFIG_FILE over `flags` (the
-/// defaults) and adds --help, --node-name, --config, --backend-dir and --kubeconfig to `desc`,
-/// writing into `flags`, which must outlive the parse.
-inline void addNodeDaemonFlags(boost::program_options::options_description& desc, NodeDaemonFlags& flags,
+/// Reads NODE_NAME, VGPU_CONFIG, VGPU_BACKEND_DIR and KUBECONFIG_FILE over the fields of
+/// `flags` (their defaults) and adds --help, --node-name, --config, --backend-dir and
+/// --kubeconfig to `desc`, writing into those fields when parsed.
+inline void addNodeDaemonFlags(boost::program_options::options_description& desc, const NodeDaemonFlags& flags,
                                const std::function<std::optional<std::string>(const std::string&)>& env) {
   namespace po = boost::program_options;
   flags.nodeName = env("NODE_NAME").value_or(flags.nodeName);
@@ -47,10 +47,12 @@ inline void addNodeDaemonFlags(boost::program_options::options_description& desc
       ("kubeconfig", po::value(&flags.kubeconfig), "kubeconfig file; default: in-cluster, then $KUBECONFIG [KUBECONFIG_FILE]");
 }
 
-/// Parses `argv` against `desc` into `vm` and puts the usage text in `usage`. Errors: a
-/// flag `desc` does not know or a bad value, with "(see --help)".
-inline Status parseFlags(const boost::program_options::options_description& desc, int argc, const char* const* argv,
-                         boost::program_options::variables_map& vm, std::string& usage) {
+/// Parses `argv` against `desc` (made with addNodeDaemonFlags) into `vm` and puts the usage
+/// text in `usage`. True when --help was asked (nothing else checked). Errors: a flag `desc`
+/// does not know or a bad value (with "(see --help)"), no node name.
+inline Result<bool> parseNodeDaemonFlags(const boost::program_options::options_description& desc, int argc,
+                                         const char* const* argv, const NodeDaemonFlags& flags,
+                                         boost::program_options::variables_map& vm, std::string& usage) {
   namespace po = boost::program_options;
   std::ostringstream text;
   text << desc;
@@ -61,7 +63,9 @@ inline Status parseFlags(const boost::program_options::options_description& desc
   } catch (const po::error& e) {
     return makeError(std::string(e.what()) + " (see --help)");
   }
-  return {};
+  if (vm.count("help")) return true;
+  if (flags.nodeName.empty()) return makeError("no node name: set NODE_NAME (from the pod's spec.nodeName) or --node-name");
+  return false;
 }
 
 /// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread and every thread it starts

@@ -22,7 +22,7 @@ Result<ParsedOptions> parseAgentOptions(int argc, const char* const* argv, const
                apiTimeout = o.apiTimeout.count(), rediscover = o.rediscoverInterval.count() / 1000;
 
   po::options_description desc("vgpu-device-plugin: the vgpu node agent\nOptions (environment variable in brackets)");
-  node::NodeDaemonFlags common{o.nodeName, o.configPath, o.backendDir, o.kubeconfig};
+  const node::NodeDaemonFlags common{o.nodeName, o.configPath, o.backendDir, o.kubeconfig};
   node::addNodeDaemonFlags(desc, common, env);
   desc.add_options()
       ("device-plugin-dir", po::value(&o.pluginDir), "the kubelet's device plugin folder [VGPU_DEVICE_PLUGIN_DIR]")
@@ -48,16 +48,10 @@ Result<ParsedOptions> parseAgentOptions(int argc, const char* const* argv, const
        "report, kill-process (SIGKILL its largest processes on the device) or evict-pod")
       ("watchdog-proc-root", po::value(&o.watchdog.procRoot), "the host's /proc, where pids are mapped to pods");
   po::variables_map vm;
-  if (auto s = node::parseFlags(desc, argc, argv, vm, out.usage); !s.ok()) return s.error();
-  o.nodeName = common.nodeName;
-  o.configPath = common.configPath;
-  o.backendDir = common.backendDir;
-  o.kubeconfig = common.kubeconfig;
-  if (vm.count("help")) {
-    out.help = true;
-    return out;
-  }
-  if (o.nodeName.empty()) return makeError("no node name: set NODE_NAME (from the pod's spec.nodeName) or --node-name");
+  auto help = node::parseNodeDaemonFlags(desc, argc, argv, common, vm, out.usage);
+  if (!help.ok()) return help.error();
+  out.help = *help;
+  if (out.help) return out;
   if (heartbeat <= 0) return makeError("--heartbeat-seconds must be > 0");
   if (rediscover < 0) return makeError("--rediscover-seconds must be >= 0");
   if (podWait < 0 || apiTimeout <= 0 || o.apiRetries < 0)

@@ -19,7 +19,7 @@ Result<ParsedDraOptions> parseDraAgentOptions(int argc, const char* const* argv,
   std::int64_t resync = o.resyncInterval.count() / 1000;
 
   po::options_description desc("vgpu-dra-plugin: the vgpu node agent's DRA front end\nOptions (environment variable in brackets)");
-  node::NodeDaemonFlags common{o.nodeName, o.configPath, o.backendDir, o.kubeconfig};
+  const node::NodeDaemonFlags common{o.nodeName, o.configPath, o.backendDir, o.kubeconfig};
   node::addNodeDaemonFlags(desc, common, env);
   desc.add_options()
       ("plugins-registry-dir", po::value(&o.registrationDir),
@@ -34,16 +34,10 @@ Result<ParsedDraOptions> parseDraAgentOptions(int argc, const char* const* argv,
       ("withdraw-on-stop", po::bool_switch(&o.withdrawOnStop),
        "delete the ResourceSlices at shutdown (when taking the node out of DRA mode)");
   po::variables_map vm;
-  if (auto s = node::parseFlags(desc, argc, argv, vm, out.usage); !s.ok()) return s.error();
-  o.nodeName = common.nodeName;
-  o.configPath = common.configPath;
-  o.backendDir = common.backendDir;
-  o.kubeconfig = common.kubeconfig;
-  if (vm.count("help")) {
-    out.help = true;
-    return out;
-  }
-  if (o.nodeName.empty()) return makeError("no node name: set NODE_NAME (from the pod's spec.nodeName) or --node-name");
+  auto help = node::parseNodeDaemonFlags(desc, argc, argv, common, vm, out.usage);
+  if (!help.ok()) return help.error();
+  out.help = *help;
+  if (out.help) return out;
   if (resync <= 0) return makeError("--resync-seconds must be > 0");
   o.resyncInterval = std::chrono::seconds(resync);
   return out;
