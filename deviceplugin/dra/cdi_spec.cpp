@@ -23,6 +23,25 @@ std::string cdiSpecFileName(const std::string& kind, const std::string& name) {
   return base + "_" + name + ".json";
 }
 
+namespace {
+constexpr std::string_view kCdiAnnotationPrefix = "cdi.k8s.io/";
+bool namesCdiDevices(const std::string& key) { return key.rfind(kCdiAnnotationPrefix, 0) == 0; }
+}  // namespace
+
+std::vector<std::string> cdiDevicesFromAnnotations(const std::map<std::string, std::string>& annotations) {
+  std::vector<std::string> out;
+  for (const auto& [key, value] : annotations) {
+    if (!namesCdiDevices(key)) continue;
+    std::size_t start = 0;
+    while (start <= value.size()) {
+      const std::size_t comma = std::min(value.find(',', start), value.size());
+      if (comma > start) out.push_back(value.substr(start, comma - start));
+      start = comma + 1;
+    }
+  }
+  return out;
+}
+
 json::object cdiSpec(const std::string& kind, const std::string& name, const ContainerSpec& spec) {
   json::array env;
   for (const auto& [k, v] : spec.env) env.push_back(json::string(k + "=" + v));
@@ -40,12 +59,11 @@ json::object cdiSpec(const std::string& kind, const std::string& name, const Con
   if (!env.empty()) edits["env"] = std::move(env);
   if (!mounts.empty()) edits["mounts"] = std::move(mounts);
   if (!nodes.empty()) edits["deviceNodes"] = std::move(nodes);
-  json::object out{{"cdiVersion", spec.annotations.empty() ? "0.5.0" : "0.6.0"}, {"kind", kind}};
-  if (!spec.annotations.empty()) {
-    json::object a;
-    for (const auto& [k, v] : spec.annotations) a[k] = v;
-    out["annotations"] = std::move(a);
-  }
+  json::object a;
+  for (const auto& [k, v] : spec.annotations)
+    if (!namesCdiDevices(k)) a[k] = v;
+  json::object out{{"cdiVersion", a.empty() ? "0.5.0" : "0.6.0"}, {"kind", kind}};
+  if (!a.empty()) out["annotations"] = std::move(a);
   out["devices"] = json::array{json::object{{"name", name}, {"containerEdits", std::move(edits)}}};
   return out;
 }

@@ -80,8 +80,10 @@ Result<PreparedClaim> ClaimPreparer::prepareNew(const ClaimRef& ref) {
     claim.shares.push_back(std::move(p));
   }
   if (claim.shares.empty()) return claim;  // nothing of ours in it: nothing to prepare
-  claim.cdiId = cdiDeviceId(cdiKind(options_.driver), ref.uid);
-  if (auto s = handOut(claim); !s.ok()) return s.error();
+  auto named = handOut(claim);
+  if (!named.ok()) return named.error();
+  claim.cdiIds = {cdiDeviceId(cdiKind(options_.driver), ref.uid)};
+  claim.cdiIds.insert(claim.cdiIds.end(), named->begin(), named->end());
   if (auto s = store_.put(claim); !s.ok()) {
     if (Limiter* limiter = backend_.limiter()) (void)limiter->release(grantOf(claim).container);
     std::error_code ec;
@@ -91,8 +93,8 @@ Result<PreparedClaim> ClaimPreparer::prepareNew(const ClaimRef& ref) {
   return claim;
 }
 
-Status ClaimPreparer::handOut(const PreparedClaim& claim) {
-  if (claim.shares.empty()) return {};
+Result<std::vector<std::string>> ClaimPreparer::handOut(const PreparedClaim& claim) {
+  if (claim.shares.empty()) return std::vector<std::string>{};
   const ContainerGrant grant = grantOf(claim);
   std::error_code ec;
   fs::create_directories(grant.hostDir, ec);
@@ -103,7 +105,10 @@ Status ClaimPreparer::handOut(const PreparedClaim& claim) {
     if (!s.ok()) return makeError("backend " + backend_.name() + " cannot set up the devices: " + s.error().message);
     spec = std::move(s).value();
   }
-  return writeJsonAtomically(options_.cdiDir, cdiFile(claim.ref), cdiSpec(cdiKind(options_.driver), claim.ref.uid, spec));
+  if (auto s = writeJsonAtomically(options_.cdiDir, cdiFile(claim.ref), cdiSpec(cdiKind(options_.driver), claim.ref.uid, spec));
+      !s.ok())
+    return s.error();
+  return cdiDevicesFromAnnotations(spec.annotations);
 }
 
 std::string ClaimPreparer::unprepare(const ClaimRef& ref) {
@@ -149,7 +154,7 @@ std::vector<PreparedDevice> ClaimPreparer::devicesOf(const PreparedClaim& claim)
     d.requestNames = i == 0 ? requests : std::vector<std::string>{s.request};
     d.pool = s.pool;
     d.device = s.device;
-    if (i == 0) d.cdiDeviceIds = {claim.cdiId};
+    if (i == 0) d.cdiDeviceIds = claim.cdiIds;
     d.shareId = s.shareId;
     out.push_back(std::move(d));
   }

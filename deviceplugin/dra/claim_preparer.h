@@ -65,8 +65,9 @@ class ClaimPreparer {
 
  private:
   Result<PreparedClaim> prepareNew(const ClaimRef& claim);
-  /// The limiter's spec for `claim`, written as its CDI spec.
-  Status handOut(const PreparedClaim& claim);
+  /// The limiter's spec for `claim`, written as its CDI spec; returns the CDI devices the
+  /// limiter named besides (cdiDevicesFromAnnotations).
+  Result<std::vector<std::string>> handOut(const PreparedClaim& claim);
   ContainerGrant grantOf(const PreparedClaim& claim) const;
   std::vector<PreparedDevice> devicesOf(const PreparedClaim& claim) const;
   std::filesystem::path hostDir(const PreparedClaim& claim) const;

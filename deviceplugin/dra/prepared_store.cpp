@@ -21,7 +21,7 @@ json::object toJson(const PreparedClaim& c) {
                                   {"deviceId", s.deviceId},     {"deviceIndex", s.deviceIndex},
                                   {"memoryMiB", s.memoryMiB},   {"cores", s.cores}});
   return {{"namespace", c.ref.ns}, {"uid", c.ref.uid},     {"name", c.ref.name},
-          {"holder", c.holder},    {"cdiId", c.cdiId},     {"shares", std::move(shares)}};
+          {"holder", c.holder},    {"cdiIds", json::value_from(c.cdiIds)},     {"shares", std::move(shares)}};
 }
 
 PreparedClaim fromJson(const json::object& o) {
@@ -31,7 +31,7 @@ PreparedClaim fromJson(const json::object& o) {
   c.ref.uid = json::value_to<std::string>(o.at("uid"));
   c.ref.name = json::value_to<std::string>(o.at("name"));
   c.holder = json::value_to<std::string>(o.at("holder"));
-  c.cdiId = json::value_to<std::string>(o.at("cdiId"));
+  c.cdiIds = json::value_to<std::vector<std::string>>(o.at("cdiIds"));
   for (const auto& v : o.at("shares").as_array()) {
     const auto& s = v.as_object();
     PreparedShare p;

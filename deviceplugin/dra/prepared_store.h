@@ -37,7 +37,9 @@ struct PreparedShare {
 struct PreparedClaim {
   ClaimRef ref;
   std::string holder;
-  std::string cdiId;
+  /// What the kubelet gives the runtime: ours first, then those the limiter named (e.g. the
+  /// GPU's own spec from the vendor's toolkit).
+  std::vector<std::string> cdiIds;
   std::vector<PreparedShare> shares;
   bool operator==(const PreparedClaim&) const = default;
 };

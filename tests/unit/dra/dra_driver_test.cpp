@@ -354,7 +354,8 @@ TEST_F(DraDriver, OnTheFakeGpuAShareGetsTheDevicePluginPathsLimitsFileAndEnv) {
   ::setenv("VGPU_FAKE_GPU_CONFIG", machine.c_str(), 1);
   dir.write("device-config.yaml", std::string("version: 1\nbackends:\n  nvidia:\n    enabled: true\n    splitCount: 4\n"
                                               "    frontEnd: dra\n    options:\n      discovery: nvml\n      nvmlLibrary: ") +
-                                      VGPU_FAKE_NVML_LIBRARY + "\n      hostSysRoot: /nonexistent-sys\n");
+                                      VGPU_FAKE_NVML_LIBRARY + "\n      hostSysRoot: /nonexistent-sys\n"
+                                      "      cdiKind: k8s.device-plugin.nvidia.com/gpu\n");
   startKubelet();
   startAgent();
   ASSERT_TRUE(kubelet->waitForPlugin("nvidia.vgpu.io", std::chrono::seconds(10)));
@@ -381,6 +382,11 @@ TEST_F(DraDriver, OnTheFakeGpuAShareGetsTheDevicePluginPathsLimitsFileAndEnv) {
   auto got = kubelet->prepare("nvidia.vgpu.io", {claim});
   ASSERT_TRUE(got.ok()) << got.error().message;
   ASSERT_EQ(got->at(claim.uid).error, "");
+  // The GPU's own CDI device (the toolkit's spec: device nodes, hooks), which the device-plugin
+  // path names in an annotation, goes to the runtime beside the share's.
+  EXPECT_EQ(got->at(claim.uid).devices.at(0).cdiDeviceIds,
+            (std::vector<std::string>{"nvidia.vgpu.io/share=" + claim.uid,
+                                      std::string("k8s.device-plugin.nvidia.com/gpu=") + kGpu}));
   const auto spec = readJson(dir.path() / "cdi" / ("nvidia.vgpu.io-share_" + claim.uid + ".json"));
   const auto draDir = dir.path() / "state" / "dra" / "nvidia.vgpu.io" / "claims" / ("dra-" + claim.uid);
 

@@ -210,9 +210,25 @@ TEST(CdiSpec, EnvMountsAndDeviceNodesAsContainerEdits) {
   EXPECT_EQ(cdiSpecFileName(cdiKind("sim.vgpu.io"), "uid-1"), "sim.vgpu.io-share_uid-1.json");
 }
 
+TEST(CdiSpec, CdiDevicesTheLimiterNamesInAnnotationsBecomeIdsNotSpecAnnotations) {
+  ContainerSpec spec;
+  spec.annotations = {{"cdi.k8s.io/vgpu-nvidia", "nvidia.com/gpu=GPU-a,nvidia.com/gpu=GPU-b"},
+                      {"example.com/note", "x"}};
+  EXPECT_EQ(cdiDevicesFromAnnotations(spec.annotations),
+            (std::vector<std::string>{"nvidia.com/gpu=GPU-a", "nvidia.com/gpu=GPU-b"}));
+  const auto j = cdiSpec("sim.vgpu.io/share", "u", spec);
+  EXPECT_EQ(j.at("cdiVersion"), "0.6.0");
+  EXPECT_EQ(j.at("annotations"), (json::object{{"example.com/note", "x"}}));
+  spec.annotations.erase("example.com/note");
+  const auto plain = cdiSpec("sim.vgpu.io/share", "u", spec);
+  EXPECT_EQ(plain.at("cdiVersion"), "0.5.0");
+  EXPECT_FALSE(plain.contains("annotations"));
+}
+
 TEST(PreparedStore, SurvivesARestartAndRefusesACorruptFile) {
   TempDir dir;
-  PreparedClaim c{{"ns", "u1", "c1"}, "dra-u1", "k=u1", {{"gpu", "node-1", "sim-0", "s1", "GPU-0", 0, 3000, 30}}};
+  PreparedClaim c{{"ns", "u1", "c1"}, "dra-u1", {"k=u1", "nvidia.com/gpu=GPU-0"},
+                  {{"gpu", "node-1", "sim-0", "s1", "GPU-0", 0, 3000, 30}}};
   {
     PreparedStore store(dir.path() / "prepared.json");
     ASSERT_TRUE(store.load().ok());
