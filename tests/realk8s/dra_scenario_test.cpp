@@ -195,7 +195,7 @@ TEST_F(RealK8s, DraClaimsArePackedOntoVgpuSlicesByKubeSchedulerWithinCapacity) {
 // the driver's): a control plane of its own, as the suite's runs with the defaults. Its
 // allocator shares the first device and then stops: "cannot allocate all claims" for the
 // third claim although the second device is free (kubernetes/kubernetes#133705, fixed by
-// #133706 in later releases, still so in v1.34.4). So two pods, both on one device.
+// #133706; v1.34.4 still has it, 1.37.2 shares both devices). So two pods, both on one device.
 TEST_F(RealK8s, DraClaimsShareDevicesOn134WithTheConsumableCapacityGateOn) {
   if (cluster().release() != "1.34") GTEST_SKIP() << "the gate is on by default from 1.36";
   RealCluster gated({.release = "1.34", .chartValues = suiteChartValues(), .featureGates = "DRAConsumableCapacity=true"});
