@@ -16,6 +16,7 @@
 #include <boost/json.hpp>
 
 #include "cgroup_identity.h"
+#include "daemon_support.h"
 #include "hami_metrics.h"
 #include "handout_store.h"
 #include "plugin_server.h"
@@ -73,6 +74,7 @@ struct Agent::Impl final : PluginHandler {
   BackendSet backends;
   std::vector<std::string> warnings;
   std::size_t enabledBackends = 0;                     // in the config, loaded or not
+  std::size_t draBackends = 0;                         // loaded, left to vgpu-dra-plugin here
   std::map<std::string, BackendState> served;          // backend -> state; keys fixed after create()
   std::map<std::string, std::string> resourceToBackend;  // serving backends' resources; under devMu
   mutable std::mutex devMu;
@@ -1425,6 +1427,8 @@ struct Agent::Impl final : PluginHandler {
   /// enabled at all.
   std::pair<bool, std::string> readiness() const {
     if (enabledBackends == 0) return {true, "no backend is enabled\n"};
+    if (served.empty() && draBackends > 0 && draBackends == enabledBackends)
+      return {true, "every enabled backend is served by vgpu-dra-plugin on this node (frontEnd: dra)\n"};
     bool anyServing = false;
     std::string why;
     {
@@ -1512,6 +1516,12 @@ Result<std::unique_ptr<Agent>> Agent::create(AgentOptions options) {
                      (impl->warnings.empty() ? "" : ": " + impl->warnings.front()));
   if (impl->enabledBackends == 0) logLine("warning", "no backend is enabled in " + o.configPath + "; serving nothing");
   for (const auto& b : impl->backends.all()) {
+    // The DRA front end (vgpu-dra-plugin) serves this backend's devices on this node.
+    if (config->settingsFor(b->name(), o.nodeName).frontEnd == FrontEnd::kDra) {
+      logLine("info", "backend " + b->name() + " is in DRA mode on this node (frontEnd: dra); vgpu-dra-plugin serves it");
+      ++impl->draBackends;
+      continue;
+    }
     if (!b->discovery()) {
       impl->warnings.push_back("backend " + b->name() + " has no discovery on the node side; skipped");
       continue;
@@ -1601,24 +1611,11 @@ Status Agent::start() {
   im.maintThread = std::thread([&im] { im.maintLoop(); });
 
   if (!im.options.metricsAddress.empty()) {
-    http::ServerOptions so;
-    if (auto parsed = http::parseListenAddress(im.options.metricsAddress, "--metrics-address", so); !parsed.ok())
-      return parsed.error();
-    so.threads = 1;
     if (im.options.hamiMetrics) im.hami = std::make_unique<HamiNodeMetrics>(im.registry);
     im.registry.addCollector([&im] { im.collect(); });
-    http::Router router;
-    router.get("/metrics", [&im](const http::Request&) {
-      http::Response r = http::Response::text(im.registry.render());
-      r.contentType = metrics::Registry::kContentType;
-      return r;
-    });
-    router.get("/healthz", [&im](const http::Request&) {
-      const auto [ready, text] = im.readiness();
-      return ready ? http::Response::text(text) : http::Response::text(text, 503);
-    });
-    auto server = http::Server::start(so, std::move(router));
-    if (!server.ok()) return makeError("metrics endpoint: " + server.error().message);
+    auto server = node::startMetricsEndpoint(im.options.metricsAddress, "--metrics-address", im.registry,
+                                             [&im] { return im.readiness(); });
+    if (!server.ok()) return server.error();
     im.httpServer = std::move(server).value();
   }
 

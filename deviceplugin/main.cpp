@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "agent.h"
+#include "daemon_support.h"
 
 int main(int argc, char** argv) {
   using namespace vgpu::deviceplugin;
@@ -21,13 +22,7 @@ int main(int argc, char** argv) {
     std::cout << parsed->usage;
     return 0;
   }
-  // Block the stop signals in every thread; this one waits for them.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const sigset_t signals = vgpu::node::blockStopSignals();
 
   auto agent = Agent::create(parsed->options);
   if (!agent.ok()) {
@@ -42,12 +37,11 @@ int main(int argc, char** argv) {
   for (const auto& r : (*agent)->resources()) std::fprintf(stderr, " %s", r.c_str());
   if (!(*agent)->metricsUrl().empty()) std::fprintf(stderr, "; metrics on %s", (*agent)->metricsUrl().c_str());
   std::fprintf(stderr, "\n");
-  int sig = 0;
   // SIGHUP: look again for devices of backends that serve none (a driver loaded late).
-  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+  const int sig = vgpu::node::waitForStop(signals, [&] {
     std::fprintf(stderr, "vgpu-device-plugin: SIGHUP, rediscovering devices\n");
     (*agent)->requestRediscovery();
-  }
+  });
   std::fprintf(stderr, "vgpu-device-plugin: signal %d, shutting down\n", sig);
   (*agent)->stop();
   return 0;

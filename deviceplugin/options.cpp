@@ -1,8 +1,7 @@
 #include <boost/program_options.hpp>
 
-#include <sstream>
-
 #include "agent.h"
+#include "daemon_support.h"
 
 namespace vgpu::deviceplugin {
 namespace po = boost::program_options;
@@ -11,14 +10,10 @@ Result<ParsedOptions> parseAgentOptions(int argc, const char* const* argv, const
   ParsedOptions out;
   AgentOptions& o = out.options;
   auto envOr = [&](const char* name, std::string fallback) { return env(name).value_or(std::move(fallback)); };
-  o.nodeName = envOr("NODE_NAME", "");
-  o.configPath = envOr("VGPU_CONFIG", o.configPath);
-  o.backendDir = envOr("VGPU_BACKEND_DIR", "");
   o.pluginDir = envOr("VGPU_DEVICE_PLUGIN_DIR", o.pluginDir);
   o.podResourcesSocket = envOr("VGPU_POD_RESOURCES_SOCKET", o.podResourcesSocket);
   o.metricsAddress = envOr("VGPU_METRICS_ADDRESS", o.metricsAddress);
   o.stateDir = envOr("VGPU_STATE_DIR", o.stateDir);
-  o.kubeconfig = envOr("KUBECONFIG_FILE", "");
   std::int64_t watchdogMs = o.watchdog.interval.count();
   std::string watchdogAction = toString(o.watchdog.action);
   std::int64_t computeWindowMs = o.watchdog.computeWindow.count();
@@ -27,11 +22,9 @@ Result<ParsedOptions> parseAgentOptions(int argc, const char* const* argv, const
                apiTimeout = o.apiTimeout.count(), rediscover = o.rediscoverInterval.count() / 1000;
 
   po::options_description desc("vgpu-device-plugin: the vgpu node agent\nOptions (environment variable in brackets)");
+  const node::NodeDaemonFlags common{o.nodeName, o.configPath, o.backendDir, o.kubeconfig};
+  node::addNodeDaemonFlags(desc, common, env);
   desc.add_options()
-      ("help,h", "print this help")
-      ("node-name", po::value(&o.nodeName), "this node's name [NODE_NAME] (required)")
-      ("config", po::value(&o.configPath), "device-config.yaml [VGPU_CONFIG]")
-      ("backend-dir", po::value(&o.backendDir), "folder of libvgpu-backend-*.so [VGPU_BACKEND_DIR]")
       ("device-plugin-dir", po::value(&o.pluginDir), "the kubelet's device plugin folder [VGPU_DEVICE_PLUGIN_DIR]")
       ("pod-resources-socket", po::value(&o.podResourcesSocket),
        "the kubelet's PodResources socket, empty = not read [VGPU_POD_RESOURCES_SOCKET]")
@@ -40,7 +33,6 @@ Result<ParsedOptions> parseAgentOptions(int argc, const char* const* argv, const
        "also export HAMi's per-container metric names and labels (hami_vgpu_*, hami_container_*), for HAMi's "
        "dashboards and alerts")
       ("state-dir", po::value(&o.stateDir), "host folder for per-container files [VGPU_STATE_DIR]")
-      ("kubeconfig", po::value(&o.kubeconfig), "kubeconfig file; default: in-cluster, then $KUBECONFIG")
       ("heartbeat-seconds", po::value(&heartbeat), "republish the node's devices this often")
       ("rediscover-seconds", po::value(&rediscover),
        "ask backends that serve no devices again this often (a driver loaded late), 0 = only on SIGHUP")
@@ -58,21 +50,11 @@ Result<ParsedOptions> parseAgentOptions(int argc, const char* const* argv, const
       ("watchdog-action", po::value(&watchdogAction), "what the watchdog does to a pod over its slice: "
        "report, kill-process (SIGKILL its largest processes on the device) or evict-pod")
       ("watchdog-proc-root", po::value(&o.watchdog.procRoot), "the host's /proc, where pids are mapped to pods");
-  std::ostringstream usage;
-  usage << desc;
-  out.usage = usage.str();
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    return makeError(std::string(e.what()) + " (see --help)");
-  }
-  if (vm.count("help")) {
-    out.help = true;
-    return out;
-  }
-  if (o.nodeName.empty()) return makeError("no node name: set NODE_NAME (from the pod's spec.nodeName) or --node-name");
+  auto help = node::parseNodeDaemonFlags(desc, argc, argv, common, vm, out.usage);
+  if (!help.ok()) return help.error();
+  out.help = *help;
+  if (out.help) return out;
   if (heartbeat <= 0) return makeError("--heartbeat-seconds must be > 0");
   if (rediscover < 0) return makeError("--rediscover-seconds must be >= 0");
   if (podWait < 0 || apiTimeout <= 0 || o.apiRetries < 0)

@@ -11,9 +11,10 @@ WORKDIR /src
 COPY . .
 ENV VGPU_CMAKE_ARGS=-DVGPU_BUILD_TESTS=OFF
 RUN scripts/install-deps.sh \
- && VGPU_BUILD_DIR=/build scripts/build.sh vgpu-device-plugin vgpu vgpu-backend-check \
+ && VGPU_BUILD_DIR=/build scripts/build.sh vgpu-device-plugin vgpu-dra-plugin vgpu vgpu-backend-check \
       vgpu_backend_nvidia vgpu_backend_cambricon vgpu_backend_hygon vgpu_backend_sim \
  && install -D -m 0755 /build/bin/vgpu-device-plugin /out/usr/local/bin/vgpu-device-plugin \
+ && install -D -m 0755 /build/bin/vgpu-dra-plugin /out/usr/local/bin/vgpu-dra-plugin \
  && install -D -m 0755 /build/bin/vgpu-backend-check /out/usr/local/bin/vgpu-backend-check \
  && install -D -m 0644 /build/hooks/cuda/libvgpu.so /out/usr/local/lib/vgpu/libvgpu.so \
  && mkdir -p /out/usr/local/lib/vgpu/backends \

@@ -43,6 +43,14 @@ std::optional<DevicePolicy> parseDevicePolicy(std::string_view text) {
   return std::nullopt;
 }
 
+const char* toString(FrontEnd frontEnd) { return frontEnd == FrontEnd::kDra ? "dra" : "devicePlugin"; }
+
+std::optional<FrontEnd> parseFrontEnd(std::string_view text) {
+  if (text == "devicePlugin") return FrontEnd::kDevicePlugin;
+  if (text == "dra") return FrontEnd::kDra;
+  return std::nullopt;
+}
+
 BackendSettings BackendSettings::overriddenBy(const BackendSettings& o) const {
   BackendSettings r = *this;
   if (o.splitCount) r.splitCount = o.splitCount;
@@ -52,6 +60,7 @@ BackendSettings BackendSettings::overriddenBy(const BackendSettings& o) const {
   if (o.defaultMemoryMiB) r.defaultMemoryMiB = o.defaultMemoryMiB;
   if (o.defaultCores) r.defaultCores = o.defaultCores;
   if (o.defaultCount) r.defaultCount = o.defaultCount;
+  if (o.frontEnd) r.frontEnd = o.frontEnd;
   for (const auto& [key, value] : o.options) r.options[key] = value;
   return r;
 }
@@ -407,6 +416,10 @@ class Parser {
       s.defaultCores = static_cast<std::uint32_t>(unsignedInt(value, at, 0, kU32));
     } else if (key == "defaultCount") {
       s.defaultCount = static_cast<std::uint32_t>(unsignedInt(value, at, 1, kU32));
+    } else if (key == "frontEnd") {
+      const std::string text = scalar(value, at, "devicePlugin or dra");
+      s.frontEnd = parseFrontEnd(text);
+      if (!s.frontEnd) fail(at, "expected devicePlugin or dra, got " + detail::quoteForMessage(text));
     } else if (key == "options") {
       forEachKey(value, at, [&](const std::string& name, const YAML::Node& v, const Where& oat) {
         // Kept as text: the backend owns the meaning (and the errors) of its options.
@@ -432,7 +445,7 @@ class Parser {
       } else if (!setting(key, value, kat, b.settings)) {
         unknownKey(key, kat,
                    "enabled, resources, splitCount, memoryScaling, coreScaling, memoryUnitMiB, defaultMemory, "
-                   "defaultCores, defaultCount, options");
+                   "defaultCores, defaultCount, frontEnd, options");
       }
     });
     return b;
@@ -462,7 +475,7 @@ class Parser {
               if (!setting(skey, v, sat, s)) {
                 unknownKey(skey, sat,
                            "splitCount, memoryScaling, coreScaling, memoryUnitMiB, defaultMemory, defaultCores, "
-                           "defaultCount, options (enabled and resources are cluster-wide)");
+                           "defaultCount, frontEnd, options (enabled and resources are cluster-wide)");
               }
             });
             n.backends.emplace(backend, std::move(s));

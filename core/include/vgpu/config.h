@@ -22,6 +22,14 @@ struct ResourceNamesConfig {
   bool operator==(const ResourceNamesConfig&) const = default;
 };
 
+/// Which of the node agent's two front ends hands a backend's devices to containers on a
+/// node (DESIGN.md 8a): the kubelet device plugin API with the scheduler extender placing
+/// pods, or Dynamic Resource Allocation with kube-scheduler's allocator placing claims.
+enum class FrontEnd : std::uint8_t { kDevicePlugin, kDra };
+/// "devicePlugin" / "dra"; parse returns nullopt for anything else.
+const char* toString(FrontEnd frontEnd);
+std::optional<FrontEnd> parseFrontEnd(std::string_view text);
+
 /// The settings of a backend section that a per-node override may change.
 /// Unset fields mean "the backend's default".
 struct BackendSettings {
@@ -33,6 +41,9 @@ struct BackendSettings {
   std::optional<std::uint32_t> defaultCores;
   std::optional<std::uint32_t> defaultCount;
   std::map<std::string, std::string> options;  ///< Backend-specific keys, checked by the backend.
+  /// Unset = the device plugin. One front end per backend on a node: vgpu-device-plugin
+  /// serves the backends in kDevicePlugin mode, vgpu-dra-plugin those in kDra mode.
+  std::optional<FrontEnd> frontEnd;
 
   /// This, with every field `override` sets taking its value (options merged key by key).
   BackendSettings overriddenBy(const BackendSettings& override) const;

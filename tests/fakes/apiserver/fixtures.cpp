@@ -66,7 +66,7 @@ Status addDocument(const json::value& doc, const std::string& where,
   }
   const KindInfo* info = kindByKind(kind);
   if (info == nullptr) {
-    return makeError(where + ": kind " + kind + " is not served (only Node, Pod and Event)");
+    return makeError(where + ": kind " + kind + " is not served (only Node, Pod, Event, ResourceSlice, ResourceClaim and DeviceClass)");
   }
   out.emplace_back(std::string(info->plural), o);
   return {};

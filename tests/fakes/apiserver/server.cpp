@@ -396,9 +396,13 @@ struct FakeApiServer::Impl {
       return respond(s, req, statusReply(404, "NotFound", "the server could not find the requested resource"),
                      path, query);
     };
-    if (segs.size() < 3 || segs[0] != "api" || segs[1] != "v1") return notFound();
+    // /api/v1/... (core) or /apis/<group>/<version>/... (resource.k8s.io/v1).
+    const bool core = segs.size() >= 3 && segs[0] == "api" && segs[1] == "v1";
+    const bool grouped = segs.size() >= 4 && segs[0] == "apis";
+    if (!core && !grouped) return notFound();
+    const std::string apiVersion = core ? "v1" : segs[1] + "/" + segs[2];
     std::string ns, plural, name, sub;
-    std::vector<std::string> rest(segs.begin() + 2, segs.end());
+    std::vector<std::string> rest(segs.begin() + (core ? 2 : 3), segs.end());
     bool inNamespace = rest[0] == "namespaces" && rest.size() >= 3;
     if (inNamespace) {
       ns = rest[1];
@@ -413,7 +417,7 @@ struct FakeApiServer::Impl {
       if (rest.size() > 3) return notFound();
     }
     const detail::KindInfo* kind = detail::kindByPlural(plural);
-    if (kind == nullptr || (inNamespace && !kind->namespaced) ||
+    if (kind == nullptr || kind->apiVersion != apiVersion || (inNamespace && !kind->namespaced) ||
         (!inNamespace && kind->namespaced && !name.empty())) {
       return notFound();
     }
@@ -689,6 +693,7 @@ std::vector<json::object> FakeApiServer::list(std::string_view plural) const {
   return out;
 }
 std::uint64_t FakeApiServer::resourceVersion() const { return impl_->store.resourceVersion(); }
+void FakeApiServer::setDraConsumableCapacity(bool on) { impl_->store.setDraConsumableCapacity(on); }
 
 Status FakeApiServer::loadFixtureText(const std::string& text, const std::string& sourceName) {
   auto objs = detail::parseFixtures(text, sourceName);

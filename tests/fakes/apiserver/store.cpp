@@ -18,6 +18,9 @@ constexpr KindInfo kKinds[] = {
     {"nodes", "Node", "NodeList", false},
     {"pods", "Pod", "PodList", true},
     {"events", "Event", "EventList", true},
+    {"resourceslices", "ResourceSlice", "ResourceSliceList", false, "resource.k8s.io/v1"},
+    {"resourceclaims", "ResourceClaim", "ResourceClaimList", true, "resource.k8s.io/v1"},
+    {"deviceclasses", "DeviceClass", "DeviceClassList", false, "resource.k8s.io/v1"},
 };
 
 std::string nowRfc3339() {
@@ -346,6 +349,11 @@ std::optional<Reply> Store::waitForVersion(std::string_view rv, std::chrono::mil
   return Reply{504, json::serialize(status), nullptr, 1};
 }
 
+void Store::setDraConsumableCapacity(bool on) {
+  std::lock_guard lock(mu_);
+  draConsumableCapacity_ = on;
+}
+
 std::vector<ObjectPtr> Store::all(std::string_view plural) {
   std::lock_guard lock(mu_);
   std::vector<ObjectPtr> out;
@@ -477,7 +485,9 @@ Reply Store::list(std::string_view plural, std::string_view ns, const Selectors&
   out.reserve(page.size() * 1024 + 256);
   out += R"({"kind":")";
   out += kind->listKind;
-  out += R"(","apiVersion":"v1","metadata":{"resourceVersion":")";
+  out += R"(","apiVersion":")";
+  out += kind->apiVersion;
+  out += R"(","metadata":{"resourceVersion":")";
   out += std::to_string(rv);
   out += '"';
   if (!cont.empty()) {
@@ -542,9 +552,10 @@ Reply Store::create(std::string_view plural, std::string_view pathNs, json::valu
     md["uid"] = buf;
   }
   if (strAt(obj, "metadata", "creationTimestamp").empty()) md["creationTimestamp"] = nowRfc3339();
-  md["resourceVersion"] = nextRv();
   obj["kind"] = kind->kind;
-  obj["apiVersion"] = "v1";
+  obj["apiVersion"] = kind->apiVersion;
+  if (auto invalid = admitResource(plural, obj, draConsumableCapacity_)) return *invalid;
+  metadataOf(obj)["resourceVersion"] = nextRv();  // `md` may have moved with the keys added
   if (plural == "pods") {
     if (!obj["spec"].is_object()) obj["spec"] = json::object();
     auto& st = obj["status"];
@@ -569,9 +580,10 @@ Reply Store::update(std::string_view plural, json::object obj) {
   auto& md = metadataOf(obj);
   md["uid"] = strAt(*it->second, "metadata", "uid");
   md["creationTimestamp"] = strAt(*it->second, "metadata", "creationTimestamp");
-  md["resourceVersion"] = nextRv();
   obj["kind"] = kindByPlural(plural)->kind;
-  obj["apiVersion"] = "v1";
+  obj["apiVersion"] = kindByPlural(plural)->apiVersion;
+  if (auto invalid = admitResource(plural, obj, draConsumableCapacity_)) return *invalid;
+  metadataOf(obj)["resourceVersion"] = nextRv();  // `md` may have moved with the keys added
   auto ptr = std::make_shared<const json::object>(std::move(obj));
   auto before = it->second;
   it->second = ptr;
@@ -620,6 +632,7 @@ Reply Store::patch(std::string_view plural, std::string_view ns, std::string_vie
   md["resourceVersion"] = curRv;
   obj["kind"] = cur.at("kind");
   obj["apiVersion"] = cur.at("apiVersion");
+  if (auto invalid = admitResource(plural, obj, draConsumableCapacity_)) return *invalid;
   if (obj == cur) return Reply{200, serializeObject(it->second), it->second};  // no-op: no new version
   md["resourceVersion"] = nextRv();
   auto ptr = std::make_shared<const json::object>(std::move(obj));

@@ -57,6 +57,7 @@ struct KindInfo {
   std::string_view kind;
   std::string_view listKind;
   bool namespaced;
+  std::string_view apiVersion = "v1";  ///< "v1" (core, under /api/v1) or "<group>/<version>" (under /apis/)
 };
 const KindInfo* kindByPlural(std::string_view plural);
 const KindInfo* kindByKind(std::string_view kind);
@@ -94,6 +95,10 @@ class Store {
   /// POST pods/<name>/eviction: checks the body is a policy/v1 Eviction of that pod, deletes
   /// the pod (no PodDisruptionBudgets here) and answers 201 with a Success Status.
   Reply evict(std::string_view ns, std::string_view name, const boost::json::value& body);
+  /// Whether the DRAConsumableCapacity gate is on (resource_api.cpp); off, ResourceSlices
+  /// lose allowMultipleAllocations and request policies on every write, as the apiserver
+  /// drops fields of disabled gates.
+  void setDraConsumableCapacity(bool on);
   std::vector<ObjectPtr> all(std::string_view plural);
   std::uint64_t resourceVersion();
   StoreBackup backup();
@@ -164,6 +169,12 @@ class Store {
   bool stopping_ = false;
   std::size_t openWatches_ = 0;
   std::uint64_t uidCounter_ = 0;
+  bool draConsumableCapacity_ = true;
 };
+
+/// What the apiserver's validation and field-gating of resource.k8s.io/v1 do to an object
+/// about to be stored (resource_api.cpp): a 422 Reply when it is invalid; otherwise the
+/// fields of disabled gates are dropped from `obj`. Other kinds pass untouched.
+std::optional<Reply> admitResource(std::string_view plural, boost::json::object& obj, bool draConsumableCapacity);
 
 }  // namespace vgpu::fakes::detail

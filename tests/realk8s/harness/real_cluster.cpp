@@ -527,7 +527,7 @@ void RealCluster::stopEtcd(bool graceful) { stopComponent(component("etcd"), gra
 
 Status RealCluster::startApiServer() {
   const std::string pki = dir_ + "/pki/";
-  const std::vector<std::string> args = {
+  std::vector<std::string> args = {
       "--etcd-servers=" + etcdUrl(),
       // The secure port only, on loopback.
       "--bind-address=127.0.0.1",
@@ -554,6 +554,7 @@ Status RealCluster::startApiServer() {
       "--cert-dir=" + dir_ + "/apiserver-certs",
       "--v=2",
   };
+  if (!options_.featureGates.empty()) args.push_back("--feature-gates=" + options_.featureGates);
   return startComponent(component("kube-apiserver"), args, [&] {
     ApiClient probe(apiPort_, caFile(), tokens_["admin"], std::chrono::seconds(5));
     auto r = probe.get("/readyz");
@@ -568,7 +569,7 @@ Status RealCluster::startKubeScheduler() {
   // The chart runs `kube-scheduler --config=... --v=2`; in its pod the secure port is
   // 10259 and the delegated authentication and authorization use the in-cluster account.
   // Here the port is free on loopback and the same account comes from a kubeconfig.
-  const std::vector<std::string> args = {
+  std::vector<std::string> args = {
       "--config=" + dir_ + "/kube-scheduler-config.yaml",
       "--v=2",
       "--bind-address=127.0.0.1",
@@ -576,6 +577,7 @@ Status RealCluster::startKubeScheduler() {
       "--authentication-kubeconfig=" + kc,
       "--authorization-kubeconfig=" + kc,
   };
+  if (!options_.featureGates.empty()) args.push_back("--feature-gates=" + options_.featureGates);
   return startComponent(component("kube-scheduler"), args, [&] {
     auto r = testing::TestHttpClient(kubeSchedulerPort_, true).setTimeout(std::chrono::seconds(2)).get("/healthz");
     return r.status == 200;

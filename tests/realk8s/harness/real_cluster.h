@@ -65,6 +65,9 @@ struct RealClusterOptions {
   /// only scheduler.extender.port. kSimChartValues: the chart's sim devices instead of
   /// NVIDIA (machines without a GPU or its fake driver).
   std::string chartValues{};
+  /// `--feature-gates` for kube-apiserver and kube-scheduler ("DRAConsumableCapacity=true");
+  /// empty: the release's defaults.
+  std::string featureGates{};
 };
 
 inline constexpr const char* kSimChartValues = "devices:\n  nvidia:\n    enabled: false\n  sim:\n    enabled: true\n";

@@ -411,19 +411,23 @@ FLAG = re.compile(r"^\s*- --([a-z][a-z0-9-]*)(=|$)", re.M)
 
 def check_flags_exist(args):
     source = os.path.dirname(os.path.dirname(os.path.abspath(args.chart)))
-    pairs = [("scheduler-deployment.yaml", "vgpu-scheduler", "extender/scheduler/main.cpp"),
-             ("device-plugin-daemonset.yaml", "vgpu-device-plugin", "deviceplugin/options.cpp")]
-    for template, container, code in pairs:
+    # The node front ends define the flags they share in deviceplugin/daemon_support.h.
+    pairs = [("scheduler-deployment.yaml", "vgpu-scheduler", ["extender/scheduler/main.cpp"]),
+             ("device-plugin-daemonset.yaml", "vgpu-device-plugin",
+              ["deviceplugin/options.cpp", "deviceplugin/daemon_support.h"]),
+             ("dra-plugin-daemonset.yaml", "vgpu-dra-plugin",
+              ["deviceplugin/dra/dra_options.cpp", "deviceplugin/daemon_support.h"])]
+    for template, container, codes in pairs:
         text = read(os.path.join(args.chart, "templates", template))
         block = text.split("- name: " + container, 1)[1].split("\n        - name: ", 1)[0]
         flags = [m.group(1) for m in FLAG.finditer(block)]
         if not flags:
             fail("%s: no flags found for %s" % (template, container))
-        code_path = os.path.join(source, code)
-        if not os.path.exists(code_path):
+        code = " and ".join(codes)
+        if not all(os.path.exists(os.path.join(source, c)) for c in codes):
             print("note: %s not present; flags of %s not checked" % (code, container))
             continue
-        defined = read(code_path)
+        defined = "".join(read(os.path.join(source, c)) for c in codes)
         for flag in flags:
             if '"%s"' % flag not in defined and '"%s,' % flag not in defined:
                 fail("%s passes --%s to %s, which %s does not define" % (template, flag, container, code))
@@ -483,6 +487,11 @@ RENDER_VARIANTS = [
                                      "    options:\n      devicesFile: /etc/vgpu/sim-devices.yaml\n"},
     }, True),
     ("no backend enabled", "v1.29.0", {"devices": {"nvidia": {"enabled": False}}}, False),
+    ("DRA front end for nvidia and sim, nvidia.com/gpu served through DRA, Kubernetes 1.37", "v1.37.0", {
+        "devices": {"nvidia": {"frontEnd": "dra"}, "sim": {"enabled": True}},
+        "deviceConfig": {"nodes": [{"name": "legacy-node", "backends": {"nvidia": {"frontEnd": "devicePlugin"}}}]},
+        "dra": {"enabled": True, "extendedResourceNames": {"nvidia": "nvidia.com/gpu"}},
+    }, True),
 ]
 
 
@@ -500,6 +509,48 @@ DAEMON_RBAC = {
     "vgpu-device-plugin": {("", "pods", "list"), ("", "pods", "watch"), ("", "pods", "patch"),
                            ("", "nodes", "patch"), ("", "events", "create")},
 }
+# vgpu-dra-plugin (only with dra.enabled): its node's ResourceSlices by name, the claims the
+# kubelet asks it to prepare, its Node's uid (the slices' owner), Warning events on the Node.
+DRA_RBAC = {("resource.k8s.io", "resourceslices", "get"), ("resource.k8s.io", "resourceslices", "create"),
+            ("resource.k8s.io", "resourceslices", "patch"), ("resource.k8s.io", "resourceslices", "delete"),
+            ("resource.k8s.io", "resourceclaims", "get"), ("", "nodes", "get"), ("", "events", "create")}
+
+
+def granted(role):
+    """The (apiGroup, resource, verb) triples a ClusterRole grants."""
+    return {(group, resource, verb) for rule in role.get("rules", []) for group in rule.get("apiGroups", [])
+            for resource in rule.get("resources", []) for verb in rule.get("verbs", [])}
+
+
+def check_dra_rendered(description, values, docs, need):
+    """The DRA front end: one DeviceClass per enabled backend selecting its driver, the
+    extended-resource mapping where asked, the DaemonSet's kubelet folders, its RBAC."""
+    if not values["dra"]["enabled"]:
+        if any(kind == "DeviceClass" or name == "vgpu-dra-plugin" for kind, name in docs):
+            fail("%s: DRA objects rendered although dra.enabled is false" % description)
+        return
+    domain = values["dra"]["driverDomain"]
+    enabled = sorted(b for b, section in values["devices"].items() if section.get("enabled"))
+    classes = sorted(name for kind, name in docs if kind == "DeviceClass")
+    if classes != sorted("%s.%s" % (b, domain) for b in enabled):
+        fail("%s: DeviceClasses %s for enabled backends %s" % (description, classes, enabled))
+    for b in enabled:
+        spec = docs.get(("DeviceClass", "%s.%s" % (b, domain)), {}).get("spec", {})
+        want = 'device.driver == "%s.%s"' % (b, domain)
+        if [s.get("cel", {}).get("expression") for s in spec.get("selectors", [])] != [want]:
+            fail("%s: DeviceClass of %s selects %s, expected %s" % (description, b, spec.get("selectors"), want))
+        if spec.get("extendedResourceName") != values["dra"]["extendedResourceNames"].get(b):
+            fail("%s: DeviceClass of %s maps extended resource %s" % (description, b, spec.get("extendedResourceName")))
+    ds = need("DaemonSet", "vgpu-dra-plugin").get("spec", {}).get("template", {}).get("spec", {})
+    paths = {v["hostPath"]["path"] for v in ds.get("volumes", []) if "hostPath" in v}
+    kubelet = values["dra"]["kubeletDir"]
+    for path in (kubelet + "/plugins_registry", kubelet + "/plugins", values["dra"]["cdiDir"], values["dra"]["stateDir"]):
+        if path not in paths:
+            fail("%s: vgpu-dra-plugin does not mount the host's %s" % (description, path))
+    have = granted(need("ClusterRole", "vgpu-dra-plugin"))
+    if have != DRA_RBAC:
+        fail("%s: ClusterRole vgpu-dra-plugin grants %s more and %s less than the daemon's calls" % (
+            description, sorted(have - DRA_RBAC), sorted(DRA_RBAC - have)))
 def check_defaults_make_policies_visible(values, description):
     """Issue 27 item 10: defaults that work. At weight 1 binpack/spread had no visible effect
     against kube-scheduler's own scoring (one step of ours = 10 points); weight 10 did."""
@@ -781,15 +832,12 @@ def check_rendered(args, description, kube, values, docs):
             for rule in docs[(kind, name)].get("rules", []):
                 if "*" in rule.get("verbs", []) or "*" in rule.get("resources", []):
                     fail("%s: %s %s grants a wildcard" % (description, kind, name))
+    check_dra_rendered(description, values, docs, need)
     for name, want in DAEMON_RBAC.items():
-        have = set()
-        for rule in need("ClusterRole", name).get("rules", []):
-            if rule.get("resourceNames"):
-                fail("%s: ClusterRole %s narrows a rule to resourceNames, which the daemon's calls do not" % (description, name))
-            for group in rule.get("apiGroups", []):
-                for resource in rule.get("resources", []):
-                    for verb in rule.get("verbs", []):
-                        have.add((group, resource, verb))
+        role = need("ClusterRole", name)
+        if any(rule.get("resourceNames") for rule in role.get("rules", [])):
+            fail("%s: ClusterRole %s narrows a rule to resourceNames, which the daemon's calls do not" % (description, name))
+        have = granted(role)
         if have != want:
             fail("%s: ClusterRole %s grants %s more and %s less than the daemon's calls" % (
                 description, name, sorted(have - want), sorted(want - have)))
@@ -798,7 +846,7 @@ def check_rendered(args, description, kube, values, docs):
 # ---------------------------------------------------------------------------------------
 # Metrics docs and dashboard
 
-METRIC_SOURCES = ["deviceplugin/agent.cpp", "extender/scheduler/scheduler_metrics.h"]
+METRIC_SOURCES = ["deviceplugin/agent.cpp", "deviceplugin/dra/dra_agent.cpp", "extender/scheduler/scheduler_metrics.h"]
 # HAMi's names (--hami-metrics), documented in docs/metrics.md's HAMi table.
 HAMI_METRIC_SOURCES = ["deviceplugin/hami_metrics.cpp", "extender/scheduler/hami_metrics.cpp"]
 

@@ -44,6 +44,17 @@ TEST_F(DevicePluginAgent, RegistersOnlyTheCountResourceAndListsEverySlotOfEveryD
   EXPECT_EQ(agent->resources(), (std::vector<std::string>{kSimCount}));
 }
 
+TEST_F(DevicePluginAgent, LeavesABackendInDraModeOnThisNodeToTheDraPlugin) {
+  const auto devFile = dir.write("sim-devices.yaml", simDevicesYaml(devices));
+  dir.write("device-config.yaml", simConfigYaml(devFile.string(), split) + "    frontEnd: dra\n");
+  startKubelet();
+  startAgent(options());
+  EXPECT_TRUE(agent->resources().empty());
+  EXPECT_TRUE(agent->ready());  // nothing to register here: ready, not a pod stuck unready
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(kubelet->registrations().empty());
+}
+
 TEST_F(DevicePluginAgent, PublishesTheInventoryAndHeartbeatAndRemovesThemOnCleanShutdown) {
   startSimNode();
   auto annotation = [&](const std::string& key) -> std::string {

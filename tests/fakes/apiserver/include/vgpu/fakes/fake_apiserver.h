@@ -1,6 +1,8 @@
 #pragma once
 // An in-process Kubernetes apiserver double for tests: the real REST paths and JSON shapes
-// for nodes, pods and events over HTTP or HTTPS on loopback, one cluster-wide
+// for nodes, pods and events (/api/v1) and ResourceSlices, ResourceClaims and DeviceClasses
+// (/apis/resource.k8s.io/v1, with the apiserver's validation of slices and its dropping of
+// the DRAConsumableCapacity fields when that gate is off) over HTTP or HTTPS on loopback, one cluster-wide
 // resourceVersion counter, merge-patch and 409 preconditions, watch streams with history,
 // paging, selectors, the binding subresource, bearer-token checks, and switches a test
 // flips to break things (cut watches, compact history for 410, inject 5xx/429/hangs,
@@ -87,7 +89,8 @@ class FakeApiServer {
   const std::string& caPem() const; ///< the certificate a client must trust (TLS only)
 
   // ---- State, bypassing HTTP (same semantics: new resourceVersion, watch events) ----
-  /// `plural` is "nodes", "pods" or "events". Fills uid, resourceVersion, timestamps.
+  /// `plural` is "nodes", "pods", "events", "resourceslices", "resourceclaims" or
+  /// "deviceclasses". Fills uid, resourceVersion, timestamps.
   Result<boost::json::object> create(std::string_view plural, boost::json::object obj);
   /// Replaces an existing object's content (uid kept), as a PUT would.
   Result<boost::json::object> update(std::string_view plural, boost::json::object obj);
@@ -104,6 +107,11 @@ class FakeApiServer {
   /// v1 List kinds). Errors name the file.
   Status loadFixtures(const std::string& dir);
   Status loadFixtureText(const std::string& text, const std::string& sourceName);
+
+  /// The DRAConsumableCapacity feature gate (on by default, as from 1.36): off, every write
+  /// of a ResourceSlice loses allowMultipleAllocations and capacity request policies, as a
+  /// 1.34/1.35 apiserver without the gate stores it.
+  void setDraConsumableCapacity(bool on);
 
   // ---- Failure switches ----
   void addFault(Fault fault);

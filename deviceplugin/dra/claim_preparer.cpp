@@ -1,0 +1,170 @@
+#include "claim_preparer.h"
+
+#include <set>
+
+#include "cdi_spec.h"
+#include "slice_publisher.h"
+
+namespace vgpu::dra {
+namespace fs = std::filesystem;
+
+ClaimPreparer::ClaimPreparer(PreparerOptions options, Backend& backend, k8s::Client& client)
+    : options_(std::move(options)),
+      backend_(backend),
+      client_(client),
+      store_(options_.stateDir / "prepared.json") {}
+
+void ClaimPreparer::setDevices(std::vector<DraDevice> devices) {
+  std::lock_guard lock(mu_);
+  for (auto& d : devices) devices_[d.name] = std::move(d);
+}
+
+Status ClaimPreparer::restore() {
+  std::lock_guard lock(mu_);
+  if (auto s = store_.load(); !s.ok()) return s;
+  std::vector<ContainerRef> live;
+  for (const auto& claim : store_.all()) {
+    if (auto s = handOut(claim); !s.ok())
+      return makeError("ResourceClaim " + claim.ref.ns + "/" + claim.ref.name + " prepared before the restart: " +
+                       s.error().message);
+    live.push_back(grantOf(claim).container);
+  }
+  if (Limiter* limiter = backend_.limiter())
+    if (auto s = limiter->reconcile(live); !s.ok()) return makeError("backend " + backend_.name() + ": " + s.error().message);
+  return {};
+}
+
+PrepareResult ClaimPreparer::prepare(const ClaimRef& claim) {
+  std::lock_guard lock(mu_);
+  // Asked again (the kubelet restarted, or retried after a lost answer): the same answer,
+  // the CDI spec made again if it went missing.
+  if (auto done = store_.find(claim.uid)) {
+    if (!fs::exists(options_.cdiDir / cdiFile(claim)))
+      if (auto s = handOut(*done); !s.ok()) return {{}, s.error().message};
+    return {devicesOf(*done), ""};
+  }
+  auto made = prepareNew(claim);
+  if (!made.ok()) return {{}, made.error().message};
+  return {devicesOf(*made), ""};
+}
+
+Result<PreparedClaim> ClaimPreparer::prepareNew(const ClaimRef& ref) {
+  auto obj = client_.get(kResourceClaims, ref.ns, ref.name);
+  if (!obj.ok()) return makeError("reading ResourceClaim " + ref.ns + "/" + ref.name + ": " + obj.error().describe());
+  auto shares = claimShares(*obj, ref, options_.driver);
+  if (!shares.ok()) return shares.error();
+  PreparedClaim claim;
+  claim.ref = ref;
+  // The limiter's key: unique among live claims, stable across restarts.
+  claim.holder = "dra-" + ref.uid;
+  for (const auto& s : *shares) {
+    const std::string where = "ResourceClaim " + ref.ns + "/" + ref.name + " device " + s.pool + "/" + s.device;
+    if (s.pool != options_.nodeName) return makeError(where + ": pool is not this node's (" + options_.nodeName + ")");
+    auto it = devices_.find(s.device);
+    if (it == devices_.end()) return makeError(where + ": no such device on this node (not discovered yet?)");
+    const DraDevice& d = it->second;
+    PreparedShare p;
+    p.request = s.request;
+    p.pool = s.pool;
+    p.device = s.device;
+    p.shareId = s.shareId;
+    p.deviceId = d.device.id;
+    p.deviceIndex = d.device.index;
+    // An exclusive allocation (no consumedCapacity: a cluster without DRAConsumableCapacity)
+    // is the whole device, as a container asking a whole card gets on the device-plugin path.
+    p.memoryMiB = s.memoryMiB.value_or(d.device.memoryMiB);
+    p.cores = s.cores.value_or(100);
+    if (p.memoryMiB == 0 || p.memoryMiB > d.device.memoryMiB)
+      return makeError(where + ": consumed memory " + std::to_string(p.memoryMiB) + " MiB is not within the device's " +
+                       std::to_string(d.device.memoryMiB) + " MiB");
+    claim.shares.push_back(std::move(p));
+  }
+  if (claim.shares.empty()) return claim;  // nothing of ours in it: nothing to prepare
+  auto named = handOut(claim);
+  if (!named.ok()) return named.error();
+  claim.cdiIds = {cdiDeviceId(cdiKind(options_.driver), ref.uid)};
+  claim.cdiIds.insert(claim.cdiIds.end(), named->begin(), named->end());
+  if (auto s = store_.put(claim); !s.ok()) {
+    if (Limiter* limiter = backend_.limiter()) (void)limiter->release(grantOf(claim).container);
+    std::error_code ec;
+    fs::remove(options_.cdiDir / cdiFile(ref), ec);
+    return s.error();
+  }
+  return claim;
+}
+
+Result<std::vector<std::string>> ClaimPreparer::handOut(const PreparedClaim& claim) {
+  if (claim.shares.empty()) return std::vector<std::string>{};
+  const ContainerGrant grant = grantOf(claim);
+  std::error_code ec;
+  fs::create_directories(grant.hostDir, ec);
+  if (ec) return makeError("cannot create " + grant.hostDir + ": " + ec.message());
+  ContainerSpec spec;
+  if (Limiter* limiter = backend_.limiter()) {
+    auto s = limiter->containerSpec(grant);
+    if (!s.ok()) return makeError("backend " + backend_.name() + " cannot set up the devices: " + s.error().message);
+    spec = std::move(s).value();
+  }
+  if (auto s = writeJsonAtomically(options_.cdiDir, cdiFile(claim.ref), cdiSpec(cdiKind(options_.driver), claim.ref.uid, spec));
+      !s.ok())
+    return s.error();
+  return cdiDevicesFromAnnotations(spec.annotations);
+}
+
+std::string ClaimPreparer::unprepare(const ClaimRef& ref) {
+  std::lock_guard lock(mu_);
+  auto claim = store_.find(ref.uid);
+  if (!claim) return "";
+  if (Limiter* limiter = backend_.limiter())
+    if (auto s = limiter->release(grantOf(*claim).container); !s.ok())
+      return "backend " + backend_.name() + " cannot release ResourceClaim " + ref.ns + "/" + ref.name + ": " +
+             s.error().message;
+  std::error_code ec;
+  fs::remove(options_.cdiDir / cdiFile(ref), ec);
+  fs::remove_all(hostDir(*claim), ec);
+  if (auto s = store_.erase(ref.uid); !s.ok()) return s.error().message;
+  return "";
+}
+
+std::size_t ClaimPreparer::preparedClaims() const { return store_.all().size(); }
+
+ContainerGrant ClaimPreparer::grantOf(const PreparedClaim& claim) const {
+  ContainerGrant g;
+  g.container = {claim.holder, claim.ref.name};
+  g.podNamespace = claim.ref.ns;
+  g.podName = claim.ref.name;  // a label only: a claim may serve several pods
+  g.hostDir = hostDir(claim).string();
+  for (const auto& s : claim.shares)
+    g.devices.push_back(DeviceGrant{backend_.name(), s.deviceId, s.deviceIndex, s.memoryMiB, s.cores, -1, -1});
+  return g;
+}
+
+std::vector<PreparedDevice> ClaimPreparer::devicesOf(const PreparedClaim& claim) const {
+  // One CDI device carries the whole claim's edits (the limiter's env numbers the devices of
+  // one grant, so they cannot be split per device); it goes with the first device, whose
+  // request names cover every request, so every container using the claim gets it once.
+  std::vector<PreparedDevice> out;
+  std::vector<std::string> requests;
+  std::set<std::string> seen;
+  for (const auto& s : claim.shares)
+    if (seen.insert(s.request).second) requests.push_back(s.request);
+  for (std::size_t i = 0; i < claim.shares.size(); ++i) {
+    const auto& s = claim.shares[i];
+    PreparedDevice d;
+    d.requestNames = i == 0 ? requests : std::vector<std::string>{s.request};
+    d.pool = s.pool;
+    d.device = s.device;
+    if (i == 0) d.cdiDeviceIds = claim.cdiIds;
+    d.shareId = s.shareId;
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+fs::path ClaimPreparer::hostDir(const PreparedClaim& claim) const { return options_.stateDir / "claims" / claim.holder; }
+
+std::string ClaimPreparer::cdiFile(const ClaimRef& claim) const {
+  return cdiSpecFileName(cdiKind(options_.driver), claim.uid);
+}
+
+}  // namespace vgpu::dra

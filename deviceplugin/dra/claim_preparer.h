@@ -1,0 +1,84 @@
+#pragma once
+// The DRA front end's half of the handout core for one backend: NodePrepareResources and
+// NodeUnprepareResources in vendor-neutral terms. A claim's shares of our devices become
+// one container grant, asked of the backend's limiter exactly as the device-plugin path asks
+// it for a container with that memory and compute on those devices (DESIGN.md 8a); the
+// answer becomes a CDI spec, and the claim is checkpointed so a repeated or post-restart
+// call is answered the same way and Unprepare releases exactly what Prepare made.
+// Calls are serialized (one lock), as the kubelet's own helper does.
+
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "claim_shares.h"
+#include "prepared_store.h"
+#include "resource_slices.h"
+#include "vgpu/backend.h"
+#include "vgpu/k8s/client.h"
+
+namespace vgpu::dra {
+
+struct PreparerOptions {
+  std::string driver;    ///< "sim.vgpu.io"
+  std::string nodeName;  ///< the pool's name
+  std::filesystem::path stateDir;  ///< this driver's: checkpoint and one host folder per claim
+  std::filesystem::path cdiDir;    ///< where the runtime reads CDI specs
+};
+
+/// One device of a prepared claim, as the kubelet's Device message carries it.
+struct PreparedDevice {
+  std::vector<std::string> requestNames;
+  std::string pool;
+  std::string device;
+  std::vector<std::string> cdiDeviceIds;
+  std::string shareId;  ///< empty: not a share
+  bool operator==(const PreparedDevice&) const = default;
+};
+
+struct PrepareResult {
+  std::vector<PreparedDevice> devices;
+  std::string error;  ///< non-empty: the kubelet retries later
+};
+
+class ClaimPreparer {
+ public:
+  /// `client` reads ResourceClaims; `backend` must have a limiter.
+  ClaimPreparer(PreparerOptions options, Backend& backend, k8s::Client& client);
+
+  /// Loads the checkpoint and asks the limiter again for every prepared claim (the same
+  /// grant and key: it makes nothing new), rewriting missing CDI specs; then tells the
+  /// limiter which claims are live. Errors: an unreadable checkpoint.
+  Status restore();
+  /// The devices the driver knows now (unhealthy ones included: a claim allocated before a
+  /// device failed is still prepared); by DRA device name.
+  void setDevices(std::vector<DraDevice> devices);
+
+  PrepareResult prepare(const ClaimRef& claim);
+  /// Empty on success (also for a claim never prepared here); else the error.
+  std::string unprepare(const ClaimRef& claim);
+
+  std::size_t preparedClaims() const;
+  const PreparerOptions& options() const { return options_; }
+
+ private:
+  Result<PreparedClaim> prepareNew(const ClaimRef& claim);
+  /// The limiter's spec for `claim`, written as its CDI spec; returns the CDI devices the
+  /// limiter named besides (cdiDevicesFromAnnotations).
+  Result<std::vector<std::string>> handOut(const PreparedClaim& claim);
+  ContainerGrant grantOf(const PreparedClaim& claim) const;
+  std::vector<PreparedDevice> devicesOf(const PreparedClaim& claim) const;
+  std::filesystem::path hostDir(const PreparedClaim& claim) const;
+  std::string cdiFile(const ClaimRef& claim) const;
+
+  PreparerOptions options_;
+  Backend& backend_;
+  k8s::Client& client_;
+  PreparedStore store_;
+  mutable std::mutex mu_;
+  std::map<std::string, DraDevice> devices_;
+};
+
+}  // namespace vgpu::dra
