@@ -48,16 +48,19 @@ std::set<std::pair<int, int>> heldSlots(const NodeInventory& inventory, const As
   return out;
 }
 
-/// Why `a` cannot have been written for `pod` by the scheduler or the node agent, or empty
-/// when it can. The kubelet hands a container devices only for the resources it asks for, so
-/// a grant to a container the pod lacks, or of a backend the container asks nothing of, is
-/// somebody else's writing (a forged annotation) and must not count as used shares.
-std::string implausibleAssignment(const Assignment& a, const PodInfo& pod, const BackendSet& backends) {
+std::string ago(Clock::duration d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) + "s";
+}
+
+}  // namespace
+
+std::string implausibleAssignment(const Assignment& a, const std::vector<ContainerResources>& containers,
+                                  const BackendSet& backends) {
   for (const auto& granted : a.containers) {
     if (granted.devices.empty()) continue;
-    auto c = std::find_if(pod.containers.begin(), pod.containers.end(),
+    auto c = std::find_if(containers.begin(), containers.end(),
                           [&](const ContainerResources& r) { return r.name == granted.name; });
-    if (c == pod.containers.end()) return "gives devices to container \"" + granted.name + "\", which the pod lacks";
+    if (c == containers.end()) return "gives devices to container \"" + granted.name + "\", which the pod lacks";
     for (const auto& g : granted.devices) {
       const bool asks = std::any_of(c->limits.begin(), c->limits.end(), [&](const auto& limit) {
         const Backend* owner = backends.ownerOf(limit.first);
@@ -70,12 +73,6 @@ std::string implausibleAssignment(const Assignment& a, const PodInfo& pod, const
   }
   return {};
 }
-
-std::string ago(Clock::duration d) {
-  return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) + "s";
-}
-
-}  // namespace
 
 std::string nodeUnusableReason(const NodeEntry& node, Clock::time_point now, std::chrono::seconds heartbeatTimeout) {
   if (nodeUsable(node, now, heartbeatTimeout)) return {};
@@ -247,7 +244,17 @@ void ClusterCache::rebuildNode(const std::string& name) {
 
 void ClusterCache::applyToNode(NodeEntry& node, PodRecord& record, bool add) {
   // A foreign pod's share of this inventory; remove() takes back what add() added.
-  if (record.foreign && add) record.assignment = everyDeviceItCouldHold(*record.foreign, *node.state.inventory);
+  if (record.foreign && add) {
+    std::optional<Assignment> exact;
+    if (record.hami) {
+      auto resolved = resolveHamiPlacement(*record.hami, *node.state.inventory, backends_);
+      if (resolved.ok()) exact = std::move(*resolved);
+      else
+        spdlog::warn("pod={} node={} placed by HAMi, counted on every device it could use instead: {}", record.key,
+                     record.node, resolved.error().message);
+    }
+    record.assignment = exact ? std::move(*exact) : everyDeviceItCouldHold(*record.foreign, *node.state.inventory);
+  }
   Status s = add ? node.state.add(record.assignment) : node.state.remove(record.assignment);
   if (!s.ok()) {
     // The pod names a device the node no longer publishes: nothing to count there.
@@ -294,11 +301,20 @@ void ClusterCache::upsertPod(const json::object& obj) {
     statuses = status->as_object().if_contains("containerStatuses");
   const bool admitted = statuses && statuses->is_array() && !statuses->as_array().empty();
   std::optional<PodRecord> record;
+  bool hamiProblem = false;  // the pod carries HAMi annotations that cannot be used
   if (pod.ok() && !pod->nodeName.empty() && !pod->terminated()) {
     auto it = pod->annotations.find(std::string(keys::kPodAssignment));
     if (it == pod->annotations.end()) {
-      record = foreignRecord(*pod, uid, "has no " + std::string(keys::kPodAssignment) + " annotation (schedulerName \"" +
-                                            pod->schedulerName + "\")", admitted);
+      auto placedByHami = readHamiPlacement(*pod);
+      std::string why = "has no " + std::string(keys::kPodAssignment) + " annotation (schedulerName \"" +
+                        pod->schedulerName + "\")";
+      if (!placedByHami.ok()) {
+        hamiProblem = true;
+        why += " and HAMi's annotations are ignored: " + placedByHami.error().message;
+      }
+      record = foreignRecord(*pod, uid, why, admitted);
+      if (record && placedByHami.ok() && *placedByHami)
+        record->hami = std::make_shared<const HamiPlacement>(std::move(**placedByHami));
     } else {
       auto assignment = decodeAssignment(it->second);
       if (!assignment.ok()) {
@@ -306,7 +322,7 @@ void ClusterCache::upsertPod(const json::object& obj) {
                                               " annotation (" + assignment.error().message + ")", admitted);
       } else if (!assignment->node.empty() && assignment->node != pod->nodeName) {
         record = foreignRecord(*pod, uid, "has an assignment for node " + assignment->node, admitted);
-      } else if (std::string why = implausibleAssignment(*assignment, *pod, backends_); !why.empty()) {
+      } else if (std::string why = implausibleAssignment(*assignment, pod->containers, backends_); !why.empty()) {
         record = foreignRecord(*pod, uid, "has a " + std::string(keys::kPodAssignment) + " annotation that " + why, admitted);
       } else {
         PodRecord r;
@@ -328,15 +344,21 @@ void ClusterCache::upsertPod(const json::object& obj) {
   std::unique_lock lock(mu_);
   auto existing = pods_.find(uid);
   if (record && record->foreign && existing != pods_.end() && existing->second.foreign &&
-      existing->second.node == record->node) {
+      existing->second.node == record->node &&
+      (existing->second.hami == record->hami || (existing->second.hami && record->hami && existing->second.hami->devices == record->hami->devices))) {
     existing->second.inFlight = record->inFlight;  // still foreign on the same node: nothing to recount
     existing->second.keys = std::move(record->keys);
     changed_.notify_all();
     return;
   }
-  if (record && record->foreign && (existing == pods_.end() || !existing->second.foreign))
+  if (record && record->hami && (existing == pods_.end() || !existing->second.hami))
+    spdlog::info("pod={} node={} was placed by HAMi: counted as its hami.io/*-devices-allocated annotations say",
+                 record->key, record->node);
+  else if (record && record->foreign && (existing == pods_.end() || existing->second.foreignWhy != record->foreignWhy)) {
+    if (hamiProblem && options_.onHamiIgnored) options_.onHamiIgnored(pod->podNamespace, pod->name, uid, record->foreignWhy);
     spdlog::info("pod={} node={} asks for vgpu resources but {}: counted on every device it could use until it ends",
                  record->key, record->node, record->foreignWhy);
+  }
   if (!record) {
     // An older event of a pod we are binding (not yet bound in it) must not undo the reservation.
     const bool staleBeforeBind = existing != pods_.end() && existing->second.reservation && pod.ok() &&

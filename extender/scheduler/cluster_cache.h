@@ -21,6 +21,7 @@
 
 #include <boost/json/object.hpp>
 
+#include "hami_pods.h"
 #include "vgpu/assignment.h"
 #include "vgpu/backend_loader.h"
 #include "vgpu/config.h"
@@ -80,6 +81,13 @@ bool confusable(const AllocateKeys& a, const AllocateKeys& b);
 /// unnumbered. Conservative: no share it may hold is promised to another pod.
 Assignment everyDeviceItCouldHold(const PreparedPod& pod, const NodeInventory& inventory);
 
+/// Why `a` cannot have been written for a pod with `containers` by a scheduler or the node
+/// agent, or empty when it can. The kubelet hands a container devices only for the resources
+/// it asks for, so a grant to a container the pod lacks, or of a backend the container asks
+/// nothing of, is somebody else's writing (a forged annotation) and must not count as used.
+std::string implausibleAssignment(const Assignment& a, const std::vector<ContainerResources>& containers,
+                                  const BackendSet& backends);
+
 /// Whether two assignments give every container the same slices of the same devices (slots
 /// aside), so the node agent serving them in either order does no harm.
 bool interchangeable(const Assignment& a, const Assignment& b);
@@ -127,6 +135,9 @@ class ClusterCache {
     /// capacity was freed: a pod gone, a reservation dropped, a new inventory, a node that
     /// became usable.
     std::function<void(const std::string& node)> onCapacityFreed;
+    /// Called (under the cache's lock: keep it short) when a pod's HAMi annotations cannot be
+    /// used and the pod is counted as a foreign pod instead: namespace, name, uid, why.
+    std::function<void(const std::string&, const std::string&, const std::string&, const std::string&)> onHamiIgnored;
   };
   ClusterCache(const BackendSet& backends, Options options);
 
@@ -178,6 +189,9 @@ class ClusterCache {
     /// depends on the node's inventory (recomputed when it changes).
     std::shared_ptr<const PreparedPod> foreign;
     std::string foreignWhy;  ///< for the log
+    /// Placed by HAMi (hami_pods.h): counted as its annotations say where the node publishes
+    /// those devices, else as any foreign pod.
+    std::shared_ptr<const HamiPlacement> hami;
     AllocateKeys keys;  ///< set while inFlight (the only time they are compared)
     bool inFlight = false;
     bool reservation = false;  ///< made by reserve(), not yet seen from the informer

@@ -74,6 +74,12 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const DeviceCo
   cacheOptions.onCapacityFreed = [s](const std::string& node) {
     if (s->requeuer) s->requeuer->capacityFreed(node);
   };
+  cacheOptions.onHamiIgnored = [s](const std::string& ns, const std::string& name, const std::string& uid,
+                                   const std::string& why) {
+    if (s->events)
+      s->events->podEvent(ns, name, uid, "Warning", "HamiAnnotationsIgnored",
+                          "vgpu-scheduler counts this pod on every device it could use: it " + why);
+  };
   s->cache = std::make_unique<ClusterCache>(backends, cacheOptions);
 
   k8s::InformerOptions nodeOptions;
