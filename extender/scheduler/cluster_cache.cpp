@@ -191,7 +191,8 @@ ParsedNode parseNode(const json::object& node, const BackendSet& backends) {
   return out;
 }
 
-ClusterCache::ClusterCache(const BackendSet& backends, Options options) : backends_(backends), options_(std::move(options)) {}
+ClusterCache::ClusterCache(const BackendSet& backends, Options options)
+    : backends_(backends), options_(std::move(options)), quotaResources_(backends) {}
 
 void ClusterCache::upsertNode(const json::object& obj) {
   ParsedNode parsed = parseNode(obj, backends_);
@@ -238,8 +239,38 @@ void ClusterCache::rebuildNode(const std::string& name) {
   if (holders == podsByNode_.end()) return;
   for (const auto& uid : holders->second) {
     auto pod = pods_.find(uid);
-    if (pod != pods_.end()) applyToNode(node->second, pod->second, true);
+    if (pod != pods_.end()) {
+      applyToNode(node->second, pod->second, true);
+      if (pod->second.foreign) recountQuota(pod->second);  // counted on this inventory's devices
+    }
   }
+}
+
+/// A foreign pod's assignment names every device it could hold; for its namespace's quota it
+/// holds only as many of them per container and backend as it asks for.
+static Assignment asManyAsAsked(const Assignment& everyDevice, const PreparedPod& pod) {
+  Assignment out = everyDevice;
+  for (auto& c : out.containers) {
+    std::map<std::string, std::uint32_t> left;
+    for (const auto& pc : pod.containers())
+      if (pc.name == c.name)
+        for (const auto& r : pc.requests) left[r.record->request().backend] = r.record->request().count;
+    std::erase_if(c.devices, [&](const DeviceGrant& g) {
+      auto& n = left[g.backend];
+      if (n == 0) return true;
+      --n;
+      return false;
+    });
+  }
+  return out;
+}
+
+void ClusterCache::recountQuota(PodRecord& record) {
+  addUsage(namespaceUsage_[record.podNamespace], record.quotaUsage, -1);
+  record.quotaUsage = quotaResources_.usage(record.foreign ? asManyAsAsked(record.assignment, *record.foreign)
+                                                           : record.assignment);
+  addUsage(namespaceUsage_[record.podNamespace], record.quotaUsage, 1);
+  if (namespaceUsage_[record.podNamespace].empty()) namespaceUsage_.erase(record.podNamespace);
 }
 
 void ClusterCache::applyToNode(NodeEntry& node, PodRecord& record, bool add) {
@@ -275,6 +306,7 @@ void ClusterCache::addHolder(PodRecord record) {
   (void)inserted;
   podsByNode_[nodeName].insert(uid);
   if (auto node = nodes_.find(nodeName); node != nodes_.end()) applyToNode(node->second, it->second, true);
+  recountQuota(it->second);
 }
 
 void ClusterCache::dropHolder(const std::string& uid) {
@@ -284,6 +316,8 @@ void ClusterCache::dropHolder(const std::string& uid) {
     applyToNode(node->second, it->second, false);
     freed(it->second.node);
   }
+  addUsage(namespaceUsage_[it->second.podNamespace], it->second.quotaUsage, -1);
+  if (namespaceUsage_[it->second.podNamespace].empty()) namespaceUsage_.erase(it->second.podNamespace);
   if (auto byNode = podsByNode_.find(it->second.node); byNode != podsByNode_.end()) {
     byNode->second.erase(uid);
     if (byNode->second.empty()) podsByNode_.erase(byNode);
@@ -328,6 +362,7 @@ void ClusterCache::upsertPod(const json::object& obj) {
         PodRecord r;
         r.uid = uid;
         r.key = pod->key();
+        r.podNamespace = pod->podNamespace;
         r.priority = pod->priority;
         r.node = pod->nodeName;
         r.assignment = std::move(*assignment);
@@ -386,6 +421,7 @@ std::optional<ClusterCache::PodRecord> ClusterCache::foreignRecord(const PodInfo
   PodRecord r;
   r.uid = uid;
   r.key = pod.key();
+  r.podNamespace = pod.podNamespace;
   r.priority = pod.priority;
   r.node = pod.nodeName;
   r.foreign = std::make_shared<const PreparedPod>(std::move(*prepared));
@@ -512,6 +548,12 @@ Result<ClusterCache::Reserved> ClusterCache::reserve(const PodInfo& pod, const P
                                             : "pod " + pod.key() + " already holds devices on node " + mine->second.node);
     auto assigned = engine.assign(prepared, node.state);
     if (!assigned.ok()) return makeError("pod no longer fits node " + nodeName + ": " + assigned.error().message);
+    if (auto limits = limitsOf(pod.podNamespace); !limits.empty()) {
+      const auto used = namespaceUsage_.find(pod.podNamespace);
+      const std::string over = quotaExceeded(pod.podNamespace, limits, used == namespaceUsage_.end() ? QuotaUsage{} : used->second,
+                                             quotaResources_.usage(*assigned), quotaResources_);
+      if (!over.empty()) return makeError("quota exceeded: " + over);
+    }
 
     // DESIGN.md 6a: hold back only a bind the node agent could confuse with one in flight.
     const PodRecord* conflict = nullptr;
@@ -567,7 +609,8 @@ Result<ClusterCache::Reserved> ClusterCache::reserve(const PodInfo& pod, const P
     PodRecord r;
     r.uid = pod.uid;
     r.key = pod.key();
-  r.priority = pod.priority;
+    r.podNamespace = pod.podNamespace;
+    r.priority = pod.priority;
     r.node = nodeName;
     r.assignment = a;
     r.keys = keys;
@@ -586,6 +629,53 @@ void ClusterCache::release(const std::string& uid, std::uint64_t id) {
   auto it = pods_.find(uid);
   if (it != pods_.end() && it->second.reservation && it->second.reservationId == id) dropHolder(uid);
   changed_.notify_all();
+}
+
+void ClusterCache::upsertQuota(const json::object& quota) {
+  auto limits = parseResourceQuota(quota, quotaResources_);
+  const std::string ns(k8s::namespaceOf(quota)), name(k8s::name(quota));
+  std::unique_lock lock(mu_);
+  auto& ofNamespace = quotas_[ns];
+  if (limits.empty()) ofNamespace.erase(name);
+  else ofNamespace[name] = std::move(limits);
+  if (ofNamespace.empty()) quotas_.erase(ns);
+}
+
+void ClusterCache::removeQuota(const json::object& quota) {
+  const std::string ns(k8s::namespaceOf(quota));
+  std::unique_lock lock(mu_);
+  auto it = quotas_.find(ns);
+  if (it == quotas_.end()) return;
+  it->second.erase(std::string(k8s::name(quota)));
+  if (it->second.empty()) quotas_.erase(it);
+}
+
+std::vector<QuotaLimit> ClusterCache::limitsOf(const std::string& ns) const {
+  std::vector<QuotaLimit> out;
+  if (auto it = quotas_.find(ns); it != quotas_.end())
+    for (const auto& [name, limits] : it->second) out.insert(out.end(), limits.begin(), limits.end());
+  return out;
+}
+
+ClusterCache::NamespaceQuota ClusterCache::namespaceQuota(const std::string& ns) const {
+  std::shared_lock lock(mu_);
+  NamespaceQuota out;
+  out.limits = limitsOf(ns);
+  if (auto it = namespaceUsage_.find(ns); it != namespaceUsage_.end()) out.used = it->second;
+  return out;
+}
+
+void ClusterCache::forEachNamespace(const std::function<void(const std::string&, const NamespaceQuota&)>& fn) const {
+  std::shared_lock lock(mu_);
+  std::set<std::string> names;
+  for (const auto& [ns, usage] : namespaceUsage_) names.insert(ns);
+  for (const auto& [ns, quotas] : quotas_) names.insert(ns);
+  for (const auto& ns : names) {
+    NamespaceQuota q;
+    q.limits = limitsOf(ns);
+    if (auto it = namespaceUsage_.find(ns); it != namespaceUsage_.end()) q.used = it->second;
+    fn(ns, q);
+  }
 }
 
 CacheStats ClusterCache::stats() const {

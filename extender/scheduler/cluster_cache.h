@@ -22,6 +22,7 @@
 #include <boost/json/object.hpp>
 
 #include "hami_pods.h"
+#include "namespace_quota.h"
 #include "vgpu/assignment.h"
 #include "vgpu/backend_loader.h"
 #include "vgpu/config.h"
@@ -176,6 +177,19 @@ class ClusterCache {
   /// The pods holding devices on `node` (bound, or reserved by a bind in flight).
   std::vector<HeldPod> podsOn(std::string_view node) const;
 
+  /// ResourceQuota events (namespace_quota.h): a quota's limits on our resources.
+  void upsertQuota(const boost::json::object& quota);
+  void removeQuota(const boost::json::object& quota);
+  /// A namespace's quota limits on our resources and what its pods hold (bound or reserved).
+  struct NamespaceQuota {
+    std::vector<QuotaLimit> limits;
+    QuotaUsage used;
+  };
+  NamespaceQuota namespaceQuota(const std::string& ns) const;
+  /// Every namespace whose pods hold devices or that has quota limits, under the shared lock (metrics).
+  void forEachNamespace(const std::function<void(const std::string&, const NamespaceQuota&)>& fn) const;
+  const QuotaResources& quotaResources() const { return quotaResources_; }
+
   CacheStats stats() const;
   /// Usage on one device (tests).
   std::optional<DeviceUsage> deviceUsage(std::string_view node, std::string_view deviceId) const;
@@ -188,6 +202,8 @@ class ClusterCache {
     /// Bound without an assignment of ours: counted with everyDeviceItCouldHold(), which
     /// depends on the node's inventory (recomputed when it changes).
     std::shared_ptr<const PreparedPod> foreign;
+    std::string podNamespace;
+    QuotaUsage quotaUsage;  ///< what it counts against its namespace's quotas (quotaHeld)
     std::string foreignWhy;  ///< for the log
     /// Placed by HAMi (hami_pods.h): counted as its annotations say where the node publishes
     /// those devices, else as any foreign pod.
@@ -209,8 +225,15 @@ class ClusterCache {
     if (options_.onCapacityFreed) options_.onCapacityFreed(node);
   }
 
+  /// Recounts `record`'s share of its namespace's quota usage from its assignment.
+  void recountQuota(PodRecord& record);
+  std::vector<QuotaLimit> limitsOf(const std::string& ns) const;
+
   const BackendSet& backends_;
   Options options_;
+  QuotaResources quotaResources_;
+  std::unordered_map<std::string, QuotaUsage> namespaceUsage_;  // by namespace
+  std::unordered_map<std::string, std::map<std::string, std::vector<QuotaLimit>>> quotas_;  // ns -> quota name -> limits
   mutable std::shared_mutex mu_;
   std::condition_variable_any changed_;  // a pod left flight or went away
   // Looked up by the string_views of a filter request, without building a string each.

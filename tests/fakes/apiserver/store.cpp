@@ -18,6 +18,7 @@ constexpr KindInfo kKinds[] = {
     {"nodes", "Node", "NodeList", false},
     {"pods", "Pod", "PodList", true},
     {"events", "Event", "EventList", true},
+    {"resourcequotas", "ResourceQuota", "ResourceQuotaList", true},
 };
 
 std::string nowRfc3339() {
