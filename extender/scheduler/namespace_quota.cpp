@@ -68,16 +68,18 @@ bool QuotaResources::isMemory(std::string_view resource) const {
   return e && e->memory;
 }
 
+void QuotaResources::add(QuotaUsage& usage, const std::string& backend, std::int64_t memoryMiB, std::int64_t compute) const {
+  auto names = byBackend_.find(backend);
+  if (names == byBackend_.end()) return;
+  if (!names->second.first.empty()) usage[names->second.first] += memoryMiB;
+  if (!names->second.second.empty()) usage[names->second.second] += compute;
+}
+
 QuotaUsage QuotaResources::usage(const Assignment& assignment) const {
   std::vector<std::pair<bool, QuotaUsage>> perContainer;
   for (const auto& c : assignment.containers) {
     QuotaUsage u;
-    for (const auto& g : c.devices) {
-      auto names = byBackend_.find(g.backend);
-      if (names == byBackend_.end()) continue;
-      if (!names->second.first.empty()) u[names->second.first] += static_cast<std::int64_t>(g.memoryMiB);
-      if (!names->second.second.empty()) u[names->second.second] += g.compute;
-    }
+    for (const auto& g : c.devices) add(u, g.backend, static_cast<std::int64_t>(g.memoryMiB), g.compute);
     perContainer.emplace_back(c.init, std::move(u));
   }
   return podTotal(perContainer);
@@ -87,12 +89,8 @@ QuotaUsage QuotaResources::leastUsage(const PodRequest& request) const {
   std::vector<std::pair<bool, QuotaUsage>> perContainer;
   for (const auto& c : request.containers) {
     QuotaUsage u;
-    for (const auto& r : c.requests) {
-      auto names = byBackend_.find(r.backend);
-      if (names == byBackend_.end()) continue;
-      if (!names->second.first.empty()) u[names->second.first] += static_cast<std::int64_t>(r.count * r.memoryMiB);
-      if (!names->second.second.empty()) u[names->second.second] += static_cast<std::int64_t>(r.count) * r.computePercent;
-    }
+    for (const auto& r : c.requests)
+      add(u, r.backend, static_cast<std::int64_t>(r.count * r.memoryMiB), static_cast<std::int64_t>(r.count) * r.computePercent);
     perContainer.emplace_back(c.init, std::move(u));
   }
   return podTotal(perContainer);

@@ -60,6 +60,8 @@ class QuotaResources {
   std::vector<Entry> entries_;
   std::map<std::string, std::pair<std::string, std::string>> byBackend_;  // backend -> memory, cores resource
   const Entry* find(std::string_view resource) const;
+  /// Adds `backend`'s memory and compute to its resources in `usage`.
+  void add(QuotaUsage& usage, const std::string& backend, std::int64_t memoryMiB, std::int64_t compute) const;
 };
 
 /// The limits `quota` (a v1 ResourceQuota) puts on our resources; other keys and values that
