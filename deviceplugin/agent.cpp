@@ -22,6 +22,7 @@
 #include "plugin_server.h"
 #include "pod_resources_client.h"
 #include "vgpu/annotations.h"
+#include "vgpu/codec/hami_allocation.h"
 #include "vgpu/backend_loader.h"
 #include "vgpu/codec/assignment_codec.h"
 #include "vgpu/codec/inventory.h"
@@ -112,6 +113,7 @@ struct Agent::Impl final : PluginHandler {
   metrics::Histogram& allocateSeconds;
   metrics::Gauge& pluginRegistered;
   metrics::Counter& watchdogViolations;
+  metrics::Gauge& hamiContainers;
   metrics::Gauge& devForeignMemory;
 
   std::unique_ptr<HamiNodeMetrics> hami;  // --hami-metrics; null when off
@@ -217,6 +219,10 @@ struct Agent::Impl final : PluginHandler {
             "scans in a row (resource memory), or busier than their compute share (plus the tolerance) on "
             "average over its window (resource compute), by the action it took.",
             {"node", "pod", "namespace", "container", "device", "resource", "action"})),
+        hamiContainers(registry.gauge("vgpu_hami_container_memory_bytes",
+                                      "Device memory HAMi's scheduler gave a container on this node (a pod placed "
+                                      "before the switch to vgpu, limited by HAMi-core; the agent leaves it alone).",
+                                      {"namespace", "pod", "container", "device_uuid"})),
         devForeignMemory(registry.gauge("vgpu_device_foreign_memory_bytes",
                                         "Device memory held by processes in no container vgpu gave the device to "
                                         "(host processes, other pods), as the watchdog last saw it.",
@@ -793,6 +799,22 @@ struct Agent::Impl final : PluginHandler {
   }
 
   // ---- Pods ----
+  std::set<std::string> hamiSeen;  // uids of pods HAMi placed here, said once (informer thread)
+  /// A pod HAMi placed on this node before the switch: HAMi-core limits it; said once.
+  void noteHamiPod(const PodInfo& pod) {
+    if (pod.nodeName != options.nodeName || pod.annotations.contains(std::string(keys::kPodAssignment)) ||
+        hamiSeen.contains(pod.uid))
+      return;
+    for (const auto& [key, value] : pod.annotations)
+      if (hami::isAllocatedKey(key)) {
+        hamiSeen.insert(pod.uid);
+        logLine("info", "pod " + pod.key() + " was placed by HAMi (" + key + ": " + value +
+                            "): HAMi-core limits its containers; the agent leaves them alone "
+                            "(vgpu_hami_container_memory_bytes)");
+        return;
+      }
+  }
+
   void onPod(const boost::json::object& obj) {
     auto info = parsePod(boost::json::value(obj));
     if (!info.ok()) {
@@ -801,6 +823,7 @@ struct Agent::Impl final : PluginHandler {
     }
     TrackedPod p;
     p.info = std::move(info).value();
+    noteHamiPod(p.info);
     if (const auto* ts = k8s::findPath(obj, {"metadata", "creationTimestamp"}); ts && ts->is_string())
       if (auto t = parseTimestamp(ts->as_string()); t.ok()) p.created = *t;
     readInitContainers(obj, p);
@@ -1137,8 +1160,10 @@ struct Agent::Impl final : PluginHandler {
   void collect() {
     for (auto* g : {&devMemory, &devCompute, &devSplit, &devHealthy, &devMemAllocated, &devComputeAllocated,
                     &ctrMemUsed, &ctrMemLimit, &ctrComputeLimit, &ctrBusy, &ctrUnenforced, &ctrProcs, &ctrUtilization,
-                    &backendDevices, &devForeignMemory})
+                    &backendDevices, &devForeignMemory, &hamiContainers})
       g->clear();
+    for (const auto& h : tracker.hamiContainers())
+      hamiContainers.set({h.podNamespace, h.pod, h.container, h.deviceId}, static_cast<double>(h.memoryMiB) * 1048576.0);
     const auto usage = tracker.usageByDevice();
     {
       std::lock_guard lock(devMu);

@@ -4,6 +4,7 @@
 
 #include "vgpu/annotations.h"
 #include "vgpu/codec/assignment_codec.h"
+#include "vgpu/codec/hami_allocation.h"
 #include "vgpu/virtual_device_id.h"
 
 namespace vgpu::deviceplugin {
@@ -115,7 +116,25 @@ void PodTracker::upsert(TrackedPod pod) {
   const std::string uid = pod.info.uid;
   auto [it, added] = pods_.insert_or_assign(uid, std::move(pod));
   if (added) ++podsSeen_;
+
   bumpLocked();
+}
+
+std::vector<PodTracker::HamiContainer> PodTracker::hamiContainers() const {
+  std::lock_guard lock(mu_);
+  std::vector<HamiContainer> out;
+  for (const auto& [uid, p] : pods_) {
+    if (p.assignment || p.info.terminated() || (!node_.empty() && p.info.nodeName != node_)) continue;
+    for (const auto& [key, value] : p.info.annotations) {
+      if (!hami::isAllocatedKey(key)) continue;
+      auto list = hami::decodeDeviceList(value);
+      if (!list.ok()) continue;  // vgpu-scheduler reports it (HamiAnnotationsIgnored)
+      for (std::size_t c = 0; c < list->size() && c < p.info.containers.size(); ++c)
+        for (const auto& d : (*list)[c])
+          out.push_back({p.info.podNamespace, p.info.name, p.info.containers[c].name, d.uuid, d.memoryMiB, d.cores});
+    }
+  }
+  return out;
 }
 
 std::uint64_t PodTracker::podsSeen() const {
@@ -160,7 +179,8 @@ bool PodTracker::waitForChange(std::uint64_t seen, std::chrono::steady_clock::ti
 }
 
 bool PodTracker::waitingLocked(const TrackedPod& p) const {
-  if (p.info.terminated() || p.info.deleting) return false;
+  // Running: the kubelet admitted it long ago (a pod HAMi placed before the switch, say).
+  if (p.info.terminated() || p.info.deleting || p.info.phase == "Running") return false;
   if (!node_.empty() && p.info.nodeName != node_) return false;
   auto pr = progress_.find(p.info.uid);
   if (pr != progress_.end() && (pr->second.failed || pr->second.done)) return false;

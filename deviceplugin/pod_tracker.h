@@ -126,6 +126,14 @@ class PodTracker {
   std::optional<TrackedPod> servedPod(const std::string& uid) const;
   /// How many pods the watch has shown so far (a pod not seen before counts once).
   std::uint64_t podsSeen() const;
+  /// A container on this node that HAMi placed (hami.io/*-devices-allocated, no vgpu
+  /// assignment): HAMi-core limits it, the agent leaves it alone (docs/node-agent.md).
+  struct HamiContainer {
+    std::string podNamespace, pod, container, deviceId;
+    std::uint64_t memoryMiB = 0;
+    std::uint32_t cores = 0;
+  };
+  std::vector<HamiContainer> hamiContainers() const;
 
   /// Waits until the set of pods changes or `deadline`; false on timeout.
   bool waitForChange(std::uint64_t seen, std::chrono::steady_clock::time_point deadline) const;

@@ -48,16 +48,19 @@ std::set<std::pair<int, int>> heldSlots(const NodeInventory& inventory, const As
   return out;
 }
 
-/// Why `a` cannot have been written for `pod` by the scheduler or the node agent, or empty
-/// when it can. The kubelet hands a container devices only for the resources it asks for, so
-/// a grant to a container the pod lacks, or of a backend the container asks nothing of, is
-/// somebody else's writing (a forged annotation) and must not count as used shares.
-std::string implausibleAssignment(const Assignment& a, const PodInfo& pod, const BackendSet& backends) {
+std::string ago(Clock::duration d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) + "s";
+}
+
+}  // namespace
+
+std::string implausibleAssignment(const Assignment& a, const std::vector<ContainerResources>& containers,
+                                  const BackendSet& backends) {
   for (const auto& granted : a.containers) {
     if (granted.devices.empty()) continue;
-    auto c = std::find_if(pod.containers.begin(), pod.containers.end(),
+    auto c = std::find_if(containers.begin(), containers.end(),
                           [&](const ContainerResources& r) { return r.name == granted.name; });
-    if (c == pod.containers.end()) return "gives devices to container \"" + granted.name + "\", which the pod lacks";
+    if (c == containers.end()) return "gives devices to container \"" + granted.name + "\", which the pod lacks";
     for (const auto& g : granted.devices) {
       const bool asks = std::any_of(c->limits.begin(), c->limits.end(), [&](const auto& limit) {
         const Backend* owner = backends.ownerOf(limit.first);
@@ -70,12 +73,6 @@ std::string implausibleAssignment(const Assignment& a, const PodInfo& pod, const
   }
   return {};
 }
-
-std::string ago(Clock::duration d) {
-  return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) + "s";
-}
-
-}  // namespace
 
 std::string nodeUnusableReason(const NodeEntry& node, Clock::time_point now, std::chrono::seconds heartbeatTimeout) {
   if (nodeUsable(node, now, heartbeatTimeout)) return {};
@@ -194,7 +191,8 @@ ParsedNode parseNode(const json::object& node, const BackendSet& backends) {
   return out;
 }
 
-ClusterCache::ClusterCache(const BackendSet& backends, Options options) : backends_(backends), options_(std::move(options)) {}
+ClusterCache::ClusterCache(const BackendSet& backends, Options options)
+    : backends_(backends), options_(std::move(options)), quotaResources_(backends) {}
 
 void ClusterCache::upsertNode(const json::object& obj) {
   ParsedNode parsed = parseNode(obj, backends_);
@@ -241,13 +239,53 @@ void ClusterCache::rebuildNode(const std::string& name) {
   if (holders == podsByNode_.end()) return;
   for (const auto& uid : holders->second) {
     auto pod = pods_.find(uid);
-    if (pod != pods_.end()) applyToNode(node->second, pod->second, true);
+    if (pod != pods_.end()) {
+      applyToNode(node->second, pod->second, true);
+      if (pod->second.foreign) recountQuota(pod->second);  // counted on this inventory's devices
+    }
   }
+}
+
+/// A foreign pod's assignment names every device it could hold; for its namespace's quota it
+/// holds only as many of them per container and backend as it asks for.
+static Assignment asManyAsAsked(const Assignment& everyDevice, const PreparedPod& pod) {
+  Assignment out = everyDevice;
+  for (auto& c : out.containers) {
+    std::map<std::string, std::uint32_t> left;
+    for (const auto& pc : pod.containers())
+      if (pc.name == c.name)
+        for (const auto& r : pc.requests) left[r.record->request().backend] = r.record->request().count;
+    std::erase_if(c.devices, [&](const DeviceGrant& g) {
+      auto& n = left[g.backend];
+      if (n == 0) return true;
+      --n;
+      return false;
+    });
+  }
+  return out;
+}
+
+void ClusterCache::recountQuota(PodRecord& record) {
+  addUsage(namespaceUsage_[record.podNamespace], record.quotaUsage, -1);
+  record.quotaUsage = quotaResources_.usage(record.foreign ? asManyAsAsked(record.assignment, *record.foreign)
+                                                           : record.assignment);
+  addUsage(namespaceUsage_[record.podNamespace], record.quotaUsage, 1);
+  if (namespaceUsage_[record.podNamespace].empty()) namespaceUsage_.erase(record.podNamespace);
 }
 
 void ClusterCache::applyToNode(NodeEntry& node, PodRecord& record, bool add) {
   // A foreign pod's share of this inventory; remove() takes back what add() added.
-  if (record.foreign && add) record.assignment = everyDeviceItCouldHold(*record.foreign, *node.state.inventory);
+  if (record.foreign && add) {
+    std::optional<Assignment> exact;
+    if (record.hami) {
+      auto resolved = resolveHamiPlacement(*record.hami, *node.state.inventory, backends_);
+      if (resolved.ok()) exact = std::move(*resolved);
+      else
+        spdlog::warn("pod={} node={} placed by HAMi, counted on every device it could use instead: {}", record.key,
+                     record.node, resolved.error().message);
+    }
+    record.assignment = exact ? std::move(*exact) : everyDeviceItCouldHold(*record.foreign, *node.state.inventory);
+  }
   Status s = add ? node.state.add(record.assignment) : node.state.remove(record.assignment);
   if (!s.ok()) {
     // The pod names a device the node no longer publishes: nothing to count there.
@@ -268,6 +306,7 @@ void ClusterCache::addHolder(PodRecord record) {
   (void)inserted;
   podsByNode_[nodeName].insert(uid);
   if (auto node = nodes_.find(nodeName); node != nodes_.end()) applyToNode(node->second, it->second, true);
+  recountQuota(it->second);
 }
 
 void ClusterCache::dropHolder(const std::string& uid) {
@@ -277,6 +316,8 @@ void ClusterCache::dropHolder(const std::string& uid) {
     applyToNode(node->second, it->second, false);
     freed(it->second.node);
   }
+  addUsage(namespaceUsage_[it->second.podNamespace], it->second.quotaUsage, -1);
+  if (namespaceUsage_[it->second.podNamespace].empty()) namespaceUsage_.erase(it->second.podNamespace);
   if (auto byNode = podsByNode_.find(it->second.node); byNode != podsByNode_.end()) {
     byNode->second.erase(uid);
     if (byNode->second.empty()) podsByNode_.erase(byNode);
@@ -294,11 +335,20 @@ void ClusterCache::upsertPod(const json::object& obj) {
     statuses = status->as_object().if_contains("containerStatuses");
   const bool admitted = statuses && statuses->is_array() && !statuses->as_array().empty();
   std::optional<PodRecord> record;
+  bool hamiProblem = false;  // the pod carries HAMi annotations that cannot be used
   if (pod.ok() && !pod->nodeName.empty() && !pod->terminated()) {
     auto it = pod->annotations.find(std::string(keys::kPodAssignment));
     if (it == pod->annotations.end()) {
-      record = foreignRecord(*pod, uid, "has no " + std::string(keys::kPodAssignment) + " annotation (schedulerName \"" +
-                                            pod->schedulerName + "\")", admitted);
+      auto placedByHami = readHamiPlacement(*pod);
+      std::string why = "has no " + std::string(keys::kPodAssignment) + " annotation (schedulerName \"" +
+                        pod->schedulerName + "\")";
+      if (!placedByHami.ok()) {
+        hamiProblem = true;
+        why += " and HAMi's annotations are ignored: " + placedByHami.error().message;
+      }
+      record = foreignRecord(*pod, uid, why, admitted);
+      if (record && placedByHami.ok() && *placedByHami)
+        record->hami = std::make_shared<const HamiPlacement>(std::move(**placedByHami));
     } else {
       auto assignment = decodeAssignment(it->second);
       if (!assignment.ok()) {
@@ -306,12 +356,13 @@ void ClusterCache::upsertPod(const json::object& obj) {
                                               " annotation (" + assignment.error().message + ")", admitted);
       } else if (!assignment->node.empty() && assignment->node != pod->nodeName) {
         record = foreignRecord(*pod, uid, "has an assignment for node " + assignment->node, admitted);
-      } else if (std::string why = implausibleAssignment(*assignment, *pod, backends_); !why.empty()) {
+      } else if (std::string why = implausibleAssignment(*assignment, pod->containers, backends_); !why.empty()) {
         record = foreignRecord(*pod, uid, "has a " + std::string(keys::kPodAssignment) + " annotation that " + why, admitted);
       } else {
         PodRecord r;
         r.uid = uid;
         r.key = pod->key();
+        r.podNamespace = pod->podNamespace;
         r.priority = pod->priority;
         r.node = pod->nodeName;
         r.assignment = std::move(*assignment);
@@ -328,15 +379,21 @@ void ClusterCache::upsertPod(const json::object& obj) {
   std::unique_lock lock(mu_);
   auto existing = pods_.find(uid);
   if (record && record->foreign && existing != pods_.end() && existing->second.foreign &&
-      existing->second.node == record->node) {
+      existing->second.node == record->node &&
+      (existing->second.hami == record->hami || (existing->second.hami && record->hami && existing->second.hami->devices == record->hami->devices))) {
     existing->second.inFlight = record->inFlight;  // still foreign on the same node: nothing to recount
     existing->second.keys = std::move(record->keys);
     changed_.notify_all();
     return;
   }
-  if (record && record->foreign && (existing == pods_.end() || !existing->second.foreign))
+  if (record && record->hami && (existing == pods_.end() || !existing->second.hami))
+    spdlog::info("pod={} node={} was placed by HAMi: counted as its hami.io/*-devices-allocated annotations say",
+                 record->key, record->node);
+  else if (record && record->foreign && (existing == pods_.end() || existing->second.foreignWhy != record->foreignWhy)) {
+    if (hamiProblem && options_.onHamiIgnored) options_.onHamiIgnored(pod->podNamespace, pod->name, uid, record->foreignWhy);
     spdlog::info("pod={} node={} asks for vgpu resources but {}: counted on every device it could use until it ends",
                  record->key, record->node, record->foreignWhy);
+  }
   if (!record) {
     // An older event of a pod we are binding (not yet bound in it) must not undo the reservation.
     const bool staleBeforeBind = existing != pods_.end() && existing->second.reservation && pod.ok() &&
@@ -364,6 +421,7 @@ std::optional<ClusterCache::PodRecord> ClusterCache::foreignRecord(const PodInfo
   PodRecord r;
   r.uid = uid;
   r.key = pod.key();
+  r.podNamespace = pod.podNamespace;
   r.priority = pod.priority;
   r.node = pod.nodeName;
   r.foreign = std::make_shared<const PreparedPod>(std::move(*prepared));
@@ -490,6 +548,12 @@ Result<ClusterCache::Reserved> ClusterCache::reserve(const PodInfo& pod, const P
                                             : "pod " + pod.key() + " already holds devices on node " + mine->second.node);
     auto assigned = engine.assign(prepared, node.state);
     if (!assigned.ok()) return makeError("pod no longer fits node " + nodeName + ": " + assigned.error().message);
+    if (auto limits = limitsOf(pod.podNamespace); !limits.empty()) {
+      const auto used = namespaceUsage_.find(pod.podNamespace);
+      const std::string over = quotaExceeded(pod.podNamespace, limits, used == namespaceUsage_.end() ? QuotaUsage{} : used->second,
+                                             quotaResources_.usage(*assigned), quotaResources_);
+      if (!over.empty()) return makeError("quota exceeded: " + over);
+    }
 
     // DESIGN.md 6a: hold back only a bind the node agent could confuse with one in flight.
     const PodRecord* conflict = nullptr;
@@ -545,7 +609,8 @@ Result<ClusterCache::Reserved> ClusterCache::reserve(const PodInfo& pod, const P
     PodRecord r;
     r.uid = pod.uid;
     r.key = pod.key();
-  r.priority = pod.priority;
+    r.podNamespace = pod.podNamespace;
+    r.priority = pod.priority;
     r.node = nodeName;
     r.assignment = a;
     r.keys = keys;
@@ -564,6 +629,53 @@ void ClusterCache::release(const std::string& uid, std::uint64_t id) {
   auto it = pods_.find(uid);
   if (it != pods_.end() && it->second.reservation && it->second.reservationId == id) dropHolder(uid);
   changed_.notify_all();
+}
+
+void ClusterCache::upsertQuota(const json::object& quota) {
+  auto limits = parseResourceQuota(quota, quotaResources_);
+  const std::string ns(k8s::namespaceOf(quota)), name(k8s::name(quota));
+  std::unique_lock lock(mu_);
+  auto& ofNamespace = quotas_[ns];
+  if (limits.empty()) ofNamespace.erase(name);
+  else ofNamespace[name] = std::move(limits);
+  if (ofNamespace.empty()) quotas_.erase(ns);
+}
+
+void ClusterCache::removeQuota(const json::object& quota) {
+  const std::string ns(k8s::namespaceOf(quota));
+  std::unique_lock lock(mu_);
+  auto it = quotas_.find(ns);
+  if (it == quotas_.end()) return;
+  it->second.erase(std::string(k8s::name(quota)));
+  if (it->second.empty()) quotas_.erase(it);
+}
+
+std::vector<QuotaLimit> ClusterCache::limitsOf(const std::string& ns) const {
+  std::vector<QuotaLimit> out;
+  if (auto it = quotas_.find(ns); it != quotas_.end())
+    for (const auto& [name, limits] : it->second) out.insert(out.end(), limits.begin(), limits.end());
+  return out;
+}
+
+ClusterCache::NamespaceQuota ClusterCache::namespaceQuota(const std::string& ns) const {
+  std::shared_lock lock(mu_);
+  NamespaceQuota out;
+  out.limits = limitsOf(ns);
+  if (auto it = namespaceUsage_.find(ns); it != namespaceUsage_.end()) out.used = it->second;
+  return out;
+}
+
+void ClusterCache::forEachNamespace(const std::function<void(const std::string&, const NamespaceQuota&)>& fn) const {
+  std::shared_lock lock(mu_);
+  std::set<std::string> names;
+  for (const auto& [ns, usage] : namespaceUsage_) names.insert(ns);
+  for (const auto& [ns, quotas] : quotas_) names.insert(ns);
+  for (const auto& ns : names) {
+    NamespaceQuota q;
+    q.limits = limitsOf(ns);
+    if (auto it = namespaceUsage_.find(ns); it != namespaceUsage_.end()) q.used = it->second;
+    fn(ns, q);
+  }
 }
 
 CacheStats ClusterCache::stats() const {

@@ -21,6 +21,8 @@
 
 #include <boost/json/object.hpp>
 
+#include "hami_pods.h"
+#include "namespace_quota.h"
 #include "vgpu/assignment.h"
 #include "vgpu/backend_loader.h"
 #include "vgpu/config.h"
@@ -80,6 +82,13 @@ bool confusable(const AllocateKeys& a, const AllocateKeys& b);
 /// unnumbered. Conservative: no share it may hold is promised to another pod.
 Assignment everyDeviceItCouldHold(const PreparedPod& pod, const NodeInventory& inventory);
 
+/// Why `a` cannot have been written for a pod with `containers` by a scheduler or the node
+/// agent, or empty when it can. The kubelet hands a container devices only for the resources
+/// it asks for, so a grant to a container the pod lacks, or of a backend the container asks
+/// nothing of, is somebody else's writing (a forged annotation) and must not count as used.
+std::string implausibleAssignment(const Assignment& a, const std::vector<ContainerResources>& containers,
+                                  const BackendSet& backends);
+
 /// Whether two assignments give every container the same slices of the same devices (slots
 /// aside), so the node agent serving them in either order does no harm.
 bool interchangeable(const Assignment& a, const Assignment& b);
@@ -127,6 +136,9 @@ class ClusterCache {
     /// capacity was freed: a pod gone, a reservation dropped, a new inventory, a node that
     /// became usable.
     std::function<void(const std::string& node)> onCapacityFreed;
+    /// Called (under the cache's lock: keep it short) when a pod's HAMi annotations cannot be
+    /// used and the pod is counted as a foreign pod instead: namespace, name, uid, why.
+    std::function<void(const std::string&, const std::string&, const std::string&, const std::string&)> onHamiIgnored;
   };
   ClusterCache(const BackendSet& backends, Options options);
 
@@ -165,6 +177,19 @@ class ClusterCache {
   /// The pods holding devices on `node` (bound, or reserved by a bind in flight).
   std::vector<HeldPod> podsOn(std::string_view node) const;
 
+  /// ResourceQuota events (namespace_quota.h): a quota's limits on our resources.
+  void upsertQuota(const boost::json::object& quota);
+  void removeQuota(const boost::json::object& quota);
+  /// A namespace's quota limits on our resources and what its pods hold (bound or reserved).
+  struct NamespaceQuota {
+    std::vector<QuotaLimit> limits;
+    QuotaUsage used;
+  };
+  NamespaceQuota namespaceQuota(const std::string& ns) const;
+  /// Every namespace whose pods hold devices or that has quota limits, under the shared lock (metrics).
+  void forEachNamespace(const std::function<void(const std::string&, const NamespaceQuota&)>& fn) const;
+  const QuotaResources& quotaResources() const { return quotaResources_; }
+
   CacheStats stats() const;
   /// Usage on one device (tests).
   std::optional<DeviceUsage> deviceUsage(std::string_view node, std::string_view deviceId) const;
@@ -177,7 +202,12 @@ class ClusterCache {
     /// Bound without an assignment of ours: counted with everyDeviceItCouldHold(), which
     /// depends on the node's inventory (recomputed when it changes).
     std::shared_ptr<const PreparedPod> foreign;
+    std::string podNamespace;
+    QuotaUsage quotaUsage;  ///< what it counts against its namespace's quotas (quotaHeld)
     std::string foreignWhy;  ///< for the log
+    /// Placed by HAMi (hami_pods.h): counted as its annotations say where the node publishes
+    /// those devices, else as any foreign pod.
+    std::shared_ptr<const HamiPlacement> hami;
     AllocateKeys keys;  ///< set while inFlight (the only time they are compared)
     bool inFlight = false;
     bool reservation = false;  ///< made by reserve(), not yet seen from the informer
@@ -195,8 +225,15 @@ class ClusterCache {
     if (options_.onCapacityFreed) options_.onCapacityFreed(node);
   }
 
+  /// Recounts `record`'s share of its namespace's quota usage from its assignment.
+  void recountQuota(PodRecord& record);
+  std::vector<QuotaLimit> limitsOf(const std::string& ns) const;
+
   const BackendSet& backends_;
   Options options_;
+  QuotaResources quotaResources_;
+  std::unordered_map<std::string, QuotaUsage> namespaceUsage_;  // by namespace
+  std::unordered_map<std::string, std::map<std::string, std::vector<QuotaLimit>>> quotas_;  // ns -> quota name -> limits
   mutable std::shared_mutex mu_;
   std::condition_variable_any changed_;  // a pod left flight or went away
   // Looked up by the string_views of a filter request, without building a string each.

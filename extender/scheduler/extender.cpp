@@ -205,6 +205,7 @@ http::Response Extender::filter(const http::Request& request) {
   PodContext pod = podContext(args->pod, backends_);
   FilterResult result(names.size());
   std::string closestWords;  // the nodes closest to fitting, with numbers, when none fits
+  std::string quotaWords;    // why the namespace's quota refused a node that fits, with numbers
   if (!pod.ours) {
     for (std::uint32_t i = 0; i < names.size(); ++i) result.pass(i);  // not ours: every node is fine
   } else if (!isReady()) {
@@ -226,6 +227,10 @@ http::Response Extender::filter(const http::Request& request) {
     RefusalCategories categories(engine_, *pod.prepared, result);
     Closest closest;
     const HeldRoom held = heldAgainst(pod.info);
+    // Namespace quotas count what the pod would really hold on each node (a memory
+    // percentage as MiB of that node's device), so only quota'd namespaces pay for an assign().
+    const ClusterCache::NamespaceQuota quota =
+        cache_.namespaceQuota(pod.info.podNamespace);
     cache_.readNodes(names, [&](const std::vector<const NodeEntry*>& entries, std::chrono::system_clock::time_point now) {
       for (std::uint32_t i = 0; i < names.size(); ++i) {
         const NodeEntry* node = entries[i];
@@ -261,6 +266,17 @@ http::Response Extender::filter(const http::Request& request) {
             }
           }
         const NodeEvaluation eval = engine_.check(*pod.prepared, withHeld ? withHeld->state : node->state);  // no score needed here
+        if (eval.fits && !quota.limits.empty()) {
+          auto assigned = engine_.assign(*pod.prepared, withHeld ? withHeld->state : node->state);
+          std::string over = assigned.ok() ? quotaExceeded(pod.info.podNamespace, quota.limits, quota.used,
+                                                           cache_.quotaResources().usage(*assigned), cache_.quotaResources())
+                                           : std::string();
+          if (!over.empty()) {
+            result.fail(i, result.reason(kQuotaCategory), false);
+            if (quotaWords.empty()) quotaWords = std::move(over);
+            continue;
+          }
+        }
         if (eval.fits) {
           result.pass(i);
           continue;
@@ -286,6 +302,7 @@ http::Response Extender::filter(const http::Request& request) {
     const std::string reason = pod.invalid.empty() ? "no-fitting-node" : "invalid-request";
     metrics_.podsRefused.inc({reason});
     std::string message = pod.invalid.empty() ? result.summary(names.size()) : "invalid vgpu request: " + pod.invalid;
+    if (!quotaWords.empty()) message += ". Quota: " + quotaWords;
     if (!closestWords.empty()) message += ". Closest to fitting: " + closestWords;
     spdlog::info("pod={} filter: {}", pod.info.key(), message);
     events_.podEvent(pod.info.podNamespace, pod.info.name, pod.info.uid, "Warning", "FilteringFailed", message);
@@ -394,8 +411,9 @@ http::Response Extender::bind(const http::Request& request) {
   }
   auto reserved = cache_.reserve(pod.info, *pod.prepared, node, engine_, options_.bindHoldTimeout);
   if (!reserved.ok()) {
-    const bool held = reserved.error().message.rfind("held back", 0) == 0;
-    return fail(held ? "held-back" : "no-longer-fits", reserved.error().message, pod.info.uid);
+    const std::string& why = reserved.error().message;
+    return fail(why.rfind("held back", 0) == 0 ? "held-back" : why.rfind("quota exceeded", 0) == 0 ? "quota-exceeded" : "no-longer-fits",
+                why, pod.info.uid);
   }
   k8s::BindRequest bindRequest{podNs, name, node, pod.info.uid, {}};
   bindRequest.annotations[std::string(keys::kPodAssignment)] = encodeAssignment(reserved->assignment);

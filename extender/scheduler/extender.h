@@ -59,6 +59,10 @@ class Extender {
   http::Response preempt(const http::Request& request);
 
   /// The category filter gives a node whose room is held for a nominated pod of higher priority.
+  /// The category filter gives a node where the pod fits but its namespace's ResourceQuota
+  /// on device memory or compute would be exceeded (the numbers go to the pod's event).
+  static constexpr std::string_view kQuotaCategory =
+      "vgpu: the namespace's ResourceQuota on device memory or compute would be exceeded";
   static constexpr std::string_view kHeldCategory =
       "vgpu: room held for a pod of higher priority nominated to this node (preemption)";
 

@@ -38,7 +38,14 @@ struct SchedulerMetrics {
         deviceCompute(r.gauge("vgpu_device_compute_allocated_percent", "Compute given to pods, percent of the device.",
                               {"node", "device", "backend"})),
         deviceShares(r.gauge("vgpu_device_shares_allocated", "Containers sharing the device.",
-                             {"node", "device", "backend"})) {}
+                             {"node", "device", "backend"})),
+        namespaceAllocated(r.gauge("vgpu_namespace_allocated",
+                                   "Device memory or compute the namespace's pods hold, in the resource's unit (what its "
+                                   "ResourceQuotas count).",
+                                   {"namespace", "resource"})),
+        namespaceQuotaHard(r.gauge("vgpu_namespace_quota_hard",
+                                   "A ResourceQuota's limit on device memory or compute, in the resource's unit.",
+                                   {"namespace", "quota", "resource"})) {}
 
   metrics::Registry& registry;
   metrics::Histogram& filterDuration;
@@ -57,6 +64,8 @@ struct SchedulerMetrics {
   metrics::Gauge& deviceMemoryCapacity;
   metrics::Gauge& deviceCompute;
   metrics::Gauge& deviceShares;
+  metrics::Gauge& namespaceAllocated;
+  metrics::Gauge& namespaceQuotaHard;
 };
 
 }  // namespace vgpu::scheduler

@@ -23,7 +23,7 @@ struct SchedulerService::Impl {
   std::unique_ptr<HamiSchedulerMetrics> hami;  // --hami-metrics
   std::unique_ptr<ClusterCache> cache;
   std::unique_ptr<Nominations> nominations;  // room held for preemptors
-  std::unique_ptr<k8s::Informer> nodeInformer, podInformer;
+  std::unique_ptr<k8s::Informer> nodeInformer, podInformer, quotaInformer;
   std::unique_ptr<EventRecorder> events;
   std::unique_ptr<PlacementEngine> engine;  // the requeuer's
   std::unique_ptr<Requeuer> requeuer;
@@ -32,7 +32,7 @@ struct SchedulerService::Impl {
   std::unique_ptr<http::Server> server, extenderServer;
   std::chrono::seconds heartbeatTimeout{90};
 
-  bool ready() const { return nodeInformer->hasSynced() && podInformer->hasSynced(); }
+  bool ready() const { return nodeInformer->hasSynced() && podInformer->hasSynced() && quotaInformer->hasSynced(); }
 
   void collect() {
     const CacheStats s = cache->stats();
@@ -58,6 +58,17 @@ struct SchedulerService::Impl {
       }
     });
     for (const auto& [state, n] : states) metrics.nodes.set({state}, n);
+    metrics.namespaceAllocated.clear();
+    metrics.namespaceQuotaHard.clear();
+    const QuotaResources& resources = cache->quotaResources();
+    cache->forEachNamespace([&](const std::string& ns, const ClusterCache::NamespaceQuota& q) {
+      for (const auto& [resource, amount] : q.used) {
+        const auto unit = static_cast<std::int64_t>(resources.unitMiB(resource));
+        metrics.namespaceAllocated.set({ns, resource}, static_cast<double>((amount + unit - 1) / unit));
+      }
+      for (const auto& limit : q.limits)
+        metrics.namespaceQuotaHard.set({ns, limit.quota, limit.key}, static_cast<double>(limit.hard));
+    });
     if (hami) hami->collect(*cache);
   }
 };
@@ -76,6 +87,12 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const DeviceCo
   cacheOptions.inFlightExpiry = options.inFlightExpiry;
   cacheOptions.onCapacityFreed = [s](const std::string& node) {
     if (s->requeuer) s->requeuer->capacityFreed(node);
+  };
+  cacheOptions.onHamiIgnored = [s](const std::string& ns, const std::string& name, const std::string& uid,
+                                   const std::string& why) {
+    if (s->events)
+      s->events->podEvent(ns, name, uid, "Warning", "HamiAnnotationsIgnored",
+                          "vgpu-scheduler counts this pod on every device it could use: it " + why);
   };
   s->cache = std::make_unique<ClusterCache>(backends, cacheOptions);
 
@@ -124,6 +141,14 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const DeviceCo
                               nominations->removePod(*p);
                               if (s->requeuer) s->requeuer->forget(std::string(k8s::uid(*p)));
                             }});
+  // ResourceQuotas on device memory and compute (namespace_quota.h): few and small objects.
+  k8s::InformerOptions quotaOptions;
+  quotaOptions.backoffMin = options.informerBackoffMin;
+  s->quotaInformer = std::make_unique<k8s::Informer>(
+      client, k8s::kResourceQuotas, quotaOptions,
+      k8s::InformerHandlers{[cache](const k8s::ObjectPtr& q) { cache->upsertQuota(*q); },
+                            [cache](const k8s::ObjectPtr&, const k8s::ObjectPtr& q) { cache->upsertQuota(*q); },
+                            [cache](const k8s::ObjectPtr& q) { cache->removeQuota(*q); }});
   s->events = std::make_unique<EventRecorder>(options.eventClient ? options.eventClient : &client, "vgpu-scheduler",
                                               options.instance,
                                               [s] { s->metrics.eventsDropped.inc(); });
@@ -147,7 +172,8 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const DeviceCo
                                            [s] { return s->ready(); });
   WebhookOptions webhookOptions = options.webhook;
   webhookOptions.schedulerName = options.schedulerName;
-  s->webhook = std::make_unique<Webhook>(backends, std::move(webhookOptions), s->metrics);
+  s->webhook = std::make_unique<Webhook>(backends, std::move(webhookOptions), s->metrics,
+                                         [cache](const std::string& ns) { return cache->namespaceQuota(ns).limits; });
   if (options.hamiMetrics) s->hami = std::make_unique<HamiSchedulerMetrics>(s->registry);
   s->registry.addCollector([s] { s->collect(); });
 
@@ -179,9 +205,11 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const DeviceCo
 
   s->nodeInformer->start();
   s->podInformer->start();
+  s->quotaInformer->start();
   auto stopAll = [s] {
     s->nodeInformer->stop();
     s->podInformer->stop();
+    s->quotaInformer->stop();
     s->requeuer->stop();
     s->events->stop();
   };
@@ -209,6 +237,7 @@ void SchedulerService::stop() {
   if (impl_->server) impl_->server->stop();
   impl_->nodeInformer->stop();
   impl_->podInformer->stop();
+  impl_->quotaInformer->stop();
   impl_->requeuer->stop();
   impl_->events->stop();
 }
@@ -218,8 +247,11 @@ bool SchedulerService::ready() const { return impl_->ready(); }
 bool SchedulerService::waitForSync(std::chrono::milliseconds timeout) const {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   if (!impl_->nodeInformer->waitForSync(timeout)) return false;
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-  return impl_->podInformer->waitForSync(std::max(left, std::chrono::milliseconds(0)));
+  auto left = [&] {
+    return std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()),
+                    std::chrono::milliseconds(0));
+  };
+  return impl_->podInformer->waitForSync(left()) && impl_->quotaInformer->waitForSync(left());
 }
 
 std::uint16_t SchedulerService::port() const { return impl_->server->port(); }

@@ -248,8 +248,9 @@ std::string jsonPointerEscape(std::string_view segment) {
   return out;
 }
 
-Webhook::Webhook(const BackendSet& backends, WebhookOptions options, SchedulerMetrics& metrics)
-    : backends_(backends), options_(std::move(options)), metrics_(metrics) {}
+Webhook::Webhook(const BackendSet& backends, WebhookOptions options, SchedulerMetrics& metrics, QuotaLookup quotaLimits)
+    : backends_(backends), options_(std::move(options)), quotaResources_(backends), quotaLimits_(std::move(quotaLimits)),
+      metrics_(metrics) {}
 
 bool Webhook::trusted(std::string_view user) const {
   return !user.empty() && std::find(options_.trustedUsers.begin(), options_.trustedUsers.end(), user) !=
@@ -458,6 +459,12 @@ http::Response Webhook::review(const http::Request& request) {
     // The request as the scheduler will see it must be valid, or the pod would pend forever.
     auto request = buildPodRequest(backends_, pod->podNamespace, pod->name, containers, pod->annotations);
     if (!request.ok()) return deny(400, "BadRequest", request.error().message);
+    if (quotaLimits_)
+      if (auto limits = quotaLimits_(pod->podNamespace); !limits.empty())
+        if (std::string over = quotaExceeded(pod->podNamespace, limits, {}, quotaResources_.leastUsage(*request),
+                                             quotaResources_);
+            !over.empty())
+          return deny(403, "Forbidden", "pod " + pod->key() + " can never fit its namespace's quota: " + over);
     if (schedulerName != options_.schedulerName)
       ok.patch.push_back(json::object{{"op", "add"}, {"path", "/spec/schedulerName"}, {"value", options_.schedulerName}});
     for (const auto& c : containers)

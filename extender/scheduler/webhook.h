@@ -6,10 +6,12 @@
 // that choose devices or limits (the backends' protectedEnv) and annotations only vgpu
 // writes (keys::kReservedPodAnnotations).
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "namespace_quota.h"
 #include "scheduler_metrics.h"
 #include "vgpu/backend_loader.h"
 #include "vgpu/http/server.h"
@@ -44,9 +46,14 @@ struct WebhookOptions {
   bool hamiCompat = false;
 };
 
+/// A namespace's ResourceQuota limits on device memory and compute.
+using QuotaLookup = std::function<std::vector<QuotaLimit>(const std::string& ns)>;
+
 class Webhook {
  public:
-  Webhook(const BackendSet& backends, WebhookOptions options, SchedulerMetrics& metrics);
+  /// `quotaLimits` (null = none): a pod that asks for more than one of its namespace's limits
+  /// allows, whatever else runs, is refused.
+  Webhook(const BackendSet& backends, WebhookOptions options, SchedulerMetrics& metrics, QuotaLookup quotaLimits = {});
 
   /// POST /webhook: an AdmissionReview in, an AdmissionReview out (HTTP 200), or HTTP 400
   /// when the body is not a review we can answer (no uid to echo).
@@ -57,6 +64,8 @@ class Webhook {
 
   const BackendSet& backends_;
   WebhookOptions options_;
+  QuotaResources quotaResources_;
+  QuotaLookup quotaLimits_;
   SchedulerMetrics& metrics_;
 };
 

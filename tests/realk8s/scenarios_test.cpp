@@ -869,5 +869,133 @@ TEST_F(RealK8s, HighPriorityPodEvictsExactlyThePodsOfOneDeviceItNeedsAndKeepsThe
   for (const auto& [name, value] : classes) c.api().del("/apis/scheduling.k8s.io/v1/priorityclasses/" + name);
 }
 
+
+// ---- switching from HAMi with pods running; namespace quotas (issue 28 items 2, 6) ----
+
+// A pod HAMi placed before the switch keeps running on SIM-GPU-3 with 60 GiB: only its
+// hami.io/vgpu-devices-allocated says so (no vgpu.io/assignment). Pods that pin that device
+// with HAMi's use-gpuuuid annotation (the sim backend reads it in its own domain,
+// vgpu.io/use-gpuuuid, as the NVIDIA backend reads nvidia.com/use-gpuuuid) get only what
+// is left of it; a pod that excludes every other device with nouse-gpuuuid goes there too.
+// Then a ResourceQuota on limits.vgpu.io/sim-memory: the webhook refuses a pod that can
+// never fit it, and kube-scheduler gets vgpu-scheduler's quota refusal for one that would
+// exceed it now.
+TEST_F(RealK8s, PodsHamiPlacedAreCountedWhereTheirAnnotationsSayAndQuotasHold) {
+  auto& c = cluster();
+  const std::string ns = "hamilive", legacy = "hamilive-old";
+  ASSERT_TRUE(c.createNamespace(ns).ok());
+  ASSERT_TRUE(c.createNamespace(legacy).ok());
+  Status added;
+  const auto nodes = addVgpuNodes(c, ns, 1, added);
+  ASSERT_TRUE(added.ok()) << added.error().message;
+  const std::string node = nodes[0];
+
+  // HAMi's pod, as HAMi's filter and the kubelet left it. Created with the webhook's opt-out
+  // label (it stands for a pod created before vgpu's webhook was installed) and spec.nodeName.
+  const std::uint64_t hamiMiB = 61440;
+  auto hami = podObject({.name = "from-hami",
+                         .limits = simLimits(1, hamiMiB, 50),
+                         .labels = {{"vgpu.io/webhook", "ignore"}, {"hami.io/vgpu-node", node}},
+                         .annotations = {{"hami.io/vgpu-node", node},
+                                         {"hami.io/vgpu-time", "1764750000"},
+                                         {"hami.io/vgpu-devices-allocated", "SIM-GPU-3,NVIDIA,61440,50:;"},
+                                         {"hami.io/vgpu-devices-to-allocate", ";"},
+                                         {"hami.io/bind-phase", "success"}},
+                         .schedulerName = "hami-scheduler",
+                         .nodeName = node});
+  auto created = c.api().post("/api/v1/namespaces/" + legacy + "/pods", json::serialize(hami));
+  ASSERT_EQ(created.status, 201) << created.describe();
+  auto running = c.api().patch("/api/v1/namespaces/" + legacy + "/pods/from-hami/status",
+                               R"({"status":{"phase":"Running"}})");
+  ASSERT_EQ(running.status, 200) << running.describe();
+  const std::string series = "vgpu_device_memory_allocated_bytes{node=\"" + node + "\",device=\"SIM-GPU-3\"";
+  ASSERT_TRUE(pollUntil(
+      [&] { return RealCluster::metricValue(c.vgpuSchedulerMetrics(), series) == hamiMiB * 1048576.0; },
+      kWait, std::chrono::milliseconds(100)))
+      << "vgpu-scheduler does not count HAMi's pod on SIM-GPU-3:\n" << c.logTail("vgpu-scheduler", 10);
+
+  Admitter admitter(c, ns);
+  // What is left of SIM-GPU-3 (20 GiB) goes; more would double-book HAMi's pod.
+  auto tooBig = createPod(c, ns, {.name = "pinned-too-big", .limits = simLimits(1, 40960, 10), .group = ns,
+                                  .annotations = {{"vgpu.io/use-gpuuuid", "SIM-GPU-3"}}});
+  ASSERT_TRUE(tooBig.ok()) << tooBig.error().message;
+  ASSERT_TRUE(waitForPod(c, ns, "pinned-too-big", unschedulable)) << "pinned-too-big was not refused";
+  auto fits = place(c, admitter, ns, {.name = "pinned-fits", .limits = simLimits(1, 20480, 10), .group = ns,
+                                      .annotations = {{"vgpu.io/use-gpuuuid", "SIM-GPU-3"}}});
+  ASSERT_TRUE(fits);
+  EXPECT_EQ(deviceOfPod(*fits), "SIM-GPU-3");
+  // Every device but SIM-GPU-3 excluded, and SIM-GPU-3 now full: refused.
+  std::string others;
+  for (int i = 0; i < kDevicesPerNode; ++i)
+    if (i != 3) others += (others.empty() ? "" : ",") + std::string("SIM-GPU-") + std::to_string(i);
+  ASSERT_TRUE(createPod(c, ns, {.name = "avoids-the-rest", .limits = simLimits(1, 1024, 0), .group = ns,
+                                .annotations = {{"vgpu.io/nouse-gpuuuid", others}}})
+                  .ok());
+  ASSERT_TRUE(waitForPod(c, ns, "avoids-the-rest", unschedulable)) << "avoids-the-rest was not refused";
+  // A pod without constraints goes elsewhere on the node.
+  auto free = place(c, admitter, ns, {.name = "anywhere", .limits = simLimits(1, 40960, 10), .group = ns});
+  ASSERT_TRUE(free);
+  EXPECT_NE(deviceOfPod(*free), "SIM-GPU-3");
+  EXPECT_EQ(RealCluster::metricValue(c.vgpuSchedulerMetrics(), series), 81920 * 1048576.0);
+
+  // The quota: 100 GiB of device memory in this namespace, of which 60 GiB are held now.
+  auto quota = c.api().post("/api/v1/namespaces/" + ns + "/resourcequotas",
+                            R"({"apiVersion":"v1","kind":"ResourceQuota","metadata":{"name":"gpu-memory"},)"
+                            R"("spec":{"hard":{"limits.vgpu.io/sim-memory":"102400"}}})");
+  ASSERT_EQ(quota.status, 201) << quota.describe();
+  ASSERT_TRUE(pollUntil(
+      [&] {
+        return RealCluster::metricValue(c.vgpuSchedulerMetrics(),
+                                        "vgpu_namespace_quota_hard{namespace=\"" + ns + "\",quota=\"gpu-memory\"") ==
+               102400;
+      },
+      kWait, std::chrono::milliseconds(100)));
+  EXPECT_EQ(RealCluster::metricValue(c.vgpuSchedulerMetrics(),
+                                     "vgpu_namespace_allocated{namespace=\"" + ns + "\",resource=\"vgpu.io/sim-memory\"}"),
+            61440);
+  // Never: 2 x 60 GiB. The webhook answers kubectl at once.
+  auto never = c.api().post("/api/v1/namespaces/" + ns + "/pods",
+                            json::serialize(podObject({.name = "never", .limits = simLimits(2, 61440, 10), .group = ns})));
+  EXPECT_EQ(never.status, 403) << never.describe();
+  EXPECT_NE(never.body.find("namespace " + ns + ": ResourceQuota gpu-memory limits limits.vgpu.io/sim-memory to 102400 "
+                            "MiB; the pod asks for 122880 MiB"),
+            std::string::npos)
+      << never.body;
+  // Not now: 60 + 50 GiB > 100 GiB, although the node has room.
+  ASSERT_TRUE(createPod(c, ns, {.name = "over-quota", .limits = simLimits(1, 51200, 10), .group = ns}).ok());
+  auto refused = waitForPod(c, ns, "over-quota", unschedulable);
+  ASSERT_TRUE(refused) << "over-quota was not refused";
+  std::string condition;
+  if (const auto* conds = at(*refused, {"status", "conditions"}); conds && conds->is_array())
+    for (const auto& cond : conds->as_array())
+      if (str(cond.as_object().if_contains("type")) == "PodScheduled") condition = str(cond.as_object().if_contains("message"));
+  EXPECT_NE(condition.find("vgpu: the namespace's ResourceQuota on device memory or compute would be exceeded"),
+            std::string::npos)
+      << condition;
+  bool explained = false;
+  ASSERT_TRUE(pollUntil(
+      [&] {
+        for (const auto& e : podEvents(c, ns, "over-quota"))
+          if (str(e.if_contains("reason")) == "FilteringFailed" &&
+              str(e.if_contains("message")).find("ResourceQuota gpu-memory limits limits.vgpu.io/sim-memory to 102400 MiB; "
+                                                 "the pod asks for 51200 MiB and the namespace's pods hold 61440 MiB") !=
+                  std::string::npos)
+            explained = true;
+        return explained;
+      },
+      kWait, std::chrono::milliseconds(200)))
+      << "no FilteringFailed event with the quota's numbers";
+  note(c, "hami: HAMi's pod counted on SIM-GPU-3, pinned pods placed and refused as its annotations say; quota "
+          "refusals in the webhook and the extender");
+
+  EXPECT_TRUE(admitter.waitCaughtUp());
+  EXPECT_TRUE(admitter.refusals().empty()) << joinLines(admitter.refusals());
+  expectNoDoubleBooking(c, admitter, nodes);
+  admitter.stop();
+  EXPECT_EQ(c.api().del("/api/v1/namespaces/" + ns + "/resourcequotas/gpu-memory").status, 200);
+  EXPECT_TRUE(cleanUp(c, legacy).ok());
+  EXPECT_TRUE(cleanUp(c, ns, nodes).ok());
+}
+
 }  // namespace
 }  // namespace vgpu::realk8s

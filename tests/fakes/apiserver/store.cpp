@@ -21,6 +21,7 @@ constexpr KindInfo kKinds[] = {
     {"resourceslices", "ResourceSlice", "ResourceSliceList", false, "resource.k8s.io/v1"},
     {"resourceclaims", "ResourceClaim", "ResourceClaimList", true, "resource.k8s.io/v1"},
     {"deviceclasses", "DeviceClass", "DeviceClassList", false, "resource.k8s.io/v1"},
+    {"resourcequotas", "ResourceQuota", "ResourceQuotaList", true},
 };
 
 std::string nowRfc3339() {

@@ -497,13 +497,14 @@ RENDER_VARIANTS = [
 
 # (apiGroup, resource, verb) each daemon's apiserver calls need, no more, no less; a new call
 # in the code changes this table and the chart's ClusterRole together. vgpu-scheduler: node
-# and pod informers (list, watch), a pod read when the cache lags at bind (get), the
+# and pod informers (list, watch), the ResourceQuota informer (list, watch), a pod read when the cache lags at bind (get), the
 # annotation that wakes a refused pod once capacity frees (patch), the Binding (which carries
 # the assignment annotations), Events and their counts (create, patch). vgpu-device-plugin:
 # the informer on its node's pods, the pod and Node annotation patches, Events.
 DAEMON_RBAC = {
     "vgpu-scheduler-extender": {("", "nodes", "list"), ("", "nodes", "watch"), ("", "pods", "get"),
                                 ("", "pods", "list"), ("", "pods", "watch"), ("", "pods", "patch"),
+                                ("", "resourcequotas", "list"), ("", "resourcequotas", "watch"),
                                 ("", "pods/binding", "create"), ("", "events", "create"),
                                 ("", "events", "patch")},
     "vgpu-device-plugin": {("", "pods", "list"), ("", "pods", "watch"), ("", "pods", "patch"),

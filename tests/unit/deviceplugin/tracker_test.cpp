@@ -176,6 +176,28 @@ TEST_F(DevicePluginTracker, AForeignPodAdmittedBeforeAWaitingOneIsRefusedNotGive
   EXPECT_EQ(std::get<Claim>(mine).devices[0].memoryMiB, 4000u);
 }
 
+// Issue 28 item 2: a pod HAMi placed before the switch runs on the node (HAMi-core limits
+// it). The kubelet admitted it long ago: it must not be taken for the next pod to admit, or
+// every vgpu pod of the same signature is refused (seen in the real-cluster scenario), and
+// it is reported with the devices HAMi gave it.
+TEST_F(DevicePluginTracker, ARunningPodHamiPlacedIsNotWaitingAndIsReported) {
+  TrackedPod hami = pod("from-hami", 1, {{g("d0", 0)}}, /*assigned=*/false);
+  hami.info.phase = "Running";
+  hami.info.schedulerName = "hami-scheduler";
+  hami.info.annotations["hami.io/vgpu-devices-allocated"] = "d0,NVIDIA,6000,30:;";
+  tracker.upsert(hami);
+  tracker.upsert(pod("mine", 5, {{g("d0", 2, 4000)}}));
+  auto mine = tracker.claim(kRes, {"d0::3"});
+  ASSERT_TRUE(std::holds_alternative<Claim>(mine)) << std::get<ClaimError>(mine).message;
+  EXPECT_EQ(std::get<Claim>(mine).podName, "mine");
+  const auto reported = tracker.hamiContainers();
+  ASSERT_EQ(reported.size(), 1u);
+  EXPECT_EQ(reported[0].pod, "from-hami");
+  EXPECT_EQ(reported[0].container, "c0");
+  EXPECT_EQ(reported[0].deviceId, "d0");
+  EXPECT_EQ(reported[0].memoryMiB, 6000u);
+}
+
 TEST_F(DevicePluginTracker, TheHintForAForeignPodNamesNoPromisedIds) {
   tracker.upsert(pod("theirs", 1, {{g("d0", 0)}}, /*assigned=*/false));
   tracker.upsert(pod("mine", 5, {{g("d0", 0, 4000)}}));
