@@ -124,6 +124,36 @@ vgpu_fit_result fitOne(const Allocator& allocator, const vgpu_device_request& q,
   return r;
 }
 
+/// One request's `fit` answers on one node: asked once per kind of device
+/// (Entry::fitClass) and usage, the same answer given to every device of that kind and
+/// usage. Lives for one walk over a node's devices, so nothing in it can go stale.
+class NodeFits {
+ public:
+  NodeFits(const Allocator& allocator, const vgpu_device_request& q)
+      : allocator_(allocator), q_(q), shared_(q.include_ids.count == 0 && q.exclude_ids.count == 0) {}
+
+  vgpu_fit_result fit(const NodeInventory::Entry& entry, const DeviceUsage& usage) {
+    if (!shared_ || entry.fitClass == NodeInventory::Entry::kJudgedAlone) return fitOne(allocator_, q_, entry, usage);
+    for (std::size_t i = 0; i < size_; ++i)
+      if (known_[i].fitClass == entry.fitClass && known_[i].usage == usage) return known_[i].result;
+    const vgpu_fit_result r = fitOne(allocator_, q_, entry, usage);
+    if (size_ < known_.size()) known_[size_++] = {entry.fitClass, usage, r};
+    return r;
+  }
+
+ private:
+  struct Known {
+    std::uint32_t fitClass;
+    DeviceUsage usage;
+    vgpu_fit_result result;
+  };
+  const Allocator& allocator_;
+  const vgpu_device_request& q_;
+  const bool shared_;  // a request that names ids tells every device apart
+  std::array<Known, 8> known_;  // the first size_ are set
+  std::size_t size_ = 0;
+};
+
 /// Whether enough devices fit the request, without choosing among them: stops at the
 /// first `count` that fit. A refusal is the same as chooseDevices gives.
 bool enoughFit(const PreparedPod::Request& request, const NodeInventory& inventory,
@@ -135,9 +165,10 @@ bool enoughFit(const PreparedPod::Request& request, const NodeInventory& invento
   const vgpu_device_request& q = request.record->c();
   const std::uint32_t count = q.count;
   const auto& entries = inventory.entries();
+  NodeFits fits(allocator, q);
   std::uint16_t fitting = 0;
   for (const std::uint32_t pos : group->positions) {
-    const vgpu_fit_result r = fitOne(allocator, q, entries[pos], usage[pos]);
+    const vgpu_fit_result r = fits.fit(entries[pos], usage[pos]);
     if (!r.fits) {
       noteRefusal(refusal, r);
     } else if (++fitting == count) {
@@ -159,10 +190,11 @@ bool chooseDevices(const PreparedPod::Request& request, const NodeInventory& inv
   if (group == nullptr) return false;
   s.candidates.clear();
   const auto& entries = inventory.entries();
+  NodeFits fits(*request.allocator, q);
   for (std::uint32_t slot = 0; slot < group->positions.size(); ++slot) {
     const std::uint32_t pos = group->positions[slot];
     const auto& entry = entries[pos];
-    const vgpu_fit_result r = fitOne(*request.allocator, q, entry, usage[pos]);
+    const vgpu_fit_result r = fits.fit(entry, usage[pos]);
     if (r.fits) {
       s.candidates.push_back({pos, slot, entry.c().numa_node, entry.load(usage[pos]), r.take});
     } else {

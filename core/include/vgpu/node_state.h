@@ -30,6 +30,12 @@ class NodeInventory {
     const Allocator* allocator = nullptr;  ///< Null when the backend is not loaded here.
     bool cordoned = false;
     const Device* full = nullptr;
+    /// The first position of the group whose device `fit` cannot tell from this one (equal
+    /// in every field the allocator's fitReads names, and in `cordoned`), or kJudgedAlone
+    /// when the allocator reads everything (or the id or index): the placement engine asks
+    /// `fit` once per such class and usage.
+    std::uint32_t fitClass = kJudgedAlone;
+    static constexpr std::uint32_t kJudgedAlone = UINT32_MAX;
 
     const vgpu_device& c() const { return view; }
     const Device& device() const { return *full; }
@@ -78,6 +84,7 @@ class NodeInventory {
   std::vector<Entry> entries_;
   std::vector<BackendGroup> groups_;
   void indexLinks();
+  void classifyForFit();
 
   std::vector<std::uint16_t> linkRanks_;  // entries² ranks, row-major; empty without links
 };
