@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 
+#include "declaring_backend.h"
 #include "test_support.h"
 #include "vgpu/annotations.h"
 #include "vgpu/placement.h"
@@ -17,40 +18,7 @@
 namespace vgpu {
 namespace {
 
-/// A loaded backend seen through another fitReads(), counting the calls of `fit`: with
-/// VGPU_FIT_READS_ALL it is the per-device path the shortcut must agree with.
-class Declaring final : public Backend, public Allocator {
- public:
-  Declaring(std::unique_ptr<Backend> inner, std::uint32_t reads) : inner_(std::move(inner)), reads_(reads) {}
-
-  const std::string& name() const override { return inner_->name(); }
-  const Allocator& allocator() const override { return *this; }
-  Discovery* discovery() override { return nullptr; }
-  Limiter* limiter() override { return nullptr; }
-
-  const std::vector<ResourceName>& resources() const override { return inner().resources(); }
-  Result<std::optional<DeviceRequest>> parseRequest(const ContainerResources& c, const Annotations& a) const override {
-    return inner().parseRequest(c, a);
-  }
-  void fit(const vgpu_device_request& q, const vgpu_device& d, const vgpu_device_usage& u,
-           vgpu_fit_result& r) const override {
-    ++fitCalls;
-    inner().fit(q, d, u, r);
-  }
-  std::uint32_t fitReads() const override { return reads_; }
-  std::string explain(const vgpu_fit_result& r) const override { return inner().explain(r); }
-  Result<std::map<std::string, std::int64_t>> admissionDefaults(const ContainerResources& c,
-                                                                const Annotations& a) const override {
-    return inner().admissionDefaults(c, a);
-  }
-
-  mutable int fitCalls = 0;
-
- private:
-  const Allocator& inner() const { return inner_->allocator(); }
-  std::unique_ptr<Backend> inner_;
-  std::uint32_t reads_;
-};
+using testing::DeclaringBackend;
 
 ContainerResources gpu(std::int64_t count, std::int64_t memory, std::int64_t cores, const std::string& name = "main",
                        bool init = false) {
@@ -68,8 +36,8 @@ class FitClassesTest : public ::testing::Test {
     auto sim = testing::loadSim();
     ASSERT_NE(sim, nullptr);
     declared_ = sim->allocator().fitReads();
-    auto fast = std::make_unique<Declaring>(std::move(sim), declared_);
-    auto slow = std::make_unique<Declaring>(testing::loadSim(), VGPU_FIT_READS_ALL);
+    auto fast = std::make_unique<DeclaringBackend>(std::move(sim), declared_);
+    auto slow = std::make_unique<DeclaringBackend>(testing::loadSim(), VGPU_FIT_READS_ALL);
     fast_ = fast.get();
     slow_ = slow.get();
     ASSERT_TRUE(fastSet_.add(std::move(fast)).ok());
@@ -87,8 +55,8 @@ class FitClassesTest : public ::testing::Test {
 
   std::uint32_t declared_ = 0;
   BackendSet fastSet_, slowSet_;
-  Declaring* fast_ = nullptr;
-  Declaring* slow_ = nullptr;
+  DeclaringBackend* fast_ = nullptr;
+  DeclaringBackend* slow_ = nullptr;
   PlacementEngine engine_;
 };
 
@@ -219,7 +187,7 @@ void expectSameEvaluation(const NodeEvaluation& a, const NodeEvaluation& b, cons
 
 TEST_F(FitClassesTest, RandomNodesGetTheAnswersOfEveryDeviceJudgedAlone) {
   std::mt19937 rng(20261203);
-  int refused = 0, placed = 0, shortcuts = 0;
+  long refused = 0, placed = 0, shortcuts = 0;
   for (int n = 0; n < 400; ++n) {
     const RandomNode r = randomNode(rng, n);
     NodeState fastNode("n" + std::to_string(n), std::make_shared<const NodeInventory>(r.devices, fastSet_, r.cordoned));
@@ -232,7 +200,7 @@ TEST_F(FitClassesTest, RandomNodesGetTheAnswersOfEveryDeviceJudgedAlone) {
       const PreparedPod fastPod = prepare(fastSet_, rp.containers, rp.annotations);
       const PreparedPod slowPod = prepare(slowSet_, rp.containers, rp.annotations);
       const std::string where = "node " + std::to_string(n) + " pod " + std::to_string(p);
-      const int before = fast_->fitCalls, slowBefore = slow_->fitCalls;
+      const long before = fast_->fitCalls, slowBefore = slow_->fitCalls;
 
       const NodeEvaluation fc = engine_.check(fastPod, fastNode), sc = engine_.check(slowPod, slowNode);
       expectSameEvaluation(fc, sc, where + " check");
