@@ -148,17 +148,22 @@ class NodeFits {
     kinds_.clear();
   }
 
+  static bool sameKind(const Kind& k, const NodeInventory::Entry& entry, const DeviceUsage& usage) {
+    return k.fitClass == entry.fitClass && k.usage == usage;
+  }
+
   /// Whether devices may share answers here; without, judge() is one `fit` per device.
   bool shares() const { return shared_; }
 
-  /// The kind of the device: its answer, and one more device counted.
-  const Kind& judge(const NodeInventory::Entry& entry, const DeviceUsage& usage) {
-    if (shared_ && entry.fitClass != NodeInventory::Entry::kJudgedAlone) {
-      // Neighbours are mostly of one kind: the last kind first, then the others.
-      if (!kinds_.empty() && same(kinds_.back(), entry, usage)) return counted(kinds_.back());
+  /// The kind of the device: its answer, and one more device counted. Valid until the
+  /// next call.
+  Kind& judge(const NodeInventory::Entry& entry, const DeviceUsage& usage) {
+    if (shared_ && entry.fitClass != NodeInventory::Entry::kJudgedAlone)
       for (Kind& k : kinds_)
-        if (same(k, entry, usage)) return counted(k);
-    }
+        if (sameKind(k, entry, usage)) {
+          ++k.devices;
+          return k;
+        }
     return kinds_.emplace_back(Kind{entry.fitClass, usage, 1, fitOne(allocator_, q_, entry, usage)});
   }
 
@@ -170,13 +175,6 @@ class NodeFits {
   }
 
  private:
-  static bool same(const Kind& k, const NodeInventory::Entry& entry, const DeviceUsage& usage) {
-    return k.fitClass == entry.fitClass && k.usage == usage;
-  }
-  static const Kind& counted(Kind& k) {
-    ++k.devices;
-    return k;
-  }
 
   const Allocator& allocator_;
   const vgpu_device_request& q_;
@@ -196,8 +194,14 @@ bool enoughFit(const PreparedPod::Request& request, const NodeInventory& invento
   NodeFits fits(*request.allocator, q, scratch().kinds);
   std::uint16_t fitting = 0;
   if (fits.shares() && entries[group->positions.front()].fitClass != NodeInventory::Entry::kJudgedAlone) {
-    for (const std::uint32_t pos : group->positions)
-      if (fits.judge(entries[pos], usage[pos]).result.fits && ++fitting == count) return true;
+    // Neighbours are mostly of one kind: the last device's kind is tried first.
+    FitKind* last = nullptr;
+    for (const std::uint32_t pos : group->positions) {
+      const NodeInventory::Entry& entry = entries[pos];
+      if (last != nullptr && NodeFits::sameKind(*last, entry, usage[pos])) ++last->devices;
+      else last = &fits.judge(entry, usage[pos]);
+      if (last->result.fits && ++fitting == count) return true;
+    }
     fits.noteRefusals(refusal);
   } else {  // every device on its own: no kinds to keep
     for (const std::uint32_t pos : group->positions) {
