@@ -164,7 +164,12 @@ class NodeFits {
           ++k.devices;
           return k;
         }
-    return kinds_.emplace_back(Kind{entry.fitClass, usage, 1, fitOne(allocator_, q_, entry, usage)});
+    return add(entry, usage, fitOne(allocator_, q_, entry, usage));
+  }
+
+  /// A new kind, of the device whose answer is `result`.
+  Kind& add(const NodeInventory::Entry& entry, const DeviceUsage& usage, const vgpu_fit_result& result) {
+    return kinds_.emplace_back(Kind{entry.fitClass, usage, 1, result});
   }
 
   /// Notes the refused devices of the walk. Kinds are in the order of their first device,
@@ -191,21 +196,28 @@ bool enoughFit(const PreparedPod::Request& request, const NodeInventory& invento
   const vgpu_device_request& q = request.record->c();
   const std::uint32_t count = q.count;
   const auto& entries = inventory.entries();
+  const auto& positions = group->positions;
+  const NodeInventory::Entry& front = entries[positions[0]];
+  // Most nodes that fit are settled by their first device: nothing to share then.
+  const vgpu_fit_result first = fitOne(*request.allocator, q, front, usage[positions[0]]);
+  if (first.fits && count == 1) return true;
+  std::uint16_t fitting = first.fits ? 1 : 0;
   NodeFits fits(*request.allocator, q, scratch().kinds);
-  std::uint16_t fitting = 0;
-  if (fits.shares() && entries[group->positions.front()].fitClass != NodeInventory::Entry::kJudgedAlone) {
+  if (fits.shares() && front.fitClass != NodeInventory::Entry::kJudgedAlone) {
     // Neighbours are mostly of one kind: the last device's kind is tried first.
-    FitKind* last = nullptr;
-    for (const std::uint32_t pos : group->positions) {
-      const NodeInventory::Entry& entry = entries[pos];
-      if (last != nullptr && NodeFits::sameKind(*last, entry, usage[pos])) ++last->devices;
-      else last = &fits.judge(entry, usage[pos]);
+    FitKind* last = &fits.add(front, usage[positions[0]], first);
+    for (std::size_t i = 1; i < positions.size(); ++i) {
+      const NodeInventory::Entry& entry = entries[positions[i]];
+      const DeviceUsage& used = usage[positions[i]];
+      if (NodeFits::sameKind(*last, entry, used)) ++last->devices;
+      else last = &fits.judge(entry, used);
       if (last->result.fits && ++fitting == count) return true;
     }
     fits.noteRefusals(refusal);
   } else {  // every device on its own: no kinds to keep
-    for (const std::uint32_t pos : group->positions) {
-      const vgpu_fit_result r = fitOne(*request.allocator, q, entries[pos], usage[pos]);
+    if (!first.fits) noteRefusal(refusal, first);
+    for (std::size_t i = 1; i < positions.size(); ++i) {
+      const vgpu_fit_result r = fitOne(*request.allocator, q, entries[positions[i]], usage[positions[i]]);
       if (!r.fits) noteRefusal(refusal, r);
       else if (++fitting == count) return true;
     }
