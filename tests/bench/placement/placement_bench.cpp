@@ -12,6 +12,18 @@
 namespace vgpu {
 namespace {
 
+/// The sim backend (dlopen, the C ABI) answering to NVIDIA's resource names.
+std::unique_ptr<Backend> loadSimAsNvidia() {
+  BackendParams params;
+  params.name = "sim";
+  params.resources.count = "nvidia.com/gpu";
+  params.resources.memory = "nvidia.com/gpumem";
+  params.resources.cores = "nvidia.com/gpucores";
+  auto sim = loadBackend(backendLibraryPath(VGPU_BACKEND_DIR, "sim"), params);
+  if (!sim.ok()) throw std::runtime_error(sim.error().message);
+  return std::move(sim).value();
+}
+
 struct Cluster {
   BackendSet backends;
   std::vector<NodeState> nodes;
@@ -26,14 +38,7 @@ Cluster& cluster(size_t nodes) {
   auto& slot = cache[nodes];
   if (slot) return *slot;
   slot = std::make_unique<Cluster>();
-  BackendParams params;
-  params.name = "sim";
-  params.resources.count = "nvidia.com/gpu";
-  params.resources.memory = "nvidia.com/gpumem";
-  params.resources.cores = "nvidia.com/gpucores";
-  auto sim = loadBackend(backendLibraryPath(VGPU_BACKEND_DIR, "sim"), params);
-  if (!sim.ok()) throw std::runtime_error(sim.error().message);
-  (void)slot->backends.add(std::move(sim).value());
+  (void)slot->backends.add(loadSimAsNvidia());
   std::mt19937 rng(42);
   std::uniform_int_distribution<int> shares(0, 6);
   for (size_t n = 0; n < nodes; ++n) {
@@ -133,15 +138,9 @@ BENCHMARK(BM_EvaluateNode)->Unit(benchmark::kNanosecond);
 void BM_CheckLoadedCluster(benchmark::State& state) {
   constexpr int kNodes = 5000, kPods = 50000;
   const bool fits = state.range(0) != 0;
-  BackendParams params;
-  params.name = "sim";
-  params.resources.count = "nvidia.com/gpu";
-  params.resources.memory = "nvidia.com/gpumem";
-  params.resources.cores = "nvidia.com/gpucores";
-  auto sim = loadBackend(backendLibraryPath(VGPU_BACKEND_DIR, "sim"), params);
-  if (!sim.ok()) throw std::runtime_error(sim.error().message);
-  const std::uint32_t reads = state.range(1) ? (*sim)->allocator().fitReads() : VGPU_FIT_READS_ALL;
-  auto declaring = std::make_unique<testing::DeclaringBackend>(std::move(sim).value(), reads);
+  auto sim = loadSimAsNvidia();
+  const std::uint32_t reads = state.range(1) ? sim->allocator().fitReads() : VGPU_FIT_READS_ALL;
+  auto declaring = std::make_unique<testing::DeclaringBackend>(std::move(sim), reads);
   const testing::DeclaringBackend& backend = *declaring;
   BackendSet backends;
   (void)backends.add(std::move(declaring));
