@@ -76,6 +76,8 @@ class CambriconBackend {
                                                     const Annotations& annotations) const;
   void fit(const vgpu_device_request& request, const vgpu_device& device, const vgpu_device_usage& usage,
            vgpu_fit_result& result) const;
+  /// The standard rules' fields and the attributes (whether the card runs sMLU).
+  std::uint32_t fitReads() const { return sdk::kStandardFitReads | VGPU_FIT_READS_ATTRIBUTES; }
   std::string explain(const vgpu_fit_result& result) const;
   Result<std::map<std::string, std::int64_t>> admissionDefaults(const ContainerResources& container,
                                                                 const Annotations& annotations) const;

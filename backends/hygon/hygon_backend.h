@@ -102,6 +102,8 @@ class HygonBackend {
                                                     const Annotations& annotations) const;
   void fit(const vgpu_device_request& request, const vgpu_device& device, const vgpu_device_usage& usage,
            vgpu_fit_result& result) const;
+  /// The standard rules' fields and the attributes (the DCU's compute unit count).
+  std::uint32_t fitReads() const { return sdk::kStandardFitReads | VGPU_FIT_READS_ATTRIBUTES; }
   std::string explain(const vgpu_fit_result& result) const;
   Result<std::map<std::string, std::int64_t>> admissionDefaults(const ContainerResources& container,
                                                                 const Annotations& annotations) const;

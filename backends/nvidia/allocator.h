@@ -57,6 +57,8 @@ class NvidiaAllocator {
   /// to core's grouping: sysfs says -1 on single-node machines, where binding always holds.
   void fit(const vgpu_device_request& request, const vgpu_device& device, const vgpu_device_usage& usage,
            vgpu_fit_result& result) const;
+  /// The standard rules' fields and the attributes (MIG mode).
+  std::uint32_t fitReads() const { return sdk::kStandardFitReads | VGPU_FIT_READS_ATTRIBUTES; }
   std::string explain(const vgpu_fit_result& result) const;
   Result<std::map<std::string, std::int64_t>> admissionDefaults(const ContainerResources& container,
                                                                 const Annotations& annotations) const;

@@ -49,6 +49,7 @@ class NvidiaBackend {
            vgpu_fit_result& result) const {
     allocator_.fit(request, device, usage, result);
   }
+  std::uint32_t fitReads() const { return allocator_.fitReads(); }
   std::string explain(const vgpu_fit_result& result) const { return allocator_.explain(result); }
   /// Also refuses, at admission, a container that asks (nvidia.com/disable-control) to run
   /// without libvgpu.so where the operator does not allow it (allowOptOut).

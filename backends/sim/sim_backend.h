@@ -39,6 +39,8 @@ class SimBackend {
                                                     const Annotations& annotations) const;
   void fit(const vgpu_device_request& request, const vgpu_device& device, const vgpu_device_usage& usage,
            vgpu_fit_result& result) const;
+  /// fit is the standard rules alone.
+  std::uint32_t fitReads() const { return sdk::kStandardFitReads; }
   Result<std::map<std::string, std::int64_t>> admissionDefaults(const ContainerResources& container,
                                                                 const Annotations& annotations) const;
   /// The variables containerSpec sets: the visibility one in no container, the limits in

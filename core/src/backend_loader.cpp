@@ -55,6 +55,11 @@ class LoadedBackend final : public Backend, public Allocator, public Discovery, 
             {pattern, scope == VGPU_ENV_SCOPE_EVERY_CONTAINER ? ProtectedEnv::Scope::kEveryContainer
                                                               : ProtectedEnv::Scope::kBackendContainers});
       }, &protectedEnv_);
+    if (has(&vgpu_backend_table::fit_reads)) {
+      const uint32_t reads = table_.fit_reads(instance_);
+      // A field this core does not know may be one fit reads: judge every device then.
+      fitReads_ = (reads & ~VGPU_FIT_READS_ALL) != 0 ? VGPU_FIT_READS_ALL : reads;
+    }
   }
   ~LoadedBackend() override {
     table_.destroy(instance_);
@@ -73,6 +78,7 @@ class LoadedBackend final : public Backend, public Allocator, public Discovery, 
   // Allocator
   const std::vector<ResourceName>& resources() const override { return resources_; }
   const std::vector<ProtectedEnv>& protectedEnv() const override { return protectedEnv_; }
+  std::uint32_t fitReads() const override { return fitReads_; }
 
   Result<std::optional<DeviceRequest>> parseRequest(const ContainerResources& container,
                                                     const Annotations& annotations) const override {
@@ -276,6 +282,7 @@ class LoadedBackend final : public Backend, public Allocator, public Discovery, 
   std::string name_;
   std::vector<ResourceName> resources_;
   std::vector<ProtectedEnv> protectedEnv_;
+  std::uint32_t fitReads_ = VGPU_FIT_READS_ALL;
 };
 
 constexpr size_t kRequiredTableSize = offsetof(vgpu_backend_table, fit) + sizeof(vgpu_backend_table::fit);

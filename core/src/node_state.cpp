@@ -1,6 +1,7 @@
 #include "vgpu/node_state.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 #include "vgpu/backend_loader.h"
@@ -32,6 +33,54 @@ NodeInventory::NodeInventory(std::vector<Device> devices, const BackendSet& back
     group->positions.push_back(static_cast<std::uint32_t>(i));
   }
   indexLinks();
+  classifyForFit();
+}
+
+namespace {
+
+bool sameText(const char* a, const char* b) {
+  return a == b || (a != nullptr && b != nullptr && std::strcmp(a, b) == 0);
+}
+
+bool sameAttributes(const vgpu_kv_list& a, const vgpu_kv_list& b) {
+  if (a.count != b.count) return false;
+  for (std::size_t i = 0; i < a.count; ++i)
+    if (!sameText(a.items[i].key, b.items[i].key) || !sameText(a.items[i].value, b.items[i].value)) return false;
+  return true;
+}
+
+/// Whether a `fit` that reads only the fields in `reads` (no id or index) answers `a` and
+/// `b` alike.
+bool fitCannotTell(const vgpu_device& a, const vgpu_device& b, std::uint32_t reads) {
+  return (!(reads & VGPU_FIT_READS_MODEL) || sameText(a.model, b.model)) &&
+         (!(reads & VGPU_FIT_READS_MEMORY) || a.memory_mib == b.memory_mib) &&
+         (!(reads & VGPU_FIT_READS_COMPUTE) || a.compute_units == b.compute_units) &&
+         (!(reads & VGPU_FIT_READS_SPLIT_COUNT) || a.split_count == b.split_count) &&
+         (!(reads & VGPU_FIT_READS_NUMA_NODE) || a.numa_node == b.numa_node) &&
+         (!(reads & VGPU_FIT_READS_HEALTH) || a.health == b.health) &&
+         (!(reads & VGPU_FIT_READS_ATTRIBUTES) || sameAttributes(a.attributes, b.attributes));
+}
+
+}  // namespace
+
+void NodeInventory::classifyForFit() {
+  for (const BackendGroup& g : groups_) {
+    if (g.allocator == nullptr) continue;
+    const std::uint32_t reads = g.allocator->fitReads();
+    if (reads & (VGPU_FIT_READS_ID | VGPU_FIT_READS_INDEX)) continue;  // no two devices alike
+    for (std::size_t i = 0; i < g.positions.size(); ++i) {
+      Entry& e = entries_[g.positions[i]];
+      e.fitClass = g.positions[i];
+      for (std::size_t j = 0; j < i; ++j) {
+        const Entry& earlier = entries_[g.positions[j]];
+        if (earlier.fitClass == g.positions[j] && earlier.cordoned == e.cordoned &&
+            fitCannotTell(earlier.view, e.view, reads)) {
+          e.fitClass = g.positions[j];
+          break;
+        }
+      }
+    }
+  }
 }
 
 void NodeInventory::indexLinks() {

@@ -17,6 +17,14 @@ struct Candidate {
   vgpu_device_usage take;
 };
 
+/// Devices of a node that `fit` cannot tell apart (NodeFits), with their one answer.
+struct FitKind {
+  std::uint32_t fitClass;
+  DeviceUsage usage;
+  std::uint16_t devices;  // how many devices of the walk so far were of this kind
+  vgpu_fit_result result;
+};
+
 /// Per-thread buffers so that evaluating a node allocates nothing once warmed up.
 struct Scratch {
   std::vector<DeviceUsage> apps;
@@ -25,6 +33,7 @@ struct Scratch {
   std::vector<Candidate> chosen;
   std::vector<std::uint32_t> positions;  // the candidates' positions, for the topology policy
   std::vector<int> numas;
+  std::vector<FitKind> kinds;
   NodeRefusal refusal;  // filled while choosing; copied out only when the node is refused
 };
 
@@ -33,26 +42,28 @@ Scratch& scratch() {
   return s;
 }
 
-inline void noteRefusal(NodeRefusal& refusal, const vgpu_fit_result& r) {
+/// Notes `devices` devices refused with `r`: the same as noting each of them in turn.
+inline void noteRefusal(NodeRefusal& refusal, const vgpu_fit_result& r, std::uint16_t devices = 1) {
   // Most devices of a refused node give the reason the first one gave.
   if (refusal.reasonCount != 0 && refusal.reasons[0].example.reason == r.reason) {
     auto& entry = refusal.reasons[0];
-    ++entry.devices;
+    entry.devices = static_cast<std::uint16_t>(entry.devices + devices);
     if (r.available > entry.example.available) entry.example = r;
     return;
   }
   for (std::uint8_t i = 1; i < refusal.reasonCount; ++i) {
     auto& entry = refusal.reasons[i];
     if (entry.example.reason == r.reason) {
-      ++entry.devices;
+      entry.devices = static_cast<std::uint16_t>(entry.devices + devices);
       if (r.available > entry.example.available) entry.example = r;
       return;
     }
   }
   if (refusal.reasonCount < NodeRefusal::kMaxReasons) {
-    refusal.reasons[refusal.reasonCount++] = {r, 1};
-  } else {
-    ++refusal.reasons[NodeRefusal::kMaxReasons - 1].devices;  // rare: more kinds than slots
+    refusal.reasons[refusal.reasonCount++] = {r, devices};
+  } else {  // rare: more kinds than slots
+    auto& last = refusal.reasons[NodeRefusal::kMaxReasons - 1];
+    last.devices = static_cast<std::uint16_t>(last.devices + devices);
   }
 }
 
@@ -180,24 +191,91 @@ vgpu_fit_result fitOne(const Allocator& allocator, const vgpu_device_request& q,
     for (Candidate& c : s.candidates) c.load = inventory.entries()[c.pos].load(usage[c.pos], choice.weights);
 }
 
+/// One request's `fit` answers on one node, asked once per kind of device: devices alike in
+/// all the backend's `fit` reads (Entry::fitClass) with equal usage get one answer. With a
+/// request that names ids, or a backend that declares nothing, every device is its own
+/// kind. Lives for one walk over a node's devices, so nothing in it can go stale.
+class NodeFits {
+ public:
+  using Kind = FitKind;
+
+  NodeFits(const Allocator& allocator, const vgpu_device_request& q, std::vector<Kind>& kinds)
+      : allocator_(allocator), q_(q), shared_(q.include_ids.count == 0 && q.exclude_ids.count == 0), kinds_(kinds) {
+    kinds_.clear();
+  }
+
+  static bool sameKind(const Kind& k, const NodeInventory::Entry& entry, const DeviceUsage& usage) {
+    return k.fitClass == entry.fitClass && k.usage == usage;
+  }
+
+  /// Whether devices may share answers here; without, judge() is one `fit` per device.
+  bool shares() const { return shared_; }
+
+  /// The kind of the device: its answer, and one more device counted. Valid until the
+  /// next call.
+  Kind& judge(const NodeInventory::Entry& entry, const DeviceUsage& usage) {
+    if (shared_ && entry.fitClass != NodeInventory::Entry::kJudgedAlone)
+      for (Kind& k : kinds_)
+        if (sameKind(k, entry, usage)) {
+          ++k.devices;
+          return k;
+        }
+    return add(entry, usage, fitOne(allocator_, q_, entry, usage));
+  }
+
+  /// A new kind, of the device whose answer is `result`.
+  Kind& add(const NodeInventory::Entry& entry, const DeviceUsage& usage, const vgpu_fit_result& result) {
+    return kinds_.emplace_back(Kind{entry.fitClass, usage, 1, result});
+  }
+
+  /// Notes the refused devices of the walk. Kinds are in the order of their first device,
+  /// so the reasons, their counts and examples are what noting device by device gives.
+  void noteRefusals(NodeRefusal& refusal) const {
+    for (const Kind& k : kinds_)
+      if (!k.result.fits) noteRefusal(refusal, k.result, k.devices);
+  }
+
+ private:
+
+  const Allocator& allocator_;
+  const vgpu_device_request& q_;
+  const bool shared_;  // a request that names ids tells every device apart
+  std::vector<Kind>& kinds_;
+};
+
 /// Whether enough devices fit the request, without choosing among them: stops at the
 /// first `count` that fit. A refusal is the same as chooseDevices gives.
 bool enoughFit(const PreparedPod::Request& request, const NodeInventory& inventory,
                const std::vector<DeviceUsage>& usage, NodeRefusal& refusal) {
   const NodeInventory::BackendGroup* group = groupFor(request, inventory, refusal);
   if (group == nullptr) return false;
-  // Read once: the compiler cannot keep them across the backend's opaque call.
-  const Allocator& allocator = *request.allocator;
   const vgpu_device_request& q = request.record->c();
   const std::uint32_t count = q.count;
   const auto& entries = inventory.entries();
-  std::uint16_t fitting = 0;
-  for (const std::uint32_t pos : group->positions) {
-    const vgpu_fit_result r = fitOne(allocator, q, entries[pos], usage[pos]);
-    if (!r.fits) {
-      noteRefusal(refusal, r);
-    } else if (++fitting == count) {
-      return true;
+  const auto& positions = group->positions;
+  const NodeInventory::Entry& front = entries[positions[0]];
+  // Most nodes that fit are settled by their first device: nothing to share then.
+  const vgpu_fit_result first = fitOne(*request.allocator, q, front, usage[positions[0]]);
+  if (first.fits && count == 1) return true;
+  std::uint16_t fitting = first.fits ? 1 : 0;
+  NodeFits fits(*request.allocator, q, scratch().kinds);
+  if (fits.shares() && front.fitClass != NodeInventory::Entry::kJudgedAlone) {
+    // Neighbours are mostly of one kind: the last device's kind is tried first.
+    FitKind* last = &fits.add(front, usage[positions[0]], first);
+    for (std::size_t i = 1; i < positions.size(); ++i) {
+      const NodeInventory::Entry& entry = entries[positions[i]];
+      const DeviceUsage& used = usage[positions[i]];
+      if (NodeFits::sameKind(*last, entry, used)) ++last->devices;
+      else last = &fits.judge(entry, used);
+      if (last->result.fits && ++fitting == count) return true;
+    }
+    fits.noteRefusals(refusal);
+  } else {  // every device on its own: no kinds to keep
+    if (!first.fits) noteRefusal(refusal, first);
+    for (std::size_t i = 1; i < positions.size(); ++i) {
+      const vgpu_fit_result r = fitOne(*request.allocator, q, entries[positions[i]], usage[positions[i]]);
+      if (!r.fits) noteRefusal(refusal, r);
+      else if (++fitting == count) return true;
     }
   }
   refusal.kind = NodeRefusal::Kind::kTooFewDevices;
@@ -223,10 +301,11 @@ bool chooseDevices(const PreparedPod::Request& request, const NodeInventory& inv
   if (group == nullptr) return false;
   s.candidates.clear();
   const auto& entries = inventory.entries();
+  NodeFits fits(*request.allocator, q, s.kinds);
   for (std::uint32_t slot = 0; slot < group->positions.size(); ++slot) {
     const std::uint32_t pos = group->positions[slot];
     const auto& entry = entries[pos];
-    const vgpu_fit_result r = fitOne(*request.allocator, q, entry, usage[pos]);
+    const vgpu_fit_result& r = fits.judge(entry, usage[pos]).result;
     if (r.fits) {
       s.candidates.push_back({pos, slot, entry.c().numa_node, entry.load(usage[pos]), r.take});
     } else {

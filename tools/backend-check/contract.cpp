@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -205,6 +206,7 @@ class Contract {
     checkParseRequest();
     checkDiscovery();
     checkFit();
+    checkFitReads();
     checkLimiter();
     checkVendorMissing();
     checkVanishingDevice();
@@ -370,7 +372,8 @@ class Contract {
         {"reconcile", "1.0", offsetof(vgpu_backend_table, reconcile), table_.reconcile != nullptr},
         {"container_usage", "1.1", offsetof(vgpu_backend_table, container_usage), table_.container_usage != nullptr},
         {"protected_env", "1.3", offsetof(vgpu_backend_table, protected_env), table_.protected_env != nullptr},
-        {"device_processes", "1.3", offsetof(vgpu_backend_table, device_processes), table_.device_processes != nullptr}};
+        {"device_processes", "1.3", offsetof(vgpu_backend_table, device_processes), table_.device_processes != nullptr},
+        {"fit_reads", "1.5", offsetof(vgpu_backend_table, fit_reads), table_.fit_reads != nullptr}};
     std::string have, missing;
     for (const auto& s : slots) {
       if (s.set) have += std::string(have.empty() ? "" : " ") + s.name;
@@ -604,6 +607,63 @@ class Contract {
               last.fits ? device.id + " took " + std::to_string(granted) + " containers, more than its split count " +
                               std::to_string(device.splitCount)
                         : "refused with reason " + std::to_string(last.reason) + " that has no words (explain)");
+  }
+
+  /// The fit_reads promise (1.5): `fit` answers alike for devices that differ only in a
+  /// field it says it does not read, idle, half taken and full; core gives such devices one
+  /// answer (docs/writing-a-backend.md).
+  void checkFitReads() {
+    if (tableSize_ <= offsetof(vgpu_backend_table, fit_reads) || table_.fit_reads == nullptr) {
+      r_.skip("allocator.fit_reads", "no fit_reads slot: core asks fit for every device");
+      return;
+    }
+    const uint32_t reads = table_.fit_reads(instance_);
+    if ((reads & ~VGPU_FIT_READS_ALL) != 0) {
+      r_.fail("allocator.fit_reads", "declares bits core does not know (" + std::to_string(reads) +
+                                         "): core then asks fit for every device");
+      return;
+    }
+    if (!request_) {
+      r_.skip("allocator.fit_reads", "no request parsed");
+      return;
+    }
+    const RequestRecord request(*request_);
+    const Device base = targetDevice();
+    struct Twin { uint32_t bit; const char* field; std::function<void(Device&)> change; };
+    const Twin twins[] = {
+        {VGPU_FIT_READS_ID, "id", [](Device& d) { d.id += "-twin"; }},
+        {VGPU_FIT_READS_INDEX, "index", [](Device& d) { d.index += 7; }},
+        {VGPU_FIT_READS_MODEL, "model", [](Device& d) { d.model += " twin"; }},
+        {VGPU_FIT_READS_MEMORY, "memory_mib", [](Device& d) { d.memoryMiB = d.memoryMiB / 2 + 1; }},
+        {VGPU_FIT_READS_COMPUTE, "compute_units", [](Device& d) { d.computeUnits = d.computeUnits / 2 + 1; }},
+        {VGPU_FIT_READS_SPLIT_COUNT, "split_count", [](Device& d) { d.splitCount = d.splitCount > 1 ? 1 : 2; }},
+        {VGPU_FIT_READS_NUMA_NODE, "numa_node", [](Device& d) { d.numaNode = d.numaNode == 1 ? 0 : 1; }},
+        {VGPU_FIT_READS_HEALTH, "health", [](Device& d) { d.health = Health::kUnhealthy; }},
+        {VGPU_FIT_READS_ATTRIBUTES, "attributes", [](Device& d) { d.attributes["vgpu-check-twin"] = "1"; }}};
+    const vgpu_device_usage usages[] = {
+        {}, {1, take_.compute, take_.memory_mib}, {base.splitCount, base.computeUnits, base.memoryMiB}};
+    auto answer = [&](const Device& d, const vgpu_device_usage& u) {
+      const DeviceRecord record(d);
+      vgpu_fit_result r{};
+      table_.fit(instance_, &request.c(), &record.c(), &u, &r);
+      return r;
+    };
+    std::string ignored, problem;
+    for (const Twin& t : twins) {
+      if (reads & t.bit) continue;
+      ignored += std::string(ignored.empty() ? "" : ", ") + t.field;
+      Device twin = base;
+      t.change(twin);
+      for (const vgpu_device_usage& u : usages) {
+        const vgpu_fit_result a = answer(base, u), b = answer(twin, u);
+        if (problem.empty() && std::memcmp(&a, &b, sizeof a) != 0)
+          problem = "declares that fit does not read " + std::string(t.field) + ", but two devices that differ only in it get " +
+                    "different answers (reason " + std::to_string(a.reason) + " and " + std::to_string(b.reason) +
+                    " with " + std::to_string(u.shares) + " shares taken): declare the bit, or core gives one device's answer to both";
+      }
+    }
+    r_.expect(problem.empty(), "allocator.fit_reads",
+              ignored.empty() ? "fit reads every field" : "fit answers alike whatever the " + ignored, problem);
   }
 
   /// The problems of a container spec: names, paths and roots.

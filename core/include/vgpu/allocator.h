@@ -46,6 +46,13 @@ class Allocator {
   virtual void fit(const vgpu_device_request& request, const vgpu_device& device,
                    const vgpu_device_usage& usage, vgpu_fit_result& result) const = 0;
 
+  /// The vgpu_device fields `fit` reads (VGPU_FIT_READS_* bits), a promise that `fit` is a
+  /// function of the request, the usage and those fields alone (the id compared only with
+  /// the request's id lists unless VGPU_FIT_READS_ID). The placement engine asks `fit` once
+  /// for a node's devices that agree on them and on their usage. Default: everything, so
+  /// every device is judged on its own. Must not change while the backend is loaded.
+  virtual std::uint32_t fitReads() const { return VGPU_FIT_READS_ALL; }
+
   /// Words a user understands for a refusal `fit` returned (any reason code).
   virtual std::string explain(const vgpu_fit_result& result) const = 0;
 

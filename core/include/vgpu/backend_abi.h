@@ -10,7 +10,7 @@
  * Versioning: major<<16 | minor. A major change breaks the table; a minor change only
  * appends slots (1.1: vgpu_container_grant.pod_uid and the container_usage slot; 1.2: the
  * spec sink's notice; 1.3: the protected_env and device_processes slots; 1.4: vgpu_device's
- * links). Every
+ * links; 1.5: the fit_reads slot). Every
  * struct the caller fills starts with its own size so that either side can tell which
  * fields the other knows. A null optional slot means "not supported".
  * See docs/writing-a-backend.md.
@@ -26,7 +26,7 @@ extern "C" {
 #endif
 
 #define VGPU_BACKEND_ABI_MAJOR 1u
-#define VGPU_BACKEND_ABI_MINOR 4u
+#define VGPU_BACKEND_ABI_MINOR 5u
 #define VGPU_BACKEND_ABI_VERSION ((VGPU_BACKEND_ABI_MAJOR << 16) | VGPU_BACKEND_ABI_MINOR)
 #define VGPU_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define VGPU_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -161,6 +161,18 @@ typedef struct vgpu_fit_result {
   uint64_t available; /* what the device had of it */
   vgpu_device_usage take; /* when fits: what the request takes on this device */
 } vgpu_fit_result;
+
+/* 1.5: the fields of vgpu_device that a backend's `fit` reads (the fit_reads slot). */
+#define VGPU_FIT_READS_ID (1u << 0) /* other than comparing it with include_ids/exclude_ids */
+#define VGPU_FIT_READS_INDEX (1u << 1)
+#define VGPU_FIT_READS_MODEL (1u << 2)
+#define VGPU_FIT_READS_MEMORY (1u << 3)
+#define VGPU_FIT_READS_COMPUTE (1u << 4)
+#define VGPU_FIT_READS_SPLIT_COUNT (1u << 5)
+#define VGPU_FIT_READS_NUMA_NODE (1u << 6)
+#define VGPU_FIT_READS_HEALTH (1u << 7)
+#define VGPU_FIT_READS_ATTRIBUTES (1u << 8)
+#define VGPU_FIT_READS_ALL 0x1ffu
 
 typedef enum vgpu_resource_role {
   VGPU_RESOURCE_COUNT = 0,          /* number of devices; advertised to the kubelet */
@@ -373,6 +385,15 @@ typedef struct vgpu_backend_table {
    * agent's watchdog calls it about every second; must not block long. Null: the backend
    * cannot list processes, and the watchdog is off for its devices. */
   vgpu_status (*device_processes)(vgpu_backend* backend, vgpu_process_sink sink, void* ctx, vgpu_error_buf* err);
+
+  /* 1.5, scheduler side: a promise that `fit` is a function of the request, the usage and
+   * the vgpu_device fields named by the returned VGPU_FIT_READS_* bits alone (no other
+   * state, no clock, no counter; the id compared only with the request's id lists unless
+   * VGPU_FIT_READS_ID). Core then asks `fit` once for the devices of a node that agree on
+   * those fields and on their usage, and gives each of them that answer (not for requests
+   * that name ids). Called once when the backend is loaded. Null, or a bit core does not
+   * know: every device is judged on its own. */
+  uint32_t (*fit_reads)(vgpu_backend* backend);
 } vgpu_backend_table;
 
 /* Fills `table` (whose struct_size the loader set) for a loader of `loader_abi_version`.

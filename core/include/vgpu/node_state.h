@@ -25,6 +25,13 @@ class LinkTable;
 class NodeInventory {
  public:
   struct Entry {
+    /// The first position of the group whose device `fit` cannot tell from this one (equal
+    /// in every field the allocator's fitReads names, and in `cordoned`), or kJudgedAlone
+    /// when the allocator reads everything (or the id or index): the placement engine asks
+    /// `fit` once per such class and usage.
+    /// First: the one field read of every device when their answers are shared.
+    std::uint32_t fitClass = kJudgedAlone;
+    static constexpr std::uint32_t kJudgedAlone = UINT32_MAX;
     vgpu_device view{};                    ///< Points into device().
     double perShare = 0, perMiB = 0, perComputeUnit = 0;  ///< 1/capacity, 0 for none
     const Allocator* allocator = nullptr;  ///< Null when the backend is not loaded here.
@@ -83,6 +90,7 @@ class NodeInventory {
   std::vector<Entry> entries_;
   std::vector<BackendGroup> groups_;
   void indexLinks();
+  void classifyForFit();
 
   std::vector<std::uint16_t> linkRanks_;  // entries² ranks, row-major; empty without links
 };

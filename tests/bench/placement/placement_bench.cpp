@@ -4,12 +4,25 @@
 
 #include <random>
 
+#include "declaring_backend.h"
 #include "vgpu/backend_loader.h"
 #include "vgpu/placement.h"
 #include "vgpu/preemption.h"
 
 namespace vgpu {
 namespace {
+
+/// The sim backend (dlopen, the C ABI) answering to NVIDIA's resource names.
+std::unique_ptr<Backend> loadSimAsNvidia() {
+  BackendParams params;
+  params.name = "sim";
+  params.resources.count = "nvidia.com/gpu";
+  params.resources.memory = "nvidia.com/gpumem";
+  params.resources.cores = "nvidia.com/gpucores";
+  auto sim = loadBackend(backendLibraryPath(VGPU_BACKEND_DIR, "sim"), params);
+  if (!sim.ok()) throw std::runtime_error(sim.error().message);
+  return std::move(sim).value();
+}
 
 struct Cluster {
   BackendSet backends;
@@ -25,14 +38,7 @@ Cluster& cluster(size_t nodes) {
   auto& slot = cache[nodes];
   if (slot) return *slot;
   slot = std::make_unique<Cluster>();
-  BackendParams params;
-  params.name = "sim";
-  params.resources.count = "nvidia.com/gpu";
-  params.resources.memory = "nvidia.com/gpumem";
-  params.resources.cores = "nvidia.com/gpucores";
-  auto sim = loadBackend(backendLibraryPath(VGPU_BACKEND_DIR, "sim"), params);
-  if (!sim.ok()) throw std::runtime_error(sim.error().message);
-  (void)slot->backends.add(std::move(sim).value());
+  (void)slot->backends.add(loadSimAsNvidia());
   std::mt19937 rng(42);
   std::uniform_int_distribution<int> shares(0, 6);
   for (size_t n = 0; n < nodes; ++n) {
@@ -120,6 +126,58 @@ void BM_EvaluateNode(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_EvaluateNode)->Unit(benchmark::kNanosecond);
+
+/// What /filter asks the engine on issue 19's loaded cluster: 5,000 nodes of 8 alike 80 GiB
+/// GPUs with 50,000 pods of 8,000 MiB and 10 percent placed (round-robin over the nodes,
+/// then over each node's devices: two devices of each node hold two pods, six hold one),
+/// each node checked once per iteration for a pod of 10,000 MiB and 20 percent (fits:1,
+/// every node fits) or 100,000 MiB (fits:0, no device can ever take it). declared:0 is the
+/// per-device path (the backend declares that fit reads everything, as one without the ABI
+/// 1.5 fit_reads slot); declared:1 the sim's own declaration. Both through the same
+/// counting wrapper, so the difference is the shortcut alone.
+void BM_CheckLoadedCluster(benchmark::State& state) {
+  constexpr int kNodes = 5000, kPods = 50000;
+  const bool fits = state.range(0) != 0;
+  auto sim = loadSimAsNvidia();
+  const std::uint32_t reads = state.range(1) ? sim->allocator().fitReads() : VGPU_FIT_READS_ALL;
+  auto declaring = std::make_unique<testing::DeclaringBackend>(std::move(sim), reads);
+  const testing::DeclaringBackend& backend = *declaring;
+  BackendSet backends;
+  (void)backends.add(std::move(declaring));
+  std::vector<NodeState> nodes;
+  for (int n = 0; n < kNodes; ++n) {
+    std::vector<Device> devices;
+    for (int i = 0; i < 8; ++i) {
+      Device d;
+      d.id = "GPU-" + std::to_string(n) + "-" + std::to_string(i);
+      d.index = i;
+      d.backend = "sim";
+      d.model = "NVIDIA A100-SXM4-80GB";
+      d.memoryMiB = 81920;
+      d.splitCount = 10;
+      d.numaNode = i / 4;
+      d.health = Health::kHealthy;
+      devices.push_back(std::move(d));
+    }
+    nodes.emplace_back("node-" + std::to_string(n), std::make_shared<const NodeInventory>(std::move(devices), backends));
+  }
+  for (int p = 0; p < kPods; ++p) nodes[static_cast<size_t>(p % kNodes)].usage[static_cast<size_t>(p / kNodes % 8)] += {1, 8000, 10};
+  ContainerResources c{"main", false, {{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", fits ? 10000 : 100000}, {"nvidia.com/gpucores", 20}}};
+  auto request = buildPodRequest(backends, "default", "bench", {c}, {});
+  const PreparedPod pod = std::move(PreparedPod::prepare(*request, backends)).value();
+  const PlacementEngine engine;
+  const long callsBefore = backend.fitCalls;
+  std::size_t fitting = 0;
+  for (auto _ : state) {
+    for (const NodeState& node : nodes) fitting += engine.check(pod, node).fits;
+  }
+  if (fitting != (fits ? static_cast<std::size_t>(kNodes) * state.iterations() : 0)) state.SkipWithError("unexpected fits");
+  state.counters["fit_calls"] = static_cast<double>(backend.fitCalls - callsBefore) / static_cast<double>(state.iterations());
+}
+BENCHMARK(BM_CheckLoadedCluster)
+    ->ArgNames({"fits", "declared"})
+    ->ArgsProduct({{1, 0}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond);
 
 /// The preempt verb's work per candidate node: 8 devices, each full of `pods per device` x
 /// (100 / that) % pods of a lower priority, one pod asking 50 % of a device.

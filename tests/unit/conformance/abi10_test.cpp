@@ -85,6 +85,8 @@ TEST_F(AbiFixture10Check, PassesTheFullProfileAndNamesWhatItLacks) {
   EXPECT_THAT(run.detail("abi.slots"), HasSubstr("container_usage (1.1): the table ends before it"));
   EXPECT_THAT(run.detail("abi.slots"), HasSubstr("protected_env (1.3): the table ends before it"));
   EXPECT_THAT(run.detail("abi.slots"), HasSubstr("device_processes (1.3): the table ends before it"));
+  EXPECT_THAT(run.detail("abi.slots"), HasSubstr("fit_reads (1.5): the table ends before it"));
+  EXPECT_EQ(run.status("allocator.fit_reads"), "SKIP");
 }
 
 // The checks can fail: each fault of the fixture fails the check that is about it.

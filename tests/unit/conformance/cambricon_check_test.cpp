@@ -17,6 +17,7 @@ TEST(ConformanceCambricon, PassesTheFullProfile) {
                              "--vanish-command", "sed -i /" + std::string(kUuid0) + "/d " +
                                                      (fake.dir() / "cndev.conf").string()});
   EXPECT_EQ(run.exitCode, 0) << run.failures();
+  EXPECT_EQ(run.status("allocator.fit_reads"), "PASS") << run.output;
   EXPECT_EQ(run.status("errors.device_vanishes"), "PASS") << run.output;
 }
 

@@ -18,6 +18,7 @@ TEST(ConformanceHygon, PassesTheFullProfile) {
                              "--vanish-command", "sed -i 's/serial=DCU-SERIAL-0 /serial=DCU-SERIAL-0 state=lost /' " +
                                                      node.config().string()});
   EXPECT_EQ(run.exitCode, 0) << run.failures();
+  EXPECT_EQ(run.status("allocator.fit_reads"), "PASS") << run.output;
   EXPECT_EQ(run.status("errors.device_vanishes"), "PASS") << run.output;
 }
 

@@ -24,6 +24,8 @@ TEST(ConformanceNvidia, PassesTheFullProfileThroughNvml) {
   a.insert(a.end(), {"--missing-vendor", "nvmlLibrary=/nonexistent/libnvidia-ml.so.1"});
   const auto run = runCheck(a);
   EXPECT_EQ(run.exitCode, 0) << run.failures();
+  EXPECT_EQ(run.status("allocator.fit_reads"), "PASS") << run.output;
+  EXPECT_NE(run.detail("allocator.fit_reads").find("whatever the id, index, numa_node"), std::string::npos) << run.output;
   EXPECT_EQ(run.status("errors.vendor_missing"), "PASS") << run.output;
 }
 

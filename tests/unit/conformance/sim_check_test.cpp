@@ -15,6 +15,9 @@ TEST(ConformanceSim, PassesTheFullProfile) {
                              "--missing-vendor", "devicesFile=" + (dir.path() / "missing.yaml").string(),
                              "--vanish-command", "sed -i /SIM-0/d " + devices.string()});
   EXPECT_EQ(run.exitCode, 0) << run.failures();
+  EXPECT_EQ(run.status("allocator.fit_reads"), "PASS") << run.output;
+  EXPECT_NE(run.detail("allocator.fit_reads").find("whatever the id, index, numa_node, attributes"), std::string::npos)
+      << run.output;
   EXPECT_EQ(run.status("errors.device_vanishes"), "PASS") << run.output;
   EXPECT_EQ(run.status("errors.vendor_missing"), "PASS") << run.output;
   EXPECT_EQ(run.status("limiter.concurrent_grants"), "PASS") << run.output;

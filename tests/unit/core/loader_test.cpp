@@ -74,6 +74,28 @@ TEST(Loader, ListsTheDeviceProcessesOfA1Dot3Backend) {
   EXPECT_FALSE((*processes)[0].utilizationPercent.has_value());
 }
 
+TEST(Loader, ReadsWhatA1Dot5BackendsFitReads) {
+  auto r = loadTestBackend("abi15");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ((*r)->allocator().fitReads(), VGPU_FIT_READS_HEALTH);
+}
+
+TEST(Loader, AFitReadsBitThisCoreDoesNotKnowMeansFitReadsEverything) {
+  auto r = loadTestBackend("abi15future");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ((*r)->allocator().fitReads(), VGPU_FIT_READS_ALL);
+}
+
+TEST(Loader, ABackendWhoseTableEndsBeforeFitReadsIsJudgedDeviceByDevice) {
+  // Its table ends before the slot (a 1.4 build), whatever lay beyond in its memory.
+  auto r = loadTestBackend("abi14sized");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ((*r)->allocator().fitReads(), VGPU_FIT_READS_ALL);
+  auto old = loadTestBackend("abi13");
+  ASSERT_TRUE(old.ok()) << old.error().message;
+  EXPECT_EQ((*old)->allocator().fitReads(), VGPU_FIT_READS_ALL);
+}
+
 /// The devices a test backend's discovery reports (empty, with a failure, when it cannot).
 std::vector<Device> discoverWith(const std::string& name) {
   auto r = loadTestBackend(name);

@@ -11,7 +11,7 @@
 //     void fit(const vgpu_device_request&, const vgpu_device&, const vgpu_device_usage&,
 //              vgpu_fit_result&) const;
 //     // Optional, detected at compile time: explain, admissionDefaults, protectedEnv (a
-//     // std::vector<vgpu::ProtectedEnv>), discover, waitForHealthEvents, containerSpec,
+//     // std::vector<vgpu::ProtectedEnv>), fitReads (VGPU_FIT_READS_* bits), discover, waitForHealthEvents, containerSpec,
 //     // release, reconcile, containerUsage, deviceProcesses (same signatures as the
 //     // vgpu::Allocator / Discovery / Limiter / UsageReporter / ProcessReporter interfaces).
 //     // A method not written yet throws sdk::Unsupported: the C answer is VGPU_ERROR_UNSUPPORTED.
@@ -154,6 +154,8 @@ struct Adapter {
     *result = vgpu_fit_result{};
     self(b).fit(*request, *device, *usage, *result);
   }
+
+  static uint32_t fitReads(vgpu_backend* b) { return self(b).fitReads(); }
 
   static size_t explain(vgpu_backend* b, const vgpu_fit_result* result, char* buf, size_t capacity) {
     try {
@@ -343,6 +345,8 @@ concept HasProtectedEnv = requires(const B& b) {
   { b.protectedEnv() } -> std::convertible_to<std::vector<ProtectedEnv>>;
 };
 template <class B>
+concept HasFitReads = requires(const B& b) { { b.fitReads() } -> std::convertible_to<std::uint32_t>; };
+template <class B>
 concept HasDiscovery = requires(B& b) {
   b.discover();
   b.waitForHealthEvents(std::chrono::milliseconds(0));
@@ -392,6 +396,7 @@ int fillTable(uint32_t loaderVersion, vgpu_backend_table* table, const char* nam
   if constexpr (HasUsage<B>) t.container_usage = &A::containerUsage;
   if constexpr (HasProtectedEnv<B>) t.protected_env = &A::protectedEnv;
   if constexpr (HasProcesses<B>) t.device_processes = &A::deviceProcesses;
+  if constexpr (HasFitReads<B>) t.fit_reads = &A::fitReads;
   // An older loader knows a shorter table: give it the prefix it knows.
   const uint32_t size = std::min<uint32_t>(table->struct_size, sizeof(vgpu_backend_table));
   std::memcpy(table, &t, size);

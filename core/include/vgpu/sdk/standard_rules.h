@@ -80,6 +80,12 @@ Result<std::map<std::string, std::int64_t>> standardAdmissionDefaults(const Stan
 void standardFit(const vgpu_device_request& request, const vgpu_device& device,
                  const vgpu_device_usage& usage, vgpu_fit_result& result);
 
+/// What standardFit reads of the device (Allocator::fitReads): its id only against the
+/// request's id lists. A backend adds the fields its own checks read.
+inline constexpr std::uint32_t kStandardFitReads = VGPU_FIT_READS_MODEL | VGPU_FIT_READS_MEMORY |
+                                                   VGPU_FIT_READS_COMPUTE | VGPU_FIT_READS_SPLIT_COUNT |
+                                                   VGPU_FIT_READS_HEALTH;
+
 /// Memory (MiB) `request` takes on `device`.
 std::uint64_t requestedMemoryMiB(const vgpu_device_request& request, const vgpu_device& device);
 

@@ -29,6 +29,14 @@ static void fit(vgpu_backend* b, const vgpu_device_request* q, const vgpu_device
   r->fits = 1;
 }
 
+#ifdef FIT_READS
+/* 1.5: what fit reads (it reads nothing, so any answer is true). */
+static uint32_t fit_reads(vgpu_backend* b) {
+  (void)b;
+  return FIT_READS;
+}
+#endif
+
 #ifdef WITH_PROCESSES
 /* 1.3: one process of 1 MiB on one device. */
 static vgpu_status processes(vgpu_backend* b, vgpu_process_sink sink, void* ctx, vgpu_error_buf* e) {
@@ -108,6 +116,9 @@ VGPU_BACKEND_EXPORT int VGPU_BACKEND_ENTRY(unsigned loader, vgpu_backend_table* 
 #endif
 #ifdef WITH_PROCESSES
   table.device_processes = processes;
+#endif
+#ifdef FIT_READS
+  table.fit_reads = fit_reads;
 #endif
 #ifdef WITH_DEVICES
   table.discover = discover;
