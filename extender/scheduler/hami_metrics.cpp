@@ -44,11 +44,13 @@ HamiSchedulerMetrics::HamiSchedulerMetrics(metrics::Registry& r)
       containerMemory_(r.gauge("hami_vgpu_memory_allocated_bytes", "vGPU memory allocated from a container",
                                kContainerLabels)),
       containerCore_(r.gauge("hami_vgpu_core_allocated_ratio", "vGPU core allocated from a container",
-                             kContainerLabels)) {}
+                             kContainerLabels)),
+      quotaUsed_(r.gauge("hami_resource_quota_used", "ResourceQuota usage tracked by the scheduler",
+                         withZone({"namespace", "quota_name", "limit"}))) {}
 
 void HamiSchedulerMetrics::collect(const ClusterCache& cache) {
   for (auto* g : {&memoryLimit_, &coreLimit_, &memoryAllocated_, &sharedCount_, &coreAllocated_, &overview_,
-                  &memoryAllocatedRatio_, &containerMemory_, &containerCore_})
+                  &memoryAllocatedRatio_, &containerMemory_, &containerCore_, &quotaUsed_})
     g->clear();
   std::vector<std::string> nodes;
   cache.forEachNode([&](const NodeEntry& node) {
@@ -68,6 +70,17 @@ void HamiSchedulerMetrics::collect(const ClusterCache& cache) {
       coreAllocated_.set(l, u.compute);
       overview_.set({node.state.name, d.id, index, cores, std::to_string(d.memoryMiB), type, kZone}, used);
       if (d.memoryMiB > 0) memoryAllocatedRatio_.set(l, static_cast<double>(u.memoryMiB) / static_cast<double>(d.memoryMiB));
+    }
+  });
+  // HAMi counts quotas on `limits.<resource>` keys only, and names a series by the resource
+  // with the hard limit as a label; the value is in the resource's unit.
+  const QuotaResources& resources = cache.quotaResources();
+  cache.forEachNamespace([&](const std::string& ns, const ClusterCache::NamespaceQuota& q) {
+    for (const QuotaLimit& limit : q.limits) {
+      if (!limit.key.starts_with("limits.")) continue;
+      const auto used = q.used.find(limit.resource);
+      const std::int64_t amount = used == q.used.end() ? 0 : resources.inUnits(limit.resource, used->second);
+      quotaUsed_.set({ns, limit.resource, std::to_string(limit.hard), kZone}, static_cast<double>(amount));
     }
   });
   // Outside forEachNode: podsOn takes the cache's lock itself.

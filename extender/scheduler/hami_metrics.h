@@ -30,6 +30,7 @@ class HamiSchedulerMetrics {
   metrics::Gauge& memoryAllocatedRatio_;
   metrics::Gauge& containerMemory_;
   metrics::Gauge& containerCore_;
+  metrics::Gauge& quotaUsed_;
 };
 
 }  // namespace vgpu::scheduler

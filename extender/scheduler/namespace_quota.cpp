@@ -63,6 +63,11 @@ std::uint64_t QuotaResources::unitMiB(std::string_view resource) const {
   return e ? e->unitMiB : 1;
 }
 
+std::int64_t QuotaResources::inUnits(std::string_view resource, std::int64_t amount) const {
+  const auto unit = static_cast<std::int64_t>(unitMiB(resource));
+  return (amount + unit - 1) / unit;
+}
+
 bool QuotaResources::isMemory(std::string_view resource) const {
   const Entry* e = find(resource);
   return e && e->memory;

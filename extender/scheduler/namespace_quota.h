@@ -42,6 +42,8 @@ class QuotaResources {
   bool known(std::string_view resource) const;
   /// MiB per unit of a memory resource (1 for cores and unknown names).
   std::uint64_t unitMiB(std::string_view resource) const;
+  /// `amount` in QuotaUsage's terms (MiB, percent) in the resource's own unit, rounded up.
+  std::int64_t inUnits(std::string_view resource, std::int64_t amount) const;
   bool isMemory(std::string_view resource) const;
   /// What a placed pod holds: per resource, the larger of the sum over its app containers
   /// and its largest init container (init containers run one at a time, before the others),

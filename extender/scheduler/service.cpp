@@ -62,10 +62,8 @@ struct SchedulerService::Impl {
     metrics.namespaceQuotaHard.clear();
     const QuotaResources& resources = cache->quotaResources();
     cache->forEachNamespace([&](const std::string& ns, const ClusterCache::NamespaceQuota& q) {
-      for (const auto& [resource, amount] : q.used) {
-        const auto unit = static_cast<std::int64_t>(resources.unitMiB(resource));
-        metrics.namespaceAllocated.set({ns, resource}, static_cast<double>((amount + unit - 1) / unit));
-      }
+      for (const auto& [resource, amount] : q.used)
+        metrics.namespaceAllocated.set({ns, resource}, static_cast<double>(resources.inUnits(resource, amount)));
       for (const auto& limit : q.limits)
         metrics.namespaceQuotaHard.set({ns, limit.quota, limit.key}, static_cast<double>(limit.hard));
     });

@@ -125,6 +125,33 @@ TEST_F(QuotaFixture, UsagePerNamespaceAndTheQuotasAreInTheMetrics) {
   ASSERT_TRUE(eventually([&] { return h.service->cache().namespaceQuota("team").limits.empty(); }));
 }
 
+// HAMi's dashboards read hami_resource_quota_used{namespace,quota_name,limit}: one series per
+// `limits.` key (HAMi counts no other), in the resource's unit.
+TEST(QuotaHamiMetrics, UsageUnderEachLimitsKeyIsExportedWithHamisLabels) {
+  ServiceOptions options;
+  options.hamiMetrics = true;
+  SchedulerHarness h(options);
+  h.createNode(nodeJson("n", gpus("n", 2, 8000)));
+  ASSERT_TRUE(h.awaitNodes(1));
+  ASSERT_TRUE(h.api->create("resourcequotas", resourceQuota("team", "gpu-quota",
+                                                           {{"limits.nvidia.com/gpumem", "12000"},
+                                                            {"limits.nvidia.com/gpucores", "150"},
+                                                            {"requests.nvidia.com/gpumem", "9000"}}))
+                  .ok());
+  ASSERT_TRUE(eventually([&] { return h.service->cache().namespaceQuota("team").limits.size() == 3; }));
+  TestHttpClient http{h.service->extenderPort()}, admin{h.service->port()};
+  auto pod = h.createPod(teamPod("p", {{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem", "3000"}, {"nvidia.com/gpucores", "10"}}));
+  ASSERT_EQ(parse(http.post("/bind", bindingArgs(pod, "n")).body).at("Error"), "");
+  ASSERT_TRUE(eventually([&] { return h.service->cache().namespaceQuota("team").used["nvidia.com/gpumem"] == 6000; }));
+  const std::string text = admin.get("/metrics").body;
+  for (const char* expected :
+       {"hami_resource_quota_used{namespace=\"team\",quota_name=\"nvidia.com/gpumem\",limit=\"12000\",zone=\"vGPU\"} 6000\n",
+        "hami_resource_quota_used{namespace=\"team\",quota_name=\"nvidia.com/gpucores\",limit=\"150\",zone=\"vGPU\"} 20\n"})
+    EXPECT_NE(text.find(expected), std::string::npos) << expected << "\n" << text;
+  EXPECT_EQ(text.find("limit=\"9000\""), std::string::npos) << "a requests. key is not HAMi's";
+  EXPECT_EQ(promtoolProblems(text), "");
+}
+
 TEST(QuotaWebhook, APodThatCanNeverFitTheQuotaIsRefusedInWords) {
   BackendSet backends = simBackends();
   metrics::Registry registry;
