@@ -7,6 +7,7 @@
 #include "gpu_info.h"
 #include "mig_planner.h"
 #include "vgpu/allocator.h"
+#include "vgpu/hami_type_name.h"
 
 namespace vgpu::nvidia {
 namespace {
@@ -24,18 +25,12 @@ void refuse(vgpu_fit_result& r, std::int32_t reason) {
   r.reason = reason;
 }
 
-/// HAMi's name of a GPU's type, which its nvidia.com/use-gputype / nouse-gputype match: the
-/// NVML name with "NVIDIA-" in front unless it starts with "NVIDIA" ("Tesla T4" is
-/// "NVIDIA-Tesla T4"; "NVIDIA A100-SXM4-80GB" stays).
-std::string hamiType(const char* model) {
-  return std::strncmp(model, "NVIDIA", 6) == 0 ? std::string(model) : "NVIDIA-" + std::string(model);
-}
-
-// The standard rules, with the pod's type filters read against HAMi's type names
-// ("NVIDIA-Tesla T4").
+/// The standard rules, with the pod's type filters (nvidia.com/use-gputype, nouse-gputype)
+/// read against HAMi's type name of the GPU: the NVML name with "NVIDIA-" in front unless it
+/// starts with "NVIDIA" ("Tesla T4" is "NVIDIA-Tesla T4").
 void fitByType(const vgpu_device_request& q, const vgpu_device& d, const vgpu_device_usage& u, vgpu_fit_result& r) {
   if (q.include_models.count == 0 && q.exclude_models.count == 0) return sdk::standardFit(q, d, u, r);
-  const std::string type = hamiType(d.model);
+  const std::string type = hamiTypeName("NVIDIA", d.model);
   vgpu_device typed = d;
   typed.model = type.c_str();
   sdk::standardFit(q, typed, u, r);

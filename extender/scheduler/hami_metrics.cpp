@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "vgpu/hami_type_name.h"
+
 namespace vgpu::scheduler {
 namespace {
 
@@ -23,8 +25,7 @@ const std::vector<std::string> kContainerLabels =
 std::string hamiDeviceType(const Device& device) {
   std::string vendor = device.backend;
   for (char& c : vendor) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  if (device.model.rfind(vendor, 0) == 0) return device.model;
-  return vendor + "-" + device.model;
+  return hamiTypeName(vendor, device.model);
 }
 
 HamiSchedulerMetrics::HamiSchedulerMetrics(metrics::Registry& r)
