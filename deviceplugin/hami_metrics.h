@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "vgpu/metrics/registry.h"
+#include "vgpu/partition.h"
 
 namespace vgpu::deviceplugin {
 
@@ -32,6 +33,9 @@ class HamiNodeMetrics {
   /// utilization is the growth since the previous scrape over the wall time between them, so
   /// the first scrape of a series sets none.
   void busyTime(const ContainerLabels& labels, double busySeconds, Clock::time_point now);
+  /// A partition on node `node` whose parent has index `parentIndex`: HAMi's MIG instance
+  /// series, for partitions of kind "mig" (HAMi has none for other kinds).
+  void partition(const std::string& node, const Partition& p, int parentIndex);
   /// Ends a scrape: forgets the busy time of series not seen in it.
   void end();
 
@@ -42,6 +46,7 @@ class HamiNodeMetrics {
   metrics::Gauge& memoryLimit_;
   metrics::Gauge& deviceMemory_;
   metrics::Gauge& utilization_;
+  metrics::Gauge& migInstance_;
   struct Busy {
     double seconds = 0;
     Clock::time_point at;
