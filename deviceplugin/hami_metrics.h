@@ -1,7 +1,8 @@
 #pragma once
-// HAMi's per-container metric names and labels (HAMi's vGPUmonitor, :9394/metrics), exported
-// beside vgpu's own when --hami-metrics is given, so that HAMi's Grafana dashboards and alerts
-// keep working after a switch. docs/metrics.md maps each one to vgpu's, and says which of
+// HAMi's per-container metric names and labels (HAMi's vGPUmonitor, :9394/metrics) and its MIG
+// instance series (HAMi's scheduler exports it; here the agent that makes the instances does),
+// exported beside vgpu's own when --hami-metrics is given, so that HAMi's Grafana dashboards and
+// alerts keep working after a switch. docs/metrics.md maps each one to vgpu's, and says which of
 // HAMi's the agent cannot produce.
 
 #include <chrono>
