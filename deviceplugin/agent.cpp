@@ -1235,8 +1235,10 @@ struct Agent::Impl final : PluginHandler {
         if (!isMadePartitionsKey(key)) continue;
         auto made = decodePartitions(value);
         if (!made.ok()) {
-          logLine("warning", "backend " + h.backend + " reported partitions the agent cannot read (" + key + " of " +
-                                 h.id + "): " + made.error().message);
+          std::lock_guard lock(bgMu);  // said once per container, not at every scrape
+          if (unreadablePartitions.insert(h.id).second)
+            logLine("warning", "backend " + h.backend + " reported partitions the agent cannot read (" + key +
+                                   " of " + h.id + "), left out of vgpu_device_partition_info: " + made.error().message);
           continue;
         }
         for (auto& p : *made) byBackend[h.backend].emplace_back(std::move(p), "dynamic");
@@ -1245,12 +1247,15 @@ struct Agent::Impl final : PluginHandler {
     for (const auto& [name, st] : served)
       for (const auto& d : st.devices)
         if (auto p = partitionOf(d)) byBackend[name].emplace_back(std::move(*p), "static");
-    for (const auto& [name, partitions] : byBackend)
+    for (const auto& [name, partitions] : byBackend) {
+      auto st = served.find(name);
       for (const auto& [p, mode] : partitions) {
         devPartition.set({name, p.id, p.parent, p.kind, p.profile, p.placement, p.instanceId, p.subInstanceId, mode}, 1);
-        if (hami) hami->partition(options.nodeName, p, parentIndex(served.at(name).devices, p));
+        if (hami) hami->partition(options.nodeName, p, st == served.end() ? 0 : parentIndex(st->second.devices, p));
       }
+    }
   }
+  std::set<std::string> unreadablePartitions;  // handout ids; guarded by bgMu
 
   /// The index of `p`'s parent among `devices`; a partition served in its parent's place
   /// carries the parent's index itself.
