@@ -180,6 +180,28 @@ TEST_F(DevicePluginMig, AnInstanceMadeAtAllocateHasAnInfoSeriesAndTheContainersS
   EXPECT_EQ(control.migDevices(0), 0u);
 }
 
+TEST_F(DevicePluginMig, ARestartedAgentStillReportsTheInstancesItMade) {
+  writeMachine("on");
+  writeConfig(std::string("      migManaged: ") + kA100 + "\n      migStateDir: " + (dir.path() / "mig").string() + "\n");
+  start(false);
+  PodSpec spec{"small", {{"main", {{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", 3000}},
+                          {grant(kA100, 0, 4864, 14, 0, "nvidia")}}}};
+  auto result = kubelet->admit(kubeletPod(spec, createPod(spec)));
+  ASSERT_TRUE(result.admitted) << result.error;
+  const std::string mig = result.allocations[0].response.env.at("NVIDIA_VISIBLE_DEVICES");
+  agent->stop();
+  agent.reset();
+
+  startAgent(options());  // the container's record (and what the backend reported) is in the journal
+  ASSERT_TRUE(waitFor([&] { return agent->podsSynced(); }));
+  agent->maintainNow();
+  std::string info;
+  EXPECT_EQ(seriesWith(agent->renderMetrics(), "vgpu_device_partition_info", {"mode=\"dynamic\""}, &info), "1");
+  EXPECT_THAT(info, HasSubstr("device_id=\"" + mig + "\""));
+  nvidia::testing::FakeMigControl control(VGPU_FAKE_NVML_LIBRARY);
+  EXPECT_EQ(control.migDevices(0), 1u);  // kept: its container lives
+}
+
 TEST_F(DevicePluginMig, NoPartitionSeriesWithoutMig) {
   writeMachine("off");
   writeConfig("");
