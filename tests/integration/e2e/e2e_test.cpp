@@ -61,17 +61,6 @@ std::vector<std::string> virtualIds(const Assignment& a, const std::string& cont
   return ids;
 }
 
-/// The program's key=value lines up to "holding".
-std::map<std::string, std::string> readReport(ChildProcess& app) {
-  std::map<std::string, std::string> out;
-  while (auto line = app.readLine(kWait)) {
-    if (*line == "holding") break;
-    const auto eq = line->find('=');
-    if (eq != std::string::npos) out[line->substr(0, eq)] = line->substr(eq + 1);
-  }
-  return out;
-}
-
 /// Creates the pod, asks the placement engine where it should go, then lets the cluster
 /// place and admit it.
 struct PredictedRun {
