@@ -307,7 +307,7 @@ TEST(E2EDraPartitions, MluAndDcuSharesGetTheirDriverPartitionAndUnprepareUndoesI
 
 // ---- the test runtime's CDI, against what the CDI specification says ----
 
-class CdiRuntime : public ::testing::Test {
+class E2ECdiRuntime : public ::testing::Test {
  protected:
   void SetUp() override {
     char pattern[] = "/tmp/vcdi-XXXXXX";
@@ -324,7 +324,7 @@ class CdiRuntime : public ::testing::Test {
   fs::path dir;
 };
 
-TEST_F(CdiRuntime, AppliesTheSpecsEditsOnceThenEachDevicesAndLaterValuesWin) {
+TEST_F(E2ECdiRuntime, AppliesTheSpecsEditsOnceThenEachDevicesAndLaterValuesWin) {
   write("run", "v.json",
         R"({"cdiVersion":"0.5.0","kind":"v.io/share","containerEdits":{"env":["A=spec","B=spec"]},)"
         R"("devices":[{"name":"x","containerEdits":{"env":["A=x"],"deviceNodes":[{"path":"/dev/x"}],)"
@@ -341,7 +341,7 @@ TEST_F(CdiRuntime, AppliesTheSpecsEditsOnceThenEachDevicesAndLaterValuesWin) {
   EXPECT_EQ(spec->mounts[1], (Mount{"/h/deep", "/c/d/e", true}));
 }
 
-TEST_F(CdiRuntime, RefusesWhatARuntimeRefusesAndWhatItCannotModel) {
+TEST_F(E2ECdiRuntime, RefusesWhatARuntimeRefusesAndWhatItCannotModel) {
   write("run", "a.json", R"({"cdiVersion":"0.5.0","kind":"v.io/share","devices":[{"name":"ok"}]})");
   auto missing = apply({"v.io/share=ok", "v.io/share=gone"});
   ASSERT_FALSE(missing.ok());
