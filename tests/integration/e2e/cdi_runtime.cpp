@@ -64,6 +64,17 @@ Status checkEdits(const json::value& v, const Version& version, const std::strin
   return {};
 }
 
+/// The containerEdits of a spec or a device (null when it has none), checked, with its
+/// annotations' version.
+Result<const json::object*> editsOf(const json::object& o, const Version& version, const std::string& where) {
+  if (o.contains("annotations"))
+    if (auto s = needsVersion(version, {0, 6, 0}, "annotations", where); !s.ok()) return s.error();
+  const auto* e = o.if_contains("containerEdits");
+  if (!e) return static_cast<const json::object*>(nullptr);
+  if (auto s = checkEdits(*e, version, where + " containerEdits"); !s.ok()) return s.error();
+  return &e->get_object();
+}
+
 /// Parses and checks one spec file; its devices go into `devices` under "<kind>=<name>".
 Status loadSpec(const fs::path& file, int folder, std::deque<json::object>& specs,
                 std::map<std::string, CdiDevice>& devices) {
@@ -88,13 +99,8 @@ Status loadSpec(const fs::path& file, int folder, std::deque<json::object>& spec
   const std::string k(kind->get_string());
   if (std::count(k.begin(), k.end(), '/') != 1 || k.front() == '/' || k.back() == '/')
     return makeError(where + ": kind \"" + k + "\" is not vendor/class");
-  if (spec.contains("annotations"))
-    if (auto s = needsVersion(*v, {0, 6, 0}, "annotations", where); !s.ok()) return s;
-  const json::object* specEdits = nullptr;
-  if (const auto* e = spec.if_contains("containerEdits")) {
-    if (auto s = checkEdits(*e, *v, where + " containerEdits"); !s.ok()) return s;
-    specEdits = &e->get_object();
-  }
+  auto specEdits = editsOf(spec, *v, where);
+  if (!specEdits.ok()) return specEdits.error();
   const auto* devs = spec.if_contains("devices");
   if (!devs || !devs->is_array() || devs->get_array().empty()) return makeError(where + ": no devices");
   for (const auto& d : devs->get_array()) {
@@ -105,14 +111,9 @@ Status loadSpec(const fs::path& file, int folder, std::deque<json::object>& spec
     const std::string id = k + "=" + std::string(name->get_string());
     const std::string at = where + " device " + std::string(name->get_string());
     if (auto s = onlyKnownKeys(dev, {"name", "annotations", "containerEdits"}, at); !s.ok()) return s;
-    if (dev.contains("annotations"))
-      if (auto s = needsVersion(*v, {0, 6, 0}, "annotations", at); !s.ok()) return s;
-    const json::object* edits = nullptr;
-    if (const auto* e = dev.if_contains("containerEdits")) {
-      if (auto s = checkEdits(*e, *v, at + " containerEdits"); !s.ok()) return s;
-      edits = &e->get_object();
-    }
-    CdiDevice entry{file.string(), index, specEdits, edits, false, folder};
+    auto edits = editsOf(dev, *v, at);
+    if (!edits.ok()) return edits.error();
+    CdiDevice entry{file.string(), index, *specEdits, *edits, false, folder};
     auto [it, fresh] = devices.try_emplace(id, entry);
     if (fresh) continue;
     if (it->second.folder == folder)

@@ -217,6 +217,11 @@ Result<std::unique_ptr<ChildProcess>> startContainer(const ContainerLaunch& laun
   return ChildProcess::start(std::move(o));
 }
 
+bool hasDeviceNode(const ContainerSpec& spec, const std::string& containerPath) {
+  return std::any_of(spec.devices.begin(), spec.devices.end(),
+                     [&](const DeviceNode& d) { return d.containerPath == containerPath; });
+}
+
 void removeTree(const std::filesystem::path& root) {
   std::error_code ec;
   for (fs::recursive_directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec))

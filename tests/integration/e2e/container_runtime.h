@@ -40,6 +40,9 @@ Status checkContainerSupport();
 /// the log.
 Result<std::unique_ptr<ChildProcess>> startContainer(const ContainerLaunch& launch);
 
+/// Whether the spec has a device node at `containerPath`.
+bool hasDeviceNode(const ContainerSpec& spec, const std::string& containerPath);
+
 /// remove_all, also through the overlays' work folders, which the kernel leaves with mode
 /// 000 (unremovable by their owner unless made readable first).
 void removeTree(const std::filesystem::path& root);

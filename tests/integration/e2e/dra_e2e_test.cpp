@@ -8,8 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include <boost/json.hpp>
 
@@ -25,16 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-constexpr std::uint64_t kMiB = 1024 * 1024;
-constexpr int kCudaOutOfMemory = 2;  // CUDA_ERROR_OUT_OF_MEMORY
 const std::string kGpu = "GPU-d0000000-0000-4000-8000-000000000000";
-
-std::string readFile(const fs::path& path) {
-  std::ifstream in(path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 /// What the process published in its container's shared region for its device 0: the
 /// limits libvgpu.so took from the limits file, and the memory it holds now.
@@ -64,48 +53,49 @@ Result<RegionLimits> regionOf(const ContainerSpec& spec) {
   return out;
 }
 
-/// The one device of `driver` the node published (kube-scheduler's allocator picks it).
-std::string onlyDevice(const DraNode& node, const std::string& driver) {
+/// A claim on the one device of `backend`'s driver (kube-scheduler's allocator picks it from
+/// the published pool), prepared through the kubelet: the claim and its CDI ids. The answer
+/// must name that device and echo the allocation's shareID.
+struct PreparedShare {
+  fakes::DraClaim claim;
+  std::vector<std::string> cdiIds;
+};
+Result<PreparedShare> prepareShare(DraNode& node, const std::string& backend, const std::string& name,
+                                   const ShareRequest& share) {
+  const std::string driver = draDriver(backend);
   const auto devices = node.publishedDevices(driver);
-  EXPECT_EQ(devices.size(), 1u);
-  return devices.empty() ? "" : std::string(devices[0].at("name").as_string());
-}
-
-/// NodePrepareResources for one claim; its one device's answer.
-Result<fakes::DraPreparedDevice> prepare(DraNode& node, const std::string& driver, const fakes::DraClaim& claim) {
-  auto got = node.kubelet().prepare(driver, {claim});
+  if (devices.size() != 1) return makeError(driver + " published " + std::to_string(devices.size()) + " devices");
+  const std::string device(devices[0].at("name").as_string());
+  auto claim = node.createAllocatedClaim(name, driver, device, share);
+  if (!claim.ok()) return std::move(claim).error();
+  auto got = node.kubelet().prepare(driver, {*claim});
   if (!got.ok()) return std::move(got).error();
-  const auto& answer = got->at(claim.uid);
-  if (!answer.error.empty()) return makeError("prepare: " + answer.error);
-  if (answer.devices.size() != 1)
-    return makeError("prepare answered " + std::to_string(answer.devices.size()) + " devices");
-  return answer.devices[0];
+  const auto& answer = got->at(claim->uid);
+  if (!answer.error.empty()) return makeError("prepare: " + answer.error + "\n" + node.pluginLog());
+  if (answer.devices.size() != 1 || answer.devices[0].device != device)
+    return makeError("prepare answered " + std::to_string(answer.devices.size()) + " devices, not " + device);
+  if (answer.devices[0].shareId != node.shareIdOf(*claim))
+    return makeError("prepare did not echo the shareID " + node.shareIdOf(*claim));
+  return PreparedShare{*claim, answer.devices[0].cdiDeviceIds};
 }
 
 class E2EDra : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(node.start({.name = "dra-node", .gpus = {{.uuid = kGpu}}}).ok()) << node.pluginLog();
-    gpu = onlyDevice(node, driver);
   }
 
   /// A claim of `memory` and `cores` on the GPU, prepared; its CDI ids.
   std::vector<std::string> preparedShare(const std::string& name, const ShareRequest& share, fakes::DraClaim& claim) {
-    auto made = node.createAllocatedClaim(name, driver, gpu, share);
+    auto made = prepareShare(node, "nvidia", name, share);
     EXPECT_TRUE(made.ok()) << made.error().message;
     if (!made.ok()) return {};
-    claim = *made;
-    auto device = prepare(node, driver, claim);
-    EXPECT_TRUE(device.ok()) << device.error().message << "\n" << node.pluginLog();
-    if (!device.ok()) return {};
-    EXPECT_EQ(device->device, gpu);
-    EXPECT_EQ(device->shareId, std::optional<std::string>(node.shareIdOf(claim)));
-    return device->cdiDeviceIds;
+    claim = made->claim;
+    return made->cdiIds;
   }
 
   DraNode node;
   const std::string driver = draDriver("nvidia");
-  std::string gpu;
 };
 
 TEST_F(E2EDra, AShareIsHeldToItsMemoryAndComputeExactlyAsADevicePluginContainer) {
@@ -234,20 +224,6 @@ TEST_F(E2EDra, TwoSharesOfOneGpuAreEachHeldToTheirOwnAndUnprepareReleasesOnlyIts
 }
 
 #if defined(VGPU_E2E_FAKE_CNDEV) && defined(VGPU_E2E_FAKE_ROCM_DIR)
-/// The lines of one kind ("profile", "instance") in the fake cnDev's driver state.
-std::vector<std::string> cndevState(const DraNode& n, const std::string& kind) {
-  std::vector<std::string> out;
-  std::istringstream lines(readFile(n.dir() / "cndev.conf.state"));
-  for (std::string line; std::getline(lines, line);)
-    if (line.rfind(kind + " ", 0) == 0) out.push_back(line);
-  return out;
-}
-
-bool hasDevice(const ContainerSpec& spec, const std::string& containerPath) {
-  return std::any_of(spec.devices.begin(), spec.devices.end(),
-                     [&](const DeviceNode& d) { return d.containerPath == containerPath; });
-}
-
 // As E2EMixedCluster does for the device-plugin path (no workload runs on the fake MLU and
 // DCU drivers): the driver-level partition is made for the share's amounts, reaches the
 // container through the CDI spec, and is undone by Unprepare.
@@ -260,48 +236,40 @@ TEST(E2EDraPartitions, MluAndDcuSharesGetTheirDriverPartitionAndUnprepareUndoesI
       << node.pluginLog();
 
   // MLU: 4 GiB (16 units of 256 MiB) and 30 % of the card, as an sMLU instance.
-  const std::string mluDriver = draDriver("cambricon");
-  const std::string card = onlyDevice(node, mluDriver);
-  auto mlu = node.createAllocatedClaim("mlu-job", mluDriver, card, {"4Gi", "30"});
+  auto mlu = prepareShare(node, "cambricon", "mlu-job", {"4Gi", "30"});
   ASSERT_TRUE(mlu.ok()) << mlu.error().message;
-  auto mluDevice = prepare(node, mluDriver, *mlu);
-  ASSERT_TRUE(mluDevice.ok()) << mluDevice.error().message << "\n" << node.pluginLog();
-  auto mluSpec = node.containerSpec(mluDevice->cdiDeviceIds);
+  auto mluSpec = node.containerSpec(mlu->cdiIds);
   ASSERT_TRUE(mluSpec.ok()) << mluSpec.error().message;
-  EXPECT_TRUE(hasDevice(*mluSpec, "/dev/cambricon_dev0"));
+  EXPECT_TRUE(hasDeviceNode(*mluSpec, "/dev/cambricon_dev0"));
   EXPECT_TRUE(mluSpec->env.contains("VIRTUAL_DEVICES"));
-  auto instances = cndevState(node, "instance");
+  auto instances = fakeCndevState(node.dir(), "instance");
   ASSERT_EQ(instances.size(), 1u);
   EXPECT_THAT(instances[0], HasSubstr("card=0 "));
-  ASSERT_FALSE(cndevState(node, "profile").empty());
-  EXPECT_THAT(cndevState(node, "profile")[0], HasSubstr("quota=30 "));
+  ASSERT_FALSE(fakeCndevState(node.dir(), "profile").empty());
+  EXPECT_THAT(fakeCndevState(node.dir(), "profile")[0], HasSubstr("quota=30 "));
 
   // DCU: 4000 MiB and 25 % of the compute units, as a vDCU configuration file.
-  const std::string dcuDriver = draDriver("hygon");
-  const std::string dcu = onlyDevice(node, dcuDriver);
-  auto job = node.createAllocatedClaim("dcu-job", dcuDriver, dcu, {"4000Mi", "25"});
-  ASSERT_TRUE(job.ok()) << job.error().message;
-  auto dcuDevice = prepare(node, dcuDriver, *job);
-  ASSERT_TRUE(dcuDevice.ok()) << dcuDevice.error().message << "\n" << node.pluginLog();
-  auto dcuSpec = node.containerSpec(dcuDevice->cdiDeviceIds);
+  auto dcu = prepareShare(node, "hygon", "dcu-job", {"4000Mi", "25"});
+  ASSERT_TRUE(dcu.ok()) << dcu.error().message;
+  auto dcuSpec = node.containerSpec(dcu->cdiIds);
   ASSERT_TRUE(dcuSpec.ok()) << dcuSpec.error().message;
-  EXPECT_TRUE(hasDevice(*dcuSpec, "/dev/kfd"));
-  EXPECT_TRUE(hasDevice(*dcuSpec, "/dev/dri/card0"));
+  EXPECT_TRUE(hasDeviceNode(*dcuSpec, "/dev/kfd"));
+  EXPECT_TRUE(hasDeviceNode(*dcuSpec, "/dev/dri/card0"));
   auto vdev = std::find_if(dcuSpec->mounts.begin(), dcuSpec->mounts.end(),
                            [](const Mount& m) { return m.containerPath == "/etc/vdev/docker"; });
   ASSERT_NE(vdev, dcuSpec->mounts.end());
   EXPECT_TRUE(vdev->readOnly);
-  EXPECT_THAT(readFile(fs::path(vdev->hostPath) / "vdev0.conf"), HasSubstr("mem: 4000 MiB"));
+  EXPECT_THAT(readText(fs::path(vdev->hostPath) / "vdev0.conf"), HasSubstr("mem: 4000 MiB"));
 
-  auto un = node.kubelet().unprepare(mluDriver, {*mlu});
+  auto un = node.kubelet().unprepare(draDriver("cambricon"), {mlu->claim});
   ASSERT_TRUE(un.ok()) << un.error().message;
-  EXPECT_EQ(un->at(mlu->uid), "");
-  EXPECT_TRUE(cndevState(node, "instance").empty());
-  un = node.kubelet().unprepare(dcuDriver, {*job});
+  EXPECT_EQ(un->at(mlu->claim.uid), "");
+  EXPECT_TRUE(fakeCndevState(node.dir(), "instance").empty());
+  un = node.kubelet().unprepare(draDriver("hygon"), {dcu->claim});
   ASSERT_TRUE(un.ok()) << un.error().message;
-  EXPECT_EQ(un->at(job->uid), "");
+  EXPECT_EQ(un->at(dcu->claim.uid), "");
   EXPECT_FALSE(fs::exists(fs::path(vdev->hostPath) / "vdev0.conf"));
-  EXPECT_FALSE(node.containerSpec(dcuDevice->cdiDeviceIds).ok());
+  EXPECT_FALSE(node.containerSpec(dcu->cdiIds).ok());
 }
 #endif
 

@@ -115,6 +115,8 @@ Status addNvidiaToolkit(ContainerLaunch& launch, const NodeSpec& node);
 
 /// The key=value lines vgpu_e2e_cuda_app (cuda_app.cpp) prints up to "holding".
 std::map<std::string, std::string> readReport(ChildProcess& app);
+inline constexpr std::uint64_t kMiB = 1024 * 1024;
+inline constexpr int kCudaOutOfMemory = 2;  ///< CUDA_ERROR_OUT_OF_MEMORY, as the report shows it
 
 class Cluster {
  public:
