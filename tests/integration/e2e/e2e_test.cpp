@@ -254,7 +254,8 @@ TEST(E2EMixedCluster, EachVendorsPodLandsOnItsNodeAndAllocatesWithThatBackendsSp
   const DeviceGrant& card = mluAssigned->containers[0].devices[0];
   EXPECT_EQ(card.memoryMiB, 16u * 256u);
   const ContainerSpec mluSpec = mlu.run->specOf("main");
-  EXPECT_TRUE(hasDeviceNode(mluSpec, "/dev/cambricon_dev" + std::to_string(card.deviceIndex))) << mluSpec.devices.size();
+  EXPECT_TRUE(hasDeviceNode(mluSpec, "/dev/cambricon_dev" + std::to_string(card.deviceIndex)))
+      << mluSpec.devices.size();
   EXPECT_TRUE(mluSpec.env.contains("VIRTUAL_DEVICES"));
   auto instances = fakeCndevState(cluster.nodeDir("mlu-node"), "instance");
   ASSERT_EQ(instances.size(), 1u);
@@ -274,7 +275,8 @@ TEST(E2EMixedCluster, EachVendorsPodLandsOnItsNodeAndAllocatesWithThatBackendsSp
   expectSamePlacement(*dcuAssigned, dcu.prediction.assignment);
   const ContainerSpec dcuSpec = dcu.run->specOf("main");
   EXPECT_TRUE(hasDeviceNode(dcuSpec, "/dev/kfd"));
-  EXPECT_TRUE(hasDeviceNode(dcuSpec, "/dev/dri/card" + std::to_string(dcuAssigned->containers[0].devices[0].deviceIndex)));
+  const auto dcuIndex = dcuAssigned->containers[0].devices[0].deviceIndex;
+  EXPECT_TRUE(hasDeviceNode(dcuSpec, "/dev/dri/card" + std::to_string(dcuIndex)));
   // The vDCU's configuration, written in the Hygon backend's per-pod folder (named as HAMi's
   // dcu-vgpu-device-plugin names them) and mounted read-only where the DCU runtime reads it.
   auto vdev = std::find_if(dcuSpec.mounts.begin(), dcuSpec.mounts.end(),
