@@ -50,7 +50,7 @@ std::string draDeviceName(const Device& device);
 /// backend's memory unit; cores default to what one naming no cores gets, 0..100 in steps
 /// of 1; where the allocator refuses a share naming no cores, cores default to the whole
 /// device and are at least 1. Errors: the backend has no count, memory or cores resource,
-/// or its allocator refuses a share that names both (its words).
+/// or its allocator refuses a share that names cores (its words).
 Result<DraDevice> draDevice(const Allocator& allocator, const Device& device);
 
 struct SliceParams {
