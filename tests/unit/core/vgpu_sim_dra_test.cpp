@@ -463,5 +463,66 @@ TEST(VgpuSimDra, SaysWhichClaimOrClassIsMissing) {
                                  "does not exist (known: sim.vgpu.io; add a DeviceClass document to the input)"));
 }
 
+// One node with a backend on each front end: a pod asking both a device-plugin resource
+// and a claim goes where both fit; once its claim is allocated, the claim's node is the
+// only one for the next pod using it.
+TEST(VgpuSimDra, PlacesAPodAskingBothPathsWhereBothFit) {
+  testing::TempDir dir;
+  dir.write("device-config.yaml", R"(version: 1
+backends:
+  sim:
+    enabled: true
+    resources: {count: vgpu.io/sim, memory: vgpu.io/sim-memory, cores: vgpu.io/sim-cores}
+  nvidia:
+    enabled: true
+    frontEnd: dra
+)");
+  const auto cluster = dir.write("cluster.yaml", R"(nodes:
+  - name: n1
+    devices:
+      - {backend: sim, memoryMiB: 16384}
+  - name: n2
+    devices:
+      - {backend: sim, memoryMiB: 16384}
+      - {backend: nvidia, model: A100, memoryMiB: 40960}
+  - name: n3
+    devices:
+      - {backend: sim, memoryMiB: 32768}
+      - {backend: nvidia, model: A100, memoryMiB: 40960}
+)");
+  const auto pods = dir.write("pods.yaml", R"(apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: g}
+spec:
+  devices:
+    requests:
+      - {name: gpu, exactly: {deviceClassName: nvidia.vgpu.io, capacity: {requests: {memory: 1Gi}}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: both}
+spec:
+  resourceClaims: [{name: g, resourceClaimName: g}]
+  containers: [{name: c, resources: {limits: {vgpu.io/sim: 1, vgpu.io/sim-memory: 1000}, claims: [{name: g}]}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: bigger}
+spec:
+  resourceClaims: [{name: g, resourceClaimName: g}]
+  containers: [{name: c, resources: {limits: {vgpu.io/sim: 1, vgpu.io/sim-memory: 20000}, claims: [{name: g}]}}]
+)");
+  const SimRun run = runSim("--cluster " + cluster.string() + " --pods " + pods.string());
+  ASSERT_EQ(run.exitCode, 0) << run.out;
+  // n1 publishes no slices; binpack prefers the fuller of n2 and n3 (equal: the first).
+  EXPECT_THAT(run.out, HasSubstr("default/both  n2    c"));
+  EXPECT_THAT(run.out, HasSubstr("default/g  default/both,default/bigger  n2    gpu      nvidia-0 (nvidia.vgpu.io)  1024Mi"));
+  EXPECT_THAT(run.out, HasSubstr("default/bigger: no node fits\n"
+                                 "  kube-scheduler says: 0/3 nodes are available: 1 vgpu: devices too small for the "
+                                 "request (CardInsufficientMemory), 2 resourceclaim not available on the node.\n"
+                                 "  n1: its claim default/g is allocated on node n2\n"));
+  EXPECT_THAT(run.out, HasSubstr("  n3: its claim default/g is allocated on node n2\n"));
+}
+
 }  // namespace
 }  // namespace vgpu::simulator
