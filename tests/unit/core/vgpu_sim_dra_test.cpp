@@ -8,13 +8,12 @@
 #include <boost/json.hpp>
 
 #include <array>
-#include <cstdio>
-#include <fstream>
 #include <map>
 
 #include "dra_allocator.h"
 #include "dra_objects.h"
 #include "resource_slices.h"
+#include "sim_run.h"
 #include "test_support.h"
 #include "vgpu/yaml_json.h"
 
@@ -358,23 +357,8 @@ TEST(VgpuSimDraAllocator, PredictsWhatKubeScheduler137DidInTheRealClusterSuite) 
   EXPECT_EQ(perDevice, (std::map<std::size_t, int>{{0, 2}, {1, 2}}));
 }
 
-struct SimRun {
-  int exitCode;
-  std::string out;
-};
-
-SimRun runSim(const std::string& args) {
-  const std::string command = std::string(VGPU_SIM_BINARY) + " --backend-dir " + VGPU_BACKEND_DIR + " " + args + " 2>&1";
-  SimRun run{-1, {}};
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return run;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) run.out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  run.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
-}
+using testing::runSim;
+using testing::SimRun;
 
 const std::string kExample = std::string("--cluster ") + VGPU_EXAMPLES_DIR + "/dra-sharing/cluster.yaml --pods " +
                              VGPU_EXAMPLES_DIR + "/dra-sharing/workload.yaml";
@@ -436,26 +420,26 @@ TEST(VgpuSimDra, TextReportGivesEachPendingClaimsReasonPerNode) {
                                  "allocated"));
 }
 
-TEST(VgpuSimDra, RefusesABadClaimFileNamingTheDocumentAndField) {
+/// vgpu-sim on the example's cluster with `workload` as the --pods file (stderr captured too).
+SimRun runOnExampleCluster(const std::string& workload) {
   testing::TempDir dir;
-  const auto path = dir.path() / "bad.yaml";
-  std::ofstream(path) << "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c}]}\n---\n"
-                      << kClaimHead << "      - {name: gpu, exactly: {deviceClassName: x, count: -1}}\n";
-  const SimRun run = runSim(std::string("--cluster ") + VGPU_EXAMPLES_DIR + "/dra-sharing/cluster.yaml --pods " +
-                            path.string());
+  const auto path = dir.write("workload.yaml", workload);
+  return runSim(std::string("--cluster ") + VGPU_EXAMPLES_DIR + "/dra-sharing/cluster.yaml --pods " + path.string() +
+                " 2>&1");
+}
+
+TEST(VgpuSimDra, RefusesABadClaimFileNamingTheDocumentAndField) {
+  const SimRun run = runOnExampleCluster("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c}]}\n---\n" +
+                                         kClaimHead + "      - {name: gpu, exactly: {deviceClassName: x, count: -1}}\n");
   EXPECT_EQ(run.exitCode, 2);
-  EXPECT_THAT(run.out, HasSubstr("bad.yaml: document 2: ResourceClaim ns/c: spec.devices.requests[0].exactly.count: "
+  EXPECT_THAT(run.out, HasSubstr("workload.yaml: document 2: ResourceClaim ns/c: spec.devices.requests[0].exactly.count: "
                                  "expected a whole number of at least 1, got -1"));
 }
 
 TEST(VgpuSimDra, SaysWhichClaimOrClassIsMissing) {
-  testing::TempDir dir;
-  const auto path = dir.path() / "w.yaml";
-  std::ofstream(path) << "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  resourceClaims: [{name: g, "
-                         "resourceClaimName: nope}]\n  containers: [{name: c}]\n---\n"
-                      << kClaimHead << "      - {name: gpu, exactly: {deviceClassName: nvidia.vgpu.io}}\n";
-  const SimRun run = runSim(std::string("--cluster ") + VGPU_EXAMPLES_DIR + "/dra-sharing/cluster.yaml --pods " +
-                            path.string());
+  const SimRun run = runOnExampleCluster("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  resourceClaims: "
+                                         "[{name: g, resourceClaimName: nope}]\n  containers: [{name: c}]\n---\n" +
+                                         kClaimHead + "      - {name: gpu, exactly: {deviceClassName: nvidia.vgpu.io}}\n");
   EXPECT_EQ(run.exitCode, 0) << run.out;
   EXPECT_THAT(run.out, HasSubstr("default/p: invalid request: spec.resourceClaims[0] (g): no ResourceClaim default/nope "
                                  "in the input"));
@@ -490,6 +474,13 @@ backends:
       - {backend: sim, memoryMiB: 32768}
       - {backend: nvidia, model: A100, memoryMiB: 40960}
 )");
+  // A pod asking `mib` of a sim GPU through the device plugin and the claim g.
+  auto pod = [](const std::string& name, int mib) {
+    return "---\napiVersion: v1\nkind: Pod\nmetadata: {name: " + name +
+           "}\nspec:\n  resourceClaims: [{name: g, resourceClaimName: g}]\n  containers: [{name: c, resources: "
+           "{limits: {vgpu.io/sim: 1, vgpu.io/sim-memory: " +
+           std::to_string(mib) + "}, claims: [{name: g}]}}]\n";
+  };
   const auto pods = dir.write("pods.yaml", R"(apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
 metadata: {name: g}
@@ -497,21 +488,7 @@ spec:
   devices:
     requests:
       - {name: gpu, exactly: {deviceClassName: nvidia.vgpu.io, capacity: {requests: {memory: 1Gi}}}}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: both}
-spec:
-  resourceClaims: [{name: g, resourceClaimName: g}]
-  containers: [{name: c, resources: {limits: {vgpu.io/sim: 1, vgpu.io/sim-memory: 1000}, claims: [{name: g}]}}]
----
-apiVersion: v1
-kind: Pod
-metadata: {name: bigger}
-spec:
-  resourceClaims: [{name: g, resourceClaimName: g}]
-  containers: [{name: c, resources: {limits: {vgpu.io/sim: 1, vgpu.io/sim-memory: 20000}, claims: [{name: g}]}}]
-)");
+)" + pod("both", 1000) + pod("bigger", 20000));
   const SimRun run = runSim("--cluster " + cluster.string() + " --pods " + pods.string());
   ASSERT_EQ(run.exitCode, 0) << run.out;
   // n1 publishes no slices; binpack prefers the fuller of n2 and n3 (equal: the first).
