@@ -330,8 +330,12 @@ Result<std::vector<DraShare>> DraNode::allocate(const std::vector<const ClaimSpe
   std::vector<Search::Slot> slots;
   for (std::size_t c = 0; c < claims.size(); ++c)
     for (const auto& r : claims[c]->requests) {
+      const auto cls = classes.find(r.deviceClassName);
+      if (cls == classes.end())
+        return makeError("claim " + claims[c]->key() + " request " + r.name + ": DeviceClass \"" + r.deviceClassName +
+                         "\" does not exist");
       Search::Slot s{c, &r, {}};
-      for (const auto& d : devices_) s.fits.push_back(staticFit(r, classes.at(r.deviceClassName), d));
+      for (const auto& d : devices_) s.fits.push_back(staticFit(r, cls->second, d));
       slots.push_back(std::move(s));
     }
   Search search(devices_, used_, allocations_, slots);

@@ -84,8 +84,8 @@ class DraNode {
   const std::vector<int>& allocations() const { return allocations_; }
 
   /// The first allocation of all `claims` together on this node in the allocator's order,
-  /// or, as the error, why there is none in words a person can act on. `classes` holds
-  /// every class the claims name.
+  /// or, as the error, why there is none in words a person can act on (also: a class the
+  /// claims name that `classes` lacks).
   Result<std::vector<DraShare>> allocate(const std::vector<const ClaimSpec*>& claims,
                                          const std::map<std::string, DeviceClass>& classes) const;
   /// Records an allocation allocate() returned.

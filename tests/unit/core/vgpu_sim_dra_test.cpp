@@ -309,6 +309,11 @@ TEST(VgpuSimDraAllocator, SaysWhyAClaimDoesNotFit) {
   EXPECT_THAT(r.error().message, HasSubstr("claim default/big request gpu: asks memory 20000Mi, which consumes 20000Mi "
                                            "after the device's request policy; sim-0 allows at most 16384Mi"));
 
+  const ClaimSpec unknown = claim("unknown", 10, 10, 1, "gpu.example.com");
+  r = n.allocate({&unknown}, kClasses);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message, HasSubstr("DeviceClass \"gpu.example.com\" does not exist"));
+
   const ClaimSpec other = claim("other", 10, 10, 1, "other.vgpu.io");
   r = n.allocate({&other}, kClasses);
   ASSERT_FALSE(r.ok());
