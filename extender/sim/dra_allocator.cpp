@@ -108,12 +108,22 @@ class Search {
   struct Slot {
     std::size_t claim;
     const ClaimRequest* request;
-    std::vector<StaticFit> fits;  ///< per device
+    std::vector<StaticFit> fits;          ///< per device
+    std::vector<std::size_t> constraints;  ///< into the search's constraints
+  };
+  /// A claim's constraint with the attribute values of the devices chosen so far.
+  struct Constraint {
+    const ClaimConstraint* spec;
+    std::vector<json::value> values;
   };
 
   Search(const std::vector<DraPoolDevice>& devices, std::vector<std::map<std::string, std::int64_t>> used,
-         std::vector<int> allocations, std::vector<Slot> slots)
-      : devices_(devices), used_(std::move(used)), allocations_(std::move(allocations)), slots_(std::move(slots)) {}
+         std::vector<int> allocations, std::vector<Slot> slots, std::vector<Constraint> constraints)
+      : devices_(devices),
+        used_(std::move(used)),
+        allocations_(std::move(allocations)),
+        slots_(std::move(slots)),
+        constraints_(std::move(constraints)) {}
 
   bool run() { return place(0, 0, 0); }
   bool gaveUp() const { return steps_ > kMaxSteps; }
@@ -139,7 +149,8 @@ class Search {
     if (k == s.request->count) return place(slot + 1, 0, 0);
     for (std::size_t d = start; d < devices_.size(); ++d) {
       if (++steps_ > kMaxSteps) return false;
-      if (s.fits[d].kind != StaticFit::Kind::kOk || !shortOf(s, d).empty()) continue;
+      if (s.fits[d].kind != StaticFit::Kind::kOk || !shortOf(s, d).empty() || !constraintsAllow(s, d)) continue;
+      for (std::size_t c : s.constraints) constraints_[c].values.push_back(*attributeOf(d, constraints_[c].spec->attribute));
       const bool multi = devices_[d].multipleAllocations;
       DraShare share{s.claim, s.request->name, d, multi ? s.fits[d].consumed : std::map<std::string, std::int64_t>{}};
       for (const auto& [name, amount] : share.consumed) used_[d][name] += amount;
@@ -147,6 +158,7 @@ class Search {
       shares_.push_back(share);
       if (place(slot, k + 1, d + 1)) return true;
       shares_.pop_back();
+      for (std::size_t c : s.constraints) constraints_[c].values.pop_back();
       --allocations_[d];
       for (const auto& [name, amount] : share.consumed) used_[d][name] -= amount;
       if (gaveUp()) return false;
@@ -154,10 +166,32 @@ class Search {
     return false;
   }
 
+  /// The device's attribute by fully qualified name (the driver's own without its domain too).
+  const json::value* attributeOf(std::size_t d, const std::string& qualified) const {
+    const auto* attrs = devices_[d].object.if_contains("attributes");
+    if (!attrs || !attrs->is_object()) return nullptr;
+    if (const auto* v = attrs->get_object().if_contains(qualified)) return v;
+    const auto slash = qualified.find('/');
+    if (qualified.substr(0, slash) != devices_[d].driver) return nullptr;
+    return attrs->get_object().if_contains(qualified.substr(slash + 1));
+  }
+
+  bool constraintsAllow(const Slot& s, std::size_t d) const {
+    for (std::size_t c : s.constraints) {
+      const Constraint& con = constraints_[c];
+      const json::value* v = attributeOf(d, con.spec->attribute);
+      if (!v) return false;
+      const bool seen = std::find(con.values.begin(), con.values.end(), *v) != con.values.end();
+      if (con.spec->distinct ? seen : (!con.values.empty() && !seen)) return false;
+    }
+    return true;
+  }
+
   const std::vector<DraPoolDevice>& devices_;
   std::vector<std::map<std::string, std::int64_t>> used_;
   std::vector<int> allocations_;
   std::vector<Slot> slots_;
+  std::vector<Constraint> constraints_;
   std::vector<DraShare> shares_;
   std::size_t steps_ = 0;
 };
@@ -328,17 +362,29 @@ Result<std::vector<DraShare>> DraNode::allocate(const std::vector<const ClaimSpe
                                                 const std::map<std::string, DeviceClass>& classes) const {
   if (devices_.empty()) return makeError(noSlices_);
   std::vector<Search::Slot> slots;
-  for (std::size_t c = 0; c < claims.size(); ++c)
+  std::vector<Search::Constraint> constraints;
+  std::string constrained;
+  for (std::size_t c = 0; c < claims.size(); ++c) {
+    const std::size_t first = constraints.size();
+    for (const auto& con : claims[c]->constraints) {
+      constraints.push_back({&con, {}});
+      constrained += (constrained.empty() ? "" : ", ") + std::string(con.distinct ? "distinct " : "matching ") + con.attribute;
+    }
     for (const auto& r : claims[c]->requests) {
       const auto cls = classes.find(r.deviceClassName);
       if (cls == classes.end())
         return makeError("claim " + claims[c]->key() + " request " + r.name + ": DeviceClass \"" + r.deviceClassName +
                          "\" does not exist");
-      Search::Slot s{c, &r, {}};
+      Search::Slot s{c, &r, {}, {}};
       for (const auto& d : devices_) s.fits.push_back(staticFit(r, cls->second, d));
+      for (std::size_t k = first; k < constraints.size(); ++k) {
+        const auto& names = constraints[k].spec->requests;
+        if (names.empty() || std::find(names.begin(), names.end(), r.name) != names.end()) s.constraints.push_back(k);
+      }
       slots.push_back(std::move(s));
     }
-  Search search(devices_, used_, allocations_, slots);
+  }
+  Search search(devices_, used_, allocations_, slots, constraints);
   if (search.run()) return search.shares();
   if (search.gaveUp())
     return makeError("the allocator's search gave up after " + std::to_string(kMaxSteps) +
@@ -348,7 +394,8 @@ Result<std::vector<DraShare>> DraNode::allocate(const std::vector<const ClaimSpe
     if (!why.empty()) return makeError("claim " + claims[s.claim]->key() + " request " + s.request->name + ": " + why);
   }
   return makeError("each request fits alone, but not all of the pod's requests together on the " +
-                   std::to_string(devices_.size()) + " devices here");
+                   std::to_string(devices_.size()) + " devices here" +
+                   (constrained.empty() ? std::string() : " with the claims' constraints (" + constrained + ")"));
 }
 
 void DraNode::commit(const std::vector<DraShare>& shares) {

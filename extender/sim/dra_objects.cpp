@@ -1,5 +1,7 @@
 #include "dra_objects.h"
 
+#include <algorithm>
+
 #include <boost/json.hpp>
 
 #include "vgpu/quantity.h"
@@ -118,15 +120,47 @@ Result<ClaimRequest> requestAt(const json::value& v, const std::string& path) {
   return out;
 }
 
+Result<std::vector<ClaimConstraint>> constraintsAt(const json::object& devices, const std::string& path,
+                                                   const std::vector<ClaimRequest>& requests) {
+  std::vector<ClaimConstraint> out;
+  const auto* list = devices.if_contains("constraints");
+  if (!list || list->is_null()) return out;
+  if (!list->is_array()) return makeError(path + ".constraints: expected a list");
+  for (std::size_t i = 0; i < list->get_array().size(); ++i) {
+    const std::string at = path + ".constraints[" + std::to_string(i) + "]";
+    const auto& v = list->get_array()[i];
+    if (!v.is_object()) return makeError(at + ": expected a map");
+    ClaimConstraint c;
+    const std::string match = str(v.get_object(), "matchAttribute");
+    const std::string distinct = str(v.get_object(), "distinctAttribute");
+    if (match.empty() == distinct.empty()) return makeError(at + ": needs exactly one of matchAttribute and distinctAttribute");
+    c.distinct = !distinct.empty();
+    c.attribute = c.distinct ? distinct : match;
+    const std::string field = at + (c.distinct ? ".distinctAttribute" : ".matchAttribute");
+    const auto slash = c.attribute.find('/');
+    if (slash == std::string::npos || slash == 0 || slash + 1 == c.attribute.size())
+      return makeError(field + ": \"" + c.attribute + "\" is not a fully qualified name (<domain>/<name>, e.g. " +
+                       "nvidia.vgpu.io/numaNode)");
+    if (const auto* names = v.get_object().if_contains("requests"); names && !names->is_null()) {
+      if (!names->is_array()) return makeError(at + ".requests: expected a list of request names");
+      for (const auto& n : names->get_array()) {
+        const std::string name = n.is_string() ? std::string(n.get_string()) : std::string();
+        if (std::none_of(requests.begin(), requests.end(), [&](const ClaimRequest& r) { return r.name == name; }))
+          return makeError(at + ".requests: \"" + name + "\" is not a request of this claim");
+        c.requests.push_back(name);
+      }
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 /// spec (of a claim) at `path`.
 Result<ClaimSpec> claimSpecAt(const json::value* spec, const std::string& path, ClaimSpec out) {
   const auto* devices = spec && spec->is_object() ? spec->get_object().if_contains("devices") : nullptr;
   const auto* requests = devices && devices->is_object() ? devices->get_object().if_contains("requests") : nullptr;
   if (!requests || !requests->is_array() || requests->get_array().empty())
     return makeError(path + ".devices.requests: expected a non-empty list");
-  if (const auto* c = devices->get_object().if_contains("constraints");
-      c && !(c->is_null() || (c->is_array() && c->get_array().empty())))
-    return makeError(path + ".devices.constraints: matchAttribute constraints are not modelled by vgpu-sim");
   for (std::size_t i = 0; i < requests->get_array().size(); ++i) {
     auto r = requestAt(requests->get_array()[i], path + ".devices.requests[" + std::to_string(i) + "]");
     if (!r.ok()) return std::move(r).error();
@@ -135,6 +169,9 @@ Result<ClaimSpec> claimSpecAt(const json::value* spec, const std::string& path, 
         return makeError(path + ".devices.requests[" + std::to_string(i) + "].name: duplicate request \"" + r->name + "\"");
     out.requests.push_back(std::move(*r));
   }
+  auto constraints = constraintsAt(devices->get_object(), path + ".devices", out.requests);
+  if (!constraints.ok()) return std::move(constraints).error();
+  out.constraints = std::move(*constraints);
   return out;
 }
 

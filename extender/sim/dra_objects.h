@@ -2,7 +2,7 @@
 // The DRA objects vgpu-sim reads beside Pods (resource.k8s.io/v1, as users write them):
 // ResourceClaims, ResourceClaimTemplates and DeviceClasses, and a Pod's spec.resourceClaims.
 // What kube-scheduler would do with a field vgpu-sim does not model (firstAvailable,
-// allocationMode All, adminAccess, constraints, CEL beyond device_selector.h) is an error
+// allocationMode All, adminAccess, CEL beyond device_selector.h) is an error
 // that names the field, never silently ignored.
 
 #include <cstdint>
@@ -33,11 +33,20 @@ struct ClaimRequest {
   std::vector<DeviceSelector> selectors;
 };
 
+/// spec.devices.constraints[]: the devices of `requests` (empty: all of the claim's) share
+/// one value of `attribute` (matchAttribute) or all differ in it (distinctAttribute).
+struct ClaimConstraint {
+  std::vector<std::string> requests;
+  std::string attribute;  ///< fully qualified: "<domain>/<name>"
+  bool distinct = false;
+};
+
 /// A ResourceClaim's spec (or a template's spec.spec).
 struct ClaimSpec {
   std::string ns = "default";
   std::string name;
   std::vector<ClaimRequest> requests;
+  std::vector<ClaimConstraint> constraints;
   std::string key() const { return ns + "/" + name; }
 };
 

@@ -118,10 +118,15 @@ TEST(VgpuSimDraObjects, RefusesBadClaimsNamingTheField) {
   auto beta = parseResourceClaim(yaml("apiVersion: resource.k8s.io/v1beta1\nkind: ResourceClaim\nmetadata: {name: c}\n"));
   ASSERT_FALSE(beta.ok());
   EXPECT_THAT(beta.error().message, HasSubstr("apiVersion \"resource.k8s.io/v1beta1\""));
-  auto constraints = parseResourceClaim(yaml(kClaimHead + "      - {name: a, exactly: {deviceClassName: x}}\n"
+  auto unqualified = parseResourceClaim(yaml(kClaimHead + "      - {name: a, exactly: {deviceClassName: x}}\n"
                                                           "    constraints: [{matchAttribute: model}]\n"));
-  ASSERT_FALSE(constraints.ok());
-  EXPECT_THAT(constraints.error().message, HasSubstr("spec.devices.constraints"));
+  ASSERT_FALSE(unqualified.ok());
+  EXPECT_THAT(unqualified.error().message,
+              HasSubstr("spec.devices.constraints[0].matchAttribute: \"model\" is not a fully qualified name"));
+  auto stranger = parseResourceClaim(yaml(kClaimHead + "      - {name: a, exactly: {deviceClassName: x}}\n"
+                                                       "    constraints: [{requests: [b], distinctAttribute: x.io/y}]\n"));
+  ASSERT_FALSE(stranger.ok());
+  EXPECT_THAT(stranger.error().message, HasSubstr("spec.devices.constraints[0].requests: \"b\" is not a request"));
 }
 
 TEST(VgpuSimDraObjects, PodReferencesNameOneClaimOrOneTemplate) {
@@ -339,6 +344,38 @@ TEST(VgpuSimDraAllocator, SaysWhyAClaimDoesNotFit) {
               HasSubstr("asks 1 device with cores 50, memory 8000Mi, shares 1 each; 0 here have room (sim-0: cores 40 "
                         "of 100 left, memory 6384Mi of 16384Mi left; sim-1: cores 40 of 100 left, memory 6384Mi of "
                         "16384Mi left)"));
+}
+
+// matchAttribute / distinctAttribute (constraint.go): the first device sets the value, the
+// others must share it (or all differ); the search backtracks past first fits to satisfy it.
+TEST(VgpuSimDraAllocator, KeepsAClaimsConstraints) {
+  std::vector<dra::DraDevice> devices = {gpu(0, 16384, 4), gpu(1, 16384, 4), gpu(2, 16384, 4)};
+  devices[0].device.numaNode = 0;
+  devices[1].device.numaNode = 1;
+  devices[2].device.numaNode = 1;
+  DraNode n = node(devices);
+  auto withConstraint = [](std::int64_t count, bool distinct) {
+    ClaimSpec c = claim("pair", 1000, 10, count);
+    c.constraints.push_back({{}, "sim.vgpu.io/numaNode", distinct});
+    return c;
+  };
+  auto devicesOf = [](const std::vector<DraShare>& shares) {
+    std::vector<std::size_t> out;
+    for (const auto& s : shares) out.push_back(s.device);
+    return out;
+  };
+  const ClaimSpec same = withConstraint(2, false);
+  auto r = n.allocate({&same}, kClasses);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(devicesOf(*r), (std::vector<std::size_t>{1, 2}));
+  const ClaimSpec apart = withConstraint(2, true);
+  r = n.allocate({&apart}, kClasses);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(devicesOf(*r), (std::vector<std::size_t>{0, 1}));
+  const ClaimSpec three = withConstraint(3, false);
+  r = n.allocate({&three}, kClasses);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message, HasSubstr("with the claims' constraints (matching sim.vgpu.io/numaNode)"));
 }
 
 // tests/realk8s/dra_scenario_test.cpp, DraClaimsArePackedOntoVgpuSlicesByKubeSchedulerWithinCapacity:
