@@ -343,8 +343,10 @@ std::string renderClaims(const SimulationResult& r) {
   for (const auto& c : r.claims) {
     if (c.kind != ClaimOutcome::Kind::kAllocated) continue;
     const DraNode& node = r.draNodes[c.node];
-    std::string pods;
-    for (const auto& p : c.pods) pods += (pods.empty() ? "" : ",") + p;
+    std::string pods;  // those placed: a pending pod of the claim does not hold it
+    for (const auto& p : r.pods)
+      if (p.kind == PodOutcome::Kind::kPlaced && std::find(p.claims.begin(), p.claims.end(), c.claim) != p.claims.end())
+        pods += (pods.empty() ? "" : ",") + p.pod;
     bool first = true;
     for (const DraShare& s : c.shares) {
       const DraPoolDevice& d = node.devices()[s.device];

@@ -470,6 +470,12 @@ SimRun runOnExampleCluster(const std::string& workload) {
                 " 2>&1");
 }
 
+TEST(VgpuSimDra, SaysPreemptionForClaimsIsNotModelled) {
+  const SimRun run = runSim(kExample + " --explain-preemption research/too-big 2>&1");
+  EXPECT_EQ(run.exitCode, 2);
+  EXPECT_THAT(run.out, HasSubstr("research/too-big uses ResourceClaims; vgpu-sim does not model preemption for claims"));
+}
+
 TEST(VgpuSimDra, RefusesABadClaimFileNamingTheDocumentAndField) {
   const SimRun run = runOnExampleCluster("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c}]}\n---\n" +
                                          kClaimHead + "      - {name: gpu, exactly: {deviceClassName: x, count: -1}}\n");
@@ -535,7 +541,7 @@ spec:
   ASSERT_EQ(run.exitCode, 0) << run.out;
   // n1 publishes no slices; binpack prefers the fuller of n2 and n3 (equal: the first).
   EXPECT_THAT(run.out, HasSubstr("default/both  n2    c"));
-  EXPECT_THAT(run.out, HasSubstr("default/g  default/both,default/bigger  n2    gpu      nvidia-0 (nvidia.vgpu.io)  1024Mi"));
+  EXPECT_THAT(run.out, HasSubstr("default/g  default/both  n2    gpu      nvidia-0 (nvidia.vgpu.io)  1024Mi"));
   EXPECT_THAT(run.out, HasSubstr("default/bigger: no node fits\n"
                                  "  kube-scheduler says: 0/3 nodes are available: 1 vgpu: devices too small for the "
                                  "request (CardInsufficientMemory), 2 resourceclaim not available on the node.\n"
