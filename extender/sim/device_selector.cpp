@@ -33,7 +33,7 @@ class Scanner {
     while (i_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[i_])) || s_[i_] == '_')) ++i_;
     return s_.substr(start, i_ - start);
   }
-  /// A "..." or '...' literal without escapes; nullopt-like empty flag on failure.
+  /// A "..." or '...' literal without escapes; false (nothing taken) when there is none.
   bool quoted(std::string& out) {
     skipSpace();
     if (i_ >= s_.size() || (s_[i_] != '"' && s_[i_] != '\'')) return false;
