@@ -218,11 +218,15 @@ std::string whySlotFails(const Search& search, const Search::Slot& s, const std:
     if (f.kind == StaticFit::Kind::kNotRepresentable) notRepresentable = f.capacity;
     if ((f.kind == StaticFit::Kind::kPolicy || f.kind == StaticFit::Kind::kOverValue) && policy.empty()) {
       const DraCapacity& cap = devices[d].capacity.at(f.capacity);
-      const std::int64_t limit = f.kind == StaticFit::Kind::kPolicy && cap.max ? std::min(*cap.max, cap.value) : cap.value;
+      std::string allows = "at most " + formatAmount(cap.max ? std::min(*cap.max, cap.value) : cap.value, cap);
+      if (f.kind == StaticFit::Kind::kPolicy && !cap.validValues.empty()) {
+        allows = "only";
+        for (std::int64_t v : cap.validValues) allows += " " + formatAmount(v, cap);
+      }
       const auto ask = r.capacity.find(f.capacity);
       policy = "asks " + f.capacity + " " + (ask == r.capacity.end() ? "(the default) " : ask->second.text + ", ") +
                "which consumes " + formatAmount(f.consumed.at(f.capacity), cap) + " after the device's request policy; " +
-               devices[d].name + " allows at most " + formatAmount(limit, cap);
+               devices[d].name + " allows " + allows;
     }
     if (f.kind == StaticFit::Kind::kOk) {
       candidates.push_back(d);

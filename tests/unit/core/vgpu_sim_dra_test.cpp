@@ -314,6 +314,13 @@ TEST(VgpuSimDraAllocator, SaysWhyAClaimDoesNotFit) {
   EXPECT_THAT(r.error().message, HasSubstr("claim default/big request gpu: asks memory 20000Mi, which consumes 20000Mi "
                                            "after the device's request policy; sim-0 allows at most 16384Mi"));
 
+  ClaimSpec twoShares = claim("two-shares", 10, 10);
+  twoShares.requests[0].capacity["shares"] = {2, "2"};
+  r = n.allocate({&twoShares}, kClasses);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message, HasSubstr("asks shares 2, which consumes 2 after the device's request policy; sim-0 "
+                                           "allows only 1"));
+
   const ClaimSpec unknown = claim("unknown", 10, 10, 1, "gpu.example.com");
   r = n.allocate({&unknown}, kClasses);
   ASSERT_FALSE(r.ok());
