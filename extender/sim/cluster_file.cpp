@@ -198,12 +198,17 @@ Result<std::vector<ClusterNode>> parseClusterFile(const std::string& yamlText, c
       } else if (key == "cordoned") {
         if (!kv.second.IsSequence()) return ctx.error(kv.second, at, "expected a list of device ids");
         for (const auto& id : kv.second) cn.cordoned.insert(id.Scalar());
+      } else if (key == "frontEnd") {
+        auto v = text(ctx, kv.second, at);
+        if (!v.ok()) return std::move(v).error();
+        cn.frontEnd = parseFrontEnd(*v);
+        if (!cn.frontEnd) return ctx.error(kv.second, at, "expected devicePlugin or dra, got \"" + *v + "\"");
       } else if (key == "unavailable") {
         auto v = text(ctx, kv.second, at);
         if (!v.ok()) return std::move(v).error();
         cn.unavailable = *v;
       } else {
-        return ctx.error(kv.first, at, "unknown key (expected name, devices, cordoned, unavailable)");
+        return ctx.error(kv.first, at, "unknown key (expected name, devices, cordoned, unavailable, frontEnd)");
       }
     }
     std::set<std::string> ids;

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -17,6 +18,9 @@ struct ClusterNode {
   std::vector<Device> devices;
   std::set<std::string> cordoned;
   std::string unavailable;  ///< Non-empty: the node is offered nothing, for this reason.
+  /// Which front end serves every backend of the node (`frontEnd: devicePlugin|dra`);
+  /// unset: device-config.yaml's frontEnd for each backend on this node.
+  std::optional<FrontEnd> frontEnd;
 };
 
 /// Parses a cluster file:
@@ -28,6 +32,7 @@ struct ClusterNode {
 ///            attributes: {migMode: disabled}}
 ///       cordoned: [GPU-a-1]
 ///       unavailable: "agent heartbeat is stale"
+///       frontEnd: dra      # devicePlugin or dra; default: device-config.yaml's per backend
 /// Errors name the file, the key path and the line.
 Result<std::vector<ClusterNode>> parseClusterFile(const std::string& yamlText, const std::string& fileName,
                                                   const DeviceConfig& config);

@@ -30,8 +30,35 @@ Result<std::string> readFile(const std::string& path) {
   return s.str();
 }
 
-/// Pods from a YAML stream of Pod manifests (a `kind: List` of pods is unrolled).
-Result<std::vector<PodInfo>> loadPods(const std::string& path) {
+/// What the --pods files hold: pods in order, and the DRA objects beside them.
+struct Workload {
+  std::vector<PodInfo> pods;
+  simulator::DraPodInputs dra;
+};
+
+/// A DRA object of the stream into `dra`; false when `kind` is not one.
+Result<bool> addDraObject(const std::string& kind, const boost::json::object& manifest, simulator::DraInputs& dra) {
+  if (kind == "DeviceClass") {
+    auto c = simulator::parseDeviceClass(manifest);
+    if (!c.ok()) return std::move(c).error();
+    dra.classes[c->name] = std::move(*c);
+  } else if (kind == "ResourceClaim" || kind == "ResourceClaimTemplate") {
+    auto c = kind == "ResourceClaim" ? simulator::parseResourceClaim(manifest)
+                                     : simulator::parseResourceClaimTemplate(manifest);
+    if (!c.ok()) return std::move(c).error();
+    auto& into = kind == "ResourceClaim" ? dra.claims : dra.templates;
+    const std::string key = c->key();
+    if (!into.emplace(key, std::move(*c)).second) return makeError(kind + " " + key + " is given twice");
+    if (kind == "ResourceClaim") dra.claimOrder.push_back(key);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+/// Pods from a YAML stream of Pod manifests (a `kind: List` of pods is unrolled), with the
+/// PriorityClasses, ResourceClaims, ResourceClaimTemplates and DeviceClasses beside them.
+Status loadPods(const std::string& path, Workload& out) {
   auto text = readFile(path);
   if (!text.ok()) return std::move(text).error();
   auto docs = yamlDocumentsToJson(*text, path);
@@ -64,14 +91,19 @@ Result<std::vector<PodInfo>> loadPods(const std::string& path) {
     if (const auto* d = obj->if_contains("globalDefault"); d && d->is_bool() && d->as_bool())
       globalDefault = value->as_int64();
   }
-  std::vector<PodInfo> pods;
   for (size_t i = 0; i < manifests.size(); ++i) {
     auto& m = manifests[i];
+    const std::string where = path + ": document " + std::to_string(i + 1);
     const auto* kind = m.is_object() ? m.as_object().if_contains("kind") : nullptr;
     if (kind && kind->is_string() && kind->as_string() == "PriorityClass") continue;
+    if (kind && kind->is_string()) {
+      auto dra = addDraObject(std::string(kind->as_string()), m.as_object(), out.dra.objects);
+      if (!dra.ok()) return std::move(dra).error().prefix(where);
+      if (*dra) continue;
+    }
     if (!kind || !kind->is_string() || kind->as_string() != "Pod")
-      return makeError(path + ": document " + std::to_string(i + 1) +
-                       " is not a Pod or PriorityClass (kind: Pod expected)");
+      return makeError(where + " is not a Pod, PriorityClass, ResourceClaim, ResourceClaimTemplate or DeviceClass "
+                               "(kind: Pod expected)");
     auto* spec = m.as_object().if_contains("spec");
     if (spec && spec->is_object() && !spec->as_object().contains("priority")) {
       auto& sp = spec->as_object();
@@ -86,10 +118,13 @@ Result<std::vector<PodInfo>> loadPods(const std::string& path) {
       }
     }
     auto pod = parsePod(m);
-    if (!pod.ok()) return std::move(pod).error().prefix(path + ": document " + std::to_string(i + 1));
-    pods.push_back(std::move(*pod));
+    if (!pod.ok()) return std::move(pod).error().prefix(where);
+    auto claims = simulator::parsePodClaims(m.as_object());
+    if (!claims.ok()) return std::move(claims).error().prefix(where + ": Pod " + pod->key());
+    out.pods.push_back(std::move(*pod));
+    out.dra.podClaims.push_back(std::move(*claims));
   }
-  return pods;
+  return {};
 }
 
 int fail(const std::string& message) {
@@ -103,7 +138,11 @@ int main(int argc, char** argv) {
   po::options_description options("vgpu-sim: place pods on a simulated cluster with vgpu's scheduler engine");
   options.add_options()("help,h", "show this help")("version", "print the version")(
       "cluster", po::value<std::string>(), "cluster YAML (nodes and their devices)")(
-      "pods", po::value<std::string>(), "Pod manifests (YAML, several documents), placed in order")(
+      "pods", po::value<std::vector<std::string>>(),
+      "Pod manifests (YAML, several documents), placed in order, with the ResourceClaims, ResourceClaimTemplates "
+      "and DeviceClasses they use; may be given more than once")(
+      "driver-domain", po::value<std::string>()->default_value("vgpu.io"),
+      "DRA drivers are <backend>.<this>, as vgpu-dra-plugin's --driver-domain")(
       "config", po::value<std::string>(), "device-config.yaml (default: <cluster dir>/device-config.yaml)")(
       "backend-dir", po::value<std::string>(), "where libvgpu-backend-<name>.so live")(
       "output,o", po::value<std::string>()->default_value("text"), "text or json")(
@@ -143,13 +182,16 @@ int main(int argc, char** argv) {
   if (!clusterText.ok()) return fail(clusterText.error().message);
   auto cluster = simulator::parseClusterFile(*clusterText, clusterPath, *config);
   if (!cluster.ok()) return fail(cluster.error().message);
-  auto pods = loadPods(vm["pods"].as<std::string>());
-  if (!pods.ok()) return fail(pods.error().message);
+  Workload workload;
+  workload.dra.driverDomain = vm["driver-domain"].as<std::string>();
+  for (const auto& path : vm["pods"].as<std::vector<std::string>>())
+    if (auto s = loadPods(path, workload); !s.ok()) return fail(s.error().message);
+  const auto& pods = workload.pods;
 
-  const auto result = simulator::simulate(*cluster, *pods, *config, loaded.backends);
+  const auto result = simulator::simulate(*cluster, pods, *config, loaded.backends, workload.dra);
   if (vm.count("explain-preemption")) {
     auto explained =
-        simulator::explainPreemption(result, *pods, vm["explain-preemption"].as<std::string>(), *config,
+        simulator::explainPreemption(result, pods, vm["explain-preemption"].as<std::string>(), *config,
                                      loaded.backends);
     if (!explained.ok()) return fail(explained.error().message);
     std::cout << *explained;

@@ -3,37 +3,19 @@
 
 #include <boost/json.hpp>
 
-#include <array>
-#include <cstdio>
 #include <map>
 
 #include "cluster_file.h"
+#include "sim_run.h"
 #include "test_support.h"
 
 namespace vgpu {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::runSim;
+using testing::SimRun;
 using testing::TempDir;
-
-struct SimRun {
-  int exitCode;
-  std::string out;
-};
-
-/// Runs vgpu-sim as a user would, stdout captured (stderr goes to the test log).
-SimRun runSim(const std::string& args) {
-  const std::string command = std::string(VGPU_SIM_BINARY) + " --backend-dir " + VGPU_BACKEND_DIR + " " + args;
-  SimRun run{-1, {}};
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return run;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) run.out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  run.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
-}
 
 std::uint64_t u64(const boost::json::value& v) { return boost::json::value_to<std::uint64_t>(v); }
 
