@@ -96,6 +96,20 @@ const json::object* deviceNamed(const json::array* devices, const json::value& n
   return nullptr;
 }
 
+/// Calls `check(sent device, its stored copy or null, its name, dropped)` for every device sent.
+template <class Check>
+std::vector<std::string> compareDevices(const json::object& sent, const json::object& stored, Check check) {
+  std::vector<std::string> dropped;
+  const json::array* want = devicesOf(sent);
+  const json::array* got = devicesOf(stored);
+  if (!want) return dropped;
+  for (const auto& w : *want) {
+    const auto& wd = w.as_object();
+    check(wd, deviceNamed(got, wd.at("name")), std::string(wd.at("name").as_string()), dropped);
+  }
+  return dropped;
+}
+
 }  // namespace
 
 std::string draDeviceName(const Device& device) {
@@ -187,49 +201,35 @@ std::vector<json::object> buildResourceSlices(const SliceParams& params, const s
 }
 
 std::vector<std::string> droppedSharingFields(const json::object& sent, const json::object& stored) {
-  std::vector<std::string> dropped;
-  const json::array* want = devicesOf(sent);
-  const json::array* got = devicesOf(stored);
-  if (!want) return dropped;
-  for (const auto& w : *want) {
-    const auto& wd = w.as_object();
-    const std::string name(wd.at("name").as_string());
-    const json::object* gd = deviceNamed(got, wd.at("name"));
+  return compareDevices(sent, stored, [](const json::object& wd, const json::object* gd, const std::string& name,
+                                         std::vector<std::string>& dropped) {
     if (!gd) {
       dropped.push_back(name + ": the whole device");
-      continue;
+      return;
     }
     const auto* multi = gd->if_contains("allowMultipleAllocations");
     if (wd.contains("allowMultipleAllocations") && !(multi && multi->is_bool() && multi->get_bool()))
       dropped.push_back(name + ": allowMultipleAllocations");
     const auto* wcap = wd.if_contains("capacity");
     const auto* gcap = gd->if_contains("capacity");
-    if (!wcap || !wcap->is_object()) continue;
+    if (!wcap || !wcap->is_object()) return;
     for (const auto& [cname, cval] : wcap->get_object()) {
       if (!cval.is_object() || !cval.get_object().contains("requestPolicy")) continue;
       const json::value* g = gcap && gcap->is_object() ? gcap->get_object().if_contains(cname) : nullptr;
       if (!g || !g->is_object() || !g->get_object().contains("requestPolicy"))
         dropped.push_back(name + ": capacity " + std::string(cname) + " requestPolicy");
     }
-  }
-  return dropped;
+  });
 }
 
 std::vector<std::string> droppedTaints(const json::object& sent, const json::object& stored) {
-  std::vector<std::string> dropped;
-  const json::array* want = devicesOf(sent);
-  const json::array* got = devicesOf(stored);
-  if (!want) return dropped;
-  for (const auto& w : *want) {
-    const auto& wd = w.as_object();
+  return compareDevices(sent, stored, [](const json::object& wd, const json::object* gd, const std::string& name,
+                                         std::vector<std::string>& dropped) {
     const auto* sentTaints = wd.if_contains("taints");
-    if (!sentTaints || !sentTaints->is_array() || sentTaints->get_array().empty()) continue;
-    const json::object* gd = deviceNamed(got, wd.at("name"));
+    if (!sentTaints || !sentTaints->is_array() || sentTaints->get_array().empty()) return;
     const auto* kept = gd ? gd->if_contains("taints") : nullptr;
-    if (!kept || !kept->is_array() || kept->get_array().size() < sentTaints->get_array().size())
-      dropped.push_back(std::string(wd.at("name").as_string()));
-  }
-  return dropped;
+    if (!kept || !kept->is_array() || kept->get_array().size() < sentTaints->get_array().size()) dropped.push_back(name);
+  });
 }
 
 }  // namespace vgpu::dra

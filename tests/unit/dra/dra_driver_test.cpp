@@ -319,6 +319,11 @@ TEST_F(DraDriver, TheHealthStreamOutlivesAnIdleDriver) {
   EXPECT_EQ(w.streamsOpened, 1u);
   EXPECT_EQ(w.lastEnd, "");
   EXPECT_GE(w.reports, 8u);
+  // The open stream does not hold up the kubelet's other calls on the socket.
+  const auto claim = createClaim("c1", {{"gpu", "sim-0", "share-1", "3000Mi", "30"}});
+  auto got = kubelet->prepare(kDriver, {claim});
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  EXPECT_EQ(got->at(claim.uid).error, "");
 }
 
 TEST_F(DraDriver, AKubeletOf134WithTheGateWatchesV1alpha1WithoutAsking) {
