@@ -1,13 +1,16 @@
 #include "dra_agent.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "claim_preparer.h"
 #include "daemon_support.h"
+#include "device_health.h"
 #include "kubelet_server.h"
 #include "slice_publisher.h"
 #include "vgpu/backend_loader.h"
@@ -34,7 +37,16 @@ struct Driver {
   std::unique_ptr<ClaimPreparer> preparer;
   std::unique_ptr<SlicePublisher> publisher;
   std::unique_ptr<KubeletServer> server;
-  DriverStatus status;  // under Impl::mu
+  HealthBoard health;
+  /// Discovery is not thread-safe: the health thread's waits and the publish passes take turns.
+  std::mutex discoveryMu;
+  std::thread healthThread;
+  // Publish passes only (Impl::passMu):
+  std::map<std::string, std::string> unhealthySince;  ///< DRA device name -> RFC 3339, the taint's timeAdded
+  std::optional<bool> taintsKept;                     ///< unknown until a taint was written
+  // Under Impl::mu:
+  DriverStatus status;
+  std::map<std::string, std::string> healthReasons;  ///< device id -> the last health event's reason
 };
 
 struct DraAgent::Impl {
@@ -58,6 +70,8 @@ struct DraAgent::Impl {
   metrics::Gauge* mGeneration = nullptr;
   metrics::Gauge* mPrepared = nullptr;
   metrics::Gauge* mRegistered = nullptr;
+  metrics::Gauge* mTaintsKept = nullptr;
+  metrics::Gauge* mUnhealthy = nullptr;
 
   explicit Impl(DraAgentOptions o) : options(std::move(o)) {
     mKept = &registry.gauge("vgpu_dra_sharing_kept",
@@ -69,6 +83,12 @@ struct DraAgent::Impl {
     mPrepared = &registry.gauge("vgpu_dra_prepared_claims", "ResourceClaims prepared on this node", {"driver"});
     mRegistered = &registry.gauge("vgpu_dra_registered", "1 when the kubelet accepted the driver's registration",
                                   {"driver"});
+    mTaintsKept = &registry.gauge("vgpu_dra_device_taints_kept",
+                                  "1 when the apiserver kept the NoSchedule taints of unhealthy devices (or none was "
+                                  "written yet), 0 when it dropped them (DRADeviceTaints off): they are withdrawn instead",
+                                  {"driver"});
+    mUnhealthy = &registry.gauge("vgpu_dra_unhealthy_devices", "The driver's devices that discovery reports unhealthy",
+                                 {"driver"});
     registry.addCollector([this] { collect(); });
   }
 
@@ -79,6 +99,8 @@ struct DraAgent::Impl {
       mGeneration->set({s.driver}, static_cast<double>(s.generation));
       mPrepared->set({s.driver}, static_cast<double>(s.preparedClaims));
       mRegistered->set({s.driver}, s.registered ? 1 : 0);
+      mTaintsKept->set({s.driver}, s.taintsKept ? 1 : 0);
+      mUnhealthy->set({s.driver}, static_cast<double>(s.unhealthyDevices));
     }
   }
 
@@ -94,37 +116,68 @@ struct DraAgent::Impl {
     return out;
   }
 
-  /// Discovers the backend's devices and publishes the healthy ones; unhealthy devices are
-  /// withdrawn from the pool (the scheduler allocates no new shares of them), while the
-  /// preparer keeps knowing them for claims allocated before.
+  /// Discovers the backend's devices, hands them to the preparer and the health stream and
+  /// publishes them. An unhealthy device carries a NoSchedule taint (kube-scheduler places no
+  /// new claim there; claims allocated before stay visible) where the apiserver keeps taints,
+  /// and is withdrawn from the pool where it drops them; the preparer keeps knowing it for
+  /// claims allocated before.
   void publish(Driver& d) {
-    auto found = d.backend->discovery()->discover();
+    Result<std::vector<Device>> found = [&] {
+      std::lock_guard lock(d.discoveryMu);
+      return d.backend->discovery()->discover();
+    }();
     if (!found.ok()) {
       setError(d, "discovery: " + found.error().message);
+      reportUnknown(d, "the driver cannot discover its devices: " + found.error().message);
       return;
     }
-    std::vector<DraDevice> all, healthy;
+    std::vector<DraDevice> all;
+    std::vector<DeviceHealthReport> health;
+    std::size_t unhealthy = 0;
     for (const auto& dev : *found) {
       auto dd = draDevice(d.backend->allocator(), dev);
       if (!dd.ok()) {
         setError(d, dd.error().message);
         continue;
       }
-      all.push_back(*dd);
-      if (dev.health != Health::kUnhealthy) healthy.push_back(std::move(dd).value());
+      if (dev.health == Health::kUnhealthy) {
+        ++unhealthy;
+        auto since = d.unhealthySince.try_emplace(dd->name, k8s::rfc3339Now()).first->second;
+        dd->taints.push_back(unhealthyTaint(options.driverDomain, std::move(since)));
+      } else {
+        d.unhealthySince.erase(dd->name);
+      }
+      health.push_back({options.nodeName, dd->name, dev.health, healthMessage(d, dev)});
+      all.push_back(std::move(dd).value());
     }
-    d.preparer->setDevices(std::move(all));
-    auto out = d.publisher->publish(healthy);
+    d.preparer->setDevices(all);
+    d.health.set(std::move(health), unixNow());
+
+    auto out = d.publisher->publish(offered(all, d.taintsKept != false));
+    if (out.ok() && out->written && !out->droppedTaints.empty()) {
+      d.taintsKept = false;
+      warnNode("DRADeviceTaintsDropped",
+               "the apiserver dropped the taints of driver " + d.name + "'s unhealthy devices (" + join(out->droppedTaints) +
+                   "): they are withdrawn from the pool instead. Enable the DRADeviceTaints feature gate on "
+                   "kube-apiserver and kube-scheduler (beta, on by default from 1.36) to keep them visible.");
+      out = d.publisher->publish(offered(all, false));
+    } else if (out.ok() && out->written && unhealthy > 0 && d.taintsKept != false) {
+      d.taintsKept = true;
+    }
     if (!out.ok()) {
       setError(d, out.error().message);
       return;
     }
     bool warnNow = false;
+    std::size_t inPool = 0;
+    for (const auto& dd : all) inPool += (dd.taints.empty() || d.taintsKept != false) ? 1 : 0;
     {
       std::lock_guard lock(mu);
       d.status.lastError.clear();
       d.status.generation = out->generation;
-      d.status.publishedDevices = healthy.size();
+      d.status.publishedDevices = inPool;
+      d.status.unhealthyDevices = unhealthy;
+      d.status.taintsKept = d.taintsKept != false;
       if (out->written) {
         const bool kept = out->dropped.empty();
         warnNow = !kept && d.status.sharingKept;
@@ -133,18 +186,50 @@ struct DraAgent::Impl {
       }
     }
     if (out->written)
-      logLine("info", d.name + ": published " + std::to_string(healthy.size()) + " devices in " +
-                          std::to_string(out->slices) + " ResourceSlice(s), pool generation " +
+      logLine("info", d.name + ": published " + std::to_string(inPool) + " devices (" + std::to_string(unhealthy) +
+                          " unhealthy) in " + std::to_string(out->slices) + " ResourceSlice(s), pool generation " +
                           std::to_string(out->generation));
-    if (warnNow) warnDropped(d, out->dropped);
+    if (warnNow)
+      warnNode("DRASharingDropped", "the apiserver dropped the sharing fields of driver " + d.name + " (" +
+                                        join(out->dropped) +
+                                        "): its devices are exclusive, one claim each. Enable the DRAConsumableCapacity "
+                                        "feature gate on kube-apiserver, kube-scheduler and kubelet (beta, on by "
+                                        "default from 1.36).");
   }
 
-  void warnDropped(const Driver& d, const std::vector<std::string>& dropped) {
+  /// The devices the pool offers: all of them, or (taints not kept) the untainted ones.
+  static std::vector<DraDevice> offered(const std::vector<DraDevice>& all, bool withTainted) {
+    if (withTainted) return all;
+    std::vector<DraDevice> out;
+    std::copy_if(all.begin(), all.end(), std::back_inserter(out), [](const DraDevice& dd) { return dd.taints.empty(); });
+    return out;
+  }
+
+  std::string healthMessage(const Driver& d, const Device& dev) const {
+    if (dev.health == Health::kHealthy) return "";
+    std::lock_guard lock(mu);
+    auto it = d.healthReasons.find(dev.id);
+    if (it != d.healthReasons.end()) return it->second;
+    return dev.health == Health::kUnhealthy ? "the backend reports the device unhealthy" : "";
+  }
+
+  /// Discovery failed: the health of every device last reported is unknown now.
+  void reportUnknown(Driver& d, const std::string& why) {
+    auto snap = d.health.snapshot();
+    for (auto& r : snap.devices) {
+      r.health = Health::kUnknown;
+      r.message = why;
+    }
+    d.health.set(std::move(snap.devices), unixNow());
+  }
+
+  static std::string join(const std::vector<std::string>& items) {
     std::string list;
-    for (const auto& x : dropped) list += (list.empty() ? "" : "; ") + x;
-    const std::string msg = "the apiserver dropped the sharing fields of driver " + d.name + " (" + list +
-                            "): its devices are exclusive, one claim each. Enable the DRAConsumableCapacity feature "
-                            "gate on kube-apiserver, kube-scheduler and kubelet (beta, on by default from 1.36).";
+    for (const auto& x : items) list += (list.empty() ? "" : "; ") + x;
+    return list;
+  }
+
+  void warnNode(const std::string& reason, const std::string& msg) {
     logLine("warning", msg);
     k8s::EventSpec ev;
     ev.kind = "Node";
@@ -152,12 +237,51 @@ struct DraAgent::Impl {
     ev.name = options.nodeName;
     ev.uid = nodeUid;
     ev.type = "Warning";
-    ev.reason = "DRASharingDropped";
+    ev.reason = reason;
     ev.message = msg;
     ev.component = "vgpu-dra-plugin";
     ev.host = options.nodeName;
     if (auto e = client->createEvent(ev); !e.ok())
       logLine("warning", "cannot post the node event: " + e.error().describe());
+  }
+
+  /// Follows the backend's health events: each change is published (slices and health
+  /// stream) at once; a quiet wait advances the health stream's check time.
+  void healthLoop(Driver& d) {
+    std::string lastError;
+    for (;;) {
+      {
+        std::lock_guard lock(mu);
+        if (stopping) return;
+      }
+      Result<std::vector<HealthEvent>> events = [&] {
+        std::lock_guard lock(d.discoveryMu);
+        return d.backend->discovery()->waitForHealthEvents(std::chrono::milliseconds(300));
+      }();
+      if (!events.ok()) {
+        if (events.error().message != lastError) logLine("warning", d.name + ": health: " + events.error().message);
+        lastError = events.error().message;
+        std::unique_lock lock(mu);
+        cv.wait_for(lock, std::chrono::seconds(1), [this] { return stopping; });
+        continue;
+      }
+      lastError.clear();
+      if (events->empty()) {
+        d.health.touch(unixNow());
+        continue;
+      }
+      {
+        std::lock_guard lock(mu);
+        for (const auto& e : *events) {
+          logLine("info", d.name + ": device " + e.deviceId + " is now " + toString(e.health) +
+                              (e.reason.empty() ? "" : " (" + e.reason + ")"));
+          if (e.health == Health::kHealthy || e.reason.empty()) d.healthReasons.erase(e.deviceId);
+          else d.healthReasons[e.deviceId] = e.reason;
+        }
+      }
+      std::lock_guard pass(passMu);
+      publish(d);
+    }
   }
 
   void setError(Driver& d, const std::string& msg) {
@@ -255,7 +379,8 @@ Status DraAgent::start() {
     ko.driver = d->name;
     ko.registrationDir = im.options.registrationDir;
     ko.pluginDir = im.options.pluginDir;
-    auto server = KubeletServer::start(ko, *d->preparer);
+    ko.healthResend = im.options.healthResend;
+    auto server = KubeletServer::start(ko, *d->preparer, d->health);
     if (!server.ok()) return std::move(server).error().prefix(d->name);
     std::lock_guard lock(im.mu);
     d->server = std::move(server).value();
@@ -274,6 +399,7 @@ Status DraAgent::start() {
     im.started = true;
   }
   im.resyncThread = std::thread([&im] { im.resyncLoop(); });
+  for (auto& d : im.drivers) d->healthThread = std::thread([&im, drv = d.get()] { im.healthLoop(*drv); });
   return {};
 }
 
@@ -286,6 +412,8 @@ void DraAgent::stop() {
   }
   im.cv.notify_all();
   if (im.resyncThread.joinable()) im.resyncThread.join();
+  for (auto& d : im.drivers)
+    if (d->healthThread.joinable()) d->healthThread.join();
   if (im.httpServer) im.httpServer->stop(std::chrono::milliseconds(500));
   for (auto& d : im.drivers) {
     if (d->server) d->server->stop();

@@ -2,9 +2,11 @@
 // vgpu-dra-plugin: the node agent's DRA front end (DESIGN.md 8a). For every backend whose
 // frontEnd is `dra` on this node (device-config.yaml), one DRA driver "<backend>.vgpu.io":
 // its ResourceSlice pool kept up to date with the node's devices (SlicePublisher), the
-// kubelet's registration and NodePrepare/Unprepare served (KubeletServer, ClaimPreparer),
-// what the apiserver dropped of the sharing fields said in the log, on /metrics and as a
-// Warning event on the Node.
+// kubelet's registration, NodePrepare/Unprepare and health stream served (KubeletServer,
+// ClaimPreparer, HealthBoard), what the apiserver dropped of the sharing fields or of the
+// taints of unhealthy devices said in the log, on /metrics and as a Warning event on the
+// Node. A health thread per driver waits for the backend's health events and publishes at
+// once.
 
 #include <chrono>
 #include <cstdint>
@@ -34,6 +36,8 @@ struct DraAgentOptions {
   /// node's slices when it starts).
   std::chrono::milliseconds resyncInterval{30000};
   bool withdrawOnStop = false;  ///< delete the slices at stop (a node leaving DRA mode)
+  /// How often the health stream repeats the devices' health to the kubelet (KubeletServerOptions).
+  std::chrono::milliseconds healthResend{10000};
 };
 
 struct ParsedDraOptions {
@@ -52,6 +56,10 @@ struct DriverStatus {
   /// False when the apiserver dropped allowMultipleAllocations or a request policy.
   bool sharingKept = true;
   std::vector<std::string> dropped;
+  std::size_t unhealthyDevices = 0;
+  /// False when the apiserver dropped the taints of unhealthy devices (DRADeviceTaints
+  /// off): they are withdrawn from the pool instead.
+  bool taintsKept = true;
   std::size_t preparedClaims = 0;
   bool registered = false;
   std::string lastError;

@@ -1,11 +1,16 @@
 #include "kubelet_server.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
+#include <optional>
+#include <utility>
 
 #include <grpcpp/grpcpp.h>
 
+#include "vgpu/proto/dra_health_v1.grpc.pb.h"
+#include "vgpu/proto/dra_health_v1alpha1.grpc.pb.h"
 #include "vgpu/proto/dra_v1.grpc.pb.h"
 #include "vgpu/proto/dra_v1beta1.grpc.pb.h"
 #include "vgpu/proto/pluginregistration_v1.grpc.pb.h"
@@ -89,6 +94,66 @@ class DraService final : public Api::Service {
   ClaimPreparer& preparer_;
 };
 
+/// NodeWatchResources of one health API version (v1 and v1alpha1 have the same messages):
+/// the board's whole list at once, again at every change and at least every `resend`, so
+/// an idle driver's devices never time out to Unknown in the kubelet. Ends when the kubelet
+/// goes away or the server stops; the kubelet opens a new stream 5 s later.
+template <class Service, class Request, class Response>
+class HealthService final : public Service {
+ public:
+  HealthService(const HealthBoard& board, std::chrono::milliseconds resend, const std::atomic<bool>& stopping)
+      : board_(board), resend_(resend), stopping_(stopping) {}
+
+  grpc::Status NodeWatchResources(grpc::ServerContext* ctx, const Request*, grpc::ServerWriter<Response>* out) override {
+    const std::int64_t timeoutSeconds = std::max<std::int64_t>(
+        1, std::chrono::duration_cast<std::chrono::seconds>(3 * resend_ + std::chrono::milliseconds(999)).count());
+    std::uint64_t sent = 0;
+    std::optional<std::chrono::steady_clock::time_point> lastSent;
+    while (!ctx->IsCancelled() && !stopping_) {
+      const bool due = !lastSent || std::chrono::steady_clock::now() - *lastSent >= resend_;
+      if (due || board_.waitNewer(sent, std::chrono::milliseconds(100))) {
+        const auto snap = board_.snapshot();
+        Response resp;
+        for (const auto& d : snap.devices) {
+          auto* dh = resp.add_devices();
+          dh->mutable_device()->set_pool_name(d.pool);
+          dh->mutable_device()->set_device_name(d.device);
+          dh->set_health(healthOf(d.health));
+          dh->set_last_updated_time(snap.checkedAt);
+          dh->set_health_check_timeout_seconds(timeoutSeconds);
+          if (!d.message.empty()) dh->set_message(d.message);
+        }
+        if (!out->Write(resp)) break;  // the kubelet went away
+        sent = snap.version;
+        lastSent = std::chrono::steady_clock::now();
+      }
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  static auto healthOf(Health h) {
+    using Enum = decltype(std::declval<Response&>().devices(0).health());
+    switch (h) {
+      case Health::kHealthy: return static_cast<Enum>(1);    // HEALTHY
+      case Health::kUnhealthy: return static_cast<Enum>(2);  // UNHEALTHY
+      case Health::kUnknown: break;
+    }
+    return static_cast<Enum>(0);  // UNKNOWN
+  }
+
+  const HealthBoard& board_;
+  std::chrono::milliseconds resend_;
+  const std::atomic<bool>& stopping_;
+};
+
+namespace healthv1 = ::v1;
+namespace healthv1alpha1 = ::v1alpha1;
+using HealthV1 = HealthService<healthv1::DRAResourceHealth::Service, healthv1::NodeWatchResourcesRequest,
+                               healthv1::NodeWatchResourcesResponse>;
+using HealthV1alpha1 = HealthService<healthv1alpha1::DRAResourceHealth::Service, healthv1alpha1::NodeWatchResourcesRequest,
+                                     healthv1alpha1::NodeWatchResourcesResponse>;
+
 class RegistrationService final : public pluginregistration::Registration::Service {
  public:
   RegistrationService(std::string driver, std::string endpoint) : driver_(std::move(driver)), endpoint_(std::move(endpoint)) {}
@@ -148,6 +213,9 @@ struct KubeletServer::Impl {
   KubeletServerOptions options;
   std::unique_ptr<DraService<ApiV1, true>> v1;
   std::unique_ptr<DraService<ApiV1beta1, false>> v1beta1;
+  std::atomic<bool> stopping{false};
+  std::unique_ptr<HealthV1> healthV1;
+  std::unique_ptr<HealthV1alpha1> healthV1alpha1;
   std::unique_ptr<RegistrationService> registration;
   std::unique_ptr<grpc::Server> draServer;
   std::unique_ptr<grpc::Server> regServer;
@@ -157,14 +225,18 @@ struct KubeletServer::Impl {
 KubeletServer::KubeletServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 KubeletServer::~KubeletServer() { stop(); }
 
-Result<std::unique_ptr<KubeletServer>> KubeletServer::start(KubeletServerOptions options, ClaimPreparer& preparer) {
+Result<std::unique_ptr<KubeletServer>> KubeletServer::start(KubeletServerOptions options, ClaimPreparer& preparer,
+                                                            const HealthBoard& health) {
   auto im = std::make_unique<Impl>();
   im->options = std::move(options);
   im->v1 = std::make_unique<DraService<ApiV1, true>>(preparer);
   im->v1beta1 = std::make_unique<DraService<ApiV1beta1, false>>(preparer);
+  im->healthV1 = std::make_unique<HealthV1>(health, im->options.healthResend, im->stopping);
+  im->healthV1alpha1 = std::make_unique<HealthV1alpha1>(health, im->options.healthResend, im->stopping);
   im->registration = std::make_unique<RegistrationService>(im->options.driver, draSocket(im->options));
   // The DRA service first: the kubelet connects to it as soon as it reads GetInfo.
-  auto dra = listen(draSocket(im->options), {im->v1.get(), im->v1beta1.get()});
+  auto dra = listen(draSocket(im->options),
+                    {im->v1.get(), im->v1beta1.get(), im->healthV1.get(), im->healthV1alpha1.get()});
   if (!dra.ok()) return dra.error();
   im->draServer = std::move(dra).value();
   auto reg = listen(registrationSocket(im->options), {im->registration.get()});
@@ -178,6 +250,7 @@ Result<std::unique_ptr<KubeletServer>> KubeletServer::start(KubeletServerOptions
 
 void KubeletServer::stop() {
   std::call_once(impl_->stopped, [this] {
+    impl_->stopping = true;  // open health streams end within their 100 ms wait
     const auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(500);
     // Registration first, so the kubelet stops using the driver before its endpoint goes.
     impl_->regServer->Shutdown(deadline);

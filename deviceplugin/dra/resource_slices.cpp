@@ -68,8 +68,46 @@ json::object deviceJson(const DraDevice& d) {
                         {"shares",
                          {{"value", std::to_string(d.shares)},
                           {"requestPolicy", {{"default", "1"}, {"validValues", json::array{"1"}}}}}}};
-  return {{"name", d.name}, {"attributes", std::move(attrs)}, {"capacity", std::move(capacity)},
-          {"allowMultipleAllocations", true}};
+  json::object out{{"name", d.name}, {"attributes", std::move(attrs)}, {"capacity", std::move(capacity)},
+                   {"allowMultipleAllocations", true}};
+  if (!d.taints.empty()) {
+    json::array taints;
+    for (const auto& t : d.taints) {
+      json::object o{{"key", t.key}, {"effect", t.effect}};
+      if (!t.value.empty()) o["value"] = t.value;
+      if (!t.timeAdded.empty()) o["timeAdded"] = t.timeAdded;
+      taints.push_back(std::move(o));
+    }
+    out["taints"] = std::move(taints);
+  }
+  return out;
+}
+
+const json::array* devicesOf(const json::object& slice) {
+  const auto* spec = slice.if_contains("spec");
+  const auto* devs = spec && spec->is_object() ? spec->get_object().if_contains("devices") : nullptr;
+  return devs && devs->is_array() ? &devs->get_array() : nullptr;
+}
+
+const json::object* deviceNamed(const json::array* devices, const json::value& name) {
+  if (devices)
+    for (const auto& g : *devices)
+      if (g.is_object() && g.get_object().if_contains("name") && g.get_object().at("name") == name) return &g.get_object();
+  return nullptr;
+}
+
+/// Calls `check(sent device, its stored copy or null, its name, dropped)` for every device sent.
+template <class Check>
+std::vector<std::string> compareDevices(const json::object& sent, const json::object& stored, Check check) {
+  std::vector<std::string> dropped;
+  const json::array* want = devicesOf(sent);
+  const json::array* got = devicesOf(stored);
+  if (!want) return dropped;
+  for (const auto& w : *want) {
+    const auto& wd = w.as_object();
+    check(wd, deviceNamed(got, wd.at("name")), std::string(wd.at("name").as_string()), dropped);
+  }
+  return dropped;
 }
 
 }  // namespace
@@ -133,8 +171,15 @@ std::string sliceName(const SliceParams& params, std::size_t index) {
   return params.nodeName + "-" + params.driver + "-" + std::to_string(index);
 }
 
+DeviceTaint unhealthyTaint(const std::string& domain, std::string timeAdded) {
+  return {domain + "/unhealthy", "", "NoSchedule", std::move(timeAdded)};
+}
+
 std::vector<json::object> buildResourceSlices(const SliceParams& params, const std::vector<DraDevice>& devices) {
-  const std::size_t per = std::max<std::size_t>(params.maxDevicesPerSlice, 1);
+  constexpr std::size_t kMaxWithTaints = 64;
+  const bool tainted = std::any_of(devices.begin(), devices.end(), [](const DraDevice& d) { return !d.taints.empty(); });
+  const std::size_t per =
+      std::max<std::size_t>(tainted ? std::min(params.maxDevicesPerSlice, kMaxWithTaints) : params.maxDevicesPerSlice, 1);
   const std::size_t count = std::max<std::size_t>((devices.size() + per - 1) / per, 1);
   std::vector<json::object> out;
   for (std::size_t i = 0; i < count; ++i) {
@@ -160,41 +205,35 @@ std::vector<json::object> buildResourceSlices(const SliceParams& params, const s
 }
 
 std::vector<std::string> droppedSharingFields(const json::object& sent, const json::object& stored) {
-  auto devicesOf = [](const json::object& slice) -> const json::array* {
-    const auto* spec = slice.if_contains("spec");
-    const auto* devs = spec && spec->is_object() ? spec->get_object().if_contains("devices") : nullptr;
-    return devs && devs->is_array() ? &devs->get_array() : nullptr;
-  };
-  std::vector<std::string> dropped;
-  const json::array* want = devicesOf(sent);
-  const json::array* got = devicesOf(stored);
-  if (!want) return dropped;
-  for (const auto& w : *want) {
-    const auto& wd = w.as_object();
-    const std::string name(wd.at("name").as_string());
-    const json::object* gd = nullptr;
-    if (got)
-      for (const auto& g : *got)
-        if (g.is_object() && g.get_object().if_contains("name") && g.get_object().at("name") == wd.at("name"))
-          gd = &g.get_object();
+  return compareDevices(sent, stored, [](const json::object& wd, const json::object* gd, const std::string& name,
+                                         std::vector<std::string>& dropped) {
     if (!gd) {
       dropped.push_back(name + ": the whole device");
-      continue;
+      return;
     }
     const auto* multi = gd->if_contains("allowMultipleAllocations");
     if (wd.contains("allowMultipleAllocations") && !(multi && multi->is_bool() && multi->get_bool()))
       dropped.push_back(name + ": allowMultipleAllocations");
     const auto* wcap = wd.if_contains("capacity");
     const auto* gcap = gd->if_contains("capacity");
-    if (!wcap || !wcap->is_object()) continue;
+    if (!wcap || !wcap->is_object()) return;
     for (const auto& [cname, cval] : wcap->get_object()) {
       if (!cval.is_object() || !cval.get_object().contains("requestPolicy")) continue;
       const json::value* g = gcap && gcap->is_object() ? gcap->get_object().if_contains(cname) : nullptr;
       if (!g || !g->is_object() || !g->get_object().contains("requestPolicy"))
         dropped.push_back(name + ": capacity " + std::string(cname) + " requestPolicy");
     }
-  }
-  return dropped;
+  });
+}
+
+std::vector<std::string> droppedTaints(const json::object& sent, const json::object& stored) {
+  return compareDevices(sent, stored, [](const json::object& wd, const json::object* gd, const std::string& name,
+                                         std::vector<std::string>& dropped) {
+    const auto* sentTaints = wd.if_contains("taints");
+    if (!sentTaints || !sentTaints->is_array() || sentTaints->get_array().empty()) return;
+    const auto* kept = gd ? gd->if_contains("taints") : nullptr;
+    if (!kept || !kept->is_array() || kept->get_array().size() < sentTaints->get_array().size()) dropped.push_back(name);
+  });
 }
 
 }  // namespace vgpu::dra

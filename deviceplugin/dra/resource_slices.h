@@ -31,6 +31,19 @@ struct CapacityPolicy {
   bool operator==(const CapacityPolicy&) const = default;
 };
 
+/// A ResourceSlice device taint (resource.k8s.io/v1 DeviceTaint, gate DRADeviceTaints).
+struct DeviceTaint {
+  std::string key;     ///< a label name
+  std::string value;   ///< a label value; empty = none
+  std::string effect;  ///< "NoSchedule": no new allocations, existing ones stay
+  std::string timeAdded;  ///< RFC 3339; empty = the apiserver sets it
+  bool operator==(const DeviceTaint&) const = default;
+};
+
+/// The taint of an unhealthy device: key "<domain>/unhealthy", effect NoSchedule, so
+/// kube-scheduler places no new claim there while claims already allocated stay.
+DeviceTaint unhealthyTaint(const std::string& domain, std::string timeAdded);
+
 /// One physical device as a DRA device of our driver.
 struct DraDevice {
   std::string name;  ///< a DNS label, stable across restarts: "<backend>-<index>"
@@ -38,6 +51,7 @@ struct DraDevice {
   CapacityPolicy memory;  ///< MiB
   CapacityPolicy cores;   ///< percent of the device, 100 = whole
   std::uint32_t shares = 1;  ///< the split count: every allocation consumes one
+  std::vector<DeviceTaint> taints;
   bool operator==(const DraDevice&) const = default;
 };
 
@@ -58,13 +72,14 @@ struct SliceParams {
   std::string nodeName;  ///< also the pool's name
   std::string nodeUid;   ///< for the ownerReference; empty = none
   std::int64_t generation = 1;
-  std::size_t maxDevicesPerSlice = 128;  ///< the apiserver's limit
+  std::size_t maxDevicesPerSlice = 128;  ///< the apiserver's limit (64 where a device has taints)
 };
 
 /// "<node>-<driver>-<i>": deterministic, so a restarted driver finds and replaces its slices.
 std::string sliceName(const SliceParams& params, std::size_t index);
 
-/// The pool's slices: devices split at maxDevicesPerSlice, every slice naming the pool, its
+/// The pool's slices: devices split at maxDevicesPerSlice (at most 64 when any device has
+/// taints, the apiserver's limit for such slices), every slice naming the pool, its
 /// generation and the slice count. No devices still gives one (empty) slice, so readers see
 /// the pool is empty rather than stale.
 std::vector<boost::json::object> buildResourceSlices(const SliceParams& params, const std::vector<DraDevice>& devices);
@@ -73,5 +88,9 @@ std::vector<boost::json::object> buildResourceSlices(const SliceParams& params, 
 /// exclusive: the names of the devices that lost allowMultipleAllocations or a capacity's
 /// requestPolicy (e.g. "sim-0: allowMultipleAllocations"). Empty when everything was kept.
 std::vector<std::string> droppedSharingFields(const boost::json::object& sent, const boost::json::object& stored);
+
+/// The devices sent with taints that the apiserver stored without them (DRADeviceTaints
+/// off: alpha, off by default in 1.34 and 1.35). Empty when every taint was kept.
+std::vector<std::string> droppedTaints(const boost::json::object& sent, const boost::json::object& stored);
 
 }  // namespace vgpu::dra

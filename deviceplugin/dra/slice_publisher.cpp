@@ -28,7 +28,7 @@ Result<PublishOutcome> SlicePublisher::publish(const std::vector<DraDevice>& dev
   }
   if (devices == last_) {
     auto first = client_.get(kResourceSlices, "", sliceName(params_, 0));
-    if (first.ok()) return PublishOutcome{false, params_.generation, written_, {}};
+    if (first.ok()) return PublishOutcome{false, params_.generation, written_, {}, {}};
     if (!first.error().isNotFound())
       return makeError("reading ResourceSlice " + sliceName(params_, 0) + ": " + first.error().describe());
   }
@@ -49,6 +49,7 @@ Result<PublishOutcome> SlicePublisher::write(const std::vector<DraDevice>& devic
     }
     if (!stored.ok()) return makeError("writing ResourceSlice " + name + ": " + stored.error().describe());
     for (auto& d : droppedSharingFields(slice, *stored)) out.dropped.push_back(std::move(d));
+    for (auto& d : droppedTaints(slice, *stored)) out.droppedTaints.push_back(std::move(d));
   }
   // Slices of the older, larger pool: readers would see a pool with too many slices.
   for (std::size_t i = slices.size(); i < written_; ++i) {

@@ -2,7 +2,7 @@
 // Keeps one driver's ResourceSlice pool on the apiserver equal to the node's devices: a
 // new generation written whenever the devices change, slices of an older, larger pool
 // removed, and written again when someone (the kubelet at its start) deleted them. Reports
-// whether the apiserver kept the sharing fields. Not thread-safe: one publisher thread.
+// whether the apiserver kept the sharing fields and the devices' taints. Not thread-safe: one publisher thread.
 
 #include <string>
 #include <vector>
@@ -24,6 +24,9 @@ struct PublishOutcome {
   /// From droppedSharingFields over every slice written: the apiserver turned these
   /// devices exclusive (DRAConsumableCapacity off). Empty when kept or nothing written.
   std::vector<std::string> dropped;
+  /// From droppedTaints over every slice written: devices whose taints the apiserver
+  /// dropped (DRADeviceTaints off).
+  std::vector<std::string> droppedTaints;
 };
 
 class SlicePublisher {

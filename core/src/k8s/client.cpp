@@ -72,6 +72,8 @@ ApiError errorFromResponse(const std::string& verb, const std::string& path,
   return e;
 }
 
+}  // namespace
+
 std::string rfc3339Now() {
   auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm tm{};
@@ -80,8 +82,6 @@ std::string rfc3339Now() {
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
 }
-
-}  // namespace
 
 struct Client::Impl {
   ClientConfig config;

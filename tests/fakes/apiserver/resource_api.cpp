@@ -1,6 +1,11 @@
-// resource.k8s.io/v1 as the apiserver stores it: ResourceSlice validation (the limits and
-// request-policy rules of reference/k8s-protocols.md 6.1) and the dropping of fields whose
-// feature gate is off (DRAConsumableCapacity: allowMultipleAllocations, requestPolicy).
+// resource.k8s.io/v1 as the apiserver stores it: ResourceSlice defaulting and validation
+// (the limits, request-policy and taint rules of reference/k8s-protocols.md 6.1) and the
+// dropping of fields whose feature gate is off (DRAConsumableCapacity:
+// allowMultipleAllocations, requestPolicy; DRADeviceTaints: taints, kept where the stored
+// slice already has some).
+#include <algorithm>
+#include <cctype>
+
 #include <boost/json.hpp>
 
 #include "store.h"
@@ -20,6 +25,69 @@ std::optional<std::int64_t> milli(const json::value* v) {
   auto q = parseQuantityMilli(v->get_string());
   if (!q.ok()) return std::nullopt;
   return *q;
+}
+
+/// A DNS-1123 label-ish segment: [A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?, at most 63.
+bool nameSegment(std::string_view v) {
+  auto alnum = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; };
+  if (v.empty() || v.size() > 63 || !alnum(v.front()) || !alnum(v.back())) return false;
+  return std::all_of(v.begin(), v.end(), [&](char c) { return alnum(c) || c == '-' || c == '_' || c == '.'; });
+}
+
+/// A label name: [prefix/]name, the prefix a lower-case DNS subdomain of at most 253.
+bool labelName(std::string_view key) {
+  const auto slash = key.find('/');
+  if (slash == std::string_view::npos) return nameSegment(key);
+  const auto prefix = key.substr(0, slash);
+  const bool dns = !prefix.empty() && prefix.size() <= 253 &&
+                   std::all_of(prefix.begin(), prefix.end(), [](char c) {
+                     return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.';
+                   });
+  return dns && nameSegment(key.substr(slash + 1));
+}
+
+bool hasTaints(const json::object* slice) {
+  const auto* spec = slice ? slice->if_contains("spec") : nullptr;
+  const auto* devs = spec && spec->is_object() ? spec->get_object().if_contains("devices") : nullptr;
+  if (!devs || !devs->is_array()) return false;
+  return std::any_of(devs->get_array().begin(), devs->get_array().end(), [](const json::value& d) {
+    const auto* t = d.is_object() ? d.get_object().if_contains("taints") : nullptr;
+    return t && t->is_array() && !t->get_array().empty();
+  });
+}
+
+/// Defaults (timeAdded, as the apiserver's decoding does whatever the gate) and checks a
+/// device's taints.
+std::optional<Reply> admitTaints(const std::string& slice, const std::string& at, json::value& taints) {
+  if (!taints.is_array()) return invalid(slice, at + ".taints", "must be a list");
+  if (taints.get_array().size() > 16) return invalid(slice, at + ".taints", "Too many: must have at most 16 items");
+  std::size_t i = 0;
+  for (auto& t : taints.get_array()) {
+    const std::string ta = at + ".taints[" + std::to_string(i++) + "]";
+    if (!t.is_object()) return invalid(slice, ta, "must be an object");
+    auto& o = t.get_object();
+    const auto* key = o.if_contains("key");
+    if (!key || !key->is_string() || !labelName(key->get_string()))
+      return invalid(slice, ta + ".key", "Invalid value: must be a label name");
+    if (const auto* v = o.if_contains("value");
+        v && (!v->is_string() || (!v->get_string().empty() && !nameSegment(v->get_string()))))
+      return invalid(slice, ta + ".value", "Invalid value: must be a label value");
+    const auto* effect = o.if_contains("effect");
+    if (!effect || !effect->is_string() || effect->get_string().empty())
+      return invalid(slice, ta + ".effect", "Required value");
+    if (effect->get_string() != "NoSchedule" && effect->get_string() != "NoExecute" && effect->get_string() != "None")
+      return invalid(slice, ta + ".effect",
+                     "Unsupported value: \"" + std::string(effect->get_string()) +
+                         "\": supported values: \"NoExecute\", \"NoSchedule\", \"None\"");
+  }
+  return std::nullopt;
+}
+
+void defaultTaints(json::object& device) {
+  auto* taints = device.if_contains("taints");
+  if (!taints || !taints->is_array()) return;
+  for (auto& t : taints->get_array())
+    if (t.is_object() && !t.get_object().contains("timeAdded")) t.get_object()["timeAdded"] = nowRfc3339();
 }
 
 void dropGatedFields(json::object& device) {
@@ -73,7 +141,8 @@ std::optional<Reply> checkPolicy(const std::string& slice, const std::string& at
   return std::nullopt;
 }
 
-std::optional<Reply> admitSlice(json::object& obj, bool gate) {
+std::optional<Reply> admitSlice(json::object& obj, const DraGates& gates, const json::object* old) {
+  const bool keepTaints = gates.deviceTaints || hasTaints(old);
   const std::string name = [&] {
     const auto* md = obj.if_contains("metadata");
     const auto* n = md && md->is_object() ? md->get_object().if_contains("name") : nullptr;
@@ -100,6 +169,13 @@ std::optional<Reply> admitSlice(json::object& obj, bool gate) {
   if (!devices) return std::nullopt;
   if (!devices->is_array()) return invalid(name, "spec.devices", "must be a list");
   auto& list = devices->get_array();
+  // Decoding defaults, then the gated fields go, before validation (as in the apiserver).
+  for (auto& d : list) {
+    if (!d.is_object()) continue;
+    defaultTaints(d.get_object());
+    if (!gates.consumableCapacity) dropGatedFields(d.get_object());
+    if (!keepTaints) d.get_object().erase("taints");
+  }
   std::size_t limit = 128;
   for (const auto& d : list)
     if (d.is_object() && (d.get_object().contains("taints") || d.get_object().contains("consumesCounters"))) limit = 64;
@@ -110,7 +186,8 @@ std::optional<Reply> admitSlice(json::object& obj, bool gate) {
     const std::string at = "spec.devices[" + std::to_string(i) + "]";
     if (!list[i].is_object()) return invalid(name, at, "must be an object");
     auto& d = list[i].get_object();
-    if (!gate) dropGatedFields(d);
+    if (auto* taints = d.if_contains("taints"))
+      if (auto bad = admitTaints(name, at, *taints)) return bad;
     const auto* dn = d.if_contains("name");
     if (!dn || !dn->is_string() || dn->get_string().empty()) return invalid(name, at + ".name", "Required value");
     std::size_t entries = 0;
@@ -134,8 +211,9 @@ std::optional<Reply> admitSlice(json::object& obj, bool gate) {
 
 }  // namespace
 
-std::optional<Reply> admitResource(std::string_view plural, json::object& obj, bool draConsumableCapacity) {
-  if (plural == "resourceslices") return admitSlice(obj, draConsumableCapacity);
+std::optional<Reply> admitResource(std::string_view plural, json::object& obj, const DraGates& gates,
+                                   const json::object* old) {
+  if (plural == "resourceslices") return admitSlice(obj, gates, old);
   return std::nullopt;
 }
 

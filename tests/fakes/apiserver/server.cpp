@@ -694,6 +694,7 @@ std::vector<json::object> FakeApiServer::list(std::string_view plural) const {
 }
 std::uint64_t FakeApiServer::resourceVersion() const { return impl_->store.resourceVersion(); }
 void FakeApiServer::setDraConsumableCapacity(bool on) { impl_->store.setDraConsumableCapacity(on); }
+void FakeApiServer::setDraDeviceTaints(bool on) { impl_->store.setDraDeviceTaints(on); }
 
 Status FakeApiServer::loadFixtureText(const std::string& text, const std::string& sourceName) {
   auto objs = detail::parseFixtures(text, sourceName);

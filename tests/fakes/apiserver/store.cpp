@@ -24,14 +24,6 @@ constexpr KindInfo kKinds[] = {
     {"resourcequotas", "ResourceQuota", "ResourceQuotaList", true},
 };
 
-std::string nowRfc3339() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 std::string_view strAt(const json::object& o, std::string_view a, std::string_view b) {
   auto* m = o.if_contains(a);
@@ -117,6 +109,15 @@ std::string fieldValue(const json::object& obj, std::string_view path) {
 std::string serializeObject(const ObjectPtr& obj) { return json::serialize(*obj); }
 
 }  // namespace
+
+std::string nowRfc3339() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
 
 std::string_view reasonFor(int code) {
   switch (code) {
@@ -352,7 +353,12 @@ std::optional<Reply> Store::waitForVersion(std::string_view rv, std::chrono::mil
 
 void Store::setDraConsumableCapacity(bool on) {
   std::lock_guard lock(mu_);
-  draConsumableCapacity_ = on;
+  draGates_.consumableCapacity = on;
+}
+
+void Store::setDraDeviceTaints(bool on) {
+  std::lock_guard lock(mu_);
+  draGates_.deviceTaints = on;
 }
 
 std::vector<ObjectPtr> Store::all(std::string_view plural) {
@@ -555,7 +561,7 @@ Reply Store::create(std::string_view plural, std::string_view pathNs, json::valu
   if (strAt(obj, "metadata", "creationTimestamp").empty()) md["creationTimestamp"] = nowRfc3339();
   obj["kind"] = kind->kind;
   obj["apiVersion"] = kind->apiVersion;
-  if (auto invalid = admitResource(plural, obj, draConsumableCapacity_)) return *invalid;
+  if (auto invalid = admitResource(plural, obj, draGates_, nullptr)) return *invalid;
   metadataOf(obj)["resourceVersion"] = nextRv();  // `md` may have moved with the keys added
   if (plural == "pods") {
     if (!obj["spec"].is_object()) obj["spec"] = json::object();
@@ -583,7 +589,7 @@ Reply Store::update(std::string_view plural, json::object obj) {
   md["creationTimestamp"] = strAt(*it->second, "metadata", "creationTimestamp");
   obj["kind"] = kindByPlural(plural)->kind;
   obj["apiVersion"] = kindByPlural(plural)->apiVersion;
-  if (auto invalid = admitResource(plural, obj, draConsumableCapacity_)) return *invalid;
+  if (auto invalid = admitResource(plural, obj, draGates_, it->second.get())) return *invalid;
   metadataOf(obj)["resourceVersion"] = nextRv();  // `md` may have moved with the keys added
   auto ptr = std::make_shared<const json::object>(std::move(obj));
   auto before = it->second;
@@ -633,7 +639,7 @@ Reply Store::patch(std::string_view plural, std::string_view ns, std::string_vie
   md["resourceVersion"] = curRv;
   obj["kind"] = cur.at("kind");
   obj["apiVersion"] = cur.at("apiVersion");
-  if (auto invalid = admitResource(plural, obj, draConsumableCapacity_)) return *invalid;
+  if (auto invalid = admitResource(plural, obj, draGates_, &cur)) return *invalid;
   if (obj == cur) return Reply{200, serializeObject(it->second), it->second};  // no-op: no new version
   md["resourceVersion"] = nextRv();
   auto ptr = std::make_shared<const json::object>(std::move(obj));

@@ -76,6 +76,12 @@ struct ListRead {
   std::optional<std::uint64_t> exact;
 };
 
+/// The resource.k8s.io feature gates the double models, on by default (as from 1.36).
+struct DraGates {
+  bool consumableCapacity = true;  ///< DRAConsumableCapacity
+  bool deviceTaints = true;        ///< DRADeviceTaints (alpha, off in 1.34/1.35; beta on 1.36; GA 1.37)
+};
+
 class Store {
  public:
   Reply get(std::string_view plural, std::string_view ns, std::string_view name);
@@ -99,6 +105,9 @@ class Store {
   /// lose allowMultipleAllocations and request policies on every write, as the apiserver
   /// drops fields of disabled gates.
   void setDraConsumableCapacity(bool on);
+  /// Whether the DRADeviceTaints gate is on; off, ResourceSlice devices lose their taints
+  /// unless the stored slice already has some (the apiserver keeps a field in use).
+  void setDraDeviceTaints(bool on);
   std::vector<ObjectPtr> all(std::string_view plural);
   std::uint64_t resourceVersion();
   StoreBackup backup();
@@ -169,12 +178,17 @@ class Store {
   bool stopping_ = false;
   std::size_t openWatches_ = 0;
   std::uint64_t uidCounter_ = 0;
-  bool draConsumableCapacity_ = true;
+  DraGates draGates_;
 };
 
-/// What the apiserver's validation and field-gating of resource.k8s.io/v1 do to an object
-/// about to be stored (resource_api.cpp): a 422 Reply when it is invalid; otherwise the
-/// fields of disabled gates are dropped from `obj`. Other kinds pass untouched.
-std::optional<Reply> admitResource(std::string_view plural, boost::json::object& obj, bool draConsumableCapacity);
+/// What the apiserver's defaulting, validation and field-gating of resource.k8s.io/v1 do to
+/// an object about to be stored (resource_api.cpp), `old` being the stored one on an update
+/// (null on create): a 422 Reply when it is invalid; otherwise the fields of disabled gates
+/// are dropped from `obj`. Other kinds pass untouched.
+std::optional<Reply> admitResource(std::string_view plural, boost::json::object& obj, const DraGates& gates,
+                                   const boost::json::object* old);
+
+/// Now as the API writes a time: "2026-12-03T13:23:31Z".
+std::string nowRfc3339();
 
 }  // namespace vgpu::fakes::detail

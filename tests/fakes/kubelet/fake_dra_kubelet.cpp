@@ -9,6 +9,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "vgpu/proto/dra_health_v1.grpc.pb.h"
+#include "vgpu/proto/dra_health_v1alpha1.grpc.pb.h"
 #include "vgpu/proto/dra_v1.grpc.pb.h"
 #include "vgpu/proto/dra_v1beta1.grpc.pb.h"
 #include "vgpu/proto/pluginregistration_v1.grpc.pb.h"
@@ -86,6 +88,91 @@ Result<std::map<std::string, std::string>> callUnprepare(const std::shared_ptr<g
   return out;
 }
 
+/// What the kubelet's cache keeps of one device's last report.
+struct CachedHealth {
+  DraDeviceHealth reported;
+  std::chrono::steady_clock::time_point received;
+};
+
+const char* healthWord(int status) {
+  switch (status) {
+    case 1: return "Healthy";
+    case 2: return "Unhealthy";
+    default: return "Unknown";
+  }
+}
+
+/// One plugin's health watch: a thread opening NodeWatchResources again `retry` after each end.
+struct HealthWatcher {
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  bool stopping = false;
+  grpc::ClientContext* open = nullptr;  // the stream being read, to cancel at stop
+  DraHealthWatch state;
+  std::map<std::string, CachedHealth> devices;  // "<pool>/<device>"
+  std::thread thread;
+
+  ~HealthWatcher() { stop(); }
+
+  void stop() {
+    {
+      std::lock_guard lock(mu);
+      stopping = true;
+      if (open) open->TryCancel();
+    }
+    cv.notify_all();
+    if (thread.joinable()) thread.join();
+  }
+
+  template <class Service, class Request, class Response>
+  void run(const std::string& endpoint, std::chrono::milliseconds retry, bool giveUpOnUnimplemented) {
+    auto ch = grpc::CreateChannel("unix://" + endpoint, grpc::InsecureChannelCredentials());
+    auto stub = Service::NewStub(ch);
+    for (;;) {
+      grpc::ClientContext ctx;
+      {
+        std::lock_guard lock(mu);
+        if (stopping) return;
+        open = &ctx;
+        ++state.streamsOpened;
+        state.lastEnd.clear();
+      }
+      auto reader = stub->NodeWatchResources(&ctx, Request());
+      Response resp;
+      while (reader->Read(&resp)) {
+        const auto now = std::chrono::steady_clock::now();
+        std::lock_guard lock(mu);
+        ++state.reports;
+        for (const auto& d : resp.devices()) {
+          auto& c = devices[d.device().pool_name() + "/" + d.device().device_name()];
+          c.reported = {healthWord(static_cast<int>(d.health())), d.message(), d.last_updated_time(),
+                        d.health_check_timeout_seconds()};
+          c.received = now;  // the kubelet times a device out from when it heard of it
+        }
+      }
+      const grpc::Status st = reader->Finish();
+      std::unique_lock lock(mu);
+      open = nullptr;
+      state.lastEnd = std::to_string(st.error_code()) + ": " + st.error_message();
+      if (giveUpOnUnimplemented && st.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+        state.gaveUp = true;
+        return;
+      }
+      cv.wait_for(lock, retry, [this] { return stopping; });
+    }
+  }
+
+  /// As the kubelet's cache reads it. Call with mu held.
+  DraDeviceHealth read(const std::string& key) const {
+    auto it = devices.find(key);
+    if (it == devices.end()) return {};
+    const auto timeout = it->second.reported.timeoutSeconds > 0 ? std::chrono::seconds(it->second.reported.timeoutSeconds)
+                                                                : std::chrono::seconds(30);
+    if (std::chrono::steady_clock::now() - it->second.received > timeout) return {};
+    return it->second.reported;
+  }
+};
+
 }  // namespace
 
 struct FakeDraKubelet::Impl {
@@ -95,6 +182,7 @@ struct FakeDraKubelet::Impl {
   bool stopping = false;
   std::set<std::string> seenSockets;
   std::map<std::string, DraPluginRecord> plugins;
+  std::map<std::string, std::unique_ptr<HealthWatcher>> health;  // by driver
   std::thread watcher;
 
   void watchLoop() {
@@ -120,6 +208,7 @@ struct FakeDraKubelet::Impl {
         std::lock_guard lock(mu);
         seenSockets.insert(path);
         plugins[rec->driver] = *rec;
+        if (rec->accepted && !rec->healthVersion.empty()) health[rec->driver] = watchHealth(*rec);
         cv.notify_all();
       }
     }
@@ -148,6 +237,7 @@ struct FakeDraKubelet::Impl {
           break;
         }
       if (rec.version.empty()) rec.error = "none of the plugin's versions is supported by this kubelet";
+      rec.healthVersion = chooseHealth(rec.supportedVersions);
     }
     rec.accepted = rec.error.empty();
     pluginregistration::RegistrationStatus status;
@@ -158,6 +248,43 @@ struct FakeDraKubelet::Impl {
     nctx.set_deadline(in(std::chrono::seconds(1)));
     (void)stub->NotifyRegistrationStatus(&nctx, status, &ignored);
     return rec;
+  }
+
+  /// 1.37: the first health version the plugin advertises; 1.34: v1alpha1 on every plugin.
+  std::string chooseHealth(const std::vector<std::string>& advertised) const {
+    if (options.healthVersions.empty()) return "";
+    if (!options.healthNeedsAdvertisement) return options.healthVersions.front();
+    for (const auto& v : options.healthVersions)
+      if (std::find(advertised.begin(), advertised.end(), v) != advertised.end()) return v;
+    return "";
+  }
+
+  std::unique_ptr<HealthWatcher> watchHealth(const DraPluginRecord& rec) {
+    auto w = std::make_unique<HealthWatcher>();
+    auto* hw = w.get();
+    const auto retry = options.healthRetry;
+    const bool giveUp = options.healthNeedsAdvertisement;
+    if (rec.healthVersion == "v1.DRAResourceHealth")
+      w->thread = std::thread([hw, ep = rec.endpoint, retry, giveUp] {
+        hw->run<::v1::DRAResourceHealth, ::v1::NodeWatchResourcesRequest, ::v1::NodeWatchResourcesResponse>(ep, retry,
+                                                                                                          giveUp);
+      });
+    else
+      w->thread = std::thread([hw, ep = rec.endpoint, retry, giveUp] {
+        hw->run<::v1alpha1::DRAResourceHealth, ::v1alpha1::NodeWatchResourcesRequest,
+                ::v1alpha1::NodeWatchResourcesResponse>(ep, retry, giveUp);
+      });
+    return w;
+  }
+
+  /// Stops every health watch (outside mu: a watch may be waiting for its stream).
+  void stopHealth() {
+    std::map<std::string, std::unique_ptr<HealthWatcher>> gone;
+    {
+      std::lock_guard lock(mu);
+      gone.swap(health);
+    }
+    for (auto& [d, w] : gone) w->stop();
   }
 
   Result<DraPluginRecord> accepted(const std::string& driver) const {
@@ -221,7 +348,36 @@ Result<std::map<std::string, std::string>> FakeDraKubelet::unprepare(const std::
                        drav1beta1::NodeUnprepareResourcesResponse>(ch, claims);
 }
 
+DraDeviceHealth FakeDraKubelet::deviceHealth(const std::string& driver, const std::string& pool,
+                                             const std::string& device) const {
+  std::lock_guard lock(impl_->mu);
+  auto it = impl_->health.find(driver);
+  if (it == impl_->health.end()) return {};
+  std::lock_guard wl(it->second->mu);
+  return it->second->read(pool + "/" + device);
+}
+
+DraDeviceHealth FakeDraKubelet::waitForHealth(const std::string& driver, const std::string& pool,
+                                              const std::string& device, const std::string& health,
+                                              std::chrono::milliseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto h = deviceHealth(driver, pool, device);
+    if (h.health == health || std::chrono::steady_clock::now() >= deadline) return h;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+DraHealthWatch FakeDraKubelet::healthWatch(const std::string& driver) const {
+  std::lock_guard lock(impl_->mu);
+  auto it = impl_->health.find(driver);
+  if (it == impl_->health.end()) return {};
+  std::lock_guard wl(it->second->mu);
+  return it->second->state;
+}
+
 void FakeDraKubelet::restart() {
+  impl_->stopHealth();
   std::lock_guard lock(impl_->mu);
   impl_->plugins.clear();
   impl_->seenSockets.clear();
@@ -235,6 +391,7 @@ void FakeDraKubelet::stop() {
   }
   impl_->cv.notify_all();
   if (impl_->watcher.joinable()) impl_->watcher.join();
+  impl_->stopHealth();
 }
 
 }  // namespace vgpu::fakes

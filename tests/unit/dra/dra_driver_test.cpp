@@ -1,7 +1,8 @@
 // vgpu-dra-plugin against the kubelet's DRA double and the apiserver double, on the sim
 // backend loaded from the build tree: registration, ResourceSlices, NodePrepareResources /
-// NodeUnprepareResources through the real protos, restarts, and a cluster without the
-// consumable-capacity gate.
+// NodeUnprepareResources and the DRAResourceHealth stream through the real protos,
+// restarts, unhealthy devices tainted or withdrawn, and clusters without the
+// consumable-capacity or device-taints gates.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -79,6 +80,10 @@ class DraDriver : public ::testing::Test {
     fakes::FakeDraKubeletOptions o;
     o.registrationDir = (dir.path() / "reg").string();
     o.versions = std::move(versions);
+    startKubelet(std::move(o));
+  }
+  void startKubelet(fakes::FakeDraKubeletOptions o) {
+    o.registrationDir = (dir.path() / "reg").string();
     auto k = fakes::FakeDraKubelet::start(o);
     ASSERT_TRUE(k.ok()) << k.error().message;
     kubelet = std::move(k).value();
@@ -99,8 +104,9 @@ class DraDriver : public ::testing::Test {
     return o;
   }
 
-  void startAgent() {
-    auto a = DraAgent::create(options());
+  void startAgent() { startAgent(options()); }
+  void startAgent(DraAgentOptions o) {
+    auto a = DraAgent::create(std::move(o));
     ASSERT_TRUE(a.ok()) << a.error().message;
     agent = std::move(a).value();
     auto s = agent->start();
@@ -153,13 +159,14 @@ TEST_F(DraDriver, RegistersWithTheKubeletAsADraPluginOfBothVersions) {
   const auto p = kubelet->plugin(kDriver);
   ASSERT_TRUE(p);
   EXPECT_EQ(p->version, "v1.DRAPlugin");
-  EXPECT_EQ(p->supportedVersions, (std::vector<std::string>{"v1.DRAPlugin", "v1beta1.DRAPlugin"}));
+  EXPECT_EQ(p->supportedVersions, (std::vector<std::string>{"v1.DRAPlugin", "v1beta1.DRAPlugin", "v1.DRAResourceHealth",
+                                                            "v1alpha1.DRAResourceHealth"}));
   EXPECT_EQ(p->endpoint, (dir.path() / "plugins" / kDriver / "dra.sock").string());
   EXPECT_TRUE(fs::exists(dir.path() / "reg" / "sim.vgpu.io-reg.sock"));
   EXPECT_TRUE(waitFor([&] { return agent->status().at(0).registered; }));
 }
 
-TEST_F(DraDriver, PublishesOnePoolOfSharedDevicesAndWithdrawsAnUnhealthyOne) {
+TEST_F(DraDriver, PublishesOnePoolOfSharedDevicesAndTaintsAnUnhealthyOne) {
   startNode();
   auto s = slices();
   ASSERT_EQ(s.size(), 1u);
@@ -170,6 +177,7 @@ TEST_F(DraDriver, PublishesOnePoolOfSharedDevicesAndWithdrawsAnUnhealthyOne) {
   ASSERT_EQ(spec.at("devices").as_array().size(), 2u);
   EXPECT_EQ(spec.at("devices").at(0).at("allowMultipleAllocations"), true);
   EXPECT_EQ(spec.at("devices").at(0).at("capacity").at("shares").at("value"), "4");
+  EXPECT_FALSE(spec.at("devices").at(1).as_object().contains("taints"));
   EXPECT_TRUE(agent->status().at(0).sharingKept);
 
   // Nothing changed: no new generation.
@@ -181,8 +189,168 @@ TEST_F(DraDriver, PublishesOnePoolOfSharedDevicesAndWithdrawsAnUnhealthyOne) {
   s = slices();
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].at("spec").at("pool").at("generation"), 2);
+  // Still in the pool, so claims allocated there stay valid; kube-scheduler places no new one.
+  ASSERT_EQ(s[0].at("spec").at("devices").as_array().size(), 2u);
+  const auto& dev = s[0].at("spec").at("devices").at(1).as_object();
+  EXPECT_EQ(dev.at("name"), "sim-1");
+  ASSERT_EQ(dev.at("taints").as_array().size(), 1u);
+  const auto& taint = dev.at("taints").at(0).as_object();
+  EXPECT_EQ(taint.at("key"), "vgpu.io/unhealthy");
+  EXPECT_EQ(taint.at("effect"), "NoSchedule");
+  const std::string since(taint.at("timeAdded").as_string());
+  const auto st = agent->status().at(0);
+  EXPECT_TRUE(st.taintsKept);
+  EXPECT_EQ(st.unhealthyDevices, 1u);
+  EXPECT_EQ(st.publishedDevices, 2u);
+
+  // The taint keeps the time it was first added while the device stays unhealthy.
+  writeDevices({false, false});
+  agent->resyncNow();
+  s = slices();
+  EXPECT_EQ(s[0].at("spec").at("devices").at(1).at("taints").at(0).at("timeAdded").as_string(), since);
+  EXPECT_TRUE(s[0].at("spec").at("devices").at(0).as_object().contains("taints"));
+  writeDevices({true, true});
+  agent->resyncNow();
+  s = slices();
+  for (const auto& d : s.at(0).at("spec").at("devices").as_array()) EXPECT_FALSE(d.as_object().contains("taints")) << d;
+}
+
+TEST_F(DraDriver, AClaimAllocatedBeforeItsDeviceTurnedUnhealthyStillPrepares) {
+  startNode();
+  const auto claim = createClaim("c1", {{"gpu", "sim-1", "share-1", "3000Mi", "30"}});
+  writeDevices({true, false});
+  agent->resyncNow();
+  auto got = kubelet->prepare(kDriver, {claim});
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  EXPECT_EQ(got->at(claim.uid).error, "");
+  EXPECT_EQ(got->at(claim.uid).devices.at(0).device, "sim-1");
+}
+
+TEST_F(DraDriver, WhereTheApiserverDropsTaintsAnUnhealthyDeviceIsWithdrawnAndThatIsSaidOnce) {
+  api->setDraDeviceTaints(false);
+  startNode();
+  EXPECT_TRUE(agent->status().at(0).taintsKept);  // nothing tainted written yet
+  auto taintEvents = [&] {
+    int n = 0;
+    for (const auto& e : api->list("events"))
+      if (e.at("reason") == "DRADeviceTaintsDropped" && e.at("involvedObject").at("name") == kNode) ++n;
+    return n;
+  };
+  writeDevices({true, false});
+  agent->resyncNow();
+  auto s = slices();
+  ASSERT_EQ(s.size(), 1u);
   ASSERT_EQ(s[0].at("spec").at("devices").as_array().size(), 1u);
   EXPECT_EQ(s[0].at("spec").at("devices").at(0).at("name"), "sim-0");
+  auto st = agent->status().at(0);
+  EXPECT_FALSE(st.taintsKept);
+  EXPECT_EQ(st.publishedDevices, 1u);
+  EXPECT_EQ(st.unhealthyDevices, 1u);
+  EXPECT_TRUE(st.sharingKept);
+  EXPECT_NE(agent->renderMetrics().find("vgpu_dra_device_taints_kept{driver=\"sim.vgpu.io\"} 0"), std::string::npos);
+  EXPECT_EQ(taintEvents(), 1);
+
+  // Back and unhealthy again: withdrawn again, without a second warning.
+  writeDevices({true, true});
+  agent->resyncNow();
+  EXPECT_EQ(slices().at(0).at("spec").at("devices").as_array().size(), 2u);
+  writeDevices({false, true});
+  agent->resyncNow();
+  s = slices();
+  ASSERT_EQ(s[0].at("spec").at("devices").as_array().size(), 1u);
+  EXPECT_EQ(s[0].at("spec").at("devices").at(0).at("name"), "sim-1");
+  EXPECT_EQ(taintEvents(), 1);
+}
+
+TEST_F(DraDriver, StreamsADeviceTurningUnhealthyAndBackToTheKubelet) {
+  fakes::FakeDraKubeletOptions k;
+  k.healthVersions = {"v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth"};  // 1.37
+  startKubelet(k);
+  startAgent();
+  auto p = kubelet->waitForPlugin(kDriver, std::chrono::seconds(10));
+  ASSERT_TRUE(p && p->accepted);
+  EXPECT_EQ(p->healthVersion, "v1.DRAResourceHealth");
+  const auto before = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch()).count();
+  auto h = kubelet->waitForHealth(kDriver, kNode, "sim-1", "Healthy", std::chrono::seconds(10));
+  ASSERT_EQ(h.health, "Healthy");
+  EXPECT_EQ(h.message, "");
+  EXPECT_EQ(kubelet->deviceHealth(kDriver, kNode, "sim-0").health, "Healthy");
+
+  // No resync by hand: the driver's health thread follows the backend's health events.
+  writeDevices({true, false});
+  h = kubelet->waitForHealth(kDriver, kNode, "sim-1", "Unhealthy", std::chrono::seconds(10));
+  ASSERT_EQ(h.health, "Unhealthy");
+  EXPECT_EQ(h.message, "devices file says unhealthy");
+  EXPECT_GE(h.lastUpdatedTime, before - 1);
+  EXPECT_LE(h.lastUpdatedTime, before + 60);
+  EXPECT_EQ(h.timeoutSeconds, 30);  // three resend periods of 10 s
+  EXPECT_EQ(kubelet->deviceHealth(kDriver, kNode, "sim-0").health, "Healthy");
+  // ...and taints the device in the pool at once.
+  EXPECT_TRUE(waitFor([&] {
+    const auto s = slices();
+    return s.size() == 1 && s[0].at("spec").at("devices").at(1).as_object().contains("taints");
+  }));
+
+  writeDevices({true, true});
+  h = kubelet->waitForHealth(kDriver, kNode, "sim-1", "Healthy", std::chrono::seconds(10));
+  EXPECT_EQ(h.health, "Healthy");
+  EXPECT_EQ(h.message, "");
+  EXPECT_EQ(kubelet->healthWatch(kDriver).streamsOpened, 1u);
+}
+
+TEST_F(DraDriver, TheHealthStreamOutlivesAnIdleDriver) {
+  fakes::FakeDraKubeletOptions k;
+  k.healthVersions = {"v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth"};
+  startKubelet(k);
+  auto o = options();
+  o.healthResend = std::chrono::milliseconds(200);  // the kubelet's timeout becomes 1 s
+  startAgent(o);
+  ASSERT_TRUE(kubelet->waitForPlugin(kDriver, std::chrono::seconds(10)));
+  ASSERT_EQ(kubelet->waitForHealth(kDriver, kNode, "sim-0", "Healthy", std::chrono::seconds(10)).health, "Healthy");
+  EXPECT_EQ(kubelet->deviceHealth(kDriver, kNode, "sim-0").timeoutSeconds, 1);
+  // Nothing changes for several timeouts: the driver repeats itself, so the kubelet never
+  // reads the devices as Unknown, on the stream it opened first.
+  for (int i = 0; i < 25; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ASSERT_EQ(kubelet->deviceHealth(kDriver, kNode, "sim-0").health, "Healthy") << "after " << (i + 1) * 100 << " ms";
+  }
+  const auto w = kubelet->healthWatch(kDriver);
+  EXPECT_EQ(w.streamsOpened, 1u);
+  EXPECT_EQ(w.lastEnd, "");
+  EXPECT_GE(w.reports, 8u);
+  // The open stream does not hold up the kubelet's other calls on the socket.
+  const auto claim = createClaim("c1", {{"gpu", "sim-0", "share-1", "3000Mi", "30"}});
+  auto got = kubelet->prepare(kDriver, {claim});
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  EXPECT_EQ(got->at(claim.uid).error, "");
+}
+
+TEST_F(DraDriver, AKubeletOf134WithTheGateWatchesV1alpha1WithoutAsking) {
+  fakes::FakeDraKubeletOptions k;
+  k.healthVersions = {"v1alpha1.DRAResourceHealth"};
+  k.healthNeedsAdvertisement = false;
+  startKubelet(k);
+  writeDevices({false, true});
+  startAgent();
+  auto p = kubelet->waitForPlugin(kDriver, std::chrono::seconds(10));
+  ASSERT_TRUE(p && p->accepted);
+  EXPECT_EQ(p->healthVersion, "v1alpha1.DRAResourceHealth");
+  EXPECT_EQ(kubelet->waitForHealth(kDriver, kNode, "sim-0", "Unhealthy", std::chrono::seconds(10)).health, "Unhealthy");
+  EXPECT_EQ(kubelet->deviceHealth(kDriver, kNode, "sim-1").health, "Healthy");
+}
+
+TEST_F(DraDriver, AKubeletWithoutTheHealthServiceRegistersAndPrepares) {
+  startNode();  // no health versions: the gate off, or a kubelet that predates it
+  const auto p = kubelet->plugin(kDriver);
+  ASSERT_TRUE(p && p->accepted);
+  EXPECT_EQ(p->version, "v1.DRAPlugin");
+  EXPECT_EQ(p->healthVersion, "");
+  const auto claim = createClaim("c1", {{"gpu", "sim-0", "share-1", "3000Mi", "30"}});
+  auto got = kubelet->prepare(kDriver, {claim});
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  EXPECT_EQ(got->at(claim.uid).error, "");
+  EXPECT_EQ(kubelet->healthWatch(kDriver).streamsOpened, 0u);
 }
 
 TEST_F(DraDriver, RepublishesSlicesTheKubeletDeleted) {
@@ -284,7 +452,7 @@ TEST_F(DraDriver, ARestartedDriverAnswersTheSameAndUnpreparesAfterTheClaimIsGone
 }
 
 TEST_F(DraDriver, AKubeletOfV1beta1OnlyGetsNoShareId) {
-  startKubelet({"v1beta1.DRAPlugin"});
+  startKubelet(std::vector<std::string>{"v1beta1.DRAPlugin"});
   startAgent();
   auto p = kubelet->waitForPlugin(kDriver, std::chrono::seconds(10));
   ASSERT_TRUE(p && p->accepted);

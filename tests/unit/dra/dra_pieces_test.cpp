@@ -173,6 +173,37 @@ TEST(ResourceSlices, NamesTheDevicesWhoseSharingFieldsTheApiserverDropped) {
   EXPECT_EQ(dropped, (std::vector<std::string>{"sim-0: allowMultipleAllocations", "sim-0: capacity memory requestPolicy"}));
 }
 
+TEST(ResourceSlices, AnUnhealthyDevicesTaintIsPublishedAndHalvesTheSliceLimit) {
+  std::vector<DraDevice> devices;
+  for (int i = 0; i < 100; ++i) devices.push_back(*draDevice(StandardAllocator(rules()), gpu(i)));
+  devices[5].taints.push_back(unhealthyTaint("vgpu.io", "2026-12-03T13:00:00Z"));
+  const auto slices = buildResourceSlices({"sim.vgpu.io", "n", "", 1, 128}, devices);
+  // The apiserver takes at most 64 devices in a slice where any device has taints.
+  ASSERT_EQ(slices.size(), 2u);
+  EXPECT_EQ(slices[0].at("spec").at("devices").as_array().size(), 64u);
+  const auto& taints = slices[0].at("spec").at("devices").at(5).at("taints").as_array();
+  ASSERT_EQ(taints.size(), 1u);
+  EXPECT_EQ(taints[0], (json::object{{"key", "vgpu.io/unhealthy"}, {"effect", "NoSchedule"},
+                                     {"timeAdded", "2026-12-03T13:00:00Z"}}));
+  EXPECT_FALSE(slices[0].at("spec").at("devices").at(4).as_object().contains("taints"));
+  devices[5].taints.clear();
+  EXPECT_EQ(buildResourceSlices({"sim.vgpu.io", "n", "", 1, 128}, devices).size(), 1u);
+}
+
+TEST(ResourceSlices, NamesTheDevicesWhoseTaintsTheApiserverDropped) {
+  auto tainted = *draDevice(StandardAllocator(rules()), gpu(1));
+  tainted.taints.push_back(unhealthyTaint("vgpu.io", ""));
+  const auto sent =
+      buildResourceSlices({"sim.vgpu.io", "n", "", 1, 128}, {*draDevice(StandardAllocator(rules()), gpu(0)), tainted})[0];
+  json::object stored = sent;
+  stored["spec"].as_object()["devices"].as_array()[1].as_object()["taints"].as_array()[0].as_object()["timeAdded"] =
+      "2026-12-03T13:00:00Z";  // the apiserver's default
+  EXPECT_TRUE(droppedTaints(sent, stored).empty());
+  stored["spec"].as_object()["devices"].as_array()[1].as_object().erase("taints");
+  EXPECT_EQ(droppedTaints(sent, stored), std::vector<std::string>{"sim-1"});
+  EXPECT_TRUE(droppedSharingFields(sent, stored).empty());
+}
+
 json::object claim(const std::string& uid, json::array results) {
   return {{"metadata", {{"name", "c1"}, {"namespace", "ns1"}, {"uid", uid}}},
           {"status", {{"allocation", {{"devices", {{"results", std::move(results)}}}}}}}};

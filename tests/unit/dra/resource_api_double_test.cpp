@@ -1,5 +1,6 @@
 // The apiserver double's resource.k8s.io/v1: served under /apis/, slices validated as the
-// apiserver does, the DRAConsumableCapacity fields dropped when that gate is off.
+// apiserver does, the DRAConsumableCapacity fields dropped when that gate is off, device
+// taints defaulted, validated and dropped when DRADeviceTaints is off (unless in use).
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
@@ -102,6 +103,50 @@ TEST_F(ResourceApiDouble, WithoutTheConsumableCapacityGateTheSharingFieldsAreDro
   auto patched = client->mergePatch(kResourceSlices, "", "s1", patch);
   ASSERT_TRUE(patched.ok());
   EXPECT_FALSE(patched->at("spec").at("devices").at(0).as_object().contains("allowMultipleAllocations"));
+}
+
+json::object tainted(json::object device, const std::string& effect = "NoSchedule",
+                     const std::string& key = "vgpu.io/unhealthy") {
+  device["taints"] = json::array{json::object{{"key", key}, {"effect", effect}}};
+  return device;
+}
+
+TEST_F(ResourceApiDouble, TaintsAreStoredWithTheTimeAddedAndValidated) {
+  auto made = client->create(kResourceSlices, "", slice("s1", {tainted(device(true, true))}));
+  ASSERT_TRUE(made.ok()) << made.error().describe();
+  const auto& t = made->at("spec").at("devices").at(0).at("taints").at(0).as_object();
+  EXPECT_EQ(t.at("key"), "vgpu.io/unhealthy");
+  EXPECT_EQ(t.at("effect"), "NoSchedule");
+  ASSERT_TRUE(t.contains("timeAdded"));  // defaulted by the apiserver when not sent
+  EXPECT_EQ(t.at("timeAdded").as_string().size(), std::string("2026-12-03T13:00:00Z").size());
+
+  auto badEffect = client->create(kResourceSlices, "", slice("s2", {tainted(device(true, true), "PreferNoSchedule")}));
+  ASSERT_FALSE(badEffect.ok());
+  EXPECT_EQ(badEffect.error().httpStatus, 422);
+  EXPECT_NE(badEffect.error().message.find("taints[0].effect"), std::string::npos) << badEffect.error().message;
+  auto badKey = client->create(kResourceSlices, "", slice("s3", {tainted(device(true, true), "NoSchedule", "a b")}));
+  ASSERT_FALSE(badKey.ok());
+  EXPECT_NE(badKey.error().message.find("taints[0].key"), std::string::npos) << badKey.error().message;
+}
+
+TEST_F(ResourceApiDouble, WithoutTheDeviceTaintsGateTaintsAreDroppedUnlessTheStoredSliceHasSome) {
+  // s2 got its taints while the gate was on.
+  ASSERT_TRUE(client->create(kResourceSlices, "", slice("s2", {tainted(device(true, true))})).ok());
+  api->setDraDeviceTaints(false);
+  auto made = client->create(kResourceSlices, "", slice("s1", {tainted(device(true, true))}));
+  ASSERT_TRUE(made.ok()) << made.error().describe();
+  EXPECT_FALSE(made->at("spec").at("devices").at(0).as_object().contains("taints"));
+  // Invalid taints are not looked at either: they are gone before validation.
+  EXPECT_TRUE(client->create(kResourceSlices, "", slice("s3", {tainted(device(true, true), "Bogus")})).ok());
+
+  json::object patch{{"spec", slice("x", {tainted(device(true, true))}).at("spec")}};
+  auto dropped = client->mergePatch(kResourceSlices, "", "s1", patch);
+  ASSERT_TRUE(dropped.ok());
+  EXPECT_FALSE(dropped->at("spec").at("devices").at(0).as_object().contains("taints"));
+  // A slice that has taints keeps them: the apiserver does not drop a field in use.
+  auto kept = client->mergePatch(kResourceSlices, "", "s2", patch);
+  ASSERT_TRUE(kept.ok());
+  EXPECT_TRUE(kept->at("spec").at("devices").at(0).as_object().contains("taints"));
 }
 
 TEST_F(ResourceApiDouble, ServesNamespacedResourceClaims) {

@@ -103,6 +103,9 @@ struct BindRequest {
   std::map<std::string, std::string> annotations;
 };
 
+/// Now as the API writes a time (metav1.Time): "2026-12-03T13:23:31Z", UTC, whole seconds.
+std::string rfc3339Now();
+
 /// A core/v1 Event about an object (pod or node).
 struct EventSpec {
   std::string kind;        ///< "Pod", "Node"

@@ -112,6 +112,12 @@ class FakeApiServer {
   /// of a ResourceSlice loses allowMultipleAllocations and capacity request policies, as a
   /// 1.34/1.35 apiserver without the gate stores it.
   void setDraConsumableCapacity(bool on);
+  /// The DRADeviceTaints feature gate (on by default, as from 1.36): off, a ResourceSlice
+  /// written loses its devices' taints unless the stored one already has taints, as a
+  /// 1.34/1.35 apiserver without the gate does. Taints get timeAdded when they have none;
+  /// those kept are validated (key a label name, value a label value, effect NoSchedule,
+  /// NoExecute or None, at most 16 per device) as 1.37 does.
+  void setDraDeviceTaints(bool on);
 
   // ---- Failure switches ----
   void addFault(Fault fault);
