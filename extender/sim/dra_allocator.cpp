@@ -75,7 +75,16 @@ std::string list(const std::vector<std::string>& items, std::size_t most = 6) {
 
 /// What one request makes of one device before anything is allocated.
 struct StaticFit {
-  enum class Kind { kOk, kClass, kSelectors, kMissingCapacity, kPolicy, kOverValue, kNotRepresentable } kind = Kind::kOk;
+  enum class Kind {
+    kOk,
+    kClass,
+    kSelectors,
+    kTainted,
+    kMissingCapacity,
+    kPolicy,
+    kOverValue,
+    kNotRepresentable
+  } kind = Kind::kOk;
   std::string capacity;  ///< the capacity at fault
   std::map<std::string, std::int64_t> consumed;
 };
@@ -86,6 +95,7 @@ StaticFit staticFit(const ClaimRequest& r, const DeviceClass& cls, const DraPool
     if (!selectorMatches(s, d.driver, d.object)) return {StaticFit::Kind::kClass, {}, {}};
   for (const auto& s : r.selectors)
     if (!selectorMatches(s, d.driver, d.object)) return {StaticFit::Kind::kSelectors, {}, {}};
+  if (!toleratesTaints(r, d)) return {StaticFit::Kind::kTainted, {}, {}};
   for (const auto& [name, ask] : r.capacity)
     if (!d.capacity.contains(name)) return {StaticFit::Kind::kMissingCapacity, name, {}};
   for (const auto& [name, cap] : d.capacity) {
@@ -209,11 +219,13 @@ std::string whySlotFails(const Search& search, const Search::Slot& s, const std:
   const ClaimRequest& r = *s.request;
   std::vector<std::size_t> candidates, withRoom;
   std::size_t ofClass = 0, selected = 0;
+  std::vector<std::string> tainted;
   std::string missing, policy, notRepresentable;
   for (std::size_t d = 0; d < devices.size(); ++d) {
     const StaticFit& f = s.fits[d];
     if (f.kind != StaticFit::Kind::kClass) ++ofClass;
     if (f.kind != StaticFit::Kind::kClass && f.kind != StaticFit::Kind::kSelectors) ++selected;
+    if (f.kind == StaticFit::Kind::kTainted) tainted.push_back(devices[d].name);
     if (f.kind == StaticFit::Kind::kMissingCapacity) missing = f.capacity;
     if (f.kind == StaticFit::Kind::kNotRepresentable) notRepresentable = f.capacity;
     if ((f.kind == StaticFit::Kind::kPolicy || f.kind == StaticFit::Kind::kOverValue) && policy.empty()) {
@@ -244,6 +256,9 @@ std::string whySlotFails(const Search& search, const Search::Slot& s, const std:
     return "asks capacity \"" + missing + "\", which the devices here do not have (they have " + names + ")";
   }
   if (candidates.empty() && !policy.empty()) return policy;
+  if (candidates.empty() && !tainted.empty())
+    return "the devices of class " + r.deviceClassName + " here are tainted and the request tolerates none (" +
+           list(tainted) + ")";
   if (static_cast<std::int64_t>(candidates.size()) < r.count)
     return "asks " + need + "; only " + std::to_string(candidates.size()) + " here can hold its share";
   if (static_cast<std::int64_t>(withRoom.size()) >= r.count) return {};
@@ -267,7 +282,7 @@ std::string whySlotFails(const Search& search, const Search::Slot& s, const std:
   }
   return "asks " + need + " with " + consumedText(s.fits[candidates.front()].consumed, devices[candidates.front()]) +
          " each; " + std::to_string(withRoom.size()) + " here " + (withRoom.size() == 1 ? "has" : "have") +
-         " room (" + list(full) + ")";
+         " room (" + list(full) + ")" + (tainted.empty() ? "" : "; tainted, not tolerated: " + list(tainted));
 }
 
 }  // namespace
@@ -302,6 +317,12 @@ Result<std::vector<DraPoolDevice>> poolDevices(const std::vector<json::object>& 
       if (const auto* attrs = d.object.if_contains("attributes"); attrs && attrs->is_object())
         if (const auto* m = attrs->get_object().if_contains("model"); m && m->is_object())
           d.model = str(m->get_object(), "string");
+      if (const auto* taints = d.object.if_contains("taints"); taints && taints->is_array()) {
+        for (const auto& t : taints->get_array()) {
+          if (!t.is_object()) return makeError(path + ".taints: expected a list of maps");
+          d.taints.push_back({str(t.get_object(), "key"), str(t.get_object(), "value"), str(t.get_object(), "effect"), {}});
+        }
+      }
       const auto* multi = d.object.if_contains("allowMultipleAllocations");
       d.multipleAllocations = multi && multi->is_bool() && multi->get_bool();
       if (const auto* caps = d.object.if_contains("capacity"); caps && caps->is_object()) {
@@ -321,6 +342,19 @@ Result<std::vector<DraPoolDevice>> poolDevices(const std::vector<json::object>& 
   std::vector<DraPoolDevice> out;
   for (auto& k : all) out.push_back(std::move(k.device));
   return out;
+}
+
+bool toleratesTaints(const ClaimRequest& request, const DraPoolDevice& device) {
+  for (const auto& taint : device.taints) {
+    if (taint.effect != "NoSchedule" && taint.effect != "NoExecute") continue;  // "None" keeps nothing off
+    const bool tolerated = std::any_of(request.tolerations.begin(), request.tolerations.end(), [&](const auto& t) {
+      if (!t.effect.empty() && t.effect != taint.effect) return false;
+      if (t.exists) return t.key.empty() || t.key == taint.key;
+      return t.key == taint.key && t.value == taint.value;
+    });
+    if (!tolerated) return false;
+  }
+  return true;
 }
 
 Result<std::int64_t> consumedAmount(const std::optional<std::int64_t>& asked, const DraCapacity& c) {

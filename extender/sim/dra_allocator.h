@@ -12,7 +12,9 @@
 //   whose policy the amount breaks (above max, not a valid value) is skipped, as is one
 //   lacking a capacity the request names;
 // - the sum consumed on a device stays within each capacity's value;
-// - a device without allowMultipleAllocations goes whole to one request.
+// - a device without allowMultipleAllocations goes whole to one request;
+// - a device with a NoSchedule or NoExecute taint that the request does not tolerate is
+//   skipped (DRADeviceTaints, on from 1.36).
 
 #include <cstdint>
 #include <map>
@@ -23,6 +25,7 @@
 #include <boost/json/object.hpp>
 
 #include "dra_objects.h"
+#include "resource_slices.h"
 #include "vgpu/result.h"
 
 namespace vgpu::simulator {
@@ -46,7 +49,11 @@ struct DraPoolDevice {
   boost::json::object object;  ///< as published (selectors read its attributes)
   std::map<std::string, DraCapacity> capacity;
   bool multipleAllocations = false;
+  std::vector<dra::DeviceTaint> taints;  ///< as published (timeAdded not read)
 };
+
+/// Whether `request` tolerates every taint of `device` that keeps new allocations off it.
+bool toleratesTaints(const ClaimRequest& request, const DraPoolDevice& device);
 
 /// The devices of `slices` (resource.k8s.io/v1 ResourceSlice objects) in allocator order.
 /// Errors: a slice or capacity that is not what the API allows.

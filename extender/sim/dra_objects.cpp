@@ -35,6 +35,36 @@ Result<std::string> identify(const json::object& m, const std::string& kind, boo
   return who;
 }
 
+Result<std::vector<DeviceToleration>> tolerationsAt(const json::object& o, const std::string& path) {
+  std::vector<DeviceToleration> out;
+  const auto* list = o.if_contains("tolerations");
+  if (!list || list->is_null()) return out;
+  if (!list->is_array()) return makeError(path + ".tolerations: expected a list");
+  for (std::size_t i = 0; i < list->get_array().size(); ++i) {
+    const std::string at = path + ".tolerations[" + std::to_string(i) + "]";
+    const auto& item = list->get_array()[i];
+    if (!item.is_object()) return makeError(at + ": expected a map");
+    const auto& t = item.get_object();
+    for (const auto& [key, value] : t) {
+      if (key != "key" && key != "operator" && key != "value" && key != "effect" && key != "tolerationSeconds")
+        return makeError(at + "." + std::string(key) + ": unknown field (expected key, operator, value, effect, "
+                                                        "tolerationSeconds)");
+      if (key != "tolerationSeconds" && !value.is_string())
+        return makeError(at + "." + std::string(key) + ": expected a string");
+    }
+    DeviceToleration tol{str(t, "key"), false, str(t, "value"), str(t, "effect")};
+    const std::string op = t.contains("operator") ? str(t, "operator") : "Equal";
+    if (op != "Equal" && op != "Exists") return makeError(at + ".operator: expected Equal or Exists, got \"" + op + "\"");
+    tol.exists = op == "Exists";
+    if (tol.exists && !tol.value.empty()) return makeError(at + ".value: must be empty with operator Exists");
+    if (!tol.exists && tol.key.empty()) return makeError(at + ".key: is required with operator Equal");
+    if (!tol.effect.empty() && tol.effect != "NoSchedule" && tol.effect != "NoExecute" && tol.effect != "None")
+      return makeError(at + ".effect: expected NoSchedule, NoExecute or None, got \"" + tol.effect + "\"");
+    out.push_back(std::move(tol));
+  }
+  return out;
+}
+
 Result<std::vector<DeviceSelector>> selectorsAt(const json::object& o, const std::string& path) {
   std::vector<DeviceSelector> out;
   const auto* list = o.if_contains("selectors");
@@ -117,6 +147,9 @@ Result<ClaimRequest> requestAt(const json::value& v, const std::string& path) {
   auto sel = selectorsAt(e, at);
   if (!sel.ok()) return std::move(sel).error();
   out.selectors = std::move(*sel);
+  auto tol = tolerationsAt(e, at);
+  if (!tol.ok()) return std::move(tol).error();
+  out.tolerations = std::move(*tol);
   return out;
 }
 

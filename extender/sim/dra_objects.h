@@ -24,6 +24,14 @@ struct CapacityAsk {
   std::string text;  ///< as written
 };
 
+/// One `tolerations` entry of a request (resource.k8s.io/v1 DeviceToleration).
+struct DeviceToleration {
+  std::string key;              ///< empty with Exists: every key
+  bool exists = false;          ///< operator Exists (else Equal)
+  std::string value;            ///< for Equal
+  std::string effect;           ///< empty: every effect
+};
+
 /// One request of a claim (`exactly`, allocationMode ExactCount).
 struct ClaimRequest {
   std::string name;
@@ -31,6 +39,7 @@ struct ClaimRequest {
   std::int64_t count = 1;
   std::map<std::string, CapacityAsk> capacity;
   std::vector<DeviceSelector> selectors;
+  std::vector<DeviceToleration> tolerations;
 };
 
 /// spec.devices.constraints[]: the devices of `requests` (empty: all of the claim's) share

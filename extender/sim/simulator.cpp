@@ -107,15 +107,19 @@ FrontEndSplit splitByFrontEnd(const ClusterNode& node, const DeviceConfig& confi
       continue;
     }
     anyDra = true;
-    if (d.health == Health::kUnhealthy) continue;
     const Backend* backend = backends.find(d.backend);
     if (!backend) {
       refused.push_back("backend " + d.backend + " is not loaded");
       continue;
     }
     auto device = dra::draDevice(backend->allocator(), d);
-    if (!device.ok()) refused.push_back(device.error().message);
-    else byBackend[d.backend].push_back(std::move(device).value());
+    if (!device.ok()) {
+      refused.push_back(device.error().message);
+      continue;
+    }
+    // As vgpu-dra-plugin publishes it where the apiserver keeps taints (1.36 on).
+    if (d.health == Health::kUnhealthy) device->taints.push_back(dra::unhealthyTaint(domain, ""));
+    byBackend[d.backend].push_back(std::move(device).value());
   }
   std::vector<json::object> slices;
   if (node.unavailable.empty())
@@ -125,7 +129,7 @@ FrontEndSplit splitByFrontEnd(const ClusterNode& node, const DeviceConfig& confi
   std::string none;
   if (!anyDra) none = dp.empty() ? "the node has no devices" : "no ResourceSlices: its devices are served by vgpu-device-plugin (frontEnd: devicePlugin)";
   else if (!node.unavailable.empty()) none = "vgpu-dra-plugin publishes nothing here: " + node.unavailable;
-  else if (refused.empty()) none = "no ResourceSlices: its DRA devices are all unhealthy (withdrawn from the pool)";
+  else if (refused.empty()) none = "no ResourceSlices";
   else none = "no ResourceSlices: " + refused.front();
   auto devices = poolDevices(slices);
   if (!devices.ok()) return {std::move(dp), DraNode(node.name, {}, "its ResourceSlices: " + devices.error().message)};

@@ -353,6 +353,67 @@ TEST(VgpuSimDraAllocator, SaysWhyAClaimDoesNotFit) {
                         "16384Mi left)"));
 }
 
+// An unhealthy device is published with the NoSchedule taint (as vgpu-dra-plugin does where
+// the apiserver keeps taints): no claim goes there unless its request tolerates the taint.
+TEST(VgpuSimDraAllocator, PlacesOnATaintedDeviceOnlyWhatToleratesItsTaint) {
+  std::vector<dra::DraDevice> devices = {gpu(0, 16384, 4), gpu(1, 16384, 4)};
+  devices[0].taints.push_back(dra::unhealthyTaint("sim.vgpu.io", ""));
+  DraNode n = node(devices);
+  const ClaimSpec first = claim("first", 10000, 10);
+  auto r = n.allocate({&first}, kClasses);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(n.devices()[r->at(0).device].name, "sim-1");  // sim-0 comes first but is tainted
+  n.commit(*r);
+
+  const ClaimSpec second = claim("second", 10000, 10);
+  r = n.allocate({&second}, kClasses);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message, HasSubstr("0 here have room (sim-1: memory 6384Mi of 16384Mi left); tainted, not "
+                                           "tolerated: sim-0"));
+
+  for (const auto& [tolerations, placed] : std::vector<std::pair<std::vector<DeviceToleration>, bool>>{
+           {{{"sim.vgpu.io/unhealthy", true, "", ""}}, true},               // Exists on the key
+           {{{"", true, "", "NoSchedule"}}, true},                          // Exists on every key
+           {{{"sim.vgpu.io/unhealthy", false, "", "NoSchedule"}}, true},    // Equal, no value
+           {{{"sim.vgpu.io/unhealthy", false, "x", ""}}, false},            // another value
+           {{{"sim.vgpu.io/unhealthy", true, "", "NoExecute"}}, false},     // another effect
+           {{{"vgpu.io/other", true, "", ""}}, false}}) {                   // another key
+    ClaimSpec tolerant = claim("tolerant", 10000, 10);
+    tolerant.requests[0].tolerations = tolerations;
+    r = n.allocate({&tolerant}, kClasses);
+    EXPECT_EQ(r.ok(), placed) << tolerations[0].key << " " << tolerations[0].effect;
+    if (r.ok()) {
+      EXPECT_EQ(n.devices()[r->at(0).device].name, "sim-0");
+    }
+  }
+}
+
+TEST(VgpuSimDraObjects, ReadsTolerationsAndRefusesBadOnesNamingTheField) {
+  auto c = claimWithRequest(R"(      - name: gpu
+        exactly:
+          deviceClassName: sim.vgpu.io
+          tolerations:
+            - {key: vgpu.io/unhealthy, operator: Exists, effect: NoSchedule}
+            - {key: team, value: a}
+)");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  ASSERT_EQ(c->requests[0].tolerations.size(), 2u);
+  EXPECT_TRUE(c->requests[0].tolerations[0].exists);
+  EXPECT_EQ(c->requests[0].tolerations[1].value, "a");
+  EXPECT_FALSE(c->requests[0].tolerations[1].exists);
+  for (const auto& [entry, field] : std::vector<std::pair<std::string, std::string>>{
+           {"{key: a, operator: Maybe}", "tolerations[0].operator"},
+           {"{key: a, operator: Exists, value: b}", "tolerations[0].value"},
+           {"{operator: Equal, value: b}", "tolerations[0].key"},
+           {"{key: a, effect: Evict}", "tolerations[0].effect"},
+           {"{key: a, colour: red}", "tolerations[0].colour"}}) {
+    auto bad = claimWithRequest("      - name: gpu\n        exactly:\n          deviceClassName: sim.vgpu.io\n"
+                                "          tolerations: [" + entry + "]\n");
+    ASSERT_FALSE(bad.ok()) << entry;
+    EXPECT_THAT(bad.error().message, HasSubstr(field)) << entry;
+  }
+}
+
 // matchAttribute / distinctAttribute (constraint.go): the first device sets the value, the
 // others must share it (or all differ); the search backtracks past first fits to satisfy it.
 TEST(VgpuSimDraAllocator, KeepsAClaimsConstraints) {
@@ -449,7 +510,7 @@ TEST(VgpuSimDra, PlacesTheExamplesClaimsAndPodsByFrontEnd) {
   for (const auto& d : doc.at("draDevices").as_array())
     for (const auto& [name, cap] : d.at("capacity").as_object())
       EXPECT_LE(cap.at("used").as_int64(), cap.at("value").as_int64()) << d.at("node") << " " << d.at("device") << " " << name;
-  EXPECT_EQ(doc.at("draDevices").as_array().size(), 3u);  // gpu-dra-2's unhealthy GPU is withdrawn
+  EXPECT_EQ(doc.at("draDevices").as_array().size(), 4u);  // gpu-dra-2's unhealthy GPU is published tainted
 }
 
 TEST(VgpuSimDra, TextReportGivesEachPendingClaimsReasonPerNode) {
