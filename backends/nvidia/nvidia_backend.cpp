@@ -198,23 +198,28 @@ Result<ContainerSpec> NvidiaBackend::containerSpec(const ContainerGrant& grant) 
   if (!options_.mig.dynamic()) return limiter_->containerSpec(grant);
   ContainerGrant mine = grant;
   bool created = false;
+  std::vector<std::string> replans;  // where the node did not create at the scheduler's placement, why
   for (auto& d : mine.devices) {
     if (!managed(d.deviceId)) continue;
     auto manager = migManager();
     if (!manager.ok()) return std::move(manager).error();
-    auto mig = (*manager)->acquire(grant.container.holder, d.deviceId, d.memoryMiB);
+    std::string replanned;
+    auto mig = (*manager)->acquire(grant.container.holder, d.deviceId, d.memoryMiB, d.placement, &replanned);
     if (!mig.ok()) {
       if (created) (void)(*manager)->release(grant.container.holder);
       return std::move(mig).error().prefix("container \"" + grant.container.containerName + "\" of pod " +
                                            grant.podNamespace + "/" + grant.podName);
     }
     created = true;
+    if (!replanned.empty()) replans.push_back("GPU " + d.deviceId + ": " + replanned);
     d.deviceId = mig->uuid;  // the container's GPU is the new MIG device
     d.memoryMiB = std::min(d.memoryMiB, mig->memoryMiB);
     d.compute = 100;         // the instance's compute is its own
   }
   auto spec = limiter_->containerSpec(mine);
   if (!spec.ok() && created) (void)migManager().value()->release(grant.container.holder);
+  if (spec.ok())
+    for (const auto& why : replans) spec->notices.push_back({"MigPlacementChanged", why});
   return spec;
 }
 
