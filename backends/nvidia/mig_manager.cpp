@@ -136,6 +136,9 @@ Result<MigPlan> MigManager::choose(const MigPlanner& planner, std::uint64_t memo
 
 Result<MigDevice> MigManager::acquire(const std::string& holder, const std::string& gpuUuid, std::uint64_t memoryMiB,
                                       const std::string& placement, std::string* replanned) {
+  // One change of the GPUs' instances at a time: two Allocates planning on the same state
+  // would choose the same slices (and write the same record).
+  std::lock_guard lock(mutex_);
   const std::string at = "GPU " + gpuUuid + ": ";
   auto h = gpu(gpuUuid);
   if (!h.ok()) return std::move(h).error();
@@ -257,10 +260,12 @@ Status MigManager::reclaim(const std::function<bool(const Record&)>& drop) {
 }
 
 Status MigManager::release(const std::string& holder) {
+  std::lock_guard lock(mutex_);
   return reclaim([&](const Record& r) { return r.holder == holder; });
 }
 
 Status MigManager::reconcile(const std::set<std::string>& live) {
+  std::lock_guard lock(mutex_);
   return reclaim([&](const Record& r) { return r.state != "created" || !live.contains(r.holder); });
 }
 

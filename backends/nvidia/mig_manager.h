@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -39,7 +40,7 @@ class MigManager {
   /// answered (naming the call), or the record could not be written.
   Result<MigDevice> acquire(const std::string& holder, const std::string& gpuUuid, std::uint64_t memoryMiB,
                             const std::string& placement = {}, std::string* replanned = nullptr);
-  /// Destroys the instances of `holder`. Errors: an instance NVML will not destroy (in use).
+  /// Destroys the instances of `holder`. Thread-safe, as acquire and reconcile. Errors: an instance NVML will not destroy (in use).
   Status release(const std::string& holder);
   /// Destroys the instances recorded for holders not in `live` and those only intended
   /// (an agent died while creating them); keeps any with processes on them.
@@ -65,6 +66,7 @@ class MigManager {
   Status reclaim(const std::function<bool(const Record&)>& drop);
 
   const NvmlSession& nvml_;
+  std::mutex mutex_;  ///< held by acquire, release and reconcile: they change the GPUs' instances
   std::string dir_;
   std::vector<std::string> allowed_;
 };
