@@ -7,8 +7,10 @@
 
 #include <cstring>
 
+#include "declaring_backend.h"
 #include "test_support.h"
 #include "vgpu/placement.h"
+#include "vgpu/sdk/backend_adapter.h"
 
 namespace vgpu {
 namespace {
@@ -19,23 +21,10 @@ constexpr std::int32_t kNoFreeHalf = VGPU_REASON_BACKEND + 1;
 
 /// The sim backend whose devices with the attribute `halves` hold at most two grants, one
 /// in each half, "low" then "high": where a grant goes depends on where the others sit.
-class HalvesBackend final : public Backend, public Allocator {
+class HalvesBackend final : public testing::ForwardingBackend {
  public:
-  explicit HalvesBackend(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
+  using ForwardingBackend::ForwardingBackend;
 
-  const std::string& name() const override { return inner_->name(); }
-  const Allocator& allocator() const override { return *this; }
-  Discovery* discovery() override { return nullptr; }
-  Limiter* limiter() override { return nullptr; }
-
-  const std::vector<ResourceName>& resources() const override { return inner().resources(); }
-  Result<std::optional<DeviceRequest>> parseRequest(const ContainerResources& c, const Annotations& a) const override {
-    return inner().parseRequest(c, a);
-  }
-  void fit(const vgpu_device_request& q, const vgpu_device& d, const vgpu_device_usage& u,
-           vgpu_fit_result& r) const override {
-    inner().fit(q, d, u, r);
-  }
   bool placesGrants(const vgpu_device& d) const override {
     for (std::size_t i = 0; i < d.attributes.count; ++i)
       if (std::strcmp(d.attributes.items[i].key, "halves") == 0) return true;
@@ -54,30 +43,16 @@ class HalvesBackend final : public Backend, public Allocator {
     if (low && high) {
       r = vgpu_fit_result{};
       r.reason = kNoFreeHalf;
-      write(p.why, p.why_capacity, "both halves of " + std::string(d.id) + " hold a grant");
+      sdk::writeText(p.why, p.why_capacity, "both halves of " + std::string(d.id) + " hold a grant");
       return;
     }
-    write(p.token, p.token_capacity, low ? "high" : "low");
+    sdk::writeText(p.token, p.token_capacity, low ? "high" : "low");
   }
   std::string explain(const vgpu_fit_result& r) const override {
     return r.reason == kNoFreeHalf ? "no free half" : inner().explain(r);
   }
-  Result<std::map<std::string, std::int64_t>> admissionDefaults(const ContainerResources& c,
-                                                                const Annotations& a) const override {
-    return inner().admissionDefaults(c, a);
-  }
 
   mutable long placedCalls = 0;  ///< Not synchronized: for one thread.
-
- private:
-  static void write(char* buf, std::size_t capacity, const std::string& text) {
-    if (buf == nullptr || capacity == 0) return;
-    const std::size_t n = std::min(text.size(), capacity - 1);
-    std::memcpy(buf, text.data(), n);
-    buf[n] = '\0';
-  }
-  const Allocator& inner() const { return inner_->allocator(); }
-  std::unique_ptr<Backend> inner_;
 };
 
 ContainerResources gpu(const std::string& name = "main") {
