@@ -194,12 +194,15 @@ struct Placements {
   if (p && p->offered && r.fits) (*p->offered)[pos] = token;
 }
 
+/// One device's answer. `kPlacing`: the node has devices that place grants (`p` set); the
+/// usual node's code does not even look.
+template <bool kPlacing>
 vgpu_fit_result fitOne(const Allocator& allocator, const vgpu_device_request& q, const NodeInventory::Entry& entry,
-                       const DeviceUsage& usage, const Placements* p = nullptr) {
+                       const DeviceUsage& usage, const Placements* p) {
   vgpu_fit_result r{};
   if (entry.cordoned) {
     r.reason = VGPU_REASON_CORDONED;
-  } else if (entry.placed) [[unlikely]] {
+  } else if (kPlacing && entry.placed) {
     fitPlacedOne(allocator, q, entry, usage, p, r);
   } else {
     allocator.fit(q, entry.c(), toC(usage), r);
@@ -254,7 +257,9 @@ class NodeFits {
           ++k.devices;
           return k;
         }
-    return add(entry, usage, fitOne(allocator_, q_, entry, usage, placements_));
+    return add(entry, usage,
+               placements_ ? fitOne<true>(allocator_, q_, entry, usage, placements_)
+                           : fitOne<false>(allocator_, q_, entry, usage, nullptr));
   }
 
   /// A new kind, of the device whose answer is `result`.
@@ -279,8 +284,11 @@ class NodeFits {
 };
 
 /// Whether enough devices fit the request, without choosing among them: stops at the
-/// first `count` that fit. A refusal is the same as chooseDevices gives.
-bool enoughFit(const PreparedPod::Request& request, const NodeInventory& inventory,
+/// first `count` that fit. A refusal is the same as chooseDevices gives. Inlined into
+/// check(), its one hot caller (a call costs 20 instructions a node there); `kPlacing` as
+/// for fitOne.
+template <bool kPlacing>
+[[gnu::always_inline]] inline bool enoughFit(const PreparedPod::Request& request, const NodeInventory& inventory,
                const std::vector<DeviceUsage>& usage, const Placements* placements, NodeRefusal& refusal) {
   const NodeInventory::BackendGroup* group = groupFor(request, inventory, refusal);
   if (group == nullptr) return false;
@@ -290,7 +298,7 @@ bool enoughFit(const PreparedPod::Request& request, const NodeInventory& invento
   const auto& positions = group->positions;
   const NodeInventory::Entry& front = entries[positions[0]];
   // Most nodes that fit are settled by their first device: nothing to share then.
-  const vgpu_fit_result first = fitOne(*request.allocator, q, front, usage[positions[0]], placements);
+  const vgpu_fit_result first = fitOne<kPlacing>(*request.allocator, q, front, usage[positions[0]], placements);
   if (first.fits && count == 1) return true;
   std::uint16_t fitting = first.fits ? 1 : 0;
   NodeFits fits(*request.allocator, q, scratch().kinds, placements);
@@ -309,7 +317,7 @@ bool enoughFit(const PreparedPod::Request& request, const NodeInventory& invento
     if (!first.fits) noteRefusal(refusal, first);
     for (std::size_t i = 1; i < positions.size(); ++i) {
       const vgpu_fit_result r =
-          fitOne(*request.allocator, q, entries[positions[i]], usage[positions[i]], placements);
+          fitOne<kPlacing>(*request.allocator, q, entries[positions[i]], usage[positions[i]], placements);
       if (!r.fits) noteRefusal(refusal, r);
       else if (++fitting == count) return true;
     }
@@ -318,6 +326,16 @@ bool enoughFit(const PreparedPod::Request& request, const NodeInventory& invento
   refusal.devicesConsidered = static_cast<std::uint16_t>(group->positions.size());
   refusal.devicesFitting = fitting;
   return false;
+}
+
+/// enoughFit() on a node with devices that place grants, with the node's placements: out of
+/// line, so that the usual node's check stays as it was.
+[[gnu::noinline]] bool enoughFitPlaced(const PreparedPod::Request& request, const NodeState& node,
+                                       NodeRefusal& refusal) {
+  std::vector<std::string>& offered = scratch().offered;
+  offered.assign(node.usage.size(), {});
+  const Placements placements{node.inventory->entries().data(), &node.placed, &offered};
+  return enoughFit<true>(request, *node.inventory, node.usage, &placements, refusal);
 }
 
 /// pick() with a NUMA key: out of line, so that the usual pod's path stays small.
@@ -527,11 +545,8 @@ NodeEvaluation PlacementEngine::check(const PreparedPod& pod, const NodeState& n
   if (only == nullptr || only->record->c().numa_bind || pod.pod().deviceChoice.mutex || !node.unavailable.empty())
     return evaluate(pod, node);
   NodeEvaluation eval;
-  std::vector<std::string>& offered = scratch().offered;
-  if (node.inventory->placesGrants()) offered.assign(node.usage.size(), {});
-  const Placements placements{node.inventory->entries().data(), &node.placed, &offered};
-  eval.fits = enoughFit(*only, *node.inventory, node.usage, node.inventory->placesGrants() ? &placements : nullptr,
-                        eval.refusal);
+  eval.fits = node.inventory->placesGrants() ? enoughFitPlaced(*only, node, eval.refusal)
+                                             : enoughFit<false>(*only, *node.inventory, node.usage, nullptr, eval.refusal);
   if (!eval.fits) {
     eval.refusal.container = pod.soleRequestContainer();
     eval.refusal.request = 0;
