@@ -289,7 +289,8 @@ class NodeFits {
 /// for fitOne.
 template <bool kPlacing>
 [[gnu::always_inline]] inline bool enoughFit(const PreparedPod::Request& request, const NodeInventory& inventory,
-               const std::vector<DeviceUsage>& usage, const Placements* placements, NodeRefusal& refusal) {
+                                             const std::vector<DeviceUsage>& usage, const Placements* placements,
+                                             NodeRefusal& refusal) {
   const NodeInventory::BackendGroup* group = groupFor(request, inventory, refusal);
   if (group == nullptr) return false;
   const vgpu_device_request& q = request.record->c();
