@@ -34,7 +34,9 @@
 #include "vgpu/k8s/object.h"
 #include "vgpu/k8s/trim.h"
 #include "vgpu/metrics/registry.h"
+#include "vgpu/partition.h"
 #include "vgpu/pod_info.h"
+#include "vgpu/served_resource.h"
 #include "vgpu/shared_region.h"
 #include "vgpu/virtual_device_id.h"
 
@@ -115,6 +117,7 @@ struct Agent::Impl final : PluginHandler {
   metrics::Counter& watchdogViolations;
   metrics::Gauge& hamiContainers;
   metrics::Gauge& devForeignMemory;
+  metrics::Gauge& devPartition;
 
   std::unique_ptr<HamiNodeMetrics> hami;  // --hami-metrics; null when off
   std::unique_ptr<Watchdog> watchdog;  // null when off
@@ -226,7 +229,13 @@ struct Agent::Impl final : PluginHandler {
         devForeignMemory(registry.gauge("vgpu_device_foreign_memory_bytes",
                                         "Device memory held by processes in no container vgpu gave the device to "
                                         "(host processes, other pods), as the watchdog last saw it.",
-                                        {"backend", "device_id", "device_index", "model"})) {}
+                                        {"backend", "device_id", "device_index", "model"})),
+        devPartition(registry.gauge("vgpu_device_partition_info",
+                                    "1 for each partition of a device on this node (an NVIDIA MIG device): one "
+                                    "discovery serves as a device (mode static) or one a backend made for a "
+                                    "container at Allocate (mode dynamic).",
+                                    {"backend", "device_id", "parent_id", "kind", "profile", "placement",
+                                     "instance_id", "sub_instance_id", "mode"})) {}
 
   // ---- PluginHandler ----
   std::vector<VirtualDevice> devices(const std::string& resource, std::uint64_t& version) override {
@@ -236,10 +245,29 @@ struct Agent::Impl final : PluginHandler {
     if (b == resourceToBackend.end()) return out;
     const auto& st = served.at(b->second);
     version = st.version;
-    for (const auto& d : st.devices)
+    for (const auto& d : st.devices) {
+      if (!servedUnder(d, resource)) continue;
       for (std::uint32_t slot = 0; slot < std::max<std::uint32_t>(d.splitCount, 1); ++slot)
         out.push_back({formatVirtualDeviceId(d.id, static_cast<int>(slot)), d.health != Health::kUnhealthy, d.numaNode});
+    }
     return out;
+  }
+
+  /// Why the kubelet may not hand out `ids` under `resource`: one names a device its backend
+  /// serves under another count resource (vgpu/served_resource.h). Empty when they may.
+  std::string servedElsewhere(const std::string& resource, const std::vector<std::string>& ids) const {
+    std::lock_guard lock(devMu);
+    auto b = resourceToBackend.find(resource);
+    if (b == resourceToBackend.end()) return "";
+    for (const auto& id : ids) {
+      auto v = parseVirtualDeviceId(id);
+      if (!v) continue;
+      for (const auto& d : served.at(b->second).devices)
+        if (d.id == v->deviceId && !servedUnder(d, resource))
+          return "device " + d.id + " (ID " + id + ") is served as " + std::string(countResourceOf(d)) + ", not as " +
+                 resource + ": the kubelet may hand out only the IDs it lists under " + resource;
+    }
+    return "";
   }
 
   bool waitForDevices(const std::string& resource, std::uint64_t seen, std::chrono::milliseconds timeout) override {
@@ -573,6 +601,10 @@ struct Agent::Impl final : PluginHandler {
   }
 
   std::variant<ContainerSpec, RpcError> allocateImpl(const std::string& resource, const std::vector<std::string>& ids) {
+    if (auto why = servedElsewhere(resource, ids); !why.empty()) {
+      logLine("error", "Allocate " + resource + ": " + why);
+      return RpcError{RpcCode::kInvalidArgument, why};
+    }
     auto matched = match(resource, ids);
     if (auto* again = std::get_if<Again>(&matched)) return answerAgain(*again);
     std::variant<Claim, ClaimError> got;
@@ -1160,7 +1192,7 @@ struct Agent::Impl final : PluginHandler {
   void collect() {
     for (auto* g : {&devMemory, &devCompute, &devSplit, &devHealthy, &devMemAllocated, &devComputeAllocated,
                     &ctrMemUsed, &ctrMemLimit, &ctrComputeLimit, &ctrBusy, &ctrUnenforced, &ctrProcs, &ctrUtilization,
-                    &backendDevices, &devForeignMemory, &hamiContainers})
+                    &backendDevices, &devForeignMemory, &hamiContainers, &devPartition})
       g->clear();
     for (const auto& h : tracker.hamiContainers())
       hamiContainers.set({h.podNamespace, h.pod, h.container, h.deviceId}, static_cast<double>(h.memoryMiB) * 1048576.0);
@@ -1188,9 +1220,52 @@ struct Agent::Impl final : PluginHandler {
       for (const auto& [resource, plugin] : plugins) pluginRegistered.set({resource}, plugin->registered() ? 1 : 0);
     }
     if (hami) hami->begin();
+    collectPartitions();
     collectRegions();
     collectBackendUsage();
     if (hami) hami->end();
+  }
+
+  /// One info series per partition: those discovery serves as devices, and those the backends
+  /// made for the containers holding handouts (reported in the pod annotations Allocate gave).
+  void collectPartitions() {
+    std::map<std::string, std::vector<std::pair<Partition, const char*>>> byBackend;
+    for (const auto& h : handouts.all())
+      for (const auto& [key, value] : h.podAnnotations) {
+        if (!isMadePartitionsKey(key)) continue;
+        auto made = decodePartitions(value);
+        if (!made.ok()) {
+          std::lock_guard lock(bgMu);  // said once per container, not at every scrape
+          if (unreadablePartitions.insert(h.id).second)
+            logLine("warning", "backend " + h.backend + " reported partitions the agent cannot read (" + key +
+                                   " of " + h.id + "), left out of vgpu_device_partition_info: " + made.error().message);
+          continue;
+        }
+        for (auto& p : *made) byBackend[h.backend].emplace_back(std::move(p), "dynamic");
+      }
+    std::lock_guard lock(devMu);
+    for (const auto& [name, st] : served)
+      for (const auto& d : st.devices)
+        if (auto p = partitionOf(d)) byBackend[name].emplace_back(std::move(*p), "static");
+    for (const auto& [name, partitions] : byBackend) {
+      auto st = served.find(name);
+      for (const auto& [p, mode] : partitions) {
+        devPartition.set({name, p.id, p.parent, p.kind, p.profile, p.placement, p.instanceId, p.subInstanceId, mode}, 1);
+        if (hami) hami->partition(options.nodeName, p, st == served.end() ? 0 : parentIndex(st->second.devices, p));
+      }
+    }
+  }
+  std::set<std::string> unreadablePartitions;  // handout ids; guarded by bgMu
+
+  /// The index of `p`'s parent among `devices`; a partition served in its parent's place
+  /// carries the parent's index itself.
+  static int parentIndex(const std::vector<Device>& devices, const Partition& p) {
+    int own = 0;
+    for (const auto& d : devices) {
+      if (d.id == p.parent) return d.index;
+      if (d.id == p.id) own = d.index;
+    }
+    return own;
   }
 
   /// Per-container usage the backends read from their vendor libraries (MLU, DCU: no

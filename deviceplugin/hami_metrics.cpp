@@ -8,6 +8,10 @@ namespace {
 // HAMi registers its collectors under this constant label.
 constexpr const char* kZone = "vGPU";
 const std::vector<std::string> kLabels{"namespace", "pod", "container", "vdevice_index", "device_uuid", "zone"};
+const std::vector<std::string> kMigLabels{"node",          "device_uuid",         "device_index",
+                                          "mig_uuid",      "profile",             "gpu_instance_id",
+                                          "compute_instance_id", "placement_start", "placement_size",
+                                          "zone"};
 
 }  // namespace
 
@@ -15,14 +19,17 @@ HamiNodeMetrics::HamiNodeMetrics(metrics::Registry& r)
     : memoryUsed_(r.gauge("hami_vgpu_memory_used_bytes", "vGPU device usage", kLabels)),
       memoryLimit_(r.gauge("hami_vgpu_memory_limit_bytes", "vGPU device limit", kLabels)),
       deviceMemory_(r.gauge("hami_container_device_memory_bytes", "Container device memory usage", kLabels)),
-      utilization_(r.gauge("hami_container_device_utilization_ratio", "Container device utilization", kLabels)) {}
+      utilization_(r.gauge("hami_container_device_utilization_ratio", "Container device utilization", kLabels)),
+      migInstance_(r.gauge("hami_node_gpu_mig_instance_info",
+                           "1 for each MIG instance on the node: its GPU, profile, placement and instance ids",
+                           kMigLabels)) {}
 
 metrics::LabelValues HamiNodeMetrics::hamiLabels(const ContainerLabels& l) const {
   return {l.at(0), l.at(1), l.at(2), l.at(4), l.at(3), kZone};
 }
 
 void HamiNodeMetrics::begin() {
-  for (auto* g : {&memoryUsed_, &memoryLimit_, &deviceMemory_, &utilization_}) g->clear();
+  for (auto* g : {&memoryUsed_, &memoryLimit_, &deviceMemory_, &utilization_, &migInstance_}) g->clear();
   std::lock_guard lock(mu_);
   for (auto& [labels, b] : busy_) b.seen = false;
 }
@@ -50,6 +57,16 @@ void HamiNodeMetrics::busyTime(const ContainerLabels& labels, double busySeconds
   if (!fresh && wall > 0 && busySeconds >= b.seconds)
     utilization(labels, std::clamp(100.0 * (busySeconds - b.seconds) / wall, 0.0, 100.0));
   b = {busySeconds, now, true};
+}
+
+void HamiNodeMetrics::partition(const std::string& node, const Partition& p, int parentIndex) {
+  if (p.kind != "mig") return;
+  const auto placement = parsePlacement(p.placement);
+  const std::string start = placement ? std::to_string(placement->first) : "";
+  const std::string size = placement ? std::to_string(placement->second) : "";
+  migInstance_.set({node, p.parent, std::to_string(parentIndex), p.id, p.profile, p.instanceId, p.subInstanceId, start,
+                    size, kZone},
+                   1);
 }
 
 void HamiNodeMetrics::end() {

@@ -1,7 +1,8 @@
 #pragma once
-// HAMi's per-container metric names and labels (HAMi's vGPUmonitor, :9394/metrics), exported
-// beside vgpu's own when --hami-metrics is given, so that HAMi's Grafana dashboards and alerts
-// keep working after a switch. docs/metrics.md maps each one to vgpu's, and says which of
+// HAMi's per-container metric names and labels (HAMi's vGPUmonitor, :9394/metrics) and its MIG
+// instance series (HAMi's scheduler exports it; here the agent that makes the instances does),
+// exported beside vgpu's own when --hami-metrics is given, so that HAMi's Grafana dashboards and
+// alerts keep working after a switch. docs/metrics.md maps each one to vgpu's, and says which of
 // HAMi's the agent cannot produce.
 
 #include <chrono>
@@ -9,6 +10,7 @@
 #include <mutex>
 
 #include "vgpu/metrics/registry.h"
+#include "vgpu/partition.h"
 
 namespace vgpu::deviceplugin {
 
@@ -32,6 +34,9 @@ class HamiNodeMetrics {
   /// utilization is the growth since the previous scrape over the wall time between them, so
   /// the first scrape of a series sets none.
   void busyTime(const ContainerLabels& labels, double busySeconds, Clock::time_point now);
+  /// A partition on node `node` whose parent has index `parentIndex`: HAMi's MIG instance
+  /// series, for partitions of kind "mig" (HAMi has none for other kinds).
+  void partition(const std::string& node, const Partition& p, int parentIndex);
   /// Ends a scrape: forgets the busy time of series not seen in it.
   void end();
 
@@ -42,6 +47,7 @@ class HamiNodeMetrics {
   metrics::Gauge& memoryLimit_;
   metrics::Gauge& deviceMemory_;
   metrics::Gauge& utilization_;
+  metrics::Gauge& migInstance_;
   struct Busy {
     double seconds = 0;
     Clock::time_point at;

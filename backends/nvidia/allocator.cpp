@@ -58,10 +58,8 @@ NvidiaAllocator::NvidiaAllocator(const BackendParams& params, MigServing mig) : 
   rules_ = rules_.withSettings(params.settings);
   resources_ = rules_.names.list();
   if (mig_.strategy == MigStrategy::kMixed) {
-    const auto slash = rules_.names.count.find('/');
-    const std::string domain = slash == std::string::npos ? "nvidia.com" : rules_.names.count.substr(0, slash);
     for (const auto& profile : mig_.profiles) {
-      const std::string name = domain + "/mig-" + profile;
+      const std::string name = migResourceName(rules_.names.count, profile);
       migResources_[name] = profile;
       resources_.push_back({name, VGPU_RESOURCE_COUNT, true});
     }

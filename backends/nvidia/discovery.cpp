@@ -14,6 +14,7 @@
 #include "smi_xml.h"
 #include "topology.h"
 #include "vgpu/sdk/standard_rules.h"
+#include "vgpu/served_resource.h"
 
 namespace vgpu::nvidia {
 namespace {
@@ -82,6 +83,7 @@ Device toDevice(const GpuInfo& gpu, const DiscoverySettings& s, const std::strin
   if (!gpu.pciBusId.empty()) d.attributes[attr::kPciBusId] = gpu.pciBusId;
   if (!gpu.computeCapability.empty()) d.attributes[attr::kComputeCapability] = gpu.computeCapability;
   if (!gpu.error.empty()) d.attributes[attr::kHealthReason] = gpu.error;
+  if (s.migStrategy == MigStrategy::kMixed) d.attributes[std::string(served_attr::kCountResource)] = s.countResource;
   if (gpu.migManaged && gpu.error.empty()) {
     d.attributes[attr::kMigManaged] = "true";
     d.attributes[attr::kMigProfiles] = encodeMigProfiles(gpu.migProfiles);
@@ -107,6 +109,9 @@ Device toMigDevice(const GpuInfo& gpu, const MigDevice& mig, const DiscoverySett
   d.attributes[attr::kMigPlacement] = std::to_string(mig.start) + ":" + std::to_string(mig.size);
   d.attributes[attr::kGpuInstanceId] = std::to_string(mig.gpuInstanceId);
   d.attributes[attr::kComputeInstanceId] = std::to_string(mig.computeInstanceId);
+  setPartitionAttributes(migPartition(gpu.uuid, mig), d.attributes);
+  if (s.migStrategy == MigStrategy::kMixed)
+    d.attributes[std::string(served_attr::kCountResource)] = migResourceName(s.countResource, mig.profile);
   return d;
 }
 

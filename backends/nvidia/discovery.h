@@ -47,6 +47,8 @@ struct DiscoverySettings {
   double coreScaling = 1.0;
   HealthCheckPolicy health;
   MigStrategy migStrategy = MigStrategy::kNone;
+  /// The backend's count resource; under mixed each device names the one it is served under.
+  std::string countResource = "nvidia.com/gpu";
   MigServing mig;  ///< which GPUs are under dynamic MIG
 };
 

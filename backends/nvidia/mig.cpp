@@ -24,6 +24,22 @@ std::string migProfileName(const char* nvmlName, unsigned slices, std::uint64_t 
   return std::to_string(slices) + "g." + std::to_string((memoryMiB + 1023) / 1024) + "gb";
 }
 
+std::string migResourceName(const std::string& countResource, const std::string& profile) {
+  const auto slash = countResource.find('/');
+  const std::string domain = slash == std::string::npos ? "nvidia.com" : countResource.substr(0, slash);
+  return domain + "/mig-" + profile;
+}
+
+Partition migPartition(const std::string& parentUuid, const MigDevice& mig) {
+  return {mig.uuid,
+          parentUuid,
+          "mig",
+          mig.profile,
+          std::to_string(mig.start) + ":" + std::to_string(mig.size),
+          std::to_string(mig.gpuInstanceId),
+          std::to_string(mig.computeInstanceId)};
+}
+
 std::string describeSlices(unsigned start, unsigned size) {
   if (size <= 1) return "slice " + std::to_string(start);
   return "slices " + std::to_string(start) + "\u2013" + std::to_string(start + size - 1);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nvml.h"
+#include "vgpu/partition.h"
 #include "vgpu/result.h"
 
 namespace vgpu::nvidia {
@@ -78,6 +79,14 @@ Result<std::vector<MigProfile>> readMigProfiles(const NvmlSession& nvml, nvml::D
 /// The MIG devices on `gpu` (MIG mode on), named with `profiles`. Errors name the failing call.
 Result<std::vector<MigDevice>> readMigDevices(const NvmlSession& nvml, nvml::Device gpu,
                                               const std::vector<MigProfile>& profiles);
+
+/// The resource that serves MIG devices of `profile` under migStrategy mixed:
+/// "<domain of the count resource>/mig-<profile>" (nvidia.com/gpu -> nvidia.com/mig-1g.5gb).
+std::string migResourceName(const std::string& countResource, const std::string& profile);
+
+/// `mig` on GPU `parentUuid` as a partition in core's words (vgpu/partition.h): kind "mig",
+/// instance = its GPU instance id, sub-instance = its compute instance id.
+Partition migPartition(const std::string& parentUuid, const MigDevice& mig);
 
 /// "slices 4-7" / "slice 5".
 std::string describeSlices(unsigned start, unsigned size);

@@ -137,6 +137,7 @@ Result<NvidiaOptions> parseOptions(const BackendParams& params, const char* disa
     return makeError(section + ".options.migProfiles names the resources of migStrategy mixed, but migStrategy is " +
                      (o.mig.strategy == MigStrategy::kSingle ? "single" : "none"));
   o.discovery.migStrategy = o.mig.strategy;
+  o.discovery.countResource = sdk::StandardResourceNames::resolve(defaultResourceNames(), params.resources).count;
   o.discovery.mig = o.mig;
   auto health = HealthCheckPolicy::fromEnvironment(disableHealthChecks, enableHealthChecks);
   if (!health.ok()) return std::move(health).error().prefix("backend " + name);
@@ -199,6 +200,7 @@ Result<ContainerSpec> NvidiaBackend::containerSpec(const ContainerGrant& grant) 
   ContainerGrant mine = grant;
   bool created = false;
   std::vector<std::string> replans;  // where the node did not create at the scheduler's placement, why
+  std::vector<Partition> made;
   for (auto& d : mine.devices) {
     if (!managed(d.deviceId)) continue;
     auto manager = migManager();
@@ -212,6 +214,7 @@ Result<ContainerSpec> NvidiaBackend::containerSpec(const ContainerGrant& grant) 
     }
     created = true;
     if (!replanned.empty()) replans.push_back("GPU " + d.deviceId + ": " + replanned);
+    made.push_back(migPartition(d.deviceId, *mig));
     d.deviceId = mig->uuid;  // the container's GPU is the new MIG device
     d.memoryMiB = std::min(d.memoryMiB, mig->memoryMiB);
     d.compute = 100;         // the instance's compute is its own
@@ -220,6 +223,8 @@ Result<ContainerSpec> NvidiaBackend::containerSpec(const ContainerGrant& grant) 
   if (!spec.ok() && created) (void)migManager().value()->release(grant.container.holder);
   if (spec.ok())
     for (const auto& why : replans) spec->notices.push_back({"MigPlacementChanged", why});
+  // The node agent exports an info series per instance from it (vgpu/partition.h).
+  if (spec.ok() && !made.empty()) spec->podAnnotations[madePartitionsKey(grant.containerIndex)] = encodePartitions(made);
   return spec;
 }
 

@@ -93,11 +93,15 @@ Result<DraDevice> draDevice(const Allocator& allocator, const Device& device) {
   if (!count || !memory || !cores)
     return makeError(who + ": the backend names no count, memory or cores resource, so its devices cannot be offered "
                            "as shares through DRA");
-  auto unit = probe(allocator, {{count->name, 1}, {memory->name, 1}});
+  auto unit = probe(allocator, {{count->name, 1}, {memory->name, 1}, {cores->name, 1}});
   auto noMemory = probe(allocator, {{count->name, 1}, {cores->name, 1}});
-  auto noCores = probe(allocator, {{count->name, 1}, {memory->name, 1}});
-  for (auto* r : {&unit, &noMemory, &noCores})
+  for (auto* r : {&unit, &noMemory})
     if (!r->ok()) return makeError(who + ": the allocator refused a one-device request: " + r->error().message);
+  // A backend may refuse a share that names no compute (Cambricon: every sMLU instance needs
+  // a quota) where the device-plugin path then refuses the container. Through DRA a claim
+  // naming nothing consumes the default whatever it is, so such a share gets the whole
+  // compute, as an exclusive allocation does, and one naming cores at least 1.
+  auto noCores = probe(allocator, {{count->name, 1}, {memory->name, 1}});
 
   DraDevice d;
   d.name = draDeviceName(device);
@@ -118,10 +122,10 @@ Result<DraDevice> draDevice(const Allocator& allocator, const Device& device) {
 
   CapacityPolicy& c = d.cores;
   c.value = std::max<std::int64_t>(device.computeUnits, 1);
-  c.min = 0;
+  c.min = noCores.ok() ? 0 : 1;
   c.max = c.value;
   c.step = 1;
-  c.defaultValue = std::clamp<std::int64_t>(noCores->computePercent, 0, c.max);
+  c.defaultValue = noCores.ok() ? std::clamp<std::int64_t>(noCores->computePercent, 0, c.max) : c.max;
   return d;
 }
 

@@ -48,8 +48,9 @@ std::string draDeviceName(const Device& device);
 /// device (the device-plugin path's defaults): memory defaults to what a container that
 /// names no memory gets (the configured default, else the whole device) in steps of the
 /// backend's memory unit; cores default to what one naming no cores gets, 0..100 in steps
-/// of 1. Errors: the backend has no count, memory or cores resource, or its allocator
-/// refuses the probe (its words).
+/// of 1; where the allocator refuses a share naming no cores, cores default to the whole
+/// device and are at least 1. Errors: the backend has no count, memory or cores resource,
+/// or its allocator refuses a share that names cores (its words).
 Result<DraDevice> draDevice(const Allocator& allocator, const Device& device);
 
 struct SliceParams {

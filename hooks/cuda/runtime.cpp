@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -485,6 +486,25 @@ int currentDevice() {
   return currentContext(&c) ? c.dev : -1;
 }
 
+namespace {
+
+// CUDA answers a MIG device's own UUID (cuDeviceGetUuid_v2), but not whether it is one: NVML
+// and the metrics name it "MIG-<hex>", a GPU "GPU-<hex>". The container was handed the device
+// by that name (NVIDIA_VISIBLE_DEVICES; CUDA_VISIBLE_DEVICES on a host), so the name is there.
+const char* uuidPrefix(const char* hex) {
+  constexpr size_t kHexLen = 36;  // 8-4-4-4-12
+  for (const char* var : {"NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"}) {
+    const char* list = getenv(var);
+    for (const char* p = list; p != nullptr && (p = strstr(p, "MIG-")) != nullptr; p += 4) {
+      const char end = p[4 + strnlen(p + 4, kHexLen)];
+      if (strncasecmp(p + 4, hex, kHexLen) == 0 && (end == '\0' || end == ',')) return "MIG-";
+    }
+  }
+  return "GPU-";
+}
+
+}  // namespace
+
 void publishDevice(int dev) {
   Runtime& rt = runtime();
   uint32_t bit = 1u << dev;
@@ -496,9 +516,11 @@ void publishDevice(int dev) {
     return;
   }
   const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
+  char hex[40];
+  snprintf(hex, sizeof hex, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
+           b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
   char uuid[VGPU_REGION_UUID_LEN];
-  snprintf(uuid, sizeof uuid, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-           b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  snprintf(uuid, sizeof uuid, "%s%s", uuidPrefix(hex), hex);
   memcpy(rt.uuids[dev], uuid, sizeof uuid);
   vgpu_region_publish_device(rt.region, dev, uuid, rt.memoryLimit(dev), rt.smPercent(dev));
   uint32_t unenforced = 0;

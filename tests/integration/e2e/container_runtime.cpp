@@ -217,4 +217,17 @@ Result<std::unique_ptr<ChildProcess>> startContainer(const ContainerLaunch& laun
   return ChildProcess::start(std::move(o));
 }
 
+bool hasDeviceNode(const ContainerSpec& spec, const std::string& containerPath) {
+  return std::any_of(spec.devices.begin(), spec.devices.end(),
+                     [&](const DeviceNode& d) { return d.containerPath == containerPath; });
+}
+
+void removeTree(const std::filesystem::path& root) {
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_directory(ec) && !it->is_symlink(ec))
+      fs::permissions(it->path(), fs::perms::owner_all, fs::perm_options::add, ec);
+  fs::remove_all(root, ec);
+}
+
 }  // namespace vgpu::e2e

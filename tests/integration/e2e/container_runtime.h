@@ -8,6 +8,7 @@
 // folder, visible only inside that namespace: the host is never changed. Device nodes are
 // bind-mounted the same way.
 
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -38,5 +39,12 @@ Status checkContainerSupport();
 /// be prepared; a mount that fails in the child shows as exit code 127 with the reason in
 /// the log.
 Result<std::unique_ptr<ChildProcess>> startContainer(const ContainerLaunch& launch);
+
+/// Whether the spec has a device node at `containerPath`.
+bool hasDeviceNode(const ContainerSpec& spec, const std::string& containerPath);
+
+/// remove_all, also through the overlays' work folders, which the kernel leaves with mode
+/// 000 (unremovable by their owner unless made readable first).
+void removeTree(const std::filesystem::path& root);
 
 }  // namespace vgpu::e2e

@@ -14,6 +14,7 @@
 #include <boost/json.hpp>
 
 #include "container_runtime.h"
+#include "e2e_paths.h"
 #include "json_patch.h"
 #include "test_http_client.h"
 #include "vgpu/annotations.h"
@@ -29,18 +30,6 @@ namespace fs = std::filesystem;
 namespace json = boost::json;
 using Clock = std::chrono::steady_clock;
 using testing::TestHttpClient;
-
-// Where the build put the real binaries, backends and fakes (CMakeLists.txt).
-namespace paths {
-constexpr const char* kScheduler = VGPU_E2E_SCHEDULER;
-constexpr const char* kAgent = VGPU_E2E_AGENT;
-constexpr const char* kBackendDir = VGPU_E2E_BACKEND_DIR;
-constexpr const char* kFakeGpuDir = VGPU_E2E_FAKE_GPU_DIR;  // libcuda.so.1 and libnvidia-ml.so.1
-constexpr const char* kLibvgpu = VGPU_E2E_LIBVGPU;
-}  // namespace paths
-
-/// Where libvgpu.so appears in containers; the preload file names it.
-constexpr const char* kLibvgpuInContainer = "/usr/local/vgpu/libvgpu.so";
 
 struct Cluster::Node {
   NodeSpec spec;
@@ -111,8 +100,6 @@ std::string randomUid() {
   return buf;
 }
 
-std::map<std::string, std::string> baseEnv() { return {{"PATH", "/usr/local/bin:/usr/bin:/bin"}, {"HOME", "/tmp"}}; }
-
 /// "http://127.0.0.1:PORT" following `marker` in the last line of `log` that has it.
 std::string urlAfter(const std::string& log, const std::string& marker) {
   const auto pos = log.rfind(marker);
@@ -125,16 +112,6 @@ std::string urlAfter(const std::string& log, const std::string& marker) {
 /// The port of such a URL.
 std::uint16_t portOf(const std::string& url) {
   return static_cast<std::uint16_t>(std::atoi(url.c_str() + url.rfind(':') + 1));
-}
-
-/// remove_all, also through the overlays' work folders, which the kernel leaves with mode
-/// 000 (unremovable by their owner unless made readable first).
-void removeTree(const fs::path& root) {
-  std::error_code ec;
-  for (fs::recursive_directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec))
-    if (it->is_directory(ec) && !it->is_symlink(ec))
-      fs::permissions(it->path(), fs::perms::owner_all, fs::perm_options::add, ec);
-  fs::remove_all(root, ec);
 }
 
 }  // namespace
@@ -702,22 +679,35 @@ Result<std::unique_ptr<ChildProcess>> Cluster::startContainer(const PodRun& run,
   std::error_code ec;
   fs::create_directories(launch.scratchDir, ec);
   launch.runtimeEnv = baseEnv();
-  if (auto visible = launch.spec.env.find("NVIDIA_VISIBLE_DEVICES"); visible != launch.spec.env.end()) {
-    // The NVIDIA container toolkit: the driver libraries, and only the granted GPUs.
-    std::vector<FakeGpu> shown;
-    std::stringstream ids(visible->second);
-    for (std::string id; std::getline(ids, id, ',');) {
-      auto it = std::find_if(n->spec.gpus.begin(), n->spec.gpus.end(), [&](const FakeGpu& g) { return g.uuid == id; });
-      if (it == n->spec.gpus.end())
-        return makeError("NVIDIA_VISIBLE_DEVICES names " + id + ", not a GPU of " + n->spec.name);
-      shown.push_back(*it);
-    }
-    const fs::path machine = fs::path(launch.scratchDir) / "visible-gpus.conf";
-    if (auto s = writeText(machine, fakeGpuMachine(shown)); !s.ok()) return s.error();
-    launch.runtimeEnv["LD_LIBRARY_PATH"] = paths::kFakeGpuDir;
-    launch.runtimeEnv["VGPU_FAKE_GPU_CONFIG"] = machine.string();
-  }
+  if (auto s = addNvidiaToolkit(launch, n->spec); !s.ok()) return s.error();
   return e2e::startContainer(launch);
+}
+
+std::map<std::string, std::string> readReport(ChildProcess& app) {
+  std::map<std::string, std::string> out;
+  while (auto line = app.readLine(kWait)) {
+    if (*line == "holding") break;
+    const auto eq = line->find('=');
+    if (eq != std::string::npos) out[line->substr(0, eq)] = line->substr(eq + 1);
+  }
+  return out;
+}
+
+Status addNvidiaToolkit(ContainerLaunch& launch, const NodeSpec& node) {
+  auto visible = launch.spec.env.find("NVIDIA_VISIBLE_DEVICES");
+  if (visible == launch.spec.env.end()) return {};
+  std::vector<FakeGpu> shown;
+  std::stringstream ids(visible->second);
+  for (std::string id; std::getline(ids, id, ',');) {
+    auto it = std::find_if(node.gpus.begin(), node.gpus.end(), [&](const FakeGpu& g) { return g.uuid == id; });
+    if (it == node.gpus.end()) return makeError("NVIDIA_VISIBLE_DEVICES names " + id + ", not a GPU of " + node.name);
+    shown.push_back(*it);
+  }
+  const fs::path machine = fs::path(launch.scratchDir) / "visible-gpus.conf";
+  if (auto s = writeText(machine, fakeGpuMachine(shown)); !s.ok()) return s;
+  launch.runtimeEnv["LD_LIBRARY_PATH"] = paths::kFakeGpuDir;
+  launch.runtimeEnv["VGPU_FAKE_GPU_CONFIG"] = machine.string();
+  return {};
 }
 
 // ---- observation ----

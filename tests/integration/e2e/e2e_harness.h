@@ -47,6 +47,7 @@
 #include <boost/json/object.hpp>
 
 #include "child_process.h"
+#include "container_runtime.h"
 #include "fake_nodes.h"
 #include "vgpu/assignment.h"
 #include "vgpu/backend_loader.h"
@@ -105,6 +106,17 @@ struct Prediction {
   Assignment assignment;
   std::map<std::string, std::string> refusals;  ///< node -> the engine's reason in words
 };
+
+/// The NVIDIA container toolkit as the node's default runtime: a container whose spec names
+/// NVIDIA_VISIBLE_DEVICES gets the driver libraries (the fake libcuda/NVML on LD_LIBRARY_PATH)
+/// and sees only those GPUs of `node`, in that order; any other container is left alone.
+/// Errors: a GPU the node does not have.
+Status addNvidiaToolkit(ContainerLaunch& launch, const NodeSpec& node);
+
+/// The key=value lines vgpu_e2e_cuda_app (cuda_app.cpp) prints up to "holding".
+std::map<std::string, std::string> readReport(ChildProcess& app);
+inline constexpr std::uint64_t kMiB = 1024 * 1024;
+inline constexpr int kCudaOutOfMemory = 2;  ///< CUDA_ERROR_OUT_OF_MEMORY, as the report shows it
 
 class Cluster {
  public:

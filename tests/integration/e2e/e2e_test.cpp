@@ -6,8 +6,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <boost/json.hpp>
 
@@ -21,15 +19,6 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-constexpr std::uint64_t kMiB = 1024 * 1024;
-constexpr int kCudaOutOfMemory = 2;  // CUDA_ERROR_OUT_OF_MEMORY
-
-std::string readFile(const fs::path& path) {
-  std::ifstream in(path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::string podYaml(const std::string& name, const std::string& limits) {
   return "apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
@@ -59,17 +48,6 @@ std::vector<std::string> virtualIds(const Assignment& a, const std::string& cont
   for (const auto& g : a.container(container)->devices) ids.push_back(formatVirtualDeviceId(g.deviceId, g.slot));
   std::sort(ids.begin(), ids.end());
   return ids;
-}
-
-/// The program's key=value lines up to "holding".
-std::map<std::string, std::string> readReport(ChildProcess& app) {
-  std::map<std::string, std::string> out;
-  while (auto line = app.readLine(kWait)) {
-    if (*line == "holding") break;
-    const auto eq = line->find('=');
-    if (eq != std::string::npos) out[line->substr(0, eq)] = line->substr(eq + 1);
-  }
-  return out;
 }
 
 /// Creates the pod, asks the placement engine where it should go, then lets the cluster
@@ -252,20 +230,6 @@ TEST(E2EAdmission, WebhookClaimsSharePodsAddsDefaultsAndRefusesWhatCannotWork) {
 }
 
 #if defined(VGPU_E2E_FAKE_CNDEV) && defined(VGPU_E2E_FAKE_ROCM_DIR)
-/// The lines of one kind ("profile", "instance") in the fake cnDev's driver state.
-std::vector<std::string> cndevState(const Cluster& c, const std::string& node, const std::string& kind) {
-  std::vector<std::string> out;
-  std::istringstream lines(readFile(fs::path(c.nodeDir(node)) / "cndev.conf.state"));
-  for (std::string line; std::getline(lines, line);)
-    if (line.rfind(kind + " ", 0) == 0) out.push_back(line);
-  return out;
-}
-
-bool hasDevice(const ContainerSpec& spec, const std::string& containerPath) {
-  return std::any_of(spec.devices.begin(), spec.devices.end(),
-                     [&](const DeviceNode& d) { return d.containerPath == containerPath; });
-}
-
 TEST(E2EMixedCluster, EachVendorsPodLandsOnItsNodeAndAllocatesWithThatBackendsSpec) {
   Cluster cluster;
   ASSERT_TRUE(cluster
@@ -290,12 +254,13 @@ TEST(E2EMixedCluster, EachVendorsPodLandsOnItsNodeAndAllocatesWithThatBackendsSp
   const DeviceGrant& card = mluAssigned->containers[0].devices[0];
   EXPECT_EQ(card.memoryMiB, 16u * 256u);
   const ContainerSpec mluSpec = mlu.run->specOf("main");
-  EXPECT_TRUE(hasDevice(mluSpec, "/dev/cambricon_dev" + std::to_string(card.deviceIndex))) << mluSpec.devices.size();
+  EXPECT_TRUE(hasDeviceNode(mluSpec, "/dev/cambricon_dev" + std::to_string(card.deviceIndex)))
+      << mluSpec.devices.size();
   EXPECT_TRUE(mluSpec.env.contains("VIRTUAL_DEVICES"));
-  auto instances = cndevState(cluster, "mlu-node", "instance");
+  auto instances = fakeCndevState(cluster.nodeDir("mlu-node"), "instance");
   ASSERT_EQ(instances.size(), 1u);
   EXPECT_THAT(instances[0], HasSubstr("card=" + std::to_string(card.deviceIndex) + " "));
-  EXPECT_THAT(cndevState(cluster, "mlu-node", "profile").at(0), HasSubstr("quota=30 "));
+  EXPECT_THAT(fakeCndevState(cluster.nodeDir("mlu-node"), "profile").at(0), HasSubstr("quota=30 "));
 
   // DCU: 4000 MiB and 25% of the compute units, as a vDCU configuration file.
   auto dcu = createPredictAndRun(cluster, podYaml("dcu-job",
@@ -309,8 +274,9 @@ TEST(E2EMixedCluster, EachVendorsPodLandsOnItsNodeAndAllocatesWithThatBackendsSp
   ASSERT_TRUE(dcuAssigned);
   expectSamePlacement(*dcuAssigned, dcu.prediction.assignment);
   const ContainerSpec dcuSpec = dcu.run->specOf("main");
-  EXPECT_TRUE(hasDevice(dcuSpec, "/dev/kfd"));
-  EXPECT_TRUE(hasDevice(dcuSpec, "/dev/dri/card" + std::to_string(dcuAssigned->containers[0].devices[0].deviceIndex)));
+  EXPECT_TRUE(hasDeviceNode(dcuSpec, "/dev/kfd"));
+  const auto dcuIndex = dcuAssigned->containers[0].devices[0].deviceIndex;
+  EXPECT_TRUE(hasDeviceNode(dcuSpec, "/dev/dri/card" + std::to_string(dcuIndex)));
   // The vDCU's configuration, written in the Hygon backend's per-pod folder (named as HAMi's
   // dcu-vgpu-device-plugin names them) and mounted read-only where the DCU runtime reads it.
   auto vdev = std::find_if(dcuSpec.mounts.begin(), dcuSpec.mounts.end(),
@@ -318,7 +284,7 @@ TEST(E2EMixedCluster, EachVendorsPodLandsOnItsNodeAndAllocatesWithThatBackendsSp
   ASSERT_NE(vdev, dcuSpec.mounts.end());
   EXPECT_TRUE(vdev->readOnly);
   EXPECT_EQ(vdev->hostPath.rfind(cluster.nodeDir("dcu-node") + "/hygon/dcu/", 0), 0u) << vdev->hostPath;
-  EXPECT_THAT(readFile(fs::path(vdev->hostPath) / "vdev0.conf"), HasSubstr("mem: 4000 MiB"));
+  EXPECT_THAT(readText(fs::path(vdev->hostPath) / "vdev0.conf"), HasSubstr("mem: 4000 MiB"));
 
   // And the GPU pod goes to the only node with GPUs.
   auto gpu =

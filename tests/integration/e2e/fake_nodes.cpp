@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 
 namespace vgpu::e2e {
 namespace fs = std::filesystem;
@@ -26,6 +27,21 @@ Status writeFakeMluNode(const fs::path& root, const std::vector<FakeMlu>& mlus) 
             " numa=0 health=1 smlu=" + (m.smlu ? "on" : "off") + "\n";
   }
   return writeText(root / "cndev.conf", text);
+}
+
+std::vector<std::string> fakeCndevState(const fs::path& root, const std::string& kind) {
+  std::vector<std::string> out;
+  std::istringstream lines(readText(root / "cndev.conf.state"));
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind(kind + " ", 0) == 0) out.push_back(line);
+  return out;
+}
+
+std::string readText(const fs::path& path) {
+  std::ifstream in(path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 Status writeText(const fs::path& path, const std::string& text) {

@@ -51,6 +51,10 @@ Status writeFakeMluNode(const std::filesystem::path& root, const std::vector<Fak
 /// Writes `root`/rocm.conf (VGPU_FAKE_ROCM_CONFIG), `root`/sys and `root`/dev for these
 /// DCUs (empty trees without DCUs: no Hygon device there).
 Status writeFakeDcuNode(const std::filesystem::path& root, const std::vector<FakeDcu>& dcus);
+/// The lines of one kind ("profile", "instance") in the fake cnDev's driver state under `root`.
+std::vector<std::string> fakeCndevState(const std::filesystem::path& root, const std::string& kind);
+/// The whole file; empty when it cannot be read.
+std::string readText(const std::filesystem::path& path);
 /// Writes `text` to `path`, creating its folders.
 Status writeText(const std::filesystem::path& path, const std::string& text);
 

@@ -916,6 +916,56 @@ def check_metrics_documented(args):
         os.unlink(path)
 
 
+def check_dashboard(args):
+    """docs/grafana-dashboard.json: panel ids unique, panels inside the 24 columns and not
+    on top of each other, and each info family the daemons define (vgpu_*_info: the MIG
+    devices and instances) shown by a panel."""
+    source = os.path.dirname(os.path.dirname(os.path.abspath(args.chart)))
+    try:
+        dashboard = json.loads(read(os.path.join(source, "docs", "grafana-dashboard.json")))
+    except ValueError as e:
+        fail("docs/grafana-dashboard.json is not valid JSON: %s" % e)
+        return
+    panels = []
+
+    def walk(items):
+        for panel in items:
+            panels.append(panel)
+            walk(panel.get("panels", []))
+    walk(dashboard.get("panels", []))
+    ids = [p.get("id") for p in panels]
+    for dup in sorted({i for i in ids if ids.count(i) > 1}, key=str):
+        fail("dashboard panel id %r is used more than once" % dup)
+    cells = {}
+    for p in panels:
+        g = p.get("gridPos", {})
+        x, y, w, h = (g.get(k) for k in ("x", "y", "w", "h"))
+        if None in (x, y, w, h) or x < 0 or y < 0 or w <= 0 or h <= 0 or x + w > 24:
+            fail("dashboard panel %r has gridPos %s, outside the 24 columns" % (p.get("title"), g))
+            continue
+        for cx in range(x, x + w):
+            for cy in range(y, y + h):
+                if (cx, cy) in cells:
+                    fail("dashboard panels %r and %r overlap at column %d, row %d" % (
+                        cells[(cx, cy)], p.get("title"), cx, cy))
+                    break
+                cells[(cx, cy)] = p.get("title")
+            else:
+                continue
+            break
+    queried = set()
+    for p in panels:
+        for t in p.get("targets", []):
+            queried |= set(re.findall(r"\b(vgpu_[a-z0-9_]+)", t.get("expr", "")))
+    for rel in METRIC_SOURCES:
+        path = os.path.join(source, rel)
+        if not os.path.exists(path):
+            continue
+        for name in sorted(set(re.findall(r'"(vgpu_[a-z0-9_]+_info)"', read(path)))):
+            if name not in queried:
+                fail("%s (defined in %s) is shown by no dashboard panel" % (name, rel))
+
+
 CHECKS = {
     "Lint": check_lint,
     "ValuesMatchSchema": check_values_match_schema,
@@ -928,6 +978,7 @@ CHECKS = {
     "DockerfilesMatchChart": check_dockerfiles_match_chart,
     "Render": check_render,
     "MetricsDocumented": check_metrics_documented,
+    "Dashboard": check_dashboard,
 }
 
 

@@ -90,6 +90,26 @@ TEST(DraDevice, ConfiguredDefaultsAndMemoryUnitShapeThePolicy) {
   EXPECT_EQ(d->cores.defaultValue, 25);
 }
 
+/// Refuses a share that names no compute, as the Cambricon backend does (every sMLU
+/// instance needs a quota) unless defaultCores is configured.
+class NeedsCoresAllocator : public StandardAllocator {
+ public:
+  using StandardAllocator::StandardAllocator;
+  Result<std::optional<DeviceRequest>> parseRequest(const ContainerResources& c, const Annotations& a) const override {
+    if (!c.limits.contains("vgpu.io/sim-cores")) return makeError("vgpu.io/sim-cores must be at least 1 when shared");
+    return StandardAllocator::parseRequest(c, a);
+  }
+};
+
+TEST(DraDevice, ABackendThatNeedsCoresForAShareGetsWholeComputeByDefaultAndAtLeastOne) {
+  // The device-plugin path refuses such a container; through DRA a claim naming no cores
+  // still consumes the default, so it is the whole compute, and an explicit 0 becomes 1.
+  auto d = draDevice(NeedsCoresAllocator(rules()), gpu(0));
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_EQ(d->cores, (CapacityPolicy{100, 1, 100, 1, 100, ""}));
+  EXPECT_EQ(d->memory, (CapacityPolicy{16384, 1, 16384, 1, 16384, "Mi"}));
+}
+
 TEST(DraDevice, RefusesABackendWithoutMemoryOrCoresResources) {
   auto r = rules();
   r.names.cores.clear();

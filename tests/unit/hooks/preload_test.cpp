@@ -361,6 +361,26 @@ TEST_F(LimiterPreload, MemGetInfoReportsTheLimitAndWhatIsLeftOfIt) {
   vgpu_region_close(region);
 }
 
+// On a MIG device CUDA answers the MIG device's UUID; NVML and the metrics call it "MIG-...".
+// The container was given it by that name, so the region must say it too (the fake's CUDA
+// answers the configured bytes, as the driver answers a MIG device's).
+TEST_F(LimiterPreload, AMigDeviceIsPublishedByItsMigUuid) {
+  const std::string hex = "6b1f7c2a-0f4e-4a8e-9d2c-3a5b7e9f1c20";
+  for (const auto& [visible, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"MIG-" + hex, "MIG-" + hex},
+           {"MIG-0c8d2e4f-1a3b-4c5d-8e9f-0a1b2c3d4e5f,MIG-" + hex, "MIG-" + hex},
+           {"MIG-" + hex + "0", "GPU-" + hex},  // another, longer name
+           {"GPU-" + hex, "GPU-" + hex}}) {
+    unlink((dir_ + "/region").c_str());
+    ProbeResult r = run({"meminfo"}, {{"CUDA_DEVICE_MEMORY_LIMIT_0", "256m"}, {"NVIDIA_VISIBLE_DEVICES", visible}});
+    ASSERT_EQ(r.exitCode, 0) << r.err;
+    const vgpu_region* region = nullptr;
+    ASSERT_EQ(vgpu_region_open_readonly((dir_ + "/region").c_str(), &region, nullptr, 0), VGPU_REGION_OK);
+    EXPECT_STREQ(region->devices[0].uuid, expected.c_str()) << "NVIDIA_VISIBLE_DEVICES=" << visible;
+    vgpu_region_close(region);
+  }
+}
+
 // With more than one visible device the wrapper must follow the current context, however
 // the application switches it (with one device it knows the answer without asking).
 TEST_F(LimiterPreload, MemGetInfoFollowsTheCurrentContextAcrossDevices) {

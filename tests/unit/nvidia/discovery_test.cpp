@@ -480,6 +480,33 @@ TEST(NvidiaMigDiscovery, MixedServesEachMigDeviceInPlaceOfItsGpu) {
   EXPECT_EQ(attribute(*byProfile.at("2g.10gb"), "migPlacement"), "0:2");
   EXPECT_EQ(byProfile.at("7g.80gb")->memoryMiB, 81152u);
   EXPECT_EQ(attribute(*byProfile.at("7g.80gb"), "migParent"), kH100);
+  // Core's words for the same (vgpu/partition.h), and the one resource that counts each.
+  EXPECT_EQ(attribute(big, "partitionOf"), kA100);
+  EXPECT_EQ(attribute(big, "partitionKind"), "mig");
+  EXPECT_EQ(attribute(big, "partitionProfile"), "3g.20gb");
+  EXPECT_EQ(attribute(big, "partitionPlacement"), "4:4");
+  EXPECT_EQ(attribute(big, "partitionInstanceId"), attribute(big, "gpuInstanceId"));
+  EXPECT_EQ(attribute(big, "partitionSubInstanceId"), attribute(big, "computeInstanceId"));
+  EXPECT_EQ(attribute(big, "countResource"), "nvidia.com/mig-3g.20gb");
+  EXPECT_EQ(attribute(*byProfile.at("1g.5gb"), "countResource"), "nvidia.com/mig-1g.5gb");
+}
+
+TEST(NvidiaMigDiscovery, MixedNamesTheCountResourceOfWholeGpusToo) {
+  TempDir dir;
+  setEnv("VGPU_FAKE_GPU_CONFIG", dir.write("machine.conf", "gpu uuid=" + kA100 + " name=\"NVIDIA A100-SXM4-40GB\" "
+                                                           "memory_mib=40960 mig=off mig_profiles=a100-40gb\n")
+                                     .string());
+  DiscoverySettings s = migSettings(MigStrategy::kMixed);
+  s.countResource = "example.com/gpu";
+  auto mixed = NvidiaDiscovery(s).discover();
+  ASSERT_TRUE(mixed.ok()) << mixed.error().message;
+  ASSERT_EQ(mixed->size(), 1u);
+  EXPECT_EQ(attribute((*mixed)[0], "countResource"), "example.com/gpu");
+  EXPECT_EQ(attribute((*mixed)[0], "partitionOf"), "");
+  // One count resource (single, none): nothing to say.
+  auto single = NvidiaDiscovery(migSettings(MigStrategy::kNone)).discover();
+  ASSERT_TRUE(single.ok());
+  EXPECT_EQ(attribute((*single)[0], "countResource"), "");
 }
 
 TEST(NvidiaMigDiscovery, SingleRefusesMigDevicesThatDiffer) {

@@ -62,7 +62,7 @@ extern "C" {
 
 /** Per-device state shared by the container. */
 typedef struct vgpu_region_device {
-  char uuid[VGPU_REGION_UUID_LEN]; /* "GPU-xxxxxxxx-...", NUL-terminated; "" until known */
+  char uuid[VGPU_REGION_UUID_LEN]; /* "GPU-xxxxxxxx-..." (a MIG device: "MIG-..."), NUL-terminated; "" until known */
   uint64_t memory_limit;           /* bytes, 0 = none; as last published by a process */
   uint64_t memory_used;            /* bytes, sum of memory_used over live process slots */
   uint32_t sm_limit;               /* percent, 0 = none; as last published */
