@@ -1,7 +1,8 @@
 #pragma once
 // Dynamic MIG: which GPU instance to create for a container, from what the GPU reports
 // through NVML (its profiles and their placements, mig.h) and what already sits on it. Pure
-// logic, shared by the scheduler's fit and the node agent, which plans again on the real state.
+// logic, shared by the scheduler's fit, which chooses the placement (its token travels with
+// the grant), and the node agent, which creates there or plans again on the real state.
 
 #include <cstdint>
 #include <optional>
