@@ -37,6 +37,7 @@ boost::json::object putLine(const Handout& h) {
     boost::json::object o{{"backend", d.backend},     {"id", d.deviceId},     {"index", d.deviceIndex},
                           {"memoryMiB", d.memoryMiB}, {"compute", d.compute}, {"slot", d.slot}};
     if (d.priority != -1) o["priority"] = d.priority;
+    if (!d.placement.empty()) o["placement"] = d.placement;
     devices.emplace_back(std::move(o));
   }
   boost::json::object annotations;
@@ -79,6 +80,8 @@ Result<DeviceGrant> deviceFromJson(const boost::json::value& v) {
   if (!number("index", d.deviceIndex, true) || !number("memoryMiB", d.memoryMiB, true) ||
       !number("compute", d.compute, true) || !number("slot", d.slot, true) || !number("priority", d.priority, false))
     return makeError("device " + d.deviceId + " has a missing or bad index, memoryMiB, compute, slot or priority");
+  if (const auto* placement = o->if_contains("placement"); placement && placement->is_string())
+    d.placement = std::string(placement->as_string());
   return d;
 }
 

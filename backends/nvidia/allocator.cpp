@@ -8,6 +8,7 @@
 #include "mig_planner.h"
 #include "vgpu/allocator.h"
 #include "vgpu/hami_type_name.h"
+#include "vgpu/sdk/backend_adapter.h"
 
 namespace vgpu::nvidia {
 namespace {
@@ -99,11 +100,30 @@ Result<std::map<std::string, std::int64_t>> NvidiaAllocator::admissionDefaults(c
 
 void NvidiaAllocator::fit(const vgpu_device_request& q, const vgpu_device& d, const vgpu_device_usage& u,
                           vgpu_fit_result& r) const {
+  fitWith(q, d, u, nullptr, r);
+}
+
+bool NvidiaAllocator::placesGrants(const vgpu_device& d) const { return attribute(d, attr::kMigManaged) != nullptr; }
+
+void NvidiaAllocator::fitPlaced(const vgpu_device_request& q, const vgpu_device& d, const vgpu_device_usage& u,
+                                vgpu_placement& placement, vgpu_fit_result& r) const {
+  fitWith(q, d, u, &placement, r);
+}
+
+void NvidiaAllocator::fitWith(const vgpu_device_request& q, const vgpu_device& d, const vgpu_device_usage& u,
+                              vgpu_placement* placement, vgpu_fit_result& r) const {
   if (d.health != VGPU_HEALTHY) {
     sdk::standardFit(q, d, u, r);
     return;
   }
-  // Take the MIG profile constraint (mixed) out of the model filters: it is no model name.
+  // Only mixed puts a MIG profile among the model filters (parseRequest).
+  if (mig_.strategy == MigStrategy::kMixed) return fitMixed(q, d, u, placement, r);
+  fitGpu(q, d, u, placement, r);
+}
+
+void NvidiaAllocator::fitMixed(const vgpu_device_request& q, const vgpu_device& d, const vgpu_device_usage& u,
+                               vgpu_placement* placement, vgpu_fit_result& r) const {
+  // Take the MIG profile constraint out of the model filters: it is no model name.
   constexpr std::size_t kInline = 16;
   const char* inlineKept[kInline];
   std::vector<const char*> manyKept;
@@ -120,22 +140,25 @@ void NvidiaAllocator::fit(const vgpu_device_request& q, const vgpu_device& d, co
     if (item != nullptr && std::strncmp(item, kMigProfileConstraint, prefix) == 0) wanted = item + prefix;
     else kept[keptCount++] = item;
   }
-  if (mig_.strategy == MigStrategy::kMixed) {
-    const char* profile = attribute(d, attr::kMigProfile);
-    if (profile != nullptr && wanted == nullptr) return refuse(r, kReasonMigDeviceNeedsMigResource);
-    if (profile == nullptr && wanted != nullptr) return refuse(r, kReasonNotAMigDevice);
-    if (profile != nullptr && std::strcmp(profile, wanted) != 0) return refuse(r, kReasonMigProfileMismatch);
-  }
+  const char* profile = attribute(d, attr::kMigProfile);
+  if (profile != nullptr && wanted == nullptr) return refuse(r, kReasonMigDeviceNeedsMigResource);
+  if (profile == nullptr && wanted != nullptr) return refuse(r, kReasonNotAMigDevice);
+  if (profile != nullptr && std::strcmp(profile, wanted) != 0) return refuse(r, kReasonMigProfileMismatch);
   vgpu_device_request rest = q;
   rest.include_models = {kept, keptCount};
-  if (attribute(d, attr::kMigManaged) != nullptr) return fitManaged(rest, d, u, r);
+  fitGpu(rest, d, u, placement, r);
+}
+
+void NvidiaAllocator::fitGpu(const vgpu_device_request& q, const vgpu_device& d, const vgpu_device_usage& u,
+                             vgpu_placement* placement, vgpu_fit_result& r) const {
+  if (attribute(d, attr::kMigManaged) != nullptr) return fitManaged(q, d, u, placement, r);
   if (const char* mig = attribute(d, attr::kMigMode); mig != nullptr && std::strcmp(mig, "enabled") == 0)
     return refuse(r, kReasonMigEnabled);
-  fitByType(rest, d, u, r);
+  fitByType(q, d, u, r);
 }
 
 void NvidiaAllocator::fitManaged(const vgpu_device_request& q, const vgpu_device& d, const vgpu_device_usage& u,
-                                 vgpu_fit_result& r) const {
+                                 vgpu_placement* placement, vgpu_fit_result& r) const {
   // The filters (model, ids, shares, a GPU held whole) as for any GPU; memory and compute
   // are the instance's.
   vgpu_device_request filters = q;
@@ -147,28 +170,45 @@ void NvidiaAllocator::fitManaged(const vgpu_device_request& q, const vgpu_device
   const char* text = attribute(d, attr::kMigProfiles);
   auto profiles = decodeMigProfiles(text ? text : "");
   if (!profiles.ok() || profiles->empty()) return refuse(r, kReasonMigInventory);
+  const char* instances = attribute(d, attr::kMigInstances);
+  auto listed = decodeMigOccupants(instances ? instances : "");
+  if (!listed.ok()) return refuse(r, kReasonMigInventory);
   const MigPlanner planner(*profiles, mig_.allowed);
-  unsigned computeSlices = 0;
-  for (const auto& p : *profiles) computeSlices = std::max(computeSlices, p.slices);
   const std::uint64_t memory = sdk::requestedMemoryMiB(q, d);
-  for (const MigProfile& p : planner.profiles()) {
-    if (p.memoryMiB < memory) continue;
-    // Totals only: which slices are free the node decides (MigPlanner on the real state).
-    const auto compute = static_cast<std::uint32_t>(p.slices * 100 / computeSlices);
-    if (u.memory_mib + p.memoryMiB > d.memory_mib || u.compute + compute > d.compute_units) {
-      refuse(r, kReasonMigNoRoom);
-      r.needed = p.memoryMiB;
-      r.available = d.memory_mib > u.memory_mib ? d.memory_mib - u.memory_mib : 0;
-      return;
-    }
-    r = vgpu_fit_result{};
-    r.fits = 1;
-    r.take = {1, compute, p.memoryMiB};
+  const MigProfile* smallest = planner.smallestWith(memory);
+  if (smallest == nullptr) {
+    refuse(r, kReasonMigNoProfile);
+    r.needed = memory;
+    for (const auto& p : planner.profiles()) r.available = std::max<std::uint64_t>(r.available, p.memoryMiB);
     return;
   }
-  refuse(r, kReasonMigNoProfile);
-  r.needed = memory;
-  for (const auto& p : planner.profiles()) r.available = std::max<std::uint64_t>(r.available, p.memoryMiB);
+  const std::uint64_t freeMiB = d.memory_mib > u.memory_mib ? d.memory_mib - u.memory_mib : 0;
+  auto occupants = occupantsWith(planner, std::move(listed).value(), placement ? placement->placed : vgpu_str_list{});
+  if (!occupants.ok()) return refuse(r, kReasonMigInventory);
+  auto plan = planner.plan(memory, *occupants);
+  if (!plan.ok()) {
+    refuse(r, kReasonMigNoPlacement);
+    r.needed = smallest->memoryMiB;
+    r.available = freeMiB;
+    if (placement) sdk::writeText(placement->why, placement->why_capacity, plan.error().message);
+    return;
+  }
+  const MigProfile& p = *plan->profile;
+  unsigned computeSlices = 0;
+  for (const auto& each : *profiles) computeSlices = std::max(computeSlices, each.slices);
+  const auto compute = static_cast<std::uint32_t>(p.slices * 100 / computeSlices);
+  // Totals too: grants placed before placements travelled with them have none, so only
+  // their memory and compute tell that they are there.
+  if (u.memory_mib + p.memoryMiB > d.memory_mib || u.compute + compute > d.compute_units) {
+    refuse(r, kReasonMigNoRoom);
+    r.needed = p.memoryMiB;
+    r.available = freeMiB;
+    return;
+  }
+  r = vgpu_fit_result{};
+  r.fits = 1;
+  r.take = {1, compute, p.memoryMiB};
+  if (placement) sdk::writeText(placement->token, placement->token_capacity, MigPlanner::token(*plan));
 }
 
 std::string NvidiaAllocator::explain(const vgpu_fit_result& r) const {
@@ -190,7 +230,9 @@ std::string NvidiaAllocator::explain(const vgpu_fit_result& r) const {
       return "no room for a MIG instance of " + std::to_string(r.needed) + " MiB: " + std::to_string(r.available) +
              " MiB of the GPU are not in instances, or its compute slices are taken";
     case kReasonMigInventory:
-      return "the GPU's MIG profiles in the node's inventory cannot be read";
+      return "the GPU's MIG profiles or instances in the node's inventory cannot be read";
+    case kReasonMigNoPlacement:
+      return "no free placement for a MIG instance of " + std::to_string(r.needed) + " MiB next to the GPU's instances";
     default:
       break;
   }

@@ -37,6 +37,11 @@ enum NvidiaReason : std::int32_t {
   kReasonMigNoRoom = VGPU_REASON_BACKEND + 6,
   /// Dynamic MIG: the GPU's published MIG profiles cannot be read (a bad inventory).
   kReasonMigInventory = VGPU_REASON_BACKEND + 7,
+  /// Dynamic MIG: no allowed profile with the memory has a free placement next to the GPU's
+  /// instances (needed: the smallest such profile's MiB, available: MiB not in instances).
+  /// The planner's words ("no free 3g.40gb placement: slices 4–7 hold a 1g.10gb") come
+  /// through vgpu_placement.why.
+  kReasonMigNoPlacement = VGPU_REASON_BACKEND + 8,
 };
 
 /// The default resource names and annotation keys (HAMi's, so pods move over unchanged).
@@ -57,6 +62,13 @@ class NvidiaAllocator {
   /// to core's grouping: sysfs says -1 on single-node machines, where binding always holds.
   void fit(const vgpu_device_request& request, const vgpu_device& device, const vgpu_device_usage& usage,
            vgpu_fit_result& result) const;
+  /// A GPU under dynamic MIG (attribute migManaged): the fit must know where the instances
+  /// of the grants on it sit.
+  bool placesGrants(const vgpu_device& device) const;
+  /// fit() with the placements of the grants on the device: on a GPU under dynamic MIG, the
+  /// instance is planned next to them and its placement is the grant's token.
+  void fitPlaced(const vgpu_device_request& request, const vgpu_device& device, const vgpu_device_usage& usage,
+                 vgpu_placement& placement, vgpu_fit_result& result) const;
   /// The standard rules' fields and the attributes (MIG mode).
   std::uint32_t fitReads() const { return sdk::kStandardFitReads | VGPU_FIT_READS_ATTRIBUTES; }
   std::string explain(const vgpu_fit_result& result) const;
@@ -65,10 +77,21 @@ class NvidiaAllocator {
   const sdk::StandardRequestRules& rules() const { return rules_; }
 
  private:
+  /// fit() and fitPlaced(); `placement` null: no grant on the device has a placement.
+  void fitWith(const vgpu_device_request& request, const vgpu_device& device, const vgpu_device_usage& usage,
+               vgpu_placement* placement, vgpu_fit_result& result) const;
+  /// mixed: the request's MIG profile (a constraint among its model filters) against the
+  /// device's, then fitGpu with the remaining filters.
+  void fitMixed(const vgpu_device_request& request, const vgpu_device& device, const vgpu_device_usage& usage,
+                vgpu_placement* placement, vgpu_fit_result& result) const;
+  /// A GPU (or MIG device): dynamic MIG, MIG mode, then the standard rules.
+  void fitGpu(const vgpu_device_request& request, const vgpu_device& device, const vgpu_device_usage& usage,
+              vgpu_placement* placement, vgpu_fit_result& result) const;
   /// A GPU under dynamic MIG: the request becomes one GPU instance, the smallest allowed
-  /// profile with its memory, if the GPU's instances leave memory and compute slices for it.
+  /// profile with its memory that has a free placement next to the GPU's instances (those
+  /// in its inventory and those of the grants placed on it), where MigPlanner puts it.
   void fitManaged(const vgpu_device_request& request, const vgpu_device& device, const vgpu_device_usage& usage,
-                  vgpu_fit_result& result) const;
+                  vgpu_placement* placement, vgpu_fit_result& result) const;
 
   /// "nvidia.com/mig-1g.5gb" -> "1g.5gb" (mixed), from the count resource's domain.
   std::map<std::string, std::string> migResources_;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <algorithm>
 
 namespace vgpu::nvidia {
 namespace fs = std::filesystem;
@@ -109,7 +110,35 @@ Status MigManager::writeRecord(const Record& r) const {
   return writeDurably(r.file + "." + r.state + ".new", r.file, text);
 }
 
-Result<MigDevice> MigManager::acquire(const std::string& holder, const std::string& gpuUuid, std::uint64_t memoryMiB) {
+Result<MigPlan> MigManager::choose(const MigPlanner& planner, std::uint64_t memoryMiB, const std::string& placement,
+                                   const std::vector<MigOccupant>& occupants, std::string* replanned) {
+  if (placement.empty()) return planner.plan(memoryMiB, occupants);
+  std::string why;
+  if (auto chosen = planner.fromToken(placement); !chosen.ok()) {
+    why = chosen.error().message;
+  } else if (const MigProfile& p = *chosen->profile; p.memoryMiB < memoryMiB) {
+    why = "a " + p.name + " has " + std::to_string(p.memoryMiB) + " MiB, the container " + std::to_string(memoryMiB);
+  } else if (std::none_of(planner.profiles().begin(), planner.profiles().end(),
+                          [&](const MigProfile& a) { return a.id == p.id; })) {
+    why = p.name + " is not among the profiles this node may create (migAllowedProfiles)";
+  } else if (auto blocked = planner.blocked(p, chosen->start, occupants)) {
+    why = *blocked;
+  } else {
+    return chosen;
+  }
+  auto plan = planner.plan(memoryMiB, occupants);
+  if (plan.ok() && replanned != nullptr)
+    *replanned = "the scheduler chose a MIG instance at " + placement + ", but " + why + "; created a " +
+                 plan->profile->name + " on " + describeSlices(plan->start, plan->profile->placementSize) + " instead";
+  if (!plan.ok()) return std::move(plan).error().prefix("the scheduler chose " + placement + ", but " + why);
+  return plan;
+}
+
+Result<MigDevice> MigManager::acquire(const std::string& holder, const std::string& gpuUuid, std::uint64_t memoryMiB,
+                                      const std::string& placement, std::string* replanned) {
+  // One change of the GPUs' instances at a time: two Allocates planning on the same state
+  // would choose the same slices (and write the same record).
+  std::lock_guard lock(mutex_);
   const std::string at = "GPU " + gpuUuid + ": ";
   auto h = gpu(gpuUuid);
   if (!h.ok()) return std::move(h).error();
@@ -126,7 +155,7 @@ Result<MigDevice> MigManager::acquire(const std::string& holder, const std::stri
   auto now = occupants(gpuUuid);
   if (!now.ok()) return std::move(now).error();
   const MigPlanner planner(*profiles, allowed_);
-  auto plan = planner.plan(memoryMiB, *now);
+  auto plan = choose(planner, memoryMiB, placement, *now, replanned);
   if (!plan.ok()) return std::move(plan).error().prefix("GPU " + gpuUuid);
   const MigProfile& p = *plan->profile;
 
@@ -141,8 +170,8 @@ Result<MigDevice> MigManager::acquire(const std::string& holder, const std::stri
     fs::remove(r.file, ec);
     return makeError(at + why);
   };
-  nvmlGpuInstancePlacement_t placement{plan->start, p.placementSize};
-  if (auto rc = f.deviceCreateGpuInstanceWithPlacement(*h, p.id, &placement, &gi); rc != nvml::kSuccess)
+  nvmlGpuInstancePlacement_t where{plan->start, p.placementSize};
+  if (auto rc = f.deviceCreateGpuInstanceWithPlacement(*h, p.id, &where, &gi); rc != nvml::kSuccess)
     return undo("creating a " + p.name + " on " + describeSlices(plan->start, p.placementSize) + ": " +
                 nvml_.describe("nvmlDeviceCreateGpuInstanceWithPlacement", rc));
   // The compute instance that fills the GPU instance.
@@ -231,10 +260,12 @@ Status MigManager::reclaim(const std::function<bool(const Record&)>& drop) {
 }
 
 Status MigManager::release(const std::string& holder) {
+  std::lock_guard lock(mutex_);
   return reclaim([&](const Record& r) { return r.holder == holder; });
 }
 
 Status MigManager::reconcile(const std::set<std::string>& live) {
+  std::lock_guard lock(mutex_);
   return reclaim([&](const Record& r) { return r.state != "created" || !live.contains(r.holder); });
 }
 

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -30,12 +31,16 @@ class MigManager {
   Result<std::vector<MigOccupant>> occupants(const std::string& gpuUuid) const;
   Result<std::vector<MigProfile>> profiles(const std::string& gpuUuid) const;
 
-  /// A MIG device of at least `memoryMiB` on `gpuUuid` for `holder`: planned on the GPU's real
-  /// state (MigPlanner), created with NVML, recorded; the one it already has when asked again.
-  /// Errors: the planner's words, or what NVML
+  /// A MIG device of at least `memoryMiB` on `gpuUuid` for `holder`, created with NVML and
+  /// recorded; the one it already has when asked again. Where: at `placement` (the token the
+  /// scheduler's fit chose, MigPlanner::token) when that profile is allowed, has the memory
+  /// and its place is free on the GPU's real state; else (no token, or the real state
+  /// disagrees) planned on the real state (MigPlanner), and `replanned`, when given, says
+  /// why the scheduler's place was not taken. Errors: the planner's words, or what NVML
   /// answered (naming the call), or the record could not be written.
-  Result<MigDevice> acquire(const std::string& holder, const std::string& gpuUuid, std::uint64_t memoryMiB);
-  /// Destroys the instances of `holder`. Errors: an instance NVML will not destroy (in use).
+  Result<MigDevice> acquire(const std::string& holder, const std::string& gpuUuid, std::uint64_t memoryMiB,
+                            const std::string& placement = {}, std::string* replanned = nullptr);
+  /// Destroys the instances of `holder`. Thread-safe, as acquire and reconcile. Errors: an instance NVML will not destroy (in use).
   Status release(const std::string& holder);
   /// Destroys the instances recorded for holders not in `live` and those only intended
   /// (an agent died while creating them); keeps any with processes on them.
@@ -50,6 +55,10 @@ class MigManager {
   std::vector<Record> records() const;
   Status writeRecord(const Record& r) const;
   Result<nvml::Device> gpu(const std::string& uuid) const;
+  /// Where to create: the scheduler's `placement` when it holds on `occupants`, else the
+  /// planner's choice, with why in `replanned`.
+  static Result<MigPlan> choose(const MigPlanner& planner, std::uint64_t memoryMiB, const std::string& placement,
+                                const std::vector<MigOccupant>& occupants, std::string* replanned);
   /// Destroys the GPU instance at `start` on `gpuUuid` (and its compute instances) unless
   /// processes run on it. Gone already: success.
   Status destroy(const std::string& gpuUuid, unsigned start);
@@ -57,6 +66,7 @@ class MigManager {
   Status reclaim(const std::function<bool(const Record&)>& drop);
 
   const NvmlSession& nvml_;
+  std::mutex mutex_;  ///< held by acquire, release and reconcile: they change the GPUs' instances
   std::string dir_;
   std::vector<std::string> allowed_;
 };

@@ -87,6 +87,51 @@ std::optional<std::string> MigPlanner::blocked(const MigProfile& p, unsigned sta
   return std::nullopt;
 }
 
+const MigProfile* MigPlanner::smallestWith(std::uint64_t memoryMiB) const {
+  for (const auto& p : profiles_)
+    if (p.memoryMiB >= memoryMiB) return &p;
+  return nullptr;
+}
+
+std::string MigPlanner::token(const MigPlan& plan) {
+  const unsigned size = std::max(plan.profile->placementSize, 1u);
+  return plan.profile->name + '@' + std::to_string(plan.start) +
+         (size > 1 ? '-' + std::to_string(plan.start + size - 1) : std::string());
+}
+
+Result<MigPlan> MigPlanner::fromToken(const std::string& text) const {
+  auto bad = [&](const std::string& why) {
+    return makeError("MIG placement \"" + text + "\" " + why);
+  };
+  const auto at = text.rfind('@');
+  if (at == std::string::npos || at == 0) return bad("is not <profile>@<first slice>-<last slice>");
+  const MigProfile* p = byName(text.substr(0, at));
+  if (p == nullptr) return bad("names a profile this GPU does not have");
+  const std::string_view place = std::string_view(text).substr(at + 1);
+  const auto dash = place.find('-');
+  const auto first = number(place.substr(0, dash));
+  const auto last = dash == std::string_view::npos ? first : number(place.substr(dash + 1));
+  if (!first || !last || *last < *first) return bad("is not <profile>@<first slice>-<last slice>");
+  if (*last - *first + 1 != std::max(p->placementSize, 1u) ||
+      std::find(p->starts.begin(), p->starts.end(), *first) == p->starts.end())
+    return bad("is no place of a " + p->name + " on this GPU");
+  return MigPlan{p, *first};
+}
+
+Result<std::vector<MigOccupant>> occupantsWith(const MigPlanner& planner, std::vector<MigOccupant> inventory,
+                                               const vgpu_str_list& tokens) {
+  const std::size_t listed = inventory.size();
+  for (std::size_t i = 0; i < tokens.count; ++i) {
+    auto plan = planner.fromToken(tokens.items[i] ? tokens.items[i] : "");
+    if (!plan.ok()) return std::move(plan).error();
+    const MigOccupant o{plan->profile->id, plan->start, plan->profile->placementSize};
+    const auto seen = std::find_if(inventory.begin(), inventory.begin() + static_cast<std::ptrdiff_t>(listed),
+                                   [&](const MigOccupant& x) { return x.start == o.start && x.size == o.size; });
+    if (seen == inventory.begin() + static_cast<std::ptrdiff_t>(listed)) inventory.push_back(o);
+  }
+  return inventory;
+}
+
 Result<MigPlan> MigPlanner::plan(std::uint64_t memoryMiB, const std::vector<MigOccupant>& occupants) const {
   const MigProfile* firstFitting = nullptr;
   for (const auto& p : profiles_) {

@@ -199,18 +199,21 @@ Result<ContainerSpec> NvidiaBackend::containerSpec(const ContainerGrant& grant) 
   if (!options_.mig.dynamic()) return limiter_->containerSpec(grant);
   ContainerGrant mine = grant;
   bool created = false;
+  std::vector<std::string> replans;  // where the node did not create at the scheduler's placement, why
   std::vector<Partition> made;
   for (auto& d : mine.devices) {
     if (!managed(d.deviceId)) continue;
     auto manager = migManager();
     if (!manager.ok()) return std::move(manager).error();
-    auto mig = (*manager)->acquire(grant.container.holder, d.deviceId, d.memoryMiB);
+    std::string replanned;
+    auto mig = (*manager)->acquire(grant.container.holder, d.deviceId, d.memoryMiB, d.placement, &replanned);
     if (!mig.ok()) {
       if (created) (void)(*manager)->release(grant.container.holder);
       return std::move(mig).error().prefix("container \"" + grant.container.containerName + "\" of pod " +
                                            grant.podNamespace + "/" + grant.podName);
     }
     created = true;
+    if (!replanned.empty()) replans.push_back("GPU " + d.deviceId + ": " + replanned);
     made.push_back(migPartition(d.deviceId, *mig));
     d.deviceId = mig->uuid;  // the container's GPU is the new MIG device
     d.memoryMiB = std::min(d.memoryMiB, mig->memoryMiB);
@@ -218,6 +221,8 @@ Result<ContainerSpec> NvidiaBackend::containerSpec(const ContainerGrant& grant) 
   }
   auto spec = limiter_->containerSpec(mine);
   if (!spec.ok() && created) (void)migManager().value()->release(grant.container.holder);
+  if (spec.ok())
+    for (const auto& why : replans) spec->notices.push_back({"MigPlacementChanged", why});
   // The node agent exports an info series per instance from it (vgpu/partition.h).
   if (spec.ok() && !made.empty()) spec->podAnnotations[madePartitionsKey(grant.containerIndex)] = encodePartitions(made);
   return spec;

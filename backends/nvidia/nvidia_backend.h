@@ -50,6 +50,11 @@ class NvidiaBackend {
     allocator_.fit(request, device, usage, result);
   }
   std::uint32_t fitReads() const { return allocator_.fitReads(); }
+  bool placesGrants(const vgpu_device& device) const { return allocator_.placesGrants(device); }
+  void fitPlaced(const vgpu_device_request& request, const vgpu_device& device, const vgpu_device_usage& usage,
+                 vgpu_placement& placement, vgpu_fit_result& result) const {
+    allocator_.fitPlaced(request, device, usage, placement, result);
+  }
   std::string explain(const vgpu_fit_result& result) const { return allocator_.explain(result); }
   /// Also refuses, at admission, a container that asks (nvidia.com/disable-control) to run
   /// without libvgpu.so where the operator does not allow it (allowOptOut).
@@ -69,8 +74,10 @@ class NvidiaBackend {
   Result<std::vector<DeviceProcess>> deviceProcesses() { return discovery_->deviceProcesses(); }
 
   // Limiter
-  /// On a GPU under dynamic MIG, first creates the container's MIG instance (MigManager) and
-  /// gives the container that MIG device instead of the GPU.
+  /// On a GPU under dynamic MIG, first creates the container's MIG instance (MigManager) at
+  /// the placement the scheduler chose (the grant's token; planned again on the GPU's real
+  /// state when that place is taken, with a notice saying why) and gives the container that
+  /// MIG device instead of the GPU.
   Result<ContainerSpec> containerSpec(const ContainerGrant& grant);
   /// Also destroys the container's MIG instances (dynamic MIG).
   Status release(const ContainerRef& container);

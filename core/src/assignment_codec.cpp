@@ -42,6 +42,7 @@ Result<DeviceGrant> decodeGrant(const json::value& value, const std::string& pat
     return st.error();
   if (auto st = f.integer("slot", Need::kOptional, -1, kIntMax, slot); !st) return st.error();
   if (auto st = f.integer("priority", Need::kOptional, -1, kIntMax, priority); !st) return st.error();
+  if (auto st = f.string("placement", Need::kOptional, true, g.placement); !st) return st.error();
   g.deviceIndex = static_cast<int>(index);
   g.compute = static_cast<std::uint32_t>(compute);
   g.slot = static_cast<int>(slot);
@@ -92,6 +93,7 @@ std::string encodeAssignment(const Assignment& assignment) {
       o["compute"] = g.compute;
       o["slot"] = g.slot;
       if (g.priority >= 0) o["priority"] = g.priority;
+      if (!g.placement.empty()) o["placement"] = detail::toValidUtf8(g.placement);
       devices.emplace_back(std::move(o));
     }
     json::object o;

@@ -100,6 +100,16 @@ class LoadedBackend final : public Backend, public Allocator, public Discovery, 
     table_.fit(instance_, &request, &device, &usage, &result);
   }
 
+  bool placesGrants(const vgpu_device& device) const override {
+    // Both slots or neither (backend_abi.h); a backend with only one places nothing.
+    return has(&vgpu_backend_table::places) && table_.fit_placed && table_.places(instance_, &device) != 0;
+  }
+
+  void fitPlaced(const vgpu_device_request& request, const vgpu_device& device, const vgpu_device_usage& usage,
+                 vgpu_placement& placement, vgpu_fit_result& result) const override {
+    table_.fit_placed(instance_, &request, &device, &usage, &placement, &result);
+  }
+
   std::string explain(const vgpu_fit_result& result) const override {
     if (result.reason < VGPU_REASON_BACKEND || !has(&vgpu_backend_table::explain)) {
       std::string text = explainCoreReason(result);
@@ -155,7 +165,8 @@ class LoadedBackend final : public Backend, public Allocator, public Discovery, 
   Result<ContainerSpec> containerSpec(const ContainerGrant& grant) override {
     std::vector<vgpu_grant> devices;
     for (const auto& d : grant.devices)
-      devices.push_back({d.deviceId.c_str(), d.deviceIndex, d.memoryMiB, d.compute, d.slot, d.priority});
+      devices.push_back(
+          {d.deviceId.c_str(), d.deviceIndex, d.memoryMiB, d.compute, d.slot, d.priority, d.placement.c_str()});
     AnnotationList annotations(grant.podAnnotations);
     vgpu_container_grant c{};
     c.struct_size = sizeof(c);

@@ -26,6 +26,8 @@ NodeInventory::NodeInventory(std::vector<Device> devices, const BackendSet& back
     e.perComputeUnit = inverse(d.computeUnits);
     e.allocator = backend ? &backend->allocator() : nullptr;
     e.cordoned = cordoned.contains(d.id);
+    e.placed = e.allocator != nullptr && e.allocator->placesGrants(e.view);
+    placesGrants_ = placesGrants_ || e.placed;
     e.full = &d;
     entries_.push_back(e);
     auto group = std::find_if(groups_.begin(), groups_.end(), [&](const BackendGroup& g) { return g.backend == d.backend; });
@@ -70,10 +72,11 @@ void NodeInventory::classifyForFit() {
     if (reads & (VGPU_FIT_READS_ID | VGPU_FIT_READS_INDEX)) continue;  // no two devices alike
     for (std::size_t i = 0; i < g.positions.size(); ++i) {
       Entry& e = entries_[g.positions[i]];
+      if (e.placed) continue;  // its answer depends on the placements on it: judged alone
       e.fitClass = g.positions[i];
       for (std::size_t j = 0; j < i; ++j) {
         const Entry& earlier = entries_[g.positions[j]];
-        if (earlier.fitClass == g.positions[j] && earlier.cordoned == e.cordoned &&
+        if (earlier.fitClass == g.positions[j] && !earlier.placed && earlier.cordoned == e.cordoned &&
             fitCannotTell(earlier.view, e.view, reads)) {
           e.fitClass = g.positions[j];
           break;
@@ -127,6 +130,7 @@ NodeState::NodeState(std::string nodeName, std::shared_ptr<const NodeInventory> 
   // Memory that processes outside vgpu's containers hold is gone for placement too.
   const auto& entries = inventory->entries();
   for (std::size_t i = 0; i < entries.size(); ++i) usage[i].memoryMiB = entries[i].device().foreignUsedMiB;
+  if (inventory->placesGrants()) placed.resize(entries.size());
 }
 
 Result<std::vector<std::pair<int, DeviceUsage>>> podUsage(const NodeInventory& inventory, const Assignment& a) {
@@ -153,10 +157,29 @@ Result<std::vector<std::pair<int, DeviceUsage>>> podUsage(const NodeInventory& i
   return std::vector<std::pair<int, DeviceUsage>>(apps.begin(), apps.end());
 }
 
+namespace {
+
+/// Calls `each(position, token)` for every grant of `a` with a placement on a device that
+/// takes placements (a grant of a device that does not, or no longer does, has none to keep).
+template <class F>
+void forEachPlacement(const NodeInventory& inventory, const Assignment& a, F each) {
+  if (!inventory.placesGrants()) return;
+  for (const auto& c : a.containers)
+    for (const auto& g : c.devices) {
+      if (g.placement.empty()) continue;
+      const int pos = inventory.find(g.backend, g.deviceId);
+      if (pos >= 0 && inventory.entries()[static_cast<std::size_t>(pos)].placed) each(static_cast<std::size_t>(pos), g.placement);
+    }
+}
+
+}  // namespace
+
 Status NodeState::add(const Assignment& assignment) {
   auto taken = podUsage(*inventory, assignment);
   if (!taken.ok()) return std::move(taken).error().prefix("node " + name);
   for (const auto& [pos, u] : *taken) usage[pos] += u;
+  if (placed.size() == usage.size())
+    forEachPlacement(*inventory, assignment, [&](std::size_t pos, const std::string& token) { placed[pos].push_back(token); });
   return {};
 }
 
@@ -169,6 +192,11 @@ Status NodeState::remove(const Assignment& assignment) {
     cur.memoryMiB -= std::min(cur.memoryMiB, u.memoryMiB);
     cur.compute -= std::min(cur.compute, u.compute);
   }
+  if (placed.size() == usage.size())
+    forEachPlacement(*inventory, assignment, [&](std::size_t pos, const std::string& token) {
+      auto& tokens = placed[pos];
+      if (auto it = std::find(tokens.begin(), tokens.end(), token); it != tokens.end()) tokens.erase(it);
+    });
   return {};
 }
 

@@ -35,6 +35,10 @@ struct Scratch {
   std::vector<int> numas;
   std::vector<FitKind> kinds;
   NodeRefusal refusal;  // filled while choosing; copied out only when the node is refused
+  // Nodes with devices that place grants (NodeInventory::placesGrants) only:
+  std::vector<std::vector<std::string>> appsPlaced, initPlaced;  // tokens on each device
+  std::vector<std::string> offered;  // per position: the token `fit` gave the current request
+  std::vector<const char*> tokens;   // the C view of one device's tokens
 };
 
 Scratch& scratch() {
@@ -164,11 +168,42 @@ const NodeInventory::BackendGroup* groupFor(const PreparedPod::Request& request,
   return group;
 }
 
+/// The placements of one walk over a node whose inventory has devices that place grants
+/// (Entry::placed): the tokens on each device, by position, and where the token `fit`
+/// gives the request on each goes. Null for every other node.
+struct Placements {
+  const NodeInventory::Entry* base;                      // entries().data(), to find positions
+  const std::vector<std::vector<std::string>>* placed;  // by position; may be empty
+  std::vector<std::string>* offered;                     // by position; null: not kept
+};
+
+/// fitPlaced on a device that places grants; `why` (optional) receives the refusal in words.
+[[gnu::noinline]] void fitPlacedOne(const Allocator& allocator, const vgpu_device_request& q,
+                                    const NodeInventory::Entry& entry, const DeviceUsage& usage, const Placements* p,
+                                    vgpu_fit_result& r, char* why = nullptr, std::size_t whyCapacity = 0) {
+  const auto pos = p ? static_cast<std::size_t>(&entry - p->base) : 0;
+  std::vector<const char*>& tokens = scratch().tokens;
+  tokens.clear();
+  if (p && pos < p->placed->size())
+    for (const std::string& t : (*p->placed)[pos]) tokens.push_back(t.c_str());
+  char token[VGPU_PLACEMENT_TOKEN_MAX] = {};
+  vgpu_placement io{sizeof(vgpu_placement), {tokens.data(), tokens.size()}, token, sizeof token, why, whyCapacity};
+  allocator.fitPlaced(q, entry.c(), toC(usage), io, r);
+  token[sizeof token - 1] = '\0';
+  if (why != nullptr && whyCapacity > 0) why[whyCapacity - 1] = '\0';
+  if (p && p->offered && r.fits) (*p->offered)[pos] = token;
+}
+
+/// One device's answer. `kPlacing`: the node has devices that place grants (`p` set); the
+/// usual node's code does not even look.
+template <bool kPlacing>
 vgpu_fit_result fitOne(const Allocator& allocator, const vgpu_device_request& q, const NodeInventory::Entry& entry,
-                       const DeviceUsage& usage) {
+                       const DeviceUsage& usage, const Placements* p) {
   vgpu_fit_result r{};
   if (entry.cordoned) {
     r.reason = VGPU_REASON_CORDONED;
+  } else if (kPlacing && entry.placed) {
+    fitPlacedOne(allocator, q, entry, usage, p, r);
   } else {
     allocator.fit(q, entry.c(), toC(usage), r);
   }
@@ -199,8 +234,10 @@ class NodeFits {
  public:
   using Kind = FitKind;
 
-  NodeFits(const Allocator& allocator, const vgpu_device_request& q, std::vector<Kind>& kinds)
-      : allocator_(allocator), q_(q), shared_(q.include_ids.count == 0 && q.exclude_ids.count == 0), kinds_(kinds) {
+  NodeFits(const Allocator& allocator, const vgpu_device_request& q, std::vector<Kind>& kinds,
+           const Placements* placements)
+      : allocator_(allocator), q_(q), shared_(q.include_ids.count == 0 && q.exclude_ids.count == 0), kinds_(kinds),
+        placements_(placements) {
     kinds_.clear();
   }
 
@@ -220,7 +257,9 @@ class NodeFits {
           ++k.devices;
           return k;
         }
-    return add(entry, usage, fitOne(allocator_, q_, entry, usage));
+    return add(entry, usage,
+               placements_ ? fitOne<true>(allocator_, q_, entry, usage, placements_)
+                           : fitOne<false>(allocator_, q_, entry, usage, nullptr));
   }
 
   /// A new kind, of the device whose answer is `result`.
@@ -241,12 +280,17 @@ class NodeFits {
   const vgpu_device_request& q_;
   const bool shared_;  // a request that names ids tells every device apart
   std::vector<Kind>& kinds_;
+  const Placements* placements_;
 };
 
 /// Whether enough devices fit the request, without choosing among them: stops at the
-/// first `count` that fit. A refusal is the same as chooseDevices gives.
-bool enoughFit(const PreparedPod::Request& request, const NodeInventory& inventory,
-               const std::vector<DeviceUsage>& usage, NodeRefusal& refusal) {
+/// first `count` that fit. A refusal is the same as chooseDevices gives. Inlined into
+/// check(), its one hot caller (a call costs 20 instructions a node there); `kPlacing` as
+/// for fitOne.
+template <bool kPlacing>
+[[gnu::always_inline]] inline bool enoughFit(const PreparedPod::Request& request, const NodeInventory& inventory,
+                                             const std::vector<DeviceUsage>& usage, const Placements* placements,
+                                             NodeRefusal& refusal) {
   const NodeInventory::BackendGroup* group = groupFor(request, inventory, refusal);
   if (group == nullptr) return false;
   const vgpu_device_request& q = request.record->c();
@@ -255,10 +299,10 @@ bool enoughFit(const PreparedPod::Request& request, const NodeInventory& invento
   const auto& positions = group->positions;
   const NodeInventory::Entry& front = entries[positions[0]];
   // Most nodes that fit are settled by their first device: nothing to share then.
-  const vgpu_fit_result first = fitOne(*request.allocator, q, front, usage[positions[0]]);
+  const vgpu_fit_result first = fitOne<kPlacing>(*request.allocator, q, front, usage[positions[0]], placements);
   if (first.fits && count == 1) return true;
   std::uint16_t fitting = first.fits ? 1 : 0;
-  NodeFits fits(*request.allocator, q, scratch().kinds);
+  NodeFits fits(*request.allocator, q, scratch().kinds, placements);
   if (fits.shares() && front.fitClass != NodeInventory::Entry::kJudgedAlone) {
     // Neighbours are mostly of one kind: the last device's kind is tried first.
     FitKind* last = &fits.add(front, usage[positions[0]], first);
@@ -273,7 +317,8 @@ bool enoughFit(const PreparedPod::Request& request, const NodeInventory& invento
   } else {  // every device on its own: no kinds to keep
     if (!first.fits) noteRefusal(refusal, first);
     for (std::size_t i = 1; i < positions.size(); ++i) {
-      const vgpu_fit_result r = fitOne(*request.allocator, q, entries[positions[i]], usage[positions[i]]);
+      const vgpu_fit_result r =
+          fitOne<kPlacing>(*request.allocator, q, entries[positions[i]], usage[positions[i]], placements);
       if (!r.fits) noteRefusal(refusal, r);
       else if (++fitting == count) return true;
     }
@@ -282,6 +327,16 @@ bool enoughFit(const PreparedPod::Request& request, const NodeInventory& invento
   refusal.devicesConsidered = static_cast<std::uint16_t>(group->positions.size());
   refusal.devicesFitting = fitting;
   return false;
+}
+
+/// enoughFit() on a node with devices that place grants, with the node's placements: out of
+/// line, so that the usual node's check stays as it was.
+[[gnu::noinline]] bool enoughFitPlaced(const PreparedPod::Request& request, const NodeState& node,
+                                       NodeRefusal& refusal) {
+  std::vector<std::string>& offered = scratch().offered;
+  offered.assign(node.usage.size(), {});
+  const Placements placements{node.inventory->entries().data(), &node.placed, &offered};
+  return enoughFit<true>(request, *node.inventory, node.usage, &placements, refusal);
 }
 
 /// pick() with a NUMA key: out of line, so that the usual pod's path stays small.
@@ -293,15 +348,15 @@ bool enoughFit(const PreparedPod::Request& request, const NodeInventory& invento
 
 /// Chooses the devices for one request given `usage`; fills `chosen` or `refusal`.
 bool chooseDevices(const PreparedPod::Request& request, const NodeInventory& inventory,
-                   const std::vector<DeviceUsage>& usage, DevicePolicy policy, const DeviceChoice& choice, Scratch& s,
-                   NodeRefusal& refusal) {
+                   const std::vector<DeviceUsage>& usage, const Placements* placements, DevicePolicy policy,
+                   const DeviceChoice& choice, Scratch& s, NodeRefusal& refusal) {
   const vgpu_device_request& q = request.record->c();
   s.chosen.clear();
   const NodeInventory::BackendGroup* group = groupFor(request, inventory, refusal);
   if (group == nullptr) return false;
   s.candidates.clear();
   const auto& entries = inventory.entries();
-  NodeFits fits(*request.allocator, q, s.kinds);
+  NodeFits fits(*request.allocator, q, s.kinds, placements);
   for (std::uint32_t slot = 0; slot < group->positions.size(); ++slot) {
     const std::uint32_t pos = group->positions[slot];
     const auto& entry = entries[pos];
@@ -345,14 +400,30 @@ NodeEvaluation run(const PreparedPod& pod, const NodeState& node, NodePolicy nod
   const NodeInventory& inventory = *node.inventory;
   std::uint32_t worstLink = kMaxLinkRank;  // over every request's chosen devices
   s.apps.assign(node.usage.begin(), node.usage.end());
+  // Devices that place grants: the placements of the pod's grants join the node's as they
+  // are chosen, so the pod's next request sees them.
+  const bool placing = inventory.placesGrants();
+  const auto startPlaced = [&](std::vector<std::vector<std::string>>& to) {
+    if (node.placed.size() == node.usage.size()) to = node.placed;
+    else to.assign(node.usage.size(), {});
+  };
+  if (placing) {
+    startPlaced(s.appsPlaced);
+    s.offered.assign(node.usage.size(), {});
+  }
+  Placements placements{inventory.entries().data(), &s.appsPlaced, &s.offered};
   const auto& containers = pod.containers();
   for (size_t ci = 0; ci < containers.size(); ++ci) {
     const auto& container = containers[ci];
     std::vector<DeviceUsage>* target = &s.apps;
+    std::vector<std::vector<std::string>>* targetPlaced = &s.appsPlaced;
     if (container.init) {  // init containers run alone, before the app containers
       s.init.assign(node.usage.begin(), node.usage.end());
       target = &s.init;
+      if (placing) startPlaced(s.initPlaced);
+      targetPlaced = &s.initPlaced;
     }
+    placements.placed = targetPlaced;
     ContainerAssignment* placed = nullptr;
     if (out) {
       out->containers.push_back({container.name, container.init, {}});
@@ -361,7 +432,8 @@ NodeEvaluation run(const PreparedPod& pod, const NodeState& node, NodePolicy nod
     for (size_t ri = 0; ri < container.requests.size(); ++ri) {
       const auto& request = container.requests[ri];
       s.refusal.reasonCount = 0;
-      if (!chooseDevices(request, inventory, *target, devicePolicy, pod.pod().deviceChoice, s, s.refusal)) {
+      if (!chooseDevices(request, inventory, *target, placing ? &placements : nullptr, devicePolicy,
+                         pod.pod().deviceChoice, s, s.refusal)) {
         eval.refusal = s.refusal;
         eval.refusal.container = static_cast<std::int16_t>(ci);
         eval.refusal.request = static_cast<std::int16_t>(ri);
@@ -370,10 +442,12 @@ NodeEvaluation run(const PreparedPod& pod, const NodeState& node, NodePolicy nod
       if (devicePolicy == DevicePolicy::kTopology) worstLink = std::min(worstLink, worstChosenLink(inventory, s.chosen));
       for (const Candidate& c : s.chosen) {
         addTake((*target)[c.pos], c.take);
+        const bool hasToken = placing && inventory.entries()[c.pos].placed && !s.offered[c.pos].empty();
+        if (hasToken) (*targetPlaced)[c.pos].push_back(s.offered[c.pos]);
         if (placed) {
           const Device& d = inventory.entries()[c.pos].device();
-          placed->devices.push_back(
-              {d.backend, d.id, d.index, c.take.memory_mib, c.take.compute, -1, request.record->c().priority});
+          placed->devices.push_back({d.backend, d.id, d.index, c.take.memory_mib, c.take.compute, -1,
+                                     request.record->c().priority, hasToken ? s.offered[c.pos] : std::string()});
         }
       }
     }
@@ -405,6 +479,26 @@ std::string describeRequest(const DeviceRequest& r, const Allocator& allocator) 
                                  : "all the memory";
   return std::to_string(r.count) + " " + unit + " (" + memory + ", " + std::to_string(r.computePercent) +
          " percent compute" + (r.count == 1 ? "" : " each") + ")";
+}
+
+/// The backend's words for a refusal like `example` by a device that places grants, asked
+/// again with the node's placements and a buffer for words (the hot path asks for none);
+/// empty when no such device refuses the request so. The first such device speaks.
+std::string placedWords(const PreparedPod::Request& request, const NodeState& node, const vgpu_fit_result& example) {
+  const NodeInventory& inventory = *node.inventory;
+  if (!inventory.placesGrants() || node.usage.size() != inventory.entries().size()) return {};
+  const NodeInventory::BackendGroup* group = inventory.group(*request.allocator, request.record->request().backend);
+  if (group == nullptr || group->allocator == nullptr) return {};
+  const Placements p{inventory.entries().data(), &node.placed, nullptr};
+  for (const std::uint32_t pos : group->positions) {
+    const NodeInventory::Entry& entry = inventory.entries()[pos];
+    if (!entry.placed || entry.cordoned) continue;
+    std::array<char, 512> why{};
+    vgpu_fit_result r{};
+    fitPlacedOne(*request.allocator, request.record->c(), entry, node.usage[pos], &p, r, why.data(), why.size());
+    if (!r.fits && r.reason == example.reason && why[0] != '\0') return why.data();
+  }
+  return {};
 }
 
 }  // namespace
@@ -452,7 +546,8 @@ NodeEvaluation PlacementEngine::check(const PreparedPod& pod, const NodeState& n
   if (only == nullptr || only->record->c().numa_bind || pod.pod().deviceChoice.mutex || !node.unavailable.empty())
     return evaluate(pod, node);
   NodeEvaluation eval;
-  eval.fits = enoughFit(*only, *node.inventory, node.usage, eval.refusal);
+  eval.fits = node.inventory->placesGrants() ? enoughFitPlaced(*only, node, eval.refusal)
+                                             : enoughFit<false>(*only, *node.inventory, node.usage, nullptr, eval.refusal);
   if (!eval.fits) {
     eval.refusal.container = pod.soleRequestContainer();
     eval.refusal.request = 0;
@@ -502,7 +597,8 @@ std::string PlacementEngine::explain(const PreparedPod& pod, const NodeState& no
     // "3/8 CardInsufficientMemory: ...": HAMi's count and name, then our words.
     text += std::to_string(reason.devices) + "/" + std::to_string(r.devicesConsidered) + " ";
     if (const std::string_view hami = hamiReasonName(reason.example); !hami.empty()) (text += hami) += ": ";
-    text += request.allocator->explain(reason.example);
+    const std::string words = placedWords(request, node, reason.example);
+    text += words.empty() ? request.allocator->explain(reason.example) : words;
   }
   return text;
 }

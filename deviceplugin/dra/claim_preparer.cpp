@@ -135,7 +135,7 @@ ContainerGrant ClaimPreparer::grantOf(const PreparedClaim& claim) const {
   g.podName = claim.ref.name;  // a label only: a claim may serve several pods
   g.hostDir = hostDir(claim).string();
   for (const auto& s : claim.shares)
-    g.devices.push_back(DeviceGrant{backend_.name(), s.deviceId, s.deviceIndex, s.memoryMiB, s.cores, -1, -1});
+    g.devices.push_back(DeviceGrant{backend_.name(), s.deviceId, s.deviceIndex, s.memoryMiB, s.cores, -1, -1, {}});
   return g;
 }
 

@@ -139,7 +139,7 @@ Assignment everyDeviceItCouldHold(const PreparedPod& pod, const NodeInventory& i
         if (!r.fits) continue;  // it cannot be on a device that is too small for it
         const Device& d = entry.device();
         c.devices.push_back({d.backend, d.id, d.index, r.take.memory_mib, r.take.compute, -1,
-                             request.record->c().priority});
+                             request.record->c().priority, {}});
       }
     }
     if (!c.devices.empty()) out.containers.push_back(std::move(c));

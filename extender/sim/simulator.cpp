@@ -581,7 +581,15 @@ std::string renderText(const SimulationResult& r) {
   size_t placed = 0, pending = 0, invalid = 0, notOurs = 0;
   out += "Placements (node policy " + std::string(toString(r.policies.nodePolicy)) + ", device policy " +
          toString(r.policies.devicePolicy) + ")\n";
-  Table placements({"POD", "NODE", "CONTAINER", "DEVICE", "MEMORY", "COMPUTE"});
+  // A PLACEMENT column only where some grant has one (a device its backend places grants on,
+  // such as NVIDIA's dynamic MIG: the instance's profile and slices).
+  bool anyPlacement = false;
+  for (const auto& pod : r.pods)
+    for (const auto& c : pod.assignment.containers)
+      for (const auto& d : c.devices) anyPlacement = anyPlacement || !d.placement.empty();
+  std::vector<std::string> header{"POD", "NODE", "CONTAINER", "DEVICE", "MEMORY", "COMPUTE"};
+  if (anyPlacement) header.emplace_back("PLACEMENT");
+  Table placements(std::move(header));
   for (const auto& pod : r.pods) {
     switch (pod.kind) {
       case PodOutcome::Kind::kPlaced: {
@@ -589,8 +597,11 @@ std::string renderText(const SimulationResult& r) {
         bool first = true;
         for (const auto& c : pod.assignment.containers) {
           for (const auto& d : c.devices) {
-            placements.add({first ? pod.pod : "", first ? pod.assignment.node : "", (c.init ? "init:" : "") + c.name,
-                            d.deviceId, std::to_string(d.memoryMiB) + " MiB", std::to_string(d.compute) + "%"});
+            std::vector<std::string> row{first ? pod.pod : "", first ? pod.assignment.node : "",
+                                         (c.init ? "init:" : "") + c.name, d.deviceId,
+                                         std::to_string(d.memoryMiB) + " MiB", std::to_string(d.compute) + "%"};
+            if (anyPlacement) row.push_back(d.placement.empty() ? "-" : d.placement);
+            placements.add(std::move(row));
             first = false;
           }
         }
@@ -673,9 +684,12 @@ std::string renderJson(const SimulationResult& r) {
         json::array containers;
         for (const auto& c : pod.assignment.containers) {
           json::array devices;
-          for (const auto& d : c.devices)
-            devices.push_back(json::object{{"backend", d.backend}, {"id", d.deviceId}, {"index", d.deviceIndex},
-                                           {"memoryMiB", d.memoryMiB}, {"compute", d.compute}});
+          for (const auto& d : c.devices) {
+            json::object device{{"backend", d.backend}, {"id", d.deviceId}, {"index", d.deviceIndex},
+                                {"memoryMiB", d.memoryMiB}, {"compute", d.compute}};
+            if (!d.placement.empty()) device["placement"] = d.placement;
+            devices.push_back(std::move(device));
+          }
           containers.push_back(json::object{{"name", c.name}, {"init", c.init}, {"devices", std::move(devices)}});
         }
         o["containers"] = std::move(containers);

@@ -150,7 +150,7 @@ struct Grant {
       : holder(std::move(holderName)), podName("check-" + holder), dir(hostDir / holder), deviceId(device.id) {
     fs::create_directories(dir);
     dirText = dir.string();
-    one = {deviceId.c_str(), device.index, memoryMiB, compute, slot, -1};
+    one = {deviceId.c_str(), device.index, memoryMiB, compute, slot, -1, nullptr};
     c.struct_size = sizeof(c);
     c.holder = holder.c_str();
     c.pod_namespace = "vgpu-check";
@@ -207,6 +207,7 @@ class Contract {
     checkDiscovery();
     checkFit();
     checkFitReads();
+    checkFitPlaced();
     checkLimiter();
     checkVendorMissing();
     checkVanishingDevice();
@@ -373,7 +374,10 @@ class Contract {
         {"container_usage", "1.1", offsetof(vgpu_backend_table, container_usage), table_.container_usage != nullptr},
         {"protected_env", "1.3", offsetof(vgpu_backend_table, protected_env), table_.protected_env != nullptr},
         {"device_processes", "1.3", offsetof(vgpu_backend_table, device_processes), table_.device_processes != nullptr},
-        {"fit_reads", "1.5", offsetof(vgpu_backend_table, fit_reads), table_.fit_reads != nullptr}};
+        {"fit_reads", "1.5", offsetof(vgpu_backend_table, fit_reads), table_.fit_reads != nullptr},
+        {"places", "1.6", offsetof(vgpu_backend_table, places), has(offsetof(vgpu_backend_table, places)) && table_.places},
+        {"fit_placed", "1.6", offsetof(vgpu_backend_table, fit_placed),
+         has(offsetof(vgpu_backend_table, fit_placed)) && table_.fit_placed}};
     std::string have, missing;
     for (const auto& s : slots) {
       if (s.set) have += std::string(have.empty() ? "" : " ") + s.name;
@@ -386,9 +390,12 @@ class Contract {
     // The limiter is one capability: a backend with half of it is not used for it at all.
     const int limiterSlots = (table_.container_spec != nullptr) + (table_.release != nullptr) + (table_.reconcile != nullptr);
     const int discoverySlots = (table_.discover != nullptr) + (table_.wait_health != nullptr);
-    r_.expect((limiterSlots == 0 || limiterSlots == 3) && discoverySlots != 1, "abi.slot_groups",
-              "discovery and limiter slots come in whole groups",
-              "fills part of a group (discover+wait_health, container_spec+release+reconcile): the loader ignores the group");
+    const int placementSlots = (has(offsetof(vgpu_backend_table, places)) && table_.places != nullptr) +
+                               (has(offsetof(vgpu_backend_table, fit_placed)) && table_.fit_placed != nullptr);
+    r_.expect((limiterSlots == 0 || limiterSlots == 3) && discoverySlots != 1 && placementSlots != 1, "abi.slot_groups",
+              "discovery, limiter and placement slots come in whole groups",
+              "fills part of a group (discover+wait_health, container_spec+release+reconcile, places+fit_placed): "
+              "the loader ignores the group");
   }
 
   void checkResources() {
@@ -664,6 +671,75 @@ class Contract {
     }
     r_.expect(problem.empty(), "allocator.fit_reads",
               ignored.empty() ? "fit reads every field" : "fit answers alike whatever the " + ignored, problem);
+  }
+
+  /// Whether the backend's table reaches the slot at `offset`.
+  bool has(size_t offset) const { return tableSize_ > offset; }
+
+  /// The placement slots (1.6): on a device `places` names, `fit_placed` with no grants on
+  /// it answers as `fit` does and gives a NUL-terminated token; fed back the tokens it gave,
+  /// it refuses within the device's split count, with words (its `why` or explain).
+  void checkFitPlaced() {
+    if (!has(offsetof(vgpu_backend_table, fit_placed)) || !table_.places || !table_.fit_placed) {
+      r_.skip("allocator.fit_placed", "no places/fit_placed slots: core judges devices by the totals on them");
+      return;
+    }
+    if (!request_) {
+      r_.skip("allocator.fit_placed", "no request parsed");
+      return;
+    }
+    const Device device = targetDevice();
+    const DeviceRecord record(device);
+    const RequestRecord request(*request_);
+    if (table_.places(instance_, &record.c()) == 0) {
+      r_.pass("allocator.fit_placed", "places no grants on " + device.id + " (none of its attributes asks it to)");
+      return;
+    }
+    std::vector<std::string> tokens;
+    vgpu_device_usage usage{};
+    std::string problem, why;
+    const uint32_t limit = std::min<uint32_t>(device.splitCount, 1000);
+    bool refused = false;
+    for (uint32_t granted = 0; granted <= limit && problem.empty(); ++granted) {
+      std::vector<const char*> placed;
+      for (const auto& t : tokens) placed.push_back(t.c_str());
+      std::array<char, VGPU_PLACEMENT_TOKEN_MAX + 1> token{};
+      token.back() = 'x';  // must stay: the backend writes at most its capacity
+      std::array<char, 512> words{};
+      vgpu_placement p{sizeof(vgpu_placement), {placed.data(), placed.size()}, token.data(), VGPU_PLACEMENT_TOKEN_MAX,
+                       words.data(), words.size()};
+      vgpu_fit_result placedResult{}, plain{};
+      table_.fit_placed(instance_, &request.c(), &record.c(), &usage, &p, &placedResult);
+      if (token.back() != 'x' || std::memchr(token.data(), '\0', VGPU_PLACEMENT_TOKEN_MAX) == nullptr)
+        problem = "fit_placed wrote a token past its capacity or without a NUL";
+      if (granted == 0) {
+        table_.fit(instance_, &request.c(), &record.c(), &usage, &plain);
+        if (plain.fits != placedResult.fits || std::memcmp(&plain.take, &placedResult.take, sizeof plain.take) != 0)
+          problem = "on an empty " + device.id + ", fit_placed and fit disagree (fits " +
+                    std::to_string(placedResult.fits) + " and " + std::to_string(plain.fits) + ")";
+      }
+      if (!placedResult.fits) {
+        refused = true;
+        why = words.data();
+        if (why.empty() && placedResult.reason >= VGPU_REASON_BACKEND && table_.explain) {
+          std::array<char, 512> buf{};
+          table_.explain(instance_, &placedResult, buf.data(), buf.size());
+          why = buf.data();
+        }
+        if (why.empty() && placedResult.reason >= VGPU_REASON_BACKEND)
+          problem = "refused with reason " + std::to_string(placedResult.reason) + " and no words (why or explain)";
+        break;
+      }
+      tokens.emplace_back(token.data());
+      usage.shares += placedResult.take.shares;
+      usage.compute += placedResult.take.compute;
+      usage.memory_mib += placedResult.take.memory_mib;
+    }
+    if (problem.empty() && !refused)
+      problem = device.id + " took " + std::to_string(tokens.size()) + " placed grants, more than its split count " +
+                std::to_string(device.splitCount);
+    r_.expect(problem.empty(), "allocator.fit_placed",
+              std::to_string(tokens.size()) + " placed grants on " + device.id + ", then: " + why, problem);
   }
 
   /// The problems of a container spec: names, paths and roots.

@@ -53,6 +53,21 @@ class Allocator {
   /// every device is judged on its own. Must not change while the backend is loaded.
   virtual std::uint32_t fitReads() const { return VGPU_FIT_READS_ALL; }
 
+  /// Whether a request's fit on `device` depends on where the grants already on it sit (a
+  /// device partitioned at fixed places): the placement engine then judges it with
+  /// fitPlaced, alone, and keeps each grant's placement token. Asked once per device when
+  /// an inventory is built. Default: no device.
+  virtual bool placesGrants(const vgpu_device& /*device*/) const { return false; }
+
+  /// fit() for a device placesGrants named: `placement.placed` holds the tokens of the
+  /// grants on it; when the request fits, writes this grant's token to `placement.token`;
+  /// when not and `placement.why` is set, the refusal in words. Default: fit(), no token.
+  virtual void fitPlaced(const vgpu_device_request& request, const vgpu_device& device,
+                         const vgpu_device_usage& usage, vgpu_placement& /*placement*/,
+                         vgpu_fit_result& result) const {
+    fit(request, device, usage, result);
+  }
+
   /// Words a user understands for a refusal `fit` returned (any reason code).
   virtual std::string explain(const vgpu_fit_result& result) const = 0;
 

@@ -17,6 +17,9 @@ struct DeviceGrant {
   std::uint32_t compute = 0;
   int slot = -1;
   std::int32_t priority = -1;  ///< The request's task priority (backend-defined); -1 = unset.
+  /// Where on the device the grant sits, the backend's opaque token (Allocator::fitPlaced);
+  /// empty for devices whose fit does not place grants.
+  std::string placement = {};
 
   bool operator==(const DeviceGrant&) const = default;
 };

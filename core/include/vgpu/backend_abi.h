@@ -10,7 +10,8 @@
  * Versioning: major<<16 | minor. A major change breaks the table; a minor change only
  * appends slots (1.1: vgpu_container_grant.pod_uid and the container_usage slot; 1.2: the
  * spec sink's notice; 1.3: the protected_env and device_processes slots; 1.4: vgpu_device's
- * links; 1.5: the fit_reads slot). Every
+ * links; 1.5: the fit_reads slot; 1.6: the places and fit_placed slots, vgpu_grant's
+ * placement). Every
  * struct the caller fills starts with its own size so that either side can tell which
  * fields the other knows. A null optional slot means "not supported".
  * See docs/writing-a-backend.md.
@@ -26,7 +27,7 @@ extern "C" {
 #endif
 
 #define VGPU_BACKEND_ABI_MAJOR 1u
-#define VGPU_BACKEND_ABI_MINOR 5u
+#define VGPU_BACKEND_ABI_MINOR 6u
 #define VGPU_BACKEND_ABI_VERSION ((VGPU_BACKEND_ABI_MAJOR << 16) | VGPU_BACKEND_ABI_MINOR)
 #define VGPU_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define VGPU_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -174,6 +175,22 @@ typedef struct vgpu_fit_result {
 #define VGPU_FIT_READS_ATTRIBUTES (1u << 8)
 #define VGPU_FIT_READS_ALL 0x1ffu
 
+/* 1.6: where grants sit on a device that a backend partitions at fixed places (the places
+ * slot said so), for `fit_placed`. A placement token is the backend's own text, opaque to
+ * core: core keeps it with the grant (in the pod's assignment), hands the tokens of a
+ * device's grants back to `fit_placed`, and gives the grant's token to `container_spec`. */
+#define VGPU_PLACEMENT_TOKEN_MAX 64 /* bytes, the NUL included */
+typedef struct vgpu_placement {
+  uint32_t struct_size;
+  vgpu_str_list placed; /* in: the tokens of the grants already on the device */
+  char* token;          /* out, when the request fits: this grant's token, NUL-terminated ("" = none) */
+  size_t token_capacity;
+  /* out, when the request does not fit and `why` is not null: the refusal in words,
+   * NUL-terminated. Null on the hot path; core asks for words only to explain a refusal. */
+  char* why;
+  size_t why_capacity;
+} vgpu_placement;
+
 typedef enum vgpu_resource_role {
   VGPU_RESOURCE_COUNT = 0,          /* number of devices; advertised to the kubelet */
   VGPU_RESOURCE_MEMORY = 1,         /* memory per device, in the backend's unit */
@@ -234,6 +251,9 @@ typedef struct vgpu_grant {
   uint32_t compute;
   int32_t slot;
   int32_t priority; /* the request's task priority; -1 = unset */
+  /* 1.6: the placement token `fit_placed` gave this grant (vgpu_placement), "" or null for
+   * none. Read it only when vgpu_container_grant.grant_size covers it. */
+  const char* placement;
 } vgpu_grant;
 
 /* A container about to start with its devices, as the limiter sees it. */
@@ -394,6 +414,18 @@ typedef struct vgpu_backend_table {
    * that name ids). Called once when the backend is loaded. Null, or a bit core does not
    * know: every device is judged on its own. */
   uint32_t (*fit_reads)(vgpu_backend* backend);
+
+  /* 1.6, scheduler side: nonzero when a request's fit on `device` depends on where the
+   * grants already on it sit, not only on their totals (the device is partitioned at fixed
+   * places, as NVIDIA's MIG instances are): core then judges that device with `fit_placed`,
+   * never shares its answer with another device, and keeps each grant's placement token.
+   * Called once per device when a node's inventory is read. Null: no device is. */
+  uint32_t (*places)(vgpu_backend* backend, const vgpu_device* device);
+  /* 1.6, scheduler side: `fit` for a device `places` named, with the placements of the
+   * grants on it (placement->placed); when the request fits, writes where it goes
+   * (placement->token). Both slots or neither. Same rules as `fit`: must not block. */
+  void (*fit_placed)(vgpu_backend* backend, const vgpu_device_request* request, const vgpu_device* device,
+                     const vgpu_device_usage* usage, vgpu_placement* placement, vgpu_fit_result* result);
 } vgpu_backend_table;
 
 /* Fills `table` (whose struct_size the loader set) for a loader of `loader_abi_version`.

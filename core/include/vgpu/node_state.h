@@ -36,6 +36,9 @@ class NodeInventory {
     double perShare = 0, perMiB = 0, perComputeUnit = 0;  ///< 1/capacity, 0 for none
     const Allocator* allocator = nullptr;  ///< Null when the backend is not loaded here.
     bool cordoned = false;
+    /// The allocator places grants on this device (Allocator::placesGrants): judged alone,
+    /// with fitPlaced and the placement tokens of the grants on it.
+    bool placed = false;
     const Device* full = nullptr;
 
     const vgpu_device& c() const { return view; }
@@ -83,6 +86,8 @@ class NodeInventory {
   }
   /// Whether any device of the node published links.
   bool hasLinks() const { return !linkRanks_.empty(); }
+  /// Whether any device's allocator places grants on it (Entry::placed).
+  bool placesGrants() const { return placesGrants_; }
 
  private:
   std::vector<Device> devices_;  // never resized after construction: views point into it
@@ -93,6 +98,7 @@ class NodeInventory {
   void classifyForFit();
 
   std::vector<std::uint16_t> linkRanks_;  // entries² ranks, row-major; empty without links
+  bool placesGrants_ = false;
 };
 
 /// A node as the placement engine sees it: its inventory and what is taken on each device
@@ -101,6 +107,10 @@ struct NodeState {
   std::string name;
   std::shared_ptr<const NodeInventory> inventory;
   std::vector<DeviceUsage> usage;
+  /// The placement tokens (DeviceGrant::placement) of the grants on each device, by position
+  /// like `usage`, for the devices whose allocator places grants; empty when the inventory
+  /// has none (NodeInventory::placesGrants).
+  std::vector<std::vector<std::string>> placed;
   /// Non-empty when the node must not get pods at all (e.g. a stale heartbeat): the reason.
   std::string unavailable;
 
@@ -110,7 +120,8 @@ struct NodeState {
 
   /// Adds what a placed pod takes: per device, the sum over its app containers or the
   /// largest single init container, whichever is larger (init containers run one at a
-  /// time before the app containers). Errors name a device the node does not have.
+  /// time before the app containers), and the placements of all its grants. Errors name a
+  /// device the node does not have.
   Status add(const Assignment& assignment);
   /// Takes back what add() added for the same assignment.
   Status remove(const Assignment& assignment);

@@ -54,6 +54,27 @@ TEST(CodecAssignment, WritesPriorityOnlyWhenSet) {
               "priority");
 }
 
+TEST(CodecAssignment, KeepsAPlacementAndReadsGrantsWithoutOne) {
+  Assignment a;
+  a.node = "n";
+  a.containers.push_back({"c", false, {DeviceGrant{"nvidia", "GPU-a", 0, 19968, 42, 0, -1, "3g.20gb@0-3"}}});
+  const std::string text = encodeAssignment(a);
+  EXPECT_NE(text.find(R"("slot":0,"placement":"3g.20gb@0-3"})"), std::string::npos) << text;
+  auto back = decodeAssignment(text);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, a);
+  // Written before placements travelled with grants (backend ABI 1.6): none, and no field.
+  auto old = decodeAssignment(R"({"version":1,"node":"n","containers":[{"name":"c","devices":[{"backend":"nvidia",)"
+                              R"("id":"GPU-a","index":0,"memoryMiB":19968,"compute":42,"slot":0}]}]})");
+  ASSERT_TRUE(old.ok()) << old.error().message;
+  EXPECT_EQ(old->containers[0].devices[0].placement, "");
+  a.containers[0].devices[0].placement.clear();
+  EXPECT_EQ(encodeAssignment(a).find("placement"), std::string::npos);
+  expectError(R"({"version":1,"node":"n","containers":[{"name":"c","devices":[{"backend":"nvidia","id":"x",)"
+              R"("index":0,"memoryMiB":1,"compute":1,"placement":7}]}]})",
+              "placement");
+}
+
 TEST(CodecAssignment, RoundTrips) {
   Assignment a = sample();
   auto back = decodeAssignment(encodeAssignment(a));

@@ -29,6 +29,30 @@ TEST(ConformanceNvidia, PassesTheFullProfileThroughNvml) {
   EXPECT_EQ(run.status("errors.vendor_missing"), "PASS") << run.output;
 }
 
+// Dynamic MIG: the checked GPU is one whose instances the backend places (backend ABI 1.6).
+TEST(ConformanceNvidia, PassesTheFullProfileWithDynamicMig) {
+  nvidia::testing::TempDir dir;
+  nvidia::testing::setEnv("VGPU_FAKE_GPU_CONFIG",
+                          dir.write("machine.conf", "gpu uuid=GPU-22222222-2222-2222-2222-222222222222 name=\"NVIDIA "
+                                                    "A100-SXM4-40GB\" memory_mib=40960 mig=on mig_profiles=a100-40gb\n")
+                              .string());
+  nvidia::testing::setEnv("VGPU_FAKE_GPU_STATE", (dir.path() / "gpu-state").string());
+  const auto config = writeConfig(dir.path(), "nvidia",
+                                  {{"nvmlLibrary", VGPU_FAKE_NVML_LIBRARY},
+                                   {"nvidiaSmiPath", "/nonexistent/nvidia-smi"},
+                                   {"migManaged", "all"},
+                                   {"migStateDir", (dir.path() / "mig").string()}});
+  // Concurrent Allocates on the one GPU: each gets its own instance (a 1g.5gb; the GPU has 7).
+  auto a = args(config);
+  a.insert(a.end(), {"--threads", "6"});
+  const auto run = runCheck(a);
+  EXPECT_EQ(run.exitCode, 0) << run.failures();
+  EXPECT_EQ(run.status("limiter.concurrent_grants"), "PASS") << run.output;
+  EXPECT_EQ(run.status("allocator.fit_placed"), "PASS") << run.output;
+  EXPECT_NE(run.detail("allocator.fit_placed").find("7 placed grants"), std::string::npos) << run.output;
+  EXPECT_NE(run.detail("abi.slots").find("places fit_placed"), std::string::npos) << run.output;
+}
+
 // nvidia-smi runs anew for each discovery, so a GPU can fall off the bus between two calls.
 TEST(ConformanceNvidia, PassesTheFullProfileThroughNvidiaSmi) {
   nvidia::testing::TempDir dir;

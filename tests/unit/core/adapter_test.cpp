@@ -64,7 +64,7 @@ std::vector<std::string> notesThroughTheAbi(uint32_t loaderVersion) {
   err.text = text;
   err.capacity = sizeof text;
   EXPECT_EQ(table.create(&config, &backend, &err), VGPU_OK) << text;
-  const vgpu_grant device{"SIM-0", 0, 500, 10, 0, -1};
+  const vgpu_grant device{"SIM-0", 0, 500, 10, 0, -1, nullptr};
   vgpu_container_grant grant{};
   grant.struct_size = sizeof(grant);
   grant.holder = "h-1";

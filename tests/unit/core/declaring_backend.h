@@ -1,5 +1,6 @@
 #pragma once
-// A loaded backend seen through another Allocator::fitReads(), counting the calls of `fit`:
+// A loaded backend seen through another Allocator (ForwardingBackend); DeclaringBackend
+// gives it another Allocator::fitReads(), counting the calls of `fit`:
 // declaring VGPU_FIT_READS_ALL gives the per-device path that the placement engine's
 // shortcut for alike devices (ABI 1.5 fit_reads) must agree with, in the same binary.
 
@@ -9,9 +10,11 @@
 
 namespace vgpu::testing {
 
-class DeclaringBackend final : public Backend, public Allocator {
+/// A loaded backend seen through another Allocator that passes every call on: derive and
+/// override what a test changes.
+class ForwardingBackend : public Backend, public Allocator {
  public:
-  DeclaringBackend(std::unique_ptr<Backend> inner, std::uint32_t reads) : inner_(std::move(inner)), reads_(reads) {}
+  explicit ForwardingBackend(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
 
   const std::string& name() const override { return inner_->name(); }
   const Allocator& allocator() const override { return *this; }
@@ -24,21 +27,37 @@ class DeclaringBackend final : public Backend, public Allocator {
   }
   void fit(const vgpu_device_request& q, const vgpu_device& d, const vgpu_device_usage& u,
            vgpu_fit_result& r) const override {
-    ++fitCalls;
     inner().fit(q, d, u, r);
   }
-  std::uint32_t fitReads() const override { return reads_; }
+  std::uint32_t fitReads() const override { return inner().fitReads(); }
   std::string explain(const vgpu_fit_result& r) const override { return inner().explain(r); }
   Result<std::map<std::string, std::int64_t>> admissionDefaults(const ContainerResources& c,
                                                                 const Annotations& a) const override {
     return inner().admissionDefaults(c, a);
   }
 
+ protected:
+  const Allocator& inner() const { return inner_->allocator(); }
+
+ private:
+  std::unique_ptr<Backend> inner_;
+};
+
+class DeclaringBackend final : public ForwardingBackend {
+ public:
+  DeclaringBackend(std::unique_ptr<Backend> inner, std::uint32_t reads)
+      : ForwardingBackend(std::move(inner)), reads_(reads) {}
+
+  void fit(const vgpu_device_request& q, const vgpu_device& d, const vgpu_device_usage& u,
+           vgpu_fit_result& r) const override {
+    ++fitCalls;
+    inner().fit(q, d, u, r);
+  }
+  std::uint32_t fitReads() const override { return reads_; }
+
   mutable long fitCalls = 0;  ///< Not synchronized: for one thread.
 
  private:
-  const Allocator& inner() const { return inner_->allocator(); }
-  std::unique_ptr<Backend> inner_;
   std::uint32_t reads_;
 };
 

@@ -96,6 +96,31 @@ TEST(Loader, ABackendWhoseTableEndsBeforeFitReadsIsJudgedDeviceByDevice) {
   EXPECT_EQ((*old)->allocator().fitReads(), VGPU_FIT_READS_ALL);
 }
 
+TEST(Loader, A16BackendWithBothPlacementSlotsPlacesGrantsAndItsTokenComesBack) {
+  auto r = loadTestBackend("abi16");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const Allocator& a = (*r)->allocator();
+  const vgpu_device d{};
+  EXPECT_TRUE(a.placesGrants(d));
+  const char* placed[] = {"slot-0", "slot-1"};
+  char token[VGPU_PLACEMENT_TOKEN_MAX] = {};
+  vgpu_placement p{sizeof(vgpu_placement), {placed, 2}, token, sizeof token, nullptr, 0};
+  const vgpu_device_request q{};
+  vgpu_fit_result result{};
+  a.fitPlaced(q, d, vgpu_device_usage{}, p, result);
+  EXPECT_TRUE(result.fits);
+  EXPECT_STREQ(token, "slot-2");
+}
+
+TEST(Loader, APlacementSlotAloneOrATableThatEndsBeforeThemPlacesNothing) {
+  const vgpu_device d{};
+  for (const char* name : {"abi16half", "abi15sized", "abi15"}) {
+    auto r = loadTestBackend(name);
+    ASSERT_TRUE(r.ok()) << name << ": " << r.error().message;
+    EXPECT_FALSE((*r)->allocator().placesGrants(d)) << name;
+  }
+}
+
 /// The devices a test backend's discovery reports (empty, with a failure, when it cannot).
 std::vector<Device> discoverWith(const std::string& name) {
   auto r = loadTestBackend(name);

@@ -145,8 +145,10 @@ TEST(DevicePluginHandoutStore, ReplaysTheDevicesEachAllocateGave) {
   TempDir dir;
   std::string id;
   Handout made = handout("vgpu.io/sim", {"sim-1::2", "sim-0::3"}, "guessed", "uid-g");
-  // In the kubelet's ID order, with each device's slice (one with a task priority).
-  made.devices = {DeviceGrant{"sim", "sim-1", 1, 3000, 30, 2, 5}, DeviceGrant{"sim", "sim-0", 0, 1000, 0, 3}};
+  // In the kubelet's ID order, with each device's slice (one with a task priority, one with
+  // the placement the scheduler chose).
+  made.devices = {DeviceGrant{"sim", "sim-1", 1, 3000, 30, 2, 5},
+                  DeviceGrant{"sim", "sim-0", 0, 1000, 0, 3, -1, "half@0-1"}};
   {
     LoadedStore s(dir);
     auto folder = s.store.create(made);

@@ -11,6 +11,9 @@
 #include "nvidia_test_support.h"
 #include "vgpu/backend_loader.h"
 #include "vgpu/c_views.h"
+#include "vgpu/codec/assignment_codec.h"
+#include "vgpu/placement.h"
+#include "vgpu/pod_request.h"
 
 namespace vgpu::nvidia {
 namespace {
@@ -149,6 +152,184 @@ TEST_F(NvidiaDynamicMig, ARestartedAgentKeepsLiveContainersInstancesAndReclaimsT
   ASSERT_TRUE((*restarted)->discovery()->discover().ok());
   ASSERT_TRUE((*restarted)->limiter()->reconcile({{"holder-2", "main"}}).ok());
   EXPECT_EQ(control.migDevices(0), 1u);  // holder-1's container is gone, holder-2's runs on
+}
+
+// The scheduler chooses the placement: the fit knows where the GPU's instances sit (the
+// operator's from the inventory, the placed pods' from their grants' tokens), and the node
+// creates the instance where the scheduler said.
+class NvidiaMigScheduling : public NvidiaDynamicMig {
+ protected:
+  void load(std::map<std::string, std::string> extra = {}) {
+    auto backend = loadBackend(backendLibraryPath(VGPU_BACKEND_DIR, "nvidia"), backendParams(std::move(extra)));
+    ASSERT_TRUE(backend.ok()) << backend.error().message;
+    ASSERT_TRUE(backends_.add(std::move(backend).value()).ok());
+  }
+  Backend& backend() const { return *backends_.find("nvidia"); }
+  /// The node as the scheduler sees it, from what discovery publishes now: its A100 under
+  /// dynamic MIG (the whole H100 beside it would take any pod).
+  NodeState node() {
+    auto devices = backend().discovery()->discover();
+    EXPECT_TRUE(devices.ok()) << devices.error().message;
+    std::vector<Device> a100;
+    for (const Device& d : devices.ok() ? *devices : std::vector<Device>{})
+      if (d.id == kA100) a100.push_back(d);
+    return NodeState("node-a", std::make_shared<const NodeInventory>(std::move(a100), backends_));
+  }
+  /// The notices about MIG placements the node gave the container.
+  static std::vector<PodNotice> placementNotices(const ContainerSpec& spec) {
+    std::vector<PodNotice> out;
+    for (const auto& n : spec.notices)
+      if (n.reason == "MigPlacementChanged") out.push_back(n);
+    return out;
+  }
+  Result<Assignment> assign(const NodeState& n, const std::string& pod, std::int64_t memory) {
+    auto request = buildPodRequest(backends_, "default", pod,
+                                   {{"main", false, {{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", memory}}}}, {});
+    EXPECT_TRUE(request.ok()) << request.error().message;
+    auto prepared = PreparedPod::prepare(*request, backends_);
+    EXPECT_TRUE(prepared.ok());
+    return engine_.assign(*prepared, n);
+  }
+  /// Allocate on the node for the first container of `a`.
+  Result<ContainerSpec> allocate(const Assignment& a, const std::string& holder) {
+    ContainerGrant g;
+    g.container = {holder, "main"};
+    g.podNamespace = "default";
+    g.podName = holder;
+    g.devices = a.containers[0].devices;
+    g.hostDir = (host_.path() / holder).string();
+    std::filesystem::create_directories(g.hostDir);
+    return backend().limiter()->containerSpec(g);
+  }
+  /// The MIG device a container got: its GPU instance's placement, "start:size".
+  std::string placementOf(const ContainerSpec& spec) {
+    auto devices = backend().discovery()->discover();
+    const std::string uuid = spec.env.at("NVIDIA_VISIBLE_DEVICES");
+    auto nvml = NvmlSession::open(VGPU_FAKE_NVML_LIBRARY);
+    EXPECT_TRUE(nvml.ok());
+    nvml::Device gpu = nullptr;
+    (*nvml)->fn().deviceGetHandleByIndex(0, &gpu);
+    auto profiles = readMigProfiles(**nvml, gpu);
+    auto migs = readMigDevices(**nvml, gpu, *profiles);
+    EXPECT_TRUE(migs.ok());
+    for (const auto& m : *migs)
+      if (m.uuid == uuid) return std::to_string(m.start) + ":" + std::to_string(m.size);
+    return "none";
+  }
+  BackendSet backends_;
+  PlacementEngine engine_;
+  TempDir host_;
+};
+
+TEST_F(NvidiaMigScheduling, TheFitRefusesAFragmentedGpuThatHasMemoryAndSlicesInTotal) {
+  testing::FakeMigControl control(VGPU_FAKE_NVML_LIBRARY);
+  ASSERT_EQ(control.partition(0, 19, 5, 1), NVML_SUCCESS);  // an operator's 1g.5gb on slice 5
+  ASSERT_EQ(control.partition(0, 14, 0, 2), NVML_SUCCESS);  // and a 2g.10gb on 0-1
+  load({{"migAllowedProfiles", "3g.20gb"}});
+  auto devices = backend().discovery()->discover();
+  ASSERT_TRUE(devices.ok()) << devices.error().message;
+  // 14720 MiB and 3 of 7 compute slices are in instances: a 3g.20gb fits in total, but both
+  // of its places (0-3, 4-7) hold one of them.
+  const vgpu_fit_result r = fit(backend().allocator(), (*devices)[0], 12000);
+  EXPECT_FALSE(r.fits);
+  EXPECT_EQ(r.reason, kReasonMigNoPlacement);
+  auto refused = assign(node(), "mid", 12000);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.error().message,
+              HasSubstr("no free 3g.20gb placement: slices 0\u20133 hold a 2g.10gb; slices 4\u20137 hold a 1g.5gb"));
+}
+
+TEST_F(NvidiaMigScheduling, TheSchedulerChoosesThePlacementAndTheNodeCreatesThere) {
+  testing::FakeMigControl control(VGPU_FAKE_NVML_LIBRARY);
+  ASSERT_EQ(control.partition(0, 15, 4, 2), NVML_SUCCESS);  // an operator's 1g.10gb on 4-5
+  load();
+  NodeState n = node();
+  auto first = assign(n, "first", 12000);
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  // A 3g.20gb goes where the operator's instance leaves room for one: slices 0-3.
+  EXPECT_EQ(first->containers[0].devices[0].placement, "3g.20gb@0-3");
+  ASSERT_TRUE(n.add(*first).ok());
+  auto small = assign(n, "small", 3000);
+  ASSERT_TRUE(small.ok()) << small.error().message;
+  EXPECT_EQ(small->containers[0].devices[0].placement, "1g.5gb@6");
+  ASSERT_TRUE(n.add(*small).ok());
+  // A second 3g.20gb has memory and slices in total but no place, and the scheduler says so.
+  auto second = assign(n, "second", 12000);
+  ASSERT_FALSE(second.ok());
+  EXPECT_THAT(second.error().message, HasSubstr("no free 3g.20gb placement: slices 0\u20133 hold a 3g.20gb; "
+                                                "slices 4\u20137 hold a 1g.10gb and a 1g.5gb"));
+  // The node creates each instance at the scheduler's placement.
+  auto spec = allocate(*first, "first");
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_EQ(placementOf(*spec), "0:4");
+  EXPECT_TRUE(placementNotices(*spec).empty());
+  auto smallSpec = allocate(*small, "small");
+  ASSERT_TRUE(smallSpec.ok()) << smallSpec.error().message;
+  EXPECT_EQ(placementOf(*smallSpec), "6:1");
+  EXPECT_EQ(control.migDevices(0), 3u);
+}
+
+TEST_F(NvidiaMigScheduling, TheNodeFollowsTheSchedulersPlacementOverItsOwnChoice) {
+  load();
+  auto grant = assign(node(), "small", 3000);
+  ASSERT_TRUE(grant.ok()) << grant.error().message;
+  // Where the node alone would not put it (it fills from slice 6): the scheduler's word holds.
+  grant->containers[0].devices[0].placement = "1g.5gb@2";
+  auto spec = allocate(*grant, "small");
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_EQ(placementOf(*spec), "2:1");
+  EXPECT_TRUE(placementNotices(*spec).empty());
+}
+
+TEST_F(NvidiaMigScheduling, ATakenPlacementOnTheNodeIsPlannedAgainAndSaid) {
+  load();
+  auto grant = assign(node(), "mid", 12000);
+  ASSERT_TRUE(grant.ok()) << grant.error().message;
+  ASSERT_EQ(grant->containers[0].devices[0].placement, "3g.20gb@4-7");
+  // Between the scheduler's choice and Allocate, the operator takes slice 5.
+  testing::FakeMigControl control(VGPU_FAKE_NVML_LIBRARY);
+  ASSERT_EQ(control.partition(0, 19, 5, 1), NVML_SUCCESS);
+  auto spec = allocate(*grant, "mid");
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_EQ(placementOf(*spec), "0:4");
+  const auto notices = placementNotices(*spec);
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_EQ(notices[0].message, "GPU " + kA100 +
+                                          ": the scheduler chose a MIG instance at 3g.20gb@4-7, but slices 4\u20137 "
+                                          "hold a 1g.5gb; created a 3g.20gb on slices 0\u20133 instead");
+  // With no place left at all, Allocate fails with both reasons.
+  auto again = assign(node(), "other", 12000);
+  ASSERT_FALSE(again.ok());  // the scheduler, now seeing both instances, refuses a third
+  grant->containers[0].devices[0].placement = "3g.20gb@0-3";
+  auto refused = allocate(*grant, "late");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.error().message, HasSubstr("the scheduler chose 3g.20gb@0-3, but slices 0\u20133 hold a 3g.20gb: "
+                                                 "no free 3g.20gb placement"));
+}
+
+TEST_F(NvidiaMigScheduling, AGrantWithoutAPlacementIsPlannedByTheNodeAndCountedInTotals) {
+  load();
+  NodeState n = node();
+  // A pod bound before placements travelled with grants: its grant has none.
+  const std::string old = R"({"version":1,"node":"node-a","containers":[{"name":"main","devices":[)"
+                          R"({"backend":"nvidia","id":")" + kA100 + R"(","index":0,"memoryMiB":19968,"compute":42,"slot":0}]}]})";
+  auto decoded = decodeAssignment(old);
+  ASSERT_TRUE(decoded.ok()) << decoded.error().message;
+  EXPECT_EQ(decoded->containers[0].devices[0].placement, "");
+  ASSERT_TRUE(n.add(*decoded).ok());
+  EXPECT_TRUE(n.placed[0].empty());
+  EXPECT_EQ(n.usage[0].memoryMiB, 19968u);
+  // Its memory still counts: two more 3g.20gb do not fit in total.
+  auto next = assign(n, "next", 12000);
+  ASSERT_TRUE(next.ok()) << next.error().message;
+  ASSERT_TRUE(n.add(*next).ok());
+  auto third = assign(n, "third", 12000);
+  ASSERT_FALSE(third.ok());
+  EXPECT_THAT(third.error().message, HasSubstr("no room for a MIG instance of 19968 MiB"));
+  // The node plans it on the real state, as before.
+  auto spec = allocate(*decoded, "old");
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_TRUE(placementNotices(*spec).empty());
 }
 
 TEST(NvidiaDynamicMigOptions, ManageAllGpusInMigModeWithTheDefaultStateFolder) {

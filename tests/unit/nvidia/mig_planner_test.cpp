@@ -120,5 +120,31 @@ TEST(NvidiaMigPlanner, InventoryTextRoundTrips) {
   EXPECT_THAT(decodeMigOccupants("9@x:4").error().message, HasSubstr("is not profile@start:size"));
 }
 
+TEST(NvidiaMigPlanner, APlacementTokenNamesProfileAndSlicesAndReadsBack) {
+  std::vector<MigProfile> profiles{{19, "1g.5gb", 1, 7, 4864, 1, {0, 1, 2, 3, 4, 5, 6}}, {9, "3g.20gb", 3, 2, 19968, 4, {0, 4}}};
+  const MigPlanner planner(profiles, {});
+  EXPECT_EQ(MigPlanner::token({planner.byName("3g.20gb"), 4}), "3g.20gb@4-7");
+  EXPECT_EQ(MigPlanner::token({planner.byName("1g.5gb"), 6}), "1g.5gb@6");
+  auto back = planner.fromToken("3g.20gb@4-7");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->profile->id, 9u);
+  EXPECT_EQ(back->start, 4u);
+  EXPECT_EQ(planner.fromToken("1g.5gb@6")->start, 6u);
+  EXPECT_THAT(planner.fromToken("2g.10gb@0-1").error().message, HasSubstr("names a profile this GPU does not have"));
+  EXPECT_THAT(planner.fromToken("3g.20gb@2-5").error().message, HasSubstr("is no place of a 3g.20gb on this GPU"));
+  EXPECT_THAT(planner.fromToken("3g.20gb@0-2").error().message, HasSubstr("is no place of a 3g.20gb"));
+  EXPECT_THAT(planner.fromToken("3g.20gb").error().message, HasSubstr("is not <profile>@<first slice>-<last slice>"));
+  EXPECT_THAT(planner.fromToken("3g.20gb@x-7").error().message, HasSubstr("is not <profile>@"));
+  // A grant's instance that discovery also saw counts once; one it did not see is added.
+  const char* tokens[] = {"1g.5gb@6", "3g.20gb@0-3"};
+  auto occupants = occupantsWith(planner, {{19, 6, 1}}, {tokens, 2});
+  ASSERT_TRUE(occupants.ok()) << occupants.error().message;
+  ASSERT_EQ(occupants->size(), 2u);
+  EXPECT_EQ((*occupants)[1].start, 0u);
+  EXPECT_EQ((*occupants)[1].size, 4u);
+  const char* bad[] = {"7g.80gb@0-7"};
+  EXPECT_FALSE(occupantsWith(planner, {}, {bad, 1}).ok());
+}
+
 }  // namespace
 }  // namespace vgpu::nvidia

@@ -113,16 +113,38 @@ TEST(NvidiaVgpuSim, PlacesMigPodsAndSaysWhyTheOthersWait) {
   EXPECT_EQ(nd.at("id").as_string(), "GPU-dmig-0");
   EXPECT_EQ(nd.at("memoryMiB").to_number<std::int64_t>(), 4864);
   EXPECT_EQ(nd.at("compute").to_number<std::int64_t>(), 14);
+  EXPECT_EQ(nd.at("placement").as_string(), "1g.5gb@6");  // fills from the end, 0-3 kept for a 3g
   // Static MIG, mixed: the 3g.20gb MIG device, whole.
   const auto& inference = podNamed(doc, "lab/inference-3g");
   EXPECT_EQ(inference.at("status").as_string(), "placed");
   EXPECT_EQ(inference.at("containers").as_array()[0].at("devices").as_array()[0].at("id").as_string(), "MIG-3g-0");
+  EXPECT_FALSE(inference.at("containers").as_array()[0].at("devices").as_array()[0].as_object().contains("placement"));
+  // The operator's 1g.10gb on slices 4-5 leaves one place for a 3g.20gb: the first takes it,
+  // the second is refused by the scheduler, in the planner's words, not at Allocate.
+  const auto& first = podNamed(doc, "lab/first-3g");
+  ASSERT_EQ(first.at("status").as_string(), "placed");
+  EXPECT_EQ(first.at("containers").as_array()[0].at("devices").as_array()[0].at("placement").as_string(),
+            "3g.20gb@0-3");
+  const auto& second = podNamed(doc, "lab/second-3g");
+  EXPECT_EQ(second.at("status").as_string(), "pending");
+  EXPECT_EQ(second.at("reasons").at("dynamic-node").as_string(),
+            "container \"server\" needs 1 nvidia.com/gpu (12000 MiB, 0 percent compute): 0 of 1 fit; 1/1 no free "
+            "3g.20gb placement: slices 0\u20133 hold a 3g.20gb; slices 4\u20137 hold a 1g.10gb and a 1g.5gb");
   const std::string whole = boost::json::serialize(podNamed(doc, "lab/whole-a100").at("reasons"));
-  EXPECT_THAT(whole, HasSubstr("no room for a MIG instance of 40192 MiB: 36096 MiB of the GPU are not in instances"));
+  EXPECT_THAT(whole, HasSubstr("no free 7g.40gb placement: slices 0\u20137 hold a 1g.10gb and a 1g.5gb and a 3g.20gb"));
   EXPECT_THAT(whole, HasSubstr("it serves only its nvidia.com/mig-<profile> resource"));
   const std::string large = boost::json::serialize(podNamed(doc, "lab/too-large").at("reasons"));
   EXPECT_THAT(large, HasSubstr("no MIG profile of this GPU has 50000 MiB (the largest allowed has 40192 MiB)"));
   EXPECT_THAT(large, HasSubstr("needs 1 nvidia.com/gpu"));
+}
+
+TEST(NvidiaVgpuSim, TheTextReportShowsEachMigPlacement) {
+  const SimRun run = runSim("text", "nvidia-mig");
+  ASSERT_EQ(run.status, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("PLACEMENT"));
+  EXPECT_THAT(run.out, ::testing::ContainsRegex("lab/first-3g +dynamic-node +server +GPU-dmig-0 +19968 MiB +42% +3g.20gb@0-3"));
+  EXPECT_THAT(run.out, HasSubstr("1/1 no free 3g.20gb placement: slices 0\u20133 hold a 3g.20gb"));
+  EXPECT_THAT(run.out, HasSubstr("3 placed, 3 pending, 0 invalid"));
 }
 
 }  // namespace

@@ -11,7 +11,8 @@
 //     void fit(const vgpu_device_request&, const vgpu_device&, const vgpu_device_usage&,
 //              vgpu_fit_result&) const;
 //     // Optional, detected at compile time: explain, admissionDefaults, protectedEnv (a
-//     // std::vector<vgpu::ProtectedEnv>), fitReads (VGPU_FIT_READS_* bits), discover, waitForHealthEvents, containerSpec,
+//     // std::vector<vgpu::ProtectedEnv>), fitReads (VGPU_FIT_READS_* bits), placesGrants
+//     // with fitPlaced (devices partitioned at fixed places, ABI 1.6), discover, waitForHealthEvents, containerSpec,
 //     // release, reconcile, containerUsage, deviceProcesses (same signatures as the
 //     // vgpu::Allocator / Discovery / Limiter / UsageReporter / ProcessReporter interfaces).
 //     // A method not written yet throws sdk::Unsupported: the C answer is VGPU_ERROR_UNSUPPORTED.
@@ -28,6 +29,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "vgpu/allocator.h"
@@ -50,12 +52,17 @@ class Unsupported : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Writes `text` into a C buffer of `capacity` bytes, cut to fit, NUL-terminated; nothing
+/// when there is no buffer.
+inline void writeText(char* buf, size_t capacity, std::string_view text) {
+  if (buf == nullptr || capacity == 0) return;
+  const size_t n = std::min(text.size(), capacity - 1);
+  std::memcpy(buf, text.data(), n);
+  buf[n] = '\0';
+}
+
 inline vgpu_status fail(vgpu_error_buf* err, vgpu_status status, const std::string& message) {
-  if (err != nullptr && err->text != nullptr && err->capacity > 0) {
-    const size_t n = std::min(message.size(), err->capacity - 1);
-    std::memcpy(err->text, message.data(), n);
-    err->text[n] = '\0';
-  }
+  if (err != nullptr) writeText(err->text, err->capacity, message);
   return status;
 }
 
@@ -90,7 +97,7 @@ inline ContainerGrant grantFromC(const vgpu_container_grant& g, const std::strin
     d.priority = -1;
     std::memcpy(&d, reinterpret_cast<const char*>(g.devices) + i * stride, std::min(stride, sizeof(vgpu_grant)));
     out.devices.push_back({backend, d.device_id ? d.device_id : "", d.device_index, d.memory_mib,
-                           d.compute, d.slot, d.priority});
+                           d.compute, d.slot, d.priority, d.placement ? d.placement : ""});
   }
   out.hostDir = g.host_dir ? g.host_dir : "";
   out.podAnnotations = annotationsFromC(&g.pod_annotations);
@@ -157,14 +164,26 @@ struct Adapter {
 
   static uint32_t fitReads(vgpu_backend* b) { return self(b).fitReads(); }
 
+  static uint32_t places(vgpu_backend* b, const vgpu_device* device) {
+    try {
+      return self(b).placesGrants(*device) ? 1u : 0u;
+    } catch (const std::exception&) {
+      return 0;
+    }
+  }
+
+  static void fitPlaced(vgpu_backend* b, const vgpu_device_request* request, const vgpu_device* device,
+                        const vgpu_device_usage* usage, vgpu_placement* placement, vgpu_fit_result* result) {
+    *result = vgpu_fit_result{};
+    writeText(placement->token, placement->token_capacity, "");
+    writeText(placement->why, placement->why_capacity, "");
+    self(b).fitPlaced(*request, *device, *usage, *placement, *result);
+  }
+
   static size_t explain(vgpu_backend* b, const vgpu_fit_result* result, char* buf, size_t capacity) {
     try {
       const std::string text = self(b).explain(*result);
-      if (capacity > 0) {
-        const size_t n = std::min(text.size(), capacity - 1);
-        std::memcpy(buf, text.data(), n);
-        buf[n] = '\0';
-      }
+      writeText(buf, capacity, text);
       return text.size();
     } catch (const std::exception&) {
       return 0;
@@ -347,6 +366,12 @@ concept HasProtectedEnv = requires(const B& b) {
 template <class B>
 concept HasFitReads = requires(const B& b) { { b.fitReads() } -> std::convertible_to<std::uint32_t>; };
 template <class B>
+concept HasPlacements = requires(const B& b, const vgpu_device_request& q, const vgpu_device& d,
+                                 const vgpu_device_usage& u, vgpu_placement& p, vgpu_fit_result& r) {
+  { b.placesGrants(d) } -> std::convertible_to<bool>;
+  b.fitPlaced(q, d, u, p, r);
+};
+template <class B>
 concept HasDiscovery = requires(B& b) {
   b.discover();
   b.waitForHealthEvents(std::chrono::milliseconds(0));
@@ -397,6 +422,10 @@ int fillTable(uint32_t loaderVersion, vgpu_backend_table* table, const char* nam
   if constexpr (HasProtectedEnv<B>) t.protected_env = &A::protectedEnv;
   if constexpr (HasProcesses<B>) t.device_processes = &A::deviceProcesses;
   if constexpr (HasFitReads<B>) t.fit_reads = &A::fitReads;
+  if constexpr (HasPlacements<B>) {
+    t.places = &A::places;
+    t.fit_placed = &A::fitPlaced;
+  }
   // An older loader knows a shorter table: give it the prefix it knows.
   const uint32_t size = std::min<uint32_t>(table->struct_size, sizeof(vgpu_backend_table));
   std::memcpy(table, &t, size);

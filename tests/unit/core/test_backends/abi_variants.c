@@ -37,6 +37,27 @@ static uint32_t fit_reads(vgpu_backend* b) {
 }
 #endif
 
+#ifdef WITH_PLACES
+/* 1.6: every device is placed; a grant goes to "slot-<n>", n = the grants already on it. */
+static uint32_t places(vgpu_backend* b, const vgpu_device* d) {
+  (void)b;
+  (void)d;
+  return 1;
+}
+#endif
+#ifdef WITH_FIT_PLACED
+static void fit_placed(vgpu_backend* b, const vgpu_device_request* q, const vgpu_device* d,
+                       const vgpu_device_usage* u, vgpu_placement* p, vgpu_fit_result* r) {
+  (void)b; (void)q; (void)d; (void)u;
+  r->fits = 1;
+  if (p->token != NULL && p->token_capacity >= 8) {
+    memcpy(p->token, "slot-", 5);
+    p->token[5] = (char)('0' + (p->placed.count % 10));
+    p->token[6] = '\0';
+  }
+}
+#endif
+
 #ifdef WITH_PROCESSES
 /* 1.3: one process of 1 MiB on one device. */
 static vgpu_status processes(vgpu_backend* b, vgpu_process_sink sink, void* ctx, vgpu_error_buf* e) {
@@ -119,6 +140,12 @@ VGPU_BACKEND_EXPORT int VGPU_BACKEND_ENTRY(unsigned loader, vgpu_backend_table* 
 #endif
 #ifdef FIT_READS
   table.fit_reads = fit_reads;
+#endif
+#ifdef WITH_PLACES
+  table.places = places;
+#endif
+#ifdef WITH_FIT_PLACED
+  table.fit_placed = fit_placed;
 #endif
 #ifdef WITH_DEVICES
   table.discover = discover;
