@@ -9,6 +9,7 @@
 #include <fstream>
 #include <thread>
 
+#include "mig_manager.h"
 #include "mig_planner.h"
 #include "smi_topo.h"
 #include "smi_xml.h"
@@ -88,7 +89,9 @@ Device toDevice(const GpuInfo& gpu, const DiscoverySettings& s, const std::strin
     d.attributes[attr::kMigManaged] = "true";
     d.attributes[attr::kMigProfiles] = encodeMigProfiles(gpu.migProfiles);
     std::vector<MigOccupant> occupants;
-    for (const auto& m : gpu.migDevices) occupants.push_back({m.profileId, m.start, m.size});
+    const std::set<unsigned> ours = migStartsPlacedByScheduler(s.mig.stateDir, gpu.uuid);
+    for (const auto& m : gpu.migDevices)
+      if (!ours.contains(m.start)) occupants.push_back({m.profileId, m.start, m.size});
     d.attributes[attr::kMigInstances] = encodeMigOccupants(occupants);
     d.memoryMiB = gpu.memoryMiB;  // instances are hardware partitions: no memory oversubscription
     d.computeUnits = 100;

@@ -76,10 +76,19 @@ Result<std::vector<MigOccupant>> MigManager::occupants(const std::string& gpuUui
   return out;
 }
 
-std::vector<MigManager::Record> MigManager::records() const {
+std::set<unsigned> migStartsPlacedByScheduler(const std::string& stateDir, const std::string& gpuUuid) {
+  std::set<unsigned> out;
+  for (const auto& r : MigManager::readRecords(stateDir))
+    if (r.gpu == gpuUuid && r.scheduled) out.insert(r.start);
+  return out;
+}
+
+std::vector<MigManager::Record> MigManager::records() const { return readRecords(dir_); }
+
+std::vector<MigManager::Record> MigManager::readRecords(const std::string& dir) {
   std::vector<Record> out;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
     if (entry.path().extension() != kRecordSuffix) continue;
     std::ifstream in(entry.path());
     Record r;
@@ -94,6 +103,7 @@ std::vector<MigManager::Record> MigManager::records() const {
       else if (key == "state") r.state = value;
       else if (key == "profile") r.profileId = static_cast<unsigned>(std::strtoul(value.c_str(), nullptr, 10));
       else if (key == "start") r.start = static_cast<unsigned>(std::strtoul(value.c_str(), nullptr, 10));
+      else if (key == "scheduled") r.scheduled = value == "true";
     }
     if (!r.gpu.empty()) out.push_back(std::move(r));
   }
@@ -105,7 +115,8 @@ Status MigManager::writeRecord(const Record& r) const {
   fs::create_directories(dir_, ec);
   if (ec) return makeError("cannot create the MIG state folder " + dir_ + ": " + ec.message());
   const std::string text = "holder=" + r.holder + "\ngpu=" + r.gpu + "\nstate=" + r.state +
-                           "\nprofile=" + std::to_string(r.profileId) + "\nstart=" + std::to_string(r.start) + "\n";
+                           "\nprofile=" + std::to_string(r.profileId) + "\nstart=" + std::to_string(r.start) +
+                           "\nscheduled=" + (r.scheduled ? "true" : "false") + "\n";
   // One temporary name per state, so an intent and its completion never share a file.
   return writeDurably(r.file + "." + r.state + ".new", r.file, text);
 }
@@ -155,12 +166,14 @@ Result<MigDevice> MigManager::acquire(const std::string& holder, const std::stri
   auto now = occupants(gpuUuid);
   if (!now.ok()) return std::move(now).error();
   const MigPlanner planner(*profiles, allowed_);
-  auto plan = choose(planner, memoryMiB, placement, *now, replanned);
+  std::string why;
+  auto plan = choose(planner, memoryMiB, placement, *now, &why);
+  if (replanned != nullptr) *replanned = why;
   if (!plan.ok()) return std::move(plan).error().prefix("GPU " + gpuUuid);
   const MigProfile& p = *plan->profile;
 
   Record r{(fs::path(dir_) / (gpuUuid + "@" + std::to_string(plan->start) + kRecordSuffix)).string(), holder, gpuUuid,
-           "intent", p.id, plan->start};
+           "intent", p.id, plan->start, !placement.empty() && why.empty()};
   if (auto s = writeRecord(r); !s.ok()) return std::move(s).error();
   const NvmlFunctions& f = nvml_.fn();
   nvmlGpuInstance_t gi = nullptr;

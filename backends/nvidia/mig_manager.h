@@ -22,6 +22,14 @@
 
 namespace vgpu::nvidia {
 
+/// The GPU instances (their starts) on `gpuUuid` that a MigManager with state folder
+/// `stateDir` created where the scheduler placed them. Discovery leaves them out of what it
+/// publishes as the GPU's instances: the scheduler knows them from their grants' placements,
+/// and one listed there would block its slices after it is destroyed, until the inventory is
+/// published again. Instances the node placed elsewhere (or for grants without a placement)
+/// stay listed: their grants do not say where they are.
+std::set<unsigned> migStartsPlacedByScheduler(const std::string& stateDir, const std::string& gpuUuid);
+
 class MigManager {
  public:
   /// `stateDir`: where records live (created if missing); `allowed`: the profile allowlist.
@@ -51,8 +59,11 @@ class MigManager {
     std::string file;
     std::string holder, gpu, state;  ///< state: "intent" or "created"
     unsigned profileId = 0, start = 0;
+    bool scheduled = false;  ///< created at the placement the scheduler chose
   };
   std::vector<Record> records() const;
+  static std::vector<Record> readRecords(const std::string& dir);
+  friend std::set<unsigned> migStartsPlacedByScheduler(const std::string& stateDir, const std::string& gpuUuid);
   Status writeRecord(const Record& r) const;
   Result<nvml::Device> gpu(const std::string& uuid) const;
   /// Where to create: the scheduler's `placement` when it holds on `occupants`, else the

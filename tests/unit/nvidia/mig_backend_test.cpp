@@ -269,6 +269,28 @@ TEST_F(NvidiaMigScheduling, TheSchedulerChoosesThePlacementAndTheNodeCreatesTher
   EXPECT_EQ(control.migDevices(0), 3u);
 }
 
+// The node's inventory is published now and then, not after each Allocate: an instance the
+// agent made must not be listed as the GPU's own, or its slices would stay blocked for the
+// scheduler after the container ended, until the next publication.
+TEST_F(NvidiaMigScheduling, AnInstanceTheAgentMadeIsNotPublishedAsTheGpusSoItsSlicesFreeWhenItEnds) {
+  testing::FakeMigControl control(VGPU_FAKE_NVML_LIBRARY);
+  ASSERT_EQ(control.partition(0, 15, 4, 2), NVML_SUCCESS);  // an operator's 1g.10gb on 4-5
+  load();
+  auto first = assign(node(), "first", 12000);
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  ASSERT_TRUE(allocate(*first, "first").ok());
+  EXPECT_EQ(control.migDevices(0), 2u);
+  auto devices = backend().discovery()->discover();
+  ASSERT_TRUE(devices.ok()) << devices.error().message;
+  EXPECT_EQ((*devices)[0].attributes.at("migInstances"), "15@4:2");  // the operator's only
+  NodeState published = node();  // discovered while the agent's 3g.20gb exists
+  ASSERT_TRUE(backend().limiter()->release({"first", "main"}).ok());
+  // The container ended; the inventory is the one published before. Its slices are free.
+  auto second = assign(published, "second", 12000);
+  ASSERT_TRUE(second.ok()) << second.error().message;
+  EXPECT_EQ(second->containers[0].devices[0].placement, "3g.20gb@0-3");
+}
+
 TEST_F(NvidiaMigScheduling, TheNodeFollowsTheSchedulersPlacementOverItsOwnChoice) {
   load();
   auto grant = assign(node(), "small", 3000);
