@@ -14,12 +14,7 @@ bool sameShape(const PodRequest& a, const PodRequest& b) {
   return true;
 }
 
-void ShapeMemo::store(const NodeEntry& node, Verdict verdict) {
-  if (node.generation == 0) return;  // not a cached node
-  if (node.slot >= verdicts_.size()) verdicts_.resize(std::max<std::size_t>(node.slot + 1, verdicts_.size() * 2));
-  verdict.generation = node.generation;
-  verdicts_[node.slot] = verdict;
-}
+void ShapeMemo::grow(std::uint32_t slot) { verdicts_.resize(std::max<std::size_t>(2 * (slot + std::size_t{1}), 1024)); }
 
 ShapeMemo::CategoryKey ShapeMemo::categoryKey(const NodeRefusal& r) {
   CategoryKey key{r.kind, r.container, r.request, 0, false};

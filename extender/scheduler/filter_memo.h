@@ -49,7 +49,12 @@ class ShapeMemo {
     return v.generation == node.generation && v.generation != 0 ? &v : nullptr;
   }
   /// Keeps `verdict`, judged on `node` as it is now.
-  void store(const NodeEntry& node, Verdict verdict);
+  void store(const NodeEntry& node, Verdict verdict) {
+    if (node.generation == 0) return;  // not a cached node
+    if (node.slot >= verdicts_.size()) grow(node.slot);
+    verdict.generation = node.generation;
+    verdicts_[node.slot] = verdict;
+  }
 
   /// The category of refusal `eval` in this shape: nodes refused alike share one text
   /// (PlacementEngine::category), made by `text(eval)` the first time its kind is seen.
@@ -73,6 +78,7 @@ class ShapeMemo {
     bool operator==(const CategoryKey&) const = default;
   };
   static CategoryKey categoryKey(const NodeRefusal& r);
+  void grow(std::uint32_t slot);  // room for `slot` and as many more
 
   PodRequest shape_;
   std::vector<Verdict> verdicts_;  // by NodeEntry::slot
