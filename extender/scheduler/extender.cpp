@@ -38,9 +38,9 @@ http::Response badRequest(const std::string& message) { return http::Response::j
 /// answer for every node fitting (names only, 60 KiB at 5,000 nodes) stays plain.
 constexpr std::size_t kGzipAbove = 64 * 1024;
 
-http::Response answer(const http::Request& request, std::string body) {
+http::Response answer(const http::Request& request, std::string body, GzipCache& packer) {
   if (body.size() > kGzipAbove && acceptsGzip(request.header("accept-encoding"))) {
-    if (auto packed = gzipCompress(body)) {
+    if (auto packed = packer.compress(body)) {
       http::Response r = http::Response::json(std::move(*packed));
       r.headers.emplace_back("Content-Encoding", "gzip");
       return r;
@@ -229,7 +229,7 @@ http::Response Extender::filter(const http::Request& request) {
     metrics_.podsRefused.inc({"not-ready"});
     metrics_.filterDuration.observe(secondsSince(start));
     spdlog::info("pod={} filter refused: not ready (caches not synced)", pod.info.key());
-    return answer(request, result.toJson(*args));
+    return answer(request, result.toJson(*args), packer_);
   } else if (!pod.invalid.empty()) {
     const auto why = result.reason("invalid vgpu request: " + pod.invalid);
     for (std::uint32_t i = 0; i < names.size(); ++i) result.fail(i, why, true);
@@ -334,7 +334,7 @@ http::Response Extender::filter(const http::Request& request) {
   } else if (pod.ours) {
     spdlog::debug("pod={} filter: {} of {} nodes fit", pod.info.key(), result.passedCount(), names.size());
   }
-  return answer(request, std::move(body));
+  return answer(request, std::move(body), packer_);
 }
 
 http::Response Extender::prioritize(const http::Request& request) {

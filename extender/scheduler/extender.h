@@ -10,6 +10,7 @@
 
 #include "cluster_cache.h"
 #include "filter_memo.h"
+#include "gzip.h"
 #include "nominations.h"
 #include "requeuer.h"
 #include "event_recorder.h"
@@ -82,6 +83,7 @@ class Extender {
   std::chrono::seconds heartbeatTimeout_;
   std::function<bool()> ready_;
   FilterMemo memo_;
+  GzipCache packer_;  ///< filter's large answers, packed
   bool isReady() const { return !ready_ || ready_(); }
   /// The nominees holding room against `pod`, by node (empty without nominations).
   HeldRoom heldAgainst(const PodInfo& pod) const {
