@@ -715,6 +715,12 @@ std::optional<DeviceUsage> ClusterCache::deviceUsage(std::string_view node, std:
   return std::nullopt;
 }
 
+void ClusterCache::forEachHeldPod(const std::function<void(const HeldPodView&)>& fn) const {
+  std::shared_lock lock(mu_);
+  for (const auto& [uid, r] : pods_)
+    if (nodes_.contains(r.node)) fn({r.node, r.uid, r.key, r.foreign == nullptr, r.assignment});
+}
+
 std::vector<HeldPod> ClusterCache::podsOn(std::string_view node) const {
   std::shared_lock lock(mu_);
   std::vector<HeldPod> out;

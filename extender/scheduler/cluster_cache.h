@@ -183,6 +183,14 @@ class ClusterCache {
 
   /// The pods holding devices on `node` (bound, or reserved by a bind in flight).
   std::vector<HeldPod> podsOn(std::string_view node) const;
+  /// A pod holding devices, as forEachHeldPod shows it: views into the cache, valid during the call.
+  struct HeldPodView {
+    std::string_view node, uid, key;
+    bool ours;  ///< as HeldPod::ours
+    const Assignment& assignment;
+  };
+  /// podsOn() of every node the cache knows, in one walk under the shared lock (metrics).
+  void forEachHeldPod(const std::function<void(const HeldPodView&)>& fn) const;
 
   /// ResourceQuota events (namespace_quota.h): a quota's limits on our resources.
   void upsertQuota(const boost::json::object& quota);
