@@ -219,16 +219,29 @@ void ClusterCache::upsertNode(const json::object& obj) {
   entry.fingerprint = std::move(parsed.fingerprint);
   for (const auto& e : inventory->entries()) entry.slots.emplace_back(std::max<std::uint32_t>(1, e.device().splitCount), 0);
   std::unique_lock lock(mu_);
+  if (auto old = nodes_.find(parsed.name); old != nodes_.end()) {
+    entry.slot = old->second.slot;
+  } else if (!freeSlots_.empty()) {
+    entry.slot = freeSlots_.back();
+    freeSlots_.pop_back();
+  } else {
+    entry.slot = slots_++;
+  }
   auto [it, inserted] = nodes_.insert_or_assign(parsed.name, std::move(entry));
   if (inserted) indexInsert(&it->second);
   rebuildNode(parsed.name);
+  changed(it->second);
   changed_.notify_all();
   freed(parsed.name);  // new or changed devices: pods refused before may fit
 }
 
 void ClusterCache::removeNode(std::string_view name) {
   std::unique_lock lock(mu_);
-  if (nodes_.erase(std::string(name)) > 0) indexRebuild();
+  if (auto it = nodes_.find(name); it != nodes_.end()) {
+    freeSlots_.push_back(it->second.slot);
+    nodes_.erase(it);
+    indexRebuild();
+  }
   changed_.notify_all();
 }
 
@@ -287,6 +300,7 @@ void ClusterCache::applyToNode(NodeEntry& node, PodRecord& record, bool add) {
     record.assignment = exact ? std::move(*exact) : everyDeviceItCouldHold(*record.foreign, *node.state.inventory);
   }
   Status s = add ? node.state.add(record.assignment) : node.state.remove(record.assignment);
+  changed(node);
   if (!s.ok()) {
     // The pod names a device the node no longer publishes: nothing to count there.
     if (add) spdlog::warn("pod={} node={} assignment not counted: {}", record.key, record.node, s.error().message);
@@ -699,6 +713,12 @@ std::optional<DeviceUsage> ClusterCache::deviceUsage(std::string_view node, std:
   for (size_t i = 0; i < entries.size(); ++i)
     if (entries[i].device().id == deviceId) return it->second.state.usage[i];
   return std::nullopt;
+}
+
+void ClusterCache::forEachHeldPod(const std::function<void(const HeldPodView&)>& fn) const {
+  std::shared_lock lock(mu_);
+  for (const auto& [uid, r] : pods_)
+    if (nodes_.contains(r.node)) fn({r.node, r.uid, r.key, r.foreign == nullptr, r.assignment});
 }
 
 std::vector<HeldPod> ClusterCache::podsOn(std::string_view node) const {

@@ -45,6 +45,13 @@ struct NodeEntry {
   std::vector<std::vector<std::uint16_t>> slots;
   /// state.unavailable in a few words without numbers (see nodeUnusableCategory).
   std::string_view unavailableCategory;
+  /// Changes with every change of `state` (a new inventory, a pod counted or taken back),
+  /// and no two states of any nodes share one: what filter concluded from a node holds
+  /// while its generation is the same (filter_memo.h). Not moved by heartbeats.
+  std::uint64_t generation = 0;
+  /// This node's number among the cached nodes, small and reused after a node is removed:
+  /// an index into per-node tables (the filter's memo).
+  std::uint32_t slot = 0;
 };
 
 /// Whether a node can take pods now: no lasting problem and a fresh heartbeat. Inline: the
@@ -176,6 +183,14 @@ class ClusterCache {
 
   /// The pods holding devices on `node` (bound, or reserved by a bind in flight).
   std::vector<HeldPod> podsOn(std::string_view node) const;
+  /// A pod holding devices, as forEachHeldPod shows it: views into the cache, valid during the call.
+  struct HeldPodView {
+    std::string_view node, uid, key;
+    bool ours;  ///< as HeldPod::ours
+    const Assignment& assignment;
+  };
+  /// podsOn() of every node the cache knows, in one walk under the shared lock (metrics).
+  void forEachHeldPod(const std::function<void(const HeldPodView&)>& fn) const;
 
   /// ResourceQuota events (namespace_quota.h): a quota's limits on our resources.
   void upsertQuota(const boost::json::object& quota);
@@ -224,6 +239,7 @@ class ClusterCache {
   void freed(const std::string& node) const {
     if (options_.onCapacityFreed) options_.onCapacityFreed(node);
   }
+  void changed(NodeEntry& node) { node.generation = ++generations_; }  // requires mu_ exclusive
 
   /// Recounts `record`'s share of its namespace's quota usage from its assignment.
   void recountQuota(PodRecord& record);
@@ -253,6 +269,9 @@ class ClusterCache {
   void indexInsert(const NodeEntry* node);
   void indexRebuild();
   const NodeEntry* indexFind(std::string_view name, std::size_t hash) const;
+  std::uint64_t generations_ = 0;        // the last NodeEntry::generation given
+  std::uint32_t slots_ = 0;              // NodeEntry::slot values given so far
+  std::vector<std::uint32_t> freeSlots_;  // of removed nodes, given again first
   std::unordered_map<std::string, PodRecord> pods_;  // by uid: pods holding devices
   std::uint64_t nextReservation_ = 1;
   std::unordered_map<std::string, std::unordered_set<std::string>> podsByNode_;  // also for nodes not (yet) known

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "extender_args.h"
+#include "filter_memo.h"
 #include "filter_result.h"
 #include "gzip.h"
 #include "preemption_args.h"
@@ -37,9 +38,9 @@ http::Response badRequest(const std::string& message) { return http::Response::j
 /// answer for every node fitting (names only, 60 KiB at 5,000 nodes) stays plain.
 constexpr std::size_t kGzipAbove = 64 * 1024;
 
-http::Response answer(const http::Request& request, std::string body) {
+http::Response answer(const http::Request& request, std::string body, GzipCache& packer) {
   if (body.size() > kGzipAbove && acceptsGzip(request.header("accept-encoding"))) {
-    if (auto packed = gzipCompress(body)) {
+    if (auto packed = packer.compress(body)) {
       http::Response r = http::Response::json(std::move(*packed));
       r.headers.emplace_back("Content-Encoding", "gzip");
       return r;
@@ -95,38 +96,31 @@ PodContext podContext(const json::value& podJson, const BackendSet& backends) {
 
 /// What kube-scheduler gets for each refused node: a category (a handful of texts over the
 /// whole cluster, so its summary "0/N nodes are available: 3000 A, 2000 B" stays one line),
-/// formatted once per kind of refusal. The numbers go to the pod's event (Closest).
+/// formatted once per kind of refusal and kept with the pod's shape. The numbers go to the
+/// pod's event (Closest).
 class RefusalCategories {
  public:
-  RefusalCategories(const PlacementEngine& engine, const PreparedPod& pod, FilterResult& result)
-      : engine_(engine), pod_(pod), result_(result) {}
+  RefusalCategories(const PlacementEngine& engine, const PreparedPod& pod, ShapeMemo& shape, FilterResult& result)
+      : engine_(engine), pod_(pod), shape_(shape), result_(result) {}
 
-  FilterResult::ReasonId operator()(const NodeEvaluation& eval) {
-    const NodeRefusal& r = eval.refusal;
-    Key key{r.kind, r.container, r.request, 0, false};
-    if (const auto* top = r.dominant()) {
-      key.reason = top->example.reason;
-      key.alone = top->example.needed >= 100;
-    }
-    for (const auto& [k, id] : memo_)
-      if (k == key) return id;
-    const FilterResult::ReasonId id = result_.reason(engine_.category(pod_, eval));
-    memo_.emplace_back(key, id);
-    return id;
+  /// The shape's category of refusal `eval`.
+  std::uint16_t of(const NodeEvaluation& eval) {
+    return shape_.category(eval, [&](const NodeEvaluation& e) { return engine_.category(pod_, e); });
+  }
+  /// Its reason in this answer.
+  FilterResult::ReasonId reason(std::uint16_t category) {
+    if (category >= ids_.size()) ids_.resize(category + 1u, kNone);
+    if (ids_[category] == kNone) ids_[category] = result_.reason(shape_.categoryText(category));
+    return ids_[category];
   }
 
  private:
-  struct Key {
-    NodeRefusal::Kind kind;
-    std::int16_t container, request;
-    std::int32_t reason;
-    bool alone;
-    bool operator==(const Key&) const = default;
-  };
+  static constexpr FilterResult::ReasonId kNone = UINT32_MAX;
   const PlacementEngine& engine_;
   const PreparedPod& pod_;
+  ShapeMemo& shape_;
   FilterResult& result_;
-  std::vector<std::pair<Key, FilterResult::ReasonId>> memo_;  // a handful: a scan beats hashing
+  std::vector<FilterResult::ReasonId> ids_;  // by the shape's category
 };
 
 /// The few refused nodes closest to taking the pod (PlacementEngine::distance), explained
@@ -134,18 +128,20 @@ class RefusalCategories {
 class Closest {
  public:
   static constexpr std::size_t kKeep = 3;
-  void offer(double distance, std::uint32_t index, const NodeEntry* node, const NodeEvaluation& eval) {
+  void offer(double distance, std::uint32_t index, const NodeEntry* node) {
     if (count_ == kKeep && distance >= near_[kKeep - 1].distance) return;
     std::size_t at = count_ < kKeep ? count_++ : kKeep - 1;
-    near_[at] = {distance, index, node, eval};
+    near_[at] = {distance, index, node};
     for (; at > 0 && near_[at].distance < near_[at - 1].distance; --at) std::swap(near_[at], near_[at - 1]);
   }
-  /// "node-17: <refusal with numbers>; node-3: ..."; call while the nodes are still locked.
+  /// "node-17: <refusal with numbers>; node-3: ..."; call while the nodes are still locked
+  /// (each is judged again: its verdict may have come from the memo, without the numbers).
   std::string describe(const PlacementEngine& engine, const PreparedPod& pod) const {
     std::string out;
     for (std::size_t i = 0; i < count_; ++i) {
       if (i) out += "; ";
-      out += near_[i].node->state.name + ": " + engine.explain(pod, near_[i].node->state, near_[i].eval);
+      const NodeState& state = near_[i].node->state;
+      out += state.name + ": " + engine.explain(pod, state, engine.check(pod, state));
     }
     return out;
   }
@@ -156,10 +152,24 @@ class Closest {
     double distance = 0;
     std::uint32_t index = 0;
     const NodeEntry* node = nullptr;
-    NodeEvaluation eval;
   };
   std::array<Near, kKeep> near_{};
   std::size_t count_ = 0;
+};
+
+/// A shape's memo lent for one request, given back when it ends.
+class LentMemo {
+ public:
+  LentMemo(FilterMemo& memo, const PodRequest& pod) : memo_(memo), lent_(memo.take(pod)) {}
+  ~LentMemo() { memo_.keep(std::move(lent_)); }
+  LentMemo(const LentMemo&) = delete;
+  LentMemo& operator=(const LentMemo&) = delete;
+  ShapeMemo& operator*() const { return *lent_; }
+  ShapeMemo* operator->() const { return lent_.get(); }
+
+ private:
+  FilterMemo& memo_;
+  std::unique_ptr<ShapeMemo> lent_;
 };
 
 /// spec.schedulerName as the apiserver defaults it.
@@ -192,7 +202,7 @@ Extender::Extender(const BackendSet& backends, const SchedulerConfig& config, Cl
                    std::function<bool()> ready)
     : backends_(backends), engine_(config), cache_(cache), client_(client), events_(events), metrics_(metrics),
       podLookup_(std::move(podLookup)), options_(options), heartbeatTimeout_(config.heartbeatTimeout),
-      ready_(std::move(ready)) {}
+      ready_(std::move(ready)), memo_(options_.filterMemoShapes) {}
 
 http::Response Extender::filter(const http::Request& request) {
   const auto start = SteadyClock::now();
@@ -219,12 +229,13 @@ http::Response Extender::filter(const http::Request& request) {
     metrics_.podsRefused.inc({"not-ready"});
     metrics_.filterDuration.observe(secondsSince(start));
     spdlog::info("pod={} filter refused: not ready (caches not synced)", pod.info.key());
-    return answer(request, result.toJson(*args));
+    return answer(request, result.toJson(*args), packer_);
   } else if (!pod.invalid.empty()) {
     const auto why = result.reason("invalid vgpu request: " + pod.invalid);
     for (std::uint32_t i = 0; i < names.size(); ++i) result.fail(i, why, true);
   } else {
-    RefusalCategories categories(engine_, *pod.prepared, result);
+    LentMemo memo(memo_, pod.prepared->pod());
+    RefusalCategories categories(engine_, *pod.prepared, *memo, result);
     Closest closest;
     const HeldRoom held = heldAgainst(pod.info);
     // Namespace quotas count what the pod would really hold on each node (a memory
@@ -265,8 +276,22 @@ http::Response Extender::filter(const http::Request& request) {
               continue;
             }
           }
-        const NodeEvaluation eval = engine_.check(*pod.prepared, withHeld ? withHeld->state : node->state);  // no score needed here
-        if (eval.fits && !quota.limits.empty()) {
+        // Nodes as the cache has them keep their verdict while unchanged; a node of the
+        // request or with room held is judged on its own.
+        const bool cached = !transient && !withHeld;
+        ShapeMemo::Verdict verdict;
+        if (const ShapeMemo::Verdict* known = cached ? memo->find(*node) : nullptr) {
+          verdict = *known;
+        } else {
+          const NodeEvaluation eval = engine_.check(*pod.prepared, withHeld ? withHeld->state : node->state);
+          verdict.fits = eval.fits;
+          if (!eval.fits) {
+            verdict.category = categories.of(eval);
+            verdict.distance = engine_.distance(*pod.prepared, eval);
+          }
+          if (cached) memo->store(*node, verdict);
+        }
+        if (verdict.fits && !quota.limits.empty()) {
           auto assigned = engine_.assign(*pod.prepared, withHeld ? withHeld->state : node->state);
           std::string over = assigned.ok() ? quotaExceeded(pod.info.podNamespace, quota.limits, quota.used,
                                                            cache_.quotaResources().usage(*assigned), cache_.quotaResources())
@@ -277,12 +302,12 @@ http::Response Extender::filter(const http::Request& request) {
             continue;
           }
         }
-        if (eval.fits) {
+        if (verdict.fits) {
           result.pass(i);
           continue;
         }
-        result.fail(i, categories(eval), false);
-        if (!transient && !withHeld) closest.offer(engine_.distance(*pod.prepared, eval), i, node, eval);
+        result.fail(i, categories.reason(verdict.category), false);
+        if (cached) closest.offer(verdict.distance, i, node);
       }
       if (result.passedCount() == 0 && !closest.empty()) closestWords = closest.describe(engine_, *pod.prepared);
     });
@@ -309,7 +334,7 @@ http::Response Extender::filter(const http::Request& request) {
   } else if (pod.ours) {
     spdlog::debug("pod={} filter: {} of {} nodes fit", pod.info.key(), result.passedCount(), names.size());
   }
-  return answer(request, std::move(body));
+  return answer(request, std::move(body), packer_);
 }
 
 http::Response Extender::prioritize(const http::Request& request) {

@@ -9,6 +9,8 @@
 #include <string_view>
 
 #include "cluster_cache.h"
+#include "filter_memo.h"
+#include "gzip.h"
 #include "nominations.h"
 #include "requeuer.h"
 #include "event_recorder.h"
@@ -30,6 +32,9 @@ struct ExtenderOptions {
   Requeuer* requeuer = nullptr;
   /// Room held for nominated preemptors (nominations.h), counted by filter and bind; null = none.
   const Nominations* nominations = nullptr;
+  /// How many request shapes filter keeps its verdicts for (filter_memo.h); 0 = none, every
+  /// node judged afresh on every request.
+  std::size_t filterMemoShapes = 16;
 };
 
 class Extender {
@@ -77,6 +82,8 @@ class Extender {
   ExtenderOptions options_;
   std::chrono::seconds heartbeatTimeout_;
   std::function<bool()> ready_;
+  FilterMemo memo_;
+  GzipCache packer_;  ///< filter's large answers, packed
   bool isReady() const { return !ready_ || ready_(); }
   /// The nominees holding room against `pod`, by node (empty without nominations).
   HeldRoom heldAgainst(const PodInfo& pod) const {

@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cctype>
 
 namespace vgpu::scheduler {
@@ -51,6 +52,24 @@ std::optional<std::string> gzipCompress(std::string_view data) {
   if (rc != Z_STREAM_END) return std::nullopt;
   out.resize(written);
   return out;
+}
+
+std::optional<std::string> GzipCache::compress(std::string_view data) {
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = kept_.begin(); it != kept_.end(); ++it)
+      if (it->first == data) {
+        std::string packed = it->second;
+        std::rotate(it, it + 1, kept_.end());  // now the most recent
+        return packed;
+      }
+  }
+  auto packed = gzipCompress(data);  // outside the lock: the slow part
+  if (!packed || capacity_ == 0) return packed;
+  std::lock_guard lock(mu_);
+  if (kept_.size() == capacity_) kept_.erase(kept_.begin());
+  kept_.emplace_back(std::string(data), *packed);
+  return packed;
 }
 
 }  // namespace vgpu::scheduler

@@ -53,9 +53,7 @@ void HamiSchedulerMetrics::collect(const ClusterCache& cache) {
   for (auto* g : {&memoryLimit_, &coreLimit_, &memoryAllocated_, &sharedCount_, &coreAllocated_, &overview_,
                   &memoryAllocatedRatio_, &containerMemory_, &containerCore_, &quotaUsed_})
     g->clear();
-  std::vector<std::string> nodes;
   cache.forEachNode([&](const NodeEntry& node) {
-    nodes.push_back(node.state.name);
     const auto& entries = node.state.inventory->entries();
     for (size_t i = 0; i < entries.size(); ++i) {
       const Device& d = entries[i].device();
@@ -84,21 +82,19 @@ void HamiSchedulerMetrics::collect(const ClusterCache& cache) {
       quotaUsed_.set({ns, limit.resource, std::to_string(limit.hard), kZone}, static_cast<double>(amount));
     }
   });
-  // Outside forEachNode: podsOn takes the cache's lock itself.
-  for (const auto& node : nodes) {
-    for (const auto& pod : cache.podsOn(node)) {
-      if (!pod.ours) continue;  // another scheduler's pod: which devices it holds is unknown
-      const auto slash = pod.key.find('/');
-      const std::string ns = pod.key.substr(0, slash), name = slash == std::string::npos ? "" : pod.key.substr(slash + 1);
-      const auto& containers = pod.assignment.containers;
-      for (size_t c = 0; c < containers.size(); ++c)
-        for (const auto& g : containers[c].devices) {
-          const metrics::LabelValues l{ns, node, name, std::to_string(c), g.deviceId, kZone};
-          containerMemory_.set(l, static_cast<double>(g.memoryMiB) * kMiB);
-          containerCore_.set(l, g.compute);
-        }
-    }
-  }
+  // One walk over the pods, not a look-up (and a lock) per node.
+  cache.forEachHeldPod([&](const ClusterCache::HeldPodView& pod) {
+    if (!pod.ours) return;  // another scheduler's pod: which devices it holds is unknown
+    const auto slash = pod.key.find('/');
+    const std::string ns(pod.key.substr(0, slash)), name(slash == std::string_view::npos ? "" : pod.key.substr(slash + 1));
+    const auto& containers = pod.assignment.containers;
+    for (size_t c = 0; c < containers.size(); ++c)
+      for (const auto& g : containers[c].devices) {
+        const metrics::LabelValues l{ns, std::string(pod.node), name, std::to_string(c), g.deviceId, kZone};
+        containerMemory_.set(l, static_cast<double>(g.memoryMiB) * kMiB);
+        containerCore_.set(l, g.compute);
+      }
+  });
 }
 
 }  // namespace vgpu::scheduler

@@ -31,6 +31,37 @@ bool deleting(const boost::json::object& pod) {
 
 }  // namespace
 
+/// Keys as an open-addressing table: built in one pass over a refusal's candidates (no
+/// sort: a refusal over thousands of nodes not seen together before costs a pass, not a
+/// sort), asked once per node where capacity frees.
+class NameKeySet {
+ public:
+  explicit NameKeySet(const std::vector<std::uint32_t>& keys) {
+    std::size_t capacity = 8;
+    while (capacity < keys.size() * 2) capacity *= 2;
+    slots_.assign(capacity, kEmpty);
+    for (const std::uint32_t k : keys) {
+      if (k == kEmpty) {
+        hasEmptyKey_ = true;
+        continue;
+      }
+      slots_[slotOf(k)] = k;
+    }
+  }
+  bool contains(std::uint32_t key) const { return key == kEmpty ? hasEmptyKey_ : slots_[slotOf(key)] == key; }
+
+ private:
+  static constexpr std::uint32_t kEmpty = 0;
+  /// Where `key` is, or the empty slot where it would go (keys are hashes already).
+  std::size_t slotOf(std::uint32_t key) const {
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t i = key & mask;; i = (i + 1) & mask)
+      if (slots_[i] == key || slots_[i] == kEmpty) return i;
+  }
+  std::vector<std::uint32_t> slots_;
+  bool hasEmptyKey_ = false;
+};
+
 Requeuer::Requeuer(ClusterCache& cache, const PlacementEngine& engine, k8s::Client& client, SchedulerMetrics& metrics,
                    std::function<k8s::ObjectPtr(const std::string&)> podLookup, RequeuerOptions options)
     : cache_(cache), engine_(engine), client_(client), metrics_(metrics), podLookup_(std::move(podLookup)),
@@ -53,7 +84,7 @@ void Requeuer::refused(const PodInfo& pod, std::shared_ptr<const PreparedPod> pr
                        const std::vector<std::string_view>& candidates) {
   if (options_.qps <= 0 || pod.uid.empty() || !prepared) return;
   // Pods of one workload are refused over the same candidates, again at every retry: find
-  // their set by an order-free signature before paying for a sorted copy.
+  // their set by an order-free signature before building one.
   std::vector<std::uint32_t> keys;
   keys.reserve(candidates.size());
   std::uint64_t sum = candidates.size(), mixed = 0;
@@ -65,7 +96,7 @@ void Requeuer::refused(const PodInfo& pod, std::shared_ptr<const PreparedPod> pr
   }
   const std::pair<std::uint64_t, std::uint64_t> signature{sum, mixed};
   std::lock_guard lock(mu_);
-  std::shared_ptr<const std::vector<std::uint32_t>> set;
+  std::shared_ptr<const NameKeySet> set;
   std::erase_if(candidateSets_, [](const auto& entry) { return entry.second.expired(); });
   for (const auto& [sig, weak] : candidateSets_)
     if (sig == signature)
@@ -74,9 +105,7 @@ void Requeuer::refused(const PodInfo& pod, std::shared_ptr<const PreparedPod> pr
         break;
       }
   if (!set) {
-    std::sort(keys.begin(), keys.end());
-    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-    set = std::make_shared<const std::vector<std::uint32_t>>(std::move(keys));
+    set = std::make_shared<const NameKeySet>(keys);
     candidateSets_.emplace_back(signature, set);
   }
   Refused& r = refused_[pod.uid];
@@ -149,7 +178,7 @@ void Requeuer::handle(const std::string& node) {
   {
     std::lock_guard lock(mu_);
     for (const auto& [uid, r] : refused_)
-      if (std::binary_search(r.candidates->begin(), r.candidates->end(), key)) waiting.push_back(r);
+      if (r.candidates->contains(key)) waiting.push_back(r);
   }
   if (waiting.empty()) return;
   std::sort(waiting.begin(), waiting.end(), [](const Refused& a, const Refused& b) { return a.order < b.order; });

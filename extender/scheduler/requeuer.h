@@ -47,6 +47,9 @@ struct RequeuerOptions {
   std::chrono::seconds heartbeatTimeout{90};  ///< a node is judged as filter judges it
 };
 
+/// The node-name keys of a refused pod's candidates (requeuer.cpp).
+class NameKeySet;
+
 class Requeuer {
  public:
   /// `podLookup` finds a pod in the informer's cache by "ns/name". All must outlive this.
@@ -72,7 +75,7 @@ class Requeuer {
   struct Refused {
     std::string uid, ns, name;
     std::shared_ptr<const PreparedPod> pod;
-    std::shared_ptr<const std::vector<std::uint32_t>> candidates;  ///< sorted name hashes
+    std::shared_ptr<const NameKeySet> candidates;
     std::uint64_t order = 0;  ///< when it was (last) refused
     std::chrono::steady_clock::time_point lastTouch{};
   };
@@ -93,8 +96,7 @@ class Requeuer {
   std::unordered_map<std::string, Refused> refused_;  // by uid
   std::set<std::string> freed_;                       // nodes to look at
   // Candidate sets shared between pods, by an order-free signature of their names.
-  std::vector<std::pair<std::pair<std::uint64_t, std::uint64_t>, std::weak_ptr<const std::vector<std::uint32_t>>>>
-      candidateSets_;
+  std::vector<std::pair<std::pair<std::uint64_t, std::uint64_t>, std::weak_ptr<const NameKeySet>>> candidateSets_;
   std::uint64_t order_ = 0, touches_ = 0;
   double tokens_ = 0;
   std::chrono::steady_clock::time_point refill_ = std::chrono::steady_clock::now();

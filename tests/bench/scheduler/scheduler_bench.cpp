@@ -5,6 +5,8 @@
 //    server on one thread; p50/p99 per request; placed:N, N pods already admitted on the
 //    cluster (8,000 MiB and 10 percent each, spread over the nodes and their devices). Under valgrind --tool=callgrind each
 //    measured loop is dumped on its own (instructions per request = dump total / iterations).
+//  - BM_FilterRetriedPod: the same pod again and again on the loaded cluster while some nodes
+//    change between requests: what filter's memo of verdicts (filter_memo.h) saves.
 //  - BM_FilterBindThroughput: pods scheduled through filter + bind by 16 concurrent
 //    clients onto 1,000 nodes, with a node-agent double acknowledging Allocate.
 // Run: taskset -c 0 bin/vgpu_scheduler_bench (one core), figures in docs/scheduler.md.
@@ -30,8 +32,10 @@ namespace {
 using namespace vgpu::testing;
 
 /// `placed` pods admitted on the nodes before any request (round-robin over the nodes, then
-/// over each node's devices), as the scheduler finds them in its informer after a restart.
-std::unique_ptr<SchedulerHarness> cluster(int nodes, int threads, std::vector<std::string>& names, int placed = 0) {
+/// over each node's devices), as the scheduler finds them in its informer after a restart;
+/// kept in `placedPods` when given.
+std::unique_ptr<SchedulerHarness> cluster(int nodes, int threads, std::vector<std::string>& names, int placed = 0,
+                                          std::vector<json::object>* placedPods = nullptr) {
   scheduler::tuneAllocator();  // as vgpu-scheduler's main does
   scheduler::ServiceOptions options;
   options.http.threads = threads;
@@ -40,9 +44,11 @@ std::unique_ptr<SchedulerHarness> cluster(int nodes, int threads, std::vector<st
   auto h = std::make_unique<SchedulerHarness>(options, NodePolicy::kBinpack, std::chrono::hours(24));
   // Generous: under valgrind the informers take minutes.
   names = addNodes(*h, nodes, 8, 81920, 10, std::chrono::minutes(10));
-  for (int i = 0; i < placed; ++i)
-    h->createPod(admittedPod("placed-" + std::to_string(i), names[static_cast<std::size_t>(i % nodes)], 8000, 10,
-                             (i / nodes) % 8));
+  for (int i = 0; i < placed; ++i) {
+    json::object pod = h->createPod(admittedPod("placed-" + std::to_string(i), names[static_cast<std::size_t>(i % nodes)],
+                                                8000, 10, (i / nodes) % 8));
+    if (placedPods) placedPods->push_back(std::move(pod));
+  }
   if (!h->awaitPods(static_cast<std::size_t>(placed), std::chrono::minutes(10)))
     throw std::runtime_error("the scheduler's cache did not see all " + std::to_string(placed) + " placed pods");
   return h;
@@ -108,6 +114,51 @@ BENCHMARK(BM_FilterNodeCacheCapable)
     ->Args({5000, 1, 0, 50000})
     ->Args({5000, 0, 0, 50000})
     ->Args({5000, 0, 1, 50000})
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(3)
+    ->MeasureProcessCPUTime();
+
+/// A pod kube-scheduler retries on issue 19's loaded cluster (5,000 nodes x 8 GPUs, 50,000
+/// pods placed) while the cluster moves: before each request `changed` nodes each see one of
+/// their pods go and come back (the scheduler's cache counts both, so the node is as it was
+/// but its state is new to filter's memo, as after any pod event there). fits:0 is the pod
+/// no node can take, fits:1 one every node can. changed:5000 is every node new to the memo
+/// on every request: the cost of a pod's first request. Under callgrind as above.
+void BM_FilterRetriedPod(benchmark::State& state) {
+  spdlog::set_level(spdlog::level::warn);
+  constexpr int kNodes = 5000;
+  std::vector<std::string> names;
+  std::vector<json::object> placed;
+  auto h = cluster(kNodes, 1, names, 50000, &placed);
+  const bool fits = state.range(0) != 0;
+  const auto changed = static_cast<std::size_t>(state.range(1));
+  const std::string body = extenderArgs(h->createPod(gpuPod("bench", fits ? 10000 : 100000, 20)), names);
+  TestHttpClient http(h->service->extenderPort());
+  scheduler::ClusterCache& cache = h->service->cache();
+  std::vector<double> latencies;
+  std::size_t next = 0;  // the placed pods are round-robin over the nodes: kNodes in a row are on kNodes nodes
+  CALLGRIND_ZERO_STATS;
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (std::size_t k = 0; k < changed; ++k, next = (next + 1) % placed.size()) {
+      cache.removePod(placed[next]);
+      cache.upsertPod(placed[next]);
+    }
+    state.ResumeTiming();
+    const auto start = std::chrono::steady_clock::now();
+    auto r = http.post("/filter", body);
+    latencies.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    if (r.status != 200 || r.body.find("node-0\"") == std::string::npos) state.SkipWithError("filter failed");
+  }
+  CALLGRIND_DUMP_STATS_AT("filter requests");
+  state.counters["p50_ms"] = percentile(latencies, 0.50);
+  state.counters["p99_ms"] = percentile(latencies, 0.99);
+  state.counters["handler_ms"] =
+      1000 * meanOf(h->service->registry().render(), "vgpu_scheduler_filter_duration_seconds");
+}
+BENCHMARK(BM_FilterRetriedPod)
+    ->ArgNames({"fits", "changed"})
+    ->ArgsProduct({{0, 1}, {0, 50, 500, 5000}})
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(3)
     ->MeasureProcessCPUTime();

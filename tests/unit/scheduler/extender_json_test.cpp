@@ -211,6 +211,25 @@ TEST(SchedulerFilterResult, PassingNeighboursAreCopiedFromTheRequestWithItsSpaci
   }
 }
 
+TEST(SchedulerFilterResult, RefusedNamesThatNeedEscapesAreWrittenEscaped) {
+  // Names that are not views into the body are written anew, some longer than their text
+  // plus quotes: the answer's room grows for them.
+  const std::string body = R"({"Pod":{},"NodeNames":["a","q\"uo\"te","b","back\\slash","\u00e9t\u00e9","c"]})";
+  ExtenderArgs args = namesArgs(body);
+  const std::vector<std::string> all{"a", "q\"uo\"te", "b", "back\\slash", "\u00e9t\u00e9", "c"};
+  ASSERT_EQ(asStrings(args.names), all);
+  FilterResult result(all.size());
+  json::object failed, unresolvable;
+  for (std::uint32_t i = 0; i < all.size(); ++i) {
+    const bool lasting = i % 3 == 2;
+    result.fail(i, result.reason(lasting ? "gone" : "full"), lasting);
+    (lasting ? unresolvable : failed)[args.names[i]] = lasting ? "gone" : "full";
+  }
+  const json::object out = fullParse(result.toJson(args)).as_object();
+  EXPECT_EQ(out.at("FailedNodes"), failed);
+  EXPECT_EQ(out.at("FailedAndUnresolvableNodes"), unresolvable);
+}
+
 TEST(SchedulerFilterResult, NothingFitsIsAnEmptyArrayNotNull) {
   const std::string body = R"({"Pod":{},"NodeNames":["a"]})";
   ExtenderArgs args = namesArgs(body);

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <random>
 #include <set>
 
 #include "json_body.h"
@@ -160,8 +161,28 @@ TEST(SchedulerRefusals, AnswerFor5000RefusedNodesFitsIn100KiB) {
   EXPECT_EQ(packed.headers["Content-Encoding"], "gzip");
   EXPECT_LE(packed.body.size(), 100u * 1024) << "answer of " << packed.body.size() << " bytes";
   EXPECT_EQ(gunzip(packed.body), r.body);
+  EXPECT_EQ(go.post("/filter", body).body, packed.body) << "the same answer, packed the same (kept)";
   RecordProperty("answer_bytes_plain", static_cast<int>(r.body.size()));
   RecordProperty("answer_bytes_gzip", static_cast<int>(packed.body.size()));
+}
+
+TEST(SchedulerRefusals, KeptPackedAnswersServeOnlyTheSameAnswer) {
+  GzipCache packer(2);
+  std::mt19937 rng(7);
+  auto text = [&](std::size_t size) {  // packs no more than tenfold, as answers do
+    std::string out(size, ' ');
+    for (char& ch : out) ch = static_cast<char>('a' + rng() % 16);
+    return out;
+  };
+  const std::string a = text(100000), c = text(70000);
+  std::string b = a;
+  b[5000] = b[5000] == 'a' ? 'b' : 'a';
+  ASSERT_EQ(gunzip(packer.compress(a).value()), a);
+  EXPECT_EQ(packer.compress(a).value(), gzipCompress(a).value());
+  EXPECT_EQ(gunzip(packer.compress(b).value()), b) << "as long as a kept one, one byte apart";
+  EXPECT_EQ(gunzip(packer.compress(c).value()), c);  // a is no longer kept
+  EXPECT_EQ(gunzip(packer.compress(a).value()), a);
+  EXPECT_EQ(gunzip(packer.compress(b).value()), b);
 }
 
 TEST(SchedulerRefusals, GzipOnlyWhenTheClientAcceptsIt) {
