@@ -157,6 +157,8 @@ class LimiterPreload : public ::testing::Test {
     if (!dir_.empty()) std::system(("rm -rf " + dir_).c_str());
   }
 
+  double reachableAround(double before, double share, int limit, const std::vector<std::string>& bare);
+
   // A path under the test's folder, as the probes see it (inside the old root, if any).
   std::string probePath(const std::string& name) const { return inner_ + "/" + name; }
 
@@ -749,6 +751,17 @@ TEST_F(LimiterPreload, StdoutStaysCleanEvenWithDebugLogging) {
 
 class LimiterCompute : public LimiterPreload, public ::testing::WithParamInterface<int> {};
 
+// What an unthrottled workload reaches moves with the machine's load between two runs (seen:
+// 64 % before a limited run that then got 58.7 % of a 90 % limit, the unreachable part
+// only capped). When the limited run fell short of what was measured before it, the
+// workload is measured again after it, and the lower of the two bounds it from below.
+double LimiterPreload::reachableAround(double before, double share, int limit, const std::vector<std::string>& bare) {
+  if (share >= std::min<double>(limit, before) - 5.0) return before;
+  ProbeResult after = run(bare, {}, false);
+  if (after.exitCode != 0) return before;
+  return std::min(before, strtod(field(after.out, "share").c_str(), nullptr) * 100);
+}
+
 TEST_P(LimiterCompute, BusyWorkloadTracksTheLimitWithinFivePoints) {
   int limit = GetParam();
   // What this workload reaches unthrottled on this machine right now (its own launch and
@@ -766,6 +779,7 @@ TEST_P(LimiterCompute, BusyWorkloadTracksTheLimitWithinFivePoints) {
   // The cap always holds; below it the share reaches the limit, or what the workload
   // reaches at all (measured a moment before, so it only bounds from below).
   EXPECT_LE(share, limit + 5.0) << r.out;
+  if (limit > 50) reachable = reachableAround(reachable, share, limit, {"compute", "700", "1000"});
   EXPECT_GE(share, std::min<double>(limit, reachable) - 5.0) << r.out << "unthrottled: " << reachable;
 }
 
@@ -800,6 +814,7 @@ TEST_P(LimiterComputeKernels, MeetTheLimitWithinFivePoints) {
   ASSERT_EQ(r.exitCode, 0) << r.err;
   double share = strtod(field(r.out, "share").c_str(), nullptr) * 100;
   EXPECT_LE(share, c.limit + 5.0) << r.out;
+  if (c.limit > 50) reachable = reachableAround(reachable, share, c.limit, {"compute", "700", us, "0", sync});
   EXPECT_GE(share, std::min<double>(c.limit, reachable) - 5.0) << r.out << "unthrottled: " << reachable;
 }
 
