@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "vgpu/allocator.h"
+
 namespace vgpu::scheduler {
 
 bool sameShape(const PodRequest& a, const PodRequest& b) {
@@ -17,10 +19,10 @@ bool sameShape(const PodRequest& a, const PodRequest& b) {
 void ShapeMemo::grow(std::uint32_t slot) { verdicts_.resize(std::max<std::size_t>(2 * (slot + std::size_t{1}), 1024)); }
 
 ShapeMemo::CategoryKey ShapeMemo::categoryKey(const NodeRefusal& r) {
-  CategoryKey key{r.kind, r.container, r.request, 0, false};
+  CategoryKey key{r.kind, r.container, r.request, 0, {}};
   if (const auto* top = r.dominant()) {
     key.reason = top->example.reason;
-    key.alone = top->example.needed >= 100;
+    key.words = categorizeCoreReason(top->example);  // the same words, the same HAMi name
   }
   return key;
 }

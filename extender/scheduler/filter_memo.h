@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -74,7 +75,7 @@ class ShapeMemo {
     NodeRefusal::Kind kind;
     std::int16_t container, request;
     std::int32_t reason;
-    bool alone;
+    std::string_view words;  ///< categorizeCoreReason of the dominant example: its rules, not a copy
     bool operator==(const CategoryKey&) const = default;
   };
   static CategoryKey categoryKey(const NodeRefusal& r);
