@@ -18,6 +18,22 @@ ContainerResources limits(std::map<std::string, std::int64_t> l) {
   return c;
 }
 
+/// `allocator.fit` of the container asking `l` (with `annotations`) on `device` with `usage`
+/// taken; a request that does not parse fails the test and answers "does not fit".
+vgpu_fit_result fitOn(const NvidiaAllocator& allocator, std::map<std::string, std::int64_t> l,
+                      const Annotations& annotations, const Device& device, const DeviceUsage& usage = {}) {
+  vgpu_fit_result r{};
+  auto parsed = allocator.parseRequest(limits(std::move(l)), annotations);
+  if (!parsed.ok() || !parsed->has_value()) {
+    ADD_FAILURE() << "the request does not parse: " << (parsed.ok() ? "no request" : parsed.error().message);
+    return r;
+  }
+  const RequestRecord request(**parsed);
+  const DeviceRecord record(device);
+  allocator.fit(request.c(), record.c(), toC(usage), r);
+  return r;
+}
+
 struct FitCase {
   const char* description;
   std::map<std::string, std::int64_t> limits;
@@ -110,13 +126,7 @@ TEST(NvidiaAllocator, AppliesEveryFitRuleInOrder) {
   const NvidiaAllocator allocator(params());
   for (const auto& c : fitCases()) {
     SCOPED_TRACE(c.description);
-    auto parsed = allocator.parseRequest(limits(c.limits), c.annotations);
-    ASSERT_TRUE(parsed.ok()) << parsed.error().message;
-    ASSERT_TRUE(parsed->has_value());
-    const RequestRecord request(**parsed);
-    const DeviceRecord device(c.device);
-    vgpu_fit_result r{};
-    allocator.fit(request.c(), device.c(), toC(c.usage), r);
+    const vgpu_fit_result r = fitOn(allocator, c.limits, c.annotations, c.device, c.usage);
     if (c.reason == VGPU_REASON_NONE) {
       EXPECT_TRUE(r.fits) << allocator.explain(r);
       EXPECT_EQ(r.take.shares, c.take.shares);
@@ -300,13 +310,7 @@ TEST(NvidiaMigAllocator, MixedFitsAMigResourceOnlyOnMigDevicesOfItsProfile) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.description);
-    auto parsed = allocator.parseRequest(limits(c.limits), c.annotations);
-    ASSERT_TRUE(parsed.ok()) << parsed.error().message;
-    ASSERT_TRUE(parsed->has_value());
-    const RequestRecord request(**parsed);
-    const DeviceRecord device(c.device);
-    vgpu_fit_result r{};
-    allocator.fit(request.c(), device.c(), toC(DeviceUsage{}), r);
+    const vgpu_fit_result r = fitOn(allocator, c.limits, c.annotations, c.device);
     EXPECT_EQ(r.reason, c.reason) << allocator.explain(r);
     EXPECT_EQ(r.fits != 0, c.reason == VGPU_REASON_NONE);
     if (r.fits) {
@@ -328,12 +332,8 @@ TEST(NvidiaMigAllocator, MixedRefusesAContainerThatAsksForTwoKindsOfDevice) {
 
 TEST(NvidiaMigAllocator, SingleServesMigDevicesAsGpus) {
   const NvidiaAllocator allocator(params(), serving(MigStrategy::kSingle));
-  auto parsed = allocator.parseRequest(limits({{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", 2000}}), {});
-  ASSERT_TRUE(parsed.ok() && parsed->has_value());
-  const RequestRecord request(**parsed);
-  const DeviceRecord device(migDevice("2g.10gb", 9856));
-  vgpu_fit_result r{};
-  allocator.fit(request.c(), device.c(), toC(DeviceUsage{}), r);
+  const vgpu_fit_result r =
+      fitOn(allocator, {{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", 2000}}, {}, migDevice("2g.10gb", 9856));
   EXPECT_TRUE(r.fits) << allocator.explain(r);
   EXPECT_EQ(r.take.memory_mib, 2000u);
 }
