@@ -29,6 +29,7 @@
 
 namespace vgpu::realk8s {
 namespace fs = std::filesystem;
+using e2e::readText;
 namespace json = boost::json;
 using e2e::ChildProcess;
 using e2e::ProcessOptions;
@@ -58,13 +59,6 @@ struct RealCluster::VgpuNode {
   fs::path pluginDir() const { return dir / "dp"; }
   fs::path podResourcesSocket() const { return dir / "pr" / "kubelet.sock"; }
 };
-
-std::string readText(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 namespace {
 

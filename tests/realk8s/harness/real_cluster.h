@@ -246,7 +246,4 @@ class RealCluster {
   std::map<std::string, std::unique_ptr<VgpuNode>> vgpuNodes_;
 };
 
-/// `text` from `path` (empty when it cannot be read).
-std::string readText(const std::string& path);
-
 }  // namespace vgpu::realk8s
