@@ -33,6 +33,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vgpu/region_shares.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -42,7 +44,8 @@ extern "C" {
  * identifies processes by a file lock (above), with the same layout: processes of versions 1
  * and 2 would race with it, so a writer opens only version 3 (it rewrites an older file that
  * no live process uses, and refuses one that a live process still does); readers read all. */
-#define VGPU_REGION_VERSION 3u
+/* Version 4 adds the table of memory shared between processes at the end (the file grows). */
+#define VGPU_REGION_VERSION 4u
 #define VGPU_REGION_OLDEST_VERSION 1u
 #define VGPU_REGION_MAX_DEVICES 16
 #define VGPU_REGION_MAX_PROCS 1024
@@ -99,6 +102,7 @@ typedef struct vgpu_region {
   } lock;
   vgpu_region_device devices[VGPU_REGION_MAX_DEVICES];
   vgpu_region_proc procs[VGPU_REGION_MAX_PROCS];
+  vgpu_region_shares shares; /* version 4: memory shared between processes (vgpu/region_shares.h) */
 } vgpu_region;
 
 /** Results of the region functions; errors also leave a message in `err` where given. */
