@@ -36,6 +36,10 @@
                                    CUstream hStream))                                       \
   X(cuMemFreeAsync, (CUdeviceptr dptr, CUstream hStream))                                   \
   X(cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream hStream))                              \
+  /* coverage (issue 36): allocators found missing by tests/unit/hooks/cuda_coverage.py */  \
+  X(cuMemAllocPitch, (CUdeviceptr_v1* dptr, unsigned int* pPitch, unsigned int WidthInBytes, \
+                      unsigned int Height, unsigned int ElementSizeBytes))                  \
+  /* end of coverage (issue 36) */                                                          \
   /* memory pools: charged for what they hold */                                            \
   X(cuMemPoolCreate, (CUmemoryPool* pool, const CUmemPoolProps* poolProps))                 \
   X(cuMemPoolDestroy, (CUmemoryPool pool))                                                  \
