@@ -39,6 +39,21 @@
   /* coverage (issue 36): allocators found missing by tests/unit/hooks/cuda_coverage.py */  \
   X(cuMemAllocPitch, (CUdeviceptr_v1* dptr, unsigned int* pPitch, unsigned int WidthInBytes, \
                       unsigned int Height, unsigned int ElementSizeBytes))                  \
+  X(cuModuleLoad, (CUmodule* module, const char* fname))                                    \
+  X(cuModuleLoadData, (CUmodule* module, const void* image))                                \
+  X(cuModuleLoadDataEx, (CUmodule* module, const void* image, unsigned int numOptions,      \
+                         CUjit_option* options, void** optionValues))                       \
+  X(cuModuleLoadFatBinary, (CUmodule* module, const void* fatCubin))                        \
+  X(cuModuleUnload, (CUmodule hmod))                                                        \
+  X(cuLibraryLoadData, (CUlibrary* library, const void* code, CUjit_option* jitOptions,     \
+                        void** jitOptionsValues, unsigned int numJitOptions,                \
+                        CUlibraryOption* libraryOptions, void** libraryOptionValues,        \
+                        unsigned int numLibraryOptions))                                    \
+  X(cuLibraryLoadFromFile, (CUlibrary* library, const char* fileName,                       \
+                            CUjit_option* jitOptions, void** jitOptionsValues,              \
+                            unsigned int numJitOptions, CUlibraryOption* libraryOptions,    \
+                            void** libraryOptionValues, unsigned int numLibraryOptions))    \
+  X(cuLibraryUnload, (CUlibrary library))                                                   \
   /* end of coverage (issue 36) */                                                          \
   /* memory pools: charged for what they hold */                                            \
   X(cuMemPoolCreate, (CUmemoryPool* pool, const CUmemPoolProps* poolProps))                 \
@@ -176,6 +191,16 @@
   R(cuMemAllocPitch, 2000, cuMemAllocPitch, none)                                           \
   R(cuMemAllocPitch, 3020, cuMemAllocPitch_v2, none)                                        \
   R(cuMemAllocManaged, 6000, cuMemAllocManaged, none)                                       \
+  /* coverage (issue 36) */                                                                 \
+  R(cuModuleLoad, 2000, cuModuleLoad, none)                                                 \
+  R(cuModuleLoadData, 2000, cuModuleLoadData, none)                                         \
+  R(cuModuleLoadDataEx, 2010, cuModuleLoadDataEx, none)                                     \
+  R(cuModuleLoadFatBinary, 2000, cuModuleLoadFatBinary, none)                               \
+  R(cuModuleUnload, 2000, cuModuleUnload, none)                                             \
+  R(cuLibraryLoadData, 12000, cuLibraryLoadData, none)                                      \
+  R(cuLibraryLoadFromFile, 12000, cuLibraryLoadFromFile, none)                              \
+  R(cuLibraryUnload, 12000, cuLibraryUnload, none)                                          \
+  /* end of coverage (issue 36) */                                                          \
   R(cuMemFree, 2000, cuMemFree, none)                                                       \
   R(cuMemFree, 3020, cuMemFree_v2, none)                                                    \
   R(cuMemAllocAsync, 11020, cuMemAllocAsync, cuMemAllocAsync_ptsz)                          \

@@ -109,4 +109,23 @@ TEST_F(LimiterCoverage, PitchV1FromGetProcAddressIsChargedLikeV2) {
   EXPECT_EQ(r.exitCode, 0) << r.err << r.out;
 }
 
+// Issue 36 item 5 / issue 37 item 5: a module's code and __device__ globals take device memory
+// at load; every loader was passed through uncounted. Charged exactly, refused over the limit
+// with nothing left on the device, given back by the unload.
+class LimiterCodeLoading : public LimiterCoverage, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(LimiterCodeLoading, IsChargedExactlyRefusedOverTheLimitAndGivenBackByTheUnload) {
+  Result r = run({"load", GetParam()});
+  EXPECT_EQ(r.exitCode, 0) << r.err << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Loaders, LimiterCodeLoading,
+                         ::testing::Values("data", "dataex", "fatbinary", "file", "library", "libraryfile"),
+                         [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
+
+TEST_F(LimiterCoverage, AModulesChargeGoesWithItsContext) {
+  Result r = run({"load_ctxdestroy"});
+  EXPECT_EQ(r.exitCode, 0) << r.err << r.out;
+}
+
 }  // namespace

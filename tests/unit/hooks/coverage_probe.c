@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "vgpu/cuda/driver_api.h"
 
@@ -29,6 +30,16 @@ FN(cuCtxSetCurrent)
 FN(cuMemGetInfo_v2)
 FN(cuGetProcAddress_v2)
 FN(cuGetErrorName)
+FN(cuCtxCreate_v2)
+FN(cuCtxDestroy_v2)
+FN(cuModuleLoad)
+FN(cuModuleLoadData)
+FN(cuModuleLoadDataEx)
+FN(cuModuleLoadFatBinary)
+FN(cuModuleUnload)
+FN(cuLibraryLoadData)
+FN(cuLibraryLoadFromFile)
+FN(cuLibraryUnload)
 #undef FN
 
 static int fail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -75,6 +86,16 @@ static int setup(void) {
   LOAD(cuMemGetInfo_v2)
   LOAD(cuGetProcAddress_v2)
   LOAD(cuGetErrorName)
+  LOAD(cuCtxCreate_v2)
+  LOAD(cuCtxDestroy_v2)
+  LOAD(cuModuleLoad)
+  LOAD(cuModuleLoadData)
+  LOAD(cuModuleLoadDataEx)
+  LOAD(cuModuleLoadFatBinary)
+  LOAD(cuModuleUnload)
+  LOAD(cuLibraryLoadData)
+  LOAD(cuLibraryLoadFromFile)
+  LOAD(cuLibraryUnload)
 #undef LOAD
   CUdevice dev;
   CUcontext ctx;
@@ -134,6 +155,97 @@ static int scenarioPitchV1(const char* how) {
   return 0;
 }
 
+/* ---- loading code: what a module or library takes on the device is charged ---- */
+
+/* One loaded code object: a module, or a library. */
+typedef struct {
+  CUmodule mod;
+  CUlibrary lib;
+} Code;
+
+static char g_file[64]; /* the image file of the "file" loaders */
+
+/* Loads an image whose code and globals take `bytes` on the device (the fake reads
+ * device_bytes=), by `loader`: data, dataex, fatbinary, file (modules), library, libraryfile. */
+static CUresult load(const char* loader, uint64_t bytes, Code* c) {
+  char image[64];
+  snprintf(image, sizeof image, "vgpu-fake-module device_bytes=%llu", (unsigned long long)bytes);
+  memset(c, 0, sizeof *c);
+  if (!strcmp(loader, "file") || !strcmp(loader, "libraryfile")) {
+    strcpy(g_file, "/tmp/vgpu-coverage-image-XXXXXX");
+    int fd = mkstemp(g_file);
+    if (fd < 0 || write(fd, image, strlen(image) + 1) < 0) return CUDA_ERROR_OPERATING_SYSTEM;
+    close(fd);
+    CUresult rc = !strcmp(loader, "file") ? p_cuModuleLoad(&c->mod, g_file)
+                                          : p_cuLibraryLoadFromFile(&c->lib, g_file, NULL, NULL, 0, NULL, NULL, 0);
+    unlink(g_file);
+    return rc;
+  }
+  if (!strcmp(loader, "data")) return p_cuModuleLoadData(&c->mod, image);
+  if (!strcmp(loader, "dataex")) {
+    CUjit_option opt = CU_JIT_MAX_REGISTERS;
+    void* value = (void*)(uintptr_t)32;
+    return p_cuModuleLoadDataEx(&c->mod, image, 1, &opt, &value);
+  }
+  if (!strcmp(loader, "fatbinary")) return p_cuModuleLoadFatBinary(&c->mod, image);
+  if (!strcmp(loader, "library")) return p_cuLibraryLoadData(&c->lib, image, NULL, NULL, 0, NULL, NULL, 0);
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult unload(const Code* c) { return c->lib ? p_cuLibraryUnload(c->lib) : p_cuModuleUnload(c->mod); }
+
+/* Under a 64 MiB limit (8 MiB of it the context): 24 MiB of code loads and is charged
+ * exactly; 48 MiB more is refused with nothing left on the device; the unload gives the
+ * 24 MiB back; then the 48 MiB load fits. */
+static int scenarioLoad(const char* loader) {
+  if (setup() != 0) return 3;
+  uint64_t used0 = containerUsed(), phys0 = physicalUsed();
+  Code a, b;
+  CUresult rc = load(loader, 24 * MIB, &a);
+  if (rc != CUDA_SUCCESS) return fail("%s: 24 MiB of code within the limit failed: %s", loader, errName(rc));
+  uint64_t charged = containerUsed() - used0;
+  if (charged != 24 * MIB) return fail("%s: 24 MiB of code charged %llu bytes", loader, (unsigned long long)charged);
+  uint64_t phys1 = physicalUsed();
+  rc = load(loader, 48 * MIB, &b);
+  if (rc != CUDA_ERROR_OUT_OF_MEMORY) return fail("%s: 48 MiB more over the limit gave %s", loader, errName(rc));
+  if (physicalUsed() != phys1)
+    return fail("%s: the refused load left %llu bytes on the device", loader,
+                (unsigned long long)(physicalUsed() - phys1));
+  if (containerUsed() != used0 + charged) return fail("%s: the refused load changed the usage", loader);
+  if ((rc = unload(&a)) != CUDA_SUCCESS) return fail("%s: unload failed: %s", loader, errName(rc));
+  if (containerUsed() != used0 || physicalUsed() != phys0)
+    return fail("%s: usage %llu after the unload, %llu before", loader, (unsigned long long)containerUsed(),
+                (unsigned long long)used0);
+  if ((rc = load(loader, 48 * MIB, &b)) != CUDA_SUCCESS)
+    return fail("%s: 48 MiB alone failed: %s", loader, errName(rc));
+  unload(&b);
+  printf("charged=%llu\n", (unsigned long long)charged);
+  return 0;
+}
+
+/* A module's memory goes with its context: cuCtxDestroy gives its charge back. */
+static int scenarioLoadContextDestroy(void) {
+  if (setup() != 0) return 3;
+  uint64_t used0 = containerUsed();
+  CUcontext ctx;
+  CUresult rc = p_cuCtxCreate_v2(&ctx, 0, 0);
+  if (rc != CUDA_SUCCESS) return fail("cuCtxCreate_v2: %s", errName(rc));
+  uint64_t withContext = containerUsed();
+  Code a;
+  if ((rc = load("data", 24 * MIB, &a)) != CUDA_SUCCESS) return fail("24 MiB of code failed: %s", errName(rc));
+  if (containerUsed() != withContext + 24 * MIB) return fail("24 MiB of code in a created context not charged");
+  if ((rc = p_cuCtxDestroy_v2(ctx)) != CUDA_SUCCESS) return fail("cuCtxDestroy_v2: %s", errName(rc));
+  CUcontext primary;
+  CUdevice dev;
+  if (p_cuDeviceGet(&dev, 0) || p_cuDevicePrimaryCtxRetain(&primary, dev) || p_cuCtxSetCurrent(primary)) return 3;
+  if (containerUsed() != used0)
+    return fail("usage %llu after the context went, %llu before", (unsigned long long)containerUsed(),
+                (unsigned long long)used0);
+  /* All 56 MiB left fit again. */
+  if ((rc = load("data", 56 * MIB, &a)) != CUDA_SUCCESS) return fail("56 MiB after the context went: %s", errName(rc));
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: coverage_probe <scenario> [args]\n");
@@ -142,6 +254,8 @@ int main(int argc, char** argv) {
   const char* s = argv[1];
   const char* arg = argc > 2 ? argv[2] : "dlsym";
   if (!strcmp(s, "pitch_v1")) return scenarioPitchV1(arg);
+  if (!strcmp(s, "load")) return scenarioLoad(arg);
+  if (!strcmp(s, "load_ctxdestroy")) return scenarioLoadContextDestroy();
   fprintf(stderr, "coverage_probe: unknown scenario %s\n", s);
   return 3;
 }

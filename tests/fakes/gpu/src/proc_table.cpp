@@ -178,6 +178,14 @@ const ProcEntry kProcTable[] = {
     P("cuModuleLoadData", 2000, cuModuleLoadData),
     P("cuModuleGetFunction", 2000, cuModuleGetFunction),
     P("cuModuleUnload", 2000, cuModuleUnload),
+    // coverage (issue 36): the other loaders (driver_modules.cpp)
+    P("cuModuleLoad", 2000, cuModuleLoad),
+    P("cuModuleLoadDataEx", 2010, cuModuleLoadDataEx),
+    P("cuModuleLoadFatBinary", 2000, cuModuleLoadFatBinary),
+    P("cuLibraryLoadData", 12000, cuLibraryLoadData),
+    P("cuLibraryLoadFromFile", 12000, cuLibraryLoadFromFile),
+    P("cuLibraryUnload", 12000, cuLibraryUnload),
+    // end of coverage (issue 36)
     PT("cuLaunchKernel", 4000, cuLaunchKernel, cuLaunchKernel_ptsz),
     PT("cuLaunchCooperativeKernel", 9000, cuLaunchCooperativeKernel, cuLaunchCooperativeKernel_ptsz),
     PT("cuStreamIsCapturing", 10000, cuStreamIsCapturing, cuStreamIsCapturing_ptsz),

@@ -60,6 +60,9 @@ typedef struct CUgraph_st* CUgraph;
 typedef struct CUgraphNode_st* CUgraphNode;
 typedef struct CUgraphExec_st* CUgraphExec;
 typedef struct CUmemPoolHandle_st* CUmemoryPool;
+/* coverage (issue 36) */
+typedef struct CUlib_st* CUlibrary; /* a context-independent module (cuLibraryLoad*) */
+/* end of coverage (issue 36) */
 
 /* A physical allocation made by cuMemCreate or imported from a shareable handle. */
 typedef unsigned long long CUmemGenericAllocationHandle_v1;
@@ -393,6 +396,24 @@ typedef enum CUlaunchAttributeID_enum {
   CU_LAUNCH_ATTRIBUTE_PRIORITY = 8,
   CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT = 12
 } CUlaunchAttributeID;
+
+/* coverage (issue 36): the option lists of the module and library loaders (only their
+ * types are needed; the driver reads the options, the limiter passes them on). */
+typedef enum CUjit_option_enum {
+  CU_JIT_MAX_REGISTERS = 0,
+  CU_JIT_THREADS_PER_BLOCK = 1,
+  CU_JIT_WALL_TIME = 2,
+  CU_JIT_INFO_LOG_BUFFER = 3,
+  CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4,
+  CU_JIT_ERROR_LOG_BUFFER = 5,
+  CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6
+} CUjit_option;
+
+typedef enum CUlibraryOption_enum {
+  CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE = 0,
+  CU_LIBRARY_BINARY_IS_PRESERVED = 1
+} CUlibraryOption;
+/* end of coverage (issue 36) */
 
 /* ---------------------------------------------------------------------------------------
  * Flags and sizes defined as plain numbers
@@ -811,6 +832,21 @@ typedef struct CUctxCreateParams_st {
   X(cuModuleLoadData, (CUmodule* module, const void* image))                                      \
   X(cuModuleGetFunction, (CUfunction* hfunc, CUmodule hmod, const char* name))                    \
   X(cuModuleUnload, (CUmodule hmod))                                                              \
+  /* coverage (issue 36): loading code takes device memory (code, constants, globals) */       \
+  X(cuModuleLoad, (CUmodule* module, const char* fname))                                          \
+  X(cuModuleLoadDataEx, (CUmodule* module, const void* image, unsigned int numOptions,            \
+                         CUjit_option* options, void** optionValues))                             \
+  X(cuModuleLoadFatBinary, (CUmodule* module, const void* fatCubin))                              \
+  X(cuLibraryLoadData, (CUlibrary* library, const void* code, CUjit_option* jitOptions,           \
+                        void** jitOptionsValues, unsigned int numJitOptions,                      \
+                        CUlibraryOption* libraryOptions, void** libraryOptionValues,              \
+                        unsigned int numLibraryOptions))                                          \
+  X(cuLibraryLoadFromFile, (CUlibrary* library, const char* fileName, CUjit_option* jitOptions,   \
+                            void** jitOptionsValues, unsigned int numJitOptions,                  \
+                            CUlibraryOption* libraryOptions, void** libraryOptionValues,          \
+                            unsigned int numLibraryOptions))                                      \
+  X(cuLibraryUnload, (CUlibrary library))                                                         \
+  /* end of coverage (issue 36) */                                                                \
   X(cuLaunchKernel, (CUfunction f, unsigned int gridDimX, unsigned int gridDimY,                  \
                      unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,       \
                      unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,       \
