@@ -52,7 +52,11 @@ def fail(message):
 
 
 def cached_wheel(cache):
-    wheels = sorted(glob.glob(os.path.join(cache, "nvidia_cuda_runtime-13.*.whl")))
+    def version(path):
+        v = os.path.basename(path).split("-")[1]
+        return [int(p) if p.isdigit() else 0 for p in v.split(".")]
+
+    wheels = sorted(glob.glob(os.path.join(cache, "nvidia_cuda_runtime-13.*.whl")), key=version)
     return wheels[-1] if wheels else None
 
 
@@ -63,7 +67,10 @@ def fetch_header(cache):
     if wheel is None:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--timeout", "30",
                "--retries", "2", "--dest", cache, f"{PACKAGE}>=13,<14"]
-        run = subprocess.run(cmd, capture_output=True, text=True)
+        try:
+            run = subprocess.run(cmd, capture_output=True, text=True)
+        except OSError as e:
+            fail(f"cannot run pip ({e}): install python3-pip")
         wheel = cached_wheel(cache)
         if run.returncode != 0 or wheel is None:
             fail(f"could not download {PACKAGE} (CUDA 13) from PyPI into {cache} to read its cuda.h: this test "
@@ -109,19 +116,24 @@ def hooked(nm, lib):
 
 
 def documented(doc):
-    """Entry points named in the first column of the coverage section's tables."""
+    """Entry points named in the first column of the coverage section's table whose header
+    says "Why no hook" (the section's other tables describe hooks)."""
     text = open(doc, encoding="utf-8").read()
     start = text.find(SECTION)
     if start < 0:
         fail(f'{doc} has no section "{SECTION}"')
     end = text.find("\n## ", start)
     names = set()
+    in_table = False
     for line in text[start : end if end > 0 else len(text)].splitlines():
-        cells = line.split("|")
-        if line.startswith("|") and len(cells) > 2:
-            names.update(re.findall(r"`(cu[A-Za-z0-9_]+)`", cells[1]))
+        if not line.startswith("|"):
+            in_table = False
+        elif "Why no hook" in line:
+            in_table = True
+        elif in_table:
+            names.update(re.findall(r"`(cu[A-Za-z0-9_]+)`", line.split("|")[1]))
     if not names:
-        fail(f'the section "{SECTION}" of {doc} lists no entry point in a table')
+        fail(f'the section "{SECTION}" of {doc} has no "| Entry points | Why no hook |" table naming entry points')
     return names
 
 

@@ -91,6 +91,7 @@ VGPU_DECLCHECK_MAP_HANDLE(CUgraph)
 VGPU_DECLCHECK_MAP_HANDLE(CUgraphNode)
 VGPU_DECLCHECK_MAP_HANDLE(CUgraphExec)
 VGPU_DECLCHECK_MAP_HANDLE(CUmemoryPool)
+VGPU_DECLCHECK_MAP_HANDLE(CUlibrary)  // coverage (issue 36)
 
 #define VGPU_CUDA_ENUMS(X)           \
   X(CUresult)                        \
@@ -115,7 +116,10 @@ VGPU_DECLCHECK_MAP_HANDLE(CUmemoryPool)
   X(CUexecAffinityType)              \
   X(CUcigDataType)                   \
   X(CUgraphInstantiateResult)        \
-  X(CUlaunchAttributeID)
+  X(CUlaunchAttributeID)              \
+  /* coverage (issue 36) */          \
+  X(CUjit_option)                    \
+  X(CUlibraryOption)
 #define VGPU_CUDA_STRUCTS(X)            \
   X(CUuuid)                             \
   X(CUipcMemHandle)                     \
@@ -302,6 +306,16 @@ VGPU_CU_RESULTS_13_0(VGPU_CHECK_RESULT)
   X(CU_LAUNCH_ATTRIBUTE_PRIORITY)                                  \
   X(CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT)
 VGPU_CUDA_ENUMERATORS(VGPU_DECLCHECK_VALUE)
+// coverage (issue 36): the loaders' option enumerators we declare
+VGPU_DECLCHECK_VALUE(CU_JIT_MAX_REGISTERS)
+VGPU_DECLCHECK_VALUE(CU_JIT_THREADS_PER_BLOCK)
+VGPU_DECLCHECK_VALUE(CU_JIT_WALL_TIME)
+VGPU_DECLCHECK_VALUE(CU_JIT_INFO_LOG_BUFFER)
+VGPU_DECLCHECK_VALUE(CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES)
+VGPU_DECLCHECK_VALUE(CU_JIT_ERROR_LOG_BUFFER)
+VGPU_DECLCHECK_VALUE(CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+VGPU_DECLCHECK_VALUE(CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE)
+VGPU_DECLCHECK_VALUE(CU_LIBRARY_BINARY_IS_PRESERVED)
 #if CUDA_VERSION >= 13000
 VGPU_DECLCHECK_VALUE(CU_MEM_ALLOCATION_TYPE_MANAGED)
 #endif
@@ -314,7 +328,7 @@ VGPU_DECLCHECK_VALUE(CUDA_GRAPH_INSTANTIATE_CONDITIONAL_HANDLE_UNUSED)
 #if CUDA_VERSION == 13000
 VGPU_DECLCHECK_VALUE(CU_DEVICE_ATTRIBUTE_MAX)
 #elif CUDA_VERSION > 13000
-static_assert(ours::CU_DEVICE_ATTRIBUTE_MAX <= ::CU_DEVICE_ATTRIBUTE_MAX);
+static_assert(static_cast<long long>(ours::CU_DEVICE_ATTRIBUTE_MAX) <= static_cast<long long>(::CU_DEVICE_ATTRIBUTE_MAX));
 #endif
 
 // ---- Structure layouts ----------------------------------------------------------------------
@@ -360,7 +374,30 @@ VGPU_DECLCHECK_TYPED_FIELD(CUmemPoolProps, location)
 VGPU_DECLCHECK_TYPED_FIELD(CUmemPoolProps, win32SecurityAttributes)
 VGPU_DECLCHECK_TYPED_FIELD(CUmemPoolProps, maxSize)
 VGPU_DECLCHECK_TYPED_FIELD(CUmemPoolProps, usage)
-VGPU_DECLCHECK_TYPED_FIELD(CUmemPoolProps, reserved)
+// A newer header carves gpuDirectRDMACapable out of the front of `reserved` (13.5: 1 + 53
+// bytes where 13.0 has 54): ours, the 13.0 layout, must then cover the same bytes.
+namespace {
+template <class T>
+constexpr bool kHasRdmaField = requires(T t) { t.gpuDirectRDMACapable; };
+}  // namespace
+#define VGPU_POOL_PROPS_RESERVED_CHECK(T)                                                                   \
+  if constexpr (kHasRdmaField<T>) {                                                                         \
+    static_assert(offsetof(ours::CUmemPoolProps, reserved) == offsetof(T, gpuDirectRDMACapable),          \
+                  "CUmemPoolProps::reserved does not start where the header's gpuDirectRDMACapable does"); \
+    static_assert(sizeof(ours::CUmemPoolProps::reserved) ==                                                \
+                      sizeof(T::gpuDirectRDMACapable) + sizeof(T::reserved),                              \
+                  "CUmemPoolProps::reserved does not cover gpuDirectRDMACapable and reserved");          \
+  } else {                                                                                                  \
+    static_assert(offsetof(ours::CUmemPoolProps, reserved) == offsetof(T, reserved), "offsetof differs");  \
+    static_assert(sizeof(ours::CUmemPoolProps::reserved) == sizeof(T::reserved), "size differs");          \
+  }
+template <class T>
+constexpr bool poolPropsReservedAgree() {
+  VGPU_POOL_PROPS_RESERVED_CHECK(T)
+  return true;
+}
+#undef VGPU_POOL_PROPS_RESERVED_CHECK
+static_assert(poolPropsReservedAgree<::CUmemPoolProps>());
 
 VGPU_DECLCHECK_TYPED_FIELD(CUDA_MEM_ALLOC_NODE_PARAMS, poolProps)
 VGPU_DECLCHECK_TYPED_FIELD(CUDA_MEM_ALLOC_NODE_PARAMS, accessDescs)
