@@ -1,11 +1,12 @@
 #pragma once
 // Memory the driver takes inside a call that does not say how much: loading a module or a
-// library (its code, constant banks and __device__ globals). It is measured as the growth of
-// what this process holds on the device across the call (NVML's process list, as the context
-// overhead is), less what the limiter itself charged this process meanwhile (another thread's
-// allocation is charged once, by its own hook); charged after the call, and a call whose
-// memory does not fit is undone and refused. The charge is a ledger record under the object,
-// owned by the current context, so its unload (or the context's end) gives back exactly it.
+// library (its code, constant banks and __device__ globals), creating a green context. It is
+// measured as the growth of what this process holds on the device across the call (NVML's
+// process list, as the context overhead is), less what the limiter itself charged this
+// process meanwhile (another thread's allocation is charged once, by its own hook); charged
+// after the call, and a call whose memory does not fit is undone and refused. The charge is a
+// ledger record under the object, owned by a context (the current one for code), so that the
+// object's end, or its context's, gives back exactly it.
 
 #include <stdint.h>
 
@@ -37,6 +38,11 @@ inline uintptr_t objectId(const void* handle, uintptr_t tag) { return reinterpre
 template <class Make, class Undo, class Id>
 CUresult charge(Make&& make, Undo&& undo, Id&& id);
 
+/// The same on device `dev` for an object owned by context `owner` (0: by none, given back
+/// only by its own destruction).
+template <class Make, class Undo, class Id>
+CUresult chargeOn(int dev, uintptr_t owner, Make&& make, Undo&& undo, Id&& id);
+
 /// Runs `unload` and, if it succeeds, gives back what the object `id` was charged.
 template <class F>
 CUresult release(uintptr_t id, F&& unload);
@@ -49,20 +55,26 @@ template <class Make, class Undo, class Id>
 CUresult charge(Make&& make, Undo&& undo, Id&& id) {
   Ctx c;
   if (!currentContext(&c)) return make();
-  publishDevice(c.dev);
-  Mark before = mark(c.dev);
+  return chargeOn(c.dev, reinterpret_cast<uintptr_t>(c.ctx), make, undo, id);
+}
+
+template <class Make, class Undo, class Id>
+CUresult chargeOn(int dev, uintptr_t owner, Make&& make, Undo&& undo, Id&& id) {
+  if (dev < 0 || dev >= kLimiterMaxDevices) return make();
+  publishDevice(dev);
+  Mark before = mark(dev);
   CUresult rc = make();
   if (rc != CUDA_SUCCESS) return rc;
-  uint64_t bytes = grown(before, mark(c.dev));
-  if (bytes != 0 && reserveMemory(c.dev, bytes) != CUDA_SUCCESS) {
+  uint64_t bytes = grown(before, mark(dev));
+  if (bytes != 0 && reserveMemory(dev, bytes) != CUDA_SUCCESS) {
     undo();
-    logf(kLogInfo, "a code load of %llu bytes refused: over the memory limit", static_cast<unsigned long long>(bytes));
+    logf(kLogInfo, "%llu bytes the driver took refused: over the memory limit", static_cast<unsigned long long>(bytes));
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   Record rec;
-  rec.dev = c.dev;
+  rec.dev = dev;
   rec.bytes = bytes;
-  rec.ctx = reinterpret_cast<uintptr_t>(c.ctx);
+  rec.ctx = owner;
   ledger::put(kKind, id(), rec);
   return CUDA_SUCCESS;
 }

@@ -54,6 +54,9 @@
                             unsigned int numJitOptions, CUlibraryOption* libraryOptions,    \
                             void** libraryOptionValues, unsigned int numLibraryOptions))    \
   X(cuLibraryUnload, (CUlibrary library))                                                   \
+  X(cuGreenCtxCreate, (CUgreenCtx* phCtx, CUdevResourceDesc desc, CUdevice dev,            \
+                       unsigned int flags))                                                 \
+  X(cuGreenCtxDestroy, (CUgreenCtx hCtx))                                                   \
   /* end of coverage (issue 36) */                                                          \
   /* memory pools: charged for what they hold */                                            \
   X(cuMemPoolCreate, (CUmemoryPool* pool, const CUmemPoolProps* poolProps))                 \
@@ -200,6 +203,8 @@
   R(cuLibraryLoadData, 12000, cuLibraryLoadData, none)                                      \
   R(cuLibraryLoadFromFile, 12000, cuLibraryLoadFromFile, none)                              \
   R(cuLibraryUnload, 12000, cuLibraryUnload, none)                                          \
+  R(cuGreenCtxCreate, 12040, cuGreenCtxCreate, none)                                        \
+  R(cuGreenCtxDestroy, 12040, cuGreenCtxDestroy, none)                                      \
   /* end of coverage (issue 36) */                                                          \
   R(cuMemFree, 2000, cuMemFree, none)                                                       \
   R(cuMemFree, 3020, cuMemFree_v2, none)                                                    \

@@ -128,4 +128,11 @@ TEST_F(LimiterCoverage, AModulesChargeGoesWithItsContext) {
   EXPECT_EQ(r.exitCode, 0) << r.err << r.out;
 }
 
+// A green context retains the primary context inside the driver and has a context's state of
+// its own; it was passed through uncounted.
+TEST_F(LimiterCoverage, AGreenContextIsChargedLikeAContextAndGivenBackWhenDestroyed) {
+  Result r = run({"greenctx"});
+  EXPECT_EQ(r.exitCode, 0) << r.err << r.out;
+}
+
 }  // namespace

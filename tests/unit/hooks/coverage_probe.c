@@ -40,6 +40,10 @@ FN(cuModuleUnload)
 FN(cuLibraryLoadData)
 FN(cuLibraryLoadFromFile)
 FN(cuLibraryUnload)
+FN(cuGreenCtxCreate)
+FN(cuGreenCtxDestroy)
+FN(cuMemAlloc_v2)
+FN(cuMemFree_v2)
 #undef FN
 
 static int fail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -96,6 +100,10 @@ static int setup(void) {
   LOAD(cuLibraryLoadData)
   LOAD(cuLibraryLoadFromFile)
   LOAD(cuLibraryUnload)
+  LOAD(cuGreenCtxCreate)
+  LOAD(cuGreenCtxDestroy)
+  LOAD(cuMemAlloc_v2)
+  LOAD(cuMemFree_v2)
 #undef LOAD
   CUdevice dev;
   CUcontext ctx;
@@ -246,6 +254,38 @@ static int scenarioLoadContextDestroy(void) {
   return 0;
 }
 
+/* ---- green contexts: their own state is charged like a context's overhead ---- */
+
+/* Under a 64 MiB limit with the primary context (8 MiB) current: a green context takes its
+ * 8 MiB; with 44 MiB allocated a second one does not fit and is refused with nothing left on
+ * the device; destroying the first gives its 8 MiB back. */
+static int scenarioGreenContext(void) {
+  if (setup() != 0) return 3;
+  CUdevResourceDesc desc = (CUdevResourceDesc)(uintptr_t)0x1000; /* the fake takes any */
+  uint64_t used0 = containerUsed();
+  CUgreenCtx a, b;
+  CUresult rc = p_cuGreenCtxCreate(&a, desc, 0, 0);
+  if (rc != CUDA_SUCCESS) return fail("a green context within the limit failed: %s", errName(rc));
+  uint64_t charged = containerUsed() - used0;
+  if (charged != 8 * MIB) return fail("a green context charged %llu bytes, not its 8 MiB", (unsigned long long)charged);
+  CUdeviceptr p;
+  if ((rc = p_cuMemAlloc_v2(&p, 44 * MIB)) != CUDA_SUCCESS) return fail("44 MiB failed: %s", errName(rc));
+  uint64_t phys = physicalUsed();
+  rc = p_cuGreenCtxCreate(&b, desc, 0, 0);
+  if (rc != CUDA_ERROR_OUT_OF_MEMORY) return fail("a green context over the limit gave %s", errName(rc));
+  if (physicalUsed() != phys) return fail("the refused green context left memory on the device");
+  if ((rc = p_cuGreenCtxDestroy(a)) != CUDA_SUCCESS) return fail("cuGreenCtxDestroy: %s", errName(rc));
+  if (containerUsed() != used0 + 44 * MIB) return fail("cuGreenCtxDestroy did not give its 8 MiB back");
+  if ((rc = p_cuGreenCtxCreate(&b, desc, 0, 0)) != CUDA_SUCCESS)
+    return fail("a green context after the first went: %s", errName(rc));
+  p_cuGreenCtxDestroy(b);
+  p_cuMemFree_v2(p);
+  if (containerUsed() != used0) return fail("usage %llu at the end, %llu at the start",
+                                            (unsigned long long)containerUsed(), (unsigned long long)used0);
+  printf("charged=%llu\n", (unsigned long long)charged);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: coverage_probe <scenario> [args]\n");
@@ -256,6 +296,7 @@ int main(int argc, char** argv) {
   if (!strcmp(s, "pitch_v1")) return scenarioPitchV1(arg);
   if (!strcmp(s, "load")) return scenarioLoad(arg);
   if (!strcmp(s, "load_ctxdestroy")) return scenarioLoadContextDestroy();
+  if (!strcmp(s, "greenctx")) return scenarioGreenContext();
   fprintf(stderr, "coverage_probe: unknown scenario %s\n", s);
   return 3;
 }

@@ -91,7 +91,10 @@ VGPU_DECLCHECK_MAP_HANDLE(CUgraph)
 VGPU_DECLCHECK_MAP_HANDLE(CUgraphNode)
 VGPU_DECLCHECK_MAP_HANDLE(CUgraphExec)
 VGPU_DECLCHECK_MAP_HANDLE(CUmemoryPool)
-VGPU_DECLCHECK_MAP_HANDLE(CUlibrary)  // coverage (issue 36)
+// coverage (issue 36)
+VGPU_DECLCHECK_MAP_HANDLE(CUlibrary)
+VGPU_DECLCHECK_MAP_HANDLE(CUgreenCtx)
+VGPU_DECLCHECK_MAP_HANDLE(CUdevResourceDesc)
 
 #define VGPU_CUDA_ENUMS(X)           \
   X(CUresult)                        \

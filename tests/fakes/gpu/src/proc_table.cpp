@@ -185,6 +185,8 @@ const ProcEntry kProcTable[] = {
     P("cuLibraryLoadData", 12000, cuLibraryLoadData),
     P("cuLibraryLoadFromFile", 12000, cuLibraryLoadFromFile),
     P("cuLibraryUnload", 12000, cuLibraryUnload),
+    P("cuGreenCtxCreate", 12040, cuGreenCtxCreate),
+    P("cuGreenCtxDestroy", 12040, cuGreenCtxDestroy),
     // end of coverage (issue 36)
     PT("cuLaunchKernel", 4000, cuLaunchKernel, cuLaunchKernel_ptsz),
     PT("cuLaunchCooperativeKernel", 9000, cuLaunchCooperativeKernel, cuLaunchCooperativeKernel_ptsz),

@@ -62,6 +62,8 @@ typedef struct CUgraphExec_st* CUgraphExec;
 typedef struct CUmemPoolHandle_st* CUmemoryPool;
 /* coverage (issue 36) */
 typedef struct CUlib_st* CUlibrary; /* a context-independent module (cuLibraryLoad*) */
+typedef struct CUgreenCtx_st* CUgreenCtx; /* a context on a partition of the SMs (CUDA 12.4) */
+typedef struct CUdevResourceDesc_st* CUdevResourceDesc; /* the resources a green context gets */
 /* end of coverage (issue 36) */
 
 /* A physical allocation made by cuMemCreate or imported from a shareable handle. */
@@ -846,6 +848,8 @@ typedef struct CUctxCreateParams_st {
                             CUlibraryOption* libraryOptions, void** libraryOptionValues,          \
                             unsigned int numLibraryOptions))                                      \
   X(cuLibraryUnload, (CUlibrary library))                                                         \
+  X(cuGreenCtxCreate, (CUgreenCtx* phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags)) \
+  X(cuGreenCtxDestroy, (CUgreenCtx hCtx))                                                         \
   /* end of coverage (issue 36) */                                                                \
   X(cuLaunchKernel, (CUfunction f, unsigned int gridDimX, unsigned int gridDimY,                  \
                      unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,       \
