@@ -135,4 +135,23 @@ TEST_F(LimiterCoverage, AGreenContextIsChargedLikeAContextAndGivenBackWhenDestro
   EXPECT_EQ(r.exitCode, 0) << r.err << r.out;
 }
 
+// The oldest ABIs of hooked functions, still exported: the 32-bit array descriptors were
+// passed through uncounted (240 MiB under 64 MiB), and cuCtxDestroy v1 left what the context
+// held charged until the process ended.
+TEST_F(LimiterCoverage, ArraysOfThe32BitDescriptorsAreChargedLikeV2) {
+  for (const char* how : {"dlsym", "procaddr"}) {
+    for (const char* dims : {"2d", "3d"}) {
+      Result r = run({"array_v1", how, dims});
+      EXPECT_EQ(r.exitCode, 0) << how << " " << dims << ": " << r.err << r.out;
+    }
+  }
+}
+
+TEST_F(LimiterCoverage, CtxDestroyV1GivesBackWhatTheContextHeld) {
+  for (const char* how : {"dlsym", "procaddr"}) {
+    Result r = run({"ctxdestroy_v1", how});
+    EXPECT_EQ(r.exitCode, 0) << how << ": " << r.err << r.out;
+  }
+}
+
 }  // namespace

@@ -44,6 +44,7 @@ FN(cuGreenCtxCreate)
 FN(cuGreenCtxDestroy)
 FN(cuMemAlloc_v2)
 FN(cuMemFree_v2)
+FN(cuArrayDestroy)
 #undef FN
 
 static int fail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -104,6 +105,7 @@ static int setup(void) {
   LOAD(cuGreenCtxDestroy)
   LOAD(cuMemAlloc_v2)
   LOAD(cuMemFree_v2)
+  LOAD(cuArrayDestroy)
 #undef LOAD
   CUdevice dev;
   CUcontext ctx;
@@ -286,6 +288,63 @@ static int scenarioGreenContext(void) {
   return 0;
 }
 
+/* ---- the oldest ABIs of hooked functions ---- */
+
+/* A float array of `rows` rows of 4 KiB by the 32-bit cuArrayCreate or cuArray3DCreate. */
+static CUresult arrayV1(const char* how, const char* dims, unsigned rows, CUarray* out) {
+  if (!strcmp(dims, "3d")) {
+    __typeof__(&cuArray3DCreate) create = (__typeof__(&cuArray3DCreate))entry(how, "cuArray3DCreate", 2000);
+    CUDA_ARRAY3D_DESCRIPTOR_v1 d = {1024, rows, 1, CU_AD_FORMAT_FLOAT, 1, 0};
+    return create ? create(out, &d) : CUDA_ERROR_NOT_FOUND;
+  }
+  __typeof__(&cuArrayCreate) create = (__typeof__(&cuArrayCreate))entry(how, "cuArrayCreate", 2000);
+  CUDA_ARRAY_DESCRIPTOR_v1 d = {1024, rows, CU_AD_FORMAT_FLOAT, 1};
+  return create ? create(out, &d) : CUDA_ERROR_NOT_FOUND;
+}
+
+/* As pitch_v1, for the 32-bit array descriptors: 240 MiB refused under 64 MiB, 24 MiB charged
+ * as the device takes it, 48 MiB more refused, cuArrayDestroy gives it back. */
+static int scenarioArrayV1(const char* how, const char* dims) {
+  if (setup() != 0) return 3;
+  uint64_t used0 = containerUsed(), phys0 = physicalUsed();
+  CUarray a, b;
+  CUresult rc = arrayV1(how, dims, 61440, &b);
+  if (rc != CUDA_ERROR_OUT_OF_MEMORY) return fail("%s %s: 240 MiB under a 64 MiB limit gave %s", how, dims, errName(rc));
+  if (physicalUsed() != phys0) return fail("%s %s: the refused array took device memory", how, dims);
+  if ((rc = arrayV1(how, dims, 6144, &a)) != CUDA_SUCCESS) return fail("%s %s: 24 MiB failed: %s", how, dims, errName(rc));
+  uint64_t charged = containerUsed() - used0;
+  if (charged != physicalUsed() - phys0)
+    return fail("%s %s: charged %llu for %llu on the device", how, dims, (unsigned long long)charged,
+                (unsigned long long)(physicalUsed() - phys0));
+  if ((rc = arrayV1(how, dims, 12288, &b)) != CUDA_ERROR_OUT_OF_MEMORY)
+    return fail("%s %s: 48 MiB more gave %s", how, dims, errName(rc));
+  if ((rc = p_cuArrayDestroy(a)) != CUDA_SUCCESS) return fail("cuArrayDestroy: %s", errName(rc));
+  if (containerUsed() != used0) return fail("%s %s: usage after cuArrayDestroy is not what it was", how, dims);
+  printf("charged=%llu\n", (unsigned long long)charged);
+  return 0;
+}
+
+/* cuCtxDestroy (v1) gives back what the context held, its overhead included. */
+static int scenarioContextDestroyV1(const char* how) {
+  if (setup() != 0) return 3;
+  __typeof__(&cuCtxDestroy) destroyV1 = (__typeof__(&cuCtxDestroy))entry(how, "cuCtxDestroy", 2000);
+  if (!destroyV1) return fail("%s: no cuCtxDestroy (v1)", how);
+  uint64_t used0 = containerUsed();
+  CUcontext ctx;
+  CUresult rc = p_cuCtxCreate_v2(&ctx, 0, 0);
+  if (rc != CUDA_SUCCESS) return fail("cuCtxCreate_v2: %s", errName(rc));
+  CUdeviceptr p;
+  if ((rc = p_cuMemAlloc_v2(&p, 24 * MIB)) != CUDA_SUCCESS) return fail("24 MiB: %s", errName(rc));
+  if ((rc = destroyV1(ctx)) != CUDA_SUCCESS) return fail("%s: cuCtxDestroy (v1): %s", how, errName(rc));
+  CUcontext primary;
+  CUdevice dev;
+  if (p_cuDeviceGet(&dev, 0) || p_cuDevicePrimaryCtxRetain(&primary, dev) || p_cuCtxSetCurrent(primary)) return 3;
+  if (containerUsed() != used0)
+    return fail("%s: usage %llu after cuCtxDestroy (v1), %llu before the context", how,
+                (unsigned long long)containerUsed(), (unsigned long long)used0);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: coverage_probe <scenario> [args]\n");
@@ -297,6 +356,8 @@ int main(int argc, char** argv) {
   if (!strcmp(s, "load")) return scenarioLoad(arg);
   if (!strcmp(s, "load_ctxdestroy")) return scenarioLoadContextDestroy();
   if (!strcmp(s, "greenctx")) return scenarioGreenContext();
+  if (!strcmp(s, "array_v1")) return scenarioArrayV1(arg, argc > 3 ? argv[3] : "2d");
+  if (!strcmp(s, "ctxdestroy_v1")) return scenarioContextDestroyV1(arg);
   fprintf(stderr, "coverage_probe: unknown scenario %s\n", s);
   return 3;
 }

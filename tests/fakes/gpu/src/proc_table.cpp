@@ -178,7 +178,8 @@ const ProcEntry kProcTable[] = {
     P("cuModuleLoadData", 2000, cuModuleLoadData),
     P("cuModuleGetFunction", 2000, cuModuleGetFunction),
     P("cuModuleUnload", 2000, cuModuleUnload),
-    // coverage (issue 36): the other loaders (driver_modules.cpp)
+    // coverage (issue 36): the other loaders (driver_modules.cpp), green contexts
+    // (driver_green.cpp), the 32-bit array ABIs (driver_legacy_abi.cpp)
     P("cuModuleLoad", 2000, cuModuleLoad),
     P("cuModuleLoadDataEx", 2010, cuModuleLoadDataEx),
     P("cuModuleLoadFatBinary", 2000, cuModuleLoadFatBinary),
@@ -187,6 +188,8 @@ const ProcEntry kProcTable[] = {
     P("cuLibraryUnload", 12000, cuLibraryUnload),
     P("cuGreenCtxCreate", 12040, cuGreenCtxCreate),
     P("cuGreenCtxDestroy", 12040, cuGreenCtxDestroy),
+    P("cuArrayCreate", 2000, cuArrayCreate),
+    P("cuArray3DCreate", 2000, cuArray3DCreate),
     // end of coverage (issue 36)
     PT("cuLaunchKernel", 4000, cuLaunchKernel, cuLaunchKernel_ptsz),
     PT("cuLaunchCooperativeKernel", 9000, cuLaunchCooperativeKernel, cuLaunchCooperativeKernel_ptsz),

@@ -477,6 +477,25 @@ typedef struct CUDA_ARRAY3D_DESCRIPTOR_st {
 } CUDA_ARRAY3D_DESCRIPTOR_v2;
 typedef CUDA_ARRAY3D_DESCRIPTOR_v2 CUDA_ARRAY3D_DESCRIPTOR;
 
+/* coverage (issue 36): the 32-bit descriptors of cuArrayCreate / cuArray3DCreate (v1, the
+ * ABI of CUDA 3.1 and older, still exported). */
+typedef struct CUDA_ARRAY_DESCRIPTOR_v1_st {
+  unsigned int Width;
+  unsigned int Height;
+  CUarray_format Format;
+  unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR_v1;
+
+typedef struct CUDA_ARRAY3D_DESCRIPTOR_v1_st {
+  unsigned int Width;
+  unsigned int Height;
+  unsigned int Depth;
+  CUarray_format Format;
+  unsigned int NumChannels;
+  unsigned int Flags;
+} CUDA_ARRAY3D_DESCRIPTOR_v1;
+/* end of coverage (issue 36) */
+
 /* cuArrayGetMemoryRequirements: what an array really occupies on a device. */
 typedef struct CUDA_ARRAY_MEMORY_REQUIREMENTS_st {
   size_t size;
@@ -850,6 +869,8 @@ typedef struct CUctxCreateParams_st {
   X(cuLibraryUnload, (CUlibrary library))                                                         \
   X(cuGreenCtxCreate, (CUgreenCtx* phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags)) \
   X(cuGreenCtxDestroy, (CUgreenCtx hCtx))                                                         \
+  X(cuArrayCreate, (CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR_v1* pAllocateArray))            \
+  X(cuArray3DCreate, (CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1* pAllocateArray))        \
   /* end of coverage (issue 36) */                                                                \
   X(cuLaunchKernel, (CUfunction f, unsigned int gridDimX, unsigned int gridDimY,                  \
                      unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,       \
