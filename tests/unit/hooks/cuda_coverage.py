@@ -43,7 +43,7 @@ SELECT = re.compile(
 # memory and stay selected.)
 IGNORE = re.compile(r"Get(?!Mapped)|Query|Enumerate|Set(Access|Attribute|Flags|Params)|IsLoaded|Callback|Semaphore"
                     r"|^cuTensorMap")
-VARIANT = re.compile(r"(_v\d+)?(_ptds|_ptsz)?$")
+TWIN = re.compile(r"_(ptds|ptsz)$")  # the per-thread-default-stream twin of the same function
 
 
 def fail(message):
@@ -153,9 +153,9 @@ def main():
     selected = sorted(n for n in names if SELECT.search(n) and not IGNORE.search(n))
     hooks = hooked(args.nm, args.lib)
     listed = documented(args.doc)
-    # A listed base name covers its ABI variants; a hooked one does not (a new ABI of a
-    # hooked function needs its own hook).
-    missing = [n for n in selected if n not in hooks and n not in listed and VARIANT.sub("", n) not in listed]
+    # Exact names: a new ABI variant (_v2, _v3...) is a new decision, listed or hooked. A listed
+    # name covers its per-thread twin, the same function on another default stream.
+    missing = [n for n in selected if n not in hooks and n not in listed and TWIN.sub("", n) not in listed]
     print(f"cuda.h CUDA_VERSION {version}: {len(names)} entry points, {len(selected)} can take or give back "
           f"device memory: {sum(n in hooks for n in selected)} hooked, "
           f"{len(selected) - len(missing) - sum(n in hooks for n in selected)} documented as needing no hook")
