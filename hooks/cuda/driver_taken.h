@@ -60,7 +60,9 @@ CUresult charge(Make&& make, Undo&& undo, Id&& id) {
 
 template <class Make, class Undo, class Id>
 CUresult chargeOn(int dev, uintptr_t owner, Make&& make, Undo&& undo, Id&& id) {
-  if (dev < 0 || dev >= kLimiterMaxDevices) return make();
+  // Measuring costs two NVML queries per call (a framework may load hundreds of libraries at
+  // start): only where there is a limit to keep.
+  if (dev < 0 || dev >= kLimiterMaxDevices || runtime().memoryLimit(dev) == 0) return make();
   publishDevice(dev);
   Mark before = mark(dev);
   CUresult rc = make();
