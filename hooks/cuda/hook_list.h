@@ -60,6 +60,15 @@
   X(cuArrayCreate, (CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR_v1* pAllocateArray))      \
   X(cuArray3DCreate, (CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1* pAllocateArray))  \
   X(cuCtxDestroy, (CUcontext ctx))                                                          \
+  X(cuGraphAddNode, (CUgraphNode* phGraphNode, CUgraph hGraph,                              \
+                     const CUgraphNode* dependencies, size_t numDependencies,               \
+                     CUgraphNodeParams* nodeParams))                                        \
+  X(cuGraphAddNode_v2, (CUgraphNode* phGraphNode, CUgraph hGraph,                           \
+                        const CUgraphNode* dependencies, const CUgraphEdgeData* dependencyData, \
+                        size_t numDependencies, CUgraphNodeParams* nodeParams))             \
+  X(cuGraphAddNode_v3, (CUgraphNode* phGraphNode, CUgraph hGraph,                           \
+                        const CUgraphNode* dependencies, const CUgraphEdgeData* dependencyData, \
+                        size_t numDependencies, CUgraphNodeParams* nodeParams))             \
   /* end of coverage (issue 36) */                                                          \
   /* memory pools: charged for what they hold */                                            \
   X(cuMemPoolCreate, (CUmemoryPool* pool, const CUmemPoolProps* poolProps))                 \
@@ -208,6 +217,9 @@
   R(cuLibraryUnload, 12000, cuLibraryUnload, none)                                          \
   R(cuGreenCtxCreate, 12040, cuGreenCtxCreate, none)                                        \
   R(cuGreenCtxDestroy, 12040, cuGreenCtxDestroy, none)                                      \
+  R(cuGraphAddNode, 12020, cuGraphAddNode, none)                                            \
+  R(cuGraphAddNode, 12030, cuGraphAddNode_v2, none)                                         \
+  R(cuGraphAddNode, 13040, cuGraphAddNode_v3, none)                                         \
   /* end of coverage (issue 36) */                                                          \
   R(cuMemFree, 2000, cuMemFree, none)                                                       \
   R(cuMemFree, 3020, cuMemFree_v2, none)                                                    \

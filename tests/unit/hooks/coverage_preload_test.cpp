@@ -154,4 +154,13 @@ TEST_F(LimiterCoverage, CtxDestroyV1GivesBackWhatTheContextHeld) {
   }
 }
 
+// A memory allocation node added through the generic cuGraphAddNode was not seen: its graph
+// launched past the limit and the graph allocator was never charged.
+TEST_F(LimiterCoverage, AnAllocationNodeAddedByCuGraphAddNodeIsReservedAtLaunchAndCharged) {
+  for (const char* variant : {"v1", "v2"}) {
+    Result r = run({"graphnode", variant});
+    EXPECT_EQ(r.exitCode, 0) << variant << ": " << r.err << r.out;
+  }
+}
+
 }  // namespace

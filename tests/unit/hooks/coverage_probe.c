@@ -45,6 +45,15 @@ FN(cuGreenCtxDestroy)
 FN(cuMemAlloc_v2)
 FN(cuMemFree_v2)
 FN(cuArrayDestroy)
+FN(cuGraphCreate)
+FN(cuGraphAddNode)
+FN(cuGraphAddNode_v2)
+FN(cuGraphInstantiateWithFlags)
+FN(cuGraphLaunch)
+FN(cuGraphExecDestroy)
+FN(cuGraphDestroy)
+FN(cuDeviceGraphMemTrim)
+FN(cuStreamSynchronize)
 #undef FN
 
 static int fail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -106,6 +115,15 @@ static int setup(void) {
   LOAD(cuMemAlloc_v2)
   LOAD(cuMemFree_v2)
   LOAD(cuArrayDestroy)
+  LOAD(cuGraphCreate)
+  LOAD(cuGraphAddNode)
+  LOAD(cuGraphAddNode_v2)
+  LOAD(cuGraphInstantiateWithFlags)
+  LOAD(cuGraphLaunch)
+  LOAD(cuGraphExecDestroy)
+  LOAD(cuGraphDestroy)
+  LOAD(cuDeviceGraphMemTrim)
+  LOAD(cuStreamSynchronize)
 #undef LOAD
   CUdevice dev;
   CUcontext ctx;
@@ -345,6 +363,71 @@ static int scenarioContextDestroyV1(const char* how) {
   return 0;
 }
 
+/* ---- graph allocation nodes added through cuGraphAddNode ---- */
+
+typedef struct {
+  CUgraph graph;
+  CUgraphExec exec;
+  CUdeviceptr ptr;
+} GraphRun;
+
+/* A graph with one allocation node of `bytes` added by cuGraphAddNode `variant` (v1 or v2),
+ * instantiated and launched; the allocation is kept. */
+static CUresult graphAlloc(const char* variant, size_t bytes, GraphRun* g) {
+  memset(g, 0, sizeof *g);
+  CUresult rc = p_cuGraphCreate(&g->graph, 0);
+  if (rc != CUDA_SUCCESS) return rc;
+  CUgraphNodeParams params;
+  memset(&params, 0, sizeof params);
+  params.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+  params.alloc.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  params.alloc.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  params.alloc.bytesize = bytes;
+  CUgraphNode node;
+  rc = !strcmp(variant, "v2") ? p_cuGraphAddNode_v2(&node, g->graph, NULL, NULL, 0, &params)
+                              : p_cuGraphAddNode(&node, g->graph, NULL, 0, &params);
+  if (rc == CUDA_SUCCESS) rc = p_cuGraphInstantiateWithFlags(&g->exec, g->graph, 0);
+  if (rc == CUDA_SUCCESS) rc = p_cuGraphLaunch(g->exec, NULL);
+  if (rc == CUDA_SUCCESS) rc = p_cuStreamSynchronize(NULL);
+  g->ptr = params.alloc.dptr;
+  return rc;
+}
+
+static void graphFree(GraphRun* g) {
+  if (g->exec) p_cuGraphExecDestroy(g->exec);
+  if (g->graph) p_cuGraphDestroy(g->graph);
+  memset(g, 0, sizeof *g);
+}
+
+/* Under 64 MiB: a 24 MiB allocation node runs and is charged as the device takes it; a graph
+ * whose node would pass the limit is refused at its launch with nothing taken; freed and
+ * trimmed, the memory is given back and that graph runs. */
+static int scenarioGraphNode(const char* variant) {
+  if (setup() != 0) return 3;
+  uint64_t used0 = containerUsed(), phys0 = physicalUsed();
+  GraphRun a, b;
+  CUresult rc = graphAlloc(variant, 24 * MIB, &a);
+  if (rc != CUDA_SUCCESS) return fail("%s: a 24 MiB allocation node failed: %s", variant, errName(rc));
+  uint64_t charged = containerUsed() - used0;
+  if (charged < 24 * MIB || charged != physicalUsed() - phys0)
+    return fail("%s: charged %llu for %llu on the device", variant, (unsigned long long)charged,
+                (unsigned long long)(physicalUsed() - phys0));
+  uint64_t phys1 = physicalUsed();
+  rc = graphAlloc(variant, 48 * MIB, &b);
+  if (rc != CUDA_ERROR_OUT_OF_MEMORY) return fail("%s: a 48 MiB node over the limit gave %s", variant, errName(rc));
+  if (physicalUsed() != phys1) return fail("%s: the refused launch took device memory", variant);
+  CUdeviceptr kept = a.ptr;
+  graphFree(&b);
+  graphFree(&a);
+  if ((rc = p_cuMemFree_v2(kept)) != CUDA_SUCCESS) return fail("cuMemFree of the graph allocation: %s", errName(rc));
+  if ((rc = p_cuDeviceGraphMemTrim(0)) != CUDA_SUCCESS) return fail("cuDeviceGraphMemTrim: %s", errName(rc));
+  if (containerUsed() != used0) return fail("%s: usage after free and trim is not what it was", variant);
+  if ((rc = graphAlloc(variant, 48 * MIB, &b)) != CUDA_SUCCESS)
+    return fail("%s: the 48 MiB node alone failed: %s", variant, errName(rc));
+  printf("charged=%llu\n", (unsigned long long)charged);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: coverage_probe <scenario> [args]\n");
@@ -358,6 +441,7 @@ int main(int argc, char** argv) {
   if (!strcmp(s, "greenctx")) return scenarioGreenContext();
   if (!strcmp(s, "array_v1")) return scenarioArrayV1(arg, argc > 3 ? argv[3] : "2d");
   if (!strcmp(s, "ctxdestroy_v1")) return scenarioContextDestroyV1(arg);
+  if (!strcmp(s, "graphnode")) return scenarioGraphNode(arg);
   fprintf(stderr, "coverage_probe: unknown scenario %s\n", s);
   return 3;
 }

@@ -122,7 +122,8 @@ VGPU_DECLCHECK_MAP_HANDLE(CUdevResourceDesc)
   X(CUlaunchAttributeID)              \
   /* coverage (issue 36) */          \
   X(CUjit_option)                    \
-  X(CUlibraryOption)
+  X(CUlibraryOption)                 \
+  X(CUgraphNodeType)
 #define VGPU_CUDA_STRUCTS(X)            \
   X(CUuuid)                             \
   X(CUipcMemHandle)                     \
@@ -145,7 +146,9 @@ VGPU_DECLCHECK_MAP_HANDLE(CUdevResourceDesc)
   X(CUctxCreateParams)                  \
   /* coverage (issue 36) */             \
   X(CUDA_ARRAY_DESCRIPTOR_v1)           \
-  X(CUDA_ARRAY3D_DESCRIPTOR_v1)
+  X(CUDA_ARRAY3D_DESCRIPTOR_v1)         \
+  X(CUgraphNodeParams)                  \
+  X(CUgraphEdgeData)
 VGPU_CUDA_ENUMS(VGPU_DECLCHECK_MAP)
 VGPU_CUDA_STRUCTS(VGPU_DECLCHECK_MAP)
 VGPU_CUDA_ENUMS(VGPU_DECLCHECK_ENUM)
@@ -322,6 +325,8 @@ VGPU_DECLCHECK_VALUE(CU_JIT_ERROR_LOG_BUFFER)
 VGPU_DECLCHECK_VALUE(CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
 VGPU_DECLCHECK_VALUE(CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE)
 VGPU_DECLCHECK_VALUE(CU_LIBRARY_BINARY_IS_PRESERVED)
+VGPU_DECLCHECK_VALUE(CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+VGPU_DECLCHECK_VALUE(CU_GRAPH_NODE_TYPE_MEM_FREE)
 #if CUDA_VERSION >= 13000
 VGPU_DECLCHECK_VALUE(CU_MEM_ALLOCATION_TYPE_MANAGED)
 #endif
@@ -343,6 +348,19 @@ VGPU_DECLCHECK_TYPED_FIELD(CUuuid, bytes)
 VGPU_DECLCHECK_TYPED_FIELD(CUipcMemHandle, reserved)
 
 // coverage (issue 36)
+VGPU_DECLCHECK_TYPED_FIELD(CUgraphNodeParams, type)
+VGPU_DECLCHECK_TYPED_FIELD(CUgraphNodeParams, reserved0)
+VGPU_DECLCHECK_FIELD(CUgraphNodeParams, alloc)  // the header's is the _v2 struct: same fields, checked below
+VGPU_DECLCHECK_FIELD(CUgraphNodeParams, alloc.poolProps)
+VGPU_DECLCHECK_FIELD(CUgraphNodeParams, alloc.accessDescs)
+VGPU_DECLCHECK_FIELD(CUgraphNodeParams, alloc.accessDescCount)
+VGPU_DECLCHECK_FIELD(CUgraphNodeParams, alloc.bytesize)
+VGPU_DECLCHECK_FIELD(CUgraphNodeParams, alloc.dptr)
+VGPU_DECLCHECK_TYPED_FIELD(CUgraphNodeParams, reserved2)
+VGPU_DECLCHECK_TYPED_FIELD(CUgraphEdgeData, from_port)
+VGPU_DECLCHECK_TYPED_FIELD(CUgraphEdgeData, to_port)
+VGPU_DECLCHECK_TYPED_FIELD(CUgraphEdgeData, type)
+VGPU_DECLCHECK_TYPED_FIELD(CUgraphEdgeData, reserved)
 VGPU_DECLCHECK_TYPED_FIELD(CUDA_ARRAY_DESCRIPTOR_v1, Width)
 VGPU_DECLCHECK_TYPED_FIELD(CUDA_ARRAY_DESCRIPTOR_v1, Height)
 VGPU_DECLCHECK_TYPED_FIELD(CUDA_ARRAY_DESCRIPTOR_v1, Format)
@@ -488,6 +506,9 @@ VGPU_CU_FUNCTIONS_12_9(VGPU_DECLCHECK_FUNCTION)
 #endif
 #if CUDA_VERSION >= 13000
 VGPU_CU_FUNCTIONS_13_0(VGPU_DECLCHECK_FUNCTION)
+#endif
+#if CUDA_VERSION >= 13040  // coverage (issue 36)
+VGPU_CU_FUNCTIONS_13_4(VGPU_DECLCHECK_FUNCTION)
 #endif
 
 // ---- Per-thread twins: every pair this cuda.h routes through its per-thread macros is listed

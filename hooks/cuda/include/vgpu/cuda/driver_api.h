@@ -556,6 +556,34 @@ typedef struct CUDA_MEM_ALLOC_NODE_PARAMS_v1_st {
 } CUDA_MEM_ALLOC_NODE_PARAMS_v1;
 typedef CUDA_MEM_ALLOC_NODE_PARAMS_v1 CUDA_MEM_ALLOC_NODE_PARAMS;
 
+/* coverage (issue 36): cuGraphAddNode, a node of any type. Only the type and an allocation
+ * node's parameters are named (the _v2 layout cuGraphAddNode takes has the fields of
+ * CUDA_MEM_ALLOC_NODE_PARAMS); the rest of the union is padding here. */
+typedef enum CUgraphNodeType_enum {
+  CU_GRAPH_NODE_TYPE_MEM_ALLOC = 10,
+  CU_GRAPH_NODE_TYPE_MEM_FREE = 11
+} CUgraphNodeType;
+
+typedef struct CUgraphNodeParams_st {
+  CUgraphNodeType type;
+  int reserved0[3];
+  union {
+    long long reserved1[29];
+    CUDA_MEM_ALLOC_NODE_PARAMS alloc;
+    char asBytes[232];
+  };
+  long long reserved2;
+} CUgraphNodeParams;
+
+/* cuGraphAddNode_v2/_v3: what an edge waits for (ports of kernel nodes). */
+typedef struct CUgraphEdgeData_st {
+  unsigned char from_port;
+  unsigned char to_port;
+  unsigned char type;
+  unsigned char reserved[5];
+} CUgraphEdgeData;
+/* end of coverage (issue 36) */
+
 /* cuGraphAddKernelNode_v2 (the v1 entry point lacks the last two fields). */
 typedef struct CUDA_KERNEL_NODE_PARAMS_v2_st {
   CUfunction func;
@@ -871,6 +899,11 @@ typedef struct CUctxCreateParams_st {
   X(cuGreenCtxDestroy, (CUgreenCtx hCtx))                                                         \
   X(cuArrayCreate, (CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR_v1* pAllocateArray))            \
   X(cuArray3DCreate, (CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1* pAllocateArray))        \
+  X(cuGraphAddNode, (CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies,    \
+                     size_t numDependencies, CUgraphNodeParams* nodeParams))                      \
+  X(cuGraphAddNode_v2, (CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies, \
+                        const CUgraphEdgeData* dependencyData, size_t numDependencies,            \
+                        CUgraphNodeParams* nodeParams))                                           \
   /* end of coverage (issue 36) */                                                                \
   X(cuLaunchKernel, (CUfunction f, unsigned int gridDimX, unsigned int gridDimY,                  \
                      unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,       \
@@ -935,7 +968,14 @@ typedef struct CUctxCreateParams_st {
   X(cuCtxGetDevice_v2, (CUdevice* device, CUcontext ctx))                                         \
   X(cuCtxSynchronize_v2, (CUcontext ctx))
 
-#define VGPU_CU_ALL_FUNCTIONS(X) VGPU_CU_FUNCTIONS(X) VGPU_CU_FUNCTIONS_12_9(X) VGPU_CU_FUNCTIONS_13_0(X)
+/* coverage (issue 36) */
+#define VGPU_CU_FUNCTIONS_13_4(X)                                                                 \
+  X(cuGraphAddNode_v3, (CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies, \
+                        const CUgraphEdgeData* dependencyData, size_t numDependencies,            \
+                        CUgraphNodeParams* nodeParams))
+
+#define VGPU_CU_ALL_FUNCTIONS(X) \
+  VGPU_CU_FUNCTIONS(X) VGPU_CU_FUNCTIONS_12_9(X) VGPU_CU_FUNCTIONS_13_0(X) VGPU_CU_FUNCTIONS_13_4(X)
 // clang-format on
 
 #define VGPU_CU_DECLARE_(name, params) CUresult CUDAAPI name params;
