@@ -95,7 +95,7 @@ CUresult pointerAlloc(Ptr* dptr, size_t bytes, F&& alloc) {
   return rc;
 }
 
-// cuMemAllocPitch and _v2 (the same with 32-bit sizes): the pitch is the driver's choice;
+// cuMemAllocPitch_v2 and its 32-bit v1: the pitch is the driver's choice;
 // charge a typical one, then the real one.
 template <class Ptr, class Size, class A, class F>
 CUresult pitchAlloc(Ptr* dptr, Size* pPitch, Size width, Size height, A&& alloc, F&& free) {
