@@ -36,6 +36,40 @@
                                    CUstream hStream))                                       \
   X(cuMemFreeAsync, (CUdeviceptr dptr, CUstream hStream))                                   \
   X(cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream hStream))                              \
+  /* coverage (issue 36): allocators found missing by tests/unit/hooks/cuda_coverage.py */  \
+  X(cuMemAllocPitch, (CUdeviceptr_v1* dptr, unsigned int* pPitch, unsigned int WidthInBytes, \
+                      unsigned int Height, unsigned int ElementSizeBytes))                  \
+  X(cuModuleLoad, (CUmodule* module, const char* fname))                                    \
+  X(cuModuleLoadData, (CUmodule* module, const void* image))                                \
+  X(cuModuleLoadDataEx, (CUmodule* module, const void* image, unsigned int numOptions,      \
+                         CUjit_option* options, void** optionValues))                       \
+  X(cuModuleLoadFatBinary, (CUmodule* module, const void* fatCubin))                        \
+  X(cuModuleUnload, (CUmodule hmod))                                                        \
+  X(cuLibraryLoadData, (CUlibrary* library, const void* code, CUjit_option* jitOptions,     \
+                        void** jitOptionsValues, unsigned int numJitOptions,                \
+                        CUlibraryOption* libraryOptions, void** libraryOptionValues,        \
+                        unsigned int numLibraryOptions))                                    \
+  X(cuLibraryLoadFromFile, (CUlibrary* library, const char* fileName,                       \
+                            CUjit_option* jitOptions, void** jitOptionsValues,              \
+                            unsigned int numJitOptions, CUlibraryOption* libraryOptions,    \
+                            void** libraryOptionValues, unsigned int numLibraryOptions))    \
+  X(cuLibraryUnload, (CUlibrary library))                                                   \
+  X(cuGreenCtxCreate, (CUgreenCtx* phCtx, CUdevResourceDesc desc, CUdevice dev,            \
+                       unsigned int flags))                                                 \
+  X(cuGreenCtxDestroy, (CUgreenCtx hCtx))                                                   \
+  X(cuArrayCreate, (CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR_v1* pAllocateArray))      \
+  X(cuArray3DCreate, (CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1* pAllocateArray))  \
+  X(cuCtxDestroy, (CUcontext ctx))                                                          \
+  X(cuGraphAddNode, (CUgraphNode* phGraphNode, CUgraph hGraph,                              \
+                     const CUgraphNode* dependencies, size_t numDependencies,               \
+                     CUgraphNodeParams* nodeParams))                                        \
+  X(cuGraphAddNode_v2, (CUgraphNode* phGraphNode, CUgraph hGraph,                           \
+                        const CUgraphNode* dependencies, const CUgraphEdgeData* dependencyData, \
+                        size_t numDependencies, CUgraphNodeParams* nodeParams))             \
+  X(cuGraphAddNode_v3, (CUgraphNode* phGraphNode, CUgraph hGraph,                           \
+                        const CUgraphNode* dependencies, const CUgraphEdgeData* dependencyData, \
+                        size_t numDependencies, CUgraphNodeParams* nodeParams))             \
+  /* end of coverage (issue 36) */                                                          \
   /* memory pools: charged for what they hold */                                            \
   X(cuMemPoolCreate, (CUmemoryPool* pool, const CUmemPoolProps* poolProps))                 \
   X(cuMemPoolDestroy, (CUmemoryPool pool))                                                  \
@@ -172,6 +206,21 @@
   R(cuMemAllocPitch, 2000, cuMemAllocPitch, none)                                           \
   R(cuMemAllocPitch, 3020, cuMemAllocPitch_v2, none)                                        \
   R(cuMemAllocManaged, 6000, cuMemAllocManaged, none)                                       \
+  /* coverage (issue 36) */                                                                 \
+  R(cuModuleLoad, 2000, cuModuleLoad, none)                                                 \
+  R(cuModuleLoadData, 2000, cuModuleLoadData, none)                                         \
+  R(cuModuleLoadDataEx, 2010, cuModuleLoadDataEx, none)                                     \
+  R(cuModuleLoadFatBinary, 2000, cuModuleLoadFatBinary, none)                               \
+  R(cuModuleUnload, 2000, cuModuleUnload, none)                                             \
+  R(cuLibraryLoadData, 12000, cuLibraryLoadData, none)                                      \
+  R(cuLibraryLoadFromFile, 12000, cuLibraryLoadFromFile, none)                              \
+  R(cuLibraryUnload, 12000, cuLibraryUnload, none)                                          \
+  R(cuGreenCtxCreate, 12040, cuGreenCtxCreate, none)                                        \
+  R(cuGreenCtxDestroy, 12040, cuGreenCtxDestroy, none)                                      \
+  R(cuGraphAddNode, 12020, cuGraphAddNode, none)                                            \
+  R(cuGraphAddNode, 12030, cuGraphAddNode_v2, none)                                         \
+  R(cuGraphAddNode, 13040, cuGraphAddNode_v3, none)                                         \
+  /* end of coverage (issue 36) */                                                          \
   R(cuMemFree, 2000, cuMemFree, none)                                                       \
   R(cuMemFree, 3020, cuMemFree_v2, none)                                                    \
   R(cuMemAllocAsync, 11020, cuMemAllocAsync, cuMemAllocAsync_ptsz)                          \

@@ -95,6 +95,28 @@ CUresult pointerAlloc(Ptr* dptr, size_t bytes, F&& alloc) {
   return rc;
 }
 
+// cuMemAllocPitch_v2 and its 32-bit v1: the pitch is the driver's choice;
+// charge a typical one, then the real one.
+template <class Ptr, class Size, class A, class F>
+CUresult pitchAlloc(Ptr* dptr, Size* pPitch, Size width, Size height, A&& alloc, F&& free) {
+  Ctx c;
+  if (!currentContext(&c)) return alloc();
+  uint64_t estimate = ((static_cast<uint64_t>(width) + 511) & ~uint64_t{511}) * height;
+  CUresult rc = charged(c.dev, estimate, alloc);
+  if (rc != CUDA_SUCCESS) return rc;
+  uint64_t actual = static_cast<uint64_t>(*pPitch) * height;
+  CUdeviceptr p = *dptr;
+  rc = trueUp(c.dev, estimate, actual, [&] { free(p); });
+  if (rc == CUDA_SUCCESS) {
+    Record rec;
+    rec.dev = c.dev;
+    rec.bytes = actual;
+    rec.ctx = key(c.ctx);
+    ledger::put(Kind::kPointer, p, rec);
+  }
+  return rc;
+}
+
 size_t formatBytes(CUarray_format format) {
   switch (format) {
     case CU_AD_FORMAT_UNSIGNED_INT8:
@@ -391,24 +413,20 @@ CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flag
 CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes, size_t Height,
                             unsigned int ElementSizeBytes) {
   VGPU_ENTER_CUDA(cuMemAllocPitch_v2);
-  Ctx c;
-  if (!currentContext(&c)) return real::cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-  // The pitch is the driver's choice; charge a typical one, then the real one.
-  uint64_t estimate = ((static_cast<uint64_t>(WidthInBytes) + 511) & ~uint64_t{511}) * Height;
-  CUresult rc = charged(c.dev, estimate,
-                        [&] { return real::cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes); });
-  if (rc != CUDA_SUCCESS) return rc;
-  uint64_t actual = static_cast<uint64_t>(*pPitch) * Height;
-  CUdeviceptr p = *dptr;
-  rc = trueUp(c.dev, estimate, actual, [&] { real::cuMemFree_v2(p); });
-  if (rc == CUDA_SUCCESS) {
-    Record rec;
-    rec.dev = c.dev;
-    rec.bytes = actual;
-    rec.ctx = key(c.ctx);
-    ledger::put(Kind::kPointer, p, rec);
-  }
-  return rc;
+  return pitchAlloc(
+      dptr, pPitch, WidthInBytes, Height,
+      [&] { return real::cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes); },
+      [](CUdeviceptr p) { real::cuMemFree_v2(p); });
+}
+
+// The 32-bit ABI of CUDA 2.x, still exported: charged exactly like _v2.
+CUresult cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pPitch, unsigned int WidthInBytes, unsigned int Height,
+                         unsigned int ElementSizeBytes) {
+  VGPU_ENTER_CUDA(cuMemAllocPitch);
+  return pitchAlloc(
+      dptr, pPitch, WidthInBytes, Height,
+      [&] { return real::cuMemAllocPitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes); },
+      [](CUdeviceptr p) { real::cuMemFree(static_cast<CUdeviceptr_v1>(p)); });
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr) {

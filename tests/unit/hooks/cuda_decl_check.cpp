@@ -91,6 +91,10 @@ VGPU_DECLCHECK_MAP_HANDLE(CUgraph)
 VGPU_DECLCHECK_MAP_HANDLE(CUgraphNode)
 VGPU_DECLCHECK_MAP_HANDLE(CUgraphExec)
 VGPU_DECLCHECK_MAP_HANDLE(CUmemoryPool)
+// coverage (issue 36)
+VGPU_DECLCHECK_MAP_HANDLE(CUlibrary)
+VGPU_DECLCHECK_MAP_HANDLE(CUgreenCtx)
+VGPU_DECLCHECK_MAP_HANDLE(CUdevResourceDesc)
 
 #define VGPU_CUDA_ENUMS(X)           \
   X(CUresult)                        \
@@ -115,7 +119,11 @@ VGPU_DECLCHECK_MAP_HANDLE(CUmemoryPool)
   X(CUexecAffinityType)              \
   X(CUcigDataType)                   \
   X(CUgraphInstantiateResult)        \
-  X(CUlaunchAttributeID)
+  X(CUlaunchAttributeID)              \
+  /* coverage (issue 36) */          \
+  X(CUjit_option)                    \
+  X(CUlibraryOption)                 \
+  X(CUgraphNodeType)
 #define VGPU_CUDA_STRUCTS(X)            \
   X(CUuuid)                             \
   X(CUipcMemHandle)                     \
@@ -135,7 +143,12 @@ VGPU_DECLCHECK_MAP_HANDLE(CUmemoryPool)
   X(CUexecAffinitySmCount)              \
   X(CUexecAffinityParam)                \
   X(CUctxCigParam)                      \
-  X(CUctxCreateParams)
+  X(CUctxCreateParams)                  \
+  /* coverage (issue 36) */             \
+  X(CUDA_ARRAY_DESCRIPTOR_v1)           \
+  X(CUDA_ARRAY3D_DESCRIPTOR_v1)         \
+  X(CUgraphNodeParams)                  \
+  X(CUgraphEdgeData)
 VGPU_CUDA_ENUMS(VGPU_DECLCHECK_MAP)
 VGPU_CUDA_STRUCTS(VGPU_DECLCHECK_MAP)
 VGPU_CUDA_ENUMS(VGPU_DECLCHECK_ENUM)
@@ -302,6 +315,18 @@ VGPU_CU_RESULTS_13_0(VGPU_CHECK_RESULT)
   X(CU_LAUNCH_ATTRIBUTE_PRIORITY)                                  \
   X(CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT)
 VGPU_CUDA_ENUMERATORS(VGPU_DECLCHECK_VALUE)
+// coverage (issue 36): the loaders' option enumerators we declare
+VGPU_DECLCHECK_VALUE(CU_JIT_MAX_REGISTERS)
+VGPU_DECLCHECK_VALUE(CU_JIT_THREADS_PER_BLOCK)
+VGPU_DECLCHECK_VALUE(CU_JIT_WALL_TIME)
+VGPU_DECLCHECK_VALUE(CU_JIT_INFO_LOG_BUFFER)
+VGPU_DECLCHECK_VALUE(CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES)
+VGPU_DECLCHECK_VALUE(CU_JIT_ERROR_LOG_BUFFER)
+VGPU_DECLCHECK_VALUE(CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+VGPU_DECLCHECK_VALUE(CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE)
+VGPU_DECLCHECK_VALUE(CU_LIBRARY_BINARY_IS_PRESERVED)
+VGPU_DECLCHECK_VALUE(CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+VGPU_DECLCHECK_VALUE(CU_GRAPH_NODE_TYPE_MEM_FREE)
 #if CUDA_VERSION >= 13000
 VGPU_DECLCHECK_VALUE(CU_MEM_ALLOCATION_TYPE_MANAGED)
 #endif
@@ -314,13 +339,38 @@ VGPU_DECLCHECK_VALUE(CUDA_GRAPH_INSTANTIATE_CONDITIONAL_HANDLE_UNUSED)
 #if CUDA_VERSION == 13000
 VGPU_DECLCHECK_VALUE(CU_DEVICE_ATTRIBUTE_MAX)
 #elif CUDA_VERSION > 13000
-static_assert(ours::CU_DEVICE_ATTRIBUTE_MAX <= ::CU_DEVICE_ATTRIBUTE_MAX);
+static_assert(static_cast<long long>(ours::CU_DEVICE_ATTRIBUTE_MAX) <= static_cast<long long>(::CU_DEVICE_ATTRIBUTE_MAX));
 #endif
 
 // ---- Structure layouts ----------------------------------------------------------------------
 
 VGPU_DECLCHECK_TYPED_FIELD(CUuuid, bytes)
 VGPU_DECLCHECK_TYPED_FIELD(CUipcMemHandle, reserved)
+
+// coverage (issue 36)
+VGPU_DECLCHECK_TYPED_FIELD(CUgraphNodeParams, type)
+VGPU_DECLCHECK_TYPED_FIELD(CUgraphNodeParams, reserved0)
+VGPU_DECLCHECK_FIELD(CUgraphNodeParams, alloc)  // the header's is the _v2 struct: same fields, checked below
+VGPU_DECLCHECK_FIELD(CUgraphNodeParams, alloc.poolProps)
+VGPU_DECLCHECK_FIELD(CUgraphNodeParams, alloc.accessDescs)
+VGPU_DECLCHECK_FIELD(CUgraphNodeParams, alloc.accessDescCount)
+VGPU_DECLCHECK_FIELD(CUgraphNodeParams, alloc.bytesize)
+VGPU_DECLCHECK_FIELD(CUgraphNodeParams, alloc.dptr)
+VGPU_DECLCHECK_TYPED_FIELD(CUgraphNodeParams, reserved2)
+VGPU_DECLCHECK_TYPED_FIELD(CUgraphEdgeData, from_port)
+VGPU_DECLCHECK_TYPED_FIELD(CUgraphEdgeData, to_port)
+VGPU_DECLCHECK_TYPED_FIELD(CUgraphEdgeData, type)
+VGPU_DECLCHECK_TYPED_FIELD(CUgraphEdgeData, reserved)
+VGPU_DECLCHECK_TYPED_FIELD(CUDA_ARRAY_DESCRIPTOR_v1, Width)
+VGPU_DECLCHECK_TYPED_FIELD(CUDA_ARRAY_DESCRIPTOR_v1, Height)
+VGPU_DECLCHECK_TYPED_FIELD(CUDA_ARRAY_DESCRIPTOR_v1, Format)
+VGPU_DECLCHECK_TYPED_FIELD(CUDA_ARRAY_DESCRIPTOR_v1, NumChannels)
+VGPU_DECLCHECK_TYPED_FIELD(CUDA_ARRAY3D_DESCRIPTOR_v1, Width)
+VGPU_DECLCHECK_TYPED_FIELD(CUDA_ARRAY3D_DESCRIPTOR_v1, Height)
+VGPU_DECLCHECK_TYPED_FIELD(CUDA_ARRAY3D_DESCRIPTOR_v1, Depth)
+VGPU_DECLCHECK_TYPED_FIELD(CUDA_ARRAY3D_DESCRIPTOR_v1, Format)
+VGPU_DECLCHECK_TYPED_FIELD(CUDA_ARRAY3D_DESCRIPTOR_v1, NumChannels)
+VGPU_DECLCHECK_TYPED_FIELD(CUDA_ARRAY3D_DESCRIPTOR_v1, Flags)
 
 VGPU_DECLCHECK_TYPED_FIELD(CUDA_ARRAY_DESCRIPTOR, Width)
 VGPU_DECLCHECK_TYPED_FIELD(CUDA_ARRAY_DESCRIPTOR, Height)
@@ -360,7 +410,30 @@ VGPU_DECLCHECK_TYPED_FIELD(CUmemPoolProps, location)
 VGPU_DECLCHECK_TYPED_FIELD(CUmemPoolProps, win32SecurityAttributes)
 VGPU_DECLCHECK_TYPED_FIELD(CUmemPoolProps, maxSize)
 VGPU_DECLCHECK_TYPED_FIELD(CUmemPoolProps, usage)
-VGPU_DECLCHECK_TYPED_FIELD(CUmemPoolProps, reserved)
+// A newer header carves gpuDirectRDMACapable out of the front of `reserved` (13.5: 1 + 53
+// bytes where 13.0 has 54): ours, the 13.0 layout, must then cover the same bytes.
+namespace {
+template <class T>
+constexpr bool kHasRdmaField = requires(T t) { t.gpuDirectRDMACapable; };
+}  // namespace
+#define VGPU_POOL_PROPS_RESERVED_CHECK(T)                                                                   \
+  if constexpr (kHasRdmaField<T>) {                                                                         \
+    static_assert(offsetof(ours::CUmemPoolProps, reserved) == offsetof(T, gpuDirectRDMACapable),          \
+                  "CUmemPoolProps::reserved does not start where the header's gpuDirectRDMACapable does"); \
+    static_assert(sizeof(ours::CUmemPoolProps::reserved) ==                                                \
+                      sizeof(T::gpuDirectRDMACapable) + sizeof(T::reserved),                              \
+                  "CUmemPoolProps::reserved does not cover gpuDirectRDMACapable and reserved");          \
+  } else {                                                                                                  \
+    static_assert(offsetof(ours::CUmemPoolProps, reserved) == offsetof(T, reserved), "offsetof differs");  \
+    static_assert(sizeof(ours::CUmemPoolProps::reserved) == sizeof(T::reserved), "size differs");          \
+  }
+template <class T>
+constexpr bool poolPropsReservedAgree() {
+  VGPU_POOL_PROPS_RESERVED_CHECK(T)
+  return true;
+}
+#undef VGPU_POOL_PROPS_RESERVED_CHECK
+static_assert(poolPropsReservedAgree<::CUmemPoolProps>());
 
 VGPU_DECLCHECK_TYPED_FIELD(CUDA_MEM_ALLOC_NODE_PARAMS, poolProps)
 VGPU_DECLCHECK_TYPED_FIELD(CUDA_MEM_ALLOC_NODE_PARAMS, accessDescs)
@@ -433,6 +506,9 @@ VGPU_CU_FUNCTIONS_12_9(VGPU_DECLCHECK_FUNCTION)
 #endif
 #if CUDA_VERSION >= 13000
 VGPU_CU_FUNCTIONS_13_0(VGPU_DECLCHECK_FUNCTION)
+#endif
+#if CUDA_VERSION >= 13040  // coverage (issue 36)
+VGPU_CU_FUNCTIONS_13_4(VGPU_DECLCHECK_FUNCTION)
 #endif
 
 // ---- Per-thread twins: every pair this cuda.h routes through its per-thread macros is listed

@@ -62,6 +62,12 @@ struct Event {
 
 struct Module {
   Context* ctx = nullptr;
+  uint64_t deviceBytes = 0;  ///< device memory its code and globals take (driver_modules.cpp)
+};
+
+/// A context-independent module (cuLibraryLoad*): loaded into the context current at load time.
+struct Library {
+  Module* module = nullptr;  ///< nullptr when there was no context, or it has gone
 };
 
 struct Function {
@@ -184,6 +190,7 @@ class Driver {
   std::set<Event*> events;
   std::set<Module*> modules;
   std::set<Function*> functions;
+  std::set<Library*> libraries;
   std::map<uintptr_t, Allocation> allocations;  ///< by base address
   std::set<void*> hostAllocs;
   std::map<void*, size_t> hostAllocSizes;
@@ -246,6 +253,9 @@ void releaseContextResources(Context* ctx);
 /// device has reached become the pool's again, and every pool gives back what it holds
 /// beyond its release threshold. Caller holds Driver::mu.
 void releasePoolsAtSync();
+/// Unloads a module: its functions go and its device memory is given back. Caller holds
+/// Driver::mu.
+void destroyModule(Module* m);
 /// Frees one allocation (unmap, uncharge). Caller holds Driver::mu.
 void freeAllocation(std::map<uintptr_t, Allocation>::iterator it);
 /// The allocation containing [p, p+len), or end().

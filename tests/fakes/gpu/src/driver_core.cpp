@@ -313,21 +313,9 @@ void releaseContextResources(Context* ctx) {
       ++it;
     }
   }
-  for (auto it = drv.functions.begin(); it != drv.functions.end();) {
-    if ((*it)->mod->ctx == ctx) {
-      delete *it;
-      it = drv.functions.erase(it);
-    } else {
-      ++it;
-    }
-  }
   for (auto it = drv.modules.begin(); it != drv.modules.end();) {
-    if ((*it)->ctx == ctx) {
-      delete *it;
-      it = drv.modules.erase(it);
-    } else {
-      ++it;
-    }
+    Module* m = *it++;
+    if (m->ctx == ctx) destroyModule(m);  // its functions and device memory too
   }
   uint64_t overhead = drv.config().gpus[ctx->dev].contextMib << 20;
   if (ctx->active && overhead != 0) drv.shared()->uncharge(ctx->dev, overhead);

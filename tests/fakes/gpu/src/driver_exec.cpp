@@ -549,18 +549,7 @@ CUresult cuEventSynchronize(CUevent e) {
 CUresult cuEventDestroy(CUevent e) { return eventDestroy(e); }
 CUresult cuEventDestroy_v2(CUevent e) { return eventDestroy(e); }
 
-CUresult cuModuleLoadData(CUmodule* module, const void* image) {
-  Context* ctx = nullptr;
-  if (CUresult r = requireContext(ctx)) return r;
-  if (module == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  auto& drv = Driver::get();
-  std::lock_guard lock(drv.mu);
-  auto* m = new Module();
-  m->ctx = ctx;
-  drv.modules.insert(m);
-  *module = reinterpret_cast<CUmodule>(m);
-  return CUDA_SUCCESS;
-}
+// cuModuleLoadData and the other loaders: driver_modules.cpp.
 
 CUresult cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const char* name) {
   if (CUresult r = checkInit()) return r;
@@ -575,25 +564,6 @@ CUresult cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const char* name)
   f->name = name;
   drv.functions.insert(f);
   *hfunc = reinterpret_cast<CUfunction>(f);
-  return CUDA_SUCCESS;
-}
-
-CUresult cuModuleUnload(CUmodule hmod) {
-  if (CUresult r = checkInit()) return r;
-  auto& drv = Driver::get();
-  std::lock_guard lock(drv.mu);
-  auto* m = reinterpret_cast<Module*>(hmod);
-  if (!drv.modules.count(m)) return CUDA_ERROR_INVALID_HANDLE;
-  for (auto it = drv.functions.begin(); it != drv.functions.end();) {
-    if ((*it)->mod == m) {
-      delete *it;
-      it = drv.functions.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  drv.modules.erase(m);
-  delete m;
   return CUDA_SUCCESS;
 }
 

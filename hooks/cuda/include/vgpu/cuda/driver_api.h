@@ -60,6 +60,11 @@ typedef struct CUgraph_st* CUgraph;
 typedef struct CUgraphNode_st* CUgraphNode;
 typedef struct CUgraphExec_st* CUgraphExec;
 typedef struct CUmemPoolHandle_st* CUmemoryPool;
+/* coverage (issue 36) */
+typedef struct CUlib_st* CUlibrary; /* a context-independent module (cuLibraryLoad*) */
+typedef struct CUgreenCtx_st* CUgreenCtx; /* a context on a partition of the SMs (CUDA 12.4) */
+typedef struct CUdevResourceDesc_st* CUdevResourceDesc; /* the resources a green context gets */
+/* end of coverage (issue 36) */
 
 /* A physical allocation made by cuMemCreate or imported from a shareable handle. */
 typedef unsigned long long CUmemGenericAllocationHandle_v1;
@@ -394,6 +399,24 @@ typedef enum CUlaunchAttributeID_enum {
   CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT = 12
 } CUlaunchAttributeID;
 
+/* coverage (issue 36): the option lists of the module and library loaders (only their
+ * types are needed; the driver reads the options, the limiter passes them on). */
+typedef enum CUjit_option_enum {
+  CU_JIT_MAX_REGISTERS = 0,
+  CU_JIT_THREADS_PER_BLOCK = 1,
+  CU_JIT_WALL_TIME = 2,
+  CU_JIT_INFO_LOG_BUFFER = 3,
+  CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4,
+  CU_JIT_ERROR_LOG_BUFFER = 5,
+  CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6
+} CUjit_option;
+
+typedef enum CUlibraryOption_enum {
+  CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE = 0,
+  CU_LIBRARY_BINARY_IS_PRESERVED = 1
+} CUlibraryOption;
+/* end of coverage (issue 36) */
+
 /* ---------------------------------------------------------------------------------------
  * Flags and sizes defined as plain numbers
  * ------------------------------------------------------------------------------------- */
@@ -454,6 +477,25 @@ typedef struct CUDA_ARRAY3D_DESCRIPTOR_st {
 } CUDA_ARRAY3D_DESCRIPTOR_v2;
 typedef CUDA_ARRAY3D_DESCRIPTOR_v2 CUDA_ARRAY3D_DESCRIPTOR;
 
+/* coverage (issue 36): the 32-bit descriptors of cuArrayCreate / cuArray3DCreate (v1, the
+ * ABI of CUDA 3.1 and older, still exported). */
+typedef struct CUDA_ARRAY_DESCRIPTOR_v1_st {
+  unsigned int Width;
+  unsigned int Height;
+  CUarray_format Format;
+  unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR_v1;
+
+typedef struct CUDA_ARRAY3D_DESCRIPTOR_v1_st {
+  unsigned int Width;
+  unsigned int Height;
+  unsigned int Depth;
+  CUarray_format Format;
+  unsigned int NumChannels;
+  unsigned int Flags;
+} CUDA_ARRAY3D_DESCRIPTOR_v1;
+/* end of coverage (issue 36) */
+
 /* cuArrayGetMemoryRequirements: what an array really occupies on a device. */
 typedef struct CUDA_ARRAY_MEMORY_REQUIREMENTS_st {
   size_t size;
@@ -513,6 +555,34 @@ typedef struct CUDA_MEM_ALLOC_NODE_PARAMS_v1_st {
   CUdeviceptr dptr;
 } CUDA_MEM_ALLOC_NODE_PARAMS_v1;
 typedef CUDA_MEM_ALLOC_NODE_PARAMS_v1 CUDA_MEM_ALLOC_NODE_PARAMS;
+
+/* coverage (issue 36): cuGraphAddNode, a node of any type. Only the type and an allocation
+ * node's parameters are named (the _v2 layout cuGraphAddNode takes has the fields of
+ * CUDA_MEM_ALLOC_NODE_PARAMS); the rest of the union is padding here. */
+typedef enum CUgraphNodeType_enum {
+  CU_GRAPH_NODE_TYPE_MEM_ALLOC = 10,
+  CU_GRAPH_NODE_TYPE_MEM_FREE = 11
+} CUgraphNodeType;
+
+typedef struct CUgraphNodeParams_st {
+  CUgraphNodeType type;
+  int reserved0[3];
+  union {
+    long long reserved1[29];
+    CUDA_MEM_ALLOC_NODE_PARAMS alloc;
+    char asBytes[232];
+  };
+  long long reserved2;
+} CUgraphNodeParams;
+
+/* cuGraphAddNode_v2/_v3: what an edge waits for (ports of kernel nodes). */
+typedef struct CUgraphEdgeData_st {
+  unsigned char from_port;
+  unsigned char to_port;
+  unsigned char type;
+  unsigned char reserved[5];
+} CUgraphEdgeData;
+/* end of coverage (issue 36) */
 
 /* cuGraphAddKernelNode_v2 (the v1 entry point lacks the last two fields). */
 typedef struct CUDA_KERNEL_NODE_PARAMS_v2_st {
@@ -811,6 +881,30 @@ typedef struct CUctxCreateParams_st {
   X(cuModuleLoadData, (CUmodule* module, const void* image))                                      \
   X(cuModuleGetFunction, (CUfunction* hfunc, CUmodule hmod, const char* name))                    \
   X(cuModuleUnload, (CUmodule hmod))                                                              \
+  /* coverage (issue 36): loading code takes device memory (code, constants, globals) */       \
+  X(cuModuleLoad, (CUmodule* module, const char* fname))                                          \
+  X(cuModuleLoadDataEx, (CUmodule* module, const void* image, unsigned int numOptions,            \
+                         CUjit_option* options, void** optionValues))                             \
+  X(cuModuleLoadFatBinary, (CUmodule* module, const void* fatCubin))                              \
+  X(cuLibraryLoadData, (CUlibrary* library, const void* code, CUjit_option* jitOptions,           \
+                        void** jitOptionsValues, unsigned int numJitOptions,                      \
+                        CUlibraryOption* libraryOptions, void** libraryOptionValues,              \
+                        unsigned int numLibraryOptions))                                          \
+  X(cuLibraryLoadFromFile, (CUlibrary* library, const char* fileName, CUjit_option* jitOptions,   \
+                            void** jitOptionsValues, unsigned int numJitOptions,                  \
+                            CUlibraryOption* libraryOptions, void** libraryOptionValues,          \
+                            unsigned int numLibraryOptions))                                      \
+  X(cuLibraryUnload, (CUlibrary library))                                                         \
+  X(cuGreenCtxCreate, (CUgreenCtx* phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags)) \
+  X(cuGreenCtxDestroy, (CUgreenCtx hCtx))                                                         \
+  X(cuArrayCreate, (CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR_v1* pAllocateArray))            \
+  X(cuArray3DCreate, (CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1* pAllocateArray))        \
+  X(cuGraphAddNode, (CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies,    \
+                     size_t numDependencies, CUgraphNodeParams* nodeParams))                      \
+  X(cuGraphAddNode_v2, (CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies, \
+                        const CUgraphEdgeData* dependencyData, size_t numDependencies,            \
+                        CUgraphNodeParams* nodeParams))                                           \
+  /* end of coverage (issue 36) */                                                                \
   X(cuLaunchKernel, (CUfunction f, unsigned int gridDimX, unsigned int gridDimY,                  \
                      unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,       \
                      unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,       \
@@ -874,7 +968,14 @@ typedef struct CUctxCreateParams_st {
   X(cuCtxGetDevice_v2, (CUdevice* device, CUcontext ctx))                                         \
   X(cuCtxSynchronize_v2, (CUcontext ctx))
 
-#define VGPU_CU_ALL_FUNCTIONS(X) VGPU_CU_FUNCTIONS(X) VGPU_CU_FUNCTIONS_12_9(X) VGPU_CU_FUNCTIONS_13_0(X)
+/* coverage (issue 36) */
+#define VGPU_CU_FUNCTIONS_13_4(X)                                                                 \
+  X(cuGraphAddNode_v3, (CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies, \
+                        const CUgraphEdgeData* dependencyData, size_t numDependencies,            \
+                        CUgraphNodeParams* nodeParams))
+
+#define VGPU_CU_ALL_FUNCTIONS(X) \
+  VGPU_CU_FUNCTIONS(X) VGPU_CU_FUNCTIONS_12_9(X) VGPU_CU_FUNCTIONS_13_0(X) VGPU_CU_FUNCTIONS_13_4(X)
 // clang-format on
 
 #define VGPU_CU_DECLARE_(name, params) CUresult CUDAAPI name params;

@@ -4,7 +4,7 @@
  * built with per-thread default streams (nvcc --default-stream per-thread) calls the twin,
  * and so does cuGetProcAddress given CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM.
  *
- * The list is every pair cuda.h 12.6, 12.9 or 13.0 routes through its per-thread renaming, so
+ * The list is every pair cuda.h 12.6, 12.9, 13.0 or 13.5 routes through its per-thread renaming, so
  * that a test can ask "the fake exports f: does it export f's twin too?" without a
  * toolkit. Names only: most of these functions are not declared in driver_api.h. The
  * cross-check (tests/unit/hooks/cuda_decl_check.cpp) fails when a real cuda.h names a pair
@@ -103,5 +103,14 @@
   X(cuStreamWaitValue64_v2, cuStreamWaitValue64_v2_ptsz) \
   X(cuStreamWriteValue32_v2, cuStreamWriteValue32_v2_ptsz) \
   X(cuStreamWriteValue64_v2, cuStreamWriteValue64_v2_ptsz) \
-  X(cuWaitExternalSemaphoresAsync, cuWaitExternalSemaphoresAsync_ptsz)
+  X(cuWaitExternalSemaphoresAsync, cuWaitExternalSemaphoresAsync_ptsz) \
+  /* coverage (issue 36): new in cuda.h 13.5 (the newest header, checked in CI) */ \
+  X(cuFabricCpyBatchAsync, cuFabricCpyBatchAsync_ptsz) \
+  X(cuLaunchHostFunc_v2, cuLaunchHostFunc_v2_ptsz) \
+  X(cuMemcpy3DWithAttributesAsync, cuMemcpy3DWithAttributesAsync_ptsz) \
+  X(cuMemcpyWithAttributesAsync, cuMemcpyWithAttributesAsync_ptsz) \
+  X(cuStreamBeginCaptureToCig, cuStreamBeginCaptureToCig_ptsz) \
+  X(cuStreamBeginRecaptureToGraph, cuStreamBeginRecaptureToGraph_ptsz) \
+  X(cuStreamEndCaptureToCig, cuStreamEndCaptureToCig_ptsz) \
+  X(cuStreamGetDevResource, cuStreamGetDevResource_ptsz)
 // clang-format on

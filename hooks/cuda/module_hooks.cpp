@@ -1,0 +1,90 @@
+// Loading device code: cuModuleLoad*, cuLibraryLoad* and their unloads. A module's code,
+// constant banks and __device__ globals take device memory the API never states (a 1 GiB
+// __device__ array is 1 GiB at load): what each load took is measured and charged to the
+// current context (driver_taken.h), a load that does not fit is unloaded again and refused
+// with CUDA_ERROR_OUT_OF_MEMORY, and the unload, or the context's end, gives it back.
+
+#include "driver_taken.h"
+#include "runtime.h"
+
+using namespace vgpu;
+
+namespace {
+
+// Tags of the two kinds of code object in the ledger (driver_taken.h: objectId).
+constexpr uintptr_t kModuleTag = 0x1;
+constexpr uintptr_t kLibraryTag = 0x2;
+
+// A module loaded into the current context by `load`; unloaded again if it does not fit.
+template <class F>
+CUresult moduleLoad(CUmodule* module, F&& load) {
+  if (module == nullptr) return load();
+  return taken::charge(
+      load, [&] { real::cuModuleUnload(*module); }, [&] { return taken::objectId(*module, kModuleTag); });
+}
+
+// A library: context-independent, it is loaded into the current context (if any) now and into
+// other contexts as they use it; what this load took in the current one is charged.
+template <class F>
+CUresult libraryLoad(CUlibrary* library, F&& load) {
+  if (library == nullptr || real::cuLibraryUnload == nullptr) return load();
+  return taken::charge(
+      load, [&] { real::cuLibraryUnload(*library); }, [&] { return taken::objectId(*library, kLibraryTag); });
+}
+
+}  // namespace
+
+extern "C" {
+
+CUresult cuModuleLoad(CUmodule* module, const char* fname) {
+  VGPU_ENTER_CUDA(cuModuleLoad);
+  return moduleLoad(module, [&] { return real::cuModuleLoad(module, fname); });
+}
+
+CUresult cuModuleLoadData(CUmodule* module, const void* image) {
+  VGPU_ENTER_CUDA(cuModuleLoadData);
+  return moduleLoad(module, [&] { return real::cuModuleLoadData(module, image); });
+}
+
+CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int numOptions, CUjit_option* options,
+                            void** optionValues) {
+  VGPU_ENTER_CUDA(cuModuleLoadDataEx);
+  return moduleLoad(module, [&] { return real::cuModuleLoadDataEx(module, image, numOptions, options, optionValues); });
+}
+
+CUresult cuModuleLoadFatBinary(CUmodule* module, const void* fatCubin) {
+  VGPU_ENTER_CUDA(cuModuleLoadFatBinary);
+  return moduleLoad(module, [&] { return real::cuModuleLoadFatBinary(module, fatCubin); });
+}
+
+CUresult cuModuleUnload(CUmodule hmod) {
+  VGPU_ENTER_CUDA(cuModuleUnload);
+  return taken::release(taken::objectId(hmod, kModuleTag), [&] { return real::cuModuleUnload(hmod); });
+}
+
+CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option* jitOptions, void** jitOptionsValues,
+                           unsigned int numJitOptions, CUlibraryOption* libraryOptions, void** libraryOptionValues,
+                           unsigned int numLibraryOptions) {
+  VGPU_ENTER_CUDA(cuLibraryLoadData);
+  return libraryLoad(library, [&] {
+    return real::cuLibraryLoadData(library, code, jitOptions, jitOptionsValues, numJitOptions, libraryOptions,
+                                   libraryOptionValues, numLibraryOptions);
+  });
+}
+
+CUresult cuLibraryLoadFromFile(CUlibrary* library, const char* fileName, CUjit_option* jitOptions,
+                               void** jitOptionsValues, unsigned int numJitOptions, CUlibraryOption* libraryOptions,
+                               void** libraryOptionValues, unsigned int numLibraryOptions) {
+  VGPU_ENTER_CUDA(cuLibraryLoadFromFile);
+  return libraryLoad(library, [&] {
+    return real::cuLibraryLoadFromFile(library, fileName, jitOptions, jitOptionsValues, numJitOptions, libraryOptions,
+                                       libraryOptionValues, numLibraryOptions);
+  });
+}
+
+CUresult cuLibraryUnload(CUlibrary library) {
+  VGPU_ENTER_CUDA(cuLibraryUnload);
+  return taken::release(taken::objectId(library, kLibraryTag), [&] { return real::cuLibraryUnload(library); });
+}
+
+}  // extern "C"
