@@ -85,6 +85,7 @@ struct Allocation {
   AllocKind kind = AllocKind::kDevice;
   Pool* pool = nullptr;
   int ipcRefs = 0;
+  uint64_t object = 0;    ///< exported or opened: the shared object (memfd inode) it holds
 };
 
 /// A stream-ordered free (cuMemFreeAsync) that the device has not reached yet.
@@ -131,6 +132,7 @@ struct VmmHandle {
   uint64_t charged = 0;
   int refs = 1;               ///< the handle itself plus each mapping
   CUmemAllocationProp prop{};
+  uint64_t object = 0;        ///< exported or imported: the shared object (memfd inode) it holds
 };
 
 struct VmmReservation {

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,8 +30,17 @@ struct IpcPayload {
   int32_t fd;
   int32_t dev;
   uint64_t size;
+  uint64_t object;  // the memfd's inode: a reused fd number gives another handle
 };
 static_assert(sizeof(IpcPayload) <= CU_IPC_HANDLE_SIZE);
+
+// The memfd's inode, which names shared memory across processes (syscall: glibc's fstat is
+// a GLIBC_2.33 symbol and the fakes also run in older roots).
+uint64_t inodeOf(int fd) {
+  struct stat st;
+  std::memset(&st, 0, sizeof st);
+  return syscall(SYS_fstat, fd, &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
 
 size_t pageRound(size_t n) {
   size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
@@ -401,7 +411,11 @@ void dropVmmRef(CUmemGenericAllocationHandle h) {
   auto& drv = Driver::get();
   auto it = drv.vmmHandles.find(h);
   if (it == drv.vmmHandles.end() || --it->second.refs > 0) return;
-  if (it->second.charged != 0) drv.shared()->uncharge(it->second.dev, it->second.charged);
+  if (it->second.object != 0) {
+    drv.shared()->dropObject(it->second.object);  // shared: the last process frees it
+  } else if (it->second.charged != 0) {
+    drv.shared()->uncharge(it->second.dev, it->second.charged);
+  }
   close(it->second.fd);
   drv.vmmHandles.erase(it);
 }
@@ -415,6 +429,18 @@ CUresult ipcOpen(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned flags) {
   std::memcpy(&p, handle.reserved, sizeof p);
   if (p.magic != kIpcMagic || p.size == 0) return CUDA_ERROR_INVALID_HANDLE;
   if (p.pid == static_cast<int32_t>(getpid())) return CUDA_ERROR_INVALID_CONTEXT;
+  auto& drv = Driver::get();
+  {
+    // Opened in this context already: the same address, one more reference (cuIpcCloseMemHandle).
+    std::lock_guard lock(drv.mu);
+    for (auto& [base, open] : drv.allocations) {
+      if (open.kind == AllocKind::kIpcImport && open.object != 0 && open.object == p.object && open.ctx == ctx) {
+        ++open.ipcRefs;
+        *pdptr = static_cast<CUdeviceptr>(base);
+        return CUDA_SUCCESS;
+      }
+    }
+  }
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%d/fd/%d", p.pid, p.fd);
   int fd = open(path, O_RDWR | O_CLOEXEC);
@@ -425,7 +451,6 @@ CUresult ipcOpen(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned flags) {
     close(fd);
     return CUDA_ERROR_MAP_FAILED;
   }
-  auto& drv = Driver::get();
   std::lock_guard lock(drv.mu);
   Allocation a;
   a.base = reinterpret_cast<uintptr_t>(addr);
@@ -435,6 +460,7 @@ CUresult ipcOpen(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned flags) {
   a.fd = fd;
   a.ctx = ctx;
   a.kind = AllocKind::kIpcImport;
+  if (drv.shared()->holdObject(p.object)) a.object = p.object;  // it stays while this process has it open
   drv.allocations[a.base] = a;
   *pdptr = static_cast<CUdeviceptr>(a.base);
   return CUDA_SUCCESS;
@@ -505,6 +531,8 @@ void freeAllocation(std::map<uintptr_t, Allocation>::iterator it) {
     // next synchronisation; a destroyed pool gives it back at once.
     a.pool->used -= a.charged;
     if (a.pool->destroyed) poolTrim(a.pool, 0);
+  } else if (a.object != 0) {
+    drv.shared()->dropObject(a.object);  // exported or opened: the last process frees it
   } else if (a.charged != 0) {
     drv.shared()->uncharge(a.dev, a.charged);
   }
@@ -1084,6 +1112,8 @@ CUresult cuMemExportToShareableHandle(void* shareableHandle, CUmemGenericAllocat
   if ((h->prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == 0) return CUDA_ERROR_INVALID_VALUE;
   int fd = fcntl(h->fd, F_DUPFD_CLOEXEC, 0);
   if (fd < 0) return CUDA_ERROR_OPERATING_SYSTEM;
+  if (h->object == 0 && h->dev >= 0 && h->charged != 0 && drv.shared()->exportObject(inodeOf(h->fd), h->dev, h->charged))
+    h->object = inodeOf(h->fd);
   *static_cast<int*>(shareableHandle) = fd;
   return CUDA_SUCCESS;
 }
@@ -1113,6 +1143,7 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, vo
   h.size = static_cast<size_t>(size);
   h.dev = dev;
   h.imported = true;
+  if (dev >= 0 && drv.shared()->holdObject(inodeOf(fd))) h.object = inodeOf(fd);
   h.prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   h.prop.location.type = dev >= 0 ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST;
   h.prop.location.id = dev >= 0 ? dev : 0;
@@ -1141,7 +1172,10 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr) {
   auto it = drv.allocations.find(static_cast<uintptr_t>(dptr));
   if (it == drv.allocations.end() || (it->second.kind != AllocKind::kDevice && it->second.kind != AllocKind::kPitch))
     return CUDA_ERROR_INVALID_VALUE;  // only cuMemAlloc'd memory can be exported this way
-  IpcPayload p{kIpcMagic, static_cast<int32_t>(getpid()), it->second.fd, it->second.dev, it->second.size};
+  Allocation& a = it->second;
+  if (a.object == 0 && a.charged != 0 && drv.shared()->exportObject(inodeOf(a.fd), a.dev, a.charged))
+    a.object = inodeOf(a.fd);
+  IpcPayload p{kIpcMagic, static_cast<int32_t>(getpid()), a.fd, a.dev, a.size, inodeOf(a.fd)};
   std::memset(pHandle, 0, sizeof *pHandle);
   std::memcpy(pHandle->reserved, &p, sizeof p);
   return CUDA_SUCCESS;
@@ -1160,6 +1194,10 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
   std::lock_guard lock(drv.mu);
   auto it = drv.allocations.find(static_cast<uintptr_t>(dptr));
   if (it == drv.allocations.end() || it->second.kind != AllocKind::kIpcImport) return CUDA_ERROR_INVALID_VALUE;
+  if (it->second.ipcRefs > 0) {
+    --it->second.ipcRefs;  // opened more than once: the last close unmaps it
+    return CUDA_SUCCESS;
+  }
   freeAllocation(it);
   return CUDA_SUCCESS;
 }

@@ -139,6 +139,10 @@ const ProcEntry kProcTable[] = {
     P("cuIpcOpenMemHandle", 4010, cuIpcOpenMemHandle),
     P("cuIpcOpenMemHandle", 11000, cuIpcOpenMemHandle_v2),
     P("cuIpcCloseMemHandle", 4010, cuIpcCloseMemHandle),
+    // sharing (issue 36)
+    P("cuMemRetainAllocationHandle", 11000, cuMemRetainAllocationHandle),
+    P("cuCtxEnablePeerAccess", 4000, cuCtxEnablePeerAccess),
+    P("cuCtxDisablePeerAccess", 4000, cuCtxDisablePeerAccess),
     PT("cuMemcpyHtoD", 3020, cuMemcpyHtoD_v2, cuMemcpyHtoD_v2_ptds),
     PT("cuMemcpyDtoH", 3020, cuMemcpyDtoH_v2, cuMemcpyDtoH_v2_ptds),
     PT("cuMemcpyDtoD", 3020, cuMemcpyDtoD_v2, cuMemcpyDtoD_v2_ptds),

@@ -738,6 +738,10 @@ typedef struct CUctxCreateParams_st {
   X(cuIpcOpenMemHandle, (CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags))          \
   X(cuIpcOpenMemHandle_v2, (CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags))       \
   X(cuIpcCloseMemHandle, (CUdeviceptr dptr))                                                      \
+  /* sharing (issue 36) */                                                                        \
+  X(cuMemRetainAllocationHandle, (CUmemGenericAllocationHandle* handle, void* addr))              \
+  X(cuCtxEnablePeerAccess, (CUcontext peerContext, unsigned int Flags))                           \
+  X(cuCtxDisablePeerAccess, (CUcontext peerContext))                                              \
   /* copies and memsets (_ptds: per-thread default stream twins) */                               \
   X(cuMemcpy, (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount))                               \
   X(cuMemcpy_ptds, (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount))                          \
