@@ -67,6 +67,8 @@
                                    CUmemAllocationHandleType handleType,                    \
                                    unsigned long long flags))                               \
   X(cuMemRetainAllocationHandle, (CUmemGenericAllocationHandle* handle, void* addr))        \
+  X(cuMulticastCreate, (CUmemGenericAllocationHandle* mcHandle,                             \
+                        const CUmulticastObjectProp* prop))                                 \
   /* graph memory nodes */                                                                  \
   X(cuGraphAddMemAllocNode, (CUgraphNode* phGraphNode, CUgraph hGraph,                      \
                              const CUgraphNode* dependencies, size_t numDependencies,       \
@@ -207,6 +209,7 @@
   R(cuIpcGetMemHandle, 4010, cuIpcGetMemHandle, none)                                       \
   R(cuMemExportToShareableHandle, 10020, cuMemExportToShareableHandle, none)                \
   R(cuMemRetainAllocationHandle, 11000, cuMemRetainAllocationHandle, none)                  \
+  R(cuMulticastCreate, 12010, cuMulticastCreate, none)                                      \
   R(cuGraphAddMemAllocNode, 11040, cuGraphAddMemAllocNode, none)                            \
   R(cuGraphDestroyNode, 10000, cuGraphDestroyNode, none)                                    \
   R(cuGraphDestroy, 10000, cuGraphDestroy, none)                                            \

@@ -27,6 +27,7 @@ enum class Kind : uint8_t {
   kGraphExecDevice, // the same for one device when the graph allocates on several
   kSharedPointer,   // a kPointer exported with cuIpcGetMemHandle: its bytes moved to a share
                     // entry of the region (share.h), so not charged here; ctx
+  kMulticast,       // cuMulticastCreate: bytes = its size per device (not charged: bound memory is)
 };
 
 /// Whether records of a kind stand for bytes charged to the region.

@@ -177,8 +177,9 @@ ledger::Keep releaseHandle(Record& r, void*) {
   return r.count == 0 ? ledger::Keep::kErase : ledger::Keep::kKeep;
 }
 
-// Drops a reference to the handle and gives its charge back if that was the last.
-void dropHandleRef(CUmemGenericAllocationHandle h, ledger::Keep (*fn)(Record&, void*)) {
+// Drops a reference to the handle and gives its charge back if that was the last. False
+// when the ledger has no such handle.
+bool dropHandleRef(CUmemGenericAllocationHandle h, ledger::Keep (*fn)(Record&, void*)) {
   for (Kind kind : {Kind::kVmmHandle, Kind::kImportedHandle}) {
     Record before, after;
     if (!ledger::peek(kind, h, &before)) continue;
@@ -189,8 +190,9 @@ void dropHandleRef(CUmemGenericAllocationHandle h, ledger::Keep (*fn)(Record&, v
         releaseMemory(after.dev, after.bytes);
       }
     }
-    return;
+    return true;
   }
+  return false;
 }
 
 // ---- graphs: allocation nodes are charged when a graph runs (pools.cpp); here, what each
@@ -529,7 +531,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CU
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   VGPU_ENTER_CUDA(cuMemRelease);
   CUresult rc = real::cuMemRelease(handle);
-  if (rc == CUDA_SUCCESS) dropHandleRef(handle, releaseHandle);
+  if (rc == CUDA_SUCCESS && !dropHandleRef(handle, releaseHandle)) shares::otherReleased(handle);
   return rc;
 }
 

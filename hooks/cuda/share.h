@@ -30,4 +30,7 @@ void handleGone(CUmemGenericAllocationHandle handle);
 /// Context `ctx` is gone: what was exported or opened in it is let go.
 void contextGone(CUcontext ctx);
 
+/// cuMemRelease of a handle that is not an allocation of the ledger (a multicast object).
+void otherReleased(CUmemGenericAllocationHandle handle);
+
 }  // namespace vgpu::shares

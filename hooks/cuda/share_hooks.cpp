@@ -216,6 +216,11 @@ void handleGone(CUmemGenericAllocationHandle handle) {
   if (!release(Role::kExportedHandle, handle)) release(Role::kHeldHandle, handle);
 }
 
+void otherReleased(CUmemGenericAllocationHandle handle) {
+  Record rec;
+  if (ledger::take(Kind::kMulticast, handle, &rec) && (rec.flags & kShared) != 0) release(Role::kExportedHandle, handle);
+}
+
 void contextGone(CUcontext ctx) {
   Guard g;
   for (Local& l : gLocal) {
@@ -280,12 +285,31 @@ CUresult cuMemExportToShareableHandle(void* shareableHandle, CUmemGenericAllocat
     return rc;
   Record rec;
   uint8_t k[VGPU_REGION_SHARE_KEY_LEN];
-  if (!ledger::peek(Kind::kVmmHandle, handle, &rec) || (rec.flags & kShared) != 0 || rec.bytes == 0 ||
-      !shares::fdKey(*static_cast<int*>(shareableHandle), k)) {
-    return rc;
+  if (!shares::fdKey(*static_cast<int*>(shareableHandle), k)) return rc;
+  // A multicast object takes no memory of its own (what is bound to it is charged to its
+  // creator): an entry of 0 bytes tells importers so.
+  Kind kind = Kind::kMulticast;
+  if (!ledger::peek(kind, handle, &rec)) {
+    kind = Kind::kVmmHandle;
+    if (!ledger::peek(kind, handle, &rec) || rec.bytes == 0) return rc;
   }
-  if (publish(Role::kExportedHandle, VGPU_SHARE_FD, k, handle, 0, rec.dev, rec.bytes))
-    ledger::update(Kind::kVmmHandle, handle, markShared, nullptr);
+  if ((rec.flags & kShared) != 0) return rc;  // exported before: the same file, the same entry
+  uint64_t bytes = kind == Kind::kMulticast ? 0 : rec.bytes;
+  if (publish(Role::kExportedHandle, VGPU_SHARE_FD, k, handle, 0, rec.dev < 0 ? 0 : rec.dev, bytes))
+    ledger::update(kind, handle, markShared, nullptr);
+  return rc;
+}
+
+// A multicast object is remembered (not charged: the memory bound to it is, to whoever made
+// that memory), so that exporting it tells importers it costs nothing.
+CUresult cuMulticastCreate(CUmemGenericAllocationHandle* mcHandle, const CUmulticastObjectProp* prop) {
+  VGPU_ENTER_CUDA(cuMulticastCreate);
+  CUresult rc = real::cuMulticastCreate(mcHandle, prop);
+  if (rc == CUDA_SUCCESS && mcHandle != nullptr && prop != nullptr) {
+    Record rec;
+    rec.bytes = prop->size;
+    ledger::put(Kind::kMulticast, *mcHandle, rec);
+  }
   return rc;
 }
 

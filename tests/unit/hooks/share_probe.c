@@ -107,6 +107,9 @@ FN(cuMemHostRegister_v2)
 FN(cuMemHostUnregister)
 FN(cuCtxEnablePeerAccess)
 FN(cuMemsetD8_v2)
+FN(cuMulticastCreate)
+FN(cuMulticastAddDevice)
+FN(cuMulticastBindMem)
 #undef FN
 static uint64_t (*p_physical)(int);
 static CUcontext g_ctx[2];
@@ -121,7 +124,7 @@ static int loadCuda(void) {
   LOAD(cuMemMap) LOAD(cuMemUnmap) LOAD(cuMemSetAccess) LOAD(cuMemExportToShareableHandle)
   LOAD(cuMemImportFromShareableHandle) LOAD(cuMemRetainAllocationHandle) LOAD(cuMemAllocHost_v2) LOAD(cuMemHostAlloc)
   LOAD(cuMemFreeHost) LOAD(cuMemHostRegister_v2) LOAD(cuMemHostUnregister) LOAD(cuCtxEnablePeerAccess)
-  LOAD(cuMemsetD8_v2)
+  LOAD(cuMemsetD8_v2) LOAD(cuMulticastCreate) LOAD(cuMulticastAddDevice) LOAD(cuMulticastBindMem)
 #undef LOAD
   p_physical = (uint64_t(*)(int))dlsym(h, "vgpuFakeDeviceUsedBytes");
   return p_cuInit && p_physical && p_cuMemRetainAllocationHandle ? 0 : -1;
@@ -257,6 +260,20 @@ static int workerMain(int sock) {
       CUmemGenericAllocationHandle h = 0;
       rc = p_cuMemRetainAllocationHandle(&h, (void*)(uintptr_t)m.a);
       reply(sock, rc, (int64_t)h, 0, NULL, -1);
+    } else if (!strcmp(m.op, "mc")) {
+      /* A multicast object of m.a bytes with allocation handle m.b bound to it, mapped here. */
+      CUmulticastObjectProp prop;
+      memset(&prop, 0, sizeof prop);
+      prop.numDevices = 1;
+      prop.size = (size_t)m.a;
+      prop.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+      CUmemGenericAllocationHandle mc = 0;
+      CUdeviceptr p = 0;
+      rc = p_cuMulticastCreate(&mc, &prop);
+      if (rc == CUDA_SUCCESS) rc = p_cuMulticastAddDevice(mc, 0);
+      if (rc == CUDA_SUCCESS) rc = p_cuMulticastBindMem(mc, 0, (CUmemGenericAllocationHandle)m.b, 0, (size_t)m.a, 0);
+      if (rc == CUDA_SUCCESS) rc = mapAt(mc, (size_t)m.a, 0, &p);
+      reply(sock, rc, (int64_t)p, (int64_t)mc, NULL, -1);
     } else if (!strcmp(m.op, "host")) {
       reply(sock, hostMemory(), 0, 0, NULL, -1);
     } else if (!strcmp(m.op, "peer")) {
@@ -416,7 +433,8 @@ static void scenarioIpc(const char* self) {
 }
 
 /* The same with a VMM handle exported as a file descriptor: imported, mapped at two
- * addresses, retained and released; the exporter releases first. */
+ * addresses, retained and released, bound to a multicast object that both map; the exporter
+ * releases first. */
 static void scenarioVmm(const char* self) {
   startWorker(self, 0, 1);
   startWorker(self, 0, 1);
@@ -427,6 +445,17 @@ static void scenarioVmm(const char* self) {
   Reply i = importFd(1, fd, 48 * MIB, 0);
   if (i.rc != CUDA_SUCCESS) failf("import and map of 48 MiB the container holds failed: CUresult %d", i.rc);
   check("imported and mapped");
+  /* A multicast object with that memory bound to it, mapped by both (NCCL's NVLS buffers). */
+  Reply mc = must(0, "mc", 48 * MIB, a.v2, NULL, -1);
+  check("multicast object bound and mapped");
+  Reply mi = importFd(1, exportFd(0, mc.v2), 48 * MIB, 0);
+  if (mi.rc != CUDA_SUCCESS) failf("import and map of a multicast object failed: CUresult %d", mi.rc);
+  check("multicast object imported and mapped");
+  must(1, "unmap", mi.v1, 48 * MIB, NULL, -1);
+  must(1, "release", mi.v2, 0, NULL, -1);
+  must(0, "unmap", mc.v1, 48 * MIB, NULL, -1);
+  must(0, "release", mc.v2, 0, NULL, -1);
+  check("multicast object let go");
   Reply second = must(1, "map", i.v2, 48 * MIB, NULL, -1);
   check("mapped at a second address");
   Reply kept = must(1, "retain", i.v1, 0, NULL, -1);

@@ -116,7 +116,8 @@ TEST_F(LimiterSharing, MemoryOpenedByIpcIsChargedOnce) {
   EXPECT_EQ(r.exitCode, 0) << r.err << r.out;
 }
 
-// The same through VMM: exported as a POSIX descriptor, imported, mapped twice, retained.
+// The same through VMM: exported as a POSIX descriptor, imported, mapped twice, retained;
+// and a multicast object bound to it, exported, imported and mapped.
 TEST_F(LimiterSharing, ImportedVmmMemoryIsChargedOnce) {
   Result r = run({"vmm"}, {{"CUDA_DEVICE_MEMORY_LIMIT_0", "64m"}});
   EXPECT_EQ(r.exitCode, 0) << r.err << r.out;

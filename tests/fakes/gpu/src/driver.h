@@ -133,6 +133,7 @@ struct VmmHandle {
   int refs = 1;               ///< the handle itself plus each mapping
   CUmemAllocationProp prop{};
   uint64_t object = 0;        ///< exported or imported: the shared object (memfd inode) it holds
+  bool multicast = false;     ///< a multicast object: no memory of its own (bound memory is)
 };
 
 struct VmmReservation {

@@ -1133,7 +1133,9 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, vo
   std::snprintf(link, sizeof link, "/proc/self/fd/%d", src);
   ssize_t n = readlink(link, target, sizeof target - 1);
   int dev = -1;
-  if (n <= 0 || std::sscanf(target, "/memfd:vgpu-fake-vmm-dev%d", &dev) != 1) return CUDA_ERROR_INVALID_VALUE;
+  bool multicast = n > 0 && std::strncmp(target, "/memfd:vgpu-fake-mc", 19) == 0;
+  if (!multicast && (n <= 0 || std::sscanf(target, "/memfd:vgpu-fake-vmm-dev%d", &dev) != 1))
+    return CUDA_ERROR_INVALID_VALUE;
   int fd = fcntl(src, F_DUPFD_CLOEXEC, 0);
   if (fd < 0) return CUDA_ERROR_OPERATING_SYSTEM;
   auto& drv = Driver::get();
@@ -1143,6 +1145,7 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, vo
   h.size = static_cast<size_t>(size);
   h.dev = dev;
   h.imported = true;
+  h.multicast = multicast;
   if (dev >= 0 && drv.shared()->holdObject(inodeOf(fd))) h.object = inodeOf(fd);
   h.prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   h.prop.location.type = dev >= 0 ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST;
@@ -1159,7 +1162,8 @@ CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop, CUmem
   auto& drv = Driver::get();
   std::lock_guard lock(drv.mu);
   VmmHandle* h = findVmm(handle);
-  if (h == nullptr || prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // A multicast object is not an allocation (this fake's choice; the reference does not say).
+  if (h == nullptr || prop == nullptr || h->multicast) return CUDA_ERROR_INVALID_VALUE;
   *prop = h->prop;
   return CUDA_SUCCESS;
 }

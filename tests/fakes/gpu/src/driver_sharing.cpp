@@ -1,8 +1,31 @@
 // Fake libcuda.so.1: what a process does with memory it shares and reaches rather than
-// allocates: the handle behind a mapping (cuMemRetainAllocationHandle) and peer access
-// between contexts. None of it takes device memory.
+// allocates: the handle behind a mapping (cuMemRetainAllocationHandle), peer access between
+// contexts, multicast objects (a handle that can be exported, imported and mapped, to which
+// memory is bound). None of it takes device memory.
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "driver.h"
+
+namespace {
+
+// The multicast object `mc` exists (and, with `mem`, that allocation handle too).
+CUresult checkMulticast(CUmemGenericAllocationHandle mc, CUmemGenericAllocationHandle mem = 0) {
+  using namespace vgpu::fakegpu;
+  if (CUresult r = checkInit()) return r;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  auto m = drv.vmmHandles.find(mc);
+  if (m == drv.vmmHandles.end() || !m->second.multicast) return CUDA_ERROR_INVALID_VALUE;
+  if (mem != 0) {
+    auto a = drv.vmmHandles.find(mem);
+    if (a == drv.vmmHandles.end() || a->second.multicast) return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -43,6 +66,50 @@ CUresult cuCtxDisablePeerAccess(CUcontext peerContext) {
   std::lock_guard lock(drv.mu);
   if (!drv.contexts.count(reinterpret_cast<Context*>(peerContext))) return CUDA_ERROR_INVALID_VALUE;
   return CUDA_SUCCESS;
+}
+
+CUresult cuMulticastCreate(CUmemGenericAllocationHandle* mcHandle, const CUmulticastObjectProp* prop) {
+  using namespace vgpu::fakegpu;
+  if (CUresult r = checkInit()) return r;
+  constexpr size_t kGranularity = 2u << 20;
+  if (mcHandle == nullptr || prop == nullptr || prop->numDevices == 0 || prop->size == 0 ||
+      prop->size % kGranularity != 0 || prop->flags != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  // A memfd so that it can be exported, imported and mapped like an allocation; nothing charged.
+  int fd = memfd_create("vgpu-fake-mc", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, static_cast<off_t>(prop->size)) != 0) {
+    if (fd >= 0) close(fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  VmmHandle h;
+  h.fd = fd;
+  h.size = prop->size;
+  h.multicast = true;
+  h.prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  h.prop.requestedHandleTypes = static_cast<CUmemAllocationHandleType>(prop->handleTypes);
+  CUmemGenericAllocationHandle id = drv.nextVmmHandle++;
+  drv.vmmHandles[id] = h;
+  *mcHandle = id;
+  return CUDA_SUCCESS;
+}
+
+
+CUresult cuMulticastAddDevice(CUmemGenericAllocationHandle mcHandle, CUdevice) { return checkMulticast(mcHandle); }
+
+CUresult cuMulticastBindMem(CUmemGenericAllocationHandle mcHandle, size_t, CUmemGenericAllocationHandle memHandle,
+                            size_t, size_t, unsigned long long) {
+  return checkMulticast(mcHandle, memHandle);  // binds memory that is already there
+}
+
+CUresult cuMulticastBindAddr(CUmemGenericAllocationHandle mcHandle, size_t, CUdeviceptr, size_t,
+                             unsigned long long) {
+  return checkMulticast(mcHandle);
+}
+
+CUresult cuMulticastUnbind(CUmemGenericAllocationHandle mcHandle, CUdevice, size_t, size_t) {
+  return checkMulticast(mcHandle);
 }
 
 }  // extern "C"
