@@ -16,10 +16,6 @@ namespace vgpu::shares {
 /// looks here).
 bool any();
 
-/// The key of an exported file descriptor (vgpu/region_shares.h, VGPU_SHARE_FD): true when
-/// `fd` names one allocation by itself (see docs/limiter.md, "Memory shared between processes").
-bool fdKey(int fd, uint8_t key[64]);
-
 /// A cuMemAlloc pointer was freed (or its context is gone): if it was published, its entry is
 /// let go.
 void pointerFreed(CUdeviceptr base);

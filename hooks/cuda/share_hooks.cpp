@@ -9,10 +9,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "fd_identity.h"
 #include "runtime.h"
 #include "share.h"
 
@@ -30,6 +29,8 @@ struct Local {
   int32_t dev;
   uintptr_t id;   // the pointer or the handle
   uintptr_t ctx;  // pointers: the context they live in (0 for handles)
+  uint64_t tagBase;  // an exported handle whose file is a device node: its tags (fd_identity.h)
+  uint32_t tags;
   uint8_t key[VGPU_REGION_SHARE_KEY_LEN];
 };
 
@@ -108,7 +109,8 @@ void remember(Local& l, Role role, uint32_t kind, const uint8_t* k, uintptr_t id
 }
 
 // Exporter: moves `bytes` of `dev` from this process's charge into the region's entry `k`.
-bool publish(Role role, uint32_t kind, const uint8_t* k, uintptr_t id, uintptr_t ctx, int dev, uint64_t bytes) {
+bool publish(Role role, uint32_t kind, const uint8_t* k, uintptr_t id, uintptr_t ctx, int dev, uint64_t bytes,
+             uint64_t tagBase = 0) {
   int slot = slotNow();
   if (slot < 0 || dev < 0 || dev >= kLimiterMaxDevices) return false;
   Guard g;
@@ -116,7 +118,17 @@ bool publish(Role role, uint32_t kind, const uint8_t* k, uintptr_t id, uintptr_t
   if (l == nullptr || vgpu_region_share_publish(runtime().region, slot, kind, k, dev, bytes) != VGPU_REGION_OK)
     return false;
   remember(*l, role, kind, k, id, ctx, dev);
+  l->tagBase = tagBase;
+  l->tags = tagBase != 0 ? 1 : 0;
   return true;
+}
+
+// A handle published before is exported again, as another open file of a device node: that
+// file gets the handle's next tag, so that its importers find the same entry.
+void retag(CUmemGenericAllocationHandle handle, int fd) {
+  Guard g;
+  Local* l = findLocked(Role::kExportedHandle, handle);
+  if (l != nullptr && l->tagBase != 0 && fdid::tag(fd, l->tagBase, l->tags)) ++l->tags;
 }
 
 // Importer: holds the region's entry `k` if another process of the container published it.
@@ -188,25 +200,6 @@ namespace vgpu::shares {
 
 bool any() { return gAny.load(std::memory_order_acquire); }
 
-bool fdKey(int fd, uint8_t k[VGPU_REGION_SHARE_KEY_LEN]) {
-  struct stat st;
-  memset(&st, 0, sizeof st);
-  // syscall: glibc's fstat is a GLIBC_2.33 symbol and libvgpu.so loads with 2.17.
-  if (fd < 0 || syscall(SYS_fstat, fd, &st) != 0) return false;
-  // Only a regular file (a memfd, a dma-buf's is not one) is its allocation's own inode; a
-  // device node or an anonymous inode is shared by many exports and cannot name one of them,
-  // so such an import is charged to the importer (docs/limiter.md).
-  if (!S_ISREG(st.st_mode)) return false;
-  struct {
-    char tag[8];
-    uint64_t dev;
-    uint64_t ino;
-  } id = {{'v', 'g', 'p', 'u', '-', 'f', 'd', 0}, static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
-  memset(k, 0, VGPU_REGION_SHARE_KEY_LEN);
-  memcpy(k, &id, sizeof id);
-  return true;
-}
-
 void pointerFreed(CUdeviceptr base) {
   Record rec;
   if (ledger::take(Kind::kSharedPointer, base, &rec)) release(Role::kExportedPointer, base);
@@ -275,7 +268,7 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
 }
 
 // A VMM handle exported as a file descriptor: its charge moves to the region's entry named by
-// the file's identity (shares::fdKey), which every process of the container that imports that
+// the file's identity (fd_identity.h), which every process of the container that imports that
 // file holds.
 CUresult cuMemExportToShareableHandle(void* shareableHandle, CUmemGenericAllocationHandle handle,
                                       CUmemAllocationHandleType handleType, unsigned long long flags) {
@@ -285,7 +278,9 @@ CUresult cuMemExportToShareableHandle(void* shareableHandle, CUmemGenericAllocat
     return rc;
   Record rec;
   uint8_t k[VGPU_REGION_SHARE_KEY_LEN];
-  if (!shares::fdKey(*static_cast<int*>(shareableHandle), k)) return rc;
+  int fd = *static_cast<int*>(shareableHandle);
+  fdid::Export how = fdid::classify(fd, k);
+  if (how == fdid::Export::kNone) return rc;
   // A multicast object takes no memory of its own (what is bound to it is charged to its
   // creator): an entry of 0 bytes tells importers so.
   Kind kind = Kind::kMulticast;
@@ -293,9 +288,18 @@ CUresult cuMemExportToShareableHandle(void* shareableHandle, CUmemGenericAllocat
     kind = Kind::kVmmHandle;
     if (!ledger::peek(kind, handle, &rec) || rec.bytes == 0) return rc;
   }
-  if ((rec.flags & kShared) != 0) return rc;  // exported before: the same file, the same entry
+  if ((rec.flags & kShared) != 0) {  // exported before: the same entry
+    if (how == fdid::Export::kTagged) retag(handle, fd);
+    return rc;
+  }
+  uint64_t base = 0;
+  if (how == fdid::Export::kTagged) {
+    base = fdid::newBase();
+    if (!fdid::tag(fd, base, 0)) return rc;  // cannot be told apart: the importer is charged
+    fdid::taggedKey(fd, base, k);
+  }
   uint64_t bytes = kind == Kind::kMulticast ? 0 : rec.bytes;
-  if (publish(Role::kExportedHandle, VGPU_SHARE_FD, k, handle, 0, rec.dev < 0 ? 0 : rec.dev, bytes))
+  if (publish(Role::kExportedHandle, VGPU_SHARE_FD, k, handle, 0, rec.dev < 0 ? 0 : rec.dev, bytes, base))
     ledger::update(kind, handle, markShared, nullptr);
   return rc;
 }
@@ -319,7 +323,7 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, vo
   // The file's identity before the driver sees it (it may close it).
   uint8_t k[VGPU_REGION_SHARE_KEY_LEN];
   bool keyed = shHandleType == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR &&
-               shares::fdKey(static_cast<int>(reinterpret_cast<intptr_t>(osHandle)), k);
+               fdid::importKey(static_cast<int>(reinterpret_cast<intptr_t>(osHandle)), runtime().region, k);
   CUresult rc = real::cuMemImportFromShareableHandle(handle, osHandle, shHandleType);
   if (rc != CUDA_SUCCESS || handle == nullptr) return rc;
   int dev = currentDevice();

@@ -95,9 +95,21 @@ typedef struct vgpu_fake_shared_object {
   uint64_t holders[VGPU_FAKE_STATE_MAX_PROCS / 64]; /* bit i: procs[i] holds it */
 } vgpu_fake_shared_object;
 
+/** With VGPU_FAKE_EXPORT_DEVICE_FD set, a VMM export is a descriptor of /dev/null, as the real
+ *  driver's is of /dev/nvidiactl (every export the same inode): the exporter keeps one of its
+ *  own of the same open file, and an importer finds the export by comparing open files
+ *  (kcmp). pid 0: free. */
+typedef struct vgpu_fake_device_export {
+  int32_t pid;
+  int32_t fd;    /* the exporter's descriptor of the exported open file */
+  int32_t memfd; /* the exporter's descriptor of the memory */
+  int32_t dev;
+} vgpu_fake_device_export;
+
 typedef struct vgpu_fake_shared_objects {
-  pthread_mutex_t lock; /* robust, process-shared; guards objects[] */
+  pthread_mutex_t lock; /* robust, process-shared; guards objects[] and exports[] */
   vgpu_fake_shared_object objects[VGPU_FAKE_MAX_SHARED_OBJECTS];
+  vgpu_fake_device_export exports[VGPU_FAKE_MAX_SHARED_OBJECTS];
 } vgpu_fake_shared_objects;
 
 /** The whole file. */

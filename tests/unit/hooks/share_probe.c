@@ -536,6 +536,10 @@ static void scenarioSmuggle(const char* self) {
   Reply h = must(1, "ipcget", big.v1, 0, NULL, -1);
   Reply vmm = must(1, "vmm", 48 * MIB, 0, NULL, -1);
   Reply own = must(0, "alloc", 16 * MIB, 0, NULL, -1); /* 48 MiB more would not fit */
+  /* An export of the container's own, kept open: the outside one must not pass for it (with
+   * device-node exports both are the same inode). */
+  Reply mine = must(0, "vmm", 8 * MIB, 0, NULL, -1);
+  int mineFd = exportFd(0, mine.v2);
   int64_t before = usage(0, 0);
   Reply o = call(0, "ipcopen", 48 * MIB, 0, h.data, -1);
   if (o.rc != CUDA_ERROR_OUT_OF_MEMORY) failf("opening 48 MiB from outside the container gave CUresult %d, not out of memory", o.rc);
@@ -551,6 +555,7 @@ static void scenarioSmuggle(const char* self) {
   must(0, "ipcclose", os.v1, 0, NULL, -1);
   if (usage(0, 0) != before) failf("closing what was charged did not give it back");
   must(0, "free", own.v1, 0, NULL, -1);
+  if (mineFd >= 0) close(mineFd);
 }
 
 /* Two devices with a limit each: a process on device 1 opens and maps device 0's memory and

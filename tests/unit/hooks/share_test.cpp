@@ -1,8 +1,10 @@
 // Memory shared between the processes of one container is charged once (issue 36): each
 // scenario of share_probe.c runs the container's processes with LD_PRELOAD=libvgpu.so against
 // the fake driver and checks after every step that what the region says the container uses
-// is what the device holds. VGPU_TEST_LIBVGPU names another build of libvgpu.so (to see these
-// fail on an older one).
+// is what the device holds. Every scenario runs twice: with VMM exports that are memfds (each
+// its own inode) and with exports that are descriptors of one device node, as the real
+// driver's are of /dev/nvidiactl (VGPU_FAKE_EXPORT_DEVICE_FD). VGPU_TEST_LIBVGPU names
+// another build of libvgpu.so (to see these fail on an older one).
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -39,7 +41,10 @@ std::string libvgpuPath() {
   return lib != nullptr && lib[0] != '\0' ? lib : VGPU_LIBVGPU;
 }
 
-class LimiterSharing : public ::testing::Test {
+// How the fake driver exports VMM memory.
+enum class Exports { kMemfd, kDeviceNode };
+
+class LimiterSharing : public ::testing::TestWithParam<Exports> {
  protected:
   void SetUp() override {
     signal(SIGPIPE, SIG_IGN);
@@ -66,6 +71,7 @@ class LimiterSharing : public ::testing::Test {
         {"VGPU_FAKE_GPU_STATE", dir_ + "/fake-state"},
         {"CUDA_DEVICE_MEMORY_SHARED_CACHE", dir_ + "/region"},
     };
+    if (GetParam() == Exports::kDeviceNode) env["VGPU_FAKE_EXPORT_DEVICE_FD"] = "1";
     for (const auto& [k, v] : limits) env[k] = v;
     std::vector<std::string> envStrings;
     for (const auto& [k, v] : env) envStrings.push_back(k + "=" + v);
@@ -111,21 +117,21 @@ class LimiterSharing : public ::testing::Test {
 // The defect of issue 36: a process holds 48 MiB of a 64 MiB slice and another process of the
 // container opens it with cuIpcOpenMemHandle; the open was charged again and refused. The
 // bytes stay charged while the importer has them open after the exporter freed them.
-TEST_F(LimiterSharing, MemoryOpenedByIpcIsChargedOnce) {
+TEST_P(LimiterSharing, MemoryOpenedByIpcIsChargedOnce) {
   Result r = run({"ipc"}, {{"CUDA_DEVICE_MEMORY_LIMIT_0", "64m"}});
   EXPECT_EQ(r.exitCode, 0) << r.err << r.out;
 }
 
 // The same through VMM: exported as a POSIX descriptor, imported, mapped twice, retained;
 // and a multicast object bound to it, exported, imported and mapped.
-TEST_F(LimiterSharing, ImportedVmmMemoryIsChargedOnce) {
+TEST_P(LimiterSharing, ImportedVmmMemoryIsChargedOnce) {
   Result r = run({"vmm"}, {{"CUDA_DEVICE_MEMORY_LIMIT_0", "64m"}});
   EXPECT_EQ(r.exitCode, 0) << r.err << r.out;
 }
 
 // NCCL- and vLLM-shaped: 2, 4 and 8 processes, one pre-allocating 90 % of the slice and
 // sharing it by IPC, then all-to-all descriptor exchange of VMM buffers.
-TEST_F(LimiterSharing, ProcessesExchangingBuffersFitTheSliceTheyHold) {
+TEST_P(LimiterSharing, ProcessesExchangingBuffersFitTheSliceTheyHold) {
   for (const char* n : {"2", "4", "8"}) {
     SCOPED_TRACE(std::string(n) + " processes");
     Result r = run({"ring", n, "512"}, {{"CUDA_DEVICE_MEMORY_LIMIT_0", "512m"}});
@@ -136,16 +142,21 @@ TEST_F(LimiterSharing, ProcessesExchangingBuffersFitTheSliceTheyHold) {
 
 // No smuggling: memory exported by a process without libvgpu.so is charged to the limited
 // process that opens or maps it, and refused over its limit.
-TEST_F(LimiterSharing, MemoryFromOutsideTheContainerIsChargedToTheImporter) {
+TEST_P(LimiterSharing, MemoryFromOutsideTheContainerIsChargedToTheImporter) {
   Result r = run({"smuggle"}, {{"CUDA_DEVICE_MEMORY_LIMIT_0", "64m"}});
   EXPECT_EQ(r.exitCode, 0) << r.err << r.out;
 }
 
 // Two devices with a limit each: device 0's memory opened and mapped from device 1, peer
 // access, and host memory charge neither device again.
-TEST_F(LimiterSharing, SharingAcrossDevicesChargesNeitherAgain) {
+TEST_P(LimiterSharing, SharingAcrossDevicesChargesNeitherAgain) {
   Result r = run({"two-devices"}, {{"CUDA_DEVICE_MEMORY_LIMIT_0", "128m"}, {"CUDA_DEVICE_MEMORY_LIMIT_1", "128m"}}, 2);
   EXPECT_EQ(r.exitCode, 0) << r.err << r.out;
 }
+
+INSTANTIATE_TEST_SUITE_P(Exports, LimiterSharing, ::testing::Values(Exports::kMemfd, Exports::kDeviceNode),
+                         [](const ::testing::TestParamInfo<Exports>& info) {
+                           return std::string(info.param == Exports::kMemfd ? "memfd" : "device_node");
+                         });
 
 }  // namespace

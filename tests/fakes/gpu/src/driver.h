@@ -134,6 +134,7 @@ struct VmmHandle {
   CUmemAllocationProp prop{};
   uint64_t object = 0;        ///< exported or imported: the shared object (memfd inode) it holds
   bool multicast = false;     ///< a multicast object: no memory of its own (bound memory is)
+  std::vector<int> deviceExports;  ///< VGPU_FAKE_EXPORT_DEVICE_FD: this process's exported open files
 };
 
 struct VmmReservation {

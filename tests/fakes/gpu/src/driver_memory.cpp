@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace vgpu::fakegpu {
@@ -411,6 +412,10 @@ void dropVmmRef(CUmemGenericAllocationHandle h) {
   auto& drv = Driver::get();
   auto it = drv.vmmHandles.find(h);
   if (it == drv.vmmHandles.end() || --it->second.refs > 0) return;
+  for (int keep : it->second.deviceExports) {
+    drv.shared()->removeDeviceExport(keep);
+    close(keep);
+  }
   if (it->second.object != 0) {
     drv.shared()->dropObject(it->second.object);  // shared: the last process frees it
   } else if (it->second.charged != 0) {
@@ -464,6 +469,20 @@ CUresult ipcOpen(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned flags) {
   drv.allocations[a.base] = a;
   *pdptr = static_cast<CUdeviceptr>(a.base);
   return CUDA_SUCCESS;
+}
+
+// The memfd behind an exported descriptor: the memfd itself, or (a device-node export) the
+// exporter's, found by the open file. -1 if it is neither.
+int memfdOf(int src) {
+  struct stat st;
+  std::memset(&st, 0, sizeof st);
+  if (src < 0 || syscall(SYS_fstat, src, &st) != 0) return -1;
+  if (!S_ISCHR(st.st_mode)) return fcntl(src, F_DUPFD_CLOEXEC, 0);
+  int32_t pid = 0, memfd = -1, dev = -1;
+  if (!Driver::get().shared()->findDeviceExport(src, &pid, &memfd, &dev)) return -1;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/fd/%d", pid, memfd);
+  return open(path, O_RDWR | O_CLOEXEC);
 }
 
 CUresult poolAttr(CUmemoryPool pool, CUmemPool_attribute attr, void* value, bool set) {
@@ -1110,34 +1129,48 @@ CUresult cuMemExportToShareableHandle(void* shareableHandle, CUmemGenericAllocat
   if (h == nullptr || shareableHandle == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
   if ((h->prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == 0) return CUDA_ERROR_INVALID_VALUE;
-  int fd = fcntl(h->fd, F_DUPFD_CLOEXEC, 0);
-  if (fd < 0) return CUDA_ERROR_OPERATING_SYSTEM;
+  int fd = -1;
+  if (std::getenv("VGPU_FAKE_EXPORT_DEVICE_FD") != nullptr) {
+    // As the real driver: a descriptor of a device node that every export shares, with the
+    // object attached to the open file (this process keeps one of its own of it).
+    fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    int keep = fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (keep < 0 || !drv.shared()->addDeviceExport(keep, h->fd, h->dev)) {
+      if (fd >= 0) close(fd);
+      if (keep >= 0) close(keep);
+      return CUDA_ERROR_OPERATING_SYSTEM;
+    }
+    h->deviceExports.push_back(keep);
+  } else {
+    fd = fcntl(h->fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return CUDA_ERROR_OPERATING_SYSTEM;
+  }
   if (h->object == 0 && h->dev >= 0 && h->charged != 0 && drv.shared()->exportObject(inodeOf(h->fd), h->dev, h->charged))
     h->object = inodeOf(h->fd);
   *static_cast<int*>(shareableHandle) = fd;
   return CUDA_SUCCESS;
 }
 
+
 CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* osHandle,
                                         CUmemAllocationHandleType shHandleType) {
   if (CUresult r = checkInit()) return r;
   if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
-  int src = static_cast<int>(reinterpret_cast<intptr_t>(osHandle));
-  // The memfd's size (lseek, not fstat: fstat is a GLIBC_2.33 symbol and the fakes also run
-  // in older roots); the memfd is only ever mapped, so moving its offset changes nothing.
-  off_t size = src < 0 ? -1 : lseek(src, 0, SEEK_END);
-  if (size < 0) return CUDA_ERROR_INVALID_VALUE;
+  int fd = memfdOf(static_cast<int>(reinterpret_cast<intptr_t>(osHandle)));
+  if (fd < 0) return CUDA_ERROR_INVALID_VALUE;
+  // The memfd's size (lseek: the memfd is only ever mapped, so moving its offset changes nothing).
+  off_t size = lseek(fd, 0, SEEK_END);
   // The exporter named the memfd after the device; that is how the importer learns it.
   char link[64], target[256] = {};
-  std::snprintf(link, sizeof link, "/proc/self/fd/%d", src);
+  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
   ssize_t n = readlink(link, target, sizeof target - 1);
   int dev = -1;
   bool multicast = n > 0 && std::strncmp(target, "/memfd:vgpu-fake-mc", 19) == 0;
-  if (!multicast && (n <= 0 || std::sscanf(target, "/memfd:vgpu-fake-vmm-dev%d", &dev) != 1))
+  if (size < 0 || (!multicast && (n <= 0 || std::sscanf(target, "/memfd:vgpu-fake-vmm-dev%d", &dev) != 1))) {
+    close(fd);
     return CUDA_ERROR_INVALID_VALUE;
-  int fd = fcntl(src, F_DUPFD_CLOEXEC, 0);
-  if (fd < 0) return CUDA_ERROR_OPERATING_SYSTEM;
+  }
   auto& drv = Driver::get();
   std::lock_guard lock(drv.mu);
   VmmHandle h;

@@ -2,6 +2,10 @@
 // one process exported and others opened or imported stays on the device, charged to no
 // process, until the last process that holds it lets go or dies, as on the real driver.
 
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <atomic>
 
 #include "shared_state.h"
@@ -78,6 +82,36 @@ void SharedState::dropDeadHolder(size_t index) {
     o.holders[index / 64] &= ~(uint64_t{1} << (index % 64));
     if (!anyHolder(o)) freeObject(state_, o);
   }
+}
+
+bool SharedState::addDeviceExport(int fd, int memfd, int dev) {
+  RobustLock lock(&state_->shared.lock);
+  for (auto& e : state_->shared.exports) {
+    if (e.pid != 0 && kill(e.pid, 0) != 0) e = vgpu_fake_device_export{};  // its process is gone
+    if (e.pid != 0) continue;
+    e = vgpu_fake_device_export{static_cast<int32_t>(getpid()), fd, memfd, dev};
+    return true;
+  }
+  return false;
+}
+
+bool SharedState::findDeviceExport(int fd, int32_t* pid, int32_t* memfd, int32_t* dev) {
+  constexpr int kKcmpFile = 0;  // KCMP_FILE
+  RobustLock lock(&state_->shared.lock);
+  for (const auto& e : state_->shared.exports) {
+    if (e.pid == 0 || syscall(SYS_kcmp, getpid(), e.pid, kKcmpFile, fd, e.fd) != 0) continue;
+    *pid = e.pid;
+    *memfd = e.memfd;
+    *dev = e.dev;
+    return true;
+  }
+  return false;
+}
+
+void SharedState::removeDeviceExport(int fd) {
+  RobustLock lock(&state_->shared.lock);
+  for (auto& e : state_->shared.exports)
+    if (e.pid == static_cast<int32_t>(getpid()) && e.fd == fd) e = vgpu_fake_device_export{};
 }
 
 static_assert(kWords * 64 == VGPU_FAKE_STATE_MAX_PROCS);

@@ -71,6 +71,13 @@ class SharedState {
   bool holdObject(uint64_t key);
   /// Lets go of an object this process holds.
   void dropObject(uint64_t key);
+  /// A device-node export (VGPU_FAKE_EXPORT_DEVICE_FD): this process's descriptor `fd` of the
+  /// exported open file, and `memfd` of the memory on `dev`. False when the table is full.
+  bool addDeviceExport(int fd, int memfd, int dev);
+  /// The export whose open file `fd` (this process's) is: its process, memfd and device.
+  bool findDeviceExport(int fd, int32_t* pid, int32_t* memfd, int32_t* dev);
+  /// This process's export of descriptor `fd` is gone.
+  void removeDeviceExport(int fd);
 
  private:
   vgpu_fake_process_slot* mySlot();
