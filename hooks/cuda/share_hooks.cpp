@@ -145,6 +145,10 @@ bool hold(Role role, uint32_t kind, const uint8_t* k, uintptr_t id, uintptr_t ct
   Local* l = freeLocked();
   if (l == nullptr || vgpu_region_share_hold(runtime().region, slot, kind, k, dev, bytes) != VGPU_REGION_OK)
     return false;
+  if (*dev < 0 || *dev >= kLimiterMaxDevices) {  // any process of the container can write the region
+    vgpu_region_share_drop(runtime().region, slot, kind, k);
+    return false;
+  }
   remember(*l, role, kind, k, id, ctx, *dev);
   return true;
 }
