@@ -114,16 +114,20 @@ bool importKey(int fd, const vgpu_region* region, uint8_t key[VGPU_REGION_SHARE_
   struct stat st;
   if (region == nullptr || !statFd(fd, &st) || !S_ISCHR(st.st_mode)) return false;
   Prefix p = prefixOf(st, true);
-  // A fresh open file of the same node, which holds no lock: it sees every tag.
-  char path[40];
-  snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-  int fresh = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fresh < 0) return false;
+  int fresh = -1;
   bool found = false;
   for (const vgpu_region_share& e : region->shares.entries) {
     if (found) break;
     // Read without the lock: a torn key names no entry, and hold() then finds nothing.
     if (__atomic_load_n(&e.kind, __ATOMIC_ACQUIRE) != VGPU_SHARE_FD || memcmp(e.key, &p, sizeof p) != 0) continue;
+    if (fresh < 0) {
+      // A fresh open file of the same node, which holds no lock: it sees every tag. Opened
+      // only when the container exported from this node at all.
+      char path[40];
+      snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+      fresh = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+      if (fresh < 0) return false;
+    }
     Tagged t;
     memcpy(&t, e.key, sizeof t);
     for (unsigned i = 0; i < kMaxTags; ++i) {
@@ -135,7 +139,7 @@ bool importKey(int fd, const vgpu_region* region, uint8_t key[VGPU_REGION_SHARE_
       }
     }
   }
-  close(fresh);
+  if (fresh >= 0) close(fresh);
   return found;
 }
 

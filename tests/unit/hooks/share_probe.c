@@ -110,6 +110,8 @@ FN(cuMemsetD8_v2)
 FN(cuMulticastCreate)
 FN(cuMulticastAddDevice)
 FN(cuMulticastBindMem)
+FN(cuCtxCreate_v2)
+FN(cuCtxDestroy_v2)
 #undef FN
 static uint64_t (*p_physical)(int);
 static CUcontext g_ctx[2];
@@ -124,7 +126,7 @@ static int loadCuda(void) {
   LOAD(cuMemMap) LOAD(cuMemUnmap) LOAD(cuMemSetAccess) LOAD(cuMemExportToShareableHandle)
   LOAD(cuMemImportFromShareableHandle) LOAD(cuMemRetainAllocationHandle) LOAD(cuMemAllocHost_v2) LOAD(cuMemHostAlloc)
   LOAD(cuMemFreeHost) LOAD(cuMemHostRegister_v2) LOAD(cuMemHostUnregister) LOAD(cuCtxEnablePeerAccess)
-  LOAD(cuMemsetD8_v2) LOAD(cuMulticastCreate) LOAD(cuMulticastAddDevice) LOAD(cuMulticastBindMem)
+  LOAD(cuMemsetD8_v2) LOAD(cuMulticastCreate) LOAD(cuMulticastAddDevice) LOAD(cuMulticastBindMem) LOAD(cuCtxCreate_v2) LOAD(cuCtxDestroy_v2)
 #undef LOAD
   p_physical = (uint64_t(*)(int))dlsym(h, "vgpuFakeDeviceUsedBytes");
   return p_cuInit && p_physical && p_cuMemRetainAllocationHandle ? 0 : -1;
@@ -274,6 +276,20 @@ static int workerMain(int sock) {
       if (rc == CUDA_SUCCESS) rc = p_cuMulticastBindMem(mc, 0, (CUmemGenericAllocationHandle)m.b, 0, (size_t)m.a, 0);
       if (rc == CUDA_SUCCESS) rc = mapAt(mc, (size_t)m.a, 0, &p);
       reply(sock, rc, (int64_t)p, (int64_t)mc, NULL, -1);
+    } else if (!strcmp(m.op, "ctxexport")) {
+      /* m.a bytes allocated and exported by IPC in a context of its own (then the primary again). */
+      CUcontext cur = NULL, ctx = NULL;
+      CUdeviceptr p = 0;
+      CUipcMemHandle h;
+      memset(&h, 0, sizeof h);
+      p_cuCtxGetCurrent(&cur);
+      rc = p_cuCtxCreate_v2(&ctx, 0, 0);
+      if (rc == CUDA_SUCCESS) rc = p_cuMemAlloc_v2(&p, (size_t)m.a);
+      if (rc == CUDA_SUCCESS) rc = p_cuIpcGetMemHandle(&h, p);
+      p_cuCtxSetCurrent(cur);
+      reply(sock, rc, (int64_t)(uintptr_t)ctx, 0, h.reserved, -1);
+    } else if (!strcmp(m.op, "ctxdestroy")) {
+      reply(sock, p_cuCtxDestroy_v2((CUcontext)(uintptr_t)m.a), 0, 0, NULL, -1);
     } else if (!strcmp(m.op, "host")) {
       reply(sock, hostMemory(), 0, 0, NULL, -1);
     } else if (!strcmp(m.op, "peer")) {
@@ -430,6 +446,14 @@ static void scenarioIpc(const char* self) {
   Reply b = must(0, "alloc", 48 * MIB, 0, NULL, -1);
   check("the memory is back");
   must(0, "free", b.v1, 0, NULL, -1);
+  /* Exported from a context that is destroyed while the importer has it open. */
+  Reply c = must(0, "ctxexport", 40 * MIB, 0, NULL, -1);
+  Reply oc = must(1, "ipcopen", 40 * MIB, 0, c.data, -1);
+  check("exported from a second context, opened");
+  must(0, "ctxdestroy", c.v1, 0, NULL, -1);
+  check("the exporter's context destroyed, importer still has it open");
+  must(1, "ipcclose", oc.v1, 0, NULL, -1);
+  check("closed after the exporter's context went");
 }
 
 /* The same with a VMM handle exported as a file descriptor: imported, mapped at two
