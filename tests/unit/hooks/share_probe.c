@@ -271,7 +271,7 @@ static int workerMain(int sock) {
       prop.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
       CUmemGenericAllocationHandle mc = 0;
       CUdeviceptr p = 0;
-      rc = p_cuMulticastCreate(&mc, &prop);
+      rc = p_cuMulticastCreate ? p_cuMulticastCreate(&mc, &prop) : CUDA_ERROR_NOT_SUPPORTED; /* before 12.1 */
       if (rc == CUDA_SUCCESS) rc = p_cuMulticastAddDevice(mc, 0);
       if (rc == CUDA_SUCCESS) rc = p_cuMulticastBindMem(mc, 0, (CUmemGenericAllocationHandle)m.b, 0, (size_t)m.a, 0);
       if (rc == CUDA_SUCCESS) rc = mapAt(mc, (size_t)m.a, 0, &p);
