@@ -580,7 +580,8 @@ CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void*
     ++r.owner;
     return ledger::Keep::kKeep;
   };
-  if (!ledger::update(Kind::kVmmHandle, *handle, retain, nullptr)) ledger::update(Kind::kImportedHandle, *handle, retain, nullptr);
+  if (!ledger::update(Kind::kVmmHandle, *handle, retain, nullptr))
+    ledger::update(Kind::kImportedHandle, *handle, retain, nullptr);
   return rc;
 }
 

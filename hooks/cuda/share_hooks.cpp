@@ -215,7 +215,8 @@ void handleGone(CUmemGenericAllocationHandle handle) {
 
 void otherReleased(CUmemGenericAllocationHandle handle) {
   Record rec;
-  if (ledger::take(Kind::kMulticast, handle, &rec) && (rec.flags & kShared) != 0) release(Role::kExportedHandle, handle);
+  if (ledger::take(Kind::kMulticast, handle, &rec) && (rec.flags & kShared) != 0)
+    release(Role::kExportedHandle, handle);
 }
 
 void contextGone(CUcontext ctx) {

@@ -126,7 +126,8 @@ static int loadCuda(void) {
   LOAD(cuMemMap) LOAD(cuMemUnmap) LOAD(cuMemSetAccess) LOAD(cuMemExportToShareableHandle)
   LOAD(cuMemImportFromShareableHandle) LOAD(cuMemRetainAllocationHandle) LOAD(cuMemAllocHost_v2) LOAD(cuMemHostAlloc)
   LOAD(cuMemFreeHost) LOAD(cuMemHostRegister_v2) LOAD(cuMemHostUnregister) LOAD(cuCtxEnablePeerAccess)
-  LOAD(cuMemsetD8_v2) LOAD(cuMulticastCreate) LOAD(cuMulticastAddDevice) LOAD(cuMulticastBindMem) LOAD(cuCtxCreate_v2) LOAD(cuCtxDestroy_v2)
+  LOAD(cuMemsetD8_v2) LOAD(cuMulticastCreate) LOAD(cuMulticastAddDevice) LOAD(cuMulticastBindMem)
+  LOAD(cuCtxCreate_v2) LOAD(cuCtxDestroy_v2)
 #undef LOAD
   p_physical = (uint64_t(*)(int))dlsym(h, "vgpuFakeDeviceUsedBytes");
   return p_cuInit && p_physical && p_cuMemRetainAllocationHandle ? 0 : -1;
@@ -373,7 +374,8 @@ static Reply call(int w, const char* op, int64_t a, int64_t b, const void* data,
 /* Like call(), and the step must succeed. */
 static Reply must(int w, const char* op, int64_t a, int64_t b, const void* data, int fd) {
   Reply r = call(w, op, a, b, data, fd);
-  if (r.rc != CUDA_SUCCESS) failf("worker %d: %s(%lld, %lld) failed with CUresult %d", w, op, (long long)a, (long long)b, r.rc);
+  if (r.rc != CUDA_SUCCESS)
+    failf("worker %d: %s(%lld, %lld) failed with CUresult %d", w, op, (long long)a, (long long)b, r.rc);
   return r;
 }
 
@@ -566,16 +568,19 @@ static void scenarioSmuggle(const char* self) {
   int mineFd = exportFd(0, mine.v2);
   int64_t before = usage(0, 0);
   Reply o = call(0, "ipcopen", 48 * MIB, 0, h.data, -1);
-  if (o.rc != CUDA_ERROR_OUT_OF_MEMORY) failf("opening 48 MiB from outside the container gave CUresult %d, not out of memory", o.rc);
+  if (o.rc != CUDA_ERROR_OUT_OF_MEMORY)
+    failf("opening 48 MiB from outside the container gave CUresult %d, not out of memory", o.rc);
   Reply i = importFd(0, exportFd(1, vmm.v2), 48 * MIB, 0);
-  if (i.rc != CUDA_ERROR_OUT_OF_MEMORY) failf("mapping 48 MiB from outside the container gave CUresult %d, not out of memory", i.rc);
+  if (i.rc != CUDA_ERROR_OUT_OF_MEMORY)
+    failf("mapping 48 MiB from outside the container gave CUresult %d, not out of memory", i.rc);
   if (usage(0, 0) != before) failf("refused imports changed the usage");
   Reply small = must(1, "alloc", 16 * MIB, 0, NULL, -1);
   Reply hs = must(1, "ipcget", small.v1, 0, NULL, -1);
   Reply os = must(0, "ipcopen", 16 * MIB, 0, hs.data, -1);
   int64_t after = usage(0, 0);
   printf("smuggle before=%lld after=%lld\n", (long long)before, (long long)after);
-  if (after - before != (int64_t)(16 * MIB)) failf("an open of 16 MiB from outside the container was charged %lld bytes", (long long)(after - before));
+  if (after - before != (int64_t)(16 * MIB))
+    failf("an open of 16 MiB from outside the container was charged %lld bytes", (long long)(after - before));
   must(0, "ipcclose", os.v1, 0, NULL, -1);
   if (usage(0, 0) != before) failf("closing what was charged did not give it back");
   must(0, "free", own.v1, 0, NULL, -1);

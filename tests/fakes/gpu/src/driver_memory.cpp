@@ -1145,7 +1145,8 @@ CUresult cuMemExportToShareableHandle(void* shareableHandle, CUmemGenericAllocat
     fd = fcntl(h->fd, F_DUPFD_CLOEXEC, 0);
     if (fd < 0) return CUDA_ERROR_OPERATING_SYSTEM;
   }
-  if (h->object == 0 && h->dev >= 0 && h->charged != 0 && drv.shared()->exportObject(inodeOf(h->fd), h->dev, h->charged))
+  if (h->object == 0 && h->dev >= 0 && h->charged != 0 &&
+      drv.shared()->exportObject(inodeOf(h->fd), h->dev, h->charged))
     h->object = inodeOf(h->fd);
   *static_cast<int*>(shareableHandle) = fd;
   return CUDA_SUCCESS;
