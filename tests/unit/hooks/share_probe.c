@@ -12,16 +12,20 @@
 
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "vgpu/cuda/driver_api.h"
+#include "vgpu/shared_region.h"
 
 #define MIB (1024ull * 1024ull)
 #define MAX_WORKERS 9
@@ -620,10 +624,67 @@ static void scenarioTwoDevices(const char* self) {
   check("device 1 let go");
 }
 
+/* What a hostile process of the container can write into the region's share table: entries
+ * naming memory from outside the container with a device out of range, tags at offsets no
+ * file has, every holder bit set, absurd sizes. Imports from outside are still charged (and
+ * refused over the limit), bad descriptors and handles are errors, nothing crashes. */
+static void scenarioHostile(const char* self) {
+  startWorker(self, 0, 1); /* limited, 64 MiB */
+  startWorker(self, 0, 0); /* no libvgpu.so */
+  initAll();
+  g_asker[0] = -1;
+  Reply big = must(1, "alloc", 48 * MIB, 0, NULL, -1);
+  Reply h = must(1, "ipcget", big.v1, 0, NULL, -1);
+  Reply vmm = must(1, "vmm", 48 * MIB, 0, NULL, -1);
+  Reply own = must(0, "alloc", 16 * MIB, 0, NULL, -1);
+  const char* path = getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
+  int rfd = path ? open(path, O_RDWR | O_CLOEXEC) : -1;
+  vgpu_region* r = rfd < 0 ? MAP_FAILED : mmap(NULL, sizeof *r, PROT_READ | PROT_WRITE, MAP_SHARED, rfd, 0);
+  struct stat null;
+  if (r == MAP_FAILED || stat("/dev/null", &null) != 0) {
+    failf("cannot map the region %s", path ? path : "(unset)");
+    return;
+  }
+  for (int i = 0; i < VGPU_REGION_MAX_SHARES; ++i) {
+    vgpu_region_share* e = &r->shares.entries[i];
+    memset(e->holders, 0xff, sizeof e->holders);
+    e->dev = i % 2 ? 999 : -5;
+    e->bytes = UINT64_MAX - (uint64_t)i;
+    memset(e->key, 0x77, sizeof e->key);
+    if (i == 0) {
+      memcpy(e->key, h.data, sizeof e->key); /* the outside IPC handle, on no device */
+      e->kind = VGPU_SHARE_IPC;
+      continue;
+    }
+    struct {
+      char tag[8];
+      uint64_t dev, ino, rdev, base;
+    } k = {{'v', 'g', 'p', 'u', '-', 'f', 'd', 't'}, (uint64_t)null.st_dev, (uint64_t)null.st_ino,
+           (uint64_t)null.st_rdev, UINT64_MAX - (uint64_t)i};
+    if (i % 2) memcpy(e->key, &k, sizeof k); /* /dev/null tagged at offsets no file can have */
+    e->kind = VGPU_SHARE_FD;
+  }
+  int64_t before = usage(0, 0);
+  Reply o = call(0, "ipcopen", 48 * MIB, 0, h.data, -1);
+  if (o.rc != CUDA_ERROR_OUT_OF_MEMORY) failf("opening 48 MiB from outside gave CUresult %d, not out of memory", o.rc);
+  Reply i = importFd(0, exportFd(1, vmm.v2), 48 * MIB, 0);
+  if (i.rc != CUDA_ERROR_OUT_OF_MEMORY) failf("mapping 48 MiB from outside gave CUresult %d, not out of memory", i.rc);
+  Reply bad = call(0, "import", 48 * MIB, 0, NULL, -1); /* no descriptor: -1 */
+  if (bad.rc == CUDA_SUCCESS) failf("importing descriptor -1 succeeded");
+  unsigned char junk[CU_IPC_HANDLE_SIZE];
+  memset(junk, 0x42, sizeof junk);
+  Reply bj = call(0, "ipcopen", 48 * MIB, 0, junk, -1);
+  if (bj.rc == CUDA_SUCCESS) failf("opening a handle of junk succeeded");
+  if (usage(0, 0) != before) failf("refused imports changed the usage");
+  must(0, "free", own.v1, 0, NULL, -1);
+  munmap(r, sizeof *r);
+  close(rfd);
+}
+
 int main(int argc, char** argv) {
   if (argc >= 2 && !strcmp(argv[1], "worker")) return workerMain(3);
   if (argc < 2) {
-    fprintf(stderr, "usage: share_probe ipc|vmm|ring <n> <limit_mib>|smuggle|two-devices\n");
+    fprintf(stderr, "usage: share_probe ipc|vmm|ring <n> <limit_mib>|smuggle|two-devices|hostile\n");
     return 3;
   }
   const char* self = "/proc/self/exe";
@@ -646,6 +707,8 @@ int main(int argc, char** argv) {
     scenarioSmuggle(self);
   } else if (!strcmp(s, "two-devices")) {
     scenarioTwoDevices(self);
+  } else if (!strcmp(s, "hostile")) {
+    scenarioHostile(self);
   } else {
     fprintf(stderr, "share_probe: unknown scenario %s\n", s);
     return 3;

@@ -154,6 +154,13 @@ TEST_P(LimiterSharing, SharingAcrossDevicesChargesNeitherAgain) {
   EXPECT_EQ(r.exitCode, 0) << r.err << r.out;
 }
 
+// Whatever a process of the container writes into the region's share table: imports from
+// outside are still charged, nothing crashes.
+TEST_P(LimiterSharing, EntriesWrittenIntoTheRegionDoNotLetOutsideMemoryInNorCrash) {
+  Result r = run({"hostile"}, {{"CUDA_DEVICE_MEMORY_LIMIT_0", "64m"}});
+  EXPECT_EQ(r.exitCode, 0) << r.err << r.out;
+}
+
 INSTANTIATE_TEST_SUITE_P(Exports, LimiterSharing, ::testing::Values(Exports::kMemfd, Exports::kDeviceNode),
                          [](const ::testing::TestParamInfo<Exports>& info) {
                            return std::string(info.param == Exports::kMemfd ? "memfd" : "device_node");

@@ -5,6 +5,8 @@
 
 add_executable(vgpu_share_probe share_probe.c)
 target_link_libraries(vgpu_share_probe PRIVATE vgpu_cuda_api ${CMAKE_DL_LIBS})
+# The region's layout, to write into it as a hostile process of the container would.
+target_include_directories(vgpu_share_probe PRIVATE ${CMAKE_SOURCE_DIR}/hooks/region/include)
 set_target_properties(vgpu_share_probe PROPERTIES C_STANDARD 11 C_EXTENSIONS ON)
 # Not vgpu_warnings: ISO C forbids casting dlsym's void* to a function pointer (limiter_probe.c).
 target_compile_options(vgpu_share_probe PRIVATE -Wall -Wextra -Werror)
