@@ -94,6 +94,15 @@
                                      CUmemAllocationHandleType shHandleType))               \
   X(cuIpcOpenMemHandle_v2, (CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags)) \
   X(cuIpcCloseMemHandle, (CUdeviceptr dptr))                                                \
+  /* sharing (issue 36): exports record what they share, so an import is charged once */   \
+  X(cuIpcGetMemHandle, (CUipcMemHandle* pHandle, CUdeviceptr dptr))                         \
+  X(cuIpcOpenMemHandle, (CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags))    \
+  X(cuMemExportToShareableHandle, (void* shareableHandle, CUmemGenericAllocationHandle handle, \
+                                   CUmemAllocationHandleType handleType,                    \
+                                   unsigned long long flags))                               \
+  X(cuMemRetainAllocationHandle, (CUmemGenericAllocationHandle* handle, void* addr))        \
+  X(cuMulticastCreate, (CUmemGenericAllocationHandle* mcHandle,                             \
+                        const CUmulticastObjectProp* prop))                                 \
   /* graph memory nodes */                                                                  \
   X(cuGraphAddMemAllocNode, (CUgraphNode* phGraphNode, CUgraph hGraph,                      \
                              const CUgraphNode* dependencies, size_t numDependencies,       \
@@ -245,6 +254,11 @@
   R(cuIpcOpenMemHandle, 4010, cuIpcOpenMemHandle, none)                                     \
   R(cuIpcOpenMemHandle, 11000, cuIpcOpenMemHandle_v2, none)                                 \
   R(cuIpcCloseMemHandle, 4010, cuIpcCloseMemHandle, none)                                   \
+  /* sharing (issue 36) */                                                                  \
+  R(cuIpcGetMemHandle, 4010, cuIpcGetMemHandle, none)                                       \
+  R(cuMemExportToShareableHandle, 10020, cuMemExportToShareableHandle, none)                \
+  R(cuMemRetainAllocationHandle, 11000, cuMemRetainAllocationHandle, none)                  \
+  R(cuMulticastCreate, 12010, cuMulticastCreate, none)                                      \
   R(cuGraphAddMemAllocNode, 11040, cuGraphAddMemAllocNode, none)                            \
   R(cuGraphDestroyNode, 10000, cuGraphDestroyNode, none)                                    \
   R(cuGraphDestroy, 10000, cuGraphDestroy, none)                                            \

@@ -16,13 +16,18 @@ enum class Kind : uint8_t {
   kArray,           // cuArrayCreate / cuArray3DCreate: charged; ctx
   kMipmap,          // cuMipmappedArrayCreate: charged; ctx
   kContext,         // a context's overhead: charged; ctx = the context (id: see memory_hooks.cpp)
-  kVmmHandle,       // cuMemCreate on a device: charged; count = mappings; kReleased once released
-  kImportedHandle,  // cuMemImportFromShareableHandle: charged at its first mapping; like kVmmHandle
+  kVmmHandle,       // cuMemCreate on a device: charged; count = mappings; kReleased once released;
+                    // owner = references cuMemRetainAllocationHandle added
+  kImportedHandle,  // cuMemImportFromShareableHandle: charged at its first mapping unless kShared;
+                    // like kVmmHandle
   kMapping,         // cuMemMap: id = address, bytes = size, owner = handle (not charged)
   kPoolPointer,     // cuMemAlloc(FromPool)Async: owner = pool (the pool is charged, not the pointer)
   kGraphNode,       // cuGraphAddMemAllocNode: owner = graph, bytes = size (not charged)
   kGraphExec,       // an executable graph's allocation nodes: count = device mask, bytes = total
   kGraphExecDevice, // the same for one device when the graph allocates on several
+  kSharedPointer,   // a kPointer exported with cuIpcGetMemHandle: its bytes moved to a share
+                    // entry of the region (share.h), so not charged here; ctx
+  kMulticast,       // cuMulticastCreate: bytes = its size per device (not charged: bound memory is)
 };
 
 /// Whether records of a kind stand for bytes charged to the region.
@@ -34,6 +39,10 @@ constexpr bool charges(Kind k) {
 /// Record flags.
 inline constexpr uint32_t kReleased = 0x1;  // a handle released while still mapped
 inline constexpr uint32_t kManaged = 0x2;   // managed memory: charged, but not device memory yet
+/// A VMM handle whose memory a share entry of the region pays for (share.h): exported (its
+/// charge moved there) or imported from one; its last reference drops the entry instead of
+/// giving bytes back.
+inline constexpr uint32_t kShared = 0x4;
 
 struct Record {
   int32_t dev = -1;

@@ -10,6 +10,7 @@
 #include "monitor.h"
 #include "nvml_view.h"
 #include "runtime.h"
+#include "share.h"
 
 using namespace vgpu;
 
@@ -73,6 +74,8 @@ CUresult freePointer(CUdeviceptr dptr, F&& free) {
     } else if ((rec.flags & kReleased) != 0) {
       pools::freedFromDestroyed(reinterpret_cast<CUmemoryPool>(rec.owner), rec.bytes);
     }
+  } else if (rc == CUDA_SUCCESS && shares::any()) {
+    shares::pointerFreed(dptr);  // exported with cuIpcGetMemHandle: its share entry pays for it
   }
   return rc;
 }
@@ -188,20 +191,30 @@ ledger::Keep unmapOne(Record& r, void*) {
 }
 
 ledger::Keep releaseHandle(Record& r, void*) {
+  if (r.owner > 0) {  // a reference cuMemRetainAllocationHandle added (the same handle value)
+    --r.owner;
+    return ledger::Keep::kKeep;
+  }
   r.flags |= kReleased;
   return r.count == 0 ? ledger::Keep::kErase : ledger::Keep::kKeep;
 }
 
-// Drops a reference to the handle and gives its charge back if that was the last.
-void dropHandleRef(CUmemGenericAllocationHandle h, ledger::Keep (*fn)(Record&, void*)) {
+// Drops a reference to the handle and gives its charge back if that was the last. False
+// when the ledger has no such handle.
+bool dropHandleRef(CUmemGenericAllocationHandle h, ledger::Keep (*fn)(Record&, void*)) {
   for (Kind kind : {Kind::kVmmHandle, Kind::kImportedHandle}) {
     Record before, after;
     if (!ledger::peek(kind, h, &before)) continue;
     if (ledger::update(kind, h, fn, nullptr, &after) && (after.flags & kReleased) != 0 && after.count == 0) {
-      releaseMemory(after.dev, after.bytes);
+      if ((after.flags & kShared) != 0) {
+        shares::handleGone(h);  // a share entry pays for it: let go of it
+      } else {
+        releaseMemory(after.dev, after.bytes);
+      }
     }
-    return;
+    return true;
   }
+  return false;
 }
 
 // ---- graphs: allocation nodes are charged when a graph runs (pools.cpp); here, what each
@@ -370,6 +383,7 @@ CUresult createContext(CUcontext* pctx, CUdevice dev, F&& create, U&& undo, bool
 // Context `ctx` is gone and with it everything allocated in it; its throttle state too.
 void contextGone(CUcontext ctx) {
   releaseContextRecords(ctx);
+  if (shares::any()) shares::contextGone(ctx);
   throttle::forget(ctx);
 }
 
@@ -535,28 +549,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CU
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   VGPU_ENTER_CUDA(cuMemRelease);
   CUresult rc = real::cuMemRelease(handle);
-  if (rc == CUDA_SUCCESS) dropHandleRef(handle, releaseHandle);
-  return rc;
-}
-
-CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* osHandle,
-                                        CUmemAllocationHandleType shHandleType) {
-  VGPU_ENTER_CUDA(cuMemImportFromShareableHandle);
-  CUresult rc = real::cuMemImportFromShareableHandle(handle, osHandle, shHandleType);
-  if (rc != CUDA_SUCCESS || handle == nullptr) return rc;
-  // The size is only known when the handle is mapped; charge it then (cuMemMap).
-  int dev = currentDevice();
-  CUmemAllocationProp prop;
-  memset(&prop, 0, sizeof prop);
-  if (real::cuMemGetAllocationPropertiesFromHandle != nullptr &&
-      real::cuMemGetAllocationPropertiesFromHandle(&prop, *handle) == CUDA_SUCCESS) {
-    dev = prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop.location.id : -1;
-  }
-  if (dev >= 0 && dev < kLimiterMaxDevices) {
-    Record rec;
-    rec.dev = dev;
-    ledger::put(Kind::kImportedHandle, *handle, rec);
-  }
+  if (rc == CUDA_SUCCESS && !dropHandleRef(handle, releaseHandle)) shares::otherReleased(handle);
   return rc;
 }
 
@@ -566,8 +559,9 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
   Kind kind;
   Record rec;
   if (!findHandle(handle, &kind, &rec)) return real::cuMemMap(ptr, size, offset, handle, flags);
-  // Own handles are charged already; an import is charged at its first mapping.
-  uint64_t bytes = rec.bytes == 0 ? size : 0;
+  // Own handles are charged already; an import is charged at its first mapping, unless a
+  // share entry of the container pays for it (kShared).
+  uint64_t bytes = rec.bytes == 0 && (rec.flags & kShared) == 0 ? size : 0;
   CUresult rc = charged(rec.dev, bytes, [&] { return real::cuMemMap(ptr, size, offset, handle, flags); });
   if (rc != CUDA_SUCCESS) return rc;
   uint64_t mapped = size;
@@ -594,31 +588,19 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   return rc;
 }
 
-CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags) {
-  VGPU_ENTER_CUDA(cuIpcOpenMemHandle_v2);
-  CUresult rc = real::cuIpcOpenMemHandle_v2(pdptr, handle, Flags);
-  Ctx c;
-  if (rc != CUDA_SUCCESS || !currentContext(&c) || real::cuMemGetAddressRange_v2 == nullptr) return rc;
-  CUdeviceptr base = 0;
-  size_t size = 0;
-  if (real::cuMemGetAddressRange_v2(&base, &size, *pdptr) != CUDA_SUCCESS) return rc;
-  // The size is known only once it is open: close it again if it does not fit.
-  if (reserveMemory(c.dev, size) != CUDA_SUCCESS) {
-    real::cuIpcCloseMemHandle(*pdptr);
-    *pdptr = 0;
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
-  Record rec;
-  rec.dev = c.dev;
-  rec.bytes = size;
-  rec.ctx = key(c.ctx);
-  ledger::put(Kind::kIpc, *pdptr, rec);
+// cuMemRetainAllocationHandle gives the handle value that was mapped, with one more reference
+// (released with cuMemRelease): the memory stays until every reference is released.
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
+  VGPU_ENTER_CUDA(cuMemRetainAllocationHandle);
+  CUresult rc = real::cuMemRetainAllocationHandle(handle, addr);
+  if (rc != CUDA_SUCCESS || handle == nullptr) return rc;
+  auto retain = [](Record& r, void*) {
+    ++r.owner;
+    return ledger::Keep::kKeep;
+  };
+  if (!ledger::update(Kind::kVmmHandle, *handle, retain, nullptr))
+    ledger::update(Kind::kImportedHandle, *handle, retain, nullptr);
   return rc;
-}
-
-CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
-  VGPU_ENTER_CUDA(cuIpcCloseMemHandle);
-  return freed(Kind::kIpc, dptr, [&] { return real::cuIpcCloseMemHandle(dptr); });
 }
 
 CUresult cuGraphAddMemAllocNode(CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies,

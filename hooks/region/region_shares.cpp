@@ -56,12 +56,11 @@ bool validArgs(vgpu_region* r, int slot, uint32_t kind, const void* key) {
 extern "C" {
 
 int vgpu_region_share_publish(vgpu_region* r, int slot, uint32_t kind, const void* key, int dev, uint64_t bytes) {
-  if (!validArgs(r, slot, kind, key) || dev < 0 || dev >= VGPU_REGION_MAX_DEVICES || bytes == 0)
-    return VGPU_REGION_ERROR;
+  if (!validArgs(r, slot, kind, key) || dev < 0 || dev >= VGPU_REGION_MAX_DEVICES) return VGPU_REGION_ERROR;
   if (vgpu_region_lock(r) != 0) return VGPU_REGION_ERROR;
   int rc = VGPU_REGION_OK;
-  if (vgpu_region_share* e = findLocked(r, kind, key)) {
-    setHolder(*e, slot);
+  if (findLocked(r, kind, key) != nullptr) {
+    rc = VGPU_REGION_SHARE_EXISTS;
   } else {
     vgpu_region_share* free = nullptr;
     for (auto& c : r->shares.entries)

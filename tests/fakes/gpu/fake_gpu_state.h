@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 #define VGPU_FAKE_STATE_MAGIC 0x31475046u /* "FPG1" */
-#define VGPU_FAKE_STATE_VERSION 2u
+#define VGPU_FAKE_STATE_VERSION 3u
 #define VGPU_FAKE_STATE_MAX_DEVICES 16
 #define VGPU_FAKE_STATE_MAX_PROCS 256
 #define VGPU_FAKE_STATE_RING 1024
@@ -83,6 +83,35 @@ typedef struct vgpu_fake_mig_state {
   vgpu_fake_mig_gi gi[VGPU_FAKE_MIG_MAX_GI];
 } vgpu_fake_mig_state;
 
+/** Memory another process opened or imported (version 3): its bytes stay in the device's
+ *  used_bytes, held by no process slot, until the last process that holds it lets go or dies,
+ *  as the real driver keeps exported memory while any process still maps it. */
+#define VGPU_FAKE_MAX_SHARED_OBJECTS 256
+typedef struct vgpu_fake_shared_object {
+  uint64_t key;     /* the memfd's inode; 0: free */
+  int32_t dev;
+  uint32_t reserved;
+  uint64_t bytes;
+  uint64_t holders[VGPU_FAKE_STATE_MAX_PROCS / 64]; /* bit i: procs[i] holds it */
+} vgpu_fake_shared_object;
+
+/** With VGPU_FAKE_EXPORT_DEVICE_FD set, a VMM export is a descriptor of /dev/null, as the real
+ *  driver's is of /dev/nvidiactl (every export the same inode): the exporter keeps one of its
+ *  own of the same open file, and an importer finds the export by comparing open files
+ *  (kcmp). pid 0: free. */
+typedef struct vgpu_fake_device_export {
+  int32_t pid;
+  int32_t fd;    /* the exporter's descriptor of the exported open file */
+  int32_t memfd; /* the exporter's descriptor of the memory */
+  int32_t dev;
+} vgpu_fake_device_export;
+
+typedef struct vgpu_fake_shared_objects {
+  pthread_mutex_t lock; /* robust, process-shared; guards objects[] and exports[] */
+  vgpu_fake_shared_object objects[VGPU_FAKE_MAX_SHARED_OBJECTS];
+  vgpu_fake_device_export exports[VGPU_FAKE_MAX_SHARED_OBJECTS];
+} vgpu_fake_shared_objects;
+
 /** The whole file. */
 typedef struct vgpu_fake_gpu_state {
   uint32_t magic;              /* VGPU_FAKE_STATE_MAGIC, stored last (release) once initialised */
@@ -92,6 +121,7 @@ typedef struct vgpu_fake_gpu_state {
   vgpu_fake_device_state devices[VGPU_FAKE_STATE_MAX_DEVICES];
   vgpu_fake_process_slot procs[VGPU_FAKE_STATE_MAX_PROCS];
   vgpu_fake_mig_state mig[VGPU_FAKE_STATE_MAX_DEVICES]; /* version 2 */
+  vgpu_fake_shared_objects shared; /* version 3 */
 } vgpu_fake_gpu_state;
 
 #ifdef __cplusplus

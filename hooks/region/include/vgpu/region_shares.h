@@ -51,14 +51,18 @@ typedef struct vgpu_region_shares {
 
 /** Results beyond the region's VGPU_REGION_* codes. */
 #define VGPU_REGION_SHARE_NOT_FOUND 3 /* no entry with that key and a live holder */
+#define VGPU_REGION_SHARE_EXISTS 4    /* publish: the key is in the table already */
 
 /**
  * Exporter: moves `bytes` on device `dev` from `slot`'s counter into an entry keyed by
- * (kind, key) that `slot` holds; the device's sum does not change. Exporting an object
- * already in the table makes `slot` a holder of that entry and moves nothing. Returns
- * VGPU_REGION_OK, VGPU_REGION_FULL when the table has no free entry (the exporter keeps
- * paying, importers are charged: safe), or VGPU_REGION_ERROR (lock not free in time, bad
- * arguments, or the slot holds fewer than `bytes`).
+ * (kind, key) that `slot` holds; the device's sum does not change. `bytes` may be 0 (an
+ * object that takes no memory of its own, such as a multicast object: importers are then
+ * charged nothing for it). Returns VGPU_REGION_OK; VGPU_REGION_SHARE_EXISTS when an entry
+ * with that key is in the table already (nothing moved, `slot` does not become a holder: the
+ * exporter keeps paying for what it was charged, so a key that a driver reuses for new memory
+ * never hides that memory); VGPU_REGION_FULL when the table has no free entry (the exporter
+ * keeps paying, importers are charged: safe); or VGPU_REGION_ERROR (lock not free in time,
+ * bad arguments, or the slot holds fewer than `bytes`).
  */
 int vgpu_region_share_publish(struct vgpu_region* region, int slot, uint32_t kind, const void* key, int dev,
                               uint64_t bytes);

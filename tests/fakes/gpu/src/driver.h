@@ -91,6 +91,7 @@ struct Allocation {
   AllocKind kind = AllocKind::kDevice;
   Pool* pool = nullptr;
   int ipcRefs = 0;
+  uint64_t object = 0;    ///< exported or opened: the shared object (memfd inode) it holds
 };
 
 /// A stream-ordered free (cuMemFreeAsync) that the device has not reached yet.
@@ -137,6 +138,9 @@ struct VmmHandle {
   uint64_t charged = 0;
   int refs = 1;               ///< the handle itself plus each mapping
   CUmemAllocationProp prop{};
+  uint64_t object = 0;        ///< exported or imported: the shared object (memfd inode) it holds
+  bool multicast = false;     ///< a multicast object: no memory of its own (bound memory is)
+  std::vector<int> deviceExports;  ///< VGPU_FAKE_EXPORT_DEVICE_FD: this process's exported open files
 };
 
 struct VmmReservation {

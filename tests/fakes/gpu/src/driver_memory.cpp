@@ -10,10 +10,12 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace vgpu::fakegpu {
@@ -29,8 +31,17 @@ struct IpcPayload {
   int32_t fd;
   int32_t dev;
   uint64_t size;
+  uint64_t object;  // the memfd's inode: a reused fd number gives another handle
 };
 static_assert(sizeof(IpcPayload) <= CU_IPC_HANDLE_SIZE);
+
+// The memfd's inode, which names shared memory across processes (syscall: glibc's fstat is
+// a GLIBC_2.33 symbol and the fakes also run in older roots).
+uint64_t inodeOf(int fd) {
+  struct stat st;
+  std::memset(&st, 0, sizeof st);
+  return syscall(SYS_fstat, fd, &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
 
 size_t pageRound(size_t n) {
   size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
@@ -401,7 +412,15 @@ void dropVmmRef(CUmemGenericAllocationHandle h) {
   auto& drv = Driver::get();
   auto it = drv.vmmHandles.find(h);
   if (it == drv.vmmHandles.end() || --it->second.refs > 0) return;
-  if (it->second.charged != 0) drv.shared()->uncharge(it->second.dev, it->second.charged);
+  for (int keep : it->second.deviceExports) {
+    drv.shared()->removeDeviceExport(keep);
+    close(keep);
+  }
+  if (it->second.object != 0) {
+    drv.shared()->dropObject(it->second.object);  // shared: the last process frees it
+  } else if (it->second.charged != 0) {
+    drv.shared()->uncharge(it->second.dev, it->second.charged);
+  }
   close(it->second.fd);
   drv.vmmHandles.erase(it);
 }
@@ -415,6 +434,18 @@ CUresult ipcOpen(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned flags) {
   std::memcpy(&p, handle.reserved, sizeof p);
   if (p.magic != kIpcMagic || p.size == 0) return CUDA_ERROR_INVALID_HANDLE;
   if (p.pid == static_cast<int32_t>(getpid())) return CUDA_ERROR_INVALID_CONTEXT;
+  auto& drv = Driver::get();
+  {
+    // Opened in this context already: the same address, one more reference (cuIpcCloseMemHandle).
+    std::lock_guard lock(drv.mu);
+    for (auto& [base, open] : drv.allocations) {
+      if (open.kind == AllocKind::kIpcImport && open.object != 0 && open.object == p.object && open.ctx == ctx) {
+        ++open.ipcRefs;
+        *pdptr = static_cast<CUdeviceptr>(base);
+        return CUDA_SUCCESS;
+      }
+    }
+  }
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%d/fd/%d", p.pid, p.fd);
   int fd = open(path, O_RDWR | O_CLOEXEC);
@@ -425,7 +456,6 @@ CUresult ipcOpen(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned flags) {
     close(fd);
     return CUDA_ERROR_MAP_FAILED;
   }
-  auto& drv = Driver::get();
   std::lock_guard lock(drv.mu);
   Allocation a;
   a.base = reinterpret_cast<uintptr_t>(addr);
@@ -435,9 +465,24 @@ CUresult ipcOpen(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned flags) {
   a.fd = fd;
   a.ctx = ctx;
   a.kind = AllocKind::kIpcImport;
+  if (drv.shared()->holdObject(p.object)) a.object = p.object;  // it stays while this process has it open
   drv.allocations[a.base] = a;
   *pdptr = static_cast<CUdeviceptr>(a.base);
   return CUDA_SUCCESS;
+}
+
+// The memfd behind an exported descriptor: the memfd itself, or (a device-node export) the
+// exporter's, found by the open file. -1 if it is neither.
+int memfdOf(int src) {
+  struct stat st;
+  std::memset(&st, 0, sizeof st);
+  if (src < 0 || syscall(SYS_fstat, src, &st) != 0) return -1;
+  if (!S_ISCHR(st.st_mode)) return fcntl(src, F_DUPFD_CLOEXEC, 0);
+  int32_t pid = 0, memfd = -1, dev = -1;
+  if (!Driver::get().shared()->findDeviceExport(src, &pid, &memfd, &dev)) return -1;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/fd/%d", pid, memfd);
+  return open(path, O_RDWR | O_CLOEXEC);
 }
 
 CUresult poolAttr(CUmemoryPool pool, CUmemPool_attribute attr, void* value, bool set) {
@@ -505,6 +550,8 @@ void freeAllocation(std::map<uintptr_t, Allocation>::iterator it) {
     // next synchronisation; a destroyed pool gives it back at once.
     a.pool->used -= a.charged;
     if (a.pool->destroyed) poolTrim(a.pool, 0);
+  } else if (a.object != 0) {
+    drv.shared()->dropObject(a.object);  // exported or opened: the last process frees it
   } else if (a.charged != 0) {
     drv.shared()->uncharge(a.dev, a.charged);
   }
@@ -1082,30 +1129,49 @@ CUresult cuMemExportToShareableHandle(void* shareableHandle, CUmemGenericAllocat
   if (h == nullptr || shareableHandle == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
   if ((h->prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == 0) return CUDA_ERROR_INVALID_VALUE;
-  int fd = fcntl(h->fd, F_DUPFD_CLOEXEC, 0);
-  if (fd < 0) return CUDA_ERROR_OPERATING_SYSTEM;
+  int fd = -1;
+  if (std::getenv("VGPU_FAKE_EXPORT_DEVICE_FD") != nullptr) {
+    // As the real driver: a descriptor of a device node that every export shares, with the
+    // object attached to the open file (this process keeps one of its own of it).
+    fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    int keep = fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (keep < 0 || !drv.shared()->addDeviceExport(keep, h->fd, h->dev)) {
+      if (fd >= 0) close(fd);
+      if (keep >= 0) close(keep);
+      return CUDA_ERROR_OPERATING_SYSTEM;
+    }
+    h->deviceExports.push_back(keep);
+  } else {
+    fd = fcntl(h->fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return CUDA_ERROR_OPERATING_SYSTEM;
+  }
+  if (h->object == 0 && h->dev >= 0 && h->charged != 0 &&
+      drv.shared()->exportObject(inodeOf(h->fd), h->dev, h->charged))
+    h->object = inodeOf(h->fd);
   *static_cast<int*>(shareableHandle) = fd;
   return CUDA_SUCCESS;
 }
+
 
 CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* osHandle,
                                         CUmemAllocationHandleType shHandleType) {
   if (CUresult r = checkInit()) return r;
   if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
-  int src = static_cast<int>(reinterpret_cast<intptr_t>(osHandle));
-  // The memfd's size (lseek, not fstat: fstat is a GLIBC_2.33 symbol and the fakes also run
-  // in older roots); the memfd is only ever mapped, so moving its offset changes nothing.
-  off_t size = src < 0 ? -1 : lseek(src, 0, SEEK_END);
-  if (size < 0) return CUDA_ERROR_INVALID_VALUE;
+  int fd = memfdOf(static_cast<int>(reinterpret_cast<intptr_t>(osHandle)));
+  if (fd < 0) return CUDA_ERROR_INVALID_VALUE;
+  // The memfd's size (lseek: the memfd is only ever mapped, so moving its offset changes nothing).
+  off_t size = lseek(fd, 0, SEEK_END);
   // The exporter named the memfd after the device; that is how the importer learns it.
   char link[64], target[256] = {};
-  std::snprintf(link, sizeof link, "/proc/self/fd/%d", src);
+  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
   ssize_t n = readlink(link, target, sizeof target - 1);
   int dev = -1;
-  if (n <= 0 || std::sscanf(target, "/memfd:vgpu-fake-vmm-dev%d", &dev) != 1) return CUDA_ERROR_INVALID_VALUE;
-  int fd = fcntl(src, F_DUPFD_CLOEXEC, 0);
-  if (fd < 0) return CUDA_ERROR_OPERATING_SYSTEM;
+  bool multicast = n > 0 && std::strncmp(target, "/memfd:vgpu-fake-mc", 19) == 0;
+  if (size < 0 || (!multicast && (n <= 0 || std::sscanf(target, "/memfd:vgpu-fake-vmm-dev%d", &dev) != 1))) {
+    close(fd);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   auto& drv = Driver::get();
   std::lock_guard lock(drv.mu);
   VmmHandle h;
@@ -1113,6 +1179,8 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, vo
   h.size = static_cast<size_t>(size);
   h.dev = dev;
   h.imported = true;
+  h.multicast = multicast;
+  if (dev >= 0 && drv.shared()->holdObject(inodeOf(fd))) h.object = inodeOf(fd);
   h.prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   h.prop.location.type = dev >= 0 ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST;
   h.prop.location.id = dev >= 0 ? dev : 0;
@@ -1128,7 +1196,8 @@ CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop, CUmem
   auto& drv = Driver::get();
   std::lock_guard lock(drv.mu);
   VmmHandle* h = findVmm(handle);
-  if (h == nullptr || prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // A multicast object is not an allocation (this fake's choice; the reference does not say).
+  if (h == nullptr || prop == nullptr || h->multicast) return CUDA_ERROR_INVALID_VALUE;
   *prop = h->prop;
   return CUDA_SUCCESS;
 }
@@ -1141,7 +1210,10 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr) {
   auto it = drv.allocations.find(static_cast<uintptr_t>(dptr));
   if (it == drv.allocations.end() || (it->second.kind != AllocKind::kDevice && it->second.kind != AllocKind::kPitch))
     return CUDA_ERROR_INVALID_VALUE;  // only cuMemAlloc'd memory can be exported this way
-  IpcPayload p{kIpcMagic, static_cast<int32_t>(getpid()), it->second.fd, it->second.dev, it->second.size};
+  Allocation& a = it->second;
+  if (a.object == 0 && a.charged != 0 && drv.shared()->exportObject(inodeOf(a.fd), a.dev, a.charged))
+    a.object = inodeOf(a.fd);
+  IpcPayload p{kIpcMagic, static_cast<int32_t>(getpid()), a.fd, a.dev, a.size, inodeOf(a.fd)};
   std::memset(pHandle, 0, sizeof *pHandle);
   std::memcpy(pHandle->reserved, &p, sizeof p);
   return CUDA_SUCCESS;
@@ -1160,6 +1232,10 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
   std::lock_guard lock(drv.mu);
   auto it = drv.allocations.find(static_cast<uintptr_t>(dptr));
   if (it == drv.allocations.end() || it->second.kind != AllocKind::kIpcImport) return CUDA_ERROR_INVALID_VALUE;
+  if (it->second.ipcRefs > 0) {
+    --it->second.ipcRefs;  // opened more than once: the last close unmaps it
+    return CUDA_SUCCESS;
+  }
   freeAllocation(it);
   return CUDA_SUCCESS;
 }

@@ -46,6 +46,7 @@ void initialise(vgpu_fake_gpu_state* s, const MachineConfig& cfg) {
     pthread_mutex_init(&s->mig[d].lock, &attr);
     if (d < cfg.gpus.size()) s->devices[d].total_bytes = cfg.gpus[d].memoryMib << 20;
   }
+  pthread_mutex_init(&s->shared.lock, &attr);
   pthread_mutexattr_destroy(&attr);
   at(s->magic).store(VGPU_FAKE_STATE_MAGIC, std::memory_order_release);
 }
@@ -233,6 +234,7 @@ void SharedState::reclaimDead() {
       uint64_t held = at(p.used_bytes[d]).exchange(0);
       if (held != 0) at(state_->devices[d].used_bytes).fetch_sub(held);
     }
+    dropDeadHolder(static_cast<size_t>(&p - state_->procs));
     at(p.context_mask).store(0);
     at(p.start_ticks).store(0);
     at(p.pid).store(0);
@@ -285,6 +287,7 @@ void SharedState::releaseSelf() {
     uint64_t held = at(slot_->used_bytes[d]).exchange(0);
     if (held != 0) at(state_->devices[d].used_bytes).fetch_sub(held);
   }
+  dropDeadHolder(static_cast<size_t>(slot_ - state_->procs));
   at(slot_->context_mask).store(0);
   at(slot_->start_ticks).store(0);
   at(slot_->pid).store(0);

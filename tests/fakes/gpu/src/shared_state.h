@@ -61,8 +61,28 @@ class SharedState {
   /// Frees the slots (and memory) of processes that no longer exist.
   void reclaimDead();
 
+  /// Memory shared between processes (shared_objects.cpp), keyed by its memfd's inode. The
+  /// exporter moves the `bytes` it was charged on `dev` from its slot into the object and holds
+  /// it; an importer holds it too; the last holder's drop (or death) frees the bytes. Export of
+  /// an object already shared only holds it. False when the table is full (the exporter keeps
+  /// paying then, and its free uncharges as usual).
+  bool exportObject(uint64_t key, int dev, uint64_t bytes);
+  /// Holds an exported object; false when there is none with that key.
+  bool holdObject(uint64_t key);
+  /// Lets go of an object this process holds.
+  void dropObject(uint64_t key);
+  /// A device-node export (VGPU_FAKE_EXPORT_DEVICE_FD): this process's descriptor `fd` of the
+  /// exported open file, and `memfd` of the memory on `dev`. False when the table is full.
+  bool addDeviceExport(int fd, int memfd, int dev);
+  /// The export whose open file `fd` (this process's) is: its process, memfd and device.
+  bool findDeviceExport(int fd, int32_t* pid, int32_t* memfd, int32_t* dev);
+  /// This process's export of descriptor `fd` is gone.
+  void removeDeviceExport(int fd);
+
  private:
   vgpu_fake_process_slot* mySlot();
+  /// Clears the holder bit of dead slot `index` in every shared object (reclaimDead).
+  void dropDeadHolder(size_t index);
 
   vgpu_fake_gpu_state* state_ = nullptr;
   vgpu_fake_process_slot* slot_ = nullptr;

@@ -526,6 +526,15 @@ typedef struct CUmemAllocationProp_st {
 } CUmemAllocationProp_v1;
 typedef CUmemAllocationProp_v1 CUmemAllocationProp;
 
+/* sharing (issue 36): cuMulticastCreate. */
+typedef struct CUmulticastObjectProp_st {
+  unsigned int numDevices;
+  size_t size;
+  unsigned long long handleTypes; /* CUmemAllocationHandleType bits */
+  unsigned long long flags;
+} CUmulticastObjectProp_v1;
+typedef CUmulticastObjectProp_v1 CUmulticastObjectProp;
+
 /* cuMemSetAccess: one location's rights on a mapped range. */
 typedef struct CUmemAccessDesc_st {
   CUmemLocation location;
@@ -808,6 +817,19 @@ typedef struct CUctxCreateParams_st {
   X(cuIpcOpenMemHandle, (CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags))          \
   X(cuIpcOpenMemHandle_v2, (CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags))       \
   X(cuIpcCloseMemHandle, (CUdeviceptr dptr))                                                      \
+  /* sharing (issue 36) */                                                                        \
+  X(cuMemRetainAllocationHandle, (CUmemGenericAllocationHandle* handle, void* addr))              \
+  X(cuCtxEnablePeerAccess, (CUcontext peerContext, unsigned int Flags))                           \
+  X(cuCtxDisablePeerAccess, (CUcontext peerContext))                                              \
+  X(cuMulticastCreate, (CUmemGenericAllocationHandle* mcHandle, const CUmulticastObjectProp* prop)) \
+  X(cuMulticastAddDevice, (CUmemGenericAllocationHandle mcHandle, CUdevice dev))                  \
+  X(cuMulticastBindMem, (CUmemGenericAllocationHandle mcHandle, size_t mcOffset,                  \
+                         CUmemGenericAllocationHandle memHandle, size_t memOffset, size_t size,   \
+                         unsigned long long flags))                                               \
+  X(cuMulticastBindAddr, (CUmemGenericAllocationHandle mcHandle, size_t mcOffset,                 \
+                          CUdeviceptr memptr, size_t size, unsigned long long flags))             \
+  X(cuMulticastUnbind, (CUmemGenericAllocationHandle mcHandle, CUdevice dev, size_t mcOffset,     \
+                        size_t size))                                                             \
   /* copies and memsets (_ptds: per-thread default stream twins) */                               \
   X(cuMemcpy, (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount))                               \
   X(cuMemcpy_ptds, (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount))                          \

@@ -1,0 +1,169 @@
+// Memory shared between the processes of one container is charged once (issue 36): each
+// scenario of share_probe.c runs the container's processes with LD_PRELOAD=libvgpu.so against
+// the fake driver and checks after every step that what the region says the container uses
+// is what the device holds. Every scenario runs twice: with VMM exports that are memfds (each
+// its own inode) and with exports that are descriptors of one device node, as the real
+// driver's are of /dev/nvidiactl (VGPU_FAKE_EXPORT_DEVICE_FD). VGPU_TEST_LIBVGPU names
+// another build of libvgpu.so (to see these fail on an older one).
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Result {
+  int exitCode = -1;  // -1: killed, or timed out
+  std::string out;
+  std::string err;
+};
+
+std::string readAll(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string libvgpuPath() {
+  const char* lib = getenv("VGPU_TEST_LIBVGPU");
+  return lib != nullptr && lib[0] != '\0' ? lib : VGPU_LIBVGPU;
+}
+
+// How the fake driver exports VMM memory.
+enum class Exports { kMemfd, kDeviceNode };
+
+class LimiterSharing : public ::testing::TestWithParam<Exports> {
+ protected:
+  void SetUp() override {
+    signal(SIGPIPE, SIG_IGN);
+    std::string tmpl = "/tmp/vgpu-share-test-XXXXXX";
+    dir_ = mkdtemp(tmpl.data());
+  }
+  void TearDown() override {
+    if (!dir_.empty()) std::system(("rm -rf " + dir_).c_str());
+  }
+
+  // Runs the scenario with `devices` fake GPUs of 1 GiB (2 MiB per context) and the limits in
+  // `limits`; the probe's stdout, stderr and exit code.
+  Result run(const std::vector<std::string>& args, const std::map<std::string, std::string>& limits, int devices = 1) {
+    std::ofstream conf(dir_ + "/gpus.conf");
+    for (int d = 0; d < devices; ++d)
+      conf << "gpu uuid=GPU-6b1f7c2a-0f4e-4a8e-9d2c-3a5b7e9f1c2" << d << " name=\"Fake H100\" memory_mib=1024 "
+           << "sm_count=132 cc=9.0 context_mib=2\n";
+    conf.close();
+    std::map<std::string, std::string> env{
+        {"PATH", "/usr/bin:/bin"},
+        {"LD_LIBRARY_PATH", VGPU_FAKE_LIB_PATH},
+        {"LD_PRELOAD", libvgpuPath()},
+        {"VGPU_FAKE_GPU_CONFIG", dir_ + "/gpus.conf"},
+        {"VGPU_FAKE_GPU_STATE", dir_ + "/fake-state"},
+        {"CUDA_DEVICE_MEMORY_SHARED_CACHE", dir_ + "/region"},
+    };
+    if (GetParam() == Exports::kDeviceNode) env["VGPU_FAKE_EXPORT_DEVICE_FD"] = "1";
+    for (const auto& [k, v] : limits) env[k] = v;
+    std::vector<std::string> envStrings;
+    for (const auto& [k, v] : env) envStrings.push_back(k + "=" + v);
+    std::string outPath = dir_ + "/stdout", errPath = dir_ + "/stderr";
+    pid_t pid = fork();
+    if (pid == 0) {
+      int out = open(outPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      int err = open(errPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(out, 1);
+      dup2(err, 2);
+      std::vector<char*> argv{const_cast<char*>(VGPU_SHARE_PROBE)};
+      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      std::vector<char*> envp;
+      for (auto& s : envStrings) envp.push_back(s.data());
+      envp.push_back(nullptr);
+      execve(VGPU_SHARE_PROBE, argv.data(), envp.data());
+      _exit(127);
+    }
+    // Never hangs: a probe that takes longer than a minute is killed (with its workers, whose
+    // sockets then close).
+    Result r;
+    int status = 0;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        ADD_FAILURE() << "share_probe timed out";
+        break;
+      }
+      usleep(2000);
+    }
+    r.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = readAll(outPath);
+    r.err = readAll(errPath);
+    return r;
+  }
+
+  std::string dir_;
+};
+
+// The defect of issue 36: a process holds 48 MiB of a 64 MiB slice and another process of the
+// container opens it with cuIpcOpenMemHandle; the open was charged again and refused. The
+// bytes stay charged while the importer has them open after the exporter freed them.
+TEST_P(LimiterSharing, MemoryOpenedByIpcIsChargedOnce) {
+  Result r = run({"ipc"}, {{"CUDA_DEVICE_MEMORY_LIMIT_0", "64m"}});
+  EXPECT_EQ(r.exitCode, 0) << r.err << r.out;
+}
+
+// The same through VMM: exported as a POSIX descriptor, imported, mapped twice, retained;
+// and a multicast object bound to it, exported, imported and mapped.
+TEST_P(LimiterSharing, ImportedVmmMemoryIsChargedOnce) {
+  Result r = run({"vmm"}, {{"CUDA_DEVICE_MEMORY_LIMIT_0", "64m"}});
+  EXPECT_EQ(r.exitCode, 0) << r.err << r.out;
+}
+
+// NCCL- and vLLM-shaped: 2, 4 and 8 processes, one pre-allocating 90 % of the slice and
+// sharing it by IPC, then all-to-all descriptor exchange of VMM buffers.
+TEST_P(LimiterSharing, ProcessesExchangingBuffersFitTheSliceTheyHold) {
+  for (const char* n : {"2", "4", "8"}) {
+    SCOPED_TRACE(std::string(n) + " processes");
+    Result r = run({"ring", n, "512"}, {{"CUDA_DEVICE_MEMORY_LIMIT_0", "512m"}});
+    EXPECT_EQ(r.exitCode, 0) << r.err << r.out;
+    std::system(("rm -f " + dir_ + "/region " + dir_ + "/fake-state").c_str());
+  }
+}
+
+// No smuggling: memory exported by a process without libvgpu.so is charged to the limited
+// process that opens or maps it, and refused over its limit.
+TEST_P(LimiterSharing, MemoryFromOutsideTheContainerIsChargedToTheImporter) {
+  Result r = run({"smuggle"}, {{"CUDA_DEVICE_MEMORY_LIMIT_0", "64m"}});
+  EXPECT_EQ(r.exitCode, 0) << r.err << r.out;
+}
+
+// Two devices with a limit each: device 0's memory opened and mapped from device 1, peer
+// access, and host memory charge neither device again.
+TEST_P(LimiterSharing, SharingAcrossDevicesChargesNeitherAgain) {
+  Result r = run({"two-devices"}, {{"CUDA_DEVICE_MEMORY_LIMIT_0", "128m"}, {"CUDA_DEVICE_MEMORY_LIMIT_1", "128m"}}, 2);
+  EXPECT_EQ(r.exitCode, 0) << r.err << r.out;
+}
+
+// Whatever a process of the container writes into the region's share table: imports from
+// outside are still charged, nothing crashes.
+TEST_P(LimiterSharing, EntriesWrittenIntoTheRegionDoNotLetOutsideMemoryInNorCrash) {
+  Result r = run({"hostile"}, {{"CUDA_DEVICE_MEMORY_LIMIT_0", "64m"}});
+  EXPECT_EQ(r.exitCode, 0) << r.err << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Exports, LimiterSharing, ::testing::Values(Exports::kMemfd, Exports::kDeviceNode),
+                         [](const ::testing::TestParamInfo<Exports>& info) {
+                           return std::string(info.param == Exports::kMemfd ? "memfd" : "device_node");
+                         });
+
+}  // namespace
