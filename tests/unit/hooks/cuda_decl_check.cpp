@@ -148,7 +148,9 @@ VGPU_DECLCHECK_MAP_HANDLE(CUdevResourceDesc)
   X(CUDA_ARRAY_DESCRIPTOR_v1)           \
   X(CUDA_ARRAY3D_DESCRIPTOR_v1)         \
   X(CUgraphNodeParams)                  \
-  X(CUgraphEdgeData)
+  X(CUgraphEdgeData)                    \
+  /* sharing (issue 36) */              \
+  X(CUmulticastObjectProp)
 VGPU_CUDA_ENUMS(VGPU_DECLCHECK_MAP)
 VGPU_CUDA_STRUCTS(VGPU_DECLCHECK_MAP)
 VGPU_CUDA_ENUMS(VGPU_DECLCHECK_ENUM)
@@ -181,6 +183,7 @@ VGPU_SAME_ALIAS(CUDA_MEM_ALLOC_NODE_PARAMS, CUDA_MEM_ALLOC_NODE_PARAMS_v1)
 VGPU_SAME_ALIAS(CUDA_KERNEL_NODE_PARAMS, CUDA_KERNEL_NODE_PARAMS_v2)
 VGPU_SAME_ALIAS(CUexecAffinitySmCount, CUexecAffinitySmCount_v1)
 VGPU_SAME_ALIAS(CUexecAffinityParam, CUexecAffinityParam_v1)
+VGPU_SAME_ALIAS(CUmulticastObjectProp, CUmulticastObjectProp_v1)
 
 // ---- Enumerators --------------------------------------------------------------------------
 
@@ -391,6 +394,10 @@ VGPU_DECLCHECK_TYPED_FIELD(CUDA_ARRAY_MEMORY_REQUIREMENTS, reserved)
 VGPU_DECLCHECK_TYPED_FIELD(CUmemLocation, type)
 VGPU_DECLCHECK_TYPED_FIELD(CUmemLocation, id)
 
+VGPU_DECLCHECK_TYPED_FIELD(CUmulticastObjectProp, numDevices)
+VGPU_DECLCHECK_TYPED_FIELD(CUmulticastObjectProp, size)
+VGPU_DECLCHECK_TYPED_FIELD(CUmulticastObjectProp, handleTypes)
+VGPU_DECLCHECK_TYPED_FIELD(CUmulticastObjectProp, flags)
 VGPU_DECLCHECK_TYPED_FIELD(CUmemAllocationProp, type)
 VGPU_DECLCHECK_TYPED_FIELD(CUmemAllocationProp, requestedHandleTypes)
 VGPU_DECLCHECK_TYPED_FIELD(CUmemAllocationProp, location)
