@@ -121,7 +121,8 @@ struct Agent::Impl final : PluginHandler {
 
   std::unique_ptr<HamiNodeMetrics> hami;  // --hami-metrics; null when off
   std::unique_ptr<Watchdog> watchdog;  // null when off
-  std::mutex watchdogMu;               // one scan at a time; guards the two below
+  std::mutex watchdogMu;               // one scan at a time; guards the three below
+  ComputeRuleCache computeRules;       // the handouts' limiter rules (their limits files)
   bool foreignPending = false;         // foreign memory changed since the node was last marked dirty for it
   std::chrono::steady_clock::time_point foreignPublished{};
   static constexpr std::chrono::seconds kForeignPublishEvery{5};
@@ -1326,16 +1327,19 @@ struct Agent::Impl final : PluginHandler {
       idsOf[pod.info.uid] = std::move(pod.containerIds);
     }
     std::vector<Slice> slices;
+    std::set<std::string> live;  // handout ids
     for (const auto& h : handouts.all()) {
       std::string containerId;
       if (auto pod = idsOf.find(h.podUid); pod != idsOf.end())
         if (auto id = pod->second.find(h.container); id != pod->second.end()) containerId = id->second;
       // The compute rule the container's limiter obeys, from the limits file in its folder.
-      const ComputeRule rule = readComputeRule(handouts.folder(h.id));
+      const ComputeRule rule = computeRules.of(h.id, handouts.folder(h.id));
+      live.insert(h.id);
       for (const auto& d : h.devices)
         slices.push_back(
             {h.podUid, h.podNamespace, h.podName, h.container, d.deviceId, d.memoryMiB, d.compute, containerId, rule});
     }
+    computeRules.keepOnly(live);
     std::map<std::string, std::vector<std::string>> devicesOf;
     {
       std::lock_guard lock(devMu);

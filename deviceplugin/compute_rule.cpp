@@ -79,7 +79,14 @@ bool isLimitsFile(std::string_view text) {
   return found;
 }
 
-ComputeRule readComputeRule(const std::filesystem::path& folder) {
+namespace {
+
+struct Found {
+  std::filesystem::path file;
+  ComputeRule rule;
+};
+
+std::optional<Found> findLimitsFile(const std::filesystem::path& folder) {
   namespace fs = std::filesystem;
   std::error_code ec;
   std::vector<fs::path> files;
@@ -94,9 +101,37 @@ ComputeRule readComputeRule(const std::filesystem::path& folder) {
     std::ifstream in(file);
     std::ostringstream text;
     text << in.rdbuf();
-    if (isLimitsFile(text.str())) return parseComputeRule(text.str());
+    if (isLimitsFile(text.str())) return Found{file, parseComputeRule(text.str())};
   }
-  return {};
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ComputeRule> findComputeRule(const std::filesystem::path& folder) {
+  auto found = findLimitsFile(folder);
+  if (!found) return std::nullopt;
+  return found->rule;
+}
+
+ComputeRule readComputeRule(const std::filesystem::path& folder) { return findComputeRule(folder).value_or(ComputeRule{}); }
+
+ComputeRule ComputeRuleCache::of(const std::string& handoutId, const std::filesystem::path& folder) {
+  std::error_code ec;
+  if (auto it = rules_.find(handoutId); it != rules_.end()) {
+    const auto written = std::filesystem::last_write_time(it->second.file, ec);
+    if (!ec && written == it->second.written && it->second.file.parent_path() == folder) return it->second.rule;
+    rules_.erase(it);
+  }
+  const auto found = findLimitsFile(folder);
+  if (!found) return {};
+  const auto written = std::filesystem::last_write_time(found->file, ec);
+  if (!ec) rules_[handoutId] = {found->file, written, found->rule};
+  return found->rule;
+}
+
+void ComputeRuleCache::keepOnly(const std::set<std::string>& live) {
+  std::erase_if(rules_, [&](const auto& entry) { return !live.contains(entry.first); });
 }
 
 }  // namespace vgpu::deviceplugin

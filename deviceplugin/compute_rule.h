@@ -9,6 +9,10 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
 #include <string_view>
 
 namespace vgpu::deviceplugin {
@@ -41,8 +45,29 @@ ComputeRule parseComputeRule(std::string_view text);
 bool isLimitsFile(std::string_view text);
 
 /// The rule of the limits file among the regular files at the top of `folder` (a handout's
-/// folder, which the container cannot write; symbolic links are not followed); the default
-/// rule where there is none (a backend that does not use libvgpu.so).
+/// folder, which the container cannot write; symbolic links are not followed); nullopt
+/// where there is none (a backend that does not use libvgpu.so, or not written yet).
+std::optional<ComputeRule> findComputeRule(const std::filesystem::path& folder);
+/// findComputeRule, or the limiter's default rule where there is none.
 ComputeRule readComputeRule(const std::filesystem::path& folder);
+
+/// The rules of the live handouts, each limits file read again only when it was written
+/// again (a later holder of the same handout id, Allocate asked again): one stat per
+/// handout and pass instead of a folder listing and a read. A folder without one is looked
+/// at again each time (its file may not be written yet). Not thread-safe: the watchdog's pass.
+class ComputeRuleCache {
+ public:
+  ComputeRule of(const std::string& handoutId, const std::filesystem::path& folder);
+  /// Forgets the handouts not in `live`.
+  void keepOnly(const std::set<std::string>& live);
+
+ private:
+  struct Entry {
+    std::filesystem::path file;
+    std::filesystem::file_time_type written;
+    ComputeRule rule;
+  };
+  std::map<std::string, Entry> rules_;  ///< handout id -> its limits file and rule
+};
 
 }  // namespace vgpu::deviceplugin

@@ -86,9 +86,9 @@ struct Allowance {
   ComputePolicy policy = ComputePolicy::kForce;
   bool othersMustBeHighPriority = false;
 
-  void addRule(const ComputeRule& r) {
-    if (strictness(r.policy) < strictness(policy)) policy = r.policy;
-    othersMustBeHighPriority = othersMustBeHighPriority || r.othersMustBeHighPriority();
+  void addRule(ComputePolicy p, bool onlyHighPriority) {
+    if (strictness(p) < strictness(policy)) policy = p;
+    othersMustBeHighPriority = othersMustBeHighPriority || onlyHighPriority;
   }
   void add(const Allowance& a) {
     sliced = sliced || a.sliced;
@@ -96,10 +96,7 @@ struct Allowance {
     computePercent += a.computePercent;
     computeUnlimited = computeUnlimited || a.computeUnlimited;
     containers.insert(a.containers.begin(), a.containers.end());
-    if (a.sliced) {
-      if (strictness(a.policy) < strictness(policy)) policy = a.policy;
-      othersMustBeHighPriority = othersMustBeHighPriority || a.othersMustBeHighPriority;
-    }
+    if (a.sliced) addRule(a.policy, a.othersMustBeHighPriority);
   }
 };
 
@@ -251,7 +248,7 @@ ScanResult Watchdog::scan(const std::vector<Slice>& slices,
     a.computePercent += s.computePercent;
     a.computeUnlimited = a.computeUnlimited || s.computePercent == 0 || s.computePercent >= 100;
     a.containers.insert(s.container);
-    a.addRule(s.computeRule);
+    a.addRule(s.computeRule.policy, s.computeRule.othersMustBeHighPriority());
     if (!s.containerId.empty()) known[s.podUid].insert(s.containerId);
     if (s.computeRule.highPriority && !s.containerId.empty()) highPriority.insert(s.podUid + "|" + s.containerId);
   }
@@ -435,6 +432,11 @@ ScanResult Watchdog::scan(const std::vector<Slice>& slices,
     sortLargestFirst(v.processes);
     out.confirmed.push_back(std::move(v));
   }
+  // A backend that could not answer leaves what was seen on its devices as it was.
+  for (const auto& key : othersSeen_)
+    if (!scanned.contains(splitKey(key).second)) seen.insert(key);
+  for (const auto& key : contended_)
+    if (!scanned.contains(splitKey(key).second)) contended.insert(key);
   othersSeen_ = std::move(seen);
   contended_ = std::move(contended);
   // A window is only of consecutive known samples: unknown, gone or unlimited starts it again.

@@ -25,9 +25,8 @@
 // or a bypass, under contention). As the limiter remembers a busy tenant for a second, a
 // tenant seen busy in a scan shares the device in that scan and the next; the share
 // applies from contention's second scan in a row (the limiter needs a moment to engage and
-// the utilization samples to show it). The window lets
-// the short bursts the limiter allows pass; unknown utilization and pods without a compute
-// limit are never flagged.
+// the utilization samples to show it). The window lets the short bursts the limiter allows
+// pass; unknown utilization and pods without a compute limit are never flagged.
 // With action kill-process, a pod killed `escalateAfter` times within `escalateWindow`
 // (a bypass that restarts) is evicted as well (watchdog_escalation.h).
 // Processes in no pod the agent handed devices to are "foreign": their memory is

@@ -173,6 +173,25 @@ TEST(WatchdogComputeRuleFile, IsReadFromTheLimitsFileInTheHandoutFolder) {
   EXPECT_EQ(readComputeRule(folder), rule) << "a link is not followed";
 }
 
+TEST(WatchdogComputeRuleFile, TheCacheReadsAFileAgainOnlyOnceItIsWrittenAgain) {
+  testing::TempDir dir;
+  const auto folder = dir.path() / "nvidia.com_gpu-0123456789abcdef";
+  fs::create_directories(folder);
+  ComputeRuleCache cache;
+  EXPECT_EQ(cache.of("h1", folder), ComputeRule{}) << "not written yet";
+  std::ofstream(folder / "limits.env") << "GPU_CORE_UTILIZATION_POLICY=force\n";
+  EXPECT_EQ(cache.of("h1", folder).policy, ComputePolicy::kForce) << "looked at again";
+  // A later holder of the same handout id: the backend writes the file anew (a new file,
+  // renamed over the old one).
+  std::ofstream(folder / "limits.new") << "GPU_CORE_UTILIZATION_POLICY=disable\nCUDA_TASK_PRIORITY=0\n";
+  fs::last_write_time(folder / "limits.new", fs::last_write_time(folder / "limits.env") + std::chrono::seconds(1));
+  fs::rename(folder / "limits.new", folder / "limits.env");
+  EXPECT_EQ(cache.of("h1", folder), (ComputeRule{ComputePolicy::kDisable, true, false}));
+  cache.keepOnly({});
+  fs::remove_all(folder);
+  EXPECT_EQ(cache.of("h1", folder), ComputeRule{}) << "forgotten, and the folder is gone";
+}
+
 TEST(WatchdogComputeRuleFile, ParsesThePolicyAndPriorityAsTheLimiterDoes) {
   struct Case {
     const char* description;
