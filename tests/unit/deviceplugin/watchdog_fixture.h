@@ -146,10 +146,11 @@ class WatchdogTest : public ::testing::Test {
     o.action = action;
     return Watchdog(o, {{"nvidia", backend->processReporter()}}, std::move(killer), std::move(evictor));
   }
-  /// Pod A with 25% of the GPU; `worker` in it holds 500 MiB (within its memory slice).
+  /// Pod A with 25% of the GPU, always held to it (policy force: what is judged does not
+  /// depend on another tenant); `worker` in it holds 500 MiB (within its memory slice).
   /// A watchdog whose kills are only counted.
   Watchdog atAQuarter(const Child& worker, int& kills) {
-    slices = {{kPodA, "team", "trainer", "main", kUuid, 1024, 25, kCid}};
+    slices = {{kPodA, "team", "trainer", "main", kUuid, 1024, 25, kCid, kForced}};
     run(worker, podCgroup(kPodA), 500);
     return make(WatchdogAction::kKillProcess, countingKiller(kills));
   }
