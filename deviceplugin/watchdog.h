@@ -118,7 +118,7 @@ struct ProcessSource {
 };
 
 /// A container (or, where its id is not known, a pod) holding more memory on a device than
-/// its slices there allow, or keeping it busier than its compute share (averaged over the window).
+/// its slices there allow, or keeping it busier than its limiter allows (averaged over the window).
 struct Violation {
   WatchdogResource resource = WatchdogResource::kMemory;
   std::string podUid, podNamespace, podName;
@@ -173,6 +173,8 @@ struct Enforcement {
 /// Not thread-safe: one scanning thread.
 class Watchdog {
  public:
+  /// `clock`: the time the escalation and report mode go by (tests inject one); empty: the
+  /// steady clock.
   Watchdog(WatchdogOptions options, std::vector<ProcessSource> sources, ProcessKiller killer = killProcess,
            PodEvictor evictor = {}, SteadyClock clock = {});
 
