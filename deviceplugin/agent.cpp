@@ -121,7 +121,8 @@ struct Agent::Impl final : PluginHandler {
 
   std::unique_ptr<HamiNodeMetrics> hami;  // --hami-metrics; null when off
   std::unique_ptr<Watchdog> watchdog;  // null when off
-  std::mutex watchdogMu;               // one scan at a time; guards the two below
+  std::mutex watchdogMu;               // one scan at a time; guards the three below
+  ComputeRuleCache computeRules;       // the handouts' limiter rules (their limits files)
   bool foreignPending = false;         // foreign memory changed since the node was last marked dirty for it
   std::chrono::steady_clock::time_point foreignPublished{};
   static constexpr std::chrono::seconds kForeignPublishEvery{5};
@@ -1326,14 +1327,19 @@ struct Agent::Impl final : PluginHandler {
       idsOf[pod.info.uid] = std::move(pod.containerIds);
     }
     std::vector<Slice> slices;
+    std::set<std::string> live;  // handout ids
     for (const auto& h : handouts.all()) {
       std::string containerId;
       if (auto pod = idsOf.find(h.podUid); pod != idsOf.end())
         if (auto id = pod->second.find(h.container); id != pod->second.end()) containerId = id->second;
+      // The compute rule the container's limiter obeys, from the limits file in its folder.
+      const ComputeRule rule = computeRules.of(h.id, handouts.folder(h.id));
+      live.insert(h.id);
       for (const auto& d : h.devices)
         slices.push_back(
-            {h.podUid, h.podNamespace, h.podName, h.container, d.deviceId, d.memoryMiB, d.compute, containerId});
+            {h.podUid, h.podNamespace, h.podName, h.container, d.deviceId, d.memoryMiB, d.compute, containerId, rule});
     }
+    computeRules.keepOnly(live);
     std::map<std::string, std::vector<std::string>> devicesOf;
     {
       std::lock_guard lock(devMu);
@@ -1380,13 +1386,22 @@ struct Agent::Impl final : PluginHandler {
             ? "container " + v.container + " keeps " + v.backend + " device " + v.deviceId + " " +
                   std::to_string(v.usedPercent) + "% busy on average over " + std::to_string(o.computeWindow.count()) +
                   " ms, more than its compute share allows (" + std::to_string(v.allowedPercent) +
-                  "% with the watchdog's tolerance of " + std::to_string(o.computeTolerancePercent) + " points)"
+                  "% with the watchdog's tolerance of " + std::to_string(o.computeTolerancePercent) + " points; a " +
+                  std::to_string(v.sharePercent) + "% share, " +
+                  (v.computePolicy == ComputePolicy::kForce
+                       ? std::string("policy force)")
+                       : std::string("policy default: applied while another tenant runs kernels there, as one did)"))
             : "container " + v.container + " holds " + mib(v.usedBytes) + " on " + v.backend + " device " +
                   v.deviceId + ", more than its slice allows (" + mib(v.allowedBytes) +
                   " with the watchdog's tolerance of " + std::to_string(o.toleranceMiB) + " MiB)";
-    const std::string outcome = watchdog->enforce(v);
+    const Enforcement done = watchdog->enforce(v);
+    const std::string& outcome = done.said;
     watchdogViolations.inc(
         {options.nodeName, v.podName, v.podNamespace, v.container, v.deviceId, toString(v.resource), toString(action)});
+    // Killing did not bound the pod: the eviction it escalated to is counted as well.
+    if (done.escalated)
+      watchdogViolations.inc({options.nodeName, v.podName, v.podNamespace, v.container, v.deviceId,
+                              toString(v.resource), toString(WatchdogAction::kEvictPod)});
     logLine("warning", "watchdog: pod " + v.podNamespace + "/" + v.podName + ": " + what + "; " + outcome);
     k8s::EventSpec ev{"Pod", v.podNamespace, v.podName, v.podUid, "v1", "Warning", "VgpuSliceExceeded",
                       what + "; " + outcome, kComponent, options.nodeName};

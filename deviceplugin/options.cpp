@@ -18,6 +18,7 @@ Result<ParsedOptions> parseAgentOptions(int argc, const char* const* argv, const
   std::string watchdogAction = toString(o.watchdog.action);
   std::int64_t computeWindowMs = o.watchdog.computeWindow.count();
   std::int64_t computeTolerance = o.watchdog.computeTolerancePercent;
+  std::int64_t escalateAfter = o.watchdog.escalateAfter, escalateWindow = o.watchdog.escalateWindow.count();
   std::int64_t heartbeat = o.heartbeatInterval.count() / 1000, podWait = o.podWait.count(),
                apiTimeout = o.apiTimeout.count(), rediscover = o.rediscoverInterval.count() / 1000;
 
@@ -49,6 +50,11 @@ Result<ParsedOptions> parseAgentOptions(int argc, const char* const* argv, const
        "a pod's device utilization is averaged over this long before it is compared with its compute share")
       ("watchdog-action", po::value(&watchdogAction), "what the watchdog does to a pod over its slice: "
        "report, kill-process (SIGKILL its largest processes on the device) or evict-pod")
+      ("watchdog-escalate-after", po::value(&escalateAfter),
+       "with kill-process: a pod killed this many times within --watchdog-escalate-window-seconds is evicted "
+       "(a bypass that restarts), 0 = never")
+      ("watchdog-escalate-window-seconds", po::value(&escalateWindow),
+       "the window in which a pod's kills are counted for --watchdog-escalate-after")
       ("watchdog-proc-root", po::value(&o.watchdog.procRoot), "the host's /proc, where pids are mapped to pods");
   po::variables_map vm;
   auto help = node::parseNodeDaemonFlags(desc, argc, argv, common, vm, out.usage);
@@ -64,6 +70,13 @@ Result<ParsedOptions> parseAgentOptions(int argc, const char* const* argv, const
     return makeError("--watchdog-compute-tolerance must be 0..100 (percentage points), not " +
                      std::to_string(computeTolerance));
   if (computeWindowMs < 0) return makeError("--watchdog-compute-window-ms must be >= 0");
+  if (escalateAfter < 0 || escalateAfter > 1000)
+    return makeError("--watchdog-escalate-after must be 0..1000 kills (0: never evict), not " +
+                     std::to_string(escalateAfter));
+  if (escalateWindow <= 0 || escalateWindow > 86400)
+    return makeError("--watchdog-escalate-window-seconds must be 1..86400, not " + std::to_string(escalateWindow));
+  o.watchdog.escalateAfter = static_cast<int>(escalateAfter);
+  o.watchdog.escalateWindow = std::chrono::seconds(escalateWindow);
   o.watchdog.computeTolerancePercent = static_cast<std::uint32_t>(computeTolerance);
   o.watchdog.computeWindow = std::chrono::milliseconds(computeWindowMs);
   auto action = parseWatchdogAction(watchdogAction);

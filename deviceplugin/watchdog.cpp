@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <numeric>
 
 #include <boost/json.hpp>
 
@@ -70,6 +69,11 @@ struct PodOnDevice {
   std::map<std::string, Usage> byContainer;
 };
 
+/// How strict a policy is: disable < default < force.
+int strictness(ComputePolicy p) {
+  return p == ComputePolicy::kDisable ? 0 : p == ComputePolicy::kForce ? 2 : 1;
+}
+
 /// What was handed out on one device to one container, or to the containers checked together.
 struct Allowance {
   bool sliced = false;  ///< there is a slice at all
@@ -77,14 +81,29 @@ struct Allowance {
   std::uint32_t computePercent = 0;
   bool computeUnlimited = false;  ///< one of its slices there has no compute limit
   std::set<std::string> containers;
+  /// The rule of its slices; checked together, the most lenient one (never flag what the
+  /// limiter of any of them lets through).
+  ComputePolicy policy = ComputePolicy::kForce;
+  bool othersMustBeHighPriority = false;
 
+  void addRule(ComputePolicy p, bool onlyHighPriority) {
+    if (strictness(p) < strictness(policy)) policy = p;
+    othersMustBeHighPriority = othersMustBeHighPriority || onlyHighPriority;
+  }
   void add(const Allowance& a) {
     sliced = sliced || a.sliced;
     memoryMiB += a.memoryMiB;
     computePercent += a.computePercent;
     computeUnlimited = computeUnlimited || a.computeUnlimited;
     containers.insert(a.containers.begin(), a.containers.end());
+    if (a.sliced) addRule(a.policy, a.othersMustBeHighPriority);
   }
+};
+
+/// A process the vendor library reports busy on a device (it ran kernels lately).
+struct BusyProcess {
+  std::uint32_t pid = 0;
+  bool highPriority = false;  ///< in a container the agent handed out with priority 0
 };
 
 /// What is compared in one scan: some processes of a pod on a device with their allowance.
@@ -160,26 +179,55 @@ std::string evictionBody(const std::string& ns, const std::string& name) {
 }
 
 Watchdog::Watchdog(WatchdogOptions options, std::vector<ProcessSource> sources, ProcessKiller killer,
-                   PodEvictor evictor)
+                   PodEvictor evictor, SteadyClock clock)
     : options_(std::move(options)),
       sources_(std::move(sources)),
       killer_(std::move(killer)),
-      evictor_(std::move(evictor)) {}
+      evictor_(std::move(evictor)),
+      clock_(clock ? std::move(clock) : SteadyClock(std::chrono::steady_clock::now)),
+      escalation_(options_.escalateAfter, options_.escalateWindow, clock_) {}
 
-std::string Watchdog::enforce(const Violation& v) {
+std::string Watchdog::evictOnce(const Violation& v, bool& asked) {
+  asked = evictionsAsked_.insert(v.podUid).second;
+  if (!asked) return "its eviction was asked for already";
+  if (evictor_) evictor_(v.podNamespace, v.podName);
+  return "the pod is being evicted";
+}
+
+Enforcement Watchdog::enforce(const Violation& v) {
+  Enforcement out;
   switch (options_.action) {
     case WatchdogAction::kReport:
-      return "reported only (watchdog action: report)";
+      out.said = "reported only (watchdog action: report)";
+      break;
     case WatchdogAction::kKillProcess: {
       auto killed = killOver(v);
-      return killed.ok() ? *killed : "no process could be killed: " + killed.error().message;
+      if (!killed.ok()) {
+        out.said = "no process could be killed: " + killed.error().message;
+        break;
+      }
+      out.said = *killed;
+      const int kills = escalation_.recordKill(v.podUid);
+      if (!escalation_.due(kills)) break;
+      const std::string why =
+          v.resource == WatchdogResource::kCompute
+              ? "keeping the device " + std::to_string(v.usedPercent) + "% busy at a " +
+                    std::to_string(v.sharePercent) + "% share"
+              : "using " + mib(v.usedBytes) + " of a " + mib(v.sliceBytes) + " slice";
+      bool asked = false;
+      const std::string evicted = evictOnce(v, asked);
+      out.escalated = asked;
+      out.said += "; killed " + std::to_string(kills) + " times in " + std::to_string(escalation_.window().count()) +
+                  " s for " + why + "; " + (asked ? std::string("evicting") : evicted);
+      break;
     }
-    case WatchdogAction::kEvictPod:
-      if (!evictionsAsked_.insert(v.podUid).second) return "its eviction was asked for already";
-      if (evictor_) evictor_(v.podNamespace, v.podName);
-      return "the pod is being evicted";
+    case WatchdogAction::kEvictPod: {
+      bool asked = false;
+      out.said = evictOnce(v, asked);
+      break;
+    }
   }
-  return "";
+  return out;
 }
 
 ScanResult Watchdog::scan(const std::vector<Slice>& slices,
@@ -190,6 +238,7 @@ ScanResult Watchdog::scan(const std::vector<Slice>& slices,
   // uid + '/' + device -> container id ("": not known) -> what it was handed there
   std::map<std::string, std::map<std::string, Allowance>> allowances;
   PodContainerIds known = containerIds;  // the pod's containers, with a slice or not
+  std::set<std::string> highPriority;    // uid + '|' + container id of high-priority containers
   for (const auto& s : slices) {
     if (s.podUid.empty()) continue;  // held by a pod the agent never saw: nothing to attribute
     pods.emplace(s.podUid, std::make_pair(s.podNamespace, s.podName));
@@ -199,11 +248,14 @@ ScanResult Watchdog::scan(const std::vector<Slice>& slices,
     a.computePercent += s.computePercent;
     a.computeUnlimited = a.computeUnlimited || s.computePercent == 0 || s.computePercent >= 100;
     a.containers.insert(s.container);
+    a.addRule(s.computeRule.policy, s.computeRule.othersMustBeHighPriority());
     if (!s.containerId.empty()) known[s.podUid].insert(s.containerId);
+    if (s.computeRule.highPriority && !s.containerId.empty()) highPriority.insert(s.podUid + "|" + s.containerId);
   }
 
   std::set<std::string> scanned;  // keys of the backends that answered this scan
   std::map<std::string, PodOnDevice> held;
+  std::map<std::string, std::vector<BusyProcess>> busyOn;  // device -> every process busy there
   std::size_t listed = 0, invisible = 0;
   for (const auto& source : sources_) {
     if (source.reporter == nullptr) {
@@ -233,6 +285,10 @@ ScanResult Watchdog::scan(const std::vector<Slice>& slices,
     for (const auto& p : *processes) {
       ++listed;
       const ProcessCgroup cg = readProcessCgroup(options_.procRoot, p.pid);
+      // Whoever it is (ours, foreign, not visible here): a tenant the limiter sees as well.
+      if (p.utilizationPercent.value_or(0) > 0)
+        busyOn[p.deviceId].push_back(
+            {p.pid, cg.identity && highPriority.contains(cg.identity->podUid + "|" + cg.identity->containerId)});
       if (!cg.readable) {
         ++invisible;  // gone since the list, or not in our view of /proc
         continue;
@@ -320,37 +376,69 @@ ScanResult Watchdog::scan(const std::vector<Slice>& slices,
     Violation v = violation(WatchdogResource::kMemory, c);
     v.usedBytes = h.usedBytes;
     v.allowedBytes = allowed;
+    v.sliceBytes = c.allowance.memoryMiB * kMiB;
     v.processes = h.processes;
     sortLargestFirst(v.processes);
     out.confirmed.push_back(std::move(v));
   }
 
-  // Compute: the busy percent of what is checked, averaged over the last window of scans.
+  // Compute: the busy percent of what is checked against what the limiter allowed in each
+  // scan, both averaged over the last window of scans.
   const std::size_t window = options_.computeWindowScans();
-  std::set<std::string> sampled;
+  std::set<std::string> sampled, seen, contended;
   for (const auto& c : checks) {
     const auto& key = c.key;
     const auto& h = c.usage;
-    // Unknown utilization, or no compute limit there (no slice there: the memory check's).
-    if (!h.busyKnown || !c.allowance.sliced || c.allowance.computeUnlimited) continue;
+    const Allowance& a = c.allowance;
+    // Unknown utilization, no compute limit there (no slice there: the memory check's), or
+    // a limiter that never applies it.
+    if (!h.busyKnown || !a.sliced || a.computeUnlimited || a.policy == ComputePolicy::kDisable) continue;
     sampled.insert(key);
+    bool limited = a.policy == ComputePolicy::kForce;
+    if (a.policy == ComputePolicy::kDefault) {
+      std::set<std::uint32_t> own;
+      for (const auto& [pid, bytes] : h.processes) own.insert(pid);
+      const auto& busy = busyOn[splitKey(key).second];
+      const bool others = std::any_of(busy.begin(), busy.end(), [&](const BusyProcess& p) {
+        return !own.contains(p.pid) && (!a.othersMustBeHighPriority || p.highPriority);
+      });
+      if (others) seen.insert(key);
+      // The limiter counts a tenant busy within the last second: this scan or the one before.
+      const bool shared = others || othersSeen_.contains(key);
+      if (shared) contended.insert(key);
+      // From contention's second scan: the limiter engages, and the samples show it.
+      limited = shared && contended_.contains(key);
+    }
     auto& samples = busy_[key];
-    samples.push_back(h.busyPercent);
+    samples.push_back({h.busyPercent, limited ? a.computePercent : std::max<std::uint32_t>(100, h.busyPercent)});
     while (samples.size() > window) samples.pop_front();
     if (samples.size() < window) continue;
-    const auto average =
-        static_cast<std::uint32_t>(std::accumulate(samples.begin(), samples.end(), std::uint64_t{0}) / window);
-    const std::uint32_t allowed = c.allowance.computePercent + options_.computeTolerancePercent;
+    std::uint64_t usedSum = 0, allowedSum = 0;
+    for (const auto& sample : samples) {
+      usedSum += sample.used;
+      allowedSum += sample.allowed;
+    }
+    const auto average = static_cast<std::uint32_t>(usedSum / window);
+    const auto allowed = static_cast<std::uint32_t>(allowedSum / window) + options_.computeTolerancePercent;
     if (average <= allowed) continue;
     busy_.erase(key);  // a fresh window after acting
     if (reportedRecently(key + "/compute")) continue;
     Violation v = violation(WatchdogResource::kCompute, c);
     v.usedPercent = average;
     v.allowedPercent = allowed;
+    v.sharePercent = a.computePercent;
+    v.computePolicy = a.policy;
     v.processes = h.busyProcesses;
     sortLargestFirst(v.processes);
     out.confirmed.push_back(std::move(v));
   }
+  // A backend that could not answer leaves what was seen on its devices as it was.
+  for (const auto& key : othersSeen_)
+    if (!scanned.contains(splitKey(key).second)) seen.insert(key);
+  for (const auto& key : contended_)
+    if (!scanned.contains(splitKey(key).second)) contended.insert(key);
+  othersSeen_ = std::move(seen);
+  contended_ = std::move(contended);
   // A window is only of consecutive known samples: unknown, gone or unlimited starts it again.
   for (auto it = busy_.begin(); it != busy_.end();)
     it = scanned.contains(splitKey(it->first).second) && !sampled.contains(it->first) ? busy_.erase(it)
@@ -365,7 +453,7 @@ ScanResult Watchdog::scan(const std::vector<Slice>& slices,
 
 bool Watchdog::reportedRecently(const std::string& key) {
   if (options_.action != WatchdogAction::kReport) return false;
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = clock_();
   auto [last, first] = reported_.emplace(key, now);
   if (!first && now - last->second < options_.reportRepeat) return true;
   last->second = now;

@@ -12,10 +12,23 @@
 // container. Over in `confirmScans` consecutive scans is a violation; the agent then
 // reports it (event, metric) and applies the action.
 // Compute is checked the same way (per container, the same fallback) where the vendor
-// library reports per-process utilization: a container whose busy percent on a device, averaged over a sliding window of scans, is above
-// its compute share there plus a tolerance is a violation (a tenant refilling the limiter's
-// credit in the shared region is caught here). The window lets the short bursts the limiter
-// allows pass; unknown utilization and pods without a compute limit are never flagged.
+// library reports per-process utilization, by the limiter's own rule (compute_rule.h): the
+// share applies with policy `force`, never with `disable`, and with `default` only while
+// another tenant runs kernels on the device. "Another tenant" is what the limiter's
+// `default` looks at too: a process on the device, outside what is checked, that the vendor
+// library reports busy (above 0 %) (for a high-priority container with an activity board:
+// such a process of a high-priority container). The agent sees that list itself, so a
+// tenant cannot hide contention by not writing anything. Each scan's sample is compared
+// with what the limiter allowed in it (the share where it applied, the whole device where
+// not), both averaged over a sliding window of scans; a container over that plus a
+// tolerance is a violation (a tenant refilling the limiter's credit in the shared region,
+// or a bypass, under contention). As the limiter remembers a busy tenant for a second, a
+// tenant seen busy in a scan shares the device in that scan and the next; the share
+// applies from contention's second scan in a row (the limiter needs a moment to engage and
+// the utilization samples to show it). The window lets the short bursts the limiter allows
+// pass; unknown utilization and pods without a compute limit are never flagged.
+// With action kill-process, a pod killed `escalateAfter` times within `escalateWindow`
+// (a bypass that restarts) is evicted as well (watchdog_escalation.h).
 // Processes in no pod the agent handed devices to are "foreign": their memory is
 // published with the node's inventory so the scheduler stops offering it.
 
@@ -30,8 +43,10 @@
 #include <string_view>
 #include <vector>
 
+#include "compute_rule.h"
 #include "vgpu/device_process.h"
 #include "vgpu/result.h"
+#include "watchdog_escalation.h"
 
 namespace vgpu::deviceplugin {
 
@@ -68,6 +83,12 @@ struct WatchdogOptions {
   /// scan) before it is compared with its share: the limiter lets short bursts through.
   std::chrono::milliseconds computeWindow{2000};
 
+  /// With action kill-process: the kill of a pod that makes `escalateAfter` kills of it
+  /// within `escalateWindow` also asks for its eviction (a bypass that restarts is not
+  /// bounded by killing); 0 = never.
+  int escalateAfter = 3;
+  std::chrono::seconds escalateWindow{60};
+
   /// The scans in computeWindow: ceil(computeWindow / interval), at least 1.
   std::size_t computeWindowScans() const;
 };
@@ -81,6 +102,8 @@ struct Slice {
   std::uint32_t computePercent = 0;
   /// The runtime's id of the container (as its cgroup names it); empty: not known yet.
   std::string containerId;
+  /// When the limiter holds the container to computePercent (its limits file).
+  ComputeRule computeRule = {};
 };
 
 /// Pod uid -> the runtime ids of its containers that its status reports (init containers
@@ -95,7 +118,7 @@ struct ProcessSource {
 };
 
 /// A container (or, where its id is not known, a pod) holding more memory on a device than
-/// its slices there allow, or keeping it busier than its compute share (averaged over the window).
+/// its slices there allow, or keeping it busier than its limiter allows (averaged over the window).
 struct Violation {
   WatchdogResource resource = WatchdogResource::kMemory;
   std::string podUid, podNamespace, podName;
@@ -104,8 +127,13 @@ struct Violation {
   std::string container;
   std::string backend, deviceId;
   std::uint64_t usedBytes = 0, allowedBytes = 0;  ///< memory
-  /// Compute: the average busy percent over the window, and the share plus the tolerance.
+  std::uint64_t sliceBytes = 0;                   ///< memory: the slices compared, without the tolerance
+  /// Compute: the average busy percent over the window, and what the limiter allowed
+  /// (averaged over the window likewise) plus the tolerance.
   std::uint32_t usedPercent = 0, allowedPercent = 0;
+  std::uint32_t sharePercent = 0;  ///< compute: the share compared
+  /// Compute: the policy judged by; with `default`, another tenant was busy on the device.
+  ComputePolicy computePolicy = ComputePolicy::kDefault;
   /// The processes compared (the container's, or the pod's) on the device, the largest first, with their bytes (memory) or
   /// their busy percent in the last scan (compute).
   std::vector<std::pair<std::uint32_t, std::uint64_t>> processes;
@@ -134,11 +162,21 @@ using PodEvictor = std::function<void(const std::string& ns, const std::string& 
 /// /api/v1/namespaces/<ns>/pods/<name>/eviction.
 std::string evictionBody(const std::string& ns, const std::string& name);
 
+/// What enforce() did.
+struct Enforcement {
+  std::string said;  ///< in words, for the event and the log
+  /// Killing did not bound the pod (escalateAfter kills within escalateWindow): its
+  /// eviction was asked for now.
+  bool escalated = false;
+};
+
 /// Not thread-safe: one scanning thread.
 class Watchdog {
  public:
+  /// `clock`: the time the escalation and report mode go by (tests inject one); empty: the
+  /// steady clock.
   Watchdog(WatchdogOptions options, std::vector<ProcessSource> sources, ProcessKiller killer = killProcess,
-           PodEvictor evictor = {});
+           PodEvictor evictor = {}, SteadyClock clock = {});
 
   /// One scan against the slices handed out now; devices of `devicesOf` (backend -> device
   /// ids) get a foreign figure (0 included); `containerIds` tells which processes are in a
@@ -147,9 +185,10 @@ class Watchdog {
                   const std::map<std::string, std::vector<std::string>>& devicesOf,
                   const PodContainerIds& containerIds = {});
 
-  /// Applies the configured action to a confirmed violation; returns what was done, in
-  /// words (report: nothing; evict-pod: asked once per pod).
-  std::string enforce(const Violation& violation);
+  /// Applies the configured action to a confirmed violation; returns what was done (report:
+  /// nothing; evict-pod: asked once per pod; kill-process: the kill, and the eviction once
+  /// the kills reach escalateAfter within escalateWindow).
+  Enforcement enforce(const Violation& violation);
 
   /// Kills the violation's processes, the largest first, until what is left fits (memory:
   /// bytes; compute: busy percent; each pid checked again to be in the pod just before). Returns what was done, in words.
@@ -163,11 +202,21 @@ class Watchdog {
   std::vector<ProcessSource> sources_;
   ProcessKiller killer_;
   PodEvictor evictor_;
+  SteadyClock clock_;
+  KillEscalation escalation_;
   std::set<std::string> evictionsAsked_;  ///< pod uids
   /// Keys: pod uid + '/' + device, + '|' + container id when checked per container.
   std::map<std::string, int> overStreak_;      ///< key -> consecutive scans over
-  /// key -> the busy percent there in the last scans (at most the window)
-  std::map<std::string, std::deque<std::uint32_t>> busy_;
+  /// One scan's compute sample: the busy percent, and what the limiter allowed then.
+  struct BusySample {
+    std::uint32_t used = 0, allowed = 0;
+  };
+  /// key -> the samples there in the last scans (at most the window)
+  std::map<std::string, std::deque<BusySample>> busy_;
+  /// Keys whose device another tenant was busy on in the last scan.
+  std::set<std::string> othersSeen_;
+  /// Keys whose device was shared in the last scan (another tenant busy then or the scan before).
+  std::set<std::string> contended_;
   std::map<std::string, std::chrono::steady_clock::time_point> reported_;  ///< report mode: when last
   std::map<std::string, std::string> lastProblem_;  ///< backend -> the last query error said
   bool saidInvisible_ = false;
@@ -175,6 +224,8 @@ class Watchdog {
   /// Report mode: whether the violation under `key` was reported within reportRepeat (and
   /// if not, notes that it is now).
   bool reportedRecently(const std::string& key);
+  /// Asks once for the eviction of the violation's pod; what was done, in words.
+  std::string evictOnce(const Violation& violation, bool& asked);
 };
 
 }  // namespace vgpu::deviceplugin

@@ -517,6 +517,13 @@ DRA_RBAC = {("resource.k8s.io", "resourceslices", "get"), ("resource.k8s.io", "r
             ("resource.k8s.io", "resourceclaims", "get"), ("", "nodes", "get"), ("", "events", "create")}
 
 
+def watchdog_evicts(values):
+    """Whether the node agent's watchdog may evict: action evict-pod, or kill-process escalating
+    to eviction after escalateAfter kills (docs/node-agent.md, "Watchdog")."""
+    wd = values["devicePlugin"]["watchdog"]
+    return wd["action"] == "evict-pod" or (wd["action"] == "kill-process" and wd.get("escalateAfter", 0) > 0)
+
+
 def granted(role):
     """The (apiGroup, resource, verb) triples a ClusterRole grants."""
     return {(group, resource, verb) for rule in role.get("rules", []) for group in rule.get("apiGroups", [])
@@ -835,6 +842,8 @@ def check_rendered(args, description, kube, values, docs):
                     fail("%s: %s %s grants a wildcard" % (description, kind, name))
     check_dra_rendered(description, values, docs, need)
     for name, want in DAEMON_RBAC.items():
+        if name == "vgpu-device-plugin" and watchdog_evicts(values):
+            want = want | {("", "pods/eviction", "create")}
         role = need("ClusterRole", name)
         if any(rule.get("resourceNames") for rule in role.get("rules", [])):
             fail("%s: ClusterRole %s narrows a rule to resourceNames, which the daemon's calls do not" % (description, name))
