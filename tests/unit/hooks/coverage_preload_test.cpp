@@ -3,39 +3,20 @@
 // against the default fake driver, a 64 MiB limit and 8 MiB per context. What is charged for
 // each and why the others need no hook: docs/limiter.md, "Coverage of the CUDA driver API".
 
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <spawn.h>
 #include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <fstream>
-#include <sstream>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "probe_process.h"
+
 namespace {
 
-struct Result {
-  int exitCode = -1;  // -1: killed
-  std::string out;
-  std::string err;
-};
-
-std::string readAll(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-// The library under test: VGPU_TEST_LIBVGPU names another build (to see a test fail on the
-// library before a fix), as in preload_test.cpp.
-std::string libvgpuPath() {
-  const char* lib = getenv("VGPU_TEST_LIBVGPU");
-  return lib != nullptr && lib[0] != '\0' ? lib : VGPU_LIBVGPU;
-}
+using Result = vgpu::test::ProbeResult;
+using vgpu::test::libvgpuPath;
 
 class LimiterCoverage : public ::testing::Test {
  protected:
@@ -49,49 +30,16 @@ class LimiterCoverage : public ::testing::Test {
 
   // Runs the probe with the limiter preloaded under `limit`; a timeout of 30 s.
   Result run(const std::vector<std::string>& args, const std::string& limit = "64m") {
-    std::vector<std::string> env{
-        "PATH=/usr/bin:/bin",
-        "LD_LIBRARY_PATH=" VGPU_FAKE_LIB_PATH,
-        "LD_PRELOAD=" + libvgpuPath(),
-        "VGPU_FAKE_GPU_CONFIG=" + dir_ + "/gpus.conf",
-        "VGPU_FAKE_GPU_STATE=" + dir_ + "/fake-state",
-        "CUDA_DEVICE_MEMORY_SHARED_CACHE=" + dir_ + "/region",
-        "CUDA_DEVICE_MEMORY_LIMIT=" + limit,
+    const std::map<std::string, std::string> env{
+        {"PATH", "/usr/bin:/bin"},
+        {"LD_LIBRARY_PATH", VGPU_FAKE_LIB_PATH},
+        {"LD_PRELOAD", libvgpuPath()},
+        {"VGPU_FAKE_GPU_CONFIG", dir_ + "/gpus.conf"},
+        {"VGPU_FAKE_GPU_STATE", dir_ + "/fake-state"},
+        {"CUDA_DEVICE_MEMORY_SHARED_CACHE", dir_ + "/region"},
+        {"CUDA_DEVICE_MEMORY_LIMIT", limit},
     };
-    std::vector<std::string> argv{VGPU_COVERAGE_PROBE};
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<char*> a, e;
-    for (auto& s : argv) a.push_back(s.data());
-    for (auto& s : env) e.push_back(s.data());
-    a.push_back(nullptr);
-    e.push_back(nullptr);
-    std::string outPath = dir_ + "/stdout", errPath = dir_ + "/stderr";
-    posix_spawn_file_actions_t files;
-    posix_spawn_file_actions_init(&files);
-    posix_spawn_file_actions_addopen(&files, 1, outPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&files, 2, errPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    Result r;
-    pid_t pid = -1;
-    int rc = posix_spawn(&pid, a[0], &files, nullptr, a.data(), e.data());
-    posix_spawn_file_actions_destroy(&files);
-    if (rc != 0) {
-      ADD_FAILURE() << "cannot start " << a[0] << ": " << strerror(rc);
-      return r;
-    }
-    int status = 0;
-    for (int waited = 0; waitpid(pid, &status, WNOHANG) == 0; ++waited) {
-      if (waited == 3000) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        ADD_FAILURE() << "probe timed out";
-        break;
-      }
-      usleep(10'000);
-    }
-    r.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = readAll(outPath);
-    r.err = readAll(errPath);
-    return r;
+    return vgpu::test::runProbe(VGPU_COVERAGE_PROBE, args, env, dir_, std::chrono::seconds(30));
   }
 
   std::string dir_;

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "hook_list.h"
+#include "probe_process.h"
 #include "vgpu/shared_region.h"
 
 namespace {
@@ -39,18 +40,9 @@ constexpr uint64_t kMiB = 1ull << 20;
 constexpr int kDeviceMiB = 1024;
 constexpr int kContextMiB = 8;
 
-struct ProbeResult {
-  int exitCode = -1;  // -1: killed or timed out
-  std::string out;
-  std::string err;
-};
-
-std::string readAll(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using vgpu::test::libvgpuPath;
+using vgpu::test::ProbeResult;
+using vgpu::test::readAll;
 
 // The value of `key=` in the probe's output, or "" if absent.
 std::string field(const std::string& out, const std::string& key) {
@@ -82,13 +74,6 @@ const std::set<std::string>& hooked() {
 std::string fakeLibPath() {
   const char* dir = getenv("VGPU_TEST_FAKE_GPU_DIR");
   return dir != nullptr && dir[0] != '\0' ? dir : VGPU_FAKE_LIB_PATH;
-}
-
-// The library under test: VGPU_TEST_LIBVGPU names another build of it (to see a new test
-// fail on an older library), else the one built here.
-std::string libvgpuPath() {
-  const char* lib = getenv("VGPU_TEST_LIBVGPU");
-  return lib != nullptr && lib[0] != '\0' ? lib : VGPU_LIBVGPU;
 }
 
 // A Debian 11 (or other old) root to run the probes in, or "" to run them here.

@@ -21,25 +21,12 @@
 #include <string>
 #include <vector>
 
+#include "probe_process.h"
+
 namespace {
 
-struct Result {
-  int exitCode = -1;  // -1: killed, or timed out
-  std::string out;
-  std::string err;
-};
-
-std::string readAll(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-std::string libvgpuPath() {
-  const char* lib = getenv("VGPU_TEST_LIBVGPU");
-  return lib != nullptr && lib[0] != '\0' ? lib : VGPU_LIBVGPU;
-}
+using Result = vgpu::test::ProbeResult;
+using vgpu::test::libvgpuPath;
 
 // How the fake driver exports VMM memory.
 enum class Exports { kMemfd, kDeviceNode };
@@ -73,42 +60,9 @@ class LimiterSharing : public ::testing::TestWithParam<Exports> {
     };
     if (GetParam() == Exports::kDeviceNode) env["VGPU_FAKE_EXPORT_DEVICE_FD"] = "1";
     for (const auto& [k, v] : limits) env[k] = v;
-    std::vector<std::string> envStrings;
-    for (const auto& [k, v] : env) envStrings.push_back(k + "=" + v);
-    std::string outPath = dir_ + "/stdout", errPath = dir_ + "/stderr";
-    pid_t pid = fork();
-    if (pid == 0) {
-      int out = open(outPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      int err = open(errPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(out, 1);
-      dup2(err, 2);
-      std::vector<char*> argv{const_cast<char*>(VGPU_SHARE_PROBE)};
-      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      std::vector<char*> envp;
-      for (auto& s : envStrings) envp.push_back(s.data());
-      envp.push_back(nullptr);
-      execve(VGPU_SHARE_PROBE, argv.data(), envp.data());
-      _exit(127);
-    }
     // Never hangs: a probe that takes longer than a minute is killed (with its workers, whose
     // sockets then close).
-    Result r;
-    int status = 0;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (waitpid(pid, &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        ADD_FAILURE() << "share_probe timed out";
-        break;
-      }
-      usleep(2000);
-    }
-    r.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = readAll(outPath);
-    r.err = readAll(errPath);
-    return r;
+    return vgpu::test::runProbe(VGPU_SHARE_PROBE, args, env, dir_);
   }
 
   std::string dir_;
