@@ -21,6 +21,7 @@
 #include "handout_store.h"
 #include "plugin_server.h"
 #include "pod_resources_client.h"
+#include "region_metrics.h"
 #include "vgpu/annotations.h"
 #include "vgpu/codec/hami_allocation.h"
 #include "vgpu/backend_loader.h"
@@ -590,6 +591,7 @@ struct Agent::Impl final : PluginHandler {
         spec = std::move(s).value();
       }
     }
+    handouts.setRegion(h.id, spec.region);
     {
       std::lock_guard lock(waitMu);
       ++againCount[h.id];
@@ -661,6 +663,7 @@ struct Agent::Impl final : PluginHandler {
       spec = std::move(s).value();
     }
     limiterLock.unlock();
+    handouts.setRegion(handout.id, spec.region);
     if (!spec.podAnnotations.empty()) handouts.setPodAnnotations(handout.id, spec.podAnnotations);
     postNotices(claim, spec.notices);
     if (auto outcome = tracker.commit(claim)) {
@@ -1547,53 +1550,9 @@ struct Agent::Impl final : PluginHandler {
     return {true, "ok\n" + why};
   }
 
-  /// Per-container usage from the shared regions in the handouts' folders, labelled with
-  /// the pod and container that hold each handout now.
+  /// Per-container usage from the one region each handout's backend created (region_metrics.h).
   void collectRegions() {
-    for (const auto& h : handouts.all()) {
-      const fs::path dir = handouts.folder(h.id);
-      const std::string& ns = h.podNamespace;
-      const std::string& pod = h.podName;
-      const std::string& container = h.container;
-      std::error_code iec;
-      for (fs::recursive_directory_iterator it(dir, iec), end; it != end; it.increment(iec)) {
-        if (iec) break;
-        if (it.depth() > 2) it.disable_recursion_pending();
-        std::error_code sec;
-        if (!it->is_regular_file(sec) || it->file_size(sec) < sizeof(vgpu_region)) continue;
-        const vgpu_region* region = nullptr;
-        char err[256];
-        if (vgpu_region_open_readonly(it->path().c_str(), &region, err, sizeof err) != VGPU_REGION_OK) continue;
-        std::uint32_t procs = 0;
-        for (std::uint32_t i = 0; i < VGPU_REGION_MAX_PROCS; ++i)
-          if (__atomic_load_n(&region->procs[i].pid, __ATOMIC_RELAXED) != 0) ++procs;
-        ctrProcs.set({ns, pod, container}, procs);
-        for (int i = 0; i < VGPU_REGION_MAX_DEVICES; ++i) {
-          const auto& d = region->devices[i];
-          const std::string uuid(d.uuid, strnlen(d.uuid, VGPU_REGION_UUID_LEN));
-          const auto limit = __atomic_load_n(&d.memory_limit, __ATOMIC_RELAXED);
-          const auto used = __atomic_load_n(&d.memory_used, __ATOMIC_RELAXED);
-          if (uuid.empty() && limit == 0 && used == 0) continue;
-          const metrics::LabelValues l{ns, pod, container, uuid, std::to_string(i)};
-          ctrMemUsed.set(l, static_cast<double>(used));
-          ctrMemLimit.set(l, static_cast<double>(limit));
-          ctrComputeLimit.set(l, __atomic_load_n(&d.sm_limit, __ATOMIC_RELAXED));
-          const double busy = static_cast<double>(__atomic_load_n(&d.compute_busy_ns, __ATOMIC_RELAXED)) / 1e9;
-          ctrBusy.set(l, busy);
-          if (hami) {
-            hami->memory(l, static_cast<double>(used));
-            hami->memoryLimit(l, static_cast<double>(limit));
-            hami->busyTime(l, busy, std::chrono::steady_clock::now());
-          }
-          const auto unenforced = __atomic_load_n(&d.unenforced, __ATOMIC_RELAXED);  // 0 in version-1 regions
-          for (const auto& [name, bit] : {std::pair{"memory", VGPU_REGION_UNENFORCED_MEMORY},
-                                          std::pair{"compute", VGPU_REGION_UNENFORCED_COMPUTE}}) {
-            ctrUnenforced.set({ns, pod, container, uuid, std::to_string(i), name}, (unenforced & bit) != 0 ? 1 : 0);
-          }
-        }
-        vgpu_region_close(region);
-      }
-    }
+    exportRegions(handouts, {ctrMemUsed, ctrMemLimit, ctrComputeLimit, ctrBusy, ctrUnenforced, ctrProcs}, hami.get());
   }
 };
 

@@ -14,6 +14,8 @@
 
 #include <boost/json.hpp>
 
+#include "vgpu/host_files.h"
+
 namespace vgpu::deviceplugin {
 namespace fs = std::filesystem;
 namespace {
@@ -42,7 +44,7 @@ boost::json::object putLine(const Handout& h) {
   }
   boost::json::object annotations;
   for (const auto& [k, v] : h.podAnnotations) annotations[k] = v;
-  return {{"op", "put"},
+  boost::json::object line{{"op", "put"},
           {"id", h.id},
           {"resource", h.resource},
           {"ids", ids},
@@ -55,6 +57,8 @@ boost::json::object putLine(const Handout& h) {
           {"podAnnotations", annotations},
           {"matchedPodUid", h.matchedPodUid},
           {"matchedContainer", h.matchedContainer}};
+  if (h.region) line["region"] = boost::json::object{{"path", h.region->path}, {"inode", h.region->inode}};
+  return line;
 }
 
 Result<DeviceGrant> deviceFromJson(const boost::json::value& v) {
@@ -113,6 +117,17 @@ Result<Handout> fromJson(const boost::json::object& o) {
   } else {
     h.matchedPodUid = h.podUid;
     h.matchedContainer = h.container;
+  }
+  if (const auto* r = o.if_contains("region")) {
+    const auto* ro = r->if_object();
+    const auto* path = ro ? ro->if_contains("path") : nullptr;
+    const auto* inode = ro ? ro->if_contains("inode") : nullptr;
+    boost::system::error_code ec;
+    RegionFile region;
+    if (path && path->is_string()) region.path = std::string(path->as_string());
+    if (inode) region.inode = inode->to_number<std::uint64_t>(ec);
+    if (region.path.empty() || !inode || ec) return makeError("region without path or inode");
+    h.region = std::move(region);
   }
   if (const auto* devices = o.if_contains("devices")) {
     if (!devices->is_array()) return makeError("devices is not an array");
@@ -260,16 +275,30 @@ Result<std::string> HandoutStore::create(Handout h) {
   const auto live = withKeyLocked(key);
   h.id = live.empty() ? key : key + "-" + std::to_string(std::max(ordinalOf(live.back()->id), 1u) + 1);
   const fs::path dir = root_ / h.id;
-  std::error_code ec;
-  fs::remove_all(dir, ec);
-  fs::create_directories(dir, ec);
-  if (ec) return makeError("cannot create the container's host folder " + dir.string() + ": " + ec.message());
+  auto root = openOwnDir(root_);
+  if (!root) return makeError("cannot create the container's host folder " + dir.string() + ": " + root.error().message);
+  if (auto s = removeAt(root->get(), h.id, dir.string()); !s.ok())
+    return makeError("cannot empty the container's host folder: " + s.error().message);
+  if (auto made = makeOwnDirAt(root->get(), h.id, 0755, dir.string()); !made)
+    return makeError("cannot create the container's host folder: " + made.error().message);
   if (auto s = appendLocked(boost::json::serialize(putLine(h))); !s.ok()) {
-    fs::remove_all(dir, ec);
+    (void)removeAt(root->get(), h.id, dir.string());
     return s.error();
   }
   handouts_.push_back(std::move(h));
   return dir.string();
+}
+
+bool HandoutStore::setRegion(const std::string& id, const std::optional<RegionFile>& region) {
+  std::lock_guard lock(mu_);
+  for (auto& h : handouts_)
+    if (h.id == id) {
+      if (h.region == region) return true;
+      h.region = region;
+      (void)appendLocked(boost::json::serialize(putLine(h)));  // memory is right; the journal is for restarts
+      return true;
+    }
+  return false;
 }
 
 bool HandoutStore::setPodAnnotations(const std::string& id, const Annotations& annotations) {
@@ -315,8 +344,7 @@ bool HandoutStore::rematch(const std::string& id, const std::string& podUid, con
 void HandoutStore::remove(const std::string& id) {
   std::lock_guard lock(mu_);
   std::erase_if(handouts_, [&](const Handout& h) { return h.id == id; });
-  std::error_code ec;
-  fs::remove_all(root_ / id, ec);
+  if (auto root = openOwnDir(root_); root) (void)removeAt(root->get(), id, (root_ / id).string());
   (void)appendLocked(boost::json::serialize(boost::json::object{{"op", "remove"}, {"id", id}}));
 }
 
@@ -326,14 +354,12 @@ std::size_t HandoutStore::removeStrays() {
   for (const auto& h : handouts_) known.insert(h.id);
   std::size_t removed = 0;
   std::error_code ec;
-  std::vector<fs::path> strays;
+  std::vector<std::string> strays;
   for (const auto& entry : fs::directory_iterator(root_, ec))
-    if (!known.contains(entry.path().filename().string())) strays.push_back(entry.path());
-  for (const auto& p : strays) {
-    std::error_code rec;
-    fs::remove_all(p, rec);
-    if (!rec) ++removed;
-  }
+    if (!known.contains(entry.path().filename().string())) strays.push_back(entry.path().filename().string());
+  if (auto root = openOwnDir(root_); root)
+    for (const auto& name : strays)
+      if (removeAt(root->get(), name, (root_ / name).string()).ok()) ++removed;
   if (journalLines_ > 2 * handouts_.size() + 64) (void)compactLocked();
   return removed;
 }

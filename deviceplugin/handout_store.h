@@ -15,13 +15,17 @@
 // did not show yet, a pod still being allocated), and the correction must still learn
 // which pod was served in its place.
 //
-// On disk: <root>/<id>/ is the folder the container sees. Who holds what is journalled in
+// On disk: <root>/<id>/ is the folder the container's files are made in (the agent's, 0755;
+// what a backend mounts of it writable is the tenant's). Every operation in it goes through
+// vgpu/host_files.h: created, emptied and removed from a descriptor of the root, never
+// following a link a tenant planted inside. Who holds what is journalled in
 // one append-only file outside the root (the container cannot rewrite it), one JSON line
 // per change, so that Allocate pays one write() on an open file rather than creating
 // another file (a metadata operation costs ~0.4 ms on a loaded node); an agent restart
 // replays it, and the cleanup pass compacts it. A line without "devices" (written by an
 // agent before they were journalled) still loads, with no devices; one without
-// "matchedPodUid" and "matchedContainer" was matched to the holder it names.
+// "matchedPodUid" and "matchedContainer" was matched to the holder it names; one without
+// "region" has no region the agent reads.
 // Thread-safe; every method takes one lock, and the file work for one handout is done
 // under it so a cleanup scan never sees a half-made handout.
 
@@ -58,6 +62,9 @@ struct Handout {
   /// only by the correction that set a wrongly served pod waiting again (rematch).
   std::string matchedPodUid;
   std::string matchedContainer;
+  /// The shared region the backend's limiter created in the folder (path relative to it, and
+  /// its inode): the one file the agent reads the container's usage from. Unset: none.
+  std::optional<RegionFile> region;
 
   /// How the backend's limiter knows this container: unique among live containers (two
   /// handouts never share an id) and stable across corrections and agent restarts.
@@ -89,6 +96,9 @@ class HandoutStore {
   /// left in that folder goes), else that with "-<n>", n above every live one's. Returns
   /// the folder's path, whose name is the id. Errors name the path.
   Result<std::string> create(Handout h);
+  /// Remembers the region the backend created for the handout (unset: none). False if the
+  /// handout is unknown.
+  bool setRegion(const std::string& id, const std::optional<RegionFile>& region);
   /// Remembers the pod annotations the backend asked for. False if the handout is unknown.
   bool setPodAnnotations(const std::string& id, const Annotations& annotations);
   /// Attributes the handout to another holder; true when that changed something.
