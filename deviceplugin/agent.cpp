@@ -119,6 +119,9 @@ struct Agent::Impl final : PluginHandler {
   metrics::Gauge& hamiContainers;
   metrics::Gauge& devForeignMemory;
   metrics::Gauge& devPartition;
+  metrics::Counter& foldersUnbounded;
+  std::mutex unboundedMu;
+  std::set<std::string> saidUnbounded;  // why folders stay on the disk, the folder left out; under unboundedMu
 
   std::unique_ptr<HamiNodeMetrics> hami;  // --hami-metrics; null when off
   std::unique_ptr<Watchdog> watchdog;  // null when off
@@ -172,7 +175,11 @@ struct Agent::Impl final : PluginHandler {
   explicit Impl(AgentOptions o)
       : options(std::move(o)),
         tracker(options.nodeName),
-        handouts(fs::path(options.stateDir) / "containers", fs::path(options.stateDir) / "containers.journal"),
+        handouts(fs::path(options.stateDir) / "containers", fs::path(options.stateDir) / "containers.journal",
+                 FolderBound{.mode = options.regionTmpfs,
+                             .unbounded = [this](const std::string& folder, const std::string& why) {
+                               folderUnbounded(folder, why);
+                             }}),
         devMemory(registry.gauge("vgpu_device_memory_bytes", "Device memory offered to containers (after scaling).",
                                  {"backend", "device_id", "device_index", "model"})),
         devCompute(registry.gauge("vgpu_device_compute_units", "Compute units of the device (100 = whole device).",
@@ -236,7 +243,26 @@ struct Agent::Impl final : PluginHandler {
                                     "discovery serves as a device (mode static) or one a backend made for a "
                                     "container at Allocate (mode dynamic).",
                                     {"backend", "device_id", "parent_id", "kind", "profile", "placement",
-                                     "instance_id", "sub_instance_id", "mode"})) {}
+                                     "instance_id", "sub_instance_id", "mode"})),
+        foldersUnbounded(registry.counter("vgpu_container_folders_unbounded_total",
+                                          "Container folders left on the host's disk instead of a size-limited tmpfs "
+                                          "(--region-tmpfs=best-effort; the agent's log says why once).")) {}
+
+  /// --region-tmpfs=best-effort: each reason said once (it is the node's set-up, the same for
+  /// every container), each folder counted.
+  void folderUnbounded(const std::string& folder, const std::string& why) {
+    foldersUnbounded.inc();
+    std::string reason = why;
+    for (auto at = reason.find(folder); at != std::string::npos; at = reason.find(folder, at + 1))
+      reason.replace(at, folder.size(), "<folder>");
+    {
+      std::lock_guard lock(unboundedMu);
+      if (!saidUnbounded.insert(reason).second) return;
+    }
+    logLine("warning", why + "; containers' folders stay on the host's disk, where a tenant can grow its region file "
+                             "until the disk is full (each such folder is counted in "
+                             "vgpu_container_folders_unbounded_total)");
+  }
 
   // ---- PluginHandler ----
   std::vector<VirtualDevice> devices(const std::string& resource, std::uint64_t& version) override {
@@ -577,11 +603,15 @@ struct Agent::Impl final : PluginHandler {
         for (size_t i = 0; i < again.pod.info.containers.size(); ++i)
           if (again.pod.info.containers[i].name == h.container) grant.containerIndex = static_cast<int>(i);
         grant.devices = h.devices;
-        grant.hostDir = handouts.folder(h.id).string();
         grant.podAnnotations = again.pod.info.annotations;
         grant.podUid = h.podUid;
-        std::error_code ec;
-        fs::create_directories(grant.hostDir, ec);
+        auto dir = handouts.prepare(h.id);
+        if (!dir.ok()) {
+          const std::string msg = who + ": " + dir.error().message;
+          logLine("error", "Allocate " + h.resource + ": " + msg);
+          return RpcError{RpcCode::kFailedPrecondition, msg};
+        }
+        grant.hostDir = *dir;
         auto s = limiter->containerSpec(grant);
         if (!s.ok()) {
           const std::string msg = who + ": backend " + h.backend + " cannot set up the devices again: " + s.error().message;

@@ -3,11 +3,17 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <vector>
 
 namespace vgpu {
@@ -196,5 +202,68 @@ Status replaceFileAt(int dir, const std::string& name, const std::string& text, 
 }
 
 Status removeAt(int dir, const std::string& name, const std::string& shown) { return removeIn(dir, name, shown, 0); }
+
+Result<bool> tmpfsMountedAt(int dir, const std::string& name, const std::string& shown) {
+  auto fd = openOwnDirAt(dir, name, shown);
+  if (!fd) return fd.error();
+  struct stat parent {}, self {};
+  struct statfs fs {};
+  if (::fstat(dir, &parent) != 0 || ::fstat(fd->get(), &self) != 0 || ::fstatfs(fd->get(), &fs) != 0)
+    return makeError(sysError("cannot look at", shown));
+  // Another device than its parent's: the root of a mount, not a folder on one.
+  return self.st_dev != parent.st_dev && fs.f_type == TMPFS_MAGIC;
+}
+
+Status mountTmpfsAt(int dir, const std::string& name, std::uint64_t sizeBytes, std::uint64_t inodes,
+                    const std::string& shown) {
+  auto fd = openOwnDirAt(dir, name, shown);
+  if (!fd) return fd.error();
+  const std::string options = "size=" + std::to_string(sizeBytes) + ",nr_inodes=" + std::to_string(inodes) +
+                              ",mode=0755,uid=" + std::to_string(::geteuid()) + ",gid=" + std::to_string(::getegid());
+  // The folder the descriptor holds, whatever its path has become since it was checked.
+  const std::string target = "/proc/self/fd/" + std::to_string(fd->get());
+  if (::mount("vgpu", target.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, options.c_str()) != 0) {
+    return makeError(sysError("cannot mount a tmpfs on", shown));
+  }
+  return {};
+}
+
+Result<bool> mountSharedAt(int dir, const std::string& name, const std::string& shown) {
+  auto fd = openOwnDirAt(dir, name, shown);
+  if (!fd) return fd.error();
+  struct stat st {};
+  if (::fstat(fd->get(), &st) != 0) return makeError(sysError("cannot look at", shown));
+  const std::string device = std::to_string(major(st.st_dev)) + ":" + std::to_string(minor(st.st_dev));
+  std::ifstream in("/proc/self/mountinfo");
+  if (!in) return makeError("cannot read /proc/self/mountinfo to see whether " + shown + " is shared");
+  // "<id> <parent> <major:minor> <root> <mount point> <options> [<optional>...] - <type> ..."
+  bool found = false;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, point, options, optional;
+    fields >> id >> parent >> dev >> root >> point >> options;
+    if (dev != device || root != "/") continue;
+    found = true;
+    while (fields >> optional && optional != "-")
+      if (optional.rfind("shared:", 0) == 0) return true;
+  }
+  if (!found) return makeError("refusing " + shown + ": no mount of its device " + device + " in /proc/self/mountinfo");
+  return false;
+}
+
+Status unmountAt(int dir, const std::string& name, const std::string& shown) {
+  // A few at most: one mount each time the agent mounted, stacked if a release was missed.
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    struct stat parent {}, self {};
+    if (::fstatat(dir, name.c_str(), &self, AT_SYMLINK_NOFOLLOW) != 0)
+      return errno == ENOENT ? Status() : Status(makeError(sysError("cannot look at", shown)));
+    if (!S_ISDIR(self.st_mode)) return {};  // a link or a file: no mount of ours is there
+    if (::fstat(dir, &parent) != 0) return makeError(sysError("cannot look at", shown));
+    if (self.st_dev == parent.st_dev) return {};
+    if (::umount2(pathAt(dir, name).c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0)
+      return makeError(sysError("cannot unmount", shown));
+  }
+  return makeError("cannot unmount " + shown + ": still a mount after 16 unmounts");
+}
 
 }  // namespace vgpu

@@ -81,4 +81,30 @@ Status removeAt(int dir, const std::string& name, const std::string& shown);
 /// The inode number of the open file `fd` (0 on error).
 std::uint64_t inodeOf(int fd);
 
+// Size-limited folders (a tmpfs per container folder, so what a tenant writes into a file
+// mounted from it cannot fill the host's disk). Mounting needs CAP_SYS_ADMIN in the mount
+// namespace; none of these follows a link in place of the folder.
+
+/// Whether the folder `name` inside `dir` is the root of a tmpfs mounted on exactly that
+/// folder (not a folder on a tmpfs mounted higher up). Refused: a link, a non-folder, a
+/// folder another user owns.
+Result<bool> tmpfsMountedAt(int dir, const std::string& name, const std::string& shown);
+
+/// Mounts a tmpfs of at most `sizeBytes` bytes and `inodes` files on the folder `name` inside
+/// `dir` (nosuid, nodev, noexec, mode 0755, owned by this user). The folder is opened without
+/// following a link and the tmpfs goes onto that folder (through /proc/self/fd), never where a
+/// link points. Errors name the path and errno's text (EPERM: no CAP_SYS_ADMIN).
+Status mountTmpfsAt(int dir, const std::string& name, std::uint64_t sizeBytes, std::uint64_t inodes,
+                    const std::string& shown);
+
+/// Whether the mount whose root is the folder `name` inside `dir` is shared with a peer group
+/// (/proc/self/mountinfo "shared:"): only then does a mount made here reach the mount
+/// namespaces it was propagated from (a container's hostPath with Bidirectional propagation).
+Result<bool> mountSharedAt(int dir, const std::string& name, const std::string& shown);
+
+/// Unmounts what is mounted on the folder `name` inside `dir`, lazily (MNT_DETACH: a process
+/// still using it keeps it until it lets go), all of a stack of mounts, without following a
+/// link. Nothing mounted there, or nothing there, is fine.
+Status unmountAt(int dir, const std::string& name, const std::string& shown);
+
 }  // namespace vgpu
