@@ -1,6 +1,5 @@
 #include "limiter.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -41,9 +40,6 @@ Result<std::uint64_t> createRegion(int shared, const std::string& name, const st
     vgpu_region* region = nullptr;
     if (vgpu_region_open(at.c_str(), &region, err, sizeof err) == VGPU_REGION_OK) {
       vgpu_region_close(region);
-      // Its pages taken now: on the agent's size-limited tmpfs, a tenant that grows the file
-      // uses up the spare room, never the pages the agent and libvgpu.so write through a mapping.
-      (void)::fallocate(fd->get(), 0, 0, sizeof(vgpu_region));
       return inodeOf(fd->get());
     }
     why = err;

@@ -166,7 +166,8 @@ TEST_F(DevicePluginFolderTmpfsSecurity, ATenantWritingPastTheLimitGetsNoSpaceAnd
     const std::uint64_t inode = makeRegion(*folder, fs::path(*folder).filename().string());
     ASSERT_NE(inode, 0u);
     const fs::path region = fs::path(*folder) / "shared" / "shared-region";
-    // The region's own pages are taken: the tenant's growth cannot starve what it maps.
+    // The region's own pages are taken (written when it was made): the tenant's growth cannot
+    // starve what libvgpu.so and the agent write through a mapping.
     struct stat st {};
     ASSERT_EQ(::stat(region.c_str(), &st), 0);
 #if VGPU_TEST_NVIDIA_LIMITER
