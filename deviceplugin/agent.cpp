@@ -21,6 +21,7 @@
 #include "handout_store.h"
 #include "plugin_server.h"
 #include "pod_resources_client.h"
+#include "region_metrics.h"
 #include "vgpu/annotations.h"
 #include "vgpu/codec/hami_allocation.h"
 #include "vgpu/backend_loader.h"
@@ -118,6 +119,9 @@ struct Agent::Impl final : PluginHandler {
   metrics::Gauge& hamiContainers;
   metrics::Gauge& devForeignMemory;
   metrics::Gauge& devPartition;
+  metrics::Counter& foldersUnbounded;
+  std::mutex unboundedMu;
+  std::set<std::string> saidUnbounded;  // why folders stay on the disk, the folder left out; under unboundedMu
 
   std::unique_ptr<HamiNodeMetrics> hami;  // --hami-metrics; null when off
   std::unique_ptr<Watchdog> watchdog;  // null when off
@@ -172,7 +176,11 @@ struct Agent::Impl final : PluginHandler {
   explicit Impl(AgentOptions o)
       : options(std::move(o)),
         tracker(options.nodeName),
-        handouts(fs::path(options.stateDir) / "containers", fs::path(options.stateDir) / "containers.journal"),
+        handouts(fs::path(options.stateDir) / "containers", fs::path(options.stateDir) / "containers.journal",
+                 FolderBound{.mode = options.regionTmpfs,
+                             .unbounded = [this](const std::string& folder, const std::string& why) {
+                               folderUnbounded(folder, why);
+                             }}),
         devMemory(registry.gauge("vgpu_device_memory_bytes", "Device memory offered to containers (after scaling).",
                                  {"backend", "device_id", "device_index", "model"})),
         devCompute(registry.gauge("vgpu_device_compute_units", "Compute units of the device (100 = whole device).",
@@ -236,7 +244,26 @@ struct Agent::Impl final : PluginHandler {
                                     "discovery serves as a device (mode static) or one a backend made for a "
                                     "container at Allocate (mode dynamic).",
                                     {"backend", "device_id", "parent_id", "kind", "profile", "placement",
-                                     "instance_id", "sub_instance_id", "mode"})) {}
+                                     "instance_id", "sub_instance_id", "mode"})),
+        foldersUnbounded(registry.counter("vgpu_container_folders_unbounded_total",
+                                          "Container folders left on the host's disk instead of a size-limited tmpfs "
+                                          "(--region-tmpfs=best-effort; the agent's log says why once).")) {}
+
+  /// --region-tmpfs=best-effort: each reason said once (it is the node's set-up, the same for
+  /// every container), each folder counted.
+  void folderUnbounded(const std::string& folder, const std::string& why) {
+    foldersUnbounded.inc();
+    std::string reason = why;
+    for (auto at = reason.find(folder); at != std::string::npos; at = reason.find(folder, at + 1))
+      reason.replace(at, folder.size(), "<folder>");
+    {
+      std::lock_guard lock(unboundedMu);
+      if (!saidUnbounded.insert(reason).second) return;
+    }
+    logLine("warning", why + "; containers' folders stay on the host's disk, where a tenant can grow its region file "
+                             "until the disk is full (each such folder is counted in "
+                             "vgpu_container_folders_unbounded_total)");
+  }
 
   // ---- PluginHandler ----
   std::vector<VirtualDevice> devices(const std::string& resource, std::uint64_t& version) override {
@@ -577,11 +604,15 @@ struct Agent::Impl final : PluginHandler {
         for (size_t i = 0; i < again.pod.info.containers.size(); ++i)
           if (again.pod.info.containers[i].name == h.container) grant.containerIndex = static_cast<int>(i);
         grant.devices = h.devices;
-        grant.hostDir = handouts.folder(h.id).string();
         grant.podAnnotations = again.pod.info.annotations;
         grant.podUid = h.podUid;
-        std::error_code ec;
-        fs::create_directories(grant.hostDir, ec);
+        auto dir = handouts.prepare(h.id);
+        if (!dir.ok()) {
+          const std::string msg = who + ": " + dir.error().message;
+          logLine("error", "Allocate " + h.resource + ": " + msg);
+          return RpcError{RpcCode::kFailedPrecondition, msg};
+        }
+        grant.hostDir = *dir;
         auto s = limiter->containerSpec(grant);
         if (!s.ok()) {
           const std::string msg = who + ": backend " + h.backend + " cannot set up the devices again: " + s.error().message;
@@ -591,6 +622,7 @@ struct Agent::Impl final : PluginHandler {
         spec = std::move(s).value();
       }
     }
+    handouts.setRegion(h.id, spec.region);
     {
       std::lock_guard lock(waitMu);
       ++againCount[h.id];
@@ -662,6 +694,7 @@ struct Agent::Impl final : PluginHandler {
       spec = std::move(s).value();
     }
     limiterLock.unlock();
+    handouts.setRegion(handout.id, spec.region);
     if (!spec.podAnnotations.empty()) handouts.setPodAnnotations(handout.id, spec.podAnnotations);
     postNotices(claim, spec.notices);
     if (auto outcome = tracker.commit(claim)) {
@@ -1562,53 +1595,9 @@ struct Agent::Impl final : PluginHandler {
     return {true, "ok\n" + why};
   }
 
-  /// Per-container usage from the shared regions in the handouts' folders, labelled with
-  /// the pod and container that hold each handout now.
+  /// Per-container usage from the one region each handout's backend created (region_metrics.h).
   void collectRegions() {
-    for (const auto& h : handouts.all()) {
-      const fs::path dir = handouts.folder(h.id);
-      const std::string& ns = h.podNamespace;
-      const std::string& pod = h.podName;
-      const std::string& container = h.container;
-      std::error_code iec;
-      for (fs::recursive_directory_iterator it(dir, iec), end; it != end; it.increment(iec)) {
-        if (iec) break;
-        if (it.depth() > 2) it.disable_recursion_pending();
-        std::error_code sec;
-        if (!it->is_regular_file(sec) || it->file_size(sec) < sizeof(vgpu_region)) continue;
-        const vgpu_region* region = nullptr;
-        char err[256];
-        if (vgpu_region_open_readonly(it->path().c_str(), &region, err, sizeof err) != VGPU_REGION_OK) continue;
-        std::uint32_t procs = 0;
-        for (std::uint32_t i = 0; i < VGPU_REGION_MAX_PROCS; ++i)
-          if (__atomic_load_n(&region->procs[i].pid, __ATOMIC_RELAXED) != 0) ++procs;
-        ctrProcs.set({ns, pod, container}, procs);
-        for (int i = 0; i < VGPU_REGION_MAX_DEVICES; ++i) {
-          const auto& d = region->devices[i];
-          const std::string uuid(d.uuid, strnlen(d.uuid, VGPU_REGION_UUID_LEN));
-          const auto limit = __atomic_load_n(&d.memory_limit, __ATOMIC_RELAXED);
-          const auto used = __atomic_load_n(&d.memory_used, __ATOMIC_RELAXED);
-          if (uuid.empty() && limit == 0 && used == 0) continue;
-          const metrics::LabelValues l{ns, pod, container, uuid, std::to_string(i)};
-          ctrMemUsed.set(l, static_cast<double>(used));
-          ctrMemLimit.set(l, static_cast<double>(limit));
-          ctrComputeLimit.set(l, __atomic_load_n(&d.sm_limit, __ATOMIC_RELAXED));
-          const double busy = static_cast<double>(__atomic_load_n(&d.compute_busy_ns, __ATOMIC_RELAXED)) / 1e9;
-          ctrBusy.set(l, busy);
-          if (hami) {
-            hami->memory(l, static_cast<double>(used));
-            hami->memoryLimit(l, static_cast<double>(limit));
-            hami->busyTime(l, busy, std::chrono::steady_clock::now());
-          }
-          const auto unenforced = __atomic_load_n(&d.unenforced, __ATOMIC_RELAXED);  // 0 in version-1 regions
-          for (const auto& [name, bit] : {std::pair{"memory", VGPU_REGION_UNENFORCED_MEMORY},
-                                          std::pair{"compute", VGPU_REGION_UNENFORCED_COMPUTE}}) {
-            ctrUnenforced.set({ns, pod, container, uuid, std::to_string(i), name}, (unenforced & bit) != 0 ? 1 : 0);
-          }
-        }
-        vgpu_region_close(region);
-      }
-    }
+    exportRegions(handouts, {ctrMemUsed, ctrMemLimit, ctrComputeLimit, ctrBusy, ctrUnenforced, ctrProcs}, hami.get());
   }
 };
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "handout_store.h"
 #include "pod_tracker.h"
 #include "watchdog.h"
 #include "vgpu/k8s/config.h"
@@ -29,6 +30,8 @@ struct AgentOptions {
   std::string metricsAddress = "0.0.0.0:9394";  ///< host:port for /metrics and /healthz; empty = off
   bool hamiMetrics = false;  ///< also export HAMi's per-container metric names (docs/metrics.md)
   std::string stateDir = "/var/lib/vgpu";       ///< <stateDir>/containers/<handout id>/ and containers.journal
+  /// Whether each container's folder is a size-limited tmpfs the agent mounts (--region-tmpfs).
+  FolderTmpfs regionTmpfs = FolderTmpfs::kBestEffort;
   std::string kubeconfig;                       ///< empty = in-cluster, else $KUBECONFIG
   k8s::ClientConfig apiConfig;                  ///< set by main (or a test); server empty = load from kubeconfig
   std::chrono::milliseconds heartbeatInterval{30000};

@@ -1,5 +1,6 @@
 #include "handout_store.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -13,6 +14,9 @@
 #include <type_traits>
 
 #include <boost/json.hpp>
+
+#include "vgpu/host_files.h"
+#include "vgpu/shared_region.h"
 
 namespace vgpu::deviceplugin {
 namespace fs = std::filesystem;
@@ -42,7 +46,7 @@ boost::json::object putLine(const Handout& h) {
   }
   boost::json::object annotations;
   for (const auto& [k, v] : h.podAnnotations) annotations[k] = v;
-  return {{"op", "put"},
+  boost::json::object line{{"op", "put"},
           {"id", h.id},
           {"resource", h.resource},
           {"ids", ids},
@@ -55,6 +59,8 @@ boost::json::object putLine(const Handout& h) {
           {"podAnnotations", annotations},
           {"matchedPodUid", h.matchedPodUid},
           {"matchedContainer", h.matchedContainer}};
+  if (h.region) line["region"] = boost::json::object{{"path", h.region->path}, {"inode", h.region->inode}};
+  return line;
 }
 
 Result<DeviceGrant> deviceFromJson(const boost::json::value& v) {
@@ -114,6 +120,17 @@ Result<Handout> fromJson(const boost::json::object& o) {
     h.matchedPodUid = h.podUid;
     h.matchedContainer = h.container;
   }
+  if (const auto* r = o.if_contains("region")) {
+    const auto* ro = r->if_object();
+    const auto* path = ro ? ro->if_contains("path") : nullptr;
+    const auto* inode = ro ? ro->if_contains("inode") : nullptr;
+    boost::system::error_code ec;
+    RegionFile region;
+    if (path && path->is_string()) region.path = std::string(path->as_string());
+    if (inode) region.inode = inode->to_number<std::uint64_t>(ec);
+    if (region.path.empty() || !inode || ec) return makeError("region without path or inode");
+    h.region = std::move(region);
+  }
   if (const auto* devices = o.if_contains("devices")) {
     if (!devices->is_array()) return makeError("devices is not an array");
     for (const auto& v : devices->as_array()) {
@@ -163,9 +180,45 @@ unsigned ordinalOf(const std::string& id) {
   }
 }
 
+/// Whether the folder `name` inside `dir` has nothing in it (false when it cannot be read).
+bool emptyAt(int dir, const std::string& name, const std::string& shown) {
+  auto fd = openOwnDirAt(dir, name, shown);
+  DIR* d = fd ? ::fdopendir(fd->get()) : nullptr;
+  if (d == nullptr) return false;
+  fd->release();
+  bool empty = true;
+  while (const dirent* e = ::readdir(d))
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) empty = false;
+  ::closedir(d);
+  return empty;
+}
+
 }  // namespace
 
-HandoutStore::HandoutStore(fs::path root, fs::path journal) : root_(std::move(root)), journal_(std::move(journal)) {}
+Result<FolderTmpfs> parseFolderTmpfs(const std::string& text) {
+  if (text == "off") return FolderTmpfs::kOff;
+  if (text == "best-effort") return FolderTmpfs::kBestEffort;
+  if (text == "required") return FolderTmpfs::kRequired;
+  return makeError("\"" + text + "\" is not one of required, best-effort, off");
+}
+
+std::string toString(FolderTmpfs mode) {
+  switch (mode) {
+    case FolderTmpfs::kOff: return "off";
+    case FolderTmpfs::kBestEffort: return "best-effort";
+    case FolderTmpfs::kRequired: return "required";
+  }
+  return "off";
+}
+
+std::uint64_t FolderBound::defaultFolderBytes() {
+  constexpr std::uint64_t kPage = 4096;
+  // The region, then a limits file and its replacement (a page each) and room for a few more.
+  return (sizeof(vgpu_region) + kPage - 1) / kPage * kPage + 16 * kPage;
+}
+
+HandoutStore::HandoutStore(fs::path root, fs::path journal, FolderBound bound)
+    : root_(std::move(root)), journal_(std::move(journal)), bound_(std::move(bound)) {}
 
 HandoutStore::~HandoutStore() {
   if (fd_ >= 0) ::close(fd_);
@@ -260,16 +313,84 @@ Result<std::string> HandoutStore::create(Handout h) {
   const auto live = withKeyLocked(key);
   h.id = live.empty() ? key : key + "-" + std::to_string(std::max(ordinalOf(live.back()->id), 1u) + 1);
   const fs::path dir = root_ / h.id;
-  std::error_code ec;
-  fs::remove_all(dir, ec);
-  fs::create_directories(dir, ec);
-  if (ec) return makeError("cannot create the container's host folder " + dir.string() + ": " + ec.message());
+  auto root = openOwnDir(root_);
+  if (!root) return makeError("cannot create the container's host folder " + dir.string() + ": " + root.error().message);
+  // An earlier holder's tmpfs goes with its files.
+  if (auto s = unmountAt(root->get(), h.id, dir.string()); !s.ok())
+    return makeError("cannot empty the container's host folder: " + s.error().message);
+  if (auto s = removeAt(root->get(), h.id, dir.string()); !s.ok())
+    return makeError("cannot empty the container's host folder: " + s.error().message);
+  if (auto made = makeOwnDirAt(root->get(), h.id, 0755, dir.string()); !made)
+    return makeError("cannot create the container's host folder: " + made.error().message);
+  auto undo = [&] {
+    (void)unmountAt(root->get(), h.id, dir.string());
+    (void)removeAt(root->get(), h.id, dir.string());
+  };
+  if (auto s = boundLocked(root->get(), h.id); !s.ok()) {
+    undo();
+    return s.error();
+  }
   if (auto s = appendLocked(boost::json::serialize(putLine(h))); !s.ok()) {
-    fs::remove_all(dir, ec);
+    undo();
     return s.error();
   }
   handouts_.push_back(std::move(h));
   return dir.string();
+}
+
+Result<std::string> HandoutStore::prepare(const std::string& id) {
+  std::lock_guard lock(mu_);
+  const fs::path dir = root_ / id;
+  auto root = openOwnDir(root_);
+  if (!root) return makeError("cannot open the container's host folder " + dir.string() + ": " + root.error().message);
+  if (auto made = makeOwnDirAt(root->get(), id, 0755, dir.string()); !made)
+    return makeError("cannot create the container's host folder: " + made.error().message);
+  if (auto s = boundLocked(root->get(), id); !s.ok()) return s.error();
+  return dir.string();
+}
+
+Status HandoutStore::boundLocked(int root, const std::string& id) {
+  if (bound_.mode == FolderTmpfs::kOff) return {};
+  const std::string shown = (root_ / id).string();
+  auto mounted = tmpfsMountedAt(root, id, shown);
+  if (!mounted) return mounted.error();  // a link or another user's folder: never mounted over
+  if (*mounted) return {};                // its own, from the first Allocate: kept with the region in it
+  std::string why;
+  bool keep = false;
+  if (!emptyAt(root, id, shown)) {
+    // Made while folders were not bounded: a tmpfs over it would hide the running
+    // container's region, and the agent would lose its accounting.
+    keep = true;
+    why = shown + " already holds the container's files, made without a tmpfs: left on the host's disk so that "
+                  "the container keeps its region";
+  } else if (auto m = mountTmpfsAt(root, id, bound_.sizeBytes, bound_.inodes, shown); !m.ok()) {
+    why = m.error().message;
+    if (why.ends_with(std::strerror(EPERM))) why += " (the agent needs CAP_SYS_ADMIN: devicePlugin.privileged)";
+  } else if (auto shared = mountSharedAt(root, id, shown); !shared || !*shared) {
+    // Only a mount that reaches the host's mount namespace is what the kubelet mounts from.
+    (void)unmountAt(root, id, shown);
+    why = shared ? "the tmpfs on " + shown +
+                       " would not reach the host's mount namespace, where the kubelet mounts the container's files "
+                       "from: the agent's state folder needs mountPropagation: Bidirectional "
+                       "(devicePlugin.privileged)"
+                 : shared.error().message;
+  }
+  if (why.empty()) return {};
+  if (bound_.mode == FolderTmpfs::kRequired && !keep) return makeError(why + " (--region-tmpfs=required)");
+  if (bound_.unbounded) bound_.unbounded(shown, why);
+  return {};
+}
+
+bool HandoutStore::setRegion(const std::string& id, const std::optional<RegionFile>& region) {
+  std::lock_guard lock(mu_);
+  for (auto& h : handouts_)
+    if (h.id == id) {
+      if (h.region == region) return true;
+      h.region = region;
+      (void)appendLocked(boost::json::serialize(putLine(h)));  // memory is right; the journal is for restarts
+      return true;
+    }
+  return false;
 }
 
 bool HandoutStore::setPodAnnotations(const std::string& id, const Annotations& annotations) {
@@ -315,8 +436,10 @@ bool HandoutStore::rematch(const std::string& id, const std::string& podUid, con
 void HandoutStore::remove(const std::string& id) {
   std::lock_guard lock(mu_);
   std::erase_if(handouts_, [&](const Handout& h) { return h.id == id; });
-  std::error_code ec;
-  fs::remove_all(root_ / id, ec);
+  if (auto root = openOwnDir(root_); root) {
+    (void)unmountAt(root->get(), id, (root_ / id).string());
+    (void)removeAt(root->get(), id, (root_ / id).string());
+  }
   (void)appendLocked(boost::json::serialize(boost::json::object{{"op", "remove"}, {"id", id}}));
 }
 
@@ -326,14 +449,14 @@ std::size_t HandoutStore::removeStrays() {
   for (const auto& h : handouts_) known.insert(h.id);
   std::size_t removed = 0;
   std::error_code ec;
-  std::vector<fs::path> strays;
+  std::vector<std::string> strays;
   for (const auto& entry : fs::directory_iterator(root_, ec))
-    if (!known.contains(entry.path().filename().string())) strays.push_back(entry.path());
-  for (const auto& p : strays) {
-    std::error_code rec;
-    fs::remove_all(p, rec);
-    if (!rec) ++removed;
-  }
+    if (!known.contains(entry.path().filename().string())) strays.push_back(entry.path().filename().string());
+  if (auto root = openOwnDir(root_); root)
+    for (const auto& name : strays)
+      if (unmountAt(root->get(), name, (root_ / name).string()).ok() &&
+          removeAt(root->get(), name, (root_ / name).string()).ok())
+        ++removed;
   if (journalLines_ > 2 * handouts_.size() + 64) (void)compactLocked();
   return removed;
 }

@@ -15,17 +15,27 @@
 // did not show yet, a pod still being allocated), and the correction must still learn
 // which pod was served in its place.
 //
-// On disk: <root>/<id>/ is the folder the container sees. Who holds what is journalled in
+// On disk: <root>/<id>/ is the folder the container's files are made in (the agent's, 0755;
+// what a backend mounts of it writable is the tenant's). Every operation in it goes through
+// vgpu/host_files.h: created, emptied and removed from a descriptor of the root, never
+// following a link a tenant planted inside. Who holds what is journalled in
 // one append-only file outside the root (the container cannot rewrite it), one JSON line
 // per change, so that Allocate pays one write() on an open file rather than creating
 // another file (a metadata operation costs ~0.4 ms on a loaded node); an agent restart
 // replays it, and the cleanup pass compacts it. A line without "devices" (written by an
 // agent before they were journalled) still loads, with no devices; one without
-// "matchedPodUid" and "matchedContainer" was matched to the holder it names.
+// "matchedPodUid" and "matchedContainer" was matched to the holder it names; one without
+// "region" has no region the agent reads.
+// Each folder can be a tmpfs of its own, mounted by the store when the folder is made (and
+// checked when the kubelet admits the container again), unmounted when it goes (FolderBound):
+// what a tenant writes into a file mounted from it then fails with ENOSPC past a few hundred
+// KiB instead of filling the host's disk (docs/security.md, "The agent's files").
 // Thread-safe; every method takes one lock, and the file work for one handout is done
 // under it so a cleanup scan never sees a half-made handout.
 
+#include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -58,6 +68,9 @@ struct Handout {
   /// only by the correction that set a wrongly served pod waiting again (rematch).
   std::string matchedPodUid;
   std::string matchedContainer;
+  /// The shared region the backend's limiter created in the folder (path relative to it, and
+  /// its inode): the one file the agent reads the container's usage from. Unset: none.
+  std::optional<RegionFile> region;
 
   /// How the backend's limiter knows this container: unique among live containers (two
   /// handouts never share an id) and stable across corrections and agent restarts.
@@ -71,10 +84,33 @@ std::string handoutId(const std::string& resource, std::vector<std::string> ids)
 /// The handoutId part of a handout's id (the id without its "-<n>").
 std::string handoutKey(const std::string& id);
 
+/// Whether each container's folder is a size-limited tmpfs (--region-tmpfs).
+enum class FolderTmpfs {
+  kOff,         ///< folders on the host's disk
+  kBestEffort,  ///< a tmpfs when the agent can mount one that reaches the host, else the disk and a warning
+  kRequired,    ///< a tmpfs, else the Allocate is refused
+};
+Result<FolderTmpfs> parseFolderTmpfs(const std::string& text);  ///< "off", "best-effort", "required"
+std::string toString(FolderTmpfs mode);
+
+/// How the store bounds the folders it makes.
+struct FolderBound {
+  FolderTmpfs mode = FolderTmpfs::kOff;
+  /// The tmpfs's size: libvgpu.so's shared region rounded up to pages, a limits file twice
+  /// (while it is replaced) and a little (defaultFolderBytes()).
+  std::uint64_t sizeBytes = defaultFolderBytes();
+  std::uint64_t inodes = 64;
+  /// best-effort (and a folder made before folders were bounded): why `folder` stays on the
+  /// host's disk. Called under the store's lock: keep it short, do not call the store.
+  std::function<void(const std::string& folder, const std::string& why)> unbounded;
+
+  static std::uint64_t defaultFolderBytes();
+};
+
 class HandoutStore {
  public:
-  /// Folders under `root`, the journal at `journal` (outside `root`).
-  HandoutStore(std::filesystem::path root, std::filesystem::path journal);
+  /// Folders under `root` (bounded as `bound` says), the journal at `journal` (outside `root`).
+  HandoutStore(std::filesystem::path root, std::filesystem::path journal, FolderBound bound = {});
   ~HandoutStore();
   HandoutStore(const HandoutStore&) = delete;
   HandoutStore& operator=(const HandoutStore&) = delete;
@@ -89,6 +125,15 @@ class HandoutStore {
   /// left in that folder goes), else that with "-<n>", n above every live one's. Returns
   /// the folder's path, whose name is the id. Errors name the path.
   Result<std::string> create(Handout h);
+  /// The folder of live handout `id` again, for a container the kubelet admits again: made
+  /// (empty) when it is missing, bounded as create() does; a folder already on its tmpfs is
+  /// kept with what is in it (the container's region keeps its inode), and so is one on the
+  /// disk that already holds files (bounding it would hide them). Errors name the path; a link
+  /// in the folder's place is refused, never mounted over.
+  Result<std::string> prepare(const std::string& id);
+  /// Remembers the region the backend created for the handout (unset: none). False if the
+  /// handout is unknown.
+  bool setRegion(const std::string& id, const std::optional<RegionFile>& region);
   /// Remembers the pod annotations the backend asked for. False if the handout is unknown.
   bool setPodAnnotations(const std::string& id, const Annotations& annotations);
   /// Attributes the handout to another holder; true when that changed something.
@@ -97,7 +142,7 @@ class HandoutStore {
   /// A correction matched the handout to `podUid`'s `container`, the one the kubelet admitted
   /// with it. False if the handout is unknown.
   bool rematch(const std::string& id, const std::string& podUid, const std::string& container);
-  /// Removes the record and the folder.
+  /// Removes the record and the folder (its tmpfs unmounted first).
   void remove(const std::string& id);
   /// Removes whatever under the root belongs to no handout (left by a crash or an older
   /// version) and rewrites the journal when it has grown well past the live handouts;
@@ -122,9 +167,11 @@ class HandoutStore {
   Status appendLocked(const std::string& line);
   std::vector<const Handout*> withKeyLocked(const std::string& key) const;
   Status compactLocked();
+  Status boundLocked(int root, const std::string& id);
 
   std::filesystem::path root_;
   std::filesystem::path journal_;
+  FolderBound bound_;
   mutable std::mutex mu_;
   int fd_ = -1;                    // the journal, O_APPEND
   std::size_t journalLines_ = 0;   // since the last compaction

@@ -16,6 +16,7 @@ Result<ParsedOptions> parseAgentOptions(int argc, const char* const* argv, const
   o.stateDir = envOr("VGPU_STATE_DIR", o.stateDir);
   std::int64_t watchdogMs = o.watchdog.interval.count();
   std::string watchdogAction = toString(o.watchdog.action);
+  std::string regionTmpfs = toString(o.regionTmpfs);
   std::int64_t computeWindowMs = o.watchdog.computeWindow.count();
   std::int64_t computeTolerance = o.watchdog.computeTolerancePercent;
   std::int64_t escalateAfter = o.watchdog.escalateAfter, escalateWindow = o.watchdog.escalateWindow.count();
@@ -34,6 +35,10 @@ Result<ParsedOptions> parseAgentOptions(int argc, const char* const* argv, const
        "also export HAMi's per-container metric names and labels (hami_vgpu_*, hami_container_*), for HAMi's "
        "dashboards and alerts")
       ("state-dir", po::value(&o.stateDir), "host folder for per-container files [VGPU_STATE_DIR]")
+      ("region-tmpfs", po::value(&regionTmpfs),
+       "each container's folder a size-limited tmpfs, so a tenant cannot fill the host's disk through its shared "
+       "region: required (else Allocate fails), best-effort (else a warning) or off; needs CAP_SYS_ADMIN and a "
+       "state folder mounted with Bidirectional propagation")
       ("heartbeat-seconds", po::value(&heartbeat), "republish the node's devices this often")
       ("rediscover-seconds", po::value(&rediscover),
        "ask backends that serve no devices again this often (a driver loaded late), 0 = only on SIGHUP")
@@ -82,6 +87,9 @@ Result<ParsedOptions> parseAgentOptions(int argc, const char* const* argv, const
   auto action = parseWatchdogAction(watchdogAction);
   if (!action.ok()) return std::move(action).error().prefix("--watchdog-action");
   o.watchdog.action = *action;
+  auto tmpfs = parseFolderTmpfs(regionTmpfs);
+  if (!tmpfs.ok()) return std::move(tmpfs).error().prefix("--region-tmpfs");
+  o.regionTmpfs = *tmpfs;
   o.watchdog.interval = std::chrono::milliseconds(watchdogMs);
   o.heartbeatInterval = std::chrono::seconds(heartbeat);
   o.rediscoverInterval = std::chrono::seconds(rediscover);

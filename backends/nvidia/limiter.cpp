@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
 
+#include "vgpu/host_files.h"
 #include "vgpu/limiter_contract.h"
 #include "vgpu/shared_region.h"
 #include "vgpu/sdk/standard_rules.h"
@@ -24,42 +24,30 @@ bool optedOut(const ContainerGrant& grant) {
   return it != grant.podAnnotations.end() && optOutNames(it->second, grant.container.containerName);
 }
 
-/// Writes `text` to `path` so a reader never sees half a file, then makes it read-only.
-Status writeFileAtomically(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) return makeError("cannot write " + tmp.string());
+/// Creates the container's shared region `name` in the folder `shared` (or keeps a sound one
+/// already there) and returns its inode number: libvgpu.so then opens only that file, so a
+/// tenant that deletes, truncates or replaces it gets CUDA refused instead of a fresh region
+/// with nothing counted. The file is opened by the agent without following links (whatever a
+/// tenant planted there goes) and handed to vgpu_region_open as /proc/self/fd/<n>, which
+/// reaches exactly that inode.
+Result<std::uint64_t> createRegion(int shared, const std::string& name, const std::string& shown) {
+  std::string why;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto fd = createOwnFileAt(shared, name, 0666, shown);
+    if (!fd) return fd.error();
+    const std::string at = "/proc/self/fd/" + std::to_string(fd->get());
+    char err[512] = "";
+    vgpu_region* region = nullptr;
+    if (vgpu_region_open(at.c_str(), &region, err, sizeof err) == VGPU_REGION_OK) {
+      vgpu_region_close(region);
+      return inodeOf(fd->get());
+    }
+    why = err;
+    if (auto pos = why.find(at); pos != std::string::npos) why.replace(pos, at.size(), shown);
+    // Not a region this build can use: start it over.
+    if (auto s = removeAt(shared, name, shown); !s.ok()) return s.error();
   }
-  std::error_code ec;
-  fs::permissions(tmp, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read, ec);
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    return makeError("cannot write " + path.string() + ": " + ec.message());
-  }
-  return {};
-}
-
-/// Creates the container's shared region (or keeps a sound one already there) and returns its
-/// inode number: libvgpu.so then opens only that file, so a tenant that deletes, truncates or
-/// replaces it gets CUDA refused instead of a fresh region with nothing counted.
-Result<std::uint64_t> createRegion(const fs::path& path) {
-  char err[512] = "";
-  vgpu_region* region = nullptr;
-  if (vgpu_region_open(path.c_str(), &region, err, sizeof err) != VGPU_REGION_OK) {
-    std::error_code ec;
-    fs::remove(path, ec);  // not a region this build can use: start it over
-    if (vgpu_region_open(path.c_str(), &region, err, sizeof err) != VGPU_REGION_OK)
-      return makeError("cannot create the shared region: " + std::string(err));
-  }
-  vgpu_region_close(region);
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
-    return makeError("cannot create the shared region " + path.string());
-  return static_cast<std::uint64_t>(st.st_ino);
+  return makeError("cannot create the shared region: " + why);
 }
 
 }  // namespace
@@ -202,35 +190,43 @@ Result<ContainerSpec> NvidiaLimiter::containerSpec(const ContainerGrant& grant) 
     spec.env[kDriverMemoryLimitEnv] = std::to_string(limit);
   }
 
-  // Files first: a container must never start with its limits missing.
+  // Files first: a container must never start with its limits missing. The host folder is
+  // the agent's; the region file in it is the container's to write (mounted alone, so the
+  // container can create nothing in the host folder), and every step refuses links and
+  // files of other users, for a repeated Allocate finds what the container did meanwhile.
   const fs::path hostDir(grant.hostDir);
   std::error_code ec;
-  if (!fs::is_directory(hostDir, ec))
+  if (!fs::is_directory(fs::symlink_status(hostDir, ec)))
     return makeError(who + ": host folder " + hostDir.string() + " does not exist");
+  auto host = openOwnDir(hostDir);
+  if (!host) return makeError(who + ": " + host.error().message);
   const fs::path regionDir = hostDir / kHostRegionDir;
-  fs::create_directories(regionDir, ec);
-  if (ec) return makeError(who + ": cannot create " + regionDir.string() + ": " + ec.message());
-  // Any user id in the container must be able to create the region file.
-  if (chmod(regionDir.c_str(), 0777) != 0) return makeError(who + ": cannot make " + regionDir.string() + " writable");
+  auto shared = makeOwnDirAt(host->get(), kHostRegionDir, 0755, regionDir.string());
+  if (!shared) return makeError(who + ": " + shared.error().message);
+  const std::string regionName = fs::path(kContainerRegionFile).filename().string();
+  const fs::path regionFile = regionDir / regionName;
   std::ostringstream file;
   file << "# Limits of " << who << ", written by the vgpu " << settings_.backend
        << " backend. Read-only in the container; wins over its environment.\n";
   for (const auto& [k, v] : limits) file << k << "=" << v << "\n";
-  auto inode = createRegion(regionDir / fs::path(kContainerRegionFile).filename());
+  auto inode = createRegion(shared->get(), regionName, regionFile.string());
   if (!inode) return makeError(who + ": " + inode.error().message);
   file << VGPU_REGION_INODE << "=" << *inode << "\n";  // the file's alone: not a variable
   if (settings_.contextOverheadMiB > 0) file << VGPU_ENV_CONTEXT_OVERHEAD << "=" << settings_.contextOverheadMiB << "m\n";
   const fs::path limitsFile = hostDir / kHostLimitsFile;
-  if (auto s = writeFileAtomically(limitsFile, file.str()); !s.ok()) return s.error();
+  if (auto s = replaceFileAt(host->get(), kHostLimitsFile, file.str(), 0444, limitsFile.string()); !s.ok())
+    return makeError(who + ": " + s.error().message);
+  spec.region = RegionFile{(fs::path(kHostRegionDir) / regionName).string(), *inode};
 
-  spec.mounts.push_back({regionDir.string(), kContainerRegionDir, false});
+  spec.mounts.push_back({regionFile.string(), kContainerRegionFile, false});
   spec.mounts.push_back({limitsFile.string(), VGPU_LIMITS_FILE_PATH, true});
   if (!settings_.activityBoardHostPath.empty()) {
     // Only a high-priority tenant may say it is active: a low-priority one cannot hold anyone back.
     const fs::path board(settings_.activityBoardHostPath);
-    fs::create_directories(board, ec);
-    if (ec || chmod(board.c_str(), 0777) != 0)
-      return makeError(who + ": cannot create the activity board folder " + board.string());
+    auto boardDir = openOwnDir(board, 0777);
+    if (!boardDir || ::fchmod(boardDir->get(), 0777) != 0)
+      return makeError(who + ": cannot create the activity board folder " + board.string() +
+                       (boardDir ? "" : ": " + boardDir.error().message));
     const bool high = grant.devices[0].priority == 0;
     spec.mounts.push_back({board.string(), kContainerActivityBoard, !high});
   }
@@ -257,10 +253,16 @@ Status NvidiaLimiter::release(const ContainerRef& container) {
     hostDir = it->second;
     held_.erase(it);
   }
+  // Gone already (the agent removed the whole folder): nothing to undo.
   std::error_code ec;
-  fs::remove(fs::path(hostDir) / kHostLimitsFile, ec);
-  fs::remove_all(fs::path(hostDir) / kHostRegionDir, ec);
-  if (ec) return makeError("releasing container " + container.containerName + " (" + container.holder + ")" + ": " + ec.message());
+  if (!fs::is_directory(fs::symlink_status(hostDir, ec))) return {};
+  const std::string what = "releasing container " + container.containerName + " (" + container.holder + ")";
+  auto host = openOwnDir(hostDir);
+  if (!host) return makeError(what + ": " + host.error().message);
+  Status result = removeAt(host->get(), kHostLimitsFile, (fs::path(hostDir) / kHostLimitsFile).string());
+  if (auto s = removeAt(host->get(), kHostRegionDir, (fs::path(hostDir) / kHostRegionDir).string()); !s.ok() && result.ok())
+    result = s;
+  if (!result.ok()) return makeError(what + ": " + result.error().message);
   return {};
 }
 

@@ -44,8 +44,9 @@ inline constexpr const char* kContainerRegionFile = "/var/run/vgpu/shared-region
 inline constexpr const char* kContainerPreloadFile = "/etc/ld.so.preload";
 /// The node's activity board (vgpu/activity_board.h), where high-priority tenants say they run.
 inline constexpr const char* kContainerActivityBoard = "/var/run/vgpu-board";
-/// Inside the grant's host folder: the limits file, and the folder holding the shared region
-/// (kept apart so the container's writable mount cannot reach the limits file).
+/// Inside the grant's host folder: the limits file, and the folder holding the shared region.
+/// Both the agent's (0755); only the region file (0666) is mounted writable, alone, so a
+/// container can create nothing in the host folder (docs/security.md, "The agent's files").
 inline constexpr const char* kHostLimitsFile = "limits.env";
 inline constexpr const char* kHostRegionDir = "shared";
 

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <thread>
 
+#include "vgpu/host_files.h"
+
 namespace vgpu::sim {
 namespace {
 
@@ -164,6 +166,7 @@ namespace {
 constexpr const char* kVisibleEnv = "VGPU_SIM_VISIBLE_DEVICES";
 constexpr const char* kMemoryLimitPrefix = "VGPU_SIM_MEMORY_LIMIT_";
 constexpr const char* kCoreLimitEnv = "VGPU_SIM_CORE_LIMIT";
+constexpr const char* kRegionFile = "region";  // in the host folder, /var/run/vgpu-sim/region inside
 }  // namespace
 
 std::vector<ProtectedEnv> SimBackend::protectedEnv() const {
@@ -185,7 +188,16 @@ Result<ContainerSpec> SimBackend::containerSpec(const ContainerGrant& grant) {
   }
   spec.env[kVisibleEnv] = ids;
   spec.env[kCoreLimitEnv] = std::to_string(cores);
-  if (!grant.hostDir.empty()) spec.mounts.push_back({grant.hostDir, "/var/run/vgpu-sim", false});
+  if (!grant.hostDir.empty()) {
+    // The file a libvgpu.so-style limiter keeps its usage in, made by the backend (never by
+    // path: the folder is mounted writable) and named to the agent, which reads it alone.
+    auto dir = openOwnDir(grant.hostDir);
+    if (!dir) return makeError("container " + grant.container.containerName + ": " + dir.error().message);
+    auto region = createOwnFileAt(dir->get(), kRegionFile, 0666, grant.hostDir + "/" + kRegionFile);
+    if (!region) return makeError("container " + grant.container.containerName + ": " + region.error().message);
+    spec.region = RegionFile{kRegionFile, inodeOf(region->get())};
+    spec.mounts.push_back({grant.hostDir, "/var/run/vgpu-sim", false});
+  }
   std::lock_guard lock(mutex_);
   held_.insert(grant.container);
   return spec;

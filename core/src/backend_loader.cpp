@@ -198,6 +198,9 @@ class LoadedBackend final : public Backend, public Allocator, public Discovery, 
     sink.notice = [](void* p, const char* reason, const char* message) {
       static_cast<ContainerSpec*>(p)->notices.push_back({reason ? reason : "", message ? message : ""});
     };
+    sink.region = [](void* p, const char* path, uint64_t inode) {
+      static_cast<ContainerSpec*>(p)->region = RegionFile{path ? path : "", inode};
+    };
     ErrorText err;
     if (table_.container_spec(instance_, &c, &sink, err.buf()) != VGPU_OK) return makeError(err.str("container spec refused"));
     return spec;

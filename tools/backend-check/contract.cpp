@@ -108,6 +108,9 @@ ContainerSpec collectSpec(const vgpu_backend_table& t, vgpu_backend* b, const vg
   sink.notice = [](void* p, const char* r, const char* m) {
     static_cast<ContainerSpec*>(p)->notices.push_back({r ? r : "", m ? m : ""});
   };
+  sink.region = [](void* p, const char* path, uint64_t inode) {
+    static_cast<ContainerSpec*>(p)->region = RegionFile{path ? path : "", inode};
+  };
   status = t.container_spec(b, &g, &sink, err.buf());
   return spec;
 }

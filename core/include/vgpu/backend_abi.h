@@ -11,7 +11,7 @@
  * appends slots (1.1: vgpu_container_grant.pod_uid and the container_usage slot; 1.2: the
  * spec sink's notice; 1.3: the protected_env and device_processes slots; 1.4: vgpu_device's
  * links; 1.5: the fit_reads slot; 1.6: the places and fit_placed slots, vgpu_grant's
- * placement). Every
+ * placement; 1.7: the spec sink's region). Every
  * struct the caller fills starts with its own size so that either side can tell which
  * fields the other knows. A null optional slot means "not supported".
  * See docs/writing-a-backend.md.
@@ -27,7 +27,7 @@ extern "C" {
 #endif
 
 #define VGPU_BACKEND_ABI_MAJOR 1u
-#define VGPU_BACKEND_ABI_MINOR 6u
+#define VGPU_BACKEND_ABI_MINOR 7u
 #define VGPU_BACKEND_ABI_VERSION ((VGPU_BACKEND_ABI_MAJOR << 16) | VGPU_BACKEND_ABI_MINOR)
 #define VGPU_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define VGPU_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -299,6 +299,13 @@ typedef struct vgpu_spec_sink {
    * slot only when the loader's ABI version (given to the entry function) is 1.2 or newer,
    * and it may still be null: check both before calling. */
   void (*notice)(void* ctx, const char* reason, const char* message);
+  /* 1.7: the shared region the limiter created for the container, `path` relative to the
+   * grant's host_dir (no "..", no leading '/'), `inode` its inode number: the node agent reads
+   * the container's usage from that file alone, and only while it is that inode. At most one
+   * per container (a later call replaces an earlier one). Present only when the loader's ABI
+   * version is 1.7 or newer, and may still be null: check both before calling. A backend that
+   * never calls it gets no usage read from files in its containers' folders. */
+  void (*region)(void* ctx, const char* path, uint64_t inode);
 } vgpu_spec_sink;
 
 /* 1.1: what one container uses of one device it holds, as the vendor library reports it

@@ -1,6 +1,8 @@
 #pragma once
 
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,15 @@ struct PodNotice {
   bool operator==(const PodNotice&) const = default;
 };
 
+/// A shared region (vgpu/shared_region.h) the limiter created in the container's host folder.
+/// The node agent reads usage from this file only, and only while it is this inode: whatever
+/// else a tenant writes into the folder is never read (docs/security.md).
+struct RegionFile {
+  std::string path;         ///< relative to ContainerGrant::hostDir, e.g. "shared/shared-region"
+  std::uint64_t inode = 0;  ///< as the limiter created it
+  bool operator==(const RegionFile&) const = default;
+};
+
 /// What the kubelet must do to start one container with its devices: the vendor-neutral
 /// form of the device plugin's ContainerAllocateResponse.
 struct ContainerSpec {
@@ -42,6 +53,8 @@ struct ContainerSpec {
   std::map<std::string, std::string> podAnnotations;
   /// Not part of the kubelet's answer: the agent posts them on the pod as events.
   std::vector<PodNotice> notices;
+  /// Not part of the kubelet's answer: the region the agent exports the container's usage from.
+  std::optional<RegionFile> region;
   bool operator==(const ContainerSpec&) const = default;
 };
 

@@ -92,6 +92,7 @@ void BM_AdmitWith100WaitingPods(benchmark::State& state) {
   o.podResourcesSocket = "";
   o.metricsAddress = "";
   o.stateDir = (dir.path() / "state").string();
+  o.regionTmpfs = FolderTmpfs::kOff;  // no mounts from a benchmark
   o.apiConfig.server = api->url();
   auto agent = std::move(Agent::create(o)).value();
   if (!agent->start().ok() || !kubelet->waitForDevices(kSimCount, std::chrono::seconds(10))) {
@@ -165,6 +166,7 @@ void BM_BurstOf50PodsWithApiserverLatency(benchmark::State& state) {
   o.podResourcesSocket = ko.podResourcesSocket;
   o.metricsAddress = "";
   o.stateDir = (dir.path() / "state").string();
+  o.regionTmpfs = FolderTmpfs::kOff;  // no mounts from a benchmark
   o.apiConfig.server = api->url();
   auto agent = std::move(Agent::create(o)).value();
   if (!agent->start().ok() || !kubelet->waitForDevices(kSimCount, std::chrono::seconds(10))) {

@@ -487,6 +487,11 @@ RENDER_VARIANTS = [
                                      "    options:\n      devicesFile: /etc/vgpu/sim-devices.yaml\n"},
     }, True),
     ("no backend enabled", "v1.29.0", {"devices": {"nvidia": {"enabled": False}}}, False),
+    # Issue 37 item 4: a tmpfs per container folder needs CAP_SYS_ADMIN and Bidirectional propagation.
+    ("regionTmpfs required without privileged", "v1.29.0",
+     {"devicePlugin": {"privileged": False, "regionTmpfs": "required"}},
+     "devicePlugin.regionTmpfs=required needs devicePlugin.privileged=true"),
+    ("regionTmpfs required, privileged", "v1.29.0", {"devicePlugin": {"regionTmpfs": "required"}}, True),
     ("DRA front end for nvidia and sim, nvidia.com/gpu served through DRA, Kubernetes 1.37", "v1.37.0", {
         "devices": {"nvidia": {"frontEnd": "dra"}, "sim": {"enabled": True}},
         "deviceConfig": {"nodes": [{"name": "legacy-node", "backends": {"nvidia": {"frontEnd": "devicePlugin"}}}]},
@@ -610,10 +615,11 @@ def check_render(args):
             os.mkdir(out)
             r = subprocess.run([args.renderer, "-chart", args.chart, "-values", overlay_path, "-kube-version", kube,
                                 "-out", out], capture_output=True, text=True)
-            if not should_render:
+            if should_render is not True:
+                why = should_render or "no backend is enabled"  # False, or the refusal's text
                 if r.returncode == 0:
                     fail("%s: the chart renders, but must refuse" % description)
-                elif "no backend is enabled" not in r.stderr:
+                elif why not in r.stderr:
                     fail("%s: refused without saying why:\n%s" % (description, r.stderr))
                 continue
             if r.returncode != 0:
@@ -821,6 +827,16 @@ def check_rendered(args, description, kube, values, docs):
     mounts = {m["mountPath"]: m for m in agent.get("volumeMounts", [])}
     if values["devicePlugin"]["stateDir"] not in mounts:
         fail("%s: the state dir is not mounted at its host path (the kubelet mounts it by that path)" % description)
+    else:
+        # The agent's tmpfs on each container's folder reaches the host only with Bidirectional
+        # propagation, which Kubernetes allows for privileged containers alone.
+        propagation = mounts[values["devicePlugin"]["stateDir"]].get("mountPropagation")
+        want = "Bidirectional" if values["devicePlugin"]["privileged"] else None
+        if propagation != want:
+            fail("%s: the state dir's mountPropagation is %s, expected %s (privileged: %s)"
+                 % (description, propagation, want, values["devicePlugin"]["privileged"]))
+    if "--region-tmpfs=%s" % values["devicePlugin"]["regionTmpfs"] not in agent.get("args", []):
+        fail("%s: the agent is not given --region-tmpfs=%s" % (description, values["devicePlugin"]["regionTmpfs"]))
     metrics_port = values["devicePlugin"]["metrics"]["port"]
     if "--metrics-address=0.0.0.0:%d" % metrics_port not in agent.get("args", []):
         fail("%s: the agent does not serve metrics on %d" % (description, metrics_port))

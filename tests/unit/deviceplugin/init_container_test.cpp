@@ -76,7 +76,8 @@ TEST_F(DevicePluginInitContainers, NvidiaInitAndAppContainerEachKeepTheirOwnLimi
   };
   EXPECT_THAT(read(initLimits), HasSubstr("CUDA_DEVICE_MEMORY_LIMIT_0=1000m"));
   EXPECT_THAT(read(appLimits), HasSubstr("CUDA_DEVICE_MEMORY_LIMIT_0=3000m"));
-  EXPECT_NE(mounted(init, "/var/run/vgpu"), mounted(app, "/var/run/vgpu"));
+  ASSERT_FALSE(mounted(init, "/var/run/vgpu/shared-region").empty());
+  EXPECT_NE(mounted(init, "/var/run/vgpu/shared-region"), mounted(app, "/var/run/vgpu/shared-region"));
 
   ASSERT_NO_FATAL_FAILURE(finishInit("cuda"));
   EXPECT_TRUE(waitFor([&] {

@@ -74,5 +74,25 @@ TEST(DevicePluginOptions, RediscoveryRunsEveryThirtySecondsUnlessSetOtherwise) {
   EXPECT_THAT(b.error().message, HasSubstr("--rediscover-seconds"));
 }
 
+// Issue 37 item 4: each container's folder a size-limited tmpfs, when the agent can mount one.
+TEST(DevicePluginOptions, ContainerFoldersAreATmpfsWhereTheAgentCanMountOneUnlessSetOtherwise) {
+  const char* plain[] = {"vgpu-device-plugin", "--node-name", "n"};
+  auto d = parseAgentOptions(3, plain, envOf({}));
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_EQ(d->options.regionTmpfs, FolderTmpfs::kBestEffort);
+  for (const auto& [text, mode] : {std::pair{"required", FolderTmpfs::kRequired}, std::pair{"off", FolderTmpfs::kOff},
+                                   std::pair{"best-effort", FolderTmpfs::kBestEffort}}) {
+    const char* argv[] = {"vgpu-device-plugin", "--node-name", "n", "--region-tmpfs", text};
+    auto r = parseAgentOptions(5, argv, envOf({}));
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->options.regionTmpfs, mode) << text;
+  }
+  const char* bad[] = {"vgpu-device-plugin", "--node-name", "n", "--region-tmpfs", "yes"};
+  auto b = parseAgentOptions(5, bad, envOf({}));
+  ASSERT_FALSE(b.ok());
+  EXPECT_THAT(b.error().message, HasSubstr("--region-tmpfs"));
+  EXPECT_THAT(b.error().message, HasSubstr("required, best-effort, off"));
+}
+
 }  // namespace
 }  // namespace vgpu::deviceplugin

@@ -64,7 +64,7 @@ TEST(NvidiaLimiter, GivesASingleGpuContainerItsUuidLimitsAndLibvgpu) {
       {"GPU_CORE_UTILIZATION_POLICY", "default"}};
   EXPECT_EQ(spec->env, env);
   const std::vector<Mount> mounts{
-      {(dir.path() / "shared").string(), "/var/run/vgpu", false},
+      {(dir.path() / "shared" / "shared-region").string(), "/var/run/vgpu/shared-region", false},
       {(dir.path() / "limits.env").string(), "/etc/vgpu/limits.env", true},
       {"/usr/local/vgpu/libvgpu.so", "/usr/local/vgpu/libvgpu.so", true},
       {"/usr/local/vgpu/ld.so.preload", "/etc/ld.so.preload", true}};
@@ -146,7 +146,7 @@ TEST(NvidiaLimiter, WritesTheLimitsFileReadOnlyAndOutsideTheWritableMount) {
   ASSERT_EQ(stat(file.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0444u);
   ASSERT_EQ(stat((dir.path() / "shared").c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0777u);
+  EXPECT_EQ(st.st_mode & 0777, 0755u);
   for (const auto& m : spec->mounts) {
     if (!m.readOnly) {
       EXPECT_NE(m.hostPath, dir.path().string()) << "the container could rewrite its limits";

@@ -268,6 +268,9 @@ struct Adapter {
       // An older agent's sink ends before `notice`: its notes are not shown there.
       if (VGPU_ABI_MINOR_OF(loaderVersion) >= 2 && sink->notice)
         for (const auto& n : spec->notices) sink->notice(sink->ctx, n.reason.c_str(), n.message.c_str());
+      // An older agent's sink ends before `region`: it reads no usage from the container's files.
+      if (VGPU_ABI_MINOR_OF(loaderVersion) >= 7 && sink->region && spec->region)
+        sink->region(sink->ctx, spec->region->path.c_str(), spec->region->inode);
       return VGPU_OK;
     } catch (const Unsupported& e) {
       return fail(err, VGPU_ERROR_UNSUPPORTED, e.what());
