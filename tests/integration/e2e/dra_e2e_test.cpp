@@ -35,14 +35,16 @@ struct RegionLimits {
 };
 
 /// The region on the host: the container's region file (CUDA_DEVICE_MEMORY_SHARED_CACHE) at
-/// the host end of the mount that holds it.
+/// the host end of the mount that holds it (the file mounted alone, or a folder holding it).
 Result<RegionLimits> regionOf(const ContainerSpec& spec) {
   auto env = spec.env.find(VGPU_ENV_SHARED_REGION);
   if (env == spec.env.end()) return makeError(std::string("the container has no ") + VGPU_ENV_SHARED_REGION);
   const fs::path inContainer(env->second);
   fs::path host;
-  for (const auto& m : spec.mounts)
+  for (const auto& m : spec.mounts) {
+    if (fs::path(m.containerPath) == inContainer) host = m.hostPath;
     if (fs::path(m.containerPath) == inContainer.parent_path()) host = fs::path(m.hostPath) / inContainer.filename();
+  }
   if (host.empty()) return makeError("no mount holds " + env->second);
   const vgpu_region* r = nullptr;
   char err[256] = "";

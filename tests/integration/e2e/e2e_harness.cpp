@@ -302,7 +302,11 @@ Status Cluster::startAgent(const std::string& name) {
   o.program = paths::kAgent;
   o.args = {"--heartbeat-seconds", std::to_string(options_.heartbeatSeconds),
             "--pod-wait-ms",       "10000",
-            "--api-timeout-ms",    "5000"};
+            "--api-timeout-ms",    "5000",
+            // The agents run as root in this machine's mount namespace: a tmpfs per container
+            // would be mounted on the host and outlive an agent a test kills. The mounts are
+            // tested in private namespaces (tests/unit/deviceplugin/folder_tmpfs_test.cpp).
+            "--region-tmpfs",      "off"};
   o.env = baseEnv();
   o.env["NODE_NAME"] = name;
   o.env["VGPU_CONFIG"] = configPath();
