@@ -9,19 +9,25 @@
 namespace {
 int gPoint = 0;  // per process: a forked child arms its own
 int gLeft = 0;
+int gSignal = SIGKILL;
 }  // namespace
 
 extern "C" {
 
-void vgpu_region_kill_at(int point, int nth) {
+void vgpu_region_kill_at(int point, int nth) { vgpu_region_signal_at(point, nth, SIGKILL); }
+
+void vgpu_region_signal_at(int point, int nth, int sig) {
   gPoint = point;
   gLeft = nth;
+  gSignal = sig;
 }
 
 void vgpu_region_kill_point(int point) {
   if (point != gPoint || gLeft <= 0 || --gLeft != 0) return;
-  kill(getpid(), SIGKILL);
-  for (;;) pause();  // SIGKILL is never late by more than this
+  kill(getpid(), gSignal);
+  if (gSignal == SIGKILL) {
+    for (;;) pause();  // SIGKILL is never late by more than this
+  }
 }
 
 }  // extern "C"

@@ -282,6 +282,44 @@ TEST_F(RegionKillPoints, ReclaimKilledAtEachStep) {
   }
 }
 
+// A live process stopped in the middle of an update (SIGSTOP) must hang no one: the reclaim
+// gives up waiting for it within a few milliseconds, frees the dead anyway and leaves the sums
+// high, never low; once it goes on and finishes, the next reclaim is exact.
+TEST_F(RegionKillPoints, AProcessStoppedInFlightDelaysNoOneAndTheSumsStayHighUntilItGoesOn) {
+  pid_t stopped = fork();
+  ASSERT_GE(stopped, 0);
+  if (stopped == 0) {
+    alarm(20);
+    vgpu_region* r = nullptr;
+    int slot = -1;
+    if (vgpu_region_open(path_.c_str(), &r, nullptr, 0) != VGPU_REGION_OK ||
+        vgpu_region_attach(r, &slot, nullptr, 0) != VGPU_REGION_OK ||
+        vgpu_region_try_add(r, slot, 0, 8 * kMiB, kLimit) != VGPU_REGION_OK)
+      _exit(2);
+    vgpu_region_signal_at(VGPU_KP_ADD_DEVICE, 1, SIGSTOP);
+    _exit(vgpu_region_try_add(r, slot, 0, 4 * kMiB, kLimit) == VGPU_REGION_OK ? 0 : 3);  // exits without detaching
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(stopped, &status, WUNTRACED), stopped);
+  ASSERT_TRUE(WIFSTOPPED(status));
+  killAt(VGPU_KP_ADD_DEVICE, 1, [](vgpu_region* r, int slot) { vgpu_region_try_add(r, slot, 0, 4 * kMiB, kLimit); });
+  // The dead one: 8 MiB in its slot, 4 MiB torn. The stopped one: 8 MiB, and 4 MiB in flight.
+  EXPECT_EQ(vgpu_region_used(r_, 0), kLive0 + 12 * kMiB + 12 * kMiB);
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(vgpu_region_reclaim_dead(r_), 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(200));
+  EXPECT_EQ(vgpu_region_used(r_, 0), kLive0 + 12 * kMiB + 4 * kMiB) << "high by the dead one's torn 4 MiB, never low";
+  EXPECT_EQ(r_->sums_stale, 1u);
+  EXPECT_EQ(r_->reclaiming, 0u) << "allocations go on meanwhile";
+  EXPECT_EQ(vgpu_region_try_add(r_, slot_, 0, 1 * kMiB, kLimit), VGPU_REGION_OK);
+  vgpu_region_sub(r_, slot_, 0, 1 * kMiB);
+  kill(stopped, SIGCONT);
+  ASSERT_EQ(waitpid(stopped, &status, 0), stopped);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  expectExactAfterReclaim();
+}
+
 // Leaving is not dying: a process that detaches lets go of its exports (an entry it alone
 // held leaves the sum), so that its slot, taken by another process, holds nothing of them.
 TEST_F(RegionKillPoints, ADetachingProcessLetsGoOfWhatItShares) {

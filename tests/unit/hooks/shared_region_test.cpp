@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -313,6 +314,39 @@ TEST_F(LimiterRegion, AnOlderVersionIsRewrittenOnlyWhenNoProcessUsesIt) {
   EXPECT_EQ(again->version, VGPU_REGION_VERSION);
   EXPECT_EQ(vgpu_region_used(again, 0), 0u);
   vgpu_region_close(again);
+  vgpu_region_close(r);
+}
+
+// A region file of an older version has another size (version 4 grew): rewritten when none of
+// its processes is alive, refused naming its version while one is. Its slots are where
+// versions 1 to 3 kept them: after a header and lock of 96 bytes, 16 device entries of 136.
+TEST_F(LimiterRegion, AFileOfAnOlderSizeIsRewrittenOnlyWhenNoProcessUsesIt) {
+  constexpr size_t kProcsAt = 96 + 16 * 136;
+  std::vector<char> old(kProcsAt + VGPU_REGION_MAX_PROCS * sizeof(vgpu_region_proc), 0);
+  const uint64_t magic = VGPU_REGION_MAGIC;
+  const uint32_t version = 3;
+  memcpy(old.data(), &magic, sizeof magic);
+  memcpy(old.data() + 8, &version, sizeof version);
+  vgpu_region_proc alive{};
+  alive.pid = getpid();  // alive by pid (no file lock held): this process
+  memcpy(old.data() + kProcsAt + 7 * sizeof alive, &alive, sizeof alive);
+  std::ofstream(path_, std::ios::binary).write(old.data(), static_cast<std::streamsize>(old.size()));
+  vgpu_region* r = nullptr;
+  char err[512] = "";
+  EXPECT_EQ(vgpu_region_open(path_.c_str(), &r, err, sizeof err), VGPU_REGION_ERROR);
+  EXPECT_NE(std::string(err).find("version 3"), std::string::npos) << err;
+  const vgpu_region* view = nullptr;
+  EXPECT_EQ(vgpu_region_open_readonly(path_.c_str(), &view, err, sizeof err), VGPU_REGION_ERROR);
+  EXPECT_NE(std::string(err).find("a version 3 region"), std::string::npos) << err;
+
+  alive.pid = 0;  // nobody left
+  memcpy(old.data() + kProcsAt + 7 * sizeof alive, &alive, sizeof alive);
+  std::ofstream(path_, std::ios::binary).write(old.data(), static_cast<std::streamsize>(old.size()));
+  ASSERT_EQ(vgpu_region_open(path_.c_str(), &r, err, sizeof err), VGPU_REGION_OK) << err;
+  EXPECT_EQ(r->version, VGPU_REGION_VERSION);
+  EXPECT_EQ(r->header_size, sizeof(vgpu_region));
+  int slot = -1;
+  EXPECT_EQ(vgpu_region_attach(r, &slot, nullptr, 0), VGPU_REGION_OK);
   vgpu_region_close(r);
 }
 

@@ -47,6 +47,9 @@ typedef enum vgpu_region_kill_point_id {
 void vgpu_region_kill_point(int point);
 /** Arms `point`: the nth passage through it (1 = the next) kills the process. 0: disarms. */
 void vgpu_region_kill_at(int point, int nth);
+/** Like vgpu_region_kill_at with another signal: SIGSTOP stops the process there (it goes on
+ *  from there when continued). */
+void vgpu_region_signal_at(int point, int nth, int sig);
 #define VGPU_REGION_KILL_POINT(p) vgpu_region_kill_point(p)
 #else
 #define VGPU_REGION_KILL_POINT(p) ((void)0)

@@ -297,7 +297,10 @@ void vgpu_region_sub(vgpu_region* region, int slot, int dev, uint64_t bytes);
 /** Device usage as last written (lock-free read). */
 uint64_t vgpu_region_used(const vgpu_region* region, int dev);
 
-/** Frees the slots of processes that no longer exist; returns how many. Takes the lock. */
+/** Frees the slots of processes that no longer exist and recomputes every device sum from
+ *  what live slots and live share entries hold (see Concurrency above); returns how many
+ *  slots were freed. Takes the lock. Finding none dead, it changes nothing unless a reclaim
+ *  before it had to leave the sums high (`sums_stale`). */
 int vgpu_region_reclaim_dead(vgpu_region* region);
 
 /** Records the pid under which the driver (NVML) reports the slot's process. */
