@@ -285,8 +285,9 @@ int rewriteOtherSize(int fd, off_t size, const char* path, char* err, size_t len
     vgpu_region_proc p;
     const off_t at = static_cast<off_t>(kOlderProcsOffset + s * sizeof p);
     if (pread(fd, &p, sizeof p, at) != static_cast<ssize_t>(sizeof p) || p.pid == 0) continue;
-    bool alive = (p.flags & VGPU_REGION_PROC_LOCKED) != 0 ? !slotLock(fd, s, F_WRLCK) : processAlive(p.pid, p.start_time);
-    if ((p.flags & VGPU_REGION_PROC_LOCKED) != 0 && !alive) slotLock(fd, s, F_UNLCK);
+    const bool byLock = (p.flags & VGPU_REGION_PROC_LOCKED) != 0;
+    const bool alive = byLock ? !slotLock(fd, s, F_WRLCK) : processAlive(p.pid, p.start_time);
+    if (byLock && !alive) slotLock(fd, s, F_UNLCK);
     if (alive) {
       setError(err, len,
                "%s is a region of version %u (%lld bytes) in use by process %d of another libvgpu.so; this one needs "
@@ -642,7 +643,8 @@ void vgpu_region_detach(vgpu_region* r, int slot) {
   // A process that leaves lets go of what it shares, before the slot can go to another.
   uint64_t leaving[kSetWords] = {};
   addToSet(leaving, slot);
-  if (holds(o, slot) || ((p.flags & VGPU_REGION_PROC_LOCKED) == 0 && p.pid == getpid())) releaseSharesLocked(r, leaving);
+  const bool mine = holds(o, slot) || ((p.flags & VGPU_REGION_PROC_LOCKED) == 0 && p.pid == getpid());
+  if (mine) releaseSharesLocked(r, leaving);
   if (holds(o, slot)) {
     clearSlotLocked(r, slot);
     slotLock(o->fd, slot, F_UNLCK);

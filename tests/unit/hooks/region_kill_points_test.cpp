@@ -106,8 +106,8 @@ class RegionKillPoints : public ::testing::Test {
       slots0 += r_->procs[s].memory_used[0];
       slots1 += r_->procs[s].memory_used[1];
     }
-    EXPECT_EQ(vgpu_region_used(r_, 0), slots0 + vgpu_region_shared_bytes(r_, 0)) << "device 0: sum of live slots + shares";
-    EXPECT_EQ(vgpu_region_used(r_, 1), slots1 + vgpu_region_shared_bytes(r_, 1)) << "device 1: sum of live slots + shares";
+    EXPECT_EQ(vgpu_region_used(r_, 0), slots0 + vgpu_region_shared_bytes(r_, 0)) << "device 0: live slots + shares";
+    EXPECT_EQ(vgpu_region_used(r_, 1), slots1 + vgpu_region_shared_bytes(r_, 1)) << "device 1: live slots + shares";
     EXPECT_EQ(vgpu_region_used(r_, 0), live0) << "device 0 after the reclaim";
     EXPECT_EQ(vgpu_region_used(r_, 1), live1) << "device 1 after the reclaim";
     int fresh = inChild([live0](vgpu_region* r, int slot) {
@@ -197,7 +197,8 @@ TEST_F(RegionKillPoints, AttachKilledAtEachStep) {
 }
 
 TEST_F(RegionKillPoints, DetachKilledAtEachStep) {
-  for (Step s : {Step{"first counter taken", VGPU_KP_CLEAR_SLOT, 1}, Step{"first device lowered", VGPU_KP_CLEAR_DEVICE, 1},
+  for (Step s : {Step{"first counter taken", VGPU_KP_CLEAR_SLOT, 1},
+                 Step{"first device lowered", VGPU_KP_CLEAR_DEVICE, 1},
                  Step{"second counter taken", VGPU_KP_CLEAR_SLOT, 2}, Step{"slot freed", VGPU_KP_CLEAR_DONE, 1}}) {
     SCOPED_TRACE(s.what);
     killAt(s.point, s.nth, [](vgpu_region* r, int slot) { vgpu_region_detach(r, slot); });
@@ -261,8 +262,10 @@ TEST_F(RegionKillPoints, AnExportHeldByALiveProcessOutlivesItsKilledExporter) {
 // update and export to clean up): the next locker recovers the lock and recomputes.
 TEST_F(RegionKillPoints, ReclaimKilledAtEachStep) {
   for (Step s : {Step{"flag raised", VGPU_KP_RECLAIM_FLAGGED, 1}, Step{"quiet", VGPU_KP_RECLAIM_QUIET, 1},
-                 Step{"shares reclaimed", VGPU_KP_RECLAIM_SHARES, 1}, Step{"first sum written", VGPU_KP_RECLAIM_DEVICE, 1},
-                 Step{"second sum written", VGPU_KP_RECLAIM_DEVICE, 2}, Step{"dead slot freed", VGPU_KP_RECLAIM_SLOT, 1},
+                 Step{"shares reclaimed", VGPU_KP_RECLAIM_SHARES, 1},
+                 Step{"first sum written", VGPU_KP_RECLAIM_DEVICE, 1},
+                 Step{"second sum written", VGPU_KP_RECLAIM_DEVICE, 2},
+                 Step{"dead slot freed", VGPU_KP_RECLAIM_SLOT, 1},
                  Step{"flag lowered", VGPU_KP_RECLAIM_DONE, 1}}) {
     SCOPED_TRACE(s.what);
     // The dead process to clean up: killed with its device sum raised and its slot not.
