@@ -252,7 +252,9 @@ int vgpu_region_verify(const vgpu_region* region, int slot, char* err, size_t er
 void vgpu_region_sub_slow(vgpu_region* region, int slot, int dev, uint64_t bytes);
 
 /** The two steps of a subtraction (clamped at what the slot holds): the slot first, then the
- *  device sum, which honest processes keep at or above what the slot held. The slot is
+ *  device sum, which honest processes keep at or above what the slot held, so it is not
+ *  clamped (a sum a tenant rewrote lower wraps: the container is refused memory until a
+ *  reclaim recomputes it, which is the safe side). The slot is
  *  changed atomically (the owner's threads share it); a subtraction of more than it holds
  *  takes the clamped path. (Threads that each take less but together more than the slot holds
  *  give back more than was taken: a caller's bug; the slot's counter then wraps.) */
