@@ -80,8 +80,11 @@ int vgpu_region_share_publish(vgpu_region* r, int slot, uint32_t kind, const voi
       memset(free->holders, 0, sizeof free->holders);
       setHolder(*free, slot);
       __atomic_store_n(&free->kind, kind, __ATOMIC_RELEASE);
-      // Only the owner writes its slot; the device sum is unchanged (the bytes moved).
-      __atomic_store_n(mine, __atomic_load_n(mine, __ATOMIC_RELAXED) - bytes, __ATOMIC_RELAXED);
+      VGPU_REGION_KILL_POINT(VGPU_KP_SHARE_PUBLISH_ENTRY);
+      // The device sum is unchanged (the bytes moved). Atomic: the owner's other threads
+      // change the slot meanwhile without the lock.
+      __atomic_sub_fetch(mine, bytes, __ATOMIC_RELAXED);
+      VGPU_REGION_KILL_POINT(VGPU_KP_SHARE_PUBLISH_SLOT);
     }
   }
   vgpu_region_unlock(r);
@@ -95,6 +98,7 @@ int vgpu_region_share_hold(vgpu_region* r, int slot, uint32_t kind, const void* 
   vgpu_region_share* e = findLocked(r, kind, key);
   if (e != nullptr && anyHolder(*e)) {
     setHolder(*e, slot);
+    VGPU_REGION_KILL_POINT(VGPU_KP_SHARE_HOLD);
     if (dev != nullptr) *dev = e->dev;
     if (bytes != nullptr) *bytes = e->bytes;
     rc = VGPU_REGION_OK;
@@ -110,11 +114,14 @@ int vgpu_region_share_drop(vgpu_region* r, int slot, uint32_t kind, const void* 
   vgpu_region_share* e = findLocked(r, kind, key);
   if (e != nullptr && holds(*e, slot)) {
     clearHolder(*e, slot);
+    VGPU_REGION_KILL_POINT(VGPU_KP_SHARE_DROP_HOLDER);
     if (!anyHolder(*e)) {
       const int dev = e->dev;
       const uint64_t bytes = e->bytes;
       freeLocked(*e);
+      VGPU_REGION_KILL_POINT(VGPU_KP_SHARE_DROP_ENTRY);
       if (dev >= 0 && dev < VGPU_REGION_MAX_DEVICES) subClamped(&r->devices[dev].memory_used, bytes);
+      VGPU_REGION_KILL_POINT(VGPU_KP_SHARE_DROP_DEVICE);
     }
     rc = VGPU_REGION_OK;
   }

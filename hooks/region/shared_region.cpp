@@ -5,12 +5,16 @@
 #include "vgpu/shared_region.h"
 
 #include "error_text.h"
+#include "region_reclaim.h"
+#include "vgpu/region_shares.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,18 +35,16 @@
 
 namespace {
 
+using vgpu::region_detail::addToSet;
+using vgpu::region_detail::clearSlotLocked;
+using vgpu::region_detail::inUse;
+using vgpu::region_detail::kSetWords;
+using vgpu::region_detail::reclaimDeadLocked;
+using vgpu::region_detail::releaseSharesLocked;
 using vgpu::region_detail::setError;
 
 uint64_t loadU64(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
 void storeU64(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
-
-// Subtracts at most what is there: a device sum never wraps below zero.
-void subClamped(uint64_t* p, uint64_t bytes) {
-  uint64_t cur = loadU64(p);
-  while (!__atomic_compare_exchange_n(p, &cur, cur > bytes ? cur - bytes : 0, true, __ATOMIC_RELAXED,
-                                      __ATOMIC_RELAXED)) {
-  }
-}
 
 bool validDevice(int dev) { return dev >= 0 && dev < VGPU_REGION_MAX_DEVICES; }
 bool validSlot(int slot) { return slot >= 0 && slot < VGPU_REGION_MAX_PROCS; }
@@ -127,48 +129,21 @@ uint64_t ownStartTime() {
   return readProcStat(getpid(), &state, &st) ? st : 0;
 }
 
-// Gives the device sums back what the slot holds and frees it. The slot's counters are
-// exchanged before the device sums are lowered, so dying in between leaves the sums high.
-void clearSlotLocked(vgpu_region* r, int slot) {
-  vgpu_region_proc* p = &r->procs[slot];
-  for (int d = 0; d < VGPU_REGION_MAX_DEVICES; ++d) {
-    uint64_t held = __atomic_exchange_n(&p->memory_used[d], 0, __ATOMIC_RELAXED);
-    if (held != 0) subClamped(&r->devices[d].memory_used, held);
-  }
-  p->start_time = 0;
-  __atomic_store_n(&p->flags, 0u, __ATOMIC_RELAXED);
-  __atomic_store_n(&p->pid, 0, __ATOMIC_RELEASE);
-}
-
-// Whether the slot's owner is gone. With `take`, the lock of a slot found dead stays ours
-// (*tookLock: the caller claims the slot); otherwise it is given back at once.
-bool slotDead(vgpu_region* r, OpenFile* o, int s, bool take, bool* tookLock) {
-  if (tookLock != nullptr) *tookLock = false;
+// Whether the slot's owner is gone: nobody holds its byte (the probe's lock is given back at
+// once), or, for a slot claimed without OFD locks, its pid and start time say so.
+bool slotDead(vgpu_region* r, OpenFile* o, int s) {
   const vgpu_region_proc& p = r->procs[s];
   if (holds(o, s)) return false;  // one of ours
   if ((__atomic_load_n(&p.flags, __ATOMIC_RELAXED) & VGPU_REGION_PROC_LOCKED) != 0) {
     if (o == nullptr || !slotLock(o->fd, s, F_WRLCK)) return false;  // its owner holds the byte
-    if (take && tookLock != nullptr) {
-      *tookLock = true;
-    } else {
-      slotLock(o->fd, s, F_UNLCK);
-    }
+    slotLock(o->fd, s, F_UNLCK);
     return true;
   }
   return !processAlive(p.pid, p.start_time);
 }
 
-int reclaimDeadLocked(vgpu_region* r, OpenFile* o) {
-  int reclaimed = 0;
-  for (int s = 0; s < VGPU_REGION_MAX_PROCS; ++s) {
-    if (__atomic_load_n(&r->procs[s].pid, __ATOMIC_ACQUIRE) == 0) continue;
-    if (slotDead(r, o, s, false, nullptr)) {
-      clearSlotLocked(r, s);
-      ++reclaimed;
-    }
-  }
-  return reclaimed;
-}
+// The reclaim's liveness question (region_reclaim.h), asked through the caller's open file.
+bool slotDeadFor(vgpu_region* r, void* openFile, int s) { return slotDead(r, static_cast<OpenFile*>(openFile), s); }
 
 int initMutex(vgpu_region* r, bool shared, char* err, size_t len) {
   pthread_mutexattr_t attr;
@@ -207,13 +182,14 @@ void initHeader(vgpu_region* r) {
   r->max_procs = VGPU_REGION_MAX_PROCS;
 }
 
-int checkHeader(const vgpu_region* r, const char* path, char* err, size_t len) {
+// `oldest`: the oldest version accepted (a writer rewrites older ones, see upgradeOld).
+int checkHeader(const vgpu_region* r, const char* path, uint32_t oldest, char* err, size_t len) {
   if (r->magic != VGPU_REGION_MAGIC) {
     setError(err, len, "%s is not a vgpu shared region (magic %#llx, expected %#llx)", path,
              static_cast<unsigned long long>(r->magic), static_cast<unsigned long long>(VGPU_REGION_MAGIC));
     return VGPU_REGION_ERROR;
   }
-  if (r->version < VGPU_REGION_OLDEST_VERSION || r->version > VGPU_REGION_VERSION ||
+  if (r->version < oldest || r->version > VGPU_REGION_VERSION ||
       r->header_size != sizeof(vgpu_region) || r->max_devices != VGPU_REGION_MAX_DEVICES ||
       r->max_procs != VGPU_REGION_MAX_PROCS) {
     setError(err, len, "%s has region version %u (size %u), this build reads version %u (size %zu)", path, r->version,
@@ -223,7 +199,7 @@ int checkHeader(const vgpu_region* r, const char* path, char* err, size_t len) {
   return VGPU_REGION_OK;
 }
 
-// Starts the file over as an empty version-3 region.
+// Starts the file over as an empty region of this version.
 int initRegion(vgpu_region* r, char* err, size_t len) {
   memset(r, 0, sizeof(vgpu_region));
   initHeader(r);
@@ -276,6 +252,58 @@ int flockBounded(int fd) {
   }
 }
 
+// The first fields of every version's header, read from the file.
+struct FileHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t header_size;
+};
+
+// True when the file starts with a region header (our magic).
+bool readHeader(int fd, FileHeader* h) {
+  return pread(fd, h, sizeof *h, 0) == static_cast<ssize_t>(sizeof *h) && h->magic == VGPU_REGION_MAGIC;
+}
+
+// Where the process slots of versions 1 to 3 (and of version 4 before its device entries
+// shrank to 128 bytes) begin: header and lock, then 16 device entries of 136 bytes.
+constexpr size_t kOlderProcsOffset = 96 + VGPU_REGION_MAX_DEVICES * 136;
+static_assert(offsetof(vgpu_region, devices) == 96, "the header is the same in every version");
+static_assert(sizeof(vgpu_region_device) == 128, "a device entry's address is one shift");
+
+// A region file of another version and size (`size` bytes): its process slots are where
+// older versions kept them, so its processes can be looked for. None alive, the file is
+// emptied (the caller starts it afresh); one alive, it is refused, naming the version.
+int rewriteOtherSize(int fd, off_t size, const char* path, char* err, size_t len) {
+  FileHeader h;
+  const off_t slotsEnd = static_cast<off_t>(kOlderProcsOffset + sizeof(vgpu_region_proc) * VGPU_REGION_MAX_PROCS);
+  if (!readHeader(fd, &h) || size < slotsEnd) {
+    setError(err, len, "%s has %lld bytes, a version %u region has %zu", path, static_cast<long long>(size),
+             VGPU_REGION_VERSION, sizeof(vgpu_region));
+    return VGPU_REGION_ERROR;
+  }
+  for (int s = 0; s < VGPU_REGION_MAX_PROCS; ++s) {
+    vgpu_region_proc p;
+    const off_t at = static_cast<off_t>(kOlderProcsOffset + s * sizeof p);
+    if (pread(fd, &p, sizeof p, at) != static_cast<ssize_t>(sizeof p) || p.pid == 0) continue;
+    const bool byLock = (p.flags & VGPU_REGION_PROC_LOCKED) != 0;
+    const bool alive = byLock ? !slotLock(fd, s, F_WRLCK) : processAlive(p.pid, p.start_time);
+    if (byLock && !alive) slotLock(fd, s, F_UNLCK);
+    if (alive) {
+      setError(err, len,
+               "%s is a region of version %u (%lld bytes) in use by process %d of another libvgpu.so; this one needs "
+               "version %u (%zu bytes): restart the container",
+               path, h.version, static_cast<long long>(size), static_cast<int>(p.pid), VGPU_REGION_VERSION,
+               sizeof(vgpu_region));
+      return VGPU_REGION_ERROR;
+    }
+  }
+  if (ftruncate(fd, 0) != 0) {
+    setError(err, len, "emptying shared region %s of version %u: %s", path, h.version, strerror(errno));
+    return VGPU_REGION_ERROR;
+  }
+  return VGPU_REGION_OK;
+}
+
 // Copies the file behind `fd` into private memory (anonymous, so vgpu_region_close unmaps it
 // like any region) and checks the copy: size before and after, header. What the file does
 // meanwhile can make the copy wrong or refused, never crash the reader.
@@ -283,8 +311,12 @@ int readSnapshot(int fd, const char* path, const vgpu_region** out, char* err, s
   // lseek, not fstat (see vgpu_region_open); it also fails on a FIFO or socket.
   off_t size = lseek(fd, 0, SEEK_END);
   if (size < 0 || static_cast<size_t>(size) != sizeof(vgpu_region)) {
-    setError(err, len, "%s is not a version %u shared region (size %lld, expected %zu)", path, VGPU_REGION_VERSION,
-             static_cast<long long>(size), sizeof(vgpu_region));
+    FileHeader h;
+    char which[64] = "";
+    if (size >= static_cast<off_t>(sizeof h) && readHeader(fd, &h))
+      snprintf(which, sizeof which, " (a version %u region)", h.version);
+    setError(err, len, "%s is not a version %u shared region (size %lld%s, expected %zu)", path, VGPU_REGION_VERSION,
+             static_cast<long long>(size), which, sizeof(vgpu_region));
     return VGPU_REGION_ERROR;
   }
   void* mem = mmap(nullptr, sizeof(vgpu_region), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -309,7 +341,7 @@ int readSnapshot(int fd, const char* path, const vgpu_region** out, char* err, s
     return VGPU_REGION_ERROR;
   }
   auto* r = static_cast<vgpu_region*>(mem);
-  if (checkHeader(r, path, err, len) != VGPU_REGION_OK) {
+  if (checkHeader(r, path, VGPU_REGION_OLDEST_VERSION, err, len) != VGPU_REGION_OK) {
     munmap(mem, sizeof(vgpu_region));
     return VGPU_REGION_ERROR;
   }
@@ -398,9 +430,16 @@ int openRegion(const char* path, uint64_t inode, vgpu_region** out, char* err, s
       break;
     }
     if (!fresh && static_cast<size_t>(size) != sizeof(vgpu_region)) {
-      setError(err, err_len, "%s has %lld bytes, a version %u region has %zu", path, static_cast<long long>(size),
-               VGPU_REGION_VERSION, sizeof(vgpu_region));
-      break;
+      if (!create) {  // the node agent's: it re-creates a region of another version
+        FileHeader h;
+        char which[64] = "";
+        if (readHeader(fd, &h)) snprintf(which, sizeof which, " (a version %u region)", h.version);
+        setError(err, err_len, "%s has %lld bytes%s, a version %u region has %zu", path, static_cast<long long>(size),
+                 which, VGPU_REGION_VERSION, sizeof(vgpu_region));
+        break;
+      }
+      if (rewriteOtherSize(fd, size, path, err, err_len) != VGPU_REGION_OK) break;
+      fresh = true;
     }
     if (fresh) {
       fchmod(fd, 0666);  // every user of the container shares it, whatever the umask
@@ -422,7 +461,7 @@ int openRegion(const char* path, uint64_t inode, vgpu_region** out, char* err, s
     if (r->magic == 0) {  // fresh, or a creator died before finishing: start over
       if (initRegion(r, err, err_len) != VGPU_REGION_OK) break;
     }
-    if (checkHeader(r, path, err, err_len) != VGPU_REGION_OK) break;
+    if (checkHeader(r, path, 1, err, err_len) != VGPU_REGION_OK) break;
     if (r->version < VGPU_REGION_VERSION && upgradeOld(r, path, err, err_len) != VGPU_REGION_OK) break;
     pthread_mutex_lock(&gOpenMu);
     OpenFile* o = findOpen(nullptr);
@@ -519,12 +558,13 @@ int vgpu_region_lock(vgpu_region* r) {
   }
   int rc = pthread_mutex_timedlock(&r->lock.mutex, &deadline);
   if (rc == EOWNERDEAD) {
-    // The holder died while changing the set of slots: its own slot is dead now too. The
-    // counters need no repair (see the header: a death between two updates leaves them high).
+    // The holder died while changing the set of slots, the share table or the sums (a
+    // reclaimer killed mid-way leaves `reclaiming` raised): its own slot is dead now too, and
+    // the sums are recomputed whatever it was doing.
     pthread_mutex_lock(&gOpenMu);
     OpenFile* o = findOpen(r);
     pthread_mutex_unlock(&gOpenMu);
-    reclaimDeadLocked(r, o);
+    reclaimDeadLocked(r, slotDeadFor, o, true);
     pthread_mutex_consistent(&r->lock.mutex);
     return VGPU_REGION_OK;
   }
@@ -545,36 +585,39 @@ int vgpu_region_attach(vgpu_region* r, int* slot, char* err, size_t err_len) {
              VGPU_REGION_LOCK_TIMEOUT_MS);
     return VGPU_REGION_ERROR;
   }
+  VGPU_REGION_KILL_POINT(VGPU_KP_ATTACH_LOCKED);
   char why[256] = "";
   if (vgpu_region_verify(r, -1, why, sizeof why) != VGPU_REGION_OK) {
     vgpu_region_unlock(r);
     setError(err, err_len, "%s", why);
     return VGPU_REGION_TAMPERED;
   }
+  reclaimDeadLocked(r, slotDeadFor, o, false);  // slots of processes that are gone become free, exactly
   int mine = -1;
   bool locked = false;
   for (int s = 0; s < VGPU_REGION_MAX_PROCS && mine < 0; ++s) {
-    bool tookLock = false;
-    if (__atomic_load_n(&r->procs[s].pid, __ATOMIC_ACQUIRE) != 0) {
-      if (!slotDead(r, o, s, true, &tookLock)) continue;
-      clearSlotLocked(r, s);  // a dead process's slot: its memory went with it
-    }
-    if (o == nullptr || tookLock) {
-      locked = tookLock;
+    if (inUse(r, s)) continue;
+    if (o == nullptr) {
+      locked = false;
     } else if (slotLock(o->fd, s, F_WRLCK)) {
       locked = true;
     } else if (errno != EINVAL) {
       continue;  // held: a process of an older kernel's fallback, or one claiming it right now
+    } else {
+      locked = false;  // a kernel without OFD locks: liveness by pid and start time
     }
-    // (EINVAL: a kernel without OFD locks; liveness by pid and start time)
     mine = s;
   }
   if (mine >= 0) {
+    VGPU_REGION_KILL_POINT(VGPU_KP_ATTACH_CLAIMED);
     vgpu_region_proc* p = &r->procs[mine];
     memset(p->memory_used, 0, sizeof p->memory_used);
+    __atomic_store_n(&r->in_flight[mine], 0u, __ATOMIC_RELAXED);
+    VGPU_REGION_KILL_POINT(VGPU_KP_ATTACH_RESET);
     p->start_time = ownStartTime();
     __atomic_store_n(&p->flags, locked ? VGPU_REGION_PROC_LOCKED : 0u, __ATOMIC_RELAXED);
     __atomic_store_n(&p->pid, static_cast<int32_t>(getpid()), __ATOMIC_RELEASE);
+    VGPU_REGION_KILL_POINT(VGPU_KP_ATTACH_DONE);
     if (locked) {
       pthread_mutex_lock(&gOpenMu);
       setHeld(o, mine, true);
@@ -597,6 +640,11 @@ void vgpu_region_detach(vgpu_region* r, int slot) {
   OpenFile* o = findOpen(r);
   pthread_mutex_unlock(&gOpenMu);
   const vgpu_region_proc& p = r->procs[slot];
+  // A process that leaves lets go of what it shares, before the slot can go to another.
+  uint64_t leaving[kSetWords] = {};
+  addToSet(leaving, slot);
+  const bool mine = holds(o, slot) || ((p.flags & VGPU_REGION_PROC_LOCKED) == 0 && p.pid == getpid());
+  if (mine) releaseSharesLocked(r, leaving);
   if (holds(o, slot)) {
     clearSlotLocked(r, slot);
     slotLock(o->fd, slot, F_UNLCK);
@@ -604,14 +652,39 @@ void vgpu_region_detach(vgpu_region* r, int slot) {
   } else if ((p.flags & VGPU_REGION_PROC_LOCKED) == 0 && p.pid == getpid()) {
     clearSlotLocked(r, slot);
   }
+  VGPU_REGION_KILL_POINT(VGPU_KP_CLEAR_DONE);
   vgpu_region_unlock(r);
 }
 
+}  // extern "C"
+
+namespace {
+
+// The check-and-add, waiting for the region lock if a reclaim is under way: no reclaim runs
+// while the lock is held. -1 when the lock was not free in time.
+int addWaiting(vgpu_region* r, int slot, int dev, uint64_t bytes, uint64_t limit) {
+  int added = vgpu_region_add_fast(r, slot, dev, bytes, limit);
+  if (added != VGPU_REGION_ADD_BUSY) return added;
+  if (vgpu_region_lock(r) != VGPU_REGION_OK) return -1;
+  added = vgpu_region_add_steps(r, slot, dev, bytes, limit);
+  vgpu_region_unlock(r);
+  return added;
+}
+
+}  // namespace
+
+extern "C" {
+
 int vgpu_region_try_add(vgpu_region* r, int slot, int dev, uint64_t bytes, uint64_t limit) {
   if (!validSlot(slot) || !validDevice(dev)) return VGPU_REGION_ERROR;
-  int added = vgpu_region_add_fast(r, slot, dev, bytes, limit);
-  // Before refusing, make sure the usage is not held by processes that are gone.
-  if (added == 0 && vgpu_region_reclaim_dead(r) > 0) added = vgpu_region_add_fast(r, slot, dev, bytes, limit);
+  int added = addWaiting(r, slot, dev, bytes, limit);
+  // Before refusing, make sure the usage is not held by processes that are gone (or left
+  // behind by one killed between two steps: the reclaim recomputes the sums).
+  if (added == 0) {
+    vgpu_region_reclaim_dead(r);
+    added = addWaiting(r, slot, dev, bytes, limit);
+  }
+  if (added < 0) return VGPU_REGION_ERROR;
   if (added == 2 && vgpu_region_verify(r, slot, nullptr, 0) != VGPU_REGION_OK) {
     vgpu_region_sub_fast(r, slot, dev, bytes);
     return VGPU_REGION_TAMPERED;
@@ -656,12 +729,44 @@ int vgpu_region_verify(const vgpu_region* r, int slot, char* err, size_t err_len
 
 void vgpu_region_force_add(vgpu_region* r, int slot, int dev, uint64_t bytes) {
   if (!validSlot(slot) || !validDevice(dev) || bytes == 0) return;
+  uint32_t* busy = &r->in_flight[slot];
+  __atomic_add_fetch(busy, 1u, __ATOMIC_SEQ_CST);
+  const bool marked = __atomic_load_n(&r->reclaiming, __ATOMIC_SEQ_CST) == 0;
+  bool locked = false;
+  if (!marked) {
+    // A reclaim is under way: add under the lock. The driver has the memory already, so
+    // without the lock it is counted all the same, and the sums recomputed at the next reclaim.
+    __atomic_sub_fetch(busy, 1u, __ATOMIC_RELEASE);
+    locked = vgpu_region_lock(r) == VGPU_REGION_OK;
+    if (!locked) __atomic_store_n(&r->sums_stale, 1u, __ATOMIC_RELAXED);
+  }
   __atomic_add_fetch(&r->devices[dev].memory_used, bytes, __ATOMIC_RELAXED);
+  VGPU_REGION_KILL_POINT(VGPU_KP_FORCE_DEVICE);
   __atomic_add_fetch(&r->procs[slot].memory_used[dev], bytes, __ATOMIC_RELAXED);
+  VGPU_REGION_KILL_POINT(VGPU_KP_FORCE_SLOT);
+  if (marked) __atomic_sub_fetch(busy, 1u, __ATOMIC_RELEASE);
+  if (locked) vgpu_region_unlock(r);
 }
 
 void vgpu_region_sub(vgpu_region* r, int slot, int dev, uint64_t bytes) {
   if (validSlot(slot) && validDevice(dev)) vgpu_region_sub_fast(r, slot, dev, bytes);
+}
+
+void vgpu_region_sub_slow(vgpu_region* r, int slot, int dev, uint64_t bytes) {
+  if (!validSlot(slot) || !validDevice(dev)) return;
+  if (vgpu_region_lock(r) == VGPU_REGION_OK) {  // no reclaim runs while it is held
+    vgpu_region_sub_steps(r, slot, dev, bytes);
+    vgpu_region_unlock(r);
+    return;
+  }
+  // The lock is unusable: only the slot gives the bytes back. The sum stays high (never low)
+  // until a reclaim recomputes it.
+  uint64_t* mine = &r->procs[slot].memory_used[dev];
+  uint64_t held = loadU64(mine);
+  while (!__atomic_compare_exchange_n(mine, &held, held - (bytes < held ? bytes : held), true, __ATOMIC_RELAXED,
+                                      __ATOMIC_RELAXED)) {
+  }
+  __atomic_store_n(&r->sums_stale, 1u, __ATOMIC_RELAXED);
 }
 
 uint64_t vgpu_region_used(const vgpu_region* r, int dev) {
@@ -673,7 +778,7 @@ int vgpu_region_reclaim_dead(vgpu_region* r) {
   OpenFile* o = findOpen(r);
   pthread_mutex_unlock(&gOpenMu);
   if (vgpu_region_lock(r) != VGPU_REGION_OK) return 0;
-  int n = reclaimDeadLocked(r, o);
+  int n = reclaimDeadLocked(r, slotDeadFor, o, false);
   vgpu_region_unlock(r);
   return n;
 }

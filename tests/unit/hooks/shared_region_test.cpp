@@ -8,13 +8,16 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -118,6 +121,35 @@ TEST_F(LimiterRegion, EightRacingProcessesNeverExceedTheLimitTogether) {
   for (pid_t pid : kids) kill(pid, SIGKILL);
   for (pid_t pid : kids) waitpid(pid, nullptr, 0);
   EXPECT_EQ(vgpu_region_reclaim_dead(r), kProcs);
+  EXPECT_EQ(vgpu_region_used(r, 0), 0u);
+  vgpu_region_close(r);
+}
+
+// The threads of one process share its slot: their adds and subtractions of it are atomic,
+// or a lost update leaves the slot wrong, and a reclaim that recomputes the device sum from
+// the slots would then count too little. (Before issue 36 a subtraction wrote the slot with a
+// load and a store.)
+TEST_F(LimiterRegion, ThreadsOfOneProcessNeverLoseAnUpdateOfTheirSlot) {
+  vgpu_region* r = open();
+  int slot = -1;
+  ASSERT_EQ(vgpu_region_attach(r, &slot, nullptr, 0), VGPU_REGION_OK);
+  std::vector<std::thread> threads;
+  std::atomic<int> ready{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([r, slot, t, &ready] {
+      ready.fetch_add(1);
+      while (ready.load() < 4) {  // all at once
+      }
+      // For 500 ms: on a loaded machine two threads of four run at once only now and then.
+      const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+      for (int i = 0; (i & 1023) != 0 || std::chrono::steady_clock::now() < end; ++i) {
+        const uint64_t bytes = 4096u * static_cast<uint64_t>(1 + (i + t) % 7);
+        if (vgpu_region_try_add(r, slot, 0, bytes, 0) == VGPU_REGION_OK) vgpu_region_sub(r, slot, 0, bytes);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(r->procs[slot].memory_used[0], 0u);
   EXPECT_EQ(vgpu_region_used(r, 0), 0u);
   vgpu_region_close(r);
 }
@@ -313,6 +345,39 @@ TEST_F(LimiterRegion, AnOlderVersionIsRewrittenOnlyWhenNoProcessUsesIt) {
   EXPECT_EQ(again->version, VGPU_REGION_VERSION);
   EXPECT_EQ(vgpu_region_used(again, 0), 0u);
   vgpu_region_close(again);
+  vgpu_region_close(r);
+}
+
+// A region file of an older version has another size (version 4 grew): rewritten when none of
+// its processes is alive, refused naming its version while one is. Its slots are where
+// versions 1 to 3 kept them: after a header and lock of 96 bytes, 16 device entries of 136.
+TEST_F(LimiterRegion, AFileOfAnOlderSizeIsRewrittenOnlyWhenNoProcessUsesIt) {
+  constexpr size_t kProcsAt = 96 + 16 * 136;
+  std::vector<char> old(kProcsAt + VGPU_REGION_MAX_PROCS * sizeof(vgpu_region_proc), 0);
+  const uint64_t magic = VGPU_REGION_MAGIC;
+  const uint32_t version = 3;
+  memcpy(old.data(), &magic, sizeof magic);
+  memcpy(old.data() + 8, &version, sizeof version);
+  vgpu_region_proc alive{};
+  alive.pid = getpid();  // alive by pid (no file lock held): this process
+  memcpy(old.data() + kProcsAt + 7 * sizeof alive, &alive, sizeof alive);
+  std::ofstream(path_, std::ios::binary).write(old.data(), static_cast<std::streamsize>(old.size()));
+  vgpu_region* r = nullptr;
+  char err[512] = "";
+  EXPECT_EQ(vgpu_region_open(path_.c_str(), &r, err, sizeof err), VGPU_REGION_ERROR);
+  EXPECT_NE(std::string(err).find("version 3"), std::string::npos) << err;
+  const vgpu_region* view = nullptr;
+  EXPECT_EQ(vgpu_region_open_readonly(path_.c_str(), &view, err, sizeof err), VGPU_REGION_ERROR);
+  EXPECT_NE(std::string(err).find("a version 3 region"), std::string::npos) << err;
+
+  alive.pid = 0;  // nobody left
+  memcpy(old.data() + kProcsAt + 7 * sizeof alive, &alive, sizeof alive);
+  std::ofstream(path_, std::ios::binary).write(old.data(), static_cast<std::streamsize>(old.size()));
+  ASSERT_EQ(vgpu_region_open(path_.c_str(), &r, err, sizeof err), VGPU_REGION_OK) << err;
+  EXPECT_EQ(r->version, VGPU_REGION_VERSION);
+  EXPECT_EQ(r->header_size, sizeof(vgpu_region));
+  int slot = -1;
+  EXPECT_EQ(vgpu_region_attach(r, &slot, nullptr, 0), VGPU_REGION_OK);
   vgpu_region_close(r);
 }
 

@@ -7,16 +7,28 @@
  * ages and the node agent. It only grows at the end (readers check `header_size` and
  * `version`); a change of meaning bumps VGPU_REGION_VERSION.
  *
- * Concurrency (version 3):
+ * Concurrency (version 4):
  * - Memory is counted without a lock: a device's `memory_used` is changed only by atomic
  *   read-modify-write operations (the check-and-add is a compare-and-swap loop against the
- *   limit), and a process slot's counters only by the process that owns the slot. A process
- *   adds to the device first and to its slot second, and takes from its slot first and from
- *   the device second, so a process killed between the two leaves the device sum too high
- *   (it refuses too early), never too low.
- * - `lock`, a process-shared robust mutex, serialises what changes the set of slots:
- *   claiming a slot and reclaiming the slots of processes that are gone. A process killed
- *   while holding it makes the next locker recover (it reclaims dead slots).
+ *   limit), and a process slot's counters only by the threads of the process that owns the
+ *   slot, also atomically. A process adds to the device first and to its slot second, and
+ *   takes from its slot first and from the device second, so the device sum is never below
+ *   what the slots hold; a process killed between the two steps leaves it too high.
+ * - That excess is not left for good: reclaiming dead slots recomputes every device sum from
+ *   scratch, as the sum over live slots of `memory_used[dev]` plus the bytes of the share
+ *   entries that keep a live holder. A sum may only be recomputed while no live process is
+ *   between its two steps: each slot has an in-flight counter (`in_flight[slot]`) that its
+ *   owner's threads raise (sequentially consistent) before touching the device sum and lower
+ *   after touching the slot; having raised it, they read `reclaiming` and, if set, lower it and
+ *   take the slow path (the region lock). The reclaimer holds the lock, sets `reclaiming`,
+ *   waits (bounded: VGPU_REGION_QUIESCE_MS) until no live slot is in flight, recomputes and
+ *   clears it. A dead slot's in-flight state is simply discarded: its device memory went with
+ *   the process. A live process that stays in flight (stopped, say) makes the reclaimer fall
+ *   back to taking out only what the dead slots hold, leaving the sums high, never low, and to
+ *   recompute at the next reclaim (`sums_stale`).
+ * - `lock`, a process-shared robust mutex, serialises what changes the set of slots and the
+ *   share table: claiming a slot, detaching, reclaiming, exporting and importing. A process
+ *   killed while holding it makes the next locker recover: it reclaims and recomputes.
  * - Who owns a slot survives PID namespaces: the owner holds an open-file-description lock
  *   (F_OFD_SETLK) on byte `slot` of the file for as long as it lives; the kernel drops it when
  *   the process dies (or execs, the descriptor is close-on-exec). A slot whose byte nobody
@@ -33,6 +45,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vgpu/region_kill_points.h"
 #include "vgpu/region_shares.h"
 
 #ifdef __cplusplus
@@ -41,12 +54,14 @@ extern "C" {
 
 #define VGPU_REGION_MAGIC 0x314e475255504756ULL /* "VGPURGN1" little-endian */
 /* Version 2 gave devices[i].unenforced its meaning. Version 3 counts memory lock-free and
- * identifies processes by a file lock (above), with the same layout: processes of versions 1
- * and 2 would race with it, so a writer opens only version 3 (it rewrites an older file that
- * no live process uses, and refuses one that a live process still does); readers read all. */
-/* Version 4 adds the table of memory shared between processes at the end (the file grows). */
+ * identifies processes by a file lock (above), with the same layout. Version 4 grows the file
+ * at the end: the table of memory shared between processes, then what makes a reclaim exact
+ * (`reclaiming`, `sums_stale`, `in_flight`). Processes of older versions count differently and
+ * their files have another size: a writer opens only version 4 (the node agent re-creates a
+ * region it cannot open; a region a process made itself must be removed by hand, which the
+ * message says), and the reader refuses the others, naming the version. */
 #define VGPU_REGION_VERSION 4u
-#define VGPU_REGION_OLDEST_VERSION 1u
+#define VGPU_REGION_OLDEST_VERSION 4u /* the oldest a reader reads */
 #define VGPU_REGION_MAX_DEVICES 16
 #define VGPU_REGION_MAX_PROCS 1024
 #define VGPU_REGION_UUID_LEN 48
@@ -75,7 +90,7 @@ typedef struct vgpu_region_device {
   uint64_t compute_busy_ns;  /* cumulative measured kernel time (atomic) */
   uint64_t compute_held_ns;  /* cumulative time launches were held back (atomic) */
   uint64_t context_overhead; /* bytes a context takes, as first measured undisturbed */
-  uint64_t reserved[3];
+  uint64_t reserved[2];      /* 3 before version 4: 128 bytes make an entry's address one shift */
 } vgpu_region_device;
 
 /** One process of the container. pid 0 marks a free slot. */
@@ -103,6 +118,10 @@ typedef struct vgpu_region {
   vgpu_region_device devices[VGPU_REGION_MAX_DEVICES];
   vgpu_region_proc procs[VGPU_REGION_MAX_PROCS];
   vgpu_region_shares shares; /* version 4: memory shared between processes (vgpu/region_shares.h) */
+  /* Version 4, exact reclaim (see Concurrency above): */
+  uint32_t reclaiming;                      /* non-zero while a reclaimer recomputes the sums */
+  uint32_t sums_stale;                      /* a reclaim gave up waiting: the next one recomputes */
+  uint32_t in_flight[VGPU_REGION_MAX_PROCS]; /* threads of slot s between two steps of an update */
 } vgpu_region;
 
 /** Results of the region functions; errors also leave a message in `err` where given. */
@@ -117,8 +136,8 @@ enum {
 /**
  * Maps the region at `path` for writing, creating and initialising it if absent or empty.
  * Refuses a file with another magic or size with a message naming the path. A file of an
- * older version is rewritten as version 3 if none of its processes is alive, and refused
- * (naming the version) if one is. Safe against processes racing to create the same file
+ * older version (or another version 4 size) is rewritten as this version if none of its
+ * processes is alive, and refused (naming the version) if one is. Safe against processes racing to create the same file
  * (flock during initialisation). Keeps a descriptor of the file open (close-on-exec) for the
  * slot locks, until vgpu_region_close.
  */
@@ -177,19 +196,43 @@ void vgpu_region_detach(vgpu_region* region, int slot);
  */
 int vgpu_region_try_add(vgpu_region* region, int slot, int dev, uint64_t bytes, uint64_t limit);
 
-/** The check-and-add itself, without the retry after reclaiming dead processes: 1 when
- *  `bytes` were added, 0 when the limit refused them, 2 when they were added but the device's
- *  sum is below what this slot alone holds, which honest processes never leave behind (see
- *  vgpu_region_verify). Inline because every allocation of every process runs it (the device
- *  sum first, then the owner's slot). */
-static inline int vgpu_region_add_fast(vgpu_region* r, int slot, int dev, uint64_t bytes, uint64_t limit) {
+/** vgpu_region_add_fast's answer when a reclaim is recomputing the sums: nothing was added;
+ *  vgpu_region_try_add waits for the region lock and adds under it. */
+#define VGPU_REGION_ADD_BUSY 3
+
+/** How long a reclaimer waits for live processes to finish the update they are in the middle
+ *  of before it falls back to leaving the sums high (milliseconds). */
+#define VGPU_REGION_QUIESCE_MS 5
+
+/** The two steps of a check-and-add, for a caller that is in flight or holds the lock. */
+static inline int vgpu_region_add_steps(vgpu_region* r, int slot, int dev, uint64_t bytes, uint64_t limit) {
   uint64_t* used = &r->devices[dev].memory_used;
   uint64_t cur = __atomic_load_n(used, __ATOMIC_RELAXED);
   do {
     if (limit != 0 && (bytes > limit || cur > limit - bytes)) return 0;
   } while (!__atomic_compare_exchange_n(used, &cur, cur + bytes, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
-  uint64_t mine = __atomic_add_fetch(&r->procs[slot].memory_used[dev], bytes, __ATOMIC_RELAXED);
-  return mine > cur + bytes ? 2 : 1;
+  VGPU_REGION_KILL_POINT(VGPU_KP_ADD_DEVICE);
+  /* The slot held more than the sum before these bytes: only a rewritten sum does that. */
+  uint64_t mine = __atomic_fetch_add(&r->procs[slot].memory_used[dev], bytes, __ATOMIC_RELAXED);
+  VGPU_REGION_KILL_POINT(VGPU_KP_ADD_SLOT);
+  return mine > cur ? 2 : 1;
+}
+
+/** The check-and-add itself, without the retry after reclaiming dead processes: 1 when
+ *  `bytes` were added, 0 when the limit refused them, 2 when they were added but the device's
+ *  sum is below what this slot alone holds, which honest processes never leave behind (see
+ *  vgpu_region_verify), VGPU_REGION_ADD_BUSY when a reclaim is under way (nothing added).
+ *  Inline because every allocation of every process runs it: the slot's in-flight counter
+ *  up, the reclaim flag read, the device sum, the owner's slot, the counter down. */
+static inline int vgpu_region_add_fast(vgpu_region* r, int slot, int dev, uint64_t bytes, uint64_t limit) {
+  uint32_t* busy = &r->in_flight[slot];
+  __atomic_add_fetch(busy, 1u, __ATOMIC_SEQ_CST);
+  VGPU_REGION_KILL_POINT(VGPU_KP_ADD_MARKED);
+  int added = VGPU_REGION_ADD_BUSY;
+  if (__builtin_expect(__atomic_load_n(&r->reclaiming, __ATOMIC_SEQ_CST) == 0, 1))
+    added = vgpu_region_add_steps(r, slot, dev, bytes, limit);
+  __atomic_sub_fetch(busy, 1u, __ATOMIC_RELEASE);
+  return added;
 }
 
 /**
@@ -205,18 +248,45 @@ static inline int vgpu_region_add_fast(vgpu_region* r, int slot, int dev, uint64
  */
 int vgpu_region_verify(const vgpu_region* region, int slot, char* err, size_t err_len);
 
-/** Subtracts `bytes` (clamped at what the slot holds) for `slot`: its slot first, then the
- *  device sum (never below zero). Inline for the same reason. */
-static inline void vgpu_region_sub_fast(vgpu_region* r, int slot, int dev, uint64_t bytes) {
+/** Out of line: the subtraction while a reclaim is under way (under the region lock). */
+void vgpu_region_sub_slow(vgpu_region* region, int slot, int dev, uint64_t bytes);
+
+/** The two steps of a subtraction (clamped at what the slot holds): the slot first, then the
+ *  device sum, which honest processes keep at or above what the slot held, so it is not
+ *  clamped (a sum a tenant rewrote lower wraps: the container is refused memory until a
+ *  reclaim recomputes it, which is the safe side). The slot is
+ *  changed atomically (the owner's threads share it); a subtraction of more than it holds
+ *  takes the clamped path. (Threads that each take less but together more than the slot holds
+ *  give back more than was taken: a caller's bug; the slot's counter then wraps.) */
+static inline void vgpu_region_sub_steps(vgpu_region* r, int slot, int dev, uint64_t bytes) {
   uint64_t* mine = &r->procs[slot].memory_used[dev];
+  uint64_t take = bytes;
   uint64_t held = __atomic_load_n(mine, __ATOMIC_RELAXED);
-  if (bytes > held) bytes = held;
-  __atomic_store_n(mine, held - bytes, __ATOMIC_RELAXED); /* only the owner writes its slot */
-  uint64_t* used = &r->devices[dev].memory_used;
-  uint64_t cur = __atomic_load_n(used, __ATOMIC_RELAXED);
-  while (!__atomic_compare_exchange_n(used, &cur, cur > bytes ? cur - bytes : 0, 1, __ATOMIC_RELAXED,
-                                      __ATOMIC_RELAXED)) {
+  if (__builtin_expect(held >= bytes, 1)) {
+    __atomic_sub_fetch(mine, bytes, __ATOMIC_RELAXED);
+  } else {
+    do {
+      take = bytes < held ? bytes : held;
+    } while (!__atomic_compare_exchange_n(mine, &held, held - take, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
   }
+  VGPU_REGION_KILL_POINT(VGPU_KP_SUB_SLOT);
+  __atomic_sub_fetch(&r->devices[dev].memory_used, take, __ATOMIC_RELAXED);
+  VGPU_REGION_KILL_POINT(VGPU_KP_SUB_DEVICE);
+}
+
+/** Subtracts `bytes` (clamped at what the slot holds) for `slot`: its slot first, then the
+ *  device sum, in flight like vgpu_region_add_fast. Inline for the same reason. */
+static inline void vgpu_region_sub_fast(vgpu_region* r, int slot, int dev, uint64_t bytes) {
+  uint32_t* busy = &r->in_flight[slot];
+  __atomic_add_fetch(busy, 1u, __ATOMIC_SEQ_CST);
+  VGPU_REGION_KILL_POINT(VGPU_KP_SUB_MARKED);
+  if (__builtin_expect(__atomic_load_n(&r->reclaiming, __ATOMIC_SEQ_CST) == 0, 1)) {
+    vgpu_region_sub_steps(r, slot, dev, bytes);
+    __atomic_sub_fetch(busy, 1u, __ATOMIC_RELEASE);
+    return;
+  }
+  __atomic_sub_fetch(busy, 1u, __ATOMIC_RELEASE);
+  vgpu_region_sub_slow(r, slot, dev, bytes);
 }
 
 /** Adds `bytes` whatever the limit: memory the driver has already taken (and that the
@@ -229,7 +299,10 @@ void vgpu_region_sub(vgpu_region* region, int slot, int dev, uint64_t bytes);
 /** Device usage as last written (lock-free read). */
 uint64_t vgpu_region_used(const vgpu_region* region, int dev);
 
-/** Frees the slots of processes that no longer exist; returns how many. Takes the lock. */
+/** Frees the slots of processes that no longer exist and recomputes every device sum from
+ *  what live slots and live share entries hold (see Concurrency above); returns how many
+ *  slots were freed. Takes the lock. Finding none dead, it changes nothing unless a reclaim
+ *  before it had to leave the sums high (`sums_stale`). */
 int vgpu_region_reclaim_dead(vgpu_region* region);
 
 /** Records the pid under which the driver (NVML) reports the slot's process. */
