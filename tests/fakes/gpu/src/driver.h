@@ -171,6 +171,7 @@ struct Graph {
 struct GraphExec {
   Context* ctx = nullptr;
   std::vector<GraphNode> nodes;
+  bool mapped = false;  ///< an upload or a launch has mapped its allocation memory
 };
 
 /// The process-wide fake driver.
@@ -260,6 +261,14 @@ void releasePoolsAtSync();
 /// Unloads a module: its functions go and its device memory is given back. Caller holds
 /// Driver::mu.
 void destroyModule(Module* m);
+/// The inode of the file behind `fd` (a memfd names shared memory across processes).
+uint64_t inodeOf(int fd);
+/// `n` rounded up to whole pages.
+size_t pageRound(size_t n);
+/// Frees the device has reached by now become the pool's to reuse. Caller holds Driver::mu.
+void poolSettle(Pool* pool);
+/// Gives the device back what the pool holds beyond max(keep, used). Caller holds Driver::mu.
+void poolTrim(Pool* pool, uint64_t keep);
 /// Frees one allocation (unmap, uncharge). Caller holds Driver::mu.
 void freeAllocation(std::map<uintptr_t, Allocation>::iterator it);
 /// The allocation containing [p, p+len), or end().
