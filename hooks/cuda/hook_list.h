@@ -60,6 +60,8 @@
   X(cuArrayCreate, (CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR_v1* pAllocateArray))      \
   X(cuArray3DCreate, (CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1* pAllocateArray))  \
   X(cuCtxDestroy, (CUcontext ctx))                                                          \
+  X(cuDevicePrimaryCtxRelease, (CUdevice dev))                                              \
+  X(cuDevicePrimaryCtxReset, (CUdevice dev))                                                \
   X(cuGraphAddNode, (CUgraphNode* phGraphNode, CUgraph hGraph,                              \
                      const CUgraphNode* dependencies, size_t numDependencies,               \
                      CUgraphNodeParams* nodeParams))                                        \
@@ -120,6 +122,8 @@
   X(cuGraphInstantiateWithParams_ptsz, (CUgraphExec* phGraphExec, CUgraph hGraph,           \
                                         CUDA_GRAPH_INSTANTIATE_PARAMS* instantiateParams))  \
   X(cuGraphExecDestroy, (CUgraphExec hGraphExec))                                           \
+  X(cuGraphUpload, (CUgraphExec hGraphExec, CUstream hStream))                              \
+  X(cuGraphUpload_ptsz, (CUgraphExec hGraphExec, CUstream hStream))                         \
   X(cuDeviceGraphMemTrim, (CUdevice device))                                                \
   /* contexts (their overhead counts against the limit) */                                  \
   X(cuCtxCreate, (CUcontext* pctx, unsigned int flags, CUdevice dev))                       \
@@ -269,6 +273,7 @@
   R(cuGraphInstantiateWithParams, 12000, cuGraphInstantiateWithParams,                      \
     cuGraphInstantiateWithParams_ptsz)                                                      \
   R(cuGraphExecDestroy, 10000, cuGraphExecDestroy, none)                                    \
+  R(cuGraphUpload, 11010, cuGraphUpload, cuGraphUpload_ptsz)                                \
   R(cuDeviceGraphMemTrim, 11040, cuDeviceGraphMemTrim, none)                                \
   R(cuCtxCreate, 2000, cuCtxCreate, none)                                                   \
   R(cuCtxCreate, 3020, cuCtxCreate_v2, none)                                                \

@@ -43,6 +43,8 @@ inline constexpr uint32_t kManaged = 0x2;   // managed memory: charged, but not 
 /// charge moved there) or imported from one; its last reference drops the entry instead of
 /// giving bytes back.
 inline constexpr uint32_t kShared = 0x4;
+/// An executable graph whose allocation memory an upload or a launch has mapped already.
+inline constexpr uint32_t kMapped = 0x8;
 
 struct Record {
   int32_t dev = -1;
