@@ -187,7 +187,7 @@ CUresult asyncAlloc(CUdeviceptr* dptr, size_t bytes, Pool* pool, CUstream stream
     StreamState* s = nullptr;
     if (CUresult r = resolveStream(stream, perThread, ctx, s)) return r;
     if (pool == nullptr) pool = drv.currentPools[ctx->dev];
-    if (!drv.pools.count(pool) || pool->destroyed) return CUDA_ERROR_INVALID_VALUE;
+    if (!drv.pools.count(pool) || pool->destroyed || pool->imported) return CUDA_ERROR_INVALID_VALUE;
   }
   return allocate(dptr, bytes, bytes, AllocKind::kAsync, pool, ctx);
 }

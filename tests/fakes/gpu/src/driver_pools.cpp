@@ -65,6 +65,63 @@ CUresult poolAttr(CUmemoryPool pool, CUmemPool_attribute attr, void* value, bool
   }
 }
 
+// What a pool's export names (the content of the memfd behind its descriptor): the exporting
+// process and its pool.
+constexpr uint32_t kPoolMagic = 0x56504f4c;     // "VPOL"
+constexpr uint32_t kPoolPtrMagic = 0x56505054;  // "VPPT"
+
+struct PoolIdentity {
+  uint32_t magic;
+  int32_t pid;
+  uint64_t pool;
+  int32_t dev;
+};
+
+// CUmemPoolPtrExportData's 64 bytes: the allocation's memfd in the exporting process.
+struct PoolPointer {
+  uint32_t magic;
+  int32_t pid;
+  int32_t fd;
+  int32_t dev;
+  uint64_t size;
+  uint64_t pool;
+};
+static_assert(sizeof(PoolPointer) <= sizeof(CUmemPoolPtrExportData));
+
+void closeExports(Pool* p) {
+  for (int keep : p->deviceExports) {
+    Driver::get().shared()->removeDeviceExport(keep);
+    close(keep);
+  }
+  p->deviceExports.clear();
+  if (p->exportFd >= 0) close(p->exportFd);
+  p->exportFd = -1;
+}
+
+// A descriptor for another process to import `p` from: the memfd naming it, or a device
+// node's open file that the shared state maps to that memfd. -1 on failure.
+int exportPool(Pool* p) {
+  if (p->exportFd < 0) {
+    int fd = memfd_create("vgpu-fake-pool", MFD_CLOEXEC);
+    PoolIdentity id{kPoolMagic, static_cast<int32_t>(getpid()), reinterpret_cast<uint64_t>(p), p->dev};
+    if (fd < 0 || pwrite(fd, &id, sizeof id, 0) != static_cast<ssize_t>(sizeof id)) {
+      if (fd >= 0) close(fd);
+      return -1;
+    }
+    p->exportFd = fd;
+  }
+  if (std::getenv("VGPU_FAKE_EXPORT_DEVICE_FD") == nullptr) return fcntl(p->exportFd, F_DUPFD_CLOEXEC, 0);
+  int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  int keep = fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (keep < 0 || !Driver::get().shared()->addDeviceExport(keep, p->exportFd, p->dev)) {
+    if (fd >= 0) close(fd);
+    if (keep >= 0) close(keep);
+    return -1;
+  }
+  p->deviceExports.push_back(keep);
+  return fd;
+}
+
 }  // namespace
 }  // namespace vgpu::fakegpu
 
@@ -82,6 +139,7 @@ CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
   std::lock_guard lock(drv.mu);
   auto* p = new Pool();
   p->dev = props->location.id;
+  p->handleTypes = static_cast<unsigned long long>(props->handleTypes);
   drv.pools.insert(p);
   *pool = reinterpret_cast<CUmemoryPool>(p);
   return CUDA_SUCCESS;
@@ -96,6 +154,7 @@ CUresult cuMemPoolDestroy(CUmemoryPool pool) {
   // Outstanding allocations stay valid until freed; what the pool holds beyond them goes back now.
   p->destroyed = true;
   poolTrim(p, 0);
+  closeExports(p);
   for (auto& cur : drv.currentPools)
     if (cur == p) cur = drv.defaultPools[p->dev];
   return CUDA_SUCCESS;
@@ -190,6 +249,104 @@ CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
   auto* p = reinterpret_cast<Pool*>(pool);
   if (!drv.pools.count(p) || p->destroyed || p->dev != dev) return CUDA_ERROR_INVALID_VALUE;
   drv.currentPools[dev] = p;
+  return CUDA_SUCCESS;
+}
+
+// Pools shared between processes: an exported pool is imported as a pool of its own that
+// only maps pointers the exporter exports; an imported pointer takes no device memory (the
+// exporter's pool holds it) and is freed with cuMemFree or cuMemFreeAsync.
+CUresult cuMemPoolExportToShareableHandle(void* handle_out, CUmemoryPool pool, CUmemAllocationHandleType handleType,
+                                          unsigned long long flags) {
+  if (CUresult r = checkInit()) return r;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  auto* p = reinterpret_cast<Pool*>(pool);
+  if (!drv.pools.count(p) || p->destroyed || p->imported || handle_out == nullptr || flags != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+  if ((p->handleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == 0) return CUDA_ERROR_INVALID_VALUE;
+  int fd = exportPool(p);
+  if (fd < 0) return CUDA_ERROR_OPERATING_SYSTEM;
+  *static_cast<int*>(handle_out) = fd;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool* pool_out, void* handle,
+                                            CUmemAllocationHandleType handleType, unsigned long long flags) {
+  if (CUresult r = checkInit()) return r;
+  if (pool_out == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+  int fd = memfdOf(static_cast<int>(reinterpret_cast<intptr_t>(handle)));
+  if (fd < 0) return CUDA_ERROR_INVALID_VALUE;
+  PoolIdentity id{};
+  bool read = pread(fd, &id, sizeof id, 0) == static_cast<ssize_t>(sizeof id);
+  close(fd);
+  auto& drv = Driver::get();
+  if (!read || id.magic != kPoolMagic || id.dev < 0 || static_cast<size_t>(id.dev) >= drv.config().gpus.size())
+    return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(drv.mu);
+  auto* p = new Pool();
+  p->dev = id.dev;
+  p->imported = true;
+  p->exporterPid = id.pid;
+  p->exporterPool = id.pool;
+  drv.pools.insert(p);
+  *pool_out = reinterpret_cast<CUmemoryPool>(p);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData* shareData_out, CUdeviceptr ptr) {
+  if (CUresult r = checkInit()) return r;
+  if (shareData_out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto& drv = Driver::get();
+  std::lock_guard lock(drv.mu);
+  auto it = drv.allocations.find(static_cast<uintptr_t>(ptr));
+  if (it == drv.allocations.end() || it->second.kind != AllocKind::kAsync || it->second.pool == nullptr ||
+      (it->second.pool->handleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == 0)
+    return CUDA_ERROR_INVALID_VALUE;  // only allocations of an exportable pool
+  const Allocation& a = it->second;
+  PoolPointer pp{kPoolPtrMagic, static_cast<int32_t>(getpid()), a.fd, a.dev, a.size,
+                 reinterpret_cast<uint64_t>(a.pool)};
+  std::memset(shareData_out, 0, sizeof *shareData_out);
+  std::memcpy(shareData_out->reserved, &pp, sizeof pp);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolImportPointer(CUdeviceptr* ptr_out, CUmemoryPool pool, CUmemPoolPtrExportData* shareData) {
+  Context* ctx = nullptr;
+  if (CUresult r = requireContext(ctx)) return r;
+  if (ptr_out == nullptr || shareData == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto& drv = Driver::get();
+  PoolPointer pp{};
+  std::memcpy(&pp, shareData->reserved, sizeof pp);
+  {
+    std::lock_guard lock(drv.mu);
+    auto* p = reinterpret_cast<Pool*>(pool);
+    if (!drv.pools.count(p) || !p->imported || pp.magic != kPoolPtrMagic || pp.size == 0 ||
+        pp.pid != p->exporterPid || pp.pool != p->exporterPool)
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/fd/%d", pp.pid, pp.fd);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return CUDA_ERROR_INVALID_VALUE;  // the exporter or its allocation is gone
+  size_t len = pageRound(pp.size);
+  void* addr = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (addr == MAP_FAILED) {
+    close(fd);
+    return CUDA_ERROR_MAP_FAILED;
+  }
+  std::lock_guard lock(drv.mu);
+  Allocation a;
+  a.base = reinterpret_cast<uintptr_t>(addr);
+  a.size = pp.size;
+  a.mapLen = len;
+  a.dev = pp.dev;
+  a.fd = fd;
+  a.ctx = ctx;
+  a.kind = AllocKind::kPoolImport;  // no device memory of its own: the exporter's pool holds it
+  drv.allocations[a.base] = a;
+  *ptr_out = static_cast<CUdeviceptr>(a.base);
   return CUDA_SUCCESS;
 }
 

@@ -44,6 +44,8 @@ void dropVmmRef(CUmemGenericAllocationHandle h) {
   drv.vmmHandles.erase(it);
 }
 
+}  // namespace
+
 // The memfd behind an exported descriptor: the memfd itself, or (a device-node export) the
 // exporter's, found by the open file. -1 if it is neither.
 int memfdOf(int src) {
@@ -58,7 +60,6 @@ int memfdOf(int src) {
   return open(path, O_RDWR | O_CLOEXEC);
 }
 
-}  // namespace
 }  // namespace vgpu::fakegpu
 
 using namespace vgpu::fakegpu;
