@@ -105,6 +105,14 @@
   X(cuMemRetainAllocationHandle, (CUmemGenericAllocationHandle* handle, void* addr))        \
   X(cuMulticastCreate, (CUmemGenericAllocationHandle* mcHandle,                             \
                         const CUmulticastObjectProp* prop))                                 \
+  X(cuMemPoolExportToShareableHandle, (void* handle_out, CUmemoryPool pool,                \
+                                       CUmemAllocationHandleType handleType,                \
+                                       unsigned long long flags))                           \
+  X(cuMemPoolImportFromShareableHandle, (CUmemoryPool* pool_out, void* handle,              \
+                                         CUmemAllocationHandleType handleType,              \
+                                         unsigned long long flags))                         \
+  X(cuMemPoolImportPointer, (CUdeviceptr* ptr_out, CUmemoryPool pool,                       \
+                             CUmemPoolPtrExportData* shareData))                            \
   /* graph memory nodes */                                                                  \
   X(cuGraphAddMemAllocNode, (CUgraphNode* phGraphNode, CUgraph hGraph,                      \
                              const CUgraphNode* dependencies, size_t numDependencies,       \
@@ -263,6 +271,9 @@
   R(cuMemExportToShareableHandle, 10020, cuMemExportToShareableHandle, none)                \
   R(cuMemRetainAllocationHandle, 11000, cuMemRetainAllocationHandle, none)                  \
   R(cuMulticastCreate, 12010, cuMulticastCreate, none)                                      \
+  R(cuMemPoolExportToShareableHandle, 11020, cuMemPoolExportToShareableHandle, none)        \
+  R(cuMemPoolImportFromShareableHandle, 11020, cuMemPoolImportFromShareableHandle, none)    \
+  R(cuMemPoolImportPointer, 11020, cuMemPoolImportPointer, none)                            \
   R(cuGraphAddMemAllocNode, 11040, cuGraphAddMemAllocNode, none)                            \
   R(cuGraphDestroyNode, 10000, cuGraphDestroyNode, none)                                    \
   R(cuGraphDestroy, 10000, cuGraphDestroy, none)                                            \

@@ -206,6 +206,9 @@ void track(CUmemoryPool pool, int dev);
 void resync(CUmemoryPool pool, uint64_t provisional);
 /// Every tracked pool (after a synchronisation, the driver trims them to their thresholds).
 void resyncAll();
+/// Whether this process is charged for `pool` (created here, or a device's current pool); *dev
+/// gets its device.
+bool charged(CUmemoryPool pool, int* dev);
 /// A pool is destroyed; `outstanding` bytes of it are still allocated.
 void destroyed(CUmemoryPool pool, uint64_t outstanding);
 /// An allocation of a destroyed pool was freed.
