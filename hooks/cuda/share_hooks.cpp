@@ -20,7 +20,15 @@ using namespace vgpu;
 namespace {
 
 // What a local entry stands for; the region's entry is keyed by `key` alone.
-enum class Role : uint8_t { kNone, kExportedPointer, kOpenedIpc, kExportedHandle, kHeldHandle, kExportedPool, kHeldPool };
+enum class Role : uint8_t {
+  kNone,
+  kExportedPointer,
+  kOpenedIpc,
+  kExportedHandle,
+  kHeldHandle,
+  kExportedPool,
+  kHeldPool,
+};
 
 struct Local {
   Role role;

@@ -464,13 +464,15 @@ static int scenarioGraphUpload(const char* which) {
     return fail("%s: the launch after the upload changed the charge", which);
   rc = graphBuild("v2", 48 * MIB, &b, &pb);
   if (rc == CUDA_SUCCESS) rc = upload(b.exec, NULL);
-  if (rc != CUDA_ERROR_OUT_OF_MEMORY) return fail("%s: uploading a 48 MiB node over the limit gave %s", which, errName(rc));
+  if (rc != CUDA_ERROR_OUT_OF_MEMORY)
+    return fail("%s: uploading a 48 MiB node over the limit gave %s", which, errName(rc));
   if (physicalUsed() != phys1) return fail("%s: the refused upload took device memory", which);
   graphFree(&a);
   if ((rc = p_cuMemFree_v2(pa.alloc.dptr)) != CUDA_SUCCESS) return fail("cuMemFree: %s", errName(rc));
   if ((rc = p_cuDeviceGraphMemTrim(0)) != CUDA_SUCCESS) return fail("cuDeviceGraphMemTrim: %s", errName(rc));
   if (containerUsed() != used0) return fail("%s: usage after free and trim is not what it was", which);
-  if ((rc = upload(b.exec, NULL)) != CUDA_SUCCESS) return fail("%s: the 48 MiB upload alone failed: %s", which, errName(rc));
+  if ((rc = upload(b.exec, NULL)) != CUDA_SUCCESS)
+    return fail("%s: the 48 MiB upload alone failed: %s", which, errName(rc));
   graphFree(&b);
   printf("charged=%llu\n", (unsigned long long)(phys1 - phys0));
   return 0;

@@ -315,7 +315,8 @@ int workerMain(int sock) {
     } else if (!strcmp(m.op, "poolimport")) {
       /* The pool whose descriptor came with the message. */
       CUmemoryPool pool = NULL;
-      rc = p_cuMemPoolImportFromShareableHandle(&pool, (void*)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+      rc = p_cuMemPoolImportFromShareableHandle(&pool, (void*)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                                0);
       if (fd >= 0) close(fd);
       reply(sock, rc, 0, (int64_t)(uintptr_t)pool, NULL, -1);
     } else if (!strcmp(m.op, "poolptr")) {
