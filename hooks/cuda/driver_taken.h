@@ -27,39 +27,31 @@ Mark mark(int dev);
 /// Bytes the driver took between two marks beyond what the limiter charged; 0 when unknown.
 uint64_t grown(const Mark& before, const Mark& after);
 
-/// The ledger id of a driver object (modules, libraries) charged through here: the handle with
-/// a tag in its low bits (handles are pointers, aligned), so it never meets an array's id.
-inline uintptr_t objectId(const void* handle, uintptr_t tag) { return reinterpret_cast<uintptr_t>(handle) | tag; }
-
 /// Runs `make` (which creates the object whose id `id()` then gives) in the current context and
-/// charges what it took on the context's device; if that does not fit, `undo` destroys the
+/// charges what it took on the context's device, recorded under (`kind`, id); if that does not fit, `undo` destroys the
 /// object again and CUDA_ERROR_OUT_OF_MEMORY is returned. Without a current context (the
 /// driver reports the error, or loads nothing onto a device yet) `make` runs alone.
 template <class Make, class Undo, class Id>
-CUresult charge(Make&& make, Undo&& undo, Id&& id);
+CUresult charge(Kind kind, Make&& make, Undo&& undo, Id&& id);
 
 /// The same on device `dev` for an object owned by context `owner` (0: by none, given back
 /// only by its own destruction).
 template <class Make, class Undo, class Id>
-CUresult chargeOn(int dev, uintptr_t owner, Make&& make, Undo&& undo, Id&& id);
+CUresult chargeOn(Kind kind, int dev, uintptr_t owner, Make&& make, Undo&& undo, Id&& id);
 
-/// Runs `unload` and, if it succeeds, gives back what the object `id` was charged.
+/// Runs `unload` and, if it succeeds, gives back what the object (`kind`, `handle`) was charged.
 template <class F>
-CUresult release(uintptr_t id, F&& unload);
-
-/// The ledger kind the records are kept under (ledger.h is shared; a code object is, like an
-/// array, a driver-made handle charged to the context it was made in).
-inline constexpr Kind kKind = Kind::kArray;
+CUresult release(Kind kind, const void* handle, F&& unload);
 
 template <class Make, class Undo, class Id>
-CUresult charge(Make&& make, Undo&& undo, Id&& id) {
+CUresult charge(Kind kind, Make&& make, Undo&& undo, Id&& id) {
   Ctx c;
   if (!currentContext(&c)) return make();
-  return chargeOn(c.dev, reinterpret_cast<uintptr_t>(c.ctx), make, undo, id);
+  return chargeOn(kind, c.dev, reinterpret_cast<uintptr_t>(c.ctx), make, undo, id);
 }
 
 template <class Make, class Undo, class Id>
-CUresult chargeOn(int dev, uintptr_t owner, Make&& make, Undo&& undo, Id&& id) {
+CUresult chargeOn(Kind kind, int dev, uintptr_t owner, Make&& make, Undo&& undo, Id&& id) {
   // Measuring costs two NVML queries per call (a framework may load hundreds of libraries at
   // start): only where there is a limit to keep.
   if (dev < 0 || dev >= kLimiterMaxDevices || runtime().memoryLimit(dev) == 0) return make();
@@ -77,16 +69,17 @@ CUresult chargeOn(int dev, uintptr_t owner, Make&& make, Undo&& undo, Id&& id) {
   rec.dev = dev;
   rec.bytes = bytes;
   rec.ctx = owner;
-  ledger::put(kKind, id(), rec);
+  ledger::put(kind, reinterpret_cast<uintptr_t>(id()), rec);
   return CUDA_SUCCESS;
 }
 
 template <class F>
-CUresult release(uintptr_t id, F&& unload) {
+CUresult release(Kind kind, const void* handle, F&& unload) {
+  auto id = reinterpret_cast<uintptr_t>(handle);
   Record rec;
-  bool known = ledger::take(kKind, id, &rec);
+  bool known = ledger::take(kind, id, &rec);
   CUresult rc = unload();
-  return known ? settleFree(kKind, id, rec, rc) : rc;
+  return known ? settleFree(kind, id, rec, rc) : rc;
 }
 
 }  // namespace vgpu::taken

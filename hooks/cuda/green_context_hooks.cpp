@@ -9,10 +9,6 @@
 
 using namespace vgpu;
 
-namespace {
-constexpr uintptr_t kGreenTag = 0x3;  // beside the modules' and libraries' (module_hooks.cpp)
-}
-
 extern "C" {
 
 CUresult cuGreenCtxCreate(CUgreenCtx* phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags) {
@@ -21,13 +17,13 @@ CUresult cuGreenCtxCreate(CUgreenCtx* phCtx, CUdevResourceDesc desc, CUdevice de
   // Owned by no context: it is not one of the contexts the ledger follows, and only its own
   // destruction ends it.
   return taken::chargeOn(
-      static_cast<int>(dev), 0, [&] { return real::cuGreenCtxCreate(phCtx, desc, dev, flags); },
-      [&] { real::cuGreenCtxDestroy(*phCtx); }, [&] { return taken::objectId(*phCtx, kGreenTag); });
+      Kind::kGreenContext, static_cast<int>(dev), 0, [&] { return real::cuGreenCtxCreate(phCtx, desc, dev, flags); },
+      [&] { real::cuGreenCtxDestroy(*phCtx); }, [&] { return *phCtx; });
 }
 
 CUresult cuGreenCtxDestroy(CUgreenCtx hCtx) {
   VGPU_ENTER_CUDA(cuGreenCtxDestroy);
-  return taken::release(taken::objectId(hCtx, kGreenTag), [&] { return real::cuGreenCtxDestroy(hCtx); });
+  return taken::release(Kind::kGreenContext, hCtx, [&] { return real::cuGreenCtxDestroy(hCtx); });
 }
 
 }  // extern "C"

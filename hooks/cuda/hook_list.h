@@ -60,6 +60,8 @@
   X(cuArrayCreate, (CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR_v1* pAllocateArray))      \
   X(cuArray3DCreate, (CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1* pAllocateArray))  \
   X(cuCtxDestroy, (CUcontext ctx))                                                          \
+  X(cuDevicePrimaryCtxRelease, (CUdevice dev))                                              \
+  X(cuDevicePrimaryCtxReset, (CUdevice dev))                                                \
   X(cuGraphAddNode, (CUgraphNode* phGraphNode, CUgraph hGraph,                              \
                      const CUgraphNode* dependencies, size_t numDependencies,               \
                      CUgraphNodeParams* nodeParams))                                        \
@@ -103,6 +105,14 @@
   X(cuMemRetainAllocationHandle, (CUmemGenericAllocationHandle* handle, void* addr))        \
   X(cuMulticastCreate, (CUmemGenericAllocationHandle* mcHandle,                             \
                         const CUmulticastObjectProp* prop))                                 \
+  X(cuMemPoolExportToShareableHandle, (void* handle_out, CUmemoryPool pool,                \
+                                       CUmemAllocationHandleType handleType,                \
+                                       unsigned long long flags))                           \
+  X(cuMemPoolImportFromShareableHandle, (CUmemoryPool* pool_out, void* handle,              \
+                                         CUmemAllocationHandleType handleType,              \
+                                         unsigned long long flags))                         \
+  X(cuMemPoolImportPointer, (CUdeviceptr* ptr_out, CUmemoryPool pool,                       \
+                             CUmemPoolPtrExportData* shareData))                            \
   /* graph memory nodes */                                                                  \
   X(cuGraphAddMemAllocNode, (CUgraphNode* phGraphNode, CUgraph hGraph,                      \
                              const CUgraphNode* dependencies, size_t numDependencies,       \
@@ -120,6 +130,8 @@
   X(cuGraphInstantiateWithParams_ptsz, (CUgraphExec* phGraphExec, CUgraph hGraph,           \
                                         CUDA_GRAPH_INSTANTIATE_PARAMS* instantiateParams))  \
   X(cuGraphExecDestroy, (CUgraphExec hGraphExec))                                           \
+  X(cuGraphUpload, (CUgraphExec hGraphExec, CUstream hStream))                              \
+  X(cuGraphUpload_ptsz, (CUgraphExec hGraphExec, CUstream hStream))                         \
   X(cuDeviceGraphMemTrim, (CUdevice device))                                                \
   /* contexts (their overhead counts against the limit) */                                  \
   X(cuCtxCreate, (CUcontext* pctx, unsigned int flags, CUdevice dev))                       \
@@ -259,6 +271,9 @@
   R(cuMemExportToShareableHandle, 10020, cuMemExportToShareableHandle, none)                \
   R(cuMemRetainAllocationHandle, 11000, cuMemRetainAllocationHandle, none)                  \
   R(cuMulticastCreate, 12010, cuMulticastCreate, none)                                      \
+  R(cuMemPoolExportToShareableHandle, 11020, cuMemPoolExportToShareableHandle, none)        \
+  R(cuMemPoolImportFromShareableHandle, 11020, cuMemPoolImportFromShareableHandle, none)    \
+  R(cuMemPoolImportPointer, 11020, cuMemPoolImportPointer, none)                            \
   R(cuGraphAddMemAllocNode, 11040, cuGraphAddMemAllocNode, none)                            \
   R(cuGraphDestroyNode, 10000, cuGraphDestroyNode, none)                                    \
   R(cuGraphDestroy, 10000, cuGraphDestroy, none)                                            \
@@ -269,6 +284,7 @@
   R(cuGraphInstantiateWithParams, 12000, cuGraphInstantiateWithParams,                      \
     cuGraphInstantiateWithParams_ptsz)                                                      \
   R(cuGraphExecDestroy, 10000, cuGraphExecDestroy, none)                                    \
+  R(cuGraphUpload, 11010, cuGraphUpload, cuGraphUpload_ptsz)                                \
   R(cuDeviceGraphMemTrim, 11040, cuDeviceGraphMemTrim, none)                                \
   R(cuCtxCreate, 2000, cuCtxCreate, none)                                                   \
   R(cuCtxCreate, 3020, cuCtxCreate_v2, none)                                                \

@@ -62,20 +62,22 @@ VGPU_LAUNCH_WRAPPER(cuLaunchKernelEx_ptsz, true, config != nullptr ? config->hSt
                     VGPU_EX_ARGS)
 
 // Graph launches are throttled like kernels, and a graph with allocation nodes takes memory
-// when it runs: what it may take is reserved first, and the graph allocator's charge then
-// follows what it really maps (pools.cpp).
+// when it is uploaded or runs: what it may take is reserved first, and the graph allocator's
+// charge then follows what it really maps (pools.cpp).
 namespace {
 
+uintptr_t key(CUgraphExec exec) { return reinterpret_cast<uintptr_t>(exec); }
+
+// Reserves on each device what the executable graph `g` may take beyond what the graph
+// allocator holds unused, runs `call`, then charges the allocator for what it maps.
 template <class F>
-CUresult graphLaunch(CUgraphExec exec, CUstream stream, bool ptsz, F&& launch) {
-  Record g;
-  if (!ledger::peek(Kind::kGraphExec, reinterpret_cast<uintptr_t>(exec), &g)) return launchSlow(stream, ptsz, launch);
+CUresult reservedAround(const Record& g, CUgraphExec exec, F&& call) {
   uint64_t provisional[kLimiterMaxDevices] = {};
   bool single = (g.count & (g.count - 1)) == 0;
   for (int d = 0; d < kLimiterMaxDevices; ++d) {
     if ((g.count >> d & 1) == 0) continue;
     Record one = g;
-    if (!single) ledger::peek(Kind::kGraphExecDevice, reinterpret_cast<uintptr_t>(exec) | uintptr_t(d) << 56, &one);
+    if (!single) ledger::peek(Kind::kGraphExecDevice, key(exec) | uintptr_t(d) << 56, &one);
     uint64_t spare = pools::graphSpare(d);
     provisional[d] = one.bytes > spare ? one.bytes - spare : 0;
     if (reserveMemory(d, provisional[d]) != CUDA_SUCCESS) {
@@ -83,7 +85,7 @@ CUresult graphLaunch(CUgraphExec exec, CUstream stream, bool ptsz, F&& launch) {
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
   }
-  CUresult rc = launchSlow(stream, ptsz, launch);
+  CUresult rc = call();
   for (int d = 0; d < kLimiterMaxDevices; ++d) {
     if ((g.count >> d & 1) == 0) continue;
     if (rc == CUDA_SUCCESS) {
@@ -92,7 +94,33 @@ CUresult graphLaunch(CUgraphExec exec, CUstream stream, bool ptsz, F&& launch) {
       releaseMemory(d, provisional[d]);
     }
   }
+  if (rc == CUDA_SUCCESS && (g.flags & kMapped) == 0) {
+    ledger::update(
+        Kind::kGraphExec, key(exec),
+        [](Record& r, void*) {
+          r.flags |= kMapped;
+          return ledger::Keep::kKeep;
+        },
+        nullptr);
+  }
   return rc;
+}
+
+template <class F>
+CUresult graphLaunch(CUgraphExec exec, CUstream stream, bool ptsz, F&& launch) {
+  Record g;
+  if (!ledger::peek(Kind::kGraphExec, key(exec), &g)) return launchSlow(stream, ptsz, launch);
+  return reservedAround(g, exec, [&] { return launchSlow(stream, ptsz, launch); });
+}
+
+// cuGraphUpload maps an executable graph's allocation memory ahead of its first launch: it is
+// reserved and charged as that launch's would be. Once an upload or a launch has mapped it,
+// an upload maps nothing new.
+template <class F>
+CUresult graphUpload(CUgraphExec exec, F&& upload) {
+  Record g;
+  if (!ledger::peek(Kind::kGraphExec, key(exec), &g) || (g.flags & kMapped) != 0) return upload();
+  return reservedAround(g, exec, upload);
 }
 
 }  // namespace
@@ -113,3 +141,13 @@ CUresult graphLaunch(CUgraphExec exec, CUstream stream, bool ptsz, F&& launch) {
 
 VGPU_GRAPH_LAUNCH_WRAPPER(cuGraphLaunch, false)
 VGPU_GRAPH_LAUNCH_WRAPPER(cuGraphLaunch_ptsz, true)
+
+extern "C" CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream) {
+  VGPU_ENTER_CUDA(cuGraphUpload);
+  return graphUpload(hGraphExec, [&] { return real::cuGraphUpload(hGraphExec, hStream); });
+}
+
+extern "C" CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
+  VGPU_ENTER_CUDA(cuGraphUpload_ptsz);
+  return graphUpload(hGraphExec, [&] { return real::cuGraphUpload_ptsz(hGraphExec, hStream); });
+}

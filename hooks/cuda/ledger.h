@@ -28,12 +28,16 @@ enum class Kind : uint8_t {
   kSharedPointer,   // a kPointer exported with cuIpcGetMemHandle: its bytes moved to a share
                     // entry of the region (share.h), so not charged here; ctx
   kMulticast,       // cuMulticastCreate: bytes = its size per device (not charged: bound memory is)
+  kModule,          // cuModuleLoad*: what the load took (driver_taken.h): charged; ctx
+  kLibrary,         // cuLibraryLoad*: what the load took in the current context: charged; ctx
+  kGreenContext,    // cuGreenCtxCreate: what the creation took: charged; ctx = 0 (owned by none)
 };
 
 /// Whether records of a kind stand for bytes charged to the region.
 constexpr bool charges(Kind k) {
   return k == Kind::kPointer || k == Kind::kIpc || k == Kind::kArray || k == Kind::kMipmap || k == Kind::kContext ||
-         k == Kind::kVmmHandle || k == Kind::kImportedHandle;
+         k == Kind::kVmmHandle || k == Kind::kImportedHandle || k == Kind::kModule || k == Kind::kLibrary ||
+         k == Kind::kGreenContext;
 }
 
 /// Record flags.
@@ -43,6 +47,8 @@ inline constexpr uint32_t kManaged = 0x2;   // managed memory: charged, but not 
 /// charge moved there) or imported from one; its last reference drops the entry instead of
 /// giving bytes back.
 inline constexpr uint32_t kShared = 0x4;
+/// An executable graph whose allocation memory an upload or a launch has mapped already.
+inline constexpr uint32_t kMapped = 0x8;
 
 struct Record {
   int32_t dev = -1;

@@ -32,11 +32,20 @@ CUresult cuCtxDestroy(CUcontext ctx) {
   contextsChanged();
   CUresult rc = real::cuCtxDestroy(ctx);
   contextsChanged();
-  if (rc == CUDA_SUCCESS) {
-    releaseContextRecords(ctx);
-    throttle::forget(ctx);
-  }
+  if (rc == CUDA_SUCCESS) contextGone(ctx);
   return rc;
+}
+
+// Before CUDA 11.0: the primary context's release and reset, each by its own call, end the
+// context as their _v2 do.
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+  VGPU_ENTER_CUDA(cuDevicePrimaryCtxRelease);
+  return primaryReleased(dev, real::cuDevicePrimaryCtxRelease);
+}
+
+CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
+  VGPU_ENTER_CUDA(cuDevicePrimaryCtxReset);
+  return primaryReset(dev, real::cuDevicePrimaryCtxReset);
 }
 
 }  // extern "C"

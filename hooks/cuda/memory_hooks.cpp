@@ -380,18 +380,51 @@ CUresult createContext(CUcontext* pctx, CUdevice dev, F&& create, U&& undo, bool
   return CUDA_SUCCESS;
 }
 
-// Context `ctx` is gone and with it everything allocated in it; its throttle state too.
+__attribute__((constructor)) void initOverheads() {
+  for (auto& o : gContextOverhead) o.store(-1);
+}
+
+}  // namespace
+
+namespace vgpu {
+
 void contextGone(CUcontext ctx) {
   releaseContextRecords(ctx);
   if (shares::any()) shares::contextGone(ctx);
   throttle::forget(ctx);
 }
 
-__attribute__((constructor)) void initOverheads() {
-  for (auto& o : gContextOverhead) o.store(-1);
+CUresult primaryReleased(CUdevice dev, CUresult (*release)(CUdevice)) {
+  int d = static_cast<int>(dev);
+  bool last = d >= 0 && d < kLimiterMaxDevices && gPrimaryRefs[d].load() == 1;
+  if (last) contextsChanged();
+  CUresult rc = release(dev);
+  if (rc != CUDA_SUCCESS || d < 0 || d >= kLimiterMaxDevices) return rc;
+  int refs = gPrimaryRefs[d].load();
+  while (refs > 0 && !gPrimaryRefs[d].compare_exchange_weak(refs, refs - 1)) {
+  }
+  // The last release ends it, and with it what was allocated in it (only that: other
+  // contexts on the device keep theirs).
+  if (refs == 1 && gPrimaryActive[d].exchange(false)) {
+    contextsChanged();
+    if (CUcontext ctx = gPrimaryContext[d].load()) contextGone(ctx);
+  }
+  return rc;
 }
 
-}  // namespace
+CUresult primaryReset(CUdevice dev, CUresult (*reset)(CUdevice)) {
+  int d = static_cast<int>(dev);
+  contextsChanged();
+  CUresult rc = reset(dev);
+  contextsChanged();
+  if (rc != CUDA_SUCCESS || d < 0 || d >= kLimiterMaxDevices) return rc;
+  if (gPrimaryActive[d].exchange(false)) {
+    if (CUcontext ctx = gPrimaryContext[d].load()) contextGone(ctx);  // its allocations, overhead and events
+  }
+  return rc;
+}
+
+}  // namespace vgpu
 
 extern "C" {
 
@@ -747,34 +780,12 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
 
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   VGPU_ENTER_CUDA(cuDevicePrimaryCtxRelease_v2);
-  int d = static_cast<int>(dev);
-  bool last = d >= 0 && d < kLimiterMaxDevices && gPrimaryRefs[d].load() == 1;
-  if (last) contextsChanged();
-  CUresult rc = real::cuDevicePrimaryCtxRelease_v2(dev);
-  if (rc != CUDA_SUCCESS || d < 0 || d >= kLimiterMaxDevices) return rc;
-  int refs = gPrimaryRefs[d].load();
-  while (refs > 0 && !gPrimaryRefs[d].compare_exchange_weak(refs, refs - 1)) {
-  }
-  // The primary context is gone, and with it what was allocated in it (only that: other
-  // contexts on the device keep theirs).
-  if (refs == 1 && gPrimaryActive[d].exchange(false)) {
-    contextsChanged();
-    if (CUcontext ctx = gPrimaryContext[d].load()) contextGone(ctx);
-  }
-  return rc;
+  return primaryReleased(dev, real::cuDevicePrimaryCtxRelease_v2);
 }
 
 CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   VGPU_ENTER_CUDA(cuDevicePrimaryCtxReset_v2);
-  int d = static_cast<int>(dev);
-  contextsChanged();
-  CUresult rc = real::cuDevicePrimaryCtxReset_v2(dev);
-  contextsChanged();
-  if (rc != CUDA_SUCCESS || d < 0 || d >= kLimiterMaxDevices) return rc;
-  if (gPrimaryActive[d].exchange(false)) {
-    if (CUcontext ctx = gPrimaryContext[d].load()) contextGone(ctx);  // its allocations, overhead and events
-  }
-  return rc;
+  return primaryReset(dev, real::cuDevicePrimaryCtxReset_v2);
 }
 
 }  // extern "C"

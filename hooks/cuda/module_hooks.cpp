@@ -11,16 +11,12 @@ using namespace vgpu;
 
 namespace {
 
-// Tags of the two kinds of code object in the ledger (driver_taken.h: objectId).
-constexpr uintptr_t kModuleTag = 0x1;
-constexpr uintptr_t kLibraryTag = 0x2;
-
 // A module loaded into the current context by `load`; unloaded again if it does not fit.
 template <class F>
 CUresult moduleLoad(CUmodule* module, F&& load) {
   if (module == nullptr) return load();
   return taken::charge(
-      load, [&] { real::cuModuleUnload(*module); }, [&] { return taken::objectId(*module, kModuleTag); });
+      Kind::kModule, load, [&] { real::cuModuleUnload(*module); }, [&] { return *module; });
 }
 
 // A library: context-independent, it is loaded into the current context (if any) now and into
@@ -29,7 +25,7 @@ template <class F>
 CUresult libraryLoad(CUlibrary* library, F&& load) {
   if (library == nullptr || real::cuLibraryUnload == nullptr) return load();
   return taken::charge(
-      load, [&] { real::cuLibraryUnload(*library); }, [&] { return taken::objectId(*library, kLibraryTag); });
+      Kind::kLibrary, load, [&] { real::cuLibraryUnload(*library); }, [&] { return *library; });
 }
 
 }  // namespace
@@ -59,7 +55,7 @@ CUresult cuModuleLoadFatBinary(CUmodule* module, const void* fatCubin) {
 
 CUresult cuModuleUnload(CUmodule hmod) {
   VGPU_ENTER_CUDA(cuModuleUnload);
-  return taken::release(taken::objectId(hmod, kModuleTag), [&] { return real::cuModuleUnload(hmod); });
+  return taken::release(Kind::kModule, hmod, [&] { return real::cuModuleUnload(hmod); });
 }
 
 CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option* jitOptions, void** jitOptionsValues,
@@ -84,7 +80,7 @@ CUresult cuLibraryLoadFromFile(CUlibrary* library, const char* fileName, CUjit_o
 
 CUresult cuLibraryUnload(CUlibrary library) {
   VGPU_ENTER_CUDA(cuLibraryUnload);
-  return taken::release(taken::objectId(library, kLibraryTag), [&] { return real::cuLibraryUnload(library); });
+  return taken::release(Kind::kLibrary, library, [&] { return real::cuLibraryUnload(library); });
 }
 
 }  // extern "C"

@@ -17,6 +17,7 @@
 
 #include "monitor.h"
 #include "runtime.h"
+#include "share.h"
 #include "spin_lock.h"
 
 namespace vgpu::pools {
@@ -173,6 +174,14 @@ void track(CUmemoryPool pool, int dev) {
   }
   gPools[gCount++] = Pool{pool, dev, false, 0};
   gAny.store(true, std::memory_order_relaxed);
+}
+
+bool charged(CUmemoryPool pool, int* dev) {
+  SpinGuard g(gMu);
+  Pool* p = find(pool);
+  if (p == nullptr || p->destroyed) return false;
+  *dev = p->dev;
+  return true;
 }
 
 void resync(CUmemoryPool pool, uint64_t provisional) {
@@ -357,7 +366,9 @@ CUresult cuMemPoolDestroy(CUmemoryPool pool) {
     real::cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &outstanding);
   }
   CUresult rc = real::cuMemPoolDestroy(pool);
-  if (rc == CUDA_SUCCESS) pools::destroyed(pool, outstanding);
+  if (rc != CUDA_SUCCESS) return rc;
+  pools::destroyed(pool, outstanding);
+  if (shares::any()) shares::poolGone(pool);  // exported or imported: its share entry is let go
   return rc;
 }
 

@@ -182,6 +182,14 @@ inline CUresult settleFree(Kind kind, uintptr_t id, const Record& rec, CUresult 
 
 /// Gives back the charging records of context `ctx` (it is gone, and its memory with it).
 void releaseContextRecords(CUcontext ctx);
+/// Context `ctx` is gone: its charging records, what it exported or opened (share.h) and its
+/// throttle state go with it.
+void contextGone(CUcontext ctx);
+/// A primary context's release or reset by `call` (the ABI the application chose): the last
+/// release, or a reset, ends the context (contextGone) and its overhead's charge
+/// (memory_hooks.cpp).
+CUresult primaryReleased(CUdevice dev, CUresult (*call)(CUdevice));
+CUresult primaryReset(CUdevice dev, CUresult (*call)(CUdevice));
 
 /// Usage of `dev` by the whole container.
 uint64_t containerUsage(int dev);
@@ -198,6 +206,9 @@ void track(CUmemoryPool pool, int dev);
 void resync(CUmemoryPool pool, uint64_t provisional);
 /// Every tracked pool (after a synchronisation, the driver trims them to their thresholds).
 void resyncAll();
+/// Whether this process is charged for `pool` (created here, or a device's current pool); *dev
+/// gets its device.
+bool charged(CUmemoryPool pool, int* dev);
 /// A pool is destroyed; `outstanding` bytes of it are still allocated.
 void destroyed(CUmemoryPool pool, uint64_t outstanding);
 /// An allocation of a destroyed pool was freed.

@@ -20,7 +20,15 @@ using namespace vgpu;
 namespace {
 
 // What a local entry stands for; the region's entry is keyed by `key` alone.
-enum class Role : uint8_t { kNone, kExportedPointer, kOpenedIpc, kExportedHandle, kHeldHandle };
+enum class Role : uint8_t {
+  kNone,
+  kExportedPointer,
+  kOpenedIpc,
+  kExportedHandle,
+  kHeldHandle,
+  kExportedPool,
+  kHeldPool,
+};
 
 struct Local {
   Role role;
@@ -123,12 +131,38 @@ bool publish(Role role, uint32_t kind, const uint8_t* k, uintptr_t id, uintptr_t
   return true;
 }
 
-// A handle published before is exported again, as another open file of a device node: that
-// file gets the handle's next tag, so that its importers find the same entry.
-void retag(CUmemGenericAllocationHandle handle, int fd) {
+// An object published before is exported again, as another open file of a device node: that
+// file gets the object's next tag, so that its importers find the same entry.
+void retag(Role role, uintptr_t id, int fd) {
   Guard g;
-  Local* l = findLocked(Role::kExportedHandle, handle);
+  Local* l = findLocked(role, id);
   if (l != nullptr && l->tagBase != 0 && fdid::tag(fd, l->tagBase, l->tags)) ++l->tags;
+}
+
+// Exporter: object `id` (`role`: a VMM handle or a pool) was exported as descriptor `fd`; its
+// `bytes` on `dev` move to a share entry keyed by the file's identity, which importers of the
+// container find. `again`: published before (the same entry; a device node's new open file is
+// tagged). False when nothing was published (the exporter keeps paying, importers are charged).
+bool publishFd(Role role, int fd, uintptr_t id, int dev, uint64_t bytes, bool again) {
+  uint8_t k[VGPU_REGION_SHARE_KEY_LEN];
+  fdid::Export how = fdid::classify(fd, k);
+  if (how == fdid::Export::kNone) return false;
+  if (again) {
+    if (how == fdid::Export::kTagged) retag(role, id, fd);
+    return false;
+  }
+  uint64_t base = 0;
+  if (how == fdid::Export::kTagged) {
+    base = fdid::newBase();
+    if (!fdid::tag(fd, base, 0)) return false;  // cannot be told apart: the importer is charged
+    fdid::taggedKey(fd, base, k);
+  }
+  return publish(role, VGPU_SHARE_FD, k, id, 0, dev, bytes, base);
+}
+
+bool exportedBefore(Role role, uintptr_t id) {
+  Guard g;
+  return findLocked(role, id) != nullptr;
 }
 
 // Importer: holds the region's entry `k` if another process of the container published it.
@@ -219,6 +253,10 @@ void otherReleased(CUmemGenericAllocationHandle handle) {
     release(Role::kExportedHandle, handle);
 }
 
+void poolGone(CUmemoryPool pool) {
+  if (!release(Role::kExportedPool, key(pool))) release(Role::kHeldPool, key(pool));
+}
+
 void contextGone(CUcontext ctx) {
   Guard g;
   for (Local& l : gLocal) {
@@ -282,10 +320,7 @@ CUresult cuMemExportToShareableHandle(void* shareableHandle, CUmemGenericAllocat
   if (rc != CUDA_SUCCESS || shareableHandle == nullptr || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
     return rc;
   Record rec;
-  uint8_t k[VGPU_REGION_SHARE_KEY_LEN];
   int fd = *static_cast<int*>(shareableHandle);
-  fdid::Export how = fdid::classify(fd, k);
-  if (how == fdid::Export::kNone) return rc;
   // A multicast object takes no memory of its own (what is bound to it is charged to its
   // creator): an entry of 0 bytes tells importers so.
   Kind kind = Kind::kMulticast;
@@ -293,18 +328,8 @@ CUresult cuMemExportToShareableHandle(void* shareableHandle, CUmemGenericAllocat
     kind = Kind::kVmmHandle;
     if (!ledger::peek(kind, handle, &rec) || rec.bytes == 0) return rc;
   }
-  if ((rec.flags & kShared) != 0) {  // exported before: the same entry
-    if (how == fdid::Export::kTagged) retag(handle, fd);
-    return rc;
-  }
-  uint64_t base = 0;
-  if (how == fdid::Export::kTagged) {
-    base = fdid::newBase();
-    if (!fdid::tag(fd, base, 0)) return rc;  // cannot be told apart: the importer is charged
-    fdid::taggedKey(fd, base, k);
-  }
   uint64_t bytes = kind == Kind::kMulticast ? 0 : rec.bytes;
-  if (publish(Role::kExportedHandle, VGPU_SHARE_FD, k, handle, 0, rec.dev < 0 ? 0 : rec.dev, bytes, base))
+  if (publishFd(Role::kExportedHandle, fd, handle, rec.dev < 0 ? 0 : rec.dev, bytes, (rec.flags & kShared) != 0))
     ledger::update(kind, handle, markShared, nullptr);
   return rc;
 }
@@ -350,6 +375,68 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, vo
   }
   // Otherwise the size is only known when the handle is mapped; charged then (cuMemMap).
   ledger::put(Kind::kImportedHandle, *handle, rec);
+  return rc;
+}
+
+// Memory pools shared between processes (cuMemPoolExportToShareableHandle): a pool this
+// process is charged for (pools.cpp) publishes an entry of 0 bytes keyed by the exported file,
+// as a multicast object does, since its memory stays charged here; a process of the container
+// that imports the pool holds it, and pointers it imports from that pool are charged nothing.
+// A pool from outside the container charges each imported pointer to the importer.
+CUresult cuMemPoolExportToShareableHandle(void* handle_out, CUmemoryPool pool, CUmemAllocationHandleType handleType,
+                                          unsigned long long flags) {
+  VGPU_ENTER_CUDA(cuMemPoolExportToShareableHandle);
+  CUresult rc = real::cuMemPoolExportToShareableHandle(handle_out, pool, handleType, flags);
+  int dev = -1;
+  if (rc != CUDA_SUCCESS || handle_out == nullptr || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
+      !pools::charged(pool, &dev))
+    return rc;
+  int fd = *static_cast<int*>(handle_out);
+  publishFd(Role::kExportedPool, fd, key(pool), dev, 0, exportedBefore(Role::kExportedPool, key(pool)));
+  return rc;
+}
+
+CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool* pool_out, void* handle, CUmemAllocationHandleType handleType,
+                                            unsigned long long flags) {
+  VGPU_ENTER_CUDA(cuMemPoolImportFromShareableHandle);
+  // The file's identity before the driver sees it (it may close it).
+  uint8_t k[VGPU_REGION_SHARE_KEY_LEN];
+  bool keyed = handleType == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR &&
+               fdid::importKey(static_cast<int>(reinterpret_cast<intptr_t>(handle)), runtime().region, k);
+  CUresult rc = real::cuMemPoolImportFromShareableHandle(pool_out, handle, handleType, flags);
+  if (rc != CUDA_SUCCESS || pool_out == nullptr || !keyed) return rc;
+  int dev = -1;
+  uint64_t bytes = 0;
+  hold(Role::kHeldPool, VGPU_SHARE_FD, k, key(*pool_out), 0, &dev, &bytes);
+  return rc;
+}
+
+// A pointer of an imported pool: nothing when the container pays for the pool already (the
+// importer holds its entry); otherwise its size (cuMemGetAddressRange) on the current device,
+// freed again if that does not fit, and given back by its cuMemFree / cuMemFreeAsync.
+CUresult cuMemPoolImportPointer(CUdeviceptr* ptr_out, CUmemoryPool pool, CUmemPoolPtrExportData* shareData) {
+  VGPU_ENTER_CUDA(cuMemPoolImportPointer);
+  CUresult rc = real::cuMemPoolImportPointer(ptr_out, pool, shareData);
+  Ctx c;
+  if (rc != CUDA_SUCCESS || ptr_out == nullptr || !currentContext(&c)) return rc;
+  if (shares::any()) {
+    Guard g;
+    if (findLocked(Role::kHeldPool, key(pool)) != nullptr) return rc;
+  }
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  if (real::cuMemGetAddressRange_v2 == nullptr || real::cuMemGetAddressRange_v2(&base, &size, *ptr_out) != CUDA_SUCCESS)
+    return rc;
+  if (reserveMemory(c.dev, size) != CUDA_SUCCESS) {
+    real::cuMemFree_v2(*ptr_out);
+    *ptr_out = 0;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  Record rec;  // freed as an allocation of this context (memory_hooks.cpp, pools.cpp)
+  rec.dev = c.dev;
+  rec.bytes = size;
+  rec.ctx = key(c.ctx);
+  ledger::put(Kind::kPointer, *ptr_out, rec);
   return rc;
 }
 

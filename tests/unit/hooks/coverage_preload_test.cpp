@@ -111,4 +111,24 @@ TEST_F(LimiterCoverage, AnAllocationNodeAddedByCuGraphAddNodeIsReservedAtLaunchA
   }
 }
 
+// cuGraphUpload maps a graph's allocation memory before its launch; it was not counted until
+// the launch (24 MiB on the device, none charged; 48 MiB more uploaded past the limit).
+TEST_F(LimiterCoverage, AGraphUploadIsChargedAsItsLaunchWouldBeAndRefusedOverTheLimit) {
+  for (const char* which : {"plain", "ptsz"}) {
+    Result r = run({"graphupload", which});
+    EXPECT_EQ(r.exitCode, 0) << which << ": " << r.err << r.out;
+  }
+}
+
+// The pre-11.0 ABIs of the primary context's release and reset: what the context held stayed
+// charged until the process ended.
+TEST_F(LimiterCoverage, PrimaryContextReleaseAndResetV1GiveBackWhatTheContextHeld) {
+  for (const char* how : {"dlsym", "procaddr"}) {
+    for (const char* op : {"release", "reset"}) {
+      Result r = run({"primary_v1", how, op});
+      EXPECT_EQ(r.exitCode, 0) << how << " " << op << ": " << r.err << r.out;
+    }
+  }
+}
+
 }  // namespace

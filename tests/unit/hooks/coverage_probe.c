@@ -54,6 +54,8 @@ FN(cuGraphExecDestroy)
 FN(cuGraphDestroy)
 FN(cuDeviceGraphMemTrim)
 FN(cuStreamSynchronize)
+FN(cuGraphUpload)
+FN(cuGraphUpload_ptsz)
 #undef FN
 
 static int fail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -124,6 +126,8 @@ static int setup(void) {
   LOAD(cuGraphDestroy)
   LOAD(cuDeviceGraphMemTrim)
   LOAD(cuStreamSynchronize)
+  LOAD(cuGraphUpload)
+  LOAD(cuGraphUpload_ptsz)
 #undef LOAD
   CUdevice dev;
   CUcontext ctx;
@@ -372,21 +376,27 @@ typedef struct {
 } GraphRun;
 
 /* A graph with one allocation node of `bytes` added by cuGraphAddNode `variant` (v1 or v2),
- * instantiated and launched; the allocation is kept. */
-static CUresult graphAlloc(const char* variant, size_t bytes, GraphRun* g) {
+ * instantiated (not launched). */
+static CUresult graphBuild(const char* variant, size_t bytes, GraphRun* g, CUgraphNodeParams* params) {
   memset(g, 0, sizeof *g);
   CUresult rc = p_cuGraphCreate(&g->graph, 0);
   if (rc != CUDA_SUCCESS) return rc;
-  CUgraphNodeParams params;
-  memset(&params, 0, sizeof params);
-  params.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
-  params.alloc.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-  params.alloc.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  params.alloc.bytesize = bytes;
+  memset(params, 0, sizeof *params);
+  params->type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+  params->alloc.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  params->alloc.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  params->alloc.bytesize = bytes;
   CUgraphNode node;
-  rc = !strcmp(variant, "v2") ? p_cuGraphAddNode_v2(&node, g->graph, NULL, NULL, 0, &params)
-                              : p_cuGraphAddNode(&node, g->graph, NULL, 0, &params);
+  rc = !strcmp(variant, "v2") ? p_cuGraphAddNode_v2(&node, g->graph, NULL, NULL, 0, params)
+                              : p_cuGraphAddNode(&node, g->graph, NULL, 0, params);
   if (rc == CUDA_SUCCESS) rc = p_cuGraphInstantiateWithFlags(&g->exec, g->graph, 0);
+  return rc;
+}
+
+/* The same, launched; the allocation is kept. */
+static CUresult graphAlloc(const char* variant, size_t bytes, GraphRun* g) {
+  CUgraphNodeParams params;
+  CUresult rc = graphBuild(variant, bytes, g, &params);
   if (rc == CUDA_SUCCESS) rc = p_cuGraphLaunch(g->exec, NULL);
   if (rc == CUDA_SUCCESS) rc = p_cuStreamSynchronize(NULL);
   g->ptr = params.alloc.dptr;
@@ -428,6 +438,69 @@ static int scenarioGraphNode(const char* variant) {
   return 0;
 }
 
+/* ---- cuGraphUpload: it maps a graph's allocation memory before the launch ---- */
+
+/* Under 64 MiB: uploading a graph with a 24 MiB allocation node (by cuGraphUpload or its
+ * _ptsz twin) is charged what the device maps then; its launch charges nothing more; a graph
+ * whose node would pass the limit is refused at its upload with nothing taken. */
+static int scenarioGraphUpload(const char* which) {
+  if (setup() != 0) return 3;
+  __typeof__(&cuGraphUpload) upload = !strcmp(which, "ptsz") ? p_cuGraphUpload_ptsz : p_cuGraphUpload;
+  if (!upload) return fail("no cuGraphUpload%s", !strcmp(which, "ptsz") ? "_ptsz" : "");
+  uint64_t used0 = containerUsed(), phys0 = physicalUsed();
+  GraphRun a, b;
+  CUgraphNodeParams pa, pb;
+  CUresult rc = graphBuild("v2", 24 * MIB, &a, &pa);
+  if (rc == CUDA_SUCCESS) rc = upload(a.exec, NULL);
+  if (rc != CUDA_SUCCESS) return fail("%s: uploading a 24 MiB allocation node failed: %s", which, errName(rc));
+  uint64_t phys1 = physicalUsed();
+  if (phys1 == phys0) return fail("%s: the fake driver mapped nothing at the upload", which);
+  if (containerUsed() - used0 != phys1 - phys0)
+    return fail("%s: the upload was charged %llu for %llu on the device", which,
+                (unsigned long long)(containerUsed() - used0), (unsigned long long)(phys1 - phys0));
+  if ((rc = p_cuGraphLaunch(a.exec, NULL)) != CUDA_SUCCESS || (rc = p_cuStreamSynchronize(NULL)) != CUDA_SUCCESS)
+    return fail("%s: the uploaded graph's launch failed: %s", which, errName(rc));
+  if (physicalUsed() != phys1 || containerUsed() - used0 != phys1 - phys0)
+    return fail("%s: the launch after the upload changed the charge", which);
+  rc = graphBuild("v2", 48 * MIB, &b, &pb);
+  if (rc == CUDA_SUCCESS) rc = upload(b.exec, NULL);
+  if (rc != CUDA_ERROR_OUT_OF_MEMORY)
+    return fail("%s: uploading a 48 MiB node over the limit gave %s", which, errName(rc));
+  if (physicalUsed() != phys1) return fail("%s: the refused upload took device memory", which);
+  graphFree(&a);
+  if ((rc = p_cuMemFree_v2(pa.alloc.dptr)) != CUDA_SUCCESS) return fail("cuMemFree: %s", errName(rc));
+  if ((rc = p_cuDeviceGraphMemTrim(0)) != CUDA_SUCCESS) return fail("cuDeviceGraphMemTrim: %s", errName(rc));
+  if (containerUsed() != used0) return fail("%s: usage after free and trim is not what it was", which);
+  if ((rc = upload(b.exec, NULL)) != CUDA_SUCCESS)
+    return fail("%s: the 48 MiB upload alone failed: %s", which, errName(rc));
+  graphFree(&b);
+  printf("charged=%llu\n", (unsigned long long)(phys1 - phys0));
+  return 0;
+}
+
+/* ---- cuDevicePrimaryCtxRelease / cuDevicePrimaryCtxReset (v1, before CUDA 11.0) ---- */
+
+/* 16 MiB allocated in the primary context, then the context's last release (or its reset)
+ * by the v1 ABI: what it held is given back (retained again, the usage is what it was). */
+static int scenarioPrimaryV1(const char* how, const char* op) {
+  if (setup() != 0) return 3;
+  int release = !strcmp(op, "release");
+  const char* name = release ? "cuDevicePrimaryCtxRelease" : "cuDevicePrimaryCtxReset";
+  __typeof__(&cuDevicePrimaryCtxRelease) call = (__typeof__(&cuDevicePrimaryCtxRelease))entry(how, name, 7000);
+  if (!call) return fail("%s: no %s (v1)", how, name);
+  uint64_t used0 = containerUsed();
+  CUdeviceptr p;
+  CUresult rc = p_cuMemAlloc_v2(&p, 16 * MIB);
+  if (rc != CUDA_SUCCESS) return fail("16 MiB: %s", errName(rc));
+  if ((rc = call(0)) != CUDA_SUCCESS) return fail("%s: %s (v1): %s", how, name, errName(rc));
+  CUcontext primary;
+  if (p_cuDevicePrimaryCtxRetain(&primary, 0) || p_cuCtxSetCurrent(primary)) return 3;
+  if (containerUsed() != used0)
+    return fail("%s: usage %llu after %s (v1), %llu before the allocation", how, (unsigned long long)containerUsed(),
+                name, (unsigned long long)used0);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: coverage_probe <scenario> [args]\n");
@@ -442,6 +515,8 @@ int main(int argc, char** argv) {
   if (!strcmp(s, "array_v1")) return scenarioArrayV1(arg, argc > 3 ? argv[3] : "2d");
   if (!strcmp(s, "ctxdestroy_v1")) return scenarioContextDestroyV1(arg);
   if (!strcmp(s, "graphnode")) return scenarioGraphNode(arg);
+  if (!strcmp(s, "graphupload")) return scenarioGraphUpload(arg);
+  if (!strcmp(s, "primary_v1")) return scenarioPrimaryV1(arg, argc > 3 ? argv[3] : "release");
   fprintf(stderr, "coverage_probe: unknown scenario %s\n", s);
   return 3;
 }

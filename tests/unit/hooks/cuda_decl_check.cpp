@@ -150,7 +150,8 @@ VGPU_DECLCHECK_MAP_HANDLE(CUdevResourceDesc)
   X(CUgraphNodeParams)                  \
   X(CUgraphEdgeData)                    \
   /* sharing (issue 36) */              \
-  X(CUmulticastObjectProp)
+  X(CUmulticastObjectProp)              \
+  X(CUmemPoolPtrExportData)
 VGPU_CUDA_ENUMS(VGPU_DECLCHECK_MAP)
 VGPU_CUDA_STRUCTS(VGPU_DECLCHECK_MAP)
 VGPU_CUDA_ENUMS(VGPU_DECLCHECK_ENUM)
@@ -184,6 +185,7 @@ VGPU_SAME_ALIAS(CUDA_KERNEL_NODE_PARAMS, CUDA_KERNEL_NODE_PARAMS_v2)
 VGPU_SAME_ALIAS(CUexecAffinitySmCount, CUexecAffinitySmCount_v1)
 VGPU_SAME_ALIAS(CUexecAffinityParam, CUexecAffinityParam_v1)
 VGPU_SAME_ALIAS(CUmulticastObjectProp, CUmulticastObjectProp_v1)
+VGPU_SAME_ALIAS(CUmemPoolPtrExportData, CUmemPoolPtrExportData_v1)
 
 // ---- Enumerators --------------------------------------------------------------------------
 

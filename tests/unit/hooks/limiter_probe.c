@@ -620,6 +620,7 @@ static int scenarioProcAddr(void) {
       {"cuCtxDestroy", 11040, CU_GET_PROC_ADDRESS_DEFAULT},
       {"cuDevicePrimaryCtxRelease", 10000, CU_GET_PROC_ADDRESS_DEFAULT},
       {"cuDevicePrimaryCtxRelease", 11040, CU_GET_PROC_ADDRESS_DEFAULT},
+      {"cuDeviceTotalMem", 3000, CU_GET_PROC_ADDRESS_DEFAULT},
       {"cuIpcOpenMemHandle", 11040, CU_GET_PROC_ADDRESS_DEFAULT},
       {"cuGetProcAddress", 11040, CU_GET_PROC_ADDRESS_DEFAULT},
       {"cuGetProcAddress", 12000, CU_GET_PROC_ADDRESS_DEFAULT},

@@ -10,8 +10,8 @@
  * charged twice or not at all is seen where it happens. Exit code 0 ok, 1 a check failed,
  * 3 setup failed; each step is a line on stdout, failures are explained on stderr. */
 
+
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -24,296 +24,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "vgpu/cuda/driver_api.h"
+#include "share_probe.h"
 #include "vgpu/shared_region.h"
 
-#define MIB (1024ull * 1024ull)
 #define MAX_WORKERS 9
-
-/* ---- messages between the scenario and a worker ---- */
-
-typedef struct {
-  char op[16];
-  int64_t a, b;
-  unsigned char data[CU_IPC_HANDLE_SIZE];
-} Msg;
-
-typedef struct {
-  int32_t rc; /* CUresult */
-  int64_t v1, v2;
-  unsigned char data[CU_IPC_HANDLE_SIZE];
-} Reply;
-
-static int sendWithFd(int sock, const void* buf, size_t len, int fd) {
-  struct iovec iov = {(void*)buf, len};
-  struct msghdr msg = {0};
-  char ctrl[CMSG_SPACE(sizeof(int))];
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  if (fd >= 0) {
-    memset(ctrl, 0, sizeof ctrl);
-    msg.msg_control = ctrl;
-    msg.msg_controllen = sizeof ctrl;
-    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  }
-  return sendmsg(sock, &msg, 0) == (ssize_t)len ? 0 : -1;
-}
-
-/* Receives one message; *fd gets a descriptor that came with it, or -1. */
-static int recvWithFd(int sock, void* buf, size_t len, int* fd) {
-  struct iovec iov = {buf, len};
-  struct msghdr msg = {0};
-  char ctrl[CMSG_SPACE(sizeof(int))];
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = ctrl;
-  msg.msg_controllen = sizeof ctrl;
-  if (fd) *fd = -1;
-  ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-  if (n != (ssize_t)len) return -1;
-  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  if (c && c->cmsg_type == SCM_RIGHTS && fd) memcpy(fd, CMSG_DATA(c), sizeof(int));
-  return 0;
-}
-
-/* ---- the worker: one CUDA process of the container ---- */
-
-#define FN(name) static __typeof__(&name) p_##name;
-FN(cuInit)
-FN(cuDeviceGet)
-FN(cuDevicePrimaryCtxRetain)
-FN(cuCtxSetCurrent)
-FN(cuCtxGetCurrent)
-FN(cuMemGetInfo_v2)
-FN(cuMemAlloc_v2)
-FN(cuMemFree_v2)
-FN(cuIpcGetMemHandle)
-FN(cuIpcOpenMemHandle_v2)
-FN(cuIpcCloseMemHandle)
-FN(cuMemCreate)
-FN(cuMemRelease)
-FN(cuMemAddressReserve)
-FN(cuMemAddressFree)
-FN(cuMemMap)
-FN(cuMemUnmap)
-FN(cuMemSetAccess)
-FN(cuMemExportToShareableHandle)
-FN(cuMemImportFromShareableHandle)
-FN(cuMemRetainAllocationHandle)
-FN(cuMemAllocHost_v2)
-FN(cuMemHostAlloc)
-FN(cuMemFreeHost)
-FN(cuMemHostRegister_v2)
-FN(cuMemHostUnregister)
-FN(cuCtxEnablePeerAccess)
-FN(cuMemsetD8_v2)
-FN(cuMulticastCreate)
-FN(cuMulticastAddDevice)
-FN(cuMulticastBindMem)
-FN(cuCtxCreate_v2)
-FN(cuCtxDestroy_v2)
-#undef FN
-static uint64_t (*p_physical)(int);
-static CUcontext g_ctx[2];
-
-static int loadCuda(void) {
-  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-  if (!h) return -1;
-#define LOAD(name) p_##name = (__typeof__(p_##name))dlsym(h, #name);
-  LOAD(cuInit) LOAD(cuDeviceGet) LOAD(cuDevicePrimaryCtxRetain) LOAD(cuCtxSetCurrent) LOAD(cuCtxGetCurrent)
-  LOAD(cuMemGetInfo_v2) LOAD(cuMemAlloc_v2) LOAD(cuMemFree_v2) LOAD(cuIpcGetMemHandle) LOAD(cuIpcOpenMemHandle_v2)
-  LOAD(cuIpcCloseMemHandle) LOAD(cuMemCreate) LOAD(cuMemRelease) LOAD(cuMemAddressReserve) LOAD(cuMemAddressFree)
-  LOAD(cuMemMap) LOAD(cuMemUnmap) LOAD(cuMemSetAccess) LOAD(cuMemExportToShareableHandle)
-  LOAD(cuMemImportFromShareableHandle) LOAD(cuMemRetainAllocationHandle) LOAD(cuMemAllocHost_v2) LOAD(cuMemHostAlloc)
-  LOAD(cuMemFreeHost) LOAD(cuMemHostRegister_v2) LOAD(cuMemHostUnregister) LOAD(cuCtxEnablePeerAccess)
-  LOAD(cuMemsetD8_v2) LOAD(cuMulticastCreate) LOAD(cuMulticastAddDevice) LOAD(cuMulticastBindMem)
-  LOAD(cuCtxCreate_v2) LOAD(cuCtxDestroy_v2)
-#undef LOAD
-  p_physical = (uint64_t(*)(int))dlsym(h, "vgpuFakeDeviceUsedBytes");
-  return p_cuInit && p_physical && p_cuMemRetainAllocationHandle ? 0 : -1;
-}
-
-/* Reserves `bytes` of address space, maps `handle` there and makes it accessible from `dev`. */
-static CUresult mapAt(CUmemGenericAllocationHandle handle, size_t bytes, int dev, CUdeviceptr* out) {
-  CUresult rc = p_cuMemAddressReserve(out, bytes, 0, 0, 0);
-  if (rc == CUDA_SUCCESS) rc = p_cuMemMap(*out, bytes, 0, handle, 0);
-  if (rc == CUDA_SUCCESS) {
-    CUmemAccessDesc a;
-    memset(&a, 0, sizeof a);
-    a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    a.location.id = dev;
-    a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    rc = p_cuMemSetAccess(*out, bytes, &a, 1);
-    if (rc == CUDA_SUCCESS) rc = p_cuMemsetD8_v2(*out, 0x5a, bytes < MIB ? bytes : MIB); /* it is really there */
-  } else if (*out) {
-    p_cuMemAddressFree(*out, bytes);
-    *out = 0;
-  }
-  return rc;
-}
-
-/* Host memory of every kind the driver has: none of it is device memory. */
-static CUresult hostMemory(void) {
-  void *a = NULL, *b = NULL;
-  static char registered[1 << 16] __attribute__((aligned(4096)));
-  CUresult rc = p_cuMemAllocHost_v2(&a, 8 * MIB);
-  if (rc == CUDA_SUCCESS) rc = p_cuMemHostAlloc(&b, 8 * MIB, CU_MEMHOSTALLOC_PORTABLE);
-  if (rc == CUDA_SUCCESS) rc = p_cuMemHostRegister_v2(registered, sizeof registered, 0);
-  CUmemAllocationProp prop;
-  memset(&prop, 0, sizeof prop);
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_HOST;
-  CUmemGenericAllocationHandle h = 0;
-  CUdeviceptr p = 0;
-  if (rc == CUDA_SUCCESS) rc = p_cuMemCreate(&h, 32 * MIB, &prop, 0);
-  if (rc == CUDA_SUCCESS) rc = p_cuMemAddressReserve(&p, 32 * MIB, 0, 0, 0);
-  if (rc == CUDA_SUCCESS) rc = p_cuMemMap(p, 32 * MIB, 0, h, 0);
-  return rc;
-}
-
-static void reply(int sock, CUresult rc, int64_t v1, int64_t v2, const void* data, int fd) {
-  Reply r;
-  memset(&r, 0, sizeof r);
-  r.rc = rc;
-  r.v1 = v1;
-  r.v2 = v2;
-  if (data) memcpy(r.data, data, sizeof r.data);
-  if (sendWithFd(sock, &r, sizeof r, fd) != 0) _exit(3);
-}
-
-static int workerMain(int sock) {
-  Msg m;
-  int fd;
-  while (recvWithFd(sock, &m, sizeof m, &fd) == 0) {
-    CUresult rc = CUDA_SUCCESS;
-    if (!strcmp(m.op, "quit")) {
-      reply(sock, CUDA_SUCCESS, 0, 0, NULL, -1);
-      return 0;
-    } else if (!strcmp(m.op, "init")) {
-      /* Device m.a's primary context, current; a second device's too (peer access), if any. */
-      CUdevice d;
-      if (loadCuda() != 0) return 3;
-      rc = p_cuInit(0);
-      if (rc == CUDA_SUCCESS) rc = p_cuDeviceGet(&d, (int)m.a);
-      if (rc == CUDA_SUCCESS) rc = p_cuDevicePrimaryCtxRetain(&g_ctx[m.a], d);
-      if (rc == CUDA_SUCCESS) rc = p_cuCtxSetCurrent(g_ctx[m.a]);
-      reply(sock, rc, 0, 0, NULL, -1);
-    } else if (!strcmp(m.op, "usage")) {
-      size_t free = 0, total = 0;
-      rc = p_cuMemGetInfo_v2(&free, &total);
-      reply(sock, rc, (int64_t)(total - free), (int64_t)p_physical((int)m.a), NULL, -1);
-    } else if (!strcmp(m.op, "alloc")) {
-      CUdeviceptr p = 0;
-      rc = p_cuMemAlloc_v2(&p, (size_t)m.a);
-      reply(sock, rc, (int64_t)p, 0, NULL, -1);
-    } else if (!strcmp(m.op, "free")) {
-      reply(sock, p_cuMemFree_v2((CUdeviceptr)m.a), 0, 0, NULL, -1);
-    } else if (!strcmp(m.op, "ipcget")) {
-      CUipcMemHandle h;
-      memset(&h, 0, sizeof h);
-      rc = p_cuIpcGetMemHandle(&h, (CUdeviceptr)m.a);
-      reply(sock, rc, 0, 0, h.reserved, -1);
-    } else if (!strcmp(m.op, "ipcopen")) {
-      CUipcMemHandle h;
-      CUdeviceptr p = 0;
-      memcpy(h.reserved, m.data, sizeof h.reserved);
-      rc = p_cuIpcOpenMemHandle_v2(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
-      if (rc == CUDA_SUCCESS) rc = p_cuMemsetD8_v2(p, 0x5a, m.a < (int64_t)MIB ? (size_t)m.a : MIB);
-      reply(sock, rc, (int64_t)p, 0, NULL, -1);
-    } else if (!strcmp(m.op, "ipcclose")) {
-      reply(sock, p_cuIpcCloseMemHandle((CUdeviceptr)m.a), 0, 0, NULL, -1);
-    } else if (!strcmp(m.op, "vmm")) {
-      /* A handle of m.a bytes on device m.b that can be exported as a file descriptor, mapped. */
-      CUmemAllocationProp prop;
-      memset(&prop, 0, sizeof prop);
-      prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-      prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-      prop.location.id = (int)m.b;
-      prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-      CUmemGenericAllocationHandle h = 0;
-      CUdeviceptr p = 0;
-      rc = p_cuMemCreate(&h, (size_t)m.a, &prop, 0);
-      if (rc == CUDA_SUCCESS) rc = mapAt(h, (size_t)m.a, (int)m.b, &p);
-      reply(sock, rc, (int64_t)p, (int64_t)h, NULL, -1);
-    } else if (!strcmp(m.op, "export")) {
-      int out = -1;
-      rc = p_cuMemExportToShareableHandle(&out, (CUmemGenericAllocationHandle)m.a,
-                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-      reply(sock, rc, 0, 0, NULL, rc == CUDA_SUCCESS ? out : -1);
-      if (out >= 0) close(out); /* as NCCL does once it is sent */
-    } else if (!strcmp(m.op, "import")) {
-      /* The descriptor that came with the message: imported, mapped (m.a bytes, device m.b). */
-      CUmemGenericAllocationHandle h = 0;
-      CUdeviceptr p = 0;
-      rc = p_cuMemImportFromShareableHandle(&h, (void*)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-      if (fd >= 0) close(fd);
-      if (rc == CUDA_SUCCESS) rc = mapAt(h, (size_t)m.a, (int)m.b, &p);
-      reply(sock, rc, (int64_t)p, (int64_t)h, NULL, -1);
-    } else if (!strcmp(m.op, "map")) {
-      CUdeviceptr p = 0;
-      rc = mapAt((CUmemGenericAllocationHandle)m.a, (size_t)m.b, 0, &p);
-      reply(sock, rc, (int64_t)p, 0, NULL, -1);
-    } else if (!strcmp(m.op, "unmap")) {
-      rc = p_cuMemUnmap((CUdeviceptr)m.a, (size_t)m.b);
-      if (rc == CUDA_SUCCESS) rc = p_cuMemAddressFree((CUdeviceptr)m.a, (size_t)m.b);
-      reply(sock, rc, 0, 0, NULL, -1);
-    } else if (!strcmp(m.op, "release")) {
-      reply(sock, p_cuMemRelease((CUmemGenericAllocationHandle)m.a), 0, 0, NULL, -1);
-    } else if (!strcmp(m.op, "retain")) {
-      CUmemGenericAllocationHandle h = 0;
-      rc = p_cuMemRetainAllocationHandle(&h, (void*)(uintptr_t)m.a);
-      reply(sock, rc, (int64_t)h, 0, NULL, -1);
-    } else if (!strcmp(m.op, "mc")) {
-      /* A multicast object of m.a bytes with allocation handle m.b bound to it, mapped here. */
-      CUmulticastObjectProp prop;
-      memset(&prop, 0, sizeof prop);
-      prop.numDevices = 1;
-      prop.size = (size_t)m.a;
-      prop.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-      CUmemGenericAllocationHandle mc = 0;
-      CUdeviceptr p = 0;
-      rc = p_cuMulticastCreate ? p_cuMulticastCreate(&mc, &prop) : CUDA_ERROR_NOT_SUPPORTED; /* before 12.1 */
-      if (rc == CUDA_SUCCESS) rc = p_cuMulticastAddDevice(mc, 0);
-      if (rc == CUDA_SUCCESS) rc = p_cuMulticastBindMem(mc, 0, (CUmemGenericAllocationHandle)m.b, 0, (size_t)m.a, 0);
-      if (rc == CUDA_SUCCESS) rc = mapAt(mc, (size_t)m.a, 0, &p);
-      reply(sock, rc, (int64_t)p, (int64_t)mc, NULL, -1);
-    } else if (!strcmp(m.op, "ctxexport")) {
-      /* m.a bytes allocated and exported by IPC in a context of its own (then the primary again). */
-      CUcontext cur = NULL, ctx = NULL;
-      CUdeviceptr p = 0;
-      CUipcMemHandle h;
-      memset(&h, 0, sizeof h);
-      p_cuCtxGetCurrent(&cur);
-      rc = p_cuCtxCreate_v2(&ctx, 0, 0);
-      if (rc == CUDA_SUCCESS) rc = p_cuMemAlloc_v2(&p, (size_t)m.a);
-      if (rc == CUDA_SUCCESS) rc = p_cuIpcGetMemHandle(&h, p);
-      p_cuCtxSetCurrent(cur);
-      reply(sock, rc, (int64_t)(uintptr_t)ctx, 0, h.reserved, -1);
-    } else if (!strcmp(m.op, "ctxdestroy")) {
-      reply(sock, p_cuCtxDestroy_v2((CUcontext)(uintptr_t)m.a), 0, 0, NULL, -1);
-    } else if (!strcmp(m.op, "host")) {
-      reply(sock, hostMemory(), 0, 0, NULL, -1);
-    } else if (!strcmp(m.op, "peer")) {
-      /* A context on device m.a besides the current one, and peer access to it. */
-      CUcontext cur = NULL;
-      CUdevice d;
-      p_cuCtxGetCurrent(&cur);
-      rc = p_cuDeviceGet(&d, (int)m.a);
-      if (rc == CUDA_SUCCESS && !g_ctx[m.a]) rc = p_cuDevicePrimaryCtxRetain(&g_ctx[m.a], d);
-      if (rc == CUDA_SUCCESS) rc = p_cuCtxSetCurrent(cur);
-      reply(sock, rc, 0, 0, NULL, -1);
-    } else if (!strcmp(m.op, "enablepeer")) {
-      reply(sock, p_cuCtxEnablePeerAccess(g_ctx[m.a], 0), 0, 0, NULL, -1);
-    } else {
-      reply(sock, CUDA_ERROR_NOT_SUPPORTED, 0, 0, NULL, -1);
-    }
-  }
-  return 0;
-}
 
 /* ---- the scenario: workers, steps, and the check after each step ---- */
 
@@ -358,7 +72,9 @@ static int startWorker(const char* self, int dev, int preload) {
   return g_n++;
 }
 
-static Reply call(int w, const char* op, int64_t a, int64_t b, const void* data, int fd) {
+/* Sends worker w a step (with descriptor `fd`, -1: none); its reply, and in *fdOut (if not
+ * NULL) a descriptor that came with it. */
+static Reply callFd(int w, const char* op, int64_t a, int64_t b, const void* data, int fd, int* fdOut) {
   Msg m;
   Reply r;
   memset(&m, 0, sizeof m);
@@ -368,11 +84,15 @@ static Reply call(int w, const char* op, int64_t a, int64_t b, const void* data,
   m.b = b;
   if (data) memcpy(m.data, data, sizeof m.data);
   r.rc = CUDA_ERROR_UNKNOWN;
-  if (sendWithFd(g_w[w].sock, &m, sizeof m, fd) != 0 || recvWithFd(g_w[w].sock, &r, sizeof r, NULL) != 0) {
+  if (sendWithFd(g_w[w].sock, &m, sizeof m, fd) != 0 || recvWithFd(g_w[w].sock, &r, sizeof r, fdOut) != 0) {
     failf("worker %d did not answer %s", w, op);
     r.rc = CUDA_ERROR_UNKNOWN;
   }
   return r;
+}
+
+static Reply call(int w, const char* op, int64_t a, int64_t b, const void* data, int fd) {
+  return callFd(w, op, a, b, data, fd, NULL);
 }
 
 /* Like call(), and the step must succeed. */
@@ -591,6 +311,78 @@ static void scenarioSmuggle(const char* self) {
   if (mineFd >= 0) close(mineFd);
 }
 
+/* A pool exported by a limited process of the container: another one imports it and a 40 MiB
+ * pointer of it under a 64 MiB limit, and allocates 16 MiB besides (charged once, it fits);
+ * both free, the pools go. */
+static void scenarioPool(const char* self) {
+  startWorker(self, 0, 1);
+  startWorker(self, 0, 1);
+  initAll();
+  int pfd = -1;
+  Reply pool = callFd(0, "pool", 0, 0, NULL, -1, &pfd);
+  if (pool.rc != CUDA_SUCCESS || pfd < 0) {
+    failf("worker 0: an exported pool failed: CUresult %d", pool.rc);
+    return;
+  }
+  check("pool created and exported");
+  Reply a = must(0, "poolalloc", pool.v2, 40 * MIB, NULL, -1);
+  check("40 MiB from the exported pool");
+  Reply ip = must(1, "poolimport", 0, 0, NULL, pfd);
+  close(pfd);
+  check("pool imported");
+  Reply o = must(1, "poolptr", ip.v2, 0, a.data, -1);
+  check("pointer imported");
+  Reply b = must(1, "alloc", 16 * MIB, 0, NULL, -1);
+  check("16 MiB besides");
+  must(1, "free", b.v1, 0, NULL, -1);
+  must(1, "freeasync", o.v1, 0, NULL, -1);
+  check("importer freed the pointer");
+  must(0, "freeasync", a.v1, 0, NULL, -1);
+  check("exporter freed it");
+  must(1, "pooldestroy", ip.v2, 0, NULL, -1);
+  must(0, "pooldestroy", pool.v2, 0, NULL, -1);
+  check("pools destroyed");
+}
+
+/* A pool exported by a process without libvgpu.so: pointers a limited process imports from it
+ * are charged to the importer (refused over its limit), and given back by cuMemFreeAsync or
+ * cuMemFree; an exported pool of the container's own, kept open, is not taken for it. */
+static void scenarioPoolSmuggle(const char* self) {
+  startWorker(self, 0, 1); /* limited, 64 MiB */
+  startWorker(self, 0, 0); /* no libvgpu.so */
+  initAll();
+  g_asker[0] = -1; /* the device also holds the unaccounted process's memory */
+  int pfd = -1, mineFd = -1;
+  Reply pool = callFd(1, "pool", 0, 0, NULL, -1, &pfd);
+  Reply mine = callFd(0, "pool", 0, 0, NULL, -1, &mineFd);
+  if (pool.rc != CUDA_SUCCESS || pfd < 0 || mine.rc != CUDA_SUCCESS) {
+    failf("exported pools failed: CUresult %d, %d", pool.rc, mine.rc);
+    return;
+  }
+  Reply big = must(1, "poolalloc", pool.v2, 48 * MIB, NULL, -1);
+  Reply small = must(1, "poolalloc", pool.v2, 16 * MIB, NULL, -1);
+  Reply own = must(0, "alloc", 16 * MIB, 0, NULL, -1); /* 48 MiB more would not fit */
+  Reply ip = must(0, "poolimport", 0, 0, NULL, pfd);
+  close(pfd);
+  int64_t before = usage(0, 0);
+  Reply o = call(0, "poolptr", ip.v2, 0, big.data, -1);
+  if (o.rc != CUDA_ERROR_OUT_OF_MEMORY)
+    failf("importing a 48 MiB pool pointer from outside the container gave CUresult %d, not out of memory", o.rc);
+  if (usage(0, 0) != before) failf("the refused import changed the usage");
+  const char* frees[] = {"freeasync", "free"};
+  for (int i = 0; i < 2; ++i) {
+    Reply os = must(0, "poolptr", ip.v2, 0, small.data, -1);
+    int64_t after = usage(0, 0);
+    printf("poolsmuggle %s before=%lld after=%lld\n", frees[i], (long long)before, (long long)after);
+    if (after - before != (int64_t)(16 * MIB))
+      failf("a 16 MiB pool pointer from outside the container was charged %lld bytes", (long long)(after - before));
+    must(0, frees[i], os.v1, 0, NULL, -1);
+    if (usage(0, 0) != before) failf("%s of the imported pointer did not give its charge back", frees[i]);
+  }
+  must(0, "free", own.v1, 0, NULL, -1);
+  if (mineFd >= 0) close(mineFd);
+}
+
 /* Two devices with a limit each: a process on device 1 opens and maps device 0's memory and
  * enables peer access; neither device is charged again. Host memory is never device memory. */
 static void scenarioTwoDevices(const char* self) {
@@ -684,7 +476,7 @@ static void scenarioHostile(const char* self) {
 int main(int argc, char** argv) {
   if (argc >= 2 && !strcmp(argv[1], "worker")) return workerMain(3);
   if (argc < 2) {
-    fprintf(stderr, "usage: share_probe ipc|vmm|ring <n> <limit_mib>|smuggle|two-devices|hostile\n");
+    fprintf(stderr, "usage: share_probe ipc|vmm|ring <n> <limit_mib>|smuggle|two-devices|hostile|pool|poolsmuggle\n");
     return 3;
   }
   const char* self = "/proc/self/exe";
@@ -709,6 +501,10 @@ int main(int argc, char** argv) {
     scenarioTwoDevices(self);
   } else if (!strcmp(s, "hostile")) {
     scenarioHostile(self);
+  } else if (!strcmp(s, "pool")) {
+    scenarioPool(self);
+  } else if (!strcmp(s, "poolsmuggle")) {
+    scenarioPoolSmuggle(self);
   } else {
     fprintf(stderr, "share_probe: unknown scenario %s\n", s);
     return 3;

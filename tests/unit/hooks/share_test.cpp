@@ -115,6 +115,20 @@ TEST_P(LimiterSharing, EntriesWrittenIntoTheRegionDoNotLetOutsideMemoryInNorCras
   EXPECT_EQ(r.exitCode, 0) << r.err << r.out;
 }
 
+// A memory pool exported by a process of the container: a pointer another process imports
+// from it is charged once (to the exporter's pool), at every step.
+TEST_P(LimiterSharing, PointersOfAPoolExportedInTheContainerAreChargedOnce) {
+  Result r = run({"pool"}, {{"CUDA_DEVICE_MEMORY_LIMIT_0", "64m"}});
+  EXPECT_EQ(r.exitCode, 0) << r.err << r.out;
+}
+
+// No smuggling through pools: cuMemPoolImportPointer of a pool that a process without
+// libvgpu.so exported took 48 MiB past a 64 MiB limit uncharged.
+TEST_P(LimiterSharing, PointersOfAPoolFromOutsideTheContainerAreChargedToTheImporter) {
+  Result r = run({"poolsmuggle"}, {{"CUDA_DEVICE_MEMORY_LIMIT_0", "64m"}});
+  EXPECT_EQ(r.exitCode, 0) << r.err << r.out;
+}
+
 INSTANTIATE_TEST_SUITE_P(Exports, LimiterSharing, ::testing::Values(Exports::kMemfd, Exports::kDeviceNode),
                          [](const ::testing::TestParamInfo<Exports>& info) {
                            return std::string(info.param == Exports::kMemfd ? "memfd" : "device_node");

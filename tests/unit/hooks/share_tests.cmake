@@ -3,7 +3,7 @@
 # after every step, that the region's usage is what the device holds. Included by
 # CMakeLists.txt where libvgpu.so and the fake driver are built.
 
-add_executable(vgpu_share_probe share_probe.c)
+add_executable(vgpu_share_probe share_probe.c share_worker.c)
 target_link_libraries(vgpu_share_probe PRIVATE vgpu_cuda_api ${CMAKE_DL_LIBS})
 # The region's layout, to write into it as a hostile process of the container would.
 target_include_directories(vgpu_share_probe PRIVATE ${CMAKE_SOURCE_DIR}/hooks/region/include)

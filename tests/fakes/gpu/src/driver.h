@@ -77,7 +77,7 @@ struct Function {
 
 struct Pool;
 
-enum class AllocKind { kDevice, kPitch, kManaged, kAsync, kGraph, kIpcImport, kLegacy32 };
+enum class AllocKind { kDevice, kPitch, kManaged, kAsync, kGraph, kIpcImport, kLegacy32, kPoolImport };
 
 /// One device-memory allocation, backed by a memfd mapping so copies, IPC and sharing work.
 struct Allocation {
@@ -110,6 +110,12 @@ struct Pool {
   uint64_t reservedHigh = 0;
   uint64_t usedHigh = 0;
   std::vector<PendingFree> pending;
+  unsigned long long handleTypes = 0;  ///< CUmemAllocationHandleType bits it can be exported as
+  int exportFd = -1;                   ///< exported: a memfd naming it (driver_pools.cpp)
+  std::vector<int> deviceExports;      ///< VGPU_FAKE_EXPORT_DEVICE_FD: this process's exported open files
+  bool imported = false;               ///< imported from another process: pointers only
+  int32_t exporterPid = 0;             ///< imported: the exporting process and its pool
+  uint64_t exporterPool = 0;
 };
 
 /// The per-device memory the graph allocator maps for graph allocation nodes: taken when a
@@ -171,6 +177,7 @@ struct Graph {
 struct GraphExec {
   Context* ctx = nullptr;
   std::vector<GraphNode> nodes;
+  bool mapped = false;  ///< an upload or a launch has mapped its allocation memory
 };
 
 /// The process-wide fake driver.
@@ -260,6 +267,18 @@ void releasePoolsAtSync();
 /// Unloads a module: its functions go and its device memory is given back. Caller holds
 /// Driver::mu.
 void destroyModule(Module* m);
+/// The inode of the file behind `fd` (a memfd names shared memory across processes).
+uint64_t inodeOf(int fd);
+/// `n` rounded up to whole pages.
+size_t pageRound(size_t n);
+/// The memfd behind a descriptor another process exported (the memfd itself, or with
+/// VGPU_FAKE_EXPORT_DEVICE_FD the exporter's, found by the device node's open file), opened
+/// anew; -1 if it is neither.
+int memfdOf(int src);
+/// Frees the device has reached by now become the pool's to reuse. Caller holds Driver::mu.
+void poolSettle(Pool* pool);
+/// Gives the device back what the pool holds beyond max(keep, used). Caller holds Driver::mu.
+void poolTrim(Pool* pool, uint64_t keep);
 /// Frees one allocation (unmap, uncharge). Caller holds Driver::mu.
 void freeAllocation(std::map<uintptr_t, Allocation>::iterator it);
 /// The allocation containing [p, p+len), or end().

@@ -329,17 +329,43 @@ CUresult graphLaunch(CUgraphExec e, CUstream s, bool perThread) {
         break;
     }
   }
+  exec->mapped = true;
   return CUDA_SUCCESS;
 }
 
+// An upload maps the memory of the graph's allocation nodes ahead of its first launch (the
+// graph allocator grows by what it does not hold unused), which then takes it from there.
 CUresult graphUpload(CUgraphExec e, CUstream s, bool perThread) {
   if (CUresult r = checkInit()) return r;
   auto& drv = Driver::get();
   std::lock_guard lock(drv.mu);
-  if (!drv.graphExecs.count(reinterpret_cast<GraphExec*>(e))) return CUDA_ERROR_INVALID_VALUE;
+  auto* exec = reinterpret_cast<GraphExec*>(e);
+  if (!drv.graphExecs.count(exec)) return CUDA_ERROR_INVALID_VALUE;
   Context* ctx = nullptr;
   StreamState* st = nullptr;
-  return resolveStream(s, perThread, ctx, st);
+  if (CUresult r = resolveStream(s, perThread, ctx, st)) return r;
+  if (exec->mapped) return CUDA_SUCCESS;
+  std::map<int, uint64_t> need;
+  for (const GraphNode& n : exec->nodes)
+    if (n.kind == NodeKind::kMemAlloc) need[n.dev] += n.size;
+  std::map<int, uint64_t> grown;
+  for (auto& [dev, bytes] : need) {
+    GraphPool& pool = drv.graphPools[dev];
+    uint64_t spare = pool.reserved - pool.used;
+    uint64_t grow = bytes > spare ? bytes - spare : 0;
+    if (grow != 0 && !drv.shared()->charge(dev, grow)) {
+      for (auto& [d, g] : grown) {
+        drv.shared()->uncharge(d, g);
+        drv.graphPools[d].reserved -= g;
+      }
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pool.reserved += grow;
+    pool.reservedHigh = std::max(pool.reservedHigh, pool.reserved);
+    grown[dev] = grow;
+  }
+  exec->mapped = true;
+  return CUDA_SUCCESS;
 }
 
 CUresult streamWaitEvent(CUstream s, CUevent e, bool perThread) {

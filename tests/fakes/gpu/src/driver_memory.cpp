@@ -1,4 +1,5 @@
-// Fake libcuda.so.1: every path that takes device memory, and copies.
+// Fake libcuda.so.1: every path that takes device memory, and copies (VMM handles:
+// driver_vmm.cpp; IPC: driver_ipc.cpp; memory pools and graph memory: driver_pools.cpp).
 //
 // Device memory is host memory backed by a memfd (so copies work, VMM can map it several times
 // and IPC can open it from another process) and charged against the simulated device's
@@ -19,21 +20,6 @@
 #include <cstring>
 
 namespace vgpu::fakegpu {
-namespace {
-
-constexpr size_t kPitchAlignment = 512;
-constexpr size_t kVmmGranularity = 2u << 20;
-constexpr uint32_t kIpcMagic = 0x56495043;  // "VIPC"
-
-struct IpcPayload {
-  uint32_t magic;
-  int32_t pid;
-  int32_t fd;
-  int32_t dev;
-  uint64_t size;
-  uint64_t object;  // the memfd's inode: a reused fd number gives another handle
-};
-static_assert(sizeof(IpcPayload) <= CU_IPC_HANDLE_SIZE);
 
 // The memfd's inode, which names shared memory across processes (syscall: glibc's fstat is
 // a GLIBC_2.33 symbol and the fakes also run in older roots).
@@ -47,6 +33,36 @@ size_t pageRound(size_t n) {
   size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   return (n + page - 1) / page * page;
 }
+
+// Frees whose stream the device has reached by now: their memory is the pool's to reuse.
+void poolSettle(Pool* pool) {
+  if (pool->pending.empty()) return;
+  uint64_t now = monotonicNs();
+  auto& v = pool->pending;
+  for (auto it = v.begin(); it != v.end();) {
+    if (it->atNs <= now) {
+      pool->used -= it->bytes;
+      it = v.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+// Returns memory the pool holds beyond max(keep, used) to the device. Memory behind a free
+// the device has not reached yet still counts as used: the pool cannot release it.
+void poolTrim(Pool* pool, uint64_t keep) {
+  poolSettle(pool);
+  uint64_t floor = std::max(keep, pool->used);
+  if (pool->reserved > floor) {
+    Driver::get().shared()->uncharge(pool->dev, pool->reserved - floor);
+    pool->reserved = floor;
+  }
+}
+
+namespace {
+
+constexpr size_t kPitchAlignment = 512;
 
 // A shareable, lazily populated mapping of `size` bytes.
 bool makeBacking(size_t size, bool low32, const char* name, int& fd, void*& addr, size_t& len) {
@@ -69,21 +85,6 @@ bool makeBacking(size_t size, bool low32, const char* name, int& fd, void*& addr
   return true;
 }
 
-// Frees whose stream the device has reached by now: their memory is the pool's to reuse.
-void poolSettle(Pool* pool) {
-  if (pool->pending.empty()) return;
-  uint64_t now = monotonicNs();
-  auto& v = pool->pending;
-  for (auto it = v.begin(); it != v.end();) {
-    if (it->atNs <= now) {
-      pool->used -= it->bytes;
-      it = v.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
-
 // Takes `bytes` for a pool allocation, reusing memory the pool still holds.
 bool poolTake(Pool* pool, uint64_t bytes) {
   auto& drv = Driver::get();
@@ -98,17 +99,6 @@ bool poolTake(Pool* pool, uint64_t bytes) {
   pool->reservedHigh = std::max(pool->reservedHigh, pool->reserved);
   pool->usedHigh = std::max(pool->usedHigh, pool->used);
   return true;
-}
-
-// Returns memory the pool holds beyond max(keep, used) to the device. Memory behind a free
-// the device has not reached yet still counts as used: the pool cannot release it.
-void poolTrim(Pool* pool, uint64_t keep) {
-  poolSettle(pool);
-  uint64_t floor = std::max(keep, pool->used);
-  if (pool->reserved > floor) {
-    Driver::get().shared()->uncharge(pool->dev, pool->reserved - floor);
-    pool->reserved = floor;
-  }
 }
 
 CUresult allocate(CUdeviceptr* out, size_t bytes, uint64_t charge, AllocKind kind, Pool* pool, Context* ctx) {
@@ -197,7 +187,7 @@ CUresult asyncAlloc(CUdeviceptr* dptr, size_t bytes, Pool* pool, CUstream stream
     StreamState* s = nullptr;
     if (CUresult r = resolveStream(stream, perThread, ctx, s)) return r;
     if (pool == nullptr) pool = drv.currentPools[ctx->dev];
-    if (!drv.pools.count(pool) || pool->destroyed) return CUDA_ERROR_INVALID_VALUE;
+    if (!drv.pools.count(pool) || pool->destroyed || pool->imported) return CUDA_ERROR_INVALID_VALUE;
   }
   return allocate(dptr, bytes, bytes, AllocKind::kAsync, pool, ctx);
 }
@@ -402,136 +392,6 @@ CUresult hostRegister(void* p, size_t size, unsigned flags) {
   return CUDA_SUCCESS;
 }
 
-VmmHandle* findVmm(CUmemGenericAllocationHandle h) {
-  auto& drv = Driver::get();
-  auto it = drv.vmmHandles.find(h);
-  return it == drv.vmmHandles.end() ? nullptr : &it->second;
-}
-
-void dropVmmRef(CUmemGenericAllocationHandle h) {
-  auto& drv = Driver::get();
-  auto it = drv.vmmHandles.find(h);
-  if (it == drv.vmmHandles.end() || --it->second.refs > 0) return;
-  for (int keep : it->second.deviceExports) {
-    drv.shared()->removeDeviceExport(keep);
-    close(keep);
-  }
-  if (it->second.object != 0) {
-    drv.shared()->dropObject(it->second.object);  // shared: the last process frees it
-  } else if (it->second.charged != 0) {
-    drv.shared()->uncharge(it->second.dev, it->second.charged);
-  }
-  close(it->second.fd);
-  drv.vmmHandles.erase(it);
-}
-
-CUresult ipcOpen(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned flags) {
-  Context* ctx = nullptr;
-  if (CUresult r = requireContext(ctx)) return r;
-  if (pdptr == nullptr || (flags & ~static_cast<unsigned>(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)) != 0)
-    return CUDA_ERROR_INVALID_VALUE;
-  IpcPayload p{};
-  std::memcpy(&p, handle.reserved, sizeof p);
-  if (p.magic != kIpcMagic || p.size == 0) return CUDA_ERROR_INVALID_HANDLE;
-  if (p.pid == static_cast<int32_t>(getpid())) return CUDA_ERROR_INVALID_CONTEXT;
-  auto& drv = Driver::get();
-  {
-    // Opened in this context already: the same address, one more reference (cuIpcCloseMemHandle).
-    std::lock_guard lock(drv.mu);
-    for (auto& [base, open] : drv.allocations) {
-      if (open.kind == AllocKind::kIpcImport && open.object != 0 && open.object == p.object && open.ctx == ctx) {
-        ++open.ipcRefs;
-        *pdptr = static_cast<CUdeviceptr>(base);
-        return CUDA_SUCCESS;
-      }
-    }
-  }
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/fd/%d", p.pid, p.fd);
-  int fd = open(path, O_RDWR | O_CLOEXEC);
-  if (fd < 0) return CUDA_ERROR_INVALID_HANDLE;  // the exporting process or allocation is gone
-  size_t len = pageRound(p.size);
-  void* addr = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (addr == MAP_FAILED) {
-    close(fd);
-    return CUDA_ERROR_MAP_FAILED;
-  }
-  std::lock_guard lock(drv.mu);
-  Allocation a;
-  a.base = reinterpret_cast<uintptr_t>(addr);
-  a.size = p.size;
-  a.mapLen = len;
-  a.dev = p.dev;
-  a.fd = fd;
-  a.ctx = ctx;
-  a.kind = AllocKind::kIpcImport;
-  if (drv.shared()->holdObject(p.object)) a.object = p.object;  // it stays while this process has it open
-  drv.allocations[a.base] = a;
-  *pdptr = static_cast<CUdeviceptr>(a.base);
-  return CUDA_SUCCESS;
-}
-
-// The memfd behind an exported descriptor: the memfd itself, or (a device-node export) the
-// exporter's, found by the open file. -1 if it is neither.
-int memfdOf(int src) {
-  struct stat st;
-  std::memset(&st, 0, sizeof st);
-  if (src < 0 || syscall(SYS_fstat, src, &st) != 0) return -1;
-  if (!S_ISCHR(st.st_mode)) return fcntl(src, F_DUPFD_CLOEXEC, 0);
-  int32_t pid = 0, memfd = -1, dev = -1;
-  if (!Driver::get().shared()->findDeviceExport(src, &pid, &memfd, &dev)) return -1;
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/fd/%d", pid, memfd);
-  return open(path, O_RDWR | O_CLOEXEC);
-}
-
-CUresult poolAttr(CUmemoryPool pool, CUmemPool_attribute attr, void* value, bool set) {
-  if (CUresult r = checkInit()) return r;
-  auto& drv = Driver::get();
-  std::lock_guard lock(drv.mu);
-  auto* p = reinterpret_cast<Pool*>(pool);
-  if (!drv.pools.count(p) || value == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  auto* v64 = static_cast<cuuint64_t*>(value);
-  poolSettle(p);
-  switch (attr) {
-    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
-      // Memory beyond the threshold goes back at the next synchronisation (releasePoolsAtSync).
-      if (set) {
-        p->releaseThreshold = *v64;
-      } else {
-        *v64 = p->releaseThreshold;
-      }
-      return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
-      if (set) return CUDA_ERROR_INVALID_VALUE;
-      *v64 = p->reserved;
-      return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
-      if (set) {
-        if (*v64 != 0) return CUDA_ERROR_INVALID_VALUE;
-        p->reservedHigh = p->reserved;
-      } else {
-        *v64 = p->reservedHigh;
-      }
-      return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
-      if (set) return CUDA_ERROR_INVALID_VALUE;
-      *v64 = p->used;
-      return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
-      if (set) {
-        if (*v64 != 0) return CUDA_ERROR_INVALID_VALUE;
-        p->usedHigh = p->used;
-      } else {
-        *v64 = p->usedHigh;
-      }
-      return CUDA_SUCCESS;
-    default:
-      if (!set) std::memset(value, 0, sizeof(int));
-      return CUDA_SUCCESS;  // reuse policies do not change what the fake charges
-  }
-}
-
 }  // namespace
 
 void freeAllocation(std::map<uintptr_t, Allocation>::iterator it) {
@@ -707,127 +567,6 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemo
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) { return asyncFree(dptr, hStream, false); }
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) { return asyncFree(dptr, hStream, true); }
 
-CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
-  if (CUresult r = checkInit()) return r;
-  if (pool == nullptr || props == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  auto& drv = Driver::get();
-  if (props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED || props->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-      props->location.id < 0 || static_cast<size_t>(props->location.id) >= drv.config().gpus.size())
-    return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard lock(drv.mu);
-  auto* p = new Pool();
-  p->dev = props->location.id;
-  drv.pools.insert(p);
-  *pool = reinterpret_cast<CUmemoryPool>(p);
-  return CUDA_SUCCESS;
-}
-
-CUresult cuMemPoolDestroy(CUmemoryPool pool) {
-  if (CUresult r = checkInit()) return r;
-  auto& drv = Driver::get();
-  std::lock_guard lock(drv.mu);
-  auto* p = reinterpret_cast<Pool*>(pool);
-  if (!drv.pools.count(p) || p->isDefault || p->destroyed) return CUDA_ERROR_INVALID_VALUE;
-  // Outstanding allocations stay valid until freed; what the pool holds beyond them goes back now.
-  p->destroyed = true;
-  poolTrim(p, 0);
-  for (auto& cur : drv.currentPools)
-    if (cur == p) cur = drv.defaultPools[p->dev];
-  return CUDA_SUCCESS;
-}
-
-CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
-  if (CUresult r = checkInit()) return r;
-  auto& drv = Driver::get();
-  std::lock_guard lock(drv.mu);
-  auto* p = reinterpret_cast<Pool*>(pool);
-  if (!drv.pools.count(p)) return CUDA_ERROR_INVALID_VALUE;
-  poolTrim(p, minBytesToKeep);
-  return CUDA_SUCCESS;
-}
-
-// The graph allocator's memory (graph allocation nodes): what live graph allocations use and
-// what stays mapped for them until trimmed.
-CUresult cuDeviceGraphMemTrim(CUdevice device) {
-  if (CUresult r = checkInit()) return r;
-  auto& drv = Driver::get();
-  if (device < 0 || static_cast<size_t>(device) >= drv.config().gpus.size()) return CUDA_ERROR_INVALID_DEVICE;
-  std::lock_guard lock(drv.mu);
-  GraphPool& g = drv.graphPools[device];
-  if (g.reserved > g.used) drv.shared()->uncharge(device, g.reserved - g.used);
-  g.reserved = g.used;
-  return CUDA_SUCCESS;
-}
-
-CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void* value) {
-  if (CUresult r = checkInit()) return r;
-  auto& drv = Driver::get();
-  if (device < 0 || static_cast<size_t>(device) >= drv.config().gpus.size()) return CUDA_ERROR_INVALID_DEVICE;
-  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard lock(drv.mu);
-  const GraphPool& g = drv.graphPools[device];
-  auto* v = static_cast<cuuint64_t*>(value);
-  switch (attr) {
-    case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT: *v = g.used; return CUDA_SUCCESS;
-    case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH: *v = g.usedHigh; return CUDA_SUCCESS;
-    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT: *v = g.reserved; return CUDA_SUCCESS;
-    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH: *v = g.reservedHigh; return CUDA_SUCCESS;
-  }
-  return CUDA_ERROR_INVALID_VALUE;
-}
-
-CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void* value) {
-  if (CUresult r = checkInit()) return r;
-  auto& drv = Driver::get();
-  if (device < 0 || static_cast<size_t>(device) >= drv.config().gpus.size()) return CUDA_ERROR_INVALID_DEVICE;
-  if (value == nullptr || *static_cast<cuuint64_t*>(value) != 0) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard lock(drv.mu);
-  GraphPool& g = drv.graphPools[device];
-  // Only the high watermarks can be set, and only back to the current value (by passing 0).
-  if (attr == CU_GRAPH_MEM_ATTR_USED_MEM_HIGH) {
-    g.usedHigh = g.used;
-  } else if (attr == CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH) {
-    g.reservedHigh = g.reserved;
-  } else {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  return CUDA_SUCCESS;
-}
-
-CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
-  return poolAttr(pool, attr, value, true);
-}
-CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
-  return poolAttr(pool, attr, value, false);
-}
-
-CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) {
-  if (CUresult r = checkInit()) return r;
-  auto& drv = Driver::get();
-  if (pool == nullptr || dev < 0 || static_cast<size_t>(dev) >= drv.config().gpus.size()) return CUDA_ERROR_INVALID_VALUE;
-  *pool = reinterpret_cast<CUmemoryPool>(drv.defaultPools[dev]);
-  return CUDA_SUCCESS;
-}
-
-CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
-  if (CUresult r = checkInit()) return r;
-  auto& drv = Driver::get();
-  if (pool == nullptr || dev < 0 || static_cast<size_t>(dev) >= drv.config().gpus.size()) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard lock(drv.mu);
-  *pool = reinterpret_cast<CUmemoryPool>(drv.currentPools[dev]);
-  return CUDA_SUCCESS;
-}
-
-CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
-  if (CUresult r = checkInit()) return r;
-  auto& drv = Driver::get();
-  std::lock_guard lock(drv.mu);
-  auto* p = reinterpret_cast<Pool*>(pool);
-  if (!drv.pools.count(p) || p->destroyed || p->dev != dev) return CUDA_ERROR_INVALID_VALUE;
-  drv.currentPools[dev] = p;
-  return CUDA_SUCCESS;
-}
-
 CUresult cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* d) {
   if (d == nullptr) return CUDA_ERROR_INVALID_VALUE;
   CUDA_ARRAY3D_DESCRIPTOR desc{};
@@ -975,268 +714,6 @@ CUresult cuMemHostUnregister(void* p) {
   auto& drv = Driver::get();
   std::lock_guard lock(drv.mu);
   if (drv.hostRegistered.erase(reinterpret_cast<uintptr_t>(p)) == 0) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
-  return CUDA_SUCCESS;
-}
-
-CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop,
-                                       CUmemAllocationGranularity_flags option) {
-  if (CUresult r = checkInit()) return r;
-  if (granularity == nullptr || prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM && option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
-    return CUDA_ERROR_INVALID_VALUE;
-  *granularity = kVmmGranularity;
-  return CUDA_SUCCESS;
-}
-
-CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
-                     unsigned long long flags) {
-  if (CUresult r = checkInit()) return r;
-  auto& drv = Driver::get();
-  if (handle == nullptr || prop == nullptr || flags != 0 || size == 0 || size % kVmmGranularity != 0)
-    return CUDA_ERROR_INVALID_VALUE;
-  if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED) return CUDA_ERROR_INVALID_VALUE;
-  int dev = -1;
-  if (prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
-    if (prop->location.id < 0 || static_cast<size_t>(prop->location.id) >= drv.config().gpus.size())
-      return CUDA_ERROR_INVALID_DEVICE;
-    dev = prop->location.id;
-  } else if (prop->location.type != CU_MEM_LOCATION_TYPE_HOST &&
-             prop->location.type != CU_MEM_LOCATION_TYPE_HOST_NUMA &&
-             prop->location.type != CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT) {
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  std::lock_guard lock(drv.mu);
-  if (dev >= 0 && !drv.shared()->charge(dev, size)) return CUDA_ERROR_OUT_OF_MEMORY;
-  char name[32];
-  std::snprintf(name, sizeof name, "vgpu-fake-vmm-dev%d", dev);
-  int fd = memfd_create(name, MFD_CLOEXEC);
-  if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) {
-    if (fd >= 0) close(fd);
-    if (dev >= 0) drv.shared()->uncharge(dev, size);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
-  VmmHandle h;
-  h.fd = fd;
-  h.size = size;
-  h.dev = dev;
-  h.charged = dev >= 0 ? size : 0;
-  h.prop = *prop;
-  CUmemGenericAllocationHandle id = drv.nextVmmHandle++;
-  drv.vmmHandles[id] = h;
-  *handle = id;
-  return CUDA_SUCCESS;
-}
-
-CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
-  if (CUresult r = checkInit()) return r;
-  auto& drv = Driver::get();
-  std::lock_guard lock(drv.mu);
-  if (findVmm(handle) == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  dropVmmRef(handle);  // physical memory goes back once no mapping uses it either
-  return CUDA_SUCCESS;
-}
-
-CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
-                             unsigned long long flags) {
-  if (CUresult r = checkInit()) return r;
-  if (ptr == nullptr || size == 0 || size % kVmmGranularity != 0 || flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  size_t align = std::max(alignment, kVmmGranularity);
-  if ((align & (align - 1)) != 0) return CUDA_ERROR_INVALID_VALUE;
-  // Over-reserve so an aligned start can be carved out; `addr` is only a hint, as documented.
-  (void)addr;
-  size_t span = size + align;
-  void* raw = mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (raw == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
-  uintptr_t start = (reinterpret_cast<uintptr_t>(raw) + align - 1) & ~(align - 1);
-  if (start > reinterpret_cast<uintptr_t>(raw)) munmap(raw, start - reinterpret_cast<uintptr_t>(raw));
-  uintptr_t end = start + size, rawEnd = reinterpret_cast<uintptr_t>(raw) + span;
-  if (rawEnd > end) munmap(reinterpret_cast<void*>(end), rawEnd - end);
-  auto& drv = Driver::get();
-  std::lock_guard lock(drv.mu);
-  drv.reservations[start] = {start, size};
-  *ptr = start;
-  return CUDA_SUCCESS;
-}
-
-CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
-  if (CUresult r = checkInit()) return r;
-  auto& drv = Driver::get();
-  std::lock_guard lock(drv.mu);
-  auto it = drv.reservations.find(static_cast<uintptr_t>(ptr));
-  if (it == drv.reservations.end() || it->second.size != size) return CUDA_ERROR_INVALID_VALUE;
-  for (auto& [base, m] : drv.mappings)
-    if (base >= it->second.base && base < it->second.base + size) return CUDA_ERROR_INVALID_VALUE;  // still mapped
-  munmap(reinterpret_cast<void*>(ptr), size);
-  drv.reservations.erase(it);
-  return CUDA_SUCCESS;
-}
-
-CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
-                  unsigned long long flags) {
-  if (CUresult r = checkInit()) return r;
-  auto& drv = Driver::get();
-  std::lock_guard lock(drv.mu);
-  VmmHandle* h = findVmm(handle);
-  if (h == nullptr || flags != 0 || size == 0 || offset != 0 || size > h->size) return CUDA_ERROR_INVALID_VALUE;
-  uintptr_t p = static_cast<uintptr_t>(ptr);
-  auto r = drv.reservations.upper_bound(p);
-  if (r == drv.reservations.begin()) return CUDA_ERROR_INVALID_VALUE;
-  --r;
-  if (p + size > r->second.base + r->second.size) return CUDA_ERROR_INVALID_VALUE;
-  for (auto& [base, m] : drv.mappings)
-    if (p < base + m.size && base < p + size) return CUDA_ERROR_ALREADY_MAPPED;
-  void* got = mmap(reinterpret_cast<void*>(p), size, PROT_NONE, MAP_SHARED | MAP_FIXED, h->fd, 0);
-  if (got == MAP_FAILED) return CUDA_ERROR_MAP_FAILED;
-  drv.mappings[p] = {p, size, handle};
-  ++h->refs;
-  return CUDA_SUCCESS;
-}
-
-CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
-  if (CUresult r = checkInit()) return r;
-  auto& drv = Driver::get();
-  std::lock_guard lock(drv.mu);
-  auto it = drv.mappings.find(static_cast<uintptr_t>(ptr));
-  if (it == drv.mappings.end() || it->second.size != size) return CUDA_ERROR_INVALID_VALUE;
-  mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-  CUmemGenericAllocationHandle h = it->second.handle;
-  drv.mappings.erase(it);
-  dropVmmRef(h);
-  return CUDA_SUCCESS;
-}
-
-CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count) {
-  if (CUresult r = checkInit()) return r;
-  if (desc == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
-  auto& drv = Driver::get();
-  std::lock_guard lock(drv.mu);
-  if (!deviceRangeValid(static_cast<uintptr_t>(ptr), size)) return CUDA_ERROR_INVALID_VALUE;
-  int prot = PROT_NONE;
-  for (size_t i = 0; i < count; ++i) {
-    if (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE) prot = PROT_READ | PROT_WRITE;
-    else if (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READ && prot == PROT_NONE) prot = PROT_READ;
-  }
-  if (mprotect(reinterpret_cast<void*>(ptr), size, prot) != 0) return CUDA_ERROR_INVALID_VALUE;
-  return CUDA_SUCCESS;
-}
-
-CUresult cuMemExportToShareableHandle(void* shareableHandle, CUmemGenericAllocationHandle handle,
-                                      CUmemAllocationHandleType handleType, unsigned long long flags) {
-  if (CUresult r = checkInit()) return r;
-  auto& drv = Driver::get();
-  std::lock_guard lock(drv.mu);
-  VmmHandle* h = findVmm(handle);
-  if (h == nullptr || shareableHandle == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
-  if ((h->prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == 0) return CUDA_ERROR_INVALID_VALUE;
-  int fd = -1;
-  if (std::getenv("VGPU_FAKE_EXPORT_DEVICE_FD") != nullptr) {
-    // As the real driver: a descriptor of a device node that every export shares, with the
-    // object attached to the open file (this process keeps one of its own of it).
-    fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-    int keep = fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (keep < 0 || !drv.shared()->addDeviceExport(keep, h->fd, h->dev)) {
-      if (fd >= 0) close(fd);
-      if (keep >= 0) close(keep);
-      return CUDA_ERROR_OPERATING_SYSTEM;
-    }
-    h->deviceExports.push_back(keep);
-  } else {
-    fd = fcntl(h->fd, F_DUPFD_CLOEXEC, 0);
-    if (fd < 0) return CUDA_ERROR_OPERATING_SYSTEM;
-  }
-  if (h->object == 0 && h->dev >= 0 && h->charged != 0 &&
-      drv.shared()->exportObject(inodeOf(h->fd), h->dev, h->charged))
-    h->object = inodeOf(h->fd);
-  *static_cast<int*>(shareableHandle) = fd;
-  return CUDA_SUCCESS;
-}
-
-
-CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* osHandle,
-                                        CUmemAllocationHandleType shHandleType) {
-  if (CUresult r = checkInit()) return r;
-  if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
-  int fd = memfdOf(static_cast<int>(reinterpret_cast<intptr_t>(osHandle)));
-  if (fd < 0) return CUDA_ERROR_INVALID_VALUE;
-  // The memfd's size (lseek: the memfd is only ever mapped, so moving its offset changes nothing).
-  off_t size = lseek(fd, 0, SEEK_END);
-  // The exporter named the memfd after the device; that is how the importer learns it.
-  char link[64], target[256] = {};
-  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-  ssize_t n = readlink(link, target, sizeof target - 1);
-  int dev = -1;
-  bool multicast = n > 0 && std::strncmp(target, "/memfd:vgpu-fake-mc", 19) == 0;
-  if (size < 0 || (!multicast && (n <= 0 || std::sscanf(target, "/memfd:vgpu-fake-vmm-dev%d", &dev) != 1))) {
-    close(fd);
-    return CUDA_ERROR_INVALID_VALUE;
-  }
-  auto& drv = Driver::get();
-  std::lock_guard lock(drv.mu);
-  VmmHandle h;
-  h.fd = fd;
-  h.size = static_cast<size_t>(size);
-  h.dev = dev;
-  h.imported = true;
-  h.multicast = multicast;
-  if (dev >= 0 && drv.shared()->holdObject(inodeOf(fd))) h.object = inodeOf(fd);
-  h.prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  h.prop.location.type = dev >= 0 ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST;
-  h.prop.location.id = dev >= 0 ? dev : 0;
-  h.prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-  CUmemGenericAllocationHandle id = drv.nextVmmHandle++;
-  drv.vmmHandles[id] = h;
-  *handle = id;
-  return CUDA_SUCCESS;
-}
-
-CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop, CUmemGenericAllocationHandle handle) {
-  if (CUresult r = checkInit()) return r;
-  auto& drv = Driver::get();
-  std::lock_guard lock(drv.mu);
-  VmmHandle* h = findVmm(handle);
-  // A multicast object is not an allocation (this fake's choice; the reference does not say).
-  if (h == nullptr || prop == nullptr || h->multicast) return CUDA_ERROR_INVALID_VALUE;
-  *prop = h->prop;
-  return CUDA_SUCCESS;
-}
-
-CUresult cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr) {
-  if (CUresult r = checkInit()) return r;
-  if (pHandle == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  auto& drv = Driver::get();
-  std::lock_guard lock(drv.mu);
-  auto it = drv.allocations.find(static_cast<uintptr_t>(dptr));
-  if (it == drv.allocations.end() || (it->second.kind != AllocKind::kDevice && it->second.kind != AllocKind::kPitch))
-    return CUDA_ERROR_INVALID_VALUE;  // only cuMemAlloc'd memory can be exported this way
-  Allocation& a = it->second;
-  if (a.object == 0 && a.charged != 0 && drv.shared()->exportObject(inodeOf(a.fd), a.dev, a.charged))
-    a.object = inodeOf(a.fd);
-  IpcPayload p{kIpcMagic, static_cast<int32_t>(getpid()), a.fd, a.dev, a.size, inodeOf(a.fd)};
-  std::memset(pHandle, 0, sizeof *pHandle);
-  std::memcpy(pHandle->reserved, &p, sizeof p);
-  return CUDA_SUCCESS;
-}
-
-CUresult cuIpcOpenMemHandle(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int flags) {
-  return ipcOpen(pdptr, handle, flags);
-}
-CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int flags) {
-  return ipcOpen(pdptr, handle, flags);
-}
-
-CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
-  if (CUresult r = checkInit()) return r;
-  auto& drv = Driver::get();
-  std::lock_guard lock(drv.mu);
-  auto it = drv.allocations.find(static_cast<uintptr_t>(dptr));
-  if (it == drv.allocations.end() || it->second.kind != AllocKind::kIpcImport) return CUDA_ERROR_INVALID_VALUE;
-  if (it->second.ipcRefs > 0) {
-    --it->second.ipcRefs;  // opened more than once: the last close unmaps it
-    return CUDA_SUCCESS;
-  }
-  freeAllocation(it);
   return CUDA_SUCCESS;
 }
 

@@ -535,6 +535,12 @@ typedef struct CUmulticastObjectProp_st {
 } CUmulticastObjectProp_v1;
 typedef CUmulticastObjectProp_v1 CUmulticastObjectProp;
 
+/* cuMemPoolExportPointer / cuMemPoolImportPointer: an allocation of an exported pool. */
+typedef struct CUmemPoolPtrExportData_st {
+  unsigned char reserved[64];
+} CUmemPoolPtrExportData_v1;
+typedef CUmemPoolPtrExportData_v1 CUmemPoolPtrExportData;
+
 /* cuMemSetAccess: one location's rights on a mapped range. */
 typedef struct CUmemAccessDesc_st {
   CUmemLocation location;
@@ -780,6 +786,15 @@ typedef struct CUctxCreateParams_st {
   X(cuMemPoolTrimTo, (CUmemoryPool pool, size_t minBytesToKeep))                                  \
   X(cuMemPoolSetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr, void* value))            \
   X(cuMemPoolGetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr, void* value))            \
+  X(cuMemPoolExportToShareableHandle, (void* handle_out, CUmemoryPool pool,                      \
+                                       CUmemAllocationHandleType handleType,                      \
+                                       unsigned long long flags))                                 \
+  X(cuMemPoolImportFromShareableHandle, (CUmemoryPool* pool_out, void* handle,                    \
+                                         CUmemAllocationHandleType handleType,                    \
+                                         unsigned long long flags))                               \
+  X(cuMemPoolExportPointer, (CUmemPoolPtrExportData* shareData_out, CUdeviceptr ptr))             \
+  X(cuMemPoolImportPointer, (CUdeviceptr* ptr_out, CUmemoryPool pool,                             \
+                             CUmemPoolPtrExportData* shareData))                                  \
   /* arrays */                                                                                    \
   X(cuArrayCreate_v2, (CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* pAllocateArray))            \
   X(cuArray3DCreate_v2, (CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* pAllocateArray))        \
