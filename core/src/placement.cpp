@@ -669,6 +669,10 @@ std::string PlacementEngine::category(const PreparedPod& pod, const NodeEvaluati
   const std::string& backend = request.record->request().backend;
   if (r.kind == NodeRefusal::Kind::kNoDevices)
     return "vgpu: no " + backend + " devices on the node (" + std::string(kHamiNoDevices) + ")";
+  // Too few devices in all: what the devices say would not help, whatever most of them say.
+  if (r.devicesConsidered < request.record->c().count)
+    return "vgpu: fewer " + backend + " devices on the node than a container asks (" + std::string(kHamiNoDevices) +
+           ")";
   const NodeRefusal::ReasonCount* top = r.dominant();
   if (!top) return "vgpu: not enough fitting devices (" + std::string(kHamiNoDevices) + ")";
   const std::string_view words = categorizeCoreReason(top->example);
