@@ -31,6 +31,13 @@ struct Matrix {
   std::uint16_t at(std::size_t a, std::size_t b) const { return rank[a * n + b]; }
 };
 
+/// Of two sets of equal size, the one first member by member: the one holding the lowest
+/// index where they differ.
+constexpr std::uint64_t firstMemberwise(std::uint64_t a, std::uint64_t b) {
+  const std::uint64_t differ = a ^ b;
+  return (a & differ & (~differ + 1)) != 0 ? a : b;
+}
+
 Matrix& scratchMatrix() {
   thread_local Matrix m;
   return m;

@@ -40,12 +40,6 @@ std::optional<std::uint64_t> bestLinkedSet(const NodeInventory& inventory, std::
                                            std::span<const int> numa, std::size_t count, LinkSetScore* score = nullptr,
                                            std::vector<std::uint64_t>* tied = nullptr);
 
-/// Of two sets of equal size, the one first member by member (the lowest index first).
-constexpr std::uint64_t firstMemberwise(std::uint64_t a, std::uint64_t b) {
-  const std::uint64_t differ = a ^ b;
-  return (a & differ & (~differ + 1)) != 0 ? a : b;
-}
-
 /// bestLinkedSet answered ahead for one backend group of a node: for every set of fitting
 /// devices and every count, the chosen set. Built once per distinct group shape (its link
 /// ranks and NUMA nodes: on a cluster of like nodes, once) and shared by every inventory of
