@@ -182,7 +182,6 @@ int main(int argc, char** argv) {
   if (!clusterText.ok()) return fail(clusterText.error().message);
   auto cluster = simulator::parseClusterFile(*clusterText, clusterPath, *config);
   if (!cluster.ok()) return fail(cluster.error().message);
-  for (const auto& warning : simulator::splitCountWarnings(*cluster)) std::cerr << "vgpu-sim: warning: " << warning << "\n";
   Workload workload;
   workload.dra.driverDomain = vm["driver-domain"].as<std::string>();
   for (const auto& path : vm["pods"].as<std::vector<std::string>>())

@@ -272,8 +272,13 @@ TEST(ClusterFile, SaysWhereItAssumedASplitCount) {
   const auto cluster = dir.write("cluster.yaml", yaml);
   dir.write("device-config.yaml", "version: 1\nbackends:\n  sim:\n    enabled: true\n");
   const auto pods = dir.write("pods.yaml", "kind: Pod\nmetadata: {name: p}\nspec: {containers: []}\n");
-  const SimRun run = runSim("--cluster " + cluster.string() + " --pods " + pods.string() + " 2>&1");
-  EXPECT_THAT(run.out, HasSubstr("vgpu-sim: warning: backend \"sim\": splitCount assumed 10"));
+  const SimRun run = runSim("--cluster " + cluster.string() + " --pods " + pods.string());
+  EXPECT_THAT(run.out, HasSubstr("\nAssumed\nbackend \"sim\": splitCount assumed 10 at nodes[0].devices[0]"));
+  const SimRun json = runSim("--cluster " + cluster.string() + " --pods " + pods.string() + " --output json");
+  ASSERT_EQ(json.exitCode, 0) << json.out;
+  const auto assumed = boost::json::parse(json.out).at("assumptions").as_array();
+  ASSERT_EQ(assumed.size(), 1u);
+  EXPECT_THAT(std::string(assumed[0].as_string()), HasSubstr("splitCount assumed 10"));
 }
 
 TEST(ClusterFile, ErrorsNameFileKeyAndLine) {
