@@ -41,7 +41,8 @@ std::optional<std::uint64_t> bestLinkedSet(const NodeInventory& inventory, std::
                                            std::vector<std::uint64_t>* tied = nullptr);
 
 /// bestLinkedSet answered ahead for one backend group of a node: for every set of fitting
-/// devices and every count, the chosen set. Built once per distinct group shape (its link
+/// devices and every count, the best sets (several where links tie; placement's order
+/// picks among them, as load cannot be known ahead). Built once per distinct group shape (its link
 /// ranks and NUMA nodes: on a cluster of like nodes, once) and shared by every inventory of
 /// that shape; placement then looks up instead of searching. Immutable, thread-safe.
 class LinkTable {
