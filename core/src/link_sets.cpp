@@ -31,6 +31,13 @@ struct Matrix {
   std::uint16_t at(std::size_t a, std::size_t b) const { return rank[a * n + b]; }
 };
 
+/// Of two sets of equal size, the one first member by member: the one holding the lowest
+/// index where they differ.
+constexpr std::uint64_t firstMemberwise(std::uint64_t a, std::uint64_t b) {
+  const std::uint64_t differ = a ^ b;
+  return (a & differ & (~differ + 1)) != 0 ? a : b;
+}
+
 Matrix& scratchMatrix() {
   thread_local Matrix m;
   return m;
@@ -78,7 +85,8 @@ std::string slowestLink(const NodeInventory& inventory, std::span<const std::uin
 }  // namespace
 
 std::optional<std::uint64_t> bestLinkedSet(const NodeInventory& inventory, std::span<const std::uint32_t> candidates,
-                                           std::span<const int> numa, std::size_t count, LinkSetScore* score) {
+                                           std::span<const int> numa, std::size_t count, LinkSetScore* score,
+                                           std::vector<std::uint64_t>* tied) {
   const std::size_t n = candidates.size();
   if (count == 0 || count > n || n > kMaxLinkCandidates || setCount(n, count) > kMaxLinkSets) return std::nullopt;
   Matrix& m = scratchMatrix();
@@ -97,6 +105,7 @@ std::optional<std::uint64_t> bestLinkedSet(const NodeInventory& inventory, std::
   }
   std::optional<std::uint64_t> best;
   LinkSetScore bestScore{};
+  if (tied) tied->clear();
   std::array<std::uint8_t, kMaxLinkCandidates> members{};
   // Every `count`-bit mask below 2^n, in increasing order (Gosper's hack).
   const std::uint64_t limit = std::uint64_t{1} << n;
@@ -123,7 +132,11 @@ std::optional<std::uint64_t> bestLinkedSet(const NodeInventory& inventory, std::
       if (!best || s > bestScore) {
         best = set;
         bestScore = s;
+        if (tied) tied->clear();
+      } else if (s == bestScore) {
+        best = firstMemberwise(*best, set);
       }
+      if (tied && s == bestScore) tied->push_back(set);
     }
     const std::uint64_t low = set & (~set + 1);
     const std::uint64_t ripple = set + low;
@@ -150,10 +163,11 @@ std::shared_ptr<const LinkTable> LinkTable::forGroup(const NodeInventory& invent
 
   auto table = std::make_shared<LinkTable>();
   table->size_ = n;
-  table->any_.assign(n << n, 0);
-  table->sameNuma_.assign(n << n, 0);
+  table->any_.assign(n << n, {});
+  table->sameNuma_.assign(n << n, {});
   std::vector<std::uint32_t> fitting;
   std::vector<int> numa;
+  std::vector<std::uint64_t> tied;
   for (std::uint32_t mask = 1; mask < (1u << n); ++mask) {
     fitting.clear();
     numa.clear();
@@ -173,10 +187,18 @@ std::shared_ptr<const LinkTable> LinkTable::forGroup(const NodeInventory& invent
         }
       return out;
     };
+    // The sets of an answer, the one first by position first (fitting is in group order).
+    auto keep = [&](std::uint64_t first, Answer& answer) {
+      answer.at = static_cast<std::uint32_t>(table->sets_.size());
+      answer.sets = static_cast<std::uint32_t>(tied.size());
+      table->sets_.push_back(toGroup(first));
+      for (std::uint64_t set : tied)
+        if (set != first) table->sets_.push_back(toGroup(set));
+    };
     for (std::size_t count = 1; count <= fitting.size(); ++count) {
       const std::size_t at = ((count - 1) << n) | mask;
-      if (auto any = bestLinkedSet(inventory, fitting, {}, count)) table->any_[at] = toGroup(*any);
-      if (auto one = bestLinkedSet(inventory, fitting, numa, count)) table->sameNuma_[at] = toGroup(*one);
+      if (auto any = bestLinkedSet(inventory, fitting, {}, count, nullptr, &tied)) keep(*any, table->any_[at]);
+      if (auto one = bestLinkedSet(inventory, fitting, numa, count, nullptr, &tied)) keep(*one, table->sameNuma_[at]);
     }
   }
   for (auto it = shared.begin(); it != shared.end();) it = it->second.expired() ? shared.erase(it) : std::next(it);

@@ -1,6 +1,8 @@
 #include "vgpu/placement.h"
 
 #include <algorithm>
+#include <array>
+#include <bit>
 
 #include "vgpu/backend_loader.h"
 #include "vgpu/link_sets.h"
@@ -88,6 +90,10 @@ struct Order {
   }
 };
 
+void sortByPosition(std::vector<Candidate>& chosen) {
+  std::sort(chosen.begin(), chosen.end(), [](const Candidate& a, const Candidate& b) { return a.pos < b.pos; });
+}
+
 /// Picks `q.count` of the candidates (at least that many) in `order`, all from one NUMA node
 /// with NUMA binding; fills `s.chosen`, or `refusal` when binding finds no such node.
 template <class Less>
@@ -118,20 +124,75 @@ bool pick(const vgpu_device_request& q, Scratch& s, NodeRefusal& refusal, Less o
   return false;
 }
 
-/// The topology policy: the best-linked `count` candidates (link_sets.h). False when the
-/// node publishes no links or the search does not apply; the caller's order decides then.
+/// Of sets the links rank equal (`ties`: masks of group slots, at most LinkTable::kMaxDevices
+/// devices), the one first in `order`, the device policy's (load, the NUMA key, position),
+/// compared member by member: where links do not decide, load does. Out of line: most
+/// lookups find one set.
+template <class Less>
+[[gnu::noinline]] std::uint32_t breakLinkTie(std::span<const std::uint16_t> ties, Scratch& s, Less order) {
+  if (std::popcount(ties.front()) == 1) {  // one device: the first in order of those tied
+    std::uint32_t any = 0;
+    for (const std::uint16_t set : ties) any |= set;
+    const Candidate* best = nullptr;
+    for (const Candidate& c : s.candidates)
+      if ((any >> c.slot & 1u) != 0 && (best == nullptr || order(c, *best))) best = &c;
+    return 1u << best->slot;
+  }
+  std::array<const Candidate*, LinkTable::kMaxDevices> bySlot{};
+  for (const Candidate& c : s.candidates) bySlot[c.slot] = &c;
+  if (ties.size() <= 8) {
+    // Of two sets, the one first member by member holds the first device, in order, of
+    // those only one of them holds: one comparison per device they do not share.
+    std::uint32_t best = ties.front();
+    for (std::size_t i = 1; i < ties.size(); ++i) {
+      const Candidate* first = nullptr;
+      for (std::uint32_t bits = best ^ ties[i]; bits != 0; bits &= bits - 1) {
+        const Candidate* c = bySlot[static_cast<std::size_t>(std::countr_zero(bits))];
+        if (first == nullptr || order(*c, *first)) first = c;
+      }
+      if ((ties[i] >> first->slot & 1u) != 0) best = ties[i];
+    }
+    return best;
+  }
+  // Many sets of several devices (an idle node of equal links): rank the devices once. By
+  // slot, a bit that is the higher the earlier the device is in order: the set first
+  // member by member has the largest sum.
+  std::sort(s.candidates.begin(), s.candidates.end(), order);
+  std::array<std::uint32_t, LinkTable::kMaxDevices> rankBit{};
+  for (std::size_t i = 0; i < s.candidates.size(); ++i) rankBit[s.candidates[i].slot] = 1u << (31 - i);
+  std::uint32_t best = 0, bestKey = 0;
+  for (const std::uint16_t set : ties) {
+    std::uint32_t key = 0;
+    for (std::uint32_t bits = set; bits != 0; bits &= bits - 1)
+      key |= rankBit[static_cast<std::size_t>(std::countr_zero(bits))];
+    if (key > bestKey) {
+      bestKey = key;
+      best = set;
+    }
+  }
+  sortByPosition(s.candidates);  // as the caller had them
+  return best;
+}
+
+/// The topology policy: the best-linked `count` candidates (link_sets.h), ties broken by
+/// `order`. False when the node publishes no links or the search does not apply; the
+/// caller's order decides then.
+template <class Less>
 bool chooseLinked(const vgpu_device_request& q, const NodeInventory& inventory,
-                  const NodeInventory::BackendGroup& group, Scratch& s) {
+                  const NodeInventory::BackendGroup& group, Scratch& s, Less order) {
   if (!inventory.hasLinks()) return false;
   if (group.linkTable) {  // the common case: answered when the inventory was built
     std::uint32_t fitting = 0;
     for (const Candidate& c : s.candidates) fitting |= 1u << c.slot;
-    const std::uint32_t best = group.linkTable->best(fitting, q.count, q.numa_bind != 0);
-    if (best == 0) return false;
+    const std::span<const std::uint16_t> ties = group.linkTable->best(fitting, q.count, q.numa_bind != 0);
+    if (ties.empty()) return false;
+    const std::uint32_t best = ties.size() == 1 ? ties.front() : breakLinkTie(ties, s, order);
     for (const Candidate& c : s.candidates)
       if (best >> c.slot & 1u) s.chosen.push_back(c);
     return true;
   }
+  // Searched per pod: candidates in the policy's order, which the search's ties follow.
+  std::sort(s.candidates.begin(), s.candidates.end(), order);
   s.positions.clear();
   s.numas.clear();
   for (const Candidate& c : s.candidates) {
@@ -142,7 +203,18 @@ bool chooseLinked(const vgpu_device_request& q, const NodeInventory& inventory,
   if (!set) return false;
   for (std::size_t i = 0; i < s.candidates.size(); ++i)
     if ((*set >> i) & 1u) s.chosen.push_back(s.candidates[i]);
+  sortByPosition(s.chosen);
   return true;
+}
+
+/// chooseLinked() with the pod's NUMA key: out of line, so that the usual pod's path stays
+/// small.
+[[gnu::noinline]] bool chooseLinkedByNuma(const vgpu_device_request& q, const NodeInventory& inventory,
+                                          const NodeInventory::BackendGroup& group, Scratch& s, bool pack,
+                                          DeviceChoice::Numa numa) {
+  if (numa == DeviceChoice::Numa::kFirst)
+    return chooseLinked(q, inventory, group, s, Order<DeviceChoice::Numa::kFirst>{pack});
+  return chooseLinked(q, inventory, group, s, Order<DeviceChoice::Numa::kTiebreak>{pack});
 }
 
 /// The slowest link among the chosen devices (kMaxLinkRank for one device): the topology
@@ -250,7 +322,9 @@ class NodeFits {
 
   /// The kind of the device: its answer, and one more device counted. Valid until the
   /// next call.
-  Kind& judge(const NodeInventory::Entry& entry, const DeviceUsage& usage) {
+  /// Inlined: the per-device loop's call (GCC stops inlining it as chooseDevices grows; a
+  /// call costs 3 % of a spread placement).
+  [[gnu::always_inline]] Kind& judge(const NodeInventory::Entry& entry, const DeviceUsage& usage) {
     if (shared_ && entry.fitClass != NodeInventory::Entry::kJudgedAlone)
       for (Kind& k : kinds_)
         if (sameKind(k, entry, usage)) {
@@ -375,10 +449,13 @@ bool chooseDevices(const PreparedPod::Request& request, const NodeInventory& inv
     refusal.kind = NodeRefusal::Kind::kTooFewDevices;
     return false;
   }
-  if (policy == DevicePolicy::kTopology && chooseLinked(q, inventory, *group, s)) return true;
   // Topology, where links do not decide: spread, or binpack when the pod asks for it.
   const bool pack = policy == DevicePolicy::kBinpack || (policy == DevicePolicy::kTopology && choice.packUnlinked);
   using Numa = DeviceChoice::Numa;
+  if (policy == DevicePolicy::kTopology &&
+      (choice.numa == Numa::kIgnore ? chooseLinked(q, inventory, *group, s, Order<Numa::kIgnore>{pack})
+                                    : chooseLinkedByNuma(q, inventory, *group, s, pack, choice.numa)))
+    return true;
   if (choice.numa != Numa::kIgnore) return pickByNuma(q, s, refusal, pack, choice.numa);
   return pick(q, s, refusal, Order<Numa::kIgnore>{pack});
 }
@@ -612,6 +689,10 @@ std::string PlacementEngine::category(const PreparedPod& pod, const NodeEvaluati
   const std::string& backend = request.record->request().backend;
   if (r.kind == NodeRefusal::Kind::kNoDevices)
     return "vgpu: no " + backend + " devices on the node (" + std::string(kHamiNoDevices) + ")";
+  // Too few devices in all: what the devices say would not help, whatever most of them say.
+  if (r.devicesConsidered < request.record->c().count)
+    return "vgpu: fewer " + backend + " devices on the node than a container asks (" + std::string(kHamiNoDevices) +
+           ")";
   const NodeRefusal::ReasonCount* top = r.dominant();
   if (!top) return "vgpu: not enough fitting devices (" + std::string(kHamiNoDevices) + ")";
   const std::string_view words = categorizeCoreReason(top->example);

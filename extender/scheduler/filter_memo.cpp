@@ -19,7 +19,7 @@ bool sameShape(const PodRequest& a, const PodRequest& b) {
 void ShapeMemo::grow(std::uint32_t slot) { verdicts_.resize(std::max<std::size_t>(2 * (slot + std::size_t{1}), 1024)); }
 
 ShapeMemo::CategoryKey ShapeMemo::categoryKey(const NodeRefusal& r) {
-  CategoryKey key{r.kind, r.container, r.request, 0, {}};
+  CategoryKey key{r.kind, r.container, r.request, 0, {}, r.devicesConsidered};
   if (const auto* top = r.dominant()) {
     key.reason = top->example.reason;
     key.words = categorizeCoreReason(top->example);  // the same words, the same HAMi name

@@ -76,6 +76,7 @@ class ShapeMemo {
     std::int16_t container, request;
     std::int32_t reason;
     std::string_view words;  ///< categorizeCoreReason of the dominant example: its rules, not a copy
+    std::uint16_t devices;   ///< devicesConsidered: fewer than asked is a category of its own
     bool operator==(const CategoryKey&) const = default;
   };
   static CategoryKey categoryKey(const NodeRefusal& r);

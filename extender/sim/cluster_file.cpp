@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <map>
+#include <stdexcept>
 
 namespace vgpu::simulator {
 namespace {
@@ -41,9 +42,69 @@ Result<std::string> text(const Context& ctx, const YAML::Node& node, const std::
   return node.Scalar();
 }
 
+/// One pair's link in a matrix: "<class>" or "<class> x<lanes>" ("direct x4"); "none" for
+/// no link published.
+Result<DeviceLink> parseMatrixLink(const Context& ctx, const YAML::Node& cell, const std::string& at) {
+  if (!cell.IsScalar()) return ctx.error(cell, at, "expected a link such as \"direct x4\", \"pcie-switch\" or \"none\"");
+  const std::string word = cell.Scalar();
+  if (word == "none") return DeviceLink{};
+  std::string name = word;
+  std::uint32_t lanes = 0;
+  if (const auto space = word.find(" x"); space != std::string::npos) {
+    name = word.substr(0, space);
+    const std::string count = word.substr(space + 2);
+    try {
+      std::size_t used = 0;
+      const unsigned long n = std::stoul(count, &used);
+      if (used != count.size() || n == 0 || n > 1024) throw std::invalid_argument(count);
+      lanes = static_cast<std::uint32_t>(n);
+    } catch (const std::exception&) {
+      return ctx.error(cell, at, "\"" + word + "\": the lanes after \" x\" must be a whole number from 1 to 1024");
+    }
+  }
+  const auto c = parseLinkClass(name);
+  if (!c || *c == LinkClass::kUnknown)
+    return ctx.error(cell, at,
+                     "\"" + word + "\" is not a link (expected none, cross-numa, same-numa, pcie-host-bridge, "
+                     "pcie-switches, pcie-switch, same-board, direct or switch-fabric, optionally with \" x<lanes>\")");
+  return DeviceLink{"", *c, lanes, standardLinkRank(*c, lanes)};
+}
+
+/// `links.matrix`: `count` rows of `count` links (the diagonal "-"), equal across the
+/// diagonal, as `nvidia-smi topo -m` prints a node: any topology, e.g. a star or mixed
+/// NVLink counts. Result[i][p] is the link from position i to p (kUnknown: none).
+Result<std::vector<std::vector<DeviceLink>>> parseLinkMatrix(const Context& ctx, const YAML::Node& m,
+                                                             const std::string& at, std::uint32_t count) {
+  if (!m.IsSequence() || m.size() != count)
+    return ctx.error(m, at, "expected a list of " + std::to_string(count) + " rows, one per device (count)");
+  std::vector<std::vector<DeviceLink>> out(count, std::vector<DeviceLink>(count));
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const YAML::Node row = m[i];
+    const std::string rowAt = at + "[" + std::to_string(i) + "]";
+    if (!row.IsSequence() || row.size() != count)
+      return ctx.error(row, rowAt, "expected a row of " + std::to_string(count) + " links, one per device");
+    for (std::uint32_t p = 0; p < count; ++p) {
+      const std::string cellAt = rowAt + "[" + std::to_string(p) + "]";
+      if (p == i) {
+        if (!row[p].IsScalar() || row[p].Scalar() != "-")
+          return ctx.error(row[p], cellAt, "a device's link to itself is written \"-\"");
+        continue;
+      }
+      auto l = parseMatrixLink(ctx, row[p], cellAt);
+      if (!l.ok()) return std::move(l).error();
+      out[i][p] = *l;
+      if (p < i && (out[p][i].linkClass != l->linkClass || out[p][i].lanes != l->lanes))
+        return ctx.error(row[p], cellAt,
+                         "\"" + row[p].Scalar() + "\" differs from " + at + "[" + std::to_string(p) + "][" +
+                             std::to_string(i) + "] (\"" + m[p][i].Scalar() + "\"): a link is the same both ways");
+    }
+  }
+  return out;
+}
+
 Status parseDeviceGroup(const Context& ctx, const YAML::Node& group, const std::string& path, const std::string& node,
-                        const DeviceConfig& config, std::map<std::string, int>& nextIndex,
-                        std::vector<Device>& out) {
+                        const DeviceConfig& config, std::map<std::string, int>& nextIndex, ClusterNode& cn) {
+  std::vector<Device>& out = cn.devices;
   if (!group.IsMap()) return ctx.error(group, path, "expected a map");
   std::string backend, model, idPrefix;
   std::uint64_t memory = 0;
@@ -55,7 +116,10 @@ Status parseDeviceGroup(const Context& ctx, const YAML::Node& group, const std::
     std::uint32_t groupsOf = 0;
     LinkClass within = LinkClass::kUnknown, across = LinkClass::kUnknown;
     std::uint32_t lanes = 0;
+    const YAML::Node* matrix = nullptr;  // exact links, pair by pair; read once count is known
+    std::string matrixAt;
   } links;
+  YAML::Node matrixNode;
   for (const auto& kv : group) {
     const std::string key = kv.first.Scalar();
     const std::string at = path + "." + key;
@@ -82,12 +146,18 @@ Status parseDeviceGroup(const Context& ctx, const YAML::Node& group, const std::
         attributes[a.first.Scalar()] = a.second.Scalar();
       }
     } else if (key == "links") {
-      // Islands of `groupsOf` devices (by position) linked `within`, islands linked `across`.
-      if (!kv.second.IsMap()) return ctx.error(kv.second, at, "expected a map (groupsOf, within, lanes, across)");
+      // Islands of `groupsOf` devices (by position) linked `within`, islands linked `across`;
+      // or `matrix`, every pair's link, for topologies islands cannot describe.
+      if (!kv.second.IsMap())
+        return ctx.error(kv.second, at, "expected a map (groupsOf, within, lanes, across; or matrix)");
       for (const auto& l : kv.second) {
         const std::string lkey = l.first.Scalar();
         const std::string lat = at + "." + lkey;
-        if (lkey == "groupsOf" || lkey == "lanes") {
+        if (lkey == "matrix") {
+          matrixNode = l.second;
+          links.matrix = &matrixNode;
+          links.matrixAt = lat;
+        } else if (lkey == "groupsOf" || lkey == "lanes") {
           auto v = number<std::uint32_t>(ctx, l.second, lat);
           if (!v.ok()) return v.error();
           (lkey == "lanes" ? links.lanes : links.groupsOf) = *v;
@@ -101,11 +171,13 @@ Status parseDeviceGroup(const Context& ctx, const YAML::Node& group, const std::
                              "same-board, direct or switch-fabric");
           (lkey == "within" ? links.within : links.across) = *c;
         } else {
-          return ctx.error(l.first, lat, "unknown key (expected groupsOf, within, lanes, across)");
+          return ctx.error(l.first, lat, "unknown key (expected groupsOf, within, lanes, across, matrix)");
         }
       }
-      if (links.groupsOf == 0 || links.within == LinkClass::kUnknown)
-        return ctx.error(kv.second, at, "needs groupsOf (at least 1) and within");
+      if (links.matrix != nullptr && links.groupsOf != 0)
+        return ctx.error(kv.second, at, "give either matrix or groupsOf/within/across, not both");
+      if (links.matrix == nullptr && (links.groupsOf == 0 || links.within == LinkClass::kUnknown))
+        return ctx.error(kv.second, at, "needs groupsOf (at least 1) and within, or matrix");
     } else if (key == "unhealthy") {
       if (!kv.second.IsSequence()) return ctx.error(kv.second, at, "expected a list of device positions");
       for (size_t i = 0; i < kv.second.size(); ++i) {
@@ -124,8 +196,15 @@ Status parseDeviceGroup(const Context& ctx, const YAML::Node& group, const std::
   if (!config.backend(backend))
     return ctx.error(group, path + ".backend", "\"" + backend + "\" has no section in the device config");
   if (count > 1024) return ctx.error(group, path + ".count", "more than 1024 devices on one node");
+  std::vector<std::vector<DeviceLink>> exact;
+  if (links.matrix != nullptr) {
+    auto m = parseLinkMatrix(ctx, *links.matrix, links.matrixAt, count);
+    if (!m.ok()) return std::move(m).error();
+    exact = std::move(m).value();
+  }
   const BackendSettings settings = config.settingsFor(backend, node);
   if (idPrefix.empty()) idPrefix = node + "-" + backend;
+  if (!splitCount && !settings.splitCount) cn.assumedSplitCount.emplace_back(path, backend);
   for (std::uint32_t i = 0; i < count; ++i) {
     Device d;
     int& index = nextIndex[backend];
@@ -135,10 +214,16 @@ Status parseDeviceGroup(const Context& ctx, const YAML::Node& group, const std::
     d.model = model.empty() ? backend + " device" : model;
     d.memoryMiB = static_cast<std::uint64_t>(std::floor(static_cast<double>(memory) * settings.memoryScaling.value_or(1.0)));
     d.computeUnits = static_cast<std::uint32_t>(std::lround(computeUnits * settings.coreScaling.value_or(1.0)));
-    d.splitCount = splitCount.value_or(settings.splitCount.value_or(10));
+    d.splitCount = splitCount.value_or(settings.splitCount.value_or(kAssumedSplitCount));
     d.numaNode = static_cast<int>(i * numaNodes / count);
     d.health = unhealthy.contains(i) ? Health::kUnhealthy : Health::kHealthy;
     d.attributes = attributes;
+    for (std::uint32_t p = 0; p < count && !exact.empty(); ++p) {
+      DeviceLink l = exact[i][p];
+      if (p == i || l.linkClass == LinkClass::kUnknown) continue;
+      l.peer = idPrefix + "-" + std::to_string(p);
+      d.links.push_back(std::move(l));
+    }
     for (std::uint32_t p = 0; p < count && links.groupsOf != 0; ++p) {
       if (p == i) continue;
       const bool together = p / links.groupsOf == i / links.groupsOf;
@@ -191,7 +276,7 @@ Result<std::vector<ClusterNode>> parseClusterFile(const std::string& yamlText, c
         if (!kv.second.IsSequence()) return ctx.error(kv.second, at, "expected a list");
         for (size_t i = 0; i < kv.second.size(); ++i) {
           if (auto s = parseDeviceGroup(ctx, kv.second[i], at + "[" + std::to_string(i) + "]", cn.name, config,
-                                        nextIndex, cn.devices);
+                                        nextIndex, cn);
               !s.ok())
             return s.error();
         }
@@ -215,6 +300,22 @@ Result<std::vector<ClusterNode>> parseClusterFile(const std::string& yamlText, c
     for (const auto& d : cn.devices)
       if (!ids.insert(d.id).second) return ctx.error(node, path, "duplicate device id " + d.id);
     out.push_back(std::move(cn));
+  }
+  return out;
+}
+
+std::vector<std::string> splitCountWarnings(const std::vector<ClusterNode>& cluster) {
+  std::map<std::string, std::vector<std::string>> where;  // backend -> key paths
+  for (const auto& node : cluster)
+    for (const auto& [path, backend] : node.assumedSplitCount) where[backend].push_back(path);
+  std::vector<std::string> out;
+  for (const auto& [backend, paths] : where) {
+    std::string at = paths.front();
+    if (paths.size() > 1) at += " and " + std::to_string(paths.size() - 1) + " more device group(s)";
+    out.push_back("backend \"" + backend + "\": splitCount assumed " + std::to_string(kAssumedSplitCount) + " at " +
+                  at + ": neither the cluster file nor device-config.yaml gives one, and a node publishes what " +
+                  "the backend's discovery says, which may differ (per model or mode); set splitCount in the " +
+                  "device group or in device-config.yaml's backends." + backend + " section");
   }
   return out;
 }

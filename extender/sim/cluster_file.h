@@ -21,7 +21,19 @@ struct ClusterNode {
   /// Which front end serves every backend of the node (`frontEnd: devicePlugin|dra`);
   /// unset: device-config.yaml's frontEnd for each backend on this node.
   std::optional<FrontEnd> frontEnd;
+  /// Where a device group's split count was assumed (key paths, e.g. "nodes[0].devices[1]",
+  /// with the backend): neither the group nor device-config.yaml gives one, and what the
+  /// backend's discovery publishes on a real node (its own default, per model or mode) is
+  /// not known here. vgpu-sim says so rather than pass a guess off as the node's.
+  std::vector<std::pair<std::string, std::string>> assumedSplitCount;  ///< (path, backend)
 };
+
+/// The split count assumed where neither a cluster file nor device-config.yaml gives one.
+inline constexpr std::uint32_t kAssumedSplitCount = 10;
+
+/// One warning per backend whose split count was assumed somewhere in `cluster`, naming
+/// where and what to set; empty when none was.
+std::vector<std::string> splitCountWarnings(const std::vector<ClusterNode>& cluster);
 
 /// Parses a cluster file:
 ///   nodes:
@@ -29,7 +41,11 @@ struct ClusterNode {
 ///       devices:
 ///         - {backend: sim, model: "NVIDIA A100-SXM4-80GB", memoryMiB: 81920, count: 8,
 ///            numaNodes: 2, splitCount: 10, computeUnits: 100, idPrefix: GPU-a, unhealthy: [3],
-///            attributes: {migMode: disabled}}
+///            attributes: {migMode: disabled},
+///            links: {groupsOf: 4, within: direct, lanes: 4, across: cross-numa}}
+///         # or exact links, every pair (rows and columns by position, "-" on the diagonal):
+///         #   links: {matrix: [["-", "direct x4", "none"], ["direct x4", "-", "pcie-switch"],
+///         #                    ["none", "pcie-switch", "-"]]}
 ///       cordoned: [GPU-a-1]
 ///       unavailable: "agent heartbeat is stale"
 ///       frontEnd: dra      # devicePlugin or dra; default: device-config.yaml's per backend

@@ -437,6 +437,7 @@ json::array draDevicesJson(const SimulationResult& r) {
 SimulationResult simulate(const std::vector<ClusterNode>& cluster, const std::vector<PodInfo>& pods,
                           const DeviceConfig& config, const BackendSet& backends, const DraPodInputs& dra) {
   SimulationResult result;
+  result.assumptions = splitCountWarnings(cluster);
   result.policies = config.scheduler;
   for (const auto& node : cluster) {
     auto split = splitByFrontEnd(node, config, backends, dra.driverDomain);
@@ -669,7 +670,12 @@ std::string renderText(const SimulationResult& r) {
                                          [](const ClaimOutcome& c) { return c.kind == ClaimOutcome::Kind::kAllocated; });
     out += "; " + std::to_string(allocated) + " of " + std::to_string(r.claims.size()) + " ResourceClaims allocated";
   }
-  return out + "\n";
+  out += "\n";
+  if (!r.assumptions.empty()) {
+    out += "\nAssumed\n";
+    for (const auto& a : r.assumptions) out += a + "\n";
+  }
+  return out;
 }
 
 std::string renderJson(const SimulationResult& r) {
@@ -735,6 +741,11 @@ std::string renderJson(const SimulationResult& r) {
     }
   }
   json::object doc{{"pods", std::move(pods)}, {"devices", std::move(devices)}};
+  if (!r.assumptions.empty()) {
+    json::array assumed;
+    for (const auto& a : r.assumptions) assumed.emplace_back(a);
+    doc["assumptions"] = std::move(assumed);
+  }
   if (!r.claims.empty() || std::any_of(r.draNodes.begin(), r.draNodes.end(), [](const DraNode& n) {
         return !n.devices().empty();
       })) {

@@ -60,6 +60,9 @@ struct SimulationResult {
   SchedulerConfig policies;
   std::vector<DraNode> draNodes;  ///< per node: the devices it publishes through DRA
   std::vector<ClaimOutcome> claims;
+  /// What the simulation assumed where the input did not say (splitCountWarnings): the
+  /// reports carry them, so a prediction is never passed off as what the nodes publish.
+  std::vector<std::string> assumptions;
 };
 
 /// Places `pods` in order on `cluster` with the engine and the backends the scheduler

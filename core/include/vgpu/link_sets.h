@@ -28,15 +28,21 @@ struct LinkSetScore {
 inline constexpr std::size_t kMaxLinkCandidates = 63;
 inline constexpr std::uint64_t kMaxLinkSets = 1u << 16;
 
-/// The best `count` of `candidates` (positions in `inventory`) by LinkSetScore; ties go to
-/// the set with the lower positions. `numa` (one per candidate, or empty) restricts the
-/// sets to one NUMA node. Returns a mask of chosen candidate indices (bit i = candidates[i])
-/// and fills `score`; nullopt when no set qualifies or the search would be too large.
+/// The best `count` of `candidates` (positions in `inventory`) by LinkSetScore; among sets
+/// of equal score, the one first by candidate index (compared member by member, the lowest
+/// first): callers list the candidates in their policy's order, so that where links do not
+/// decide, load does (docs/placement.md, "Tie-breaks"). `numa` (one per candidate, or empty)
+/// restricts the sets to one NUMA node. Returns a mask of chosen candidate indices (bit i =
+/// candidates[i]) and fills `score`; `tied`, when given, receives every set of the best
+/// score in increasing mask order. nullopt when no set qualifies or the search would be too
+/// large.
 std::optional<std::uint64_t> bestLinkedSet(const NodeInventory& inventory, std::span<const std::uint32_t> candidates,
-                                           std::span<const int> numa, std::size_t count, LinkSetScore* score = nullptr);
+                                           std::span<const int> numa, std::size_t count, LinkSetScore* score = nullptr,
+                                           std::vector<std::uint64_t>* tied = nullptr);
 
 /// bestLinkedSet answered ahead for one backend group of a node: for every set of fitting
-/// devices and every count, the chosen set. Built once per distinct group shape (its link
+/// devices and every count, the best sets (several where links tie; placement's order
+/// picks among them, as load cannot be known ahead). Built once per distinct group shape (its link
 /// ranks and NUMA nodes: on a cluster of like nodes, once) and shared by every inventory of
 /// that shape; placement then looks up instead of searching. Immutable, thread-safe.
 class LinkTable {
@@ -48,17 +54,24 @@ class LinkTable {
   static std::shared_ptr<const LinkTable> forGroup(const NodeInventory& inventory,
                                                    std::span<const std::uint32_t> positions);
 
-  /// The best `count` of `fitting` (bit i = the group's i-th device), within one NUMA node
-  /// when `sameNuma`; 0 when no set qualifies.
-  std::uint32_t best(std::uint32_t fitting, std::size_t count, bool sameNuma) const {
-    if (count == 0 || count > size_ || fitting >> size_ != 0) return 0;
-    const std::size_t at = ((count - 1) << size_) | fitting;
-    return sameNuma ? sameNuma_[at] : any_[at];
+  /// Every best `count` of `fitting` (bit i = the group's i-th device) by LinkSetScore,
+  /// within one NUMA node when `sameNuma`: one set, or several of equal score that the
+  /// caller's order must separate; the first is the one first by device position. Empty
+  /// when no set qualifies.
+  std::span<const std::uint16_t> best(std::uint32_t fitting, std::size_t count, bool sameNuma) const {
+    if (count == 0 || count > size_ || fitting >> size_ != 0) return {};
+    const Answer& a = (sameNuma ? sameNuma_ : any_)[((count - 1) << size_) | fitting];
+    return {sets_.data() + a.at, a.sets};
   }
 
  private:
+  struct Answer {
+    std::uint32_t at = 0;    // the first of its sets in sets_
+    std::uint32_t sets = 0;  // how many sets tie for best
+  };
   std::size_t size_ = 0;
-  std::vector<std::uint16_t> any_, sameNuma_;  // [(count - 1) << size | fitting]
+  std::vector<Answer> any_, sameNuma_;  // [(count - 1) << size | fitting]
+  std::vector<std::uint16_t> sets_;     // the answers' sets, each answer's together
 };
 
 /// Words for a chosen set and what it left whole, by device index, e.g.

@@ -224,7 +224,19 @@ TEST_F(HamiPolicyTest, RefusalsNameHamisReasonBesideOurWords) {
   auto one = node("one", 1);
   const PreparedPod two = pod({}, gpu(2, 1000, 10));
   EXPECT_THAT(refusal(two, one), HasSubstr("1 of 1 fit; NodeInsufficientDevice: the node has 1"));
-  EXPECT_EQ(engine_.category(two, engine_.evaluate(two, one)), "vgpu: not enough fitting devices (NodeInsufficientDevice)");
+  EXPECT_EQ(engine_.category(two, engine_.evaluate(two, one)),
+            "vgpu: fewer sim devices on the node than a container asks (NodeInsufficientDevice)");
+
+  // Issue 41 item 2: five asked of a node of four whose devices all refuse for another
+  // reason: the summary names the real one, the device count, as the words do.
+  auto four = node("four", 4);
+  for (auto& u : four.usage) u = {2, 2000, 100};
+  const PreparedPod five = pod({}, gpu(5, 1000, 0));
+  EXPECT_THAT(refusal(five, four), HasSubstr("NodeInsufficientDevice: the node has 4"));
+  EXPECT_EQ(engine_.category(five, engine_.evaluate(five, four)),
+            "vgpu: fewer sim devices on the node than a container asks (NodeInsufficientDevice)");
+  EXPECT_EQ(engine_.category(five, engine_.check(five, four)),
+            "vgpu: fewer sim devices on the node than a container asks (NodeInsufficientDevice)");
 
   struct Name {
     vgpu_reason reason;

@@ -192,12 +192,23 @@ TEST(LinkSets, TheTableAnswersAsTheSearchDoes) {
       for (std::uint32_t i = 0; i < 8; ++i)
         if (mask >> i & 1u) fitting.push_back(i);
       for (std::size_t count = 1; count <= fitting.size(); ++count) {
-        const auto searched = bestLinkedSet(inventory, fitting, {}, count);
+        std::vector<std::uint64_t> tied;
+        const auto searched = bestLinkedSet(inventory, fitting, {}, count, nullptr, &tied);
         ASSERT_TRUE(searched.has_value());
-        std::uint32_t expected = 0;
-        for (std::size_t k = 0; k < fitting.size(); ++k)
-          if (*searched >> k & 1u) expected |= 1u << fitting[k];
-        EXPECT_EQ(group->linkTable->best(mask, count, false), expected) << "mask " << mask << " count " << count;
+        auto toGroup = [&](std::uint64_t set) {
+          std::uint32_t out = 0;
+          for (std::size_t k = 0; k < fitting.size(); ++k)
+            if (set >> k & 1u) out |= 1u << fitting[k];
+          return out;
+        };
+        const auto answer = group->linkTable->best(mask, count, false);
+        ASSERT_FALSE(answer.empty());
+        EXPECT_EQ(answer.front(), toGroup(*searched)) << "mask " << mask << " count " << count;
+        std::vector<std::uint32_t> expected, got(answer.begin(), answer.end());
+        for (std::uint64_t set : tied) expected.push_back(toGroup(set));
+        std::sort(expected.begin(), expected.end());
+        std::sort(got.begin(), got.end());
+        EXPECT_EQ(got, expected) << "mask " << mask << " count " << count;
       }
     }
   }

@@ -180,6 +180,107 @@ TEST(ClusterFile, DeviceGroupLinksBecomeInventoryLinks) {
                                                        {"g-3", LinkClass::kCrossNuma, 0, 10}}));
 }
 
+// Issue 41 item 4: topologies islands cannot describe, pair by pair.
+const char* const kStarNode =
+    "nodes:\n  - name: star\n    devices:\n      - backend: sim\n        memoryMiB: 1000\n        count: 6\n"
+    "        idPrefix: g\n        links:\n          matrix:\n"
+    "            - ['-', direct x4, direct x2, same-numa, same-numa, same-numa]\n"
+    "            - [direct x4, '-', direct x4, same-numa, same-numa, none]\n"
+    "            - [direct x2, direct x4, '-', same-numa, same-numa, same-numa]\n"
+    "            - [same-numa, same-numa, same-numa, '-', pcie-switch, same-numa]\n"
+    "            - [same-numa, same-numa, same-numa, pcie-switch, '-', same-numa]\n"
+    "            - [same-numa, none, same-numa, same-numa, same-numa, '-']\n";
+
+TEST(ClusterFile, ALinkMatrixDescribesAStarWithMixedNvlinkCounts) {
+  DeviceConfig config;
+  config.backends.push_back({"sim", true, {}, {}});
+  auto r = simulator::parseClusterFile(kStarNode, "c.yaml", config);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const auto& devices = (*r)[0].devices;
+  ASSERT_EQ(devices.size(), 6u);
+  const auto rank = [](LinkClass c, std::uint32_t lanes = 0) { return standardLinkRank(c, lanes); };
+  EXPECT_EQ(devices[0].links, (std::vector<DeviceLink>{{"g-1", LinkClass::kDirect, 4, rank(LinkClass::kDirect, 4)},
+                                                       {"g-2", LinkClass::kDirect, 2, rank(LinkClass::kDirect, 2)},
+                                                       {"g-3", LinkClass::kSameNuma, 0, rank(LinkClass::kSameNuma)},
+                                                       {"g-4", LinkClass::kSameNuma, 0, rank(LinkClass::kSameNuma)},
+                                                       {"g-5", LinkClass::kSameNuma, 0, rank(LinkClass::kSameNuma)}}));
+  ASSERT_EQ(devices[5].links.size(), 4u);  // "none" to g-1: not published
+  EXPECT_EQ(devices[5].links[0].peer, "g-0");
+  EXPECT_EQ(devices[5].links[1].peer, "g-2");
+}
+
+TEST(VgpuSim, PlacesOnAnExactTopologyAsTheScheduler) {
+  TempDir dir;
+  const auto cluster = dir.write("cluster.yaml", kStarNode);
+  dir.write("device-config.yaml", "version: 1\nbackends:\n  sim:\n    enabled: true\n");
+  const auto pods = dir.write(
+      "pods.yaml",
+      "kind: Pod\nmetadata: {name: pair, annotations: {vgpu.io/device-scheduler-policy: topology}}\n"
+      "spec: {containers: [{name: c, resources: {limits: {vgpu.io/sim: 2}}}]}\n---\n"
+      "kind: Pod\nmetadata: {name: three, annotations: {vgpu.io/device-scheduler-policy: topology}}\n"
+      "spec: {containers: [{name: c, resources: {limits: {vgpu.io/sim: 2}}}]}\n");
+  const SimRun run = runSim("--cluster " + cluster.string() + " --pods " + pods.string());
+  ASSERT_EQ(run.exitCode, 0) << run.out;
+  // The x4 pairs are 0-1 and 1-2: the first takes 0-1 (lower positions), which leaves 3-4
+  // on one PCIe switch as the best pair left for the next.
+  EXPECT_THAT(run.out, HasSubstr("default/pair on star: c: devices 0,1: direct x4"));
+  EXPECT_THAT(run.out, HasSubstr("default/three on star: c: devices 3,4: pcie-switch"));
+}
+
+TEST(ClusterFile, ALinkMatrixThatDoesNotFitIsAClearError) {
+  DeviceConfig config;
+  config.backends.push_back({"sim", true, {}, {}});
+  const std::string head = "nodes:\n  - name: a\n    devices:\n      - {backend: sim, memoryMiB: 5, count: 2, links: ";
+  const std::pair<std::string, const char*> cases[] = {
+      {"{matrix: [['-', direct]]}}", "links.matrix: expected a list of 2 rows"},
+      {"{matrix: [['-', direct], [direct]]}}", "links.matrix[1]: expected a row of 2 links"},
+      {"{matrix: [['-', direct], [pcie-switch, '-']]}}",
+       "links.matrix[1][0]: \"pcie-switch\" differs from nodes[0].devices[0].links.matrix[0][1] (\"direct\")"},
+      {"{matrix: [['-', nvlink], [nvlink, '-']]}}", "links.matrix[0][1]: \"nvlink\" is not a link"},
+      {"{matrix: [['-', direct xfour], [direct xfour, '-']]}}", "lanes after \" x\" must be a whole number"},
+      {"{matrix: [[direct, direct], [direct, '-']]}}", "links.matrix[0][0]: a device's link to itself is written \"-\""},
+      {"{groupsOf: 1, within: direct, matrix: [['-', direct], [direct, '-']]}}", "not both"},
+  };
+  for (const auto& [links, expected] : cases) {
+    auto r = simulator::parseClusterFile(head + links + "\n", "c.yaml", config);
+    ASSERT_FALSE(r.ok()) << links;
+    EXPECT_THAT(r.error().message, HasSubstr(expected)) << links;
+  }
+}
+
+// Issue 41 item 3: a split count neither the file nor the config gives is said to be assumed.
+TEST(ClusterFile, SaysWhereItAssumedASplitCount) {
+  DeviceConfig config;
+  config.backends.push_back({"sim", true, {}, {}});
+  const std::string yaml =
+      "nodes:\n  - name: a\n    devices:\n      - {backend: sim, memoryMiB: 5}\n"
+      "      - {backend: sim, memoryMiB: 5, splitCount: 8, idPrefix: x}\n  - name: b\n    devices:\n"
+      "      - {backend: sim, memoryMiB: 5}\n";
+  auto r = simulator::parseClusterFile(yaml, "c.yaml", config);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ((*r)[0].devices[1].splitCount, 8u);
+  const auto warnings = simulator::splitCountWarnings(*r);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("backend \"sim\": splitCount assumed 10 at nodes[0].devices[0] and 1 more"));
+  EXPECT_THAT(warnings[0], HasSubstr("set splitCount"));
+  config.backends[0].settings.splitCount = 8;  // the config gives it: nothing assumed
+  auto given = simulator::parseClusterFile(yaml, "c.yaml", config);
+  ASSERT_TRUE(given.ok());
+  EXPECT_TRUE(simulator::splitCountWarnings(*given).empty());
+
+  TempDir dir;
+  const auto cluster = dir.write("cluster.yaml", yaml);
+  dir.write("device-config.yaml", "version: 1\nbackends:\n  sim:\n    enabled: true\n");
+  const auto pods = dir.write("pods.yaml", "kind: Pod\nmetadata: {name: p}\nspec: {containers: []}\n");
+  const SimRun run = runSim("--cluster " + cluster.string() + " --pods " + pods.string());
+  EXPECT_THAT(run.out, HasSubstr("\nAssumed\nbackend \"sim\": splitCount assumed 10 at nodes[0].devices[0]"));
+  const SimRun json = runSim("--cluster " + cluster.string() + " --pods " + pods.string() + " --output json");
+  ASSERT_EQ(json.exitCode, 0) << json.out;
+  const auto assumed = boost::json::parse(json.out).at("assumptions").as_array();
+  ASSERT_EQ(assumed.size(), 1u);
+  EXPECT_THAT(std::string(assumed[0].as_string()), HasSubstr("splitCount assumed 10"));
+}
+
 TEST(ClusterFile, ErrorsNameFileKeyAndLine) {
   DeviceConfig config;
   config.backends.push_back({"sim", true, {}, {}});

@@ -104,6 +104,27 @@ TEST(SchedulerRefusals, StayAHandfulOfTextsWhateverEachNodeHolds) {
   EXPECT_EQ(event.find("n3:"), std::string::npos) << "three nodes, not more: " << event;
 }
 
+TEST(SchedulerRefusals, APodAskingMoreDevicesThanANodeHasIsSummarisedAsSuch) {
+  // Issue 41 item 2: five GPUs asked of nodes of four whose compute is all taken. The
+  // devices' own reason (CardComputeUnitsExhausted) would not help: no node has five.
+  SchedulerHarness h;
+  std::vector<std::string> nodes{"a", "b"};
+  for (const auto& n : nodes) {
+    h.createNode(nodeJson(n, gpus(n, 4)));
+    for (int g = 0; g < 4; ++g) h.createPod(admittedPod(n + "-holder-" + std::to_string(g), n, 1000, 100, g));
+  }
+  ASSERT_TRUE(h.awaitNodes(2));
+  ASSERT_TRUE(eventually([&] { return h.service->cache().stats().pods == 8; }));
+  TestHttpClient http(h.service->extenderPort());
+  auto out = parse(http.post("/filter", extenderArgs(h.createPod(gpuPod("five", 1000, 0, 5)), nodes)).body);
+  ASSERT_TRUE(out.at("NodeNames").as_array().empty()) << out;
+  EXPECT_EQ(conditionMessage(out, nodes.size()),
+            "0/2 nodes are available: 2 vgpu: fewer sim devices on the node than a container asks "
+            "(NodeInsufficientDevice).");
+  const std::string event = filteringFailedMessage(h, "five");
+  EXPECT_NE(event.find("NodeInsufficientDevice: the node has 4"), std::string::npos) << event;
+}
+
 TEST(SchedulerRefusals, NodesCloseByFewerMissingDevicesComeFirst) {
   SchedulerHarness h;
   h.createNode(nodeJson("two-of-four", gpus("two-of-four", 4, 8000)));  // 2 fit, memory short on 2
