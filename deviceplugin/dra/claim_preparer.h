@@ -15,7 +15,7 @@
 
 #include "claim_shares.h"
 #include "prepared_store.h"
-#include "resource_slices.h"
+#include "vgpu/dra/resource_slices.h"
 #include "vgpu/backend.h"
 #include "vgpu/k8s/client.h"
 

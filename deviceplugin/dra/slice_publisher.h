@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "resource_slices.h"
+#include "vgpu/dra/resource_slices.h"
 #include "vgpu/k8s/client.h"
 
 namespace vgpu::dra {

@@ -25,7 +25,7 @@
 #include <boost/json/object.hpp>
 
 #include "dra_objects.h"
-#include "resource_slices.h"
+#include "vgpu/dra/resource_slices.h"
 #include "vgpu/result.h"
 
 namespace vgpu::simulator {

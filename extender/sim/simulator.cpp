@@ -13,7 +13,7 @@
 #include "vgpu/placement.h"
 #include "vgpu/preemption.h"
 #include "vgpu/pod_request.h"
-#include "resource_slices.h"
+#include "vgpu/dra/resource_slices.h"
 
 namespace vgpu::simulator {
 namespace {

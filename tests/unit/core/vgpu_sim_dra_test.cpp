@@ -12,7 +12,7 @@
 
 #include "dra_allocator.h"
 #include "dra_objects.h"
-#include "resource_slices.h"
+#include "vgpu/dra/resource_slices.h"
 #include "sim_run.h"
 #include "test_support.h"
 #include "vgpu/yaml_json.h"

@@ -10,7 +10,7 @@
 #include "dra_agent.h"
 #include "claim_shares.h"
 #include "prepared_store.h"
-#include "resource_slices.h"
+#include "vgpu/dra/resource_slices.h"
 #include "temp_dir.h"
 #include "vgpu/config.h"
 #include "vgpu/sdk/standard_rules.h"

@@ -1,4 +1,7 @@
-#include "resource_slices.h"
+// Builds the ResourceSlices a node publishes from its inventory (resource.k8s.io/v1), for the
+// DRA front end (agent) and for vgpu-sim alike; it depends on core only.
+
+#include "vgpu/dra/resource_slices.h"
 
 #include <algorithm>
 #include <cctype>
