@@ -21,7 +21,7 @@ RUN scripts/install-deps.sh \
  && install -m 0644 /build/lib/vgpu/backends/libvgpu-backend-*.so /out/usr/local/lib/vgpu/backends/
 
 FROM debian:12-slim
-# The agent links its third-party libraries statically (deviceplugin/static_link.cmake) and
+# The agent links its third-party libraries statically (agent/static_link.cmake) and
 # needs only the C and C++ runtimes; these are the shared libraries the backends link
 # (pugixml: nvidia, Boost.JSON: cambricon and hygon, yaml-cpp: sim). The vendor libraries
 # (NVML, cnDev, ROCm SMI) come from the host.

@@ -4,7 +4,7 @@
 # including a header that exists only in the other's folder. What both need lives in core/.
 set -euo pipefail
 root=$(cd "${1:-$(dirname "$0")/..}" && pwd)
-agent=deviceplugin
+agent=agent
 scheduler=extender
 status=0
 

@@ -411,12 +411,12 @@ FLAG = re.compile(r"^\s*- --([a-z][a-z0-9-]*)(=|$)", re.M)
 
 def check_flags_exist(args):
     source = os.path.dirname(os.path.dirname(os.path.abspath(args.chart)))
-    # The node front ends define the flags they share in deviceplugin/daemon_support.h.
+    # The node front ends define the flags they share in agent/core/daemon_support.h.
     pairs = [("scheduler-deployment.yaml", "vgpu-scheduler", ["extender/scheduler/main.cpp"]),
              ("device-plugin-daemonset.yaml", "vgpu-device-plugin",
-              ["deviceplugin/options.cpp", "deviceplugin/daemon_support.h"]),
+              ["agent/deviceplugin/options.cpp", "agent/core/daemon_support.h"]),
              ("dra-plugin-daemonset.yaml", "vgpu-dra-plugin",
-              ["deviceplugin/dra/dra_options.cpp", "deviceplugin/daemon_support.h"])]
+              ["agent/dra/dra_options.cpp", "agent/core/daemon_support.h"])]
     for template, container, codes in pairs:
         text = read(os.path.join(args.chart, "templates", template))
         block = text.split("- name: " + container, 1)[1].split("\n        - name: ", 1)[0]
@@ -872,9 +872,9 @@ def check_rendered(args, description, kube, values, docs):
 # ---------------------------------------------------------------------------------------
 # Metrics docs and dashboard
 
-METRIC_SOURCES = ["deviceplugin/agent.cpp", "deviceplugin/dra/dra_agent.cpp", "extender/scheduler/scheduler_metrics.h"]
+METRIC_SOURCES = ["agent/deviceplugin/agent.cpp", "agent/dra/dra_agent.cpp", "extender/scheduler/scheduler_metrics.h"]
 # HAMi's names (--hami-metrics), documented in docs/metrics.md's HAMi table.
-HAMI_METRIC_SOURCES = ["deviceplugin/hami_metrics.cpp", "extender/scheduler/hami_metrics.cpp"]
+HAMI_METRIC_SOURCES = ["agent/core/hami_metrics.cpp", "extender/scheduler/hami_metrics.cpp"]
 
 
 def check_metrics_documented(args):
