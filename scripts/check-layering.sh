@@ -2,6 +2,8 @@
 # Fails when the scheduler's folder (extender/) and the node agent's folder reach into each
 # other: a CMake file naming the other's folder or linking one of its libraries, or a source
 # including a header that exists only in the other's folder. What both need lives in core/.
+# Also fails on an agent source over 800 lines or one that does not open with a comment on
+# what it owns (issue 38: one concept per file).
 set -euo pipefail
 root=$(cd "${1:-$(dirname "$0")/..}" && pwd)
 agent=agent
@@ -40,5 +42,17 @@ check() {
 
 check "$scheduler" "$agent"
 check "$agent" "$scheduler"
-[ "$status" = 0 ] && echo "layering: $scheduler/ and $agent/ do not reach into each other"
+
+while IFS= read -r file; do
+  lines=$(wc -l <"$file")
+  if [ "$lines" -gt 800 ]; then
+    echo "layering: ${file#"$root"/} has $lines lines (at most 800: split it by concern)" >&2; status=1
+  fi
+  first=$(awk '!/^#pragma once/ && NF { print; exit }' "$file")
+  if [[ "$first" != //* ]]; then
+    echo "layering: ${file#"$root"/} does not open with a comment on what it owns" >&2; status=1
+  fi
+done < <(find "$root/$agent" -name '*.cpp' -o -name '*.h' | sort)
+
+[ "$status" = 0 ] && echo "layering: $scheduler/ and $agent/ do not reach into each other; $agent/'s files are under 800 lines"
 exit "$status"

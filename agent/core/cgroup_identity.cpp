@@ -1,3 +1,6 @@
+// Reads a process's pod UID and container id from its cgroup path (cgroup_identity.h), for the
+// watchdog, and a runtime's container id from a pod's status; cgroup v1 and v2 layouts.
+
 #include "cgroup_identity.h"
 
 #include <cctype>

@@ -1,3 +1,6 @@
+// HAMi's metric names and labels beside vgpu's own (--hami-metrics, hami_metrics.h), so HAMi's
+// dashboards keep working on a node vgpu serves.
+
 #include "hami_metrics.h"
 
 #include <algorithm>

@@ -1,3 +1,6 @@
+// The handout record (handout_store.h): each container's folder, its journal line, replay at
+// start, attribution to the pod the kubelet says holds the IDs, and removal.
+
 #include "handout_store.h"
 
 #include <dirent.h>

@@ -1,3 +1,6 @@
+// vgpu-device-plugin's flags and environment variables into AgentOptions (agent.h); the
+// flags both daemons share come from daemon_support.h.
+
 #include <boost/program_options.hpp>
 
 #include "agent.h"

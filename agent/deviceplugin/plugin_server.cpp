@@ -1,3 +1,6 @@
+// One kubelet device plugin (v1beta1) per resource (plugin_server.h): the gRPC service on its
+// socket, registration with the kubelet and re-registration after a kubelet restart.
+
 #include "plugin_server.h"
 
 #include <sys/stat.h>

@@ -1,3 +1,6 @@
+// The kubelet's PodResources List over its unix socket (pod_resources_client.h): which device
+// IDs each container holds, with gRPC kept inside this file.
+
 #include "pod_resources_client.h"
 
 #include <grpcpp/grpcpp.h>

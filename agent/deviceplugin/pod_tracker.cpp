@@ -1,3 +1,6 @@
+// Which pod the kubelet is admitting (pod_tracker.h, DESIGN.md 6a): the node's pods from the
+// watch, the claim of an Allocate's IDs, and corrections from PodResources.
+
 #include "pod_tracker.h"
 
 #include <algorithm>

@@ -1,3 +1,6 @@
+// Writes and removes the CDI spec file of a prepared share (cdi_spec.h): the container edits
+// (env, mounts, device nodes) the runtime applies for the claim.
+
 #include "cdi_spec.h"
 
 #include <fcntl.h>

@@ -1,3 +1,6 @@
+// NodePrepareResources and NodeUnprepareResources for one backend (claim_preparer.h): a
+// claim's shares as one container grant, asked of the backend's limiter, recorded.
+
 #include "claim_preparer.h"
 
 #include <set>

@@ -1,3 +1,6 @@
+// Reads a ResourceClaim's allocation results for our driver (claim_shares.h): each share of a
+// device with the capacity the scheduler made it consume.
+
 #include "claim_shares.h"
 
 #include <boost/json.hpp>

@@ -1,3 +1,6 @@
+// One driver's device health for the kubelet's DRAResourceHealth stream (device_health.h):
+// the latest list and its check time, waited on by each open stream.
+
 #include "device_health.h"
 
 namespace vgpu::dra {

@@ -1,3 +1,6 @@
+// vgpu-dra-plugin's lifecycle (dra_agent.h): backends in DRA mode loaded, one DRA driver each
+// (slices, kubelet server, health), metrics and shutdown.
+
 #include "dra_agent.h"
 
 #include <algorithm>

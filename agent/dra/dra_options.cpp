@@ -1,3 +1,6 @@
+// vgpu-dra-plugin's flags and environment variables into its options (dra_agent.h); the
+// flags both daemons share come from daemon_support.h.
+
 #include <boost/program_options.hpp>
 
 #include "daemon_support.h"

@@ -1,3 +1,6 @@
+// The kubelet-facing gRPC of one DRA driver (kubelet_server.h): plugin registration and the
+// DRAPlugin service (v1 and v1beta1) translated into calls on the claim preparer.
+
 #include "kubelet_server.h"
 
 #include <algorithm>

@@ -1,3 +1,6 @@
+// The DRA front end's checkpoint of prepared claims (prepared_store.h): written on every
+// change, read at start so a repeated NodePrepareResources gets the same answer.
+
 #include "prepared_store.h"
 
 #include <fstream>

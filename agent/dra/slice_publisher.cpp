@@ -1,3 +1,6 @@
+// Keeps one driver's ResourceSlice pool equal to the node's devices (slice_publisher.h),
+// built by vgpu_dra_slices (core/src/dra) and written again when deleted.
+
 #include "slice_publisher.h"
 
 #include <boost/json.hpp>

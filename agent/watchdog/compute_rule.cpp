@@ -1,3 +1,6 @@
+// Reads the compute rule libvgpu.so holds a container to from its limits file
+// (compute_rule.h), cached per handout, so the watchdog never flags what the limiter allows.
+
 #include "compute_rule.h"
 
 #include <algorithm>

@@ -1,3 +1,6 @@
+// The node-side watchdog's scans (watchdog.h): each process's device memory and compute
+// against its container's share, confirmed violations and the actions taken on them.
+
 #include "watchdog.h"
 
 #include <signal.h>

@@ -1,3 +1,6 @@
+// Counts each pod's kills over the window and says when killing turns into evicting
+// (watchdog_escalation.h).
+
 #include "watchdog_escalation.h"
 
 namespace vgpu::deviceplugin {
