@@ -36,7 +36,12 @@ void dropVmmRef(CUmemGenericAllocationHandle h) {
     close(keep);
   }
   if (it->second.object != 0) {
-    drv.shared()->dropObject(it->second.object);  // shared: the last process frees it
+    // Shared: the last process frees it. Holders are processes, so this one lets go only with
+    // its last handle of the object (its own and an import of its export are two).
+    bool stillHeld = false;
+    for (const auto& [id, other] : drv.vmmHandles)
+      if (id != h && other.object == it->second.object) stillHeld = true;
+    if (!stillHeld) drv.shared()->dropObject(it->second.object);
   } else if (it->second.charged != 0) {
     drv.shared()->uncharge(it->second.dev, it->second.charged);
   }
