@@ -36,7 +36,7 @@
                                    CUstream hStream))                                       \
   X(cuMemFreeAsync, (CUdeviceptr dptr, CUstream hStream))                                   \
   X(cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream hStream))                              \
-  /* coverage (issue 36): allocators found missing by tests/unit/hooks/cuda_coverage.py */  \
+  /* allocators found missing by tests/unit/hooks/cuda_coverage.py */  \
   X(cuMemAllocPitch, (CUdeviceptr_v1* dptr, unsigned int* pPitch, unsigned int WidthInBytes, \
                       unsigned int Height, unsigned int ElementSizeBytes))                  \
   X(cuModuleLoad, (CUmodule* module, const char* fname))                                    \
@@ -71,7 +71,6 @@
   X(cuGraphAddNode_v3, (CUgraphNode* phGraphNode, CUgraph hGraph,                           \
                         const CUgraphNode* dependencies, const CUgraphEdgeData* dependencyData, \
                         size_t numDependencies, CUgraphNodeParams* nodeParams))             \
-  /* end of coverage (issue 36) */                                                          \
   /* memory pools: charged for what they hold */                                            \
   X(cuMemPoolCreate, (CUmemoryPool* pool, const CUmemPoolProps* poolProps))                 \
   X(cuMemPoolDestroy, (CUmemoryPool pool))                                                  \
@@ -96,7 +95,7 @@
                                      CUmemAllocationHandleType shHandleType))               \
   X(cuIpcOpenMemHandle_v2, (CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags)) \
   X(cuIpcCloseMemHandle, (CUdeviceptr dptr))                                                \
-  /* sharing (issue 36): exports record what they share, so an import is charged once */   \
+  /* exports record what they share, so an import is charged once */   \
   X(cuIpcGetMemHandle, (CUipcMemHandle* pHandle, CUdeviceptr dptr))                         \
   X(cuIpcOpenMemHandle, (CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags))    \
   X(cuMemExportToShareableHandle, (void* shareableHandle, CUmemGenericAllocationHandle handle, \
@@ -227,7 +226,6 @@
   R(cuMemAllocPitch, 2000, cuMemAllocPitch, none)                                           \
   R(cuMemAllocPitch, 3020, cuMemAllocPitch_v2, none)                                        \
   R(cuMemAllocManaged, 6000, cuMemAllocManaged, none)                                       \
-  /* coverage (issue 36) */                                                                 \
   R(cuModuleLoad, 2000, cuModuleLoad, none)                                                 \
   R(cuModuleLoadData, 2000, cuModuleLoadData, none)                                         \
   R(cuModuleLoadDataEx, 2010, cuModuleLoadDataEx, none)                                     \
@@ -241,7 +239,6 @@
   R(cuGraphAddNode, 12020, cuGraphAddNode, none)                                            \
   R(cuGraphAddNode, 12030, cuGraphAddNode_v2, none)                                         \
   R(cuGraphAddNode, 13040, cuGraphAddNode_v3, none)                                         \
-  /* end of coverage (issue 36) */                                                          \
   R(cuMemFree, 2000, cuMemFree, none)                                                       \
   R(cuMemFree, 3020, cuMemFree_v2, none)                                                    \
   R(cuMemAllocAsync, 11020, cuMemAllocAsync, cuMemAllocAsync_ptsz)                          \
@@ -266,7 +263,6 @@
   R(cuIpcOpenMemHandle, 4010, cuIpcOpenMemHandle, none)                                     \
   R(cuIpcOpenMemHandle, 11000, cuIpcOpenMemHandle_v2, none)                                 \
   R(cuIpcCloseMemHandle, 4010, cuIpcCloseMemHandle, none)                                   \
-  /* sharing (issue 36) */                                                                  \
   R(cuIpcGetMemHandle, 4010, cuIpcGetMemHandle, none)                                       \
   R(cuMemExportToShareableHandle, 10020, cuMemExportToShareableHandle, none)                \
   R(cuMemRetainAllocationHandle, 11000, cuMemRetainAllocationHandle, none)                  \

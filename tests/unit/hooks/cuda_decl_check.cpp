@@ -91,7 +91,6 @@ VGPU_DECLCHECK_MAP_HANDLE(CUgraph)
 VGPU_DECLCHECK_MAP_HANDLE(CUgraphNode)
 VGPU_DECLCHECK_MAP_HANDLE(CUgraphExec)
 VGPU_DECLCHECK_MAP_HANDLE(CUmemoryPool)
-// coverage (issue 36)
 VGPU_DECLCHECK_MAP_HANDLE(CUlibrary)
 VGPU_DECLCHECK_MAP_HANDLE(CUgreenCtx)
 VGPU_DECLCHECK_MAP_HANDLE(CUdevResourceDesc)
@@ -120,7 +119,6 @@ VGPU_DECLCHECK_MAP_HANDLE(CUdevResourceDesc)
   X(CUcigDataType)                   \
   X(CUgraphInstantiateResult)        \
   X(CUlaunchAttributeID)              \
-  /* coverage (issue 36) */          \
   X(CUjit_option)                    \
   X(CUlibraryOption)                 \
   X(CUgraphNodeType)
@@ -144,12 +142,10 @@ VGPU_DECLCHECK_MAP_HANDLE(CUdevResourceDesc)
   X(CUexecAffinityParam)                \
   X(CUctxCigParam)                      \
   X(CUctxCreateParams)                  \
-  /* coverage (issue 36) */             \
   X(CUDA_ARRAY_DESCRIPTOR_v1)           \
   X(CUDA_ARRAY3D_DESCRIPTOR_v1)         \
   X(CUgraphNodeParams)                  \
   X(CUgraphEdgeData)                    \
-  /* sharing (issue 36) */              \
   X(CUmulticastObjectProp)              \
   X(CUmemPoolPtrExportData)
 VGPU_CUDA_ENUMS(VGPU_DECLCHECK_MAP)
@@ -320,7 +316,7 @@ VGPU_CU_RESULTS_13_0(VGPU_CHECK_RESULT)
   X(CU_LAUNCH_ATTRIBUTE_PRIORITY)                                  \
   X(CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT)
 VGPU_CUDA_ENUMERATORS(VGPU_DECLCHECK_VALUE)
-// coverage (issue 36): the loaders' option enumerators we declare
+// the loaders' option enumerators we declare
 VGPU_DECLCHECK_VALUE(CU_JIT_MAX_REGISTERS)
 VGPU_DECLCHECK_VALUE(CU_JIT_THREADS_PER_BLOCK)
 VGPU_DECLCHECK_VALUE(CU_JIT_WALL_TIME)
@@ -352,7 +348,6 @@ static_assert(static_cast<long long>(ours::CU_DEVICE_ATTRIBUTE_MAX) <= static_ca
 VGPU_DECLCHECK_TYPED_FIELD(CUuuid, bytes)
 VGPU_DECLCHECK_TYPED_FIELD(CUipcMemHandle, reserved)
 
-// coverage (issue 36)
 VGPU_DECLCHECK_TYPED_FIELD(CUgraphNodeParams, type)
 VGPU_DECLCHECK_TYPED_FIELD(CUgraphNodeParams, reserved0)
 VGPU_DECLCHECK_FIELD(CUgraphNodeParams, alloc)  // the header's is the _v2 struct: same fields, checked below
@@ -516,7 +511,7 @@ VGPU_CU_FUNCTIONS_12_9(VGPU_DECLCHECK_FUNCTION)
 #if CUDA_VERSION >= 13000
 VGPU_CU_FUNCTIONS_13_0(VGPU_DECLCHECK_FUNCTION)
 #endif
-#if CUDA_VERSION >= 13040  // coverage (issue 36)
+#if CUDA_VERSION >= 13040
 VGPU_CU_FUNCTIONS_13_4(VGPU_DECLCHECK_FUNCTION)
 #endif
 

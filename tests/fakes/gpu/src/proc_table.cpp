@@ -143,7 +143,6 @@ const ProcEntry kProcTable[] = {
     P("cuIpcOpenMemHandle", 4010, cuIpcOpenMemHandle),
     P("cuIpcOpenMemHandle", 11000, cuIpcOpenMemHandle_v2),
     P("cuIpcCloseMemHandle", 4010, cuIpcCloseMemHandle),
-    // sharing (issue 36)
     P("cuMemRetainAllocationHandle", 11000, cuMemRetainAllocationHandle),
     P("cuCtxEnablePeerAccess", 4000, cuCtxEnablePeerAccess),
     P("cuCtxDisablePeerAccess", 4000, cuCtxDisablePeerAccess),
@@ -191,7 +190,7 @@ const ProcEntry kProcTable[] = {
     P("cuModuleLoadData", 2000, cuModuleLoadData),
     P("cuModuleGetFunction", 2000, cuModuleGetFunction),
     P("cuModuleUnload", 2000, cuModuleUnload),
-    // coverage (issue 36): the other loaders (driver_modules.cpp), green contexts
+    // the other loaders (driver_modules.cpp), green contexts
     // (driver_green.cpp), the 32-bit array ABIs (driver_legacy_abi.cpp), cuGraphAddNode
     // (driver_graph_nodes.cpp)
     P("cuModuleLoad", 2000, cuModuleLoad),
@@ -206,7 +205,6 @@ const ProcEntry kProcTable[] = {
     P("cuArray3DCreate", 2000, cuArray3DCreate),
     P("cuGraphAddNode", 12020, cuGraphAddNode),
     P("cuGraphAddNode", 12030, cuGraphAddNode_v2),
-    // end of coverage (issue 36)
     PT("cuLaunchKernel", 4000, cuLaunchKernel, cuLaunchKernel_ptsz),
     PT("cuLaunchCooperativeKernel", 9000, cuLaunchCooperativeKernel, cuLaunchCooperativeKernel_ptsz),
     PT("cuStreamIsCapturing", 10000, cuStreamIsCapturing, cuStreamIsCapturing_ptsz),

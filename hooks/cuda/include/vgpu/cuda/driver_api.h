@@ -60,11 +60,9 @@ typedef struct CUgraph_st* CUgraph;
 typedef struct CUgraphNode_st* CUgraphNode;
 typedef struct CUgraphExec_st* CUgraphExec;
 typedef struct CUmemPoolHandle_st* CUmemoryPool;
-/* coverage (issue 36) */
 typedef struct CUlib_st* CUlibrary; /* a context-independent module (cuLibraryLoad*) */
 typedef struct CUgreenCtx_st* CUgreenCtx; /* a context on a partition of the SMs (CUDA 12.4) */
 typedef struct CUdevResourceDesc_st* CUdevResourceDesc; /* the resources a green context gets */
-/* end of coverage (issue 36) */
 
 /* A physical allocation made by cuMemCreate or imported from a shareable handle. */
 typedef unsigned long long CUmemGenericAllocationHandle_v1;
@@ -399,7 +397,7 @@ typedef enum CUlaunchAttributeID_enum {
   CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT = 12
 } CUlaunchAttributeID;
 
-/* coverage (issue 36): the option lists of the module and library loaders (only their
+/* the option lists of the module and library loaders (only their
  * types are needed; the driver reads the options, the limiter passes them on). */
 typedef enum CUjit_option_enum {
   CU_JIT_MAX_REGISTERS = 0,
@@ -415,7 +413,6 @@ typedef enum CUlibraryOption_enum {
   CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE = 0,
   CU_LIBRARY_BINARY_IS_PRESERVED = 1
 } CUlibraryOption;
-/* end of coverage (issue 36) */
 
 /* ---------------------------------------------------------------------------------------
  * Flags and sizes defined as plain numbers
@@ -477,7 +474,7 @@ typedef struct CUDA_ARRAY3D_DESCRIPTOR_st {
 } CUDA_ARRAY3D_DESCRIPTOR_v2;
 typedef CUDA_ARRAY3D_DESCRIPTOR_v2 CUDA_ARRAY3D_DESCRIPTOR;
 
-/* coverage (issue 36): the 32-bit descriptors of cuArrayCreate / cuArray3DCreate (v1, the
+/* the 32-bit descriptors of cuArrayCreate / cuArray3DCreate (v1, the
  * ABI of CUDA 3.1 and older, still exported). */
 typedef struct CUDA_ARRAY_DESCRIPTOR_v1_st {
   unsigned int Width;
@@ -494,7 +491,6 @@ typedef struct CUDA_ARRAY3D_DESCRIPTOR_v1_st {
   unsigned int NumChannels;
   unsigned int Flags;
 } CUDA_ARRAY3D_DESCRIPTOR_v1;
-/* end of coverage (issue 36) */
 
 /* cuArrayGetMemoryRequirements: what an array really occupies on a device. */
 typedef struct CUDA_ARRAY_MEMORY_REQUIREMENTS_st {
@@ -526,7 +522,7 @@ typedef struct CUmemAllocationProp_st {
 } CUmemAllocationProp_v1;
 typedef CUmemAllocationProp_v1 CUmemAllocationProp;
 
-/* sharing (issue 36): cuMulticastCreate. */
+/* A multicast object's properties (cuMulticastCreate). */
 typedef struct CUmulticastObjectProp_st {
   unsigned int numDevices;
   size_t size;
@@ -571,7 +567,7 @@ typedef struct CUDA_MEM_ALLOC_NODE_PARAMS_v1_st {
 } CUDA_MEM_ALLOC_NODE_PARAMS_v1;
 typedef CUDA_MEM_ALLOC_NODE_PARAMS_v1 CUDA_MEM_ALLOC_NODE_PARAMS;
 
-/* coverage (issue 36): cuGraphAddNode, a node of any type. Only the type and an allocation
+/* cuGraphAddNode, a node of any type. Only the type and an allocation
  * node's parameters are named (the _v2 layout cuGraphAddNode takes has the fields of
  * CUDA_MEM_ALLOC_NODE_PARAMS); the rest of the union is padding here. */
 typedef enum CUgraphNodeType_enum {
@@ -597,7 +593,6 @@ typedef struct CUgraphEdgeData_st {
   unsigned char type;
   unsigned char reserved[5];
 } CUgraphEdgeData;
-/* end of coverage (issue 36) */
 
 /* cuGraphAddKernelNode_v2 (the v1 entry point lacks the last two fields). */
 typedef struct CUDA_KERNEL_NODE_PARAMS_v2_st {
@@ -832,7 +827,6 @@ typedef struct CUctxCreateParams_st {
   X(cuIpcOpenMemHandle, (CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags))          \
   X(cuIpcOpenMemHandle_v2, (CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags))       \
   X(cuIpcCloseMemHandle, (CUdeviceptr dptr))                                                      \
-  /* sharing (issue 36) */                                                                        \
   X(cuMemRetainAllocationHandle, (CUmemGenericAllocationHandle* handle, void* addr))              \
   X(cuCtxEnablePeerAccess, (CUcontext peerContext, unsigned int Flags))                           \
   X(cuCtxDisablePeerAccess, (CUcontext peerContext))                                              \
@@ -918,7 +912,7 @@ typedef struct CUctxCreateParams_st {
   X(cuModuleLoadData, (CUmodule* module, const void* image))                                      \
   X(cuModuleGetFunction, (CUfunction* hfunc, CUmodule hmod, const char* name))                    \
   X(cuModuleUnload, (CUmodule hmod))                                                              \
-  /* coverage (issue 36): loading code takes device memory (code, constants, globals) */       \
+  /* loading code takes device memory (code, constants, globals) */       \
   X(cuModuleLoad, (CUmodule* module, const char* fname))                                          \
   X(cuModuleLoadDataEx, (CUmodule* module, const void* image, unsigned int numOptions,            \
                          CUjit_option* options, void** optionValues))                             \
@@ -941,7 +935,6 @@ typedef struct CUctxCreateParams_st {
   X(cuGraphAddNode_v2, (CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies, \
                         const CUgraphEdgeData* dependencyData, size_t numDependencies,            \
                         CUgraphNodeParams* nodeParams))                                           \
-  /* end of coverage (issue 36) */                                                                \
   X(cuLaunchKernel, (CUfunction f, unsigned int gridDimX, unsigned int gridDimY,                  \
                      unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,       \
                      unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,       \
@@ -1005,7 +998,6 @@ typedef struct CUctxCreateParams_st {
   X(cuCtxGetDevice_v2, (CUdevice* device, CUcontext ctx))                                         \
   X(cuCtxSynchronize_v2, (CUcontext ctx))
 
-/* coverage (issue 36) */
 #define VGPU_CU_FUNCTIONS_13_4(X)                                                                 \
   X(cuGraphAddNode_v3, (CUgraphNode* phGraphNode, CUgraph hGraph, const CUgraphNode* dependencies, \
                         const CUgraphEdgeData* dependencyData, size_t numDependencies,            \

@@ -104,7 +104,7 @@
   X(cuStreamWriteValue32_v2, cuStreamWriteValue32_v2_ptsz) \
   X(cuStreamWriteValue64_v2, cuStreamWriteValue64_v2_ptsz) \
   X(cuWaitExternalSemaphoresAsync, cuWaitExternalSemaphoresAsync_ptsz) \
-  /* coverage (issue 36): new in cuda.h 13.5 (the newest header, checked in CI) */ \
+  /* new in cuda.h 13.5 (the newest header, checked in CI) */ \
   X(cuFabricCpyBatchAsync, cuFabricCpyBatchAsync_ptsz) \
   X(cuLaunchHostFunc_v2, cuLaunchHostFunc_v2_ptsz) \
   X(cuMemcpy3DWithAttributesAsync, cuMemcpy3DWithAttributesAsync_ptsz) \
