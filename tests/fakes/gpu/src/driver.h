@@ -271,6 +271,10 @@ void destroyModule(Module* m);
 uint64_t inodeOf(int fd);
 /// `n` rounded up to whole pages.
 size_t pageRound(size_t n);
+/// Maps `size` bytes of the memfd another process `pid` holds as descriptor `fd` (an IPC handle
+/// or a pool pointer names them) into an allocation of this process: base, size, mapLen and fd
+/// filled in, the rest left to the caller. `gone` when that process or its memfd is no more.
+CUresult mapOtherProcessMemory(int32_t pid, int32_t fd, size_t size, CUresult gone, Allocation& out);
 /// The memfd behind a descriptor another process exported (the memfd itself, or with
 /// VGPU_FAKE_EXPORT_DEVICE_FD the exporter's, found by the device node's open file), opened
 /// anew; -1 if it is neither.

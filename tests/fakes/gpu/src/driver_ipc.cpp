@@ -50,23 +50,11 @@ CUresult ipcOpen(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned flags) {
       }
     }
   }
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/fd/%d", p.pid, p.fd);
-  int fd = open(path, O_RDWR | O_CLOEXEC);
-  if (fd < 0) return CUDA_ERROR_INVALID_HANDLE;  // the exporting process or allocation is gone
-  size_t len = pageRound(p.size);
-  void* addr = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (addr == MAP_FAILED) {
-    close(fd);
-    return CUDA_ERROR_MAP_FAILED;
-  }
-  std::lock_guard lock(drv.mu);
+  // The exporting process or its allocation may be gone.
   Allocation a;
-  a.base = reinterpret_cast<uintptr_t>(addr);
-  a.size = p.size;
-  a.mapLen = len;
+  if (CUresult r = mapOtherProcessMemory(p.pid, p.fd, p.size, CUDA_ERROR_INVALID_HANDLE, a)) return r;
+  std::lock_guard lock(drv.mu);
   a.dev = p.dev;
-  a.fd = fd;
   a.ctx = ctx;
   a.kind = AllocKind::kIpcImport;
   if (drv.shared()->holdObject(p.object)) a.object = p.object;  // it stays while this process has it open

@@ -34,6 +34,24 @@ size_t pageRound(size_t n) {
   return (n + page - 1) / page * page;
 }
 
+CUresult mapOtherProcessMemory(int32_t pid, int32_t fd, size_t size, CUresult gone, Allocation& out) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/fd/%d", pid, fd);
+  int mine = open(path, O_RDWR | O_CLOEXEC);
+  if (mine < 0) return gone;
+  size_t len = pageRound(size);
+  void* addr = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, mine, 0);
+  if (addr == MAP_FAILED) {
+    close(mine);
+    return CUDA_ERROR_MAP_FAILED;
+  }
+  out.base = reinterpret_cast<uintptr_t>(addr);
+  out.size = size;
+  out.mapLen = len;
+  out.fd = mine;
+  return CUDA_SUCCESS;
+}
+
 // Frees whose stream the device has reached by now: their memory is the pool's to reuse.
 void poolSettle(Pool* pool) {
   if (pool->pending.empty()) return;

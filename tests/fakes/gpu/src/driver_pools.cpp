@@ -326,23 +326,11 @@ CUresult cuMemPoolImportPointer(CUdeviceptr* ptr_out, CUmemoryPool pool, CUmemPo
         pp.pid != p->exporterPid || pp.pool != p->exporterPool)
       return CUDA_ERROR_INVALID_VALUE;
   }
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/fd/%d", pp.pid, pp.fd);
-  int fd = open(path, O_RDWR | O_CLOEXEC);
-  if (fd < 0) return CUDA_ERROR_INVALID_VALUE;  // the exporter or its allocation is gone
-  size_t len = pageRound(pp.size);
-  void* addr = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (addr == MAP_FAILED) {
-    close(fd);
-    return CUDA_ERROR_MAP_FAILED;
-  }
-  std::lock_guard lock(drv.mu);
+  // The exporter or its allocation may be gone.
   Allocation a;
-  a.base = reinterpret_cast<uintptr_t>(addr);
-  a.size = pp.size;
-  a.mapLen = len;
+  if (CUresult r = mapOtherProcessMemory(pp.pid, pp.fd, pp.size, CUDA_ERROR_INVALID_VALUE, a)) return r;
+  std::lock_guard lock(drv.mu);
   a.dev = pp.dev;
-  a.fd = fd;
   a.ctx = ctx;
   a.kind = AllocKind::kPoolImport;  // no device memory of its own: the exporter's pool holds it
   drv.allocations[a.base] = a;
