@@ -806,13 +806,14 @@ Status RealCluster::addVgpuNode(const std::string& name, const std::map<std::str
                          {"--device-plugin-dir", node.pluginDir().string()},
                          {"--pod-resources-socket", node.podResourcesSocket().string()},
                          {"--metrics-address", "127.0.0.1:0"},
-                         {"--state-dir", (node.dir / "state").string()}});
+                         {"--state-dir", (node.dir / "state").string()},
+                         // As root on this machine, a tmpfs per container would be mounted on the
+                         // host and outlive an agent a scenario kills (the mounts are tested in
+                         // private namespaces: folder_tmpfs_test).
+                         {"--region-tmpfs", "off"}});
   if (!args.ok()) return std::move(args).error();
   args->push_back("--kubeconfig=" + dir_ + "/vgpu-device-plugin.kubeconfig");
   args->push_back("--backend-dir=" + std::string(paths::kBackendDir));
-  // As root on this machine, a tmpfs per container would be mounted on the host and outlive an
-  // agent a scenario kills (the mounts are tested in private namespaces: folder_tmpfs_test).
-  args->push_back("--region-tmpfs=off");
   const std::string componentName = "vgpu-device-plugin@" + name;
   auto c = std::make_unique<Component>();
   c->name = componentName;
