@@ -183,42 +183,7 @@ unsigned ordinalOf(const std::string& id) {
   }
 }
 
-/// Whether the folder `name` inside `dir` has nothing in it (false when it cannot be read).
-bool emptyAt(int dir, const std::string& name, const std::string& shown) {
-  auto fd = openOwnDirAt(dir, name, shown);
-  DIR* d = fd ? ::fdopendir(fd->get()) : nullptr;
-  if (d == nullptr) return false;
-  fd->release();
-  bool empty = true;
-  while (const dirent* e = ::readdir(d))
-    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) empty = false;
-  ::closedir(d);
-  return empty;
-}
-
 }  // namespace
-
-Result<FolderTmpfs> parseFolderTmpfs(const std::string& text) {
-  if (text == "off") return FolderTmpfs::kOff;
-  if (text == "best-effort") return FolderTmpfs::kBestEffort;
-  if (text == "required") return FolderTmpfs::kRequired;
-  return makeError("\"" + text + "\" is not one of required, best-effort, off");
-}
-
-std::string toString(FolderTmpfs mode) {
-  switch (mode) {
-    case FolderTmpfs::kOff: return "off";
-    case FolderTmpfs::kBestEffort: return "best-effort";
-    case FolderTmpfs::kRequired: return "required";
-  }
-  return "off";
-}
-
-std::uint64_t FolderBound::defaultFolderBytes() {
-  constexpr std::uint64_t kPage = 4096;
-  // The region, then a limits file and its replacement (a page each) and room for a few more.
-  return (sizeof(vgpu_region) + kPage - 1) / kPage * kPage + 16 * kPage;
-}
 
 HandoutStore::HandoutStore(fs::path root, fs::path journal, FolderBound bound)
     : root_(std::move(root)), journal_(std::move(journal)), bound_(std::move(bound)) {}
@@ -329,7 +294,7 @@ Result<std::string> HandoutStore::create(Handout h) {
     (void)unmountAt(root->get(), h.id, dir.string());
     (void)removeAt(root->get(), h.id, dir.string());
   };
-  if (auto s = boundLocked(root->get(), h.id); !s.ok()) {
+  if (auto s = boundFolderAt(bound_, root->get(), h.id, dir.string()); !s.ok()) {
     undo();
     return s.error();
   }
@@ -348,40 +313,8 @@ Result<std::string> HandoutStore::prepare(const std::string& id) {
   if (!root) return makeError("cannot open the container's host folder " + dir.string() + ": " + root.error().message);
   if (auto made = makeOwnDirAt(root->get(), id, 0755, dir.string()); !made)
     return makeError("cannot create the container's host folder: " + made.error().message);
-  if (auto s = boundLocked(root->get(), id); !s.ok()) return s.error();
+  if (auto s = boundFolderAt(bound_, root->get(), id, dir.string()); !s.ok()) return s.error();
   return dir.string();
-}
-
-Status HandoutStore::boundLocked(int root, const std::string& id) {
-  if (bound_.mode == FolderTmpfs::kOff) return {};
-  const std::string shown = (root_ / id).string();
-  auto mounted = tmpfsMountedAt(root, id, shown);
-  if (!mounted) return mounted.error();  // a link or another user's folder: never mounted over
-  if (*mounted) return {};                // its own, from the first Allocate: kept with the region in it
-  std::string why;
-  bool keep = false;
-  if (!emptyAt(root, id, shown)) {
-    // Made while folders were not bounded: a tmpfs over it would hide the running
-    // container's region, and the agent would lose its accounting.
-    keep = true;
-    why = shown + " already holds the container's files, made without a tmpfs: left on the host's disk so that "
-                  "the container keeps its region";
-  } else if (auto m = mountTmpfsAt(root, id, bound_.sizeBytes, bound_.inodes, shown); !m.ok()) {
-    why = m.error().message;
-    if (why.ends_with(std::strerror(EPERM))) why += " (the agent needs CAP_SYS_ADMIN: devicePlugin.privileged)";
-  } else if (auto shared = mountSharedAt(root, id, shown); !shared || !*shared) {
-    // Only a mount that reaches the host's mount namespace is what the kubelet mounts from.
-    (void)unmountAt(root, id, shown);
-    why = shared ? "the tmpfs on " + shown +
-                       " would not reach the host's mount namespace, where the kubelet mounts the container's files "
-                       "from: the agent's state folder needs mountPropagation: Bidirectional "
-                       "(devicePlugin.privileged)"
-                 : shared.error().message;
-  }
-  if (why.empty()) return {};
-  if (bound_.mode == FolderTmpfs::kRequired && !keep) return makeError(why + " (--region-tmpfs=required)");
-  if (bound_.unbounded) bound_.unbounded(shown, why);
-  return {};
 }
 
 bool HandoutStore::setRegion(const std::string& id, const std::optional<RegionFile>& region) {

@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "folder_bound.h"
 #include "vgpu/assignment.h"
 #include "vgpu/limiter.h"
 #include "vgpu/resources.h"
@@ -83,29 +84,6 @@ struct Handout {
 std::string handoutId(const std::string& resource, std::vector<std::string> ids);
 /// The handoutId part of a handout's id (the id without its "-<n>").
 std::string handoutKey(const std::string& id);
-
-/// Whether each container's folder is a size-limited tmpfs (--region-tmpfs).
-enum class FolderTmpfs {
-  kOff,         ///< folders on the host's disk
-  kBestEffort,  ///< a tmpfs when the agent can mount one that reaches the host, else the disk and a warning
-  kRequired,    ///< a tmpfs, else the Allocate is refused
-};
-Result<FolderTmpfs> parseFolderTmpfs(const std::string& text);  ///< "off", "best-effort", "required"
-std::string toString(FolderTmpfs mode);
-
-/// How the store bounds the folders it makes.
-struct FolderBound {
-  FolderTmpfs mode = FolderTmpfs::kOff;
-  /// The tmpfs's size: libvgpu.so's shared region rounded up to pages, a limits file twice
-  /// (while it is replaced) and a little (defaultFolderBytes()).
-  std::uint64_t sizeBytes = defaultFolderBytes();
-  std::uint64_t inodes = 64;
-  /// best-effort (and a folder made before folders were bounded): why `folder` stays on the
-  /// host's disk. Called under the store's lock: keep it short, do not call the store.
-  std::function<void(const std::string& folder, const std::string& why)> unbounded;
-
-  static std::uint64_t defaultFolderBytes();
-};
 
 class HandoutStore {
  public:
@@ -167,7 +145,6 @@ class HandoutStore {
   Status appendLocked(const std::string& line);
   std::vector<const Handout*> withKeyLocked(const std::string& key) const;
   Status compactLocked();
-  Status boundLocked(int root, const std::string& id);
 
   std::filesystem::path root_;
   std::filesystem::path journal_;

@@ -3,10 +3,15 @@
 
 #include "claim_preparer.h"
 
+#include <dirent.h>
+#include <unistd.h>
+
+#include <cstring>
 #include <set>
 
 #include "cdi_spec.h"
 #include "slice_publisher.h"
+#include "vgpu/host_files.h"
 
 namespace vgpu::dra {
 namespace fs = std::filesystem;
@@ -26,6 +31,20 @@ Status ClaimPreparer::restore() {
   std::lock_guard lock(mu_);
   if (auto s = store_.load(); !s.ok()) return s;
   std::vector<ContainerRef> live;
+  std::set<std::string> holders;
+  for (const auto& claim : store_.all()) holders.insert(claim.holder);
+  // Folders of claims unprepared while the plugin was down (or half made by a crash): their
+  // tmpfs and files go.
+  if (auto claims = openOwnDir(options_.stateDir / "claims"); claims) {
+    std::vector<std::string> stray;
+    if (DIR* d = ::fdopendir(::dup(claims->get()))) {
+      while (const dirent* e = ::readdir(d))
+        if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0 && !holders.count(e->d_name))
+          stray.emplace_back(e->d_name);
+      ::closedir(d);
+    }
+    for (const auto& name : stray) (void)removeFolder(name);
+  }
   for (const auto& claim : store_.all()) {
     if (auto s = handOut(claim); !s.ok())
       return makeError("ResourceClaim " + claim.ref.ns + "/" + claim.ref.name + " prepared before the restart: " +
@@ -99,9 +118,17 @@ Result<PreparedClaim> ClaimPreparer::prepareNew(const ClaimRef& ref) {
 Result<std::vector<std::string>> ClaimPreparer::handOut(const PreparedClaim& claim) {
   if (claim.shares.empty()) return std::vector<std::string>{};
   const ContainerGrant grant = grantOf(claim);
-  std::error_code ec;
-  fs::create_directories(grant.hostDir, ec);
-  if (ec) return makeError("cannot create " + grant.hostDir + ": " + ec.message());
+  {
+    // Made without following a link (a tenant cannot reach <stateDir>/claims, but the folder
+    // is checked like every tenant folder), then bounded before the backend creates anything
+    // in it; a folder already on its tmpfs (a repeated prepare) keeps it and the region.
+    auto claims = openOwnDir(options_.stateDir / "claims");
+    if (!claims) return makeError("cannot create the claim's host folder " + grant.hostDir + ": " + claims.error().message);
+    if (auto made = makeOwnDirAt(claims->get(), claim.holder, 0755, grant.hostDir); !made)
+      return makeError("cannot create the claim's host folder: " + made.error().message);
+    if (auto s = deviceplugin::boundFolderAt(options_.bound, claims->get(), claim.holder, grant.hostDir); !s.ok())
+      return makeError("claim folder: " + s.error().message);
+  }
   ContainerSpec spec;
   if (Limiter* limiter = backend_.limiter()) {
     auto s = limiter->containerSpec(grant);
@@ -124,7 +151,8 @@ std::string ClaimPreparer::unprepare(const ClaimRef& ref) {
              s.error().message;
   std::error_code ec;
   fs::remove(options_.cdiDir / cdiFile(ref), ec);
-  fs::remove_all(hostDir(*claim), ec);
+  if (auto s = removeFolder(claim->holder); !s.ok())
+    return "cannot remove ResourceClaim " + ref.ns + "/" + ref.name + "'s folder: " + s.error().message;
   if (auto s = store_.erase(ref.uid); !s.ok()) return s.error().message;
   return "";
 }
@@ -165,6 +193,15 @@ std::vector<PreparedDevice> ClaimPreparer::devicesOf(const PreparedClaim& claim)
 }
 
 fs::path ClaimPreparer::hostDir(const PreparedClaim& claim) const { return options_.stateDir / "claims" / claim.holder; }
+
+Status ClaimPreparer::removeFolder(const std::string& holder) const {
+  const std::string shown = (options_.stateDir / "claims" / holder).string();
+  auto claims = openOwnDir(options_.stateDir / "claims");
+  if (!claims) return makeError("cannot open " + shown + ": " + claims.error().message);
+  // Lazily (MNT_DETACH): a container still using the tmpfs keeps it until it lets go.
+  if (auto s = unmountAt(claims->get(), holder, shown); !s.ok()) return s;
+  return removeAt(claims->get(), holder, shown);
+}
 
 std::string ClaimPreparer::cdiFile(const ClaimRef& claim) const {
   return cdiSpecFileName(cdiKind(options_.driver), claim.uid);

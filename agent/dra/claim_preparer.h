@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "claim_shares.h"
+#include "folder_bound.h"
 #include "prepared_store.h"
 #include "vgpu/dra/resource_slices.h"
 #include "vgpu/backend.h"
@@ -26,6 +27,8 @@ struct PreparerOptions {
   std::string nodeName;  ///< the pool's name
   std::filesystem::path stateDir;  ///< this driver's: checkpoint and one host folder per claim
   std::filesystem::path cdiDir;    ///< where the runtime reads CDI specs
+  /// How each claim's folder is bounded (a tmpfs of its own, --region-tmpfs).
+  deviceplugin::FolderBound bound;
 };
 
 /// One device of a prepared claim, as the kubelet's Device message carries it.
@@ -50,7 +53,8 @@ class ClaimPreparer {
 
   /// Loads the checkpoint and asks the limiter again for every prepared claim (the same
   /// grant and key: it makes nothing new), rewriting missing CDI specs; then tells the
-  /// limiter which claims are live. Errors: an unreadable checkpoint.
+  /// limiter which claims are live; folders of claims no longer prepared are unmounted and
+  /// removed. Errors: an unreadable checkpoint.
   Status restore();
   /// The devices the driver knows now (unhealthy ones included: a claim allocated before a
   /// device failed is still prepared); by DRA device name.
@@ -71,6 +75,9 @@ class ClaimPreparer {
   ContainerGrant grantOf(const PreparedClaim& claim) const;
   std::vector<PreparedDevice> devicesOf(const PreparedClaim& claim) const;
   std::filesystem::path hostDir(const PreparedClaim& claim) const;
+  /// Unmounts and removes the claim folder `holder` (under <stateDir>/claims), never
+  /// following a link; errors name it.
+  Status removeFolder(const std::string& holder) const;
   std::string cdiFile(const ClaimRef& claim) const;
 
   PreparerOptions options_;

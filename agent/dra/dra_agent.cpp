@@ -351,6 +351,11 @@ Result<std::unique_ptr<DraAgent>> DraAgent::create(DraAgentOptions options) {
     po.nodeName = o.nodeName;
     po.stateDir = fs::path(o.stateDir) / "dra" / d->name;
     po.cdiDir = o.cdiDir;
+    po.bound.mode = o.regionTmpfs;
+    po.bound.privilegedValue = "dra.privileged";
+    po.bound.unbounded = [](const std::string& folder, const std::string& why) {
+      logLine("warning", "claim folder " + folder + " is not size-limited: " + why);
+    };
     d->preparer = std::make_unique<ClaimPreparer>(std::move(po), *b, *impl->client);
     impl->drivers.push_back(std::move(d));
   }

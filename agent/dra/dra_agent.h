@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "folder_bound.h"
 #include "vgpu/k8s/config.h"
 #include "vgpu/result.h"
 
@@ -35,6 +36,8 @@ struct DraAgentOptions {
   /// How often devices are rediscovered and the slices checked (the kubelet deletes a
   /// node's slices when it starts).
   std::chrono::milliseconds resyncInterval{30000};
+  /// Whether each claim's folder is a size-limited tmpfs (--region-tmpfs).
+  deviceplugin::FolderTmpfs regionTmpfs = deviceplugin::FolderTmpfs::kBestEffort;
   bool withdrawOnStop = false;  ///< delete the slices at stop (a node leaving DRA mode)
   /// How often the health stream repeats the devices' health to the kubelet (KubeletServerOptions).
   std::chrono::milliseconds healthResend{10000};

@@ -19,6 +19,7 @@ Result<ParsedDraOptions> parseDraAgentOptions(int argc, const char* const* argv,
   o.stateDir = envOr("VGPU_STATE_DIR", o.stateDir);
   o.driverDomain = envOr("VGPU_DRA_DRIVER_DOMAIN", o.driverDomain);
   o.metricsAddress = envOr("VGPU_DRA_METRICS_ADDRESS", o.metricsAddress);
+  std::string regionTmpfs = envOr("VGPU_REGION_TMPFS", deviceplugin::toString(o.regionTmpfs));
   std::int64_t resync = o.resyncInterval.count() / 1000;
 
   po::options_description desc("vgpu-dra-plugin: the vgpu node agent's DRA front end\nOptions (environment variable in brackets)");
@@ -33,6 +34,8 @@ Result<ParsedDraOptions> parseDraAgentOptions(int argc, const char* const* argv,
       ("driver-domain", po::value(&o.driverDomain), "drivers are named <backend>.<this> [VGPU_DRA_DRIVER_DOMAIN]")
       ("metrics-address", po::value(&o.metricsAddress),
        "host:port of /metrics and /healthz, empty = off [VGPU_DRA_METRICS_ADDRESS]")
+      ("region-tmpfs", po::value(&regionTmpfs),
+       "each claim's folder a size-limited tmpfs: required, best-effort or off [VGPU_REGION_TMPFS]")
       ("resync-seconds", po::value(&resync), "rediscover devices and check the ResourceSlices this often")
       ("withdraw-on-stop", po::bool_switch(&o.withdrawOnStop),
        "delete the ResourceSlices at shutdown (when taking the node out of DRA mode)");
@@ -43,6 +46,9 @@ Result<ParsedDraOptions> parseDraAgentOptions(int argc, const char* const* argv,
   if (out.help) return out;
   if (resync <= 0) return makeError("--resync-seconds must be > 0");
   o.resyncInterval = std::chrono::seconds(resync);
+  auto tmpfs = deviceplugin::parseFolderTmpfs(regionTmpfs);
+  if (!tmpfs.ok()) return makeError("--region-tmpfs: " + tmpfs.error().message);
+  o.regionTmpfs = *tmpfs;
   return out;
 }
 

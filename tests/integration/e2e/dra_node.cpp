@@ -117,6 +117,9 @@ Status DraNode::startPlugin() {
   o.env["VGPU_CDI_DIR"] = cdiDir().string();
   o.env["VGPU_STATE_DIR"] = stateDir().string();
   o.env["VGPU_DRA_METRICS_ADDRESS"] = "127.0.0.1:0";
+  // As root on this machine, a tmpfs per claim would be mounted on the host and outlive a
+  // plugin a scenario kills (the mounts are tested in private namespaces: claim_tmpfs_test).
+  o.args = {"--region-tmpfs=off"};
   // The node's "hardware": what its fake vendor libraries report.
   o.env["VGPU_FAKE_GPU_CONFIG"] = (dir_ / "gpus.conf").string();
   o.env["VGPU_FAKE_CNDEV_CONFIG"] = (dir_ / "cndev.conf").string();

@@ -492,6 +492,11 @@ RENDER_VARIANTS = [
      {"devicePlugin": {"privileged": False, "regionTmpfs": "required"}},
      "devicePlugin.regionTmpfs=required needs devicePlugin.privileged=true"),
     ("regionTmpfs required, privileged", "v1.29.0", {"devicePlugin": {"regionTmpfs": "required"}}, True),
+    ("DRA regionTmpfs required without privileged", "v1.34.0",
+     {"devices": {"nvidia": {"frontEnd": "dra"}}, "dra": {"enabled": True, "privileged": False, "regionTmpfs": "required"}},
+     "dra.regionTmpfs=required needs dra.privileged=true"),
+    ("DRA unprivileged, no Bidirectional", "v1.34.0",
+     {"devices": {"nvidia": {"frontEnd": "dra"}}, "dra": {"enabled": True, "privileged": False}}, True),
     ("DRA front end for nvidia and sim, nvidia.com/gpu served through DRA, Kubernetes 1.37", "v1.37.0", {
         "devices": {"nvidia": {"frontEnd": "dra"}, "sim": {"enabled": True}},
         "deviceConfig": {"nodes": [{"name": "legacy-node", "backends": {"nvidia": {"frontEnd": "devicePlugin"}}}]},
@@ -560,6 +565,16 @@ def check_dra_rendered(description, values, docs, need):
     for path in (kubelet + "/plugins_registry", kubelet + "/plugins", values["dra"]["cdiDir"], values["dra"]["stateDir"]):
         if path not in paths:
             fail("%s: vgpu-dra-plugin does not mount the host's %s" % (description, path))
+    # Each claim's tmpfs (dra.regionTmpfs) reaches the host only with Bidirectional propagation,
+    # which Kubernetes allows for privileged containers alone.
+    plugin = ds.get("containers", [{}])[0]
+    state = {m["mountPath"]: m for m in plugin.get("volumeMounts", [])}.get(values["dra"]["stateDir"], {})
+    want = "Bidirectional" if values["dra"]["privileged"] else None
+    if state.get("mountPropagation") != want:
+        fail("%s: vgpu-dra-plugin's state dir mountPropagation is %s, expected %s (privileged: %s)"
+             % (description, state.get("mountPropagation"), want, values["dra"]["privileged"]))
+    if "--region-tmpfs=%s" % values["dra"]["regionTmpfs"] not in plugin.get("args", []):
+        fail("%s: vgpu-dra-plugin is not given --region-tmpfs=%s" % (description, values["dra"]["regionTmpfs"]))
     have = granted(need("ClusterRole", "vgpu-dra-plugin"))
     if have != DRA_RBAC:
         fail("%s: ClusterRole vgpu-dra-plugin grants %s more and %s less than the daemon's calls" % (

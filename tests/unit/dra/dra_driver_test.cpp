@@ -101,6 +101,7 @@ class DraDriver : public ::testing::Test {
     o.metricsAddress = "127.0.0.1:0";
     o.apiConfig.server = api->url();
     o.resyncInterval = std::chrono::seconds(60);  // tests resync by hand
+    o.regionTmpfs = deviceplugin::FolderTmpfs::kOff;  // mounts are tested in claim_tmpfs_test
     return o;
   }
 

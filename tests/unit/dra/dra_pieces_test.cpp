@@ -339,6 +339,22 @@ TEST(DraOptions, FlagsOverrideEnvironmentOverrideDefaults) {
   EXPECT_EQ(p->options.registrationDir, "/var/lib/kubelet/plugins_registry");
 }
 
+TEST(DraOptions, RegionTmpfsDefaultsToBestEffortAndRefusesOtherWords) {
+  const char* plain[] = {"vgpu-dra-plugin"};
+  auto p = parseDraAgentOptions(1, plain, envOf({{"NODE_NAME", "n1"}}));
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(p->options.regionTmpfs, deviceplugin::FolderTmpfs::kBestEffort);
+  const char* required[] = {"vgpu-dra-plugin", "--region-tmpfs=required"};
+  p = parseDraAgentOptions(2, required, envOf({{"NODE_NAME", "n1"}, {"VGPU_REGION_TMPFS", "off"}}));
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(p->options.regionTmpfs, deviceplugin::FolderTmpfs::kRequired);
+  const char* bad[] = {"vgpu-dra-plugin", "--region-tmpfs=maybe"};
+  p = parseDraAgentOptions(2, bad, envOf({{"NODE_NAME", "n1"}}));
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message.find("--region-tmpfs: \"maybe\" is not one of required, best-effort, off"), std::string::npos)
+      << p.error().message;
+}
+
 TEST(DraOptions, RefusesMissingNodeNameAndBadValuesClearly) {
   const char* none[] = {"vgpu-dra-plugin"};
   auto noNode = parseDraAgentOptions(1, none, envOf({}));
