@@ -44,6 +44,9 @@ class AgentFixture : public ::testing::Test {
     o.apiRetries = 1;
     o.podResourcesInterval = std::chrono::milliseconds(200);
     o.cleanupInterval = std::chrono::milliseconds(300);
+    // As root on this machine a tmpfs per container would be mounted on the host (the mounts
+    // are tested in private mount namespaces: folder_tmpfs_test.cpp).
+    o.regionTmpfs = FolderTmpfs::kOff;
     return o;
   }
 
