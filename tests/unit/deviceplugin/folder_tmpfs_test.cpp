@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "handout_store.h"
+#include "mount_namespace.h"
 #include "temp_dir.h"
 #include "vgpu/host_files.h"
 #include "vgpu/shared_region.h"
@@ -36,36 +37,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-/// Runs `body` in a child with a mount namespace of its own (private from the start: nothing
-/// reaches this machine's mounts, and all goes when the child ends). A failure in the child
-/// fails the test; its messages are printed by the child.
-void inOwnMountNamespace(const std::function<void()>& body) {
-  std::fflush(stdout);
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
-      std::perror("unshare / private mounts");
-      ::_exit(2);
-    }
-    body();
-    std::fflush(stdout);
-    ::_exit(::testing::Test::HasFailure() ? 1 : 0);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status)) << "the test's child died (signal " << WTERMSIG(status) << ")";
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "the test's child failed (above)";
-}
-
-/// The agent's state folder as the chart mounts it (hostPath, mountPropagation: Bidirectional):
-/// a shared mount, so what is mounted under it propagates.
-void mountShared(const fs::path& folder) {
-  fs::create_directories(folder);
-  ASSERT_EQ(::mount(folder.c_str(), folder.c_str(), nullptr, MS_BIND, nullptr), 0) << std::strerror(errno);
-  ASSERT_EQ(::mount(nullptr, folder.c_str(), nullptr, MS_SHARED, nullptr), 0) << std::strerror(errno);
-}
-
 /// The agent without CAP_SYS_ADMIN (the chart's devicePlugin.privileged: false).
 void dropSysAdmin() {
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
@@ -74,29 +45,6 @@ void dropSysAdmin() {
   data[CAP_SYS_ADMIN / 32].effective &= ~(1u << (CAP_SYS_ADMIN % 32));
   data[CAP_SYS_ADMIN / 32].permitted &= ~(1u << (CAP_SYS_ADMIN % 32));
   ASSERT_EQ(::syscall(SYS_capset, &header, data), 0);
-}
-
-bool isTmpfs(const fs::path& p) {
-  struct statfs st {};
-  return ::statfs(p.c_str(), &st) == 0 && st.f_type == TMPFS_MAGIC;
-}
-
-/// Lines of /proc/self/mountinfo whose mount point is `p`.
-int mountsAt(const fs::path& p) {
-  std::ifstream in("/proc/self/mountinfo");
-  int n = 0;
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream fields(line);
-    std::string id, parent, dev, root, point;
-    fields >> id >> parent >> dev >> root >> point;
-    if (point == p.string()) ++n;
-  }
-  return n;
-}
-
-[[maybe_unused]] std::uint64_t inodeAt(const fs::path& p) {
-  struct stat st {};
-  return ::lstat(p.c_str(), &st) == 0 ? st.st_ino : 0;
 }
 
 Handout handoutFor(const std::string& id) {

@@ -24,6 +24,7 @@
 #include <boost/json.hpp>
 
 #include "dra_agent.h"
+#include "mount_namespace.h"
 #include "temp_dir.h"
 #include "vgpu/fakes/fake_apiserver.h"
 #include "vgpu/fakes/fake_dra_kubelet.h"
@@ -34,58 +35,15 @@ namespace json = boost::json;
 namespace fs = std::filesystem;
 using deviceplugin::FolderBound;
 using deviceplugin::FolderTmpfs;
+using deviceplugin::testing::inodeAt;
+using deviceplugin::testing::inOwnMountNamespace;
+using deviceplugin::testing::isTmpfs;
+using deviceplugin::testing::mountsAt;
+using deviceplugin::testing::mountShared;
 using deviceplugin::testing::TempDir;
 
 constexpr const char* kDriver = "sim.vgpu.io";
 constexpr const char* kNode = "node-1";
-
-void inOwnMountNamespace(const std::function<void()>& body) {
-  std::fflush(stdout);
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
-      std::perror("unshare / private mounts");
-      ::_exit(2);
-    }
-    body();
-    std::fflush(stdout);
-    ::_exit(::testing::Test::HasFailure() ? 1 : 0);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status)) << "the test's child died (signal " << WTERMSIG(status) << ")";
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "the test's child failed (above)";
-}
-
-/// The plugin's state folder as the chart mounts it when privileged (Bidirectional): shared.
-void mountShared(const fs::path& folder) {
-  fs::create_directories(folder);
-  ASSERT_EQ(::mount(folder.c_str(), folder.c_str(), nullptr, MS_BIND, nullptr), 0) << std::strerror(errno);
-  ASSERT_EQ(::mount(nullptr, folder.c_str(), nullptr, MS_SHARED, nullptr), 0) << std::strerror(errno);
-}
-
-bool isTmpfs(const fs::path& p) {
-  struct statfs st {};
-  return ::statfs(p.c_str(), &st) == 0 && st.f_type == TMPFS_MAGIC;
-}
-
-int mountsAt(const fs::path& p) {
-  std::ifstream in("/proc/self/mountinfo");
-  int n = 0;
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream fields(line);
-    std::string id, parent, dev, root, point;
-    fields >> id >> parent >> dev >> root >> point;
-    if (point == p.string()) ++n;
-  }
-  return n;
-}
-
-std::uint64_t inodeAt(const fs::path& p) {
-  struct stat st {};
-  return ::lstat(p.c_str(), &st) == 0 ? st.st_ino : 0;
-}
 
 /// The plugin, the kubelet's DRA double and the apiserver double on the sim backend, all
 /// started inside the test's child.
