@@ -249,6 +249,15 @@ class DevicePluginWatchdog : public testing::BackendNode {
     auto it = a.find(keys::nodeDevices("nvidia"));
     return it == a.end() ? "" : std::string(it->value().as_string());
   }
+  /// Evictions of default/`pod` the apiserver double accepted. It records a request as it
+  /// answers, after applying it: the pod can be gone before its eviction is counted here.
+  int evictionsOf(const std::string& pod) const {
+    int n = 0;
+    for (const auto& r : api->requests())
+      if (r.method == "POST" && r.path == "/api/v1/namespaces/default/pods/" + pod + "/eviction" && r.status == 201)
+        ++n;
+    return n;
+  }
   /// The message of the pod's VgpuSliceExceeded event, "" while there is none.
   std::string sliceEvent(const std::string& podUid) const {
     for (const auto& e : api->list("events"))

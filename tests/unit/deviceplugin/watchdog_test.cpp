@@ -419,15 +419,8 @@ TEST_F(DevicePluginWatchdog, EvictsAPodOverItsSliceThroughTheEvictionApi) {
   ASSERT_TRUE(agent->watchdogScanNow());
   ASSERT_TRUE(agent->watchdogScanNow());
   ASSERT_TRUE(waitFor([&] { return !api->get("pods", "default", "cuda"); }));
-  // The fake apiserver records a request as it answers, after applying it: the pod can be gone first.
-  const auto evictions = [&] {
-    int n = 0;
-    for (const auto& r : api->requests())
-      if (r.method == "POST" && r.path == "/api/v1/namespaces/default/pods/cuda/eviction" && r.status == 201) ++n;
-    return n;
-  };
-  ASSERT_TRUE(waitFor([&] { return evictions() >= 1; }));
-  EXPECT_EQ(evictions(), 1);
+  ASSERT_TRUE(waitFor([&] { return evictionsOf("cuda") >= 1; }));
+  EXPECT_EQ(evictionsOf("cuda"), 1);
   std::string message;
   ASSERT_TRUE(waitFor([&] { return !(message = sliceEvent(uid)).empty(); }));
   EXPECT_THAT(message, HasSubstr("the pod is being evicted"));
