@@ -5,6 +5,7 @@
 // with the library and the fake driver. VGPU_TEST_LIBVGPU names another build of libvgpu.so.
 
 #include <fcntl.h>
+#include <poll.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -79,21 +80,25 @@ TEST_F(LimiterKillStorm, FortyProcessesKilledWhileAllocatingLeaveTheWholeBudget)
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 random(seed);
   for (int round = 0; round < 2; ++round) {
-    int ready[2];
-    ASSERT_EQ(pipe(ready), 0);
+    // Started one at a time, each churning ("ready") before the next: forty processes
+    // attaching at once on a loaded 2-core machine can wait out the region lock's 2 s bound,
+    // and the limiter then refuses them (fails closed), which is not what this test is about.
     std::vector<pid_t> churn;
-    for (int i = 0; i < 40; ++i) churn.push_back(startChurn(ready[1]));
-    close(ready[1]);
-    // All churning ("ready\n" from each) before the first kill.
-    std::string lines;
-    char buf[256];
-    while (std::count(lines.begin(), lines.end(), '\n') < 40) {
-      ssize_t n = read(ready[0], buf, sizeof buf);
-      if (n <= 0) break;
-      lines.append(buf, static_cast<size_t>(n));
+    for (int i = 0; i < 40; ++i) {
+      int ready[2];
+      ASSERT_EQ(pipe(ready), 0);
+      churn.push_back(startChurn(ready[1]));
+      close(ready[1]);
+      char buf[16];
+      pollfd p{ready[0], POLLIN, 0};
+      const bool started = poll(&p, 1, 30'000) == 1 && read(ready[0], buf, sizeof buf) > 0;
+      close(ready[0]);
+      if (!started) {
+        for (pid_t c : churn) kill(c, SIGKILL);
+        for (pid_t c : churn) waitpid(c, nullptr, 0);
+        FAIL() << "churning process " << i << " did not start within 30 s (its stderr is above)";
+      }
     }
-    close(ready[0]);
-    EXPECT_EQ(std::count(lines.begin(), lines.end(), '\n'), 40) << "churning processes";
     // Each is killed at a random moment within a second: while it allocates, while it frees,
     // while it is refused, or between two steps of any of them.
     std::vector<std::pair<int, pid_t>> plan;

@@ -52,7 +52,10 @@ int main(int argc, char** argv) {
         release(*slot);
         *slot = 0;
       }
-      if (alloc(slot, 4 * MIB) != CUDA_SUCCESS) *slot = 0;
+      if (alloc(slot, 4 * MIB) != CUDA_SUCCESS) {
+        *slot = 0;
+        usleep(1000);  // refused: back off as a program would, not spin on the region's lock
+      }
     }
   }
   if (strcmp(argv[1], "fill") == 0) {
