@@ -4,9 +4,12 @@
 #include "folder_bound.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "vgpu/host_files.h"
 #include "vgpu/shared_region.h"
@@ -62,8 +65,8 @@ Status boundFolderAt(const FolderBound& bound, int dir, const std::string& name,
     // Made while folders were not bounded: a tmpfs over it would hide the running
     // container's region, and the agent would lose its accounting.
     keep = true;
-    why = shown + " already holds the container's files, made without a tmpfs: left on the host's disk so that "
-                  "the container keeps its region";
+    why = shown + " already holds files made without a tmpfs (a running container's region, tenants' boards): "
+                  "left on the host's disk so that they are kept";
   } else if (auto m = mountTmpfsAt(dir, name, bound.sizeBytes, bound.inodes, shown); !m.ok()) {
     why = m.error().message;
     if (why.ends_with(std::strerror(EPERM))) why += " (the agent needs CAP_SYS_ADMIN: " + bound.privilegedValue + ")";
@@ -79,6 +82,25 @@ Status boundFolderAt(const FolderBound& bound, int dir, const std::string& name,
   if (why.empty()) return {};
   if (bound.mode == FolderTmpfs::kRequired && !keep) return makeError(why + " (--region-tmpfs=required)");
   if (bound.unbounded) bound.unbounded(shown, why);
+  return {};
+}
+
+Status boundSharedFolders(const FolderBound& bound, const ContainerSpec& spec, const std::string& hostDir) {
+  namespace fs = std::filesystem;
+  if (bound.mode == FolderTmpfs::kOff) return {};
+  const fs::path own = fs::path(hostDir).lexically_normal();
+  for (const auto& m : spec.mounts) {
+    if (m.readOnly) continue;
+    const fs::path folder = fs::path(m.hostPath).lexically_normal();
+    const auto inside = folder.lexically_relative(own);
+    if (!hostDir.empty() && !inside.empty() && *inside.begin() != "..") continue;  // the container's own
+    struct stat st {};
+    if (::lstat(folder.c_str(), &st) == 0 && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode)) continue;  // a file
+    auto parent = openOwnDirAt(AT_FDCWD, folder.parent_path().string(), folder.parent_path().string());
+    if (!parent) return makeError("the shared folder " + folder.string() + ": " + parent.error().message);
+    if (auto s = boundFolderAt(bound, parent->get(), folder.filename().string(), folder.string()); !s.ok())
+      return s;
+  }
   return {};
 }
 

@@ -9,6 +9,7 @@
 #include <functional>
 #include <string>
 
+#include "vgpu/container_spec.h"
 #include "vgpu/result.h"
 
 namespace vgpu::deviceplugin {
@@ -46,5 +47,13 @@ struct FolderBound {
 /// taken down again. Errors (name `shown`): a link or another user's folder in its place
 /// (never mounted over); with kRequired, any reason the folder stays on the disk.
 Status boundFolderAt(const FolderBound& bound, int dir, const std::string& name, const std::string& shown);
+
+/// Bounds, as boundFolderAt does, every folder `spec` mounts writable into the container from
+/// outside the container's own `hostDir`: node-wide folders that tenants write together (the
+/// NVIDIA backend's activity board), made by the backend. Mounted once and kept while mounted
+/// (it outlives every container); the tmpfs keeps the folder's mode. Writable files from
+/// outside `hostDir` and read-only mounts are left alone. The folder's parent must be the
+/// operator's (its path is the backend's config); errors name the folder.
+Status boundSharedFolders(const FolderBound& bound, const ContainerSpec& spec, const std::string& hostDir);
 
 }  // namespace vgpu::deviceplugin

@@ -130,6 +130,8 @@ class HandoutStore {
   std::optional<Handout> find(const std::string& id) const;
   /// The live handouts of `ids` of `resource`, oldest first.
   std::vector<Handout> withIds(const std::string& resource, const std::vector<std::string>& ids) const;
+  /// How the folders are bounded (also the node-wide folders a backend shares: boundSharedFolders).
+  const FolderBound& bound() const { return bound_; }
   /// The handout PodResources means when it lists `podUid`'s `container` holding `ids`: the
   /// one already attributed to that container, else the newest of those IDs (the kubelet
   /// lists the last container it gave them to; the earlier ones are init containers, which

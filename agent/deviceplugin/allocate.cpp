@@ -136,6 +136,11 @@ std::variant<ContainerSpec, RpcError> Agent::Impl::answerAgain(const Again& agai
         return RpcError{RpcCode::kFailedPrecondition, msg};
       }
       spec = std::move(s).value();
+      if (auto b = boundSharedFolders(handouts.bound(), spec, grant.hostDir); !b.ok()) {
+        const std::string msg = who + ": " + b.error().message;
+        logLine("error", "Allocate " + h.resource + ": " + msg);
+        return RpcError{RpcCode::kFailedPrecondition, msg};
+      }
     }
   }
   handouts.setRegion(h.id, spec.region);
@@ -209,6 +214,15 @@ std::variant<ContainerSpec, RpcError> Agent::Impl::allocateImpl(const std::strin
       return RpcError{RpcCode::kFailedPrecondition, msg};
     }
     spec = std::move(s).value();
+    // A node-wide folder the backend mounts writable (the activity board) is bounded as the
+    // container's own folder is, before the container can write into it.
+    if (auto b = boundSharedFolders(handouts.bound(), spec, *hostDir); !b.ok()) {
+      tracker.abort(claim, true);
+      releaseHandout(handout);
+      const std::string msg = who + ": " + b.error().message;
+      recordFailure(claim.podUid, msg);
+      return RpcError{RpcCode::kFailedPrecondition, msg};
+    }
   }
   limiterLock.unlock();
   handouts.setRegion(handout.id, spec.region);

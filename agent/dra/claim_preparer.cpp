@@ -134,6 +134,10 @@ Result<std::vector<std::string>> ClaimPreparer::handOut(const PreparedClaim& cla
     auto s = limiter->containerSpec(grant);
     if (!s.ok()) return makeError("backend " + backend_.name() + " cannot set up the devices: " + s.error().message);
     spec = std::move(s).value();
+    if (auto b = deviceplugin::boundSharedFolders(options_.bound, spec, grant.hostDir); !b.ok()) {
+      (void)limiter->release(grant.container);
+      return makeError("claim: " + b.error().message);
+    }
   }
   if (auto s = writeJsonAtomically(options_.cdiDir, cdiFile(claim.ref), cdiSpec(cdiKind(options_.driver), claim.ref.uid, spec));
       !s.ok())

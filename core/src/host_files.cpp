@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -218,8 +219,14 @@ Status mountTmpfsAt(int dir, const std::string& name, std::uint64_t sizeBytes, s
                     const std::string& shown) {
   auto fd = openOwnDirAt(dir, name, shown);
   if (!fd) return fd.error();
+  // The folder's own mode (0755 for a container's, 0777 for a folder tenants share): the
+  // tmpfs root replaces the folder, and whoever may write there must still be able to.
+  struct stat st {};
+  if (::fstat(fd->get(), &st) != 0) return makeError(sysError("cannot look at", shown));
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
   const std::string options = "size=" + std::to_string(sizeBytes) + ",nr_inodes=" + std::to_string(inodes) +
-                              ",mode=0755,uid=" + std::to_string(::geteuid()) + ",gid=" + std::to_string(::getegid());
+                              ",mode=" + mode + ",uid=" + std::to_string(::geteuid()) + ",gid=" + std::to_string(::getegid());
   // The folder the descriptor holds, whatever its path has become since it was checked.
   const std::string target = "/proc/self/fd/" + std::to_string(fd->get());
   if (::mount("vgpu", target.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, options.c_str()) != 0) {

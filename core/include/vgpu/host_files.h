@@ -91,7 +91,7 @@ std::uint64_t inodeOf(int fd);
 Result<bool> tmpfsMountedAt(int dir, const std::string& name, const std::string& shown);
 
 /// Mounts a tmpfs of at most `sizeBytes` bytes and `inodes` files on the folder `name` inside
-/// `dir` (nosuid, nodev, noexec, mode 0755, owned by this user). The folder is opened without
+/// `dir` (nosuid, nodev, noexec, the folder's mode, owned by this user). The folder is opened without
 /// following a link and the tmpfs goes onto that folder (through /proc/self/fd), never where a
 /// link points. Errors name the path and errno's text (EPERM: no CAP_SYS_ADMIN).
 Status mountTmpfsAt(int dir, const std::string& name, std::uint64_t sizeBytes, std::uint64_t inodes,

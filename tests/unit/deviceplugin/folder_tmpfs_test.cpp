@@ -327,7 +327,7 @@ TEST_F(DevicePluginFolderTmpfsSecurity, AFolderMadeWithoutATmpfsKeepsItsRegionWh
     EXPECT_EQ(mountsAt(*again), 0);
     EXPECT_EQ(makeRegion(*again, id), inode);
     ASSERT_EQ(warnings.size(), 1u);
-    EXPECT_THAT(warnings[0], HasSubstr("keeps its region"));
+    EXPECT_THAT(warnings[0], HasSubstr("a running container's region"));
   });
 }
 
