@@ -1,7 +1,10 @@
 /* One process of a container for the limiter's kill-storm test (kill_storm_test.cpp), run with
  * LD_PRELOAD=libvgpu.so against the fake driver:
  *   storm_probe churn   allocates and frees 4 MiB blocks (at most four held) until killed;
- *   storm_probe fill    allocates 1 MiB blocks until refused and prints "got=<bytes>".
+ *   storm_probe fill    allocates 1 MiB blocks until refused and prints "got=<bytes>";
+ *   storm_probe hog     allocates 1 MiB blocks until refused, says "ready" and holds them until killed;
+ *   storm_probe spin    asks for 4 MiB again and again without pause, as a program retrying an
+ *                       out-of-memory might, says "ready" after its first try, until killed.
  * It dlopens libcuda.so.1 as a program linked against the driver would reach it. Exit code 0
  * ok, 3 setup failed (explained on stderr). */
 
@@ -56,6 +59,21 @@ int main(int argc, char** argv) {
         *slot = 0;
         usleep(1000);  // refused: back off as a program would, not spin on the region's lock
       }
+    }
+  }
+  if (strcmp(argv[1], "hog") == 0 || strcmp(argv[1], "spin") == 0) {
+    const int spin = strcmp(argv[1], "spin") == 0;
+    CUdeviceptr p = 0;
+    if (!spin)
+      while (alloc(&p, MIB) == CUDA_SUCCESS) {
+      }
+    for (int said = 0;; said = 1) {  // until killed
+      if (spin && alloc(&p, 4 * MIB) == CUDA_SUCCESS) release(p);
+      if (!said) {
+        printf("ready\n");
+        fflush(stdout);
+      }
+      if (!spin) pause();
     }
   }
   if (strcmp(argv[1], "fill") == 0) {

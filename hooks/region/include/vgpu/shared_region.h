@@ -113,8 +113,13 @@ typedef struct vgpu_region {
                            the activity board (vgpu/activity_board.h) */
   union {
     pthread_mutex_t mutex;
-    char pad[64];
+    char pad[48];
   } lock;
+  /* Version 4, where the lock's padding was (older writers of version 4 left zeros): reclaims
+   * before a refusal are spaced (vgpu_region_try_add). */
+  uint32_t reclaim_seq;   /* +1 when a reclaim starts, +1 when it ends: odd while one runs */
+  uint32_t reserved0;
+  int64_t reclaim_end_ns; /* CLOCK_MONOTONIC when the last one ended */
   vgpu_region_device devices[VGPU_REGION_MAX_DEVICES];
   vgpu_region_proc procs[VGPU_REGION_MAX_PROCS];
   vgpu_region_shares shares; /* version 4: memory shared between processes (vgpu/region_shares.h) */
@@ -304,6 +309,8 @@ uint64_t vgpu_region_used(const vgpu_region* region, int dev);
  *  slots were freed. Takes the lock. Finding none dead, it changes nothing unless a reclaim
  *  before it had to leave the sums high (`sums_stale`). */
 int vgpu_region_reclaim_dead(vgpu_region* region);
+/** The same with the region lock already held by the caller. */
+int vgpu_region_reclaim_dead_locked(vgpu_region* region);
 
 /** Records the pid under which the driver (NVML) reports the slot's process. */
 void vgpu_region_set_driver_pid(vgpu_region* region, int slot, uint32_t driver_pid);
