@@ -185,8 +185,10 @@ void Agent::stop() {
     std::lock_guard lock(im.bgMu);
     started = im.started;
   }
-  if (started)
+  if (started) {
     if (auto s = im.publishNode(true); !s.ok()) logLine("warning", "on shutdown: " + s.error().message);
+    im.removeLease();
+  }
 }
 
 std::vector<std::string> Agent::resources() const {

@@ -34,7 +34,12 @@ struct AgentOptions {
   FolderTmpfs regionTmpfs = FolderTmpfs::kBestEffort;
   std::string kubeconfig;                       ///< empty = in-cluster, else $KUBECONFIG
   k8s::ClientConfig apiConfig;                  ///< set by main (or a test); server empty = load from kubeconfig
+  /// How often the node's liveness is renewed: its Lease (leaseNamespace), else the Node's
+  /// vgpu.io/heartbeat annotation.
   std::chrono::milliseconds heartbeatInterval{30000};
+  /// Where the node's Lease lives (vgpu/k8s/node_lease.h; the chart's namespace); empty = no
+  /// Lease, the Node's annotation is rewritten every heartbeatInterval as before.
+  std::string leaseNamespace;
   /// How long Allocate waits for the watch to show a pod it cannot find yet.
   std::chrono::milliseconds podWait{3000};
   /// Per apiserver request at shutdown, and how often it retries; each write of a pod's
@@ -67,6 +72,7 @@ struct AgentStats {
   std::uint64_t allocateFailures = 0;
   std::uint64_t corrections = 0;        ///< pods whose assignment PodResources corrected
   std::uint64_t nodePublishes = 0;
+  std::uint64_t leaseRenewals = 0;
   std::uint64_t regionsCleaned = 0;  ///< container folders removed
   std::uint64_t watchdogScans = 0;
   std::uint64_t watchdogViolations = 0;

@@ -37,6 +37,7 @@
 #include "vgpu/http/server.h"
 #include "vgpu/k8s/client.h"
 #include "vgpu/k8s/informer.h"
+#include "vgpu/k8s/node_lease.h"
 #include "vgpu/k8s/object.h"
 #include "vgpu/k8s/trim.h"
 #include "vgpu/metrics/registry.h"
@@ -367,6 +368,11 @@ struct Agent::Impl final : PluginHandler {
 
   // ---- Node (inventory.cpp) ----
   Status publishNode(bool remove);
+  /// Renews (or creates) the node's Lease; false when there is none to renew (no namespace,
+  /// or the apiserver refused: said once, and the Node's annotation is the heartbeat then).
+  bool renewLease();
+  void removeLease();
+  std::string leaseProblem;  ///< the last reason the Lease could not be renewed (bgMu)
 
   /// `devices` with the foreign memory the watchdog last saw on each; under devMu.
   std::vector<Device> withForeign(const std::string& backend, std::vector<Device> devices) const;

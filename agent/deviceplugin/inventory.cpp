@@ -45,6 +45,47 @@ std::vector<Device> Agent::Impl::withForeign(const std::string& backend, std::ve
   return devices;
 }
 
+bool Agent::Impl::renewLease() {
+  if (options.leaseNamespace.empty()) return false;
+  const std::string name = nodeLeaseName(options.nodeName);
+  std::string problem;
+  if (name.empty()) {
+    problem = "the node's name is too long for a Lease name";
+  } else {
+    const auto now = std::chrono::system_clock::now();
+    const auto duration = std::chrono::duration_cast<std::chrono::seconds>(3 * options.heartbeatInterval);
+    auto r = client->mergePatch(k8s::kLeases, options.leaseNamespace, name,
+                                nodeLeaseObject(options.nodeName, options.leaseNamespace, now, duration, true));
+    if (!r.ok() && r.error().isNotFound()) {
+      auto created = client->create(k8s::kLeases, options.leaseNamespace,
+                                    nodeLeaseObject(options.nodeName, options.leaseNamespace, now, duration));
+      if (!created.ok() && !created.error().isConflict()) problem = created.error().describe();
+    } else if (!r.ok()) {
+      problem = r.error().describe();
+    }
+  }
+  std::lock_guard lock(bgMu);
+  if (problem.empty()) {
+    if (!leaseProblem.empty()) logLine("info", "the node's Lease " + options.leaseNamespace + "/" + name + " is renewed again");
+    leaseProblem.clear();
+    ++stats.leaseRenewals;
+    return true;
+  }
+  // An older chart's RBAC, a namespace that is gone: the annotation keeps the node alive.
+  if (problem != leaseProblem)
+    logLine("warning", "cannot renew the node's Lease in namespace " + options.leaseNamespace + " (" + problem +
+                           "): the Node's vgpu.io/heartbeat annotation is rewritten instead");
+  leaseProblem = problem;
+  return false;
+}
+
+void Agent::Impl::removeLease() {
+  const std::string name = nodeLeaseName(options.nodeName);
+  if (options.leaseNamespace.empty() || name.empty()) return;
+  if (auto s = allocClient->remove(k8s::kLeases, options.leaseNamespace, name); !s.ok() && !s.error().isNotFound())
+    logLine("warning", "on shutdown: removing the node's Lease: " + s.error().describe());
+}
+
 void Agent::Impl::nodeLoop() {
   std::string lastError;
   std::unique_lock lock(bgMu);
@@ -52,9 +93,14 @@ void Agent::Impl::nodeLoop() {
     bgCv.wait_for(lock, nodeDirty ? std::chrono::milliseconds(0) : options.heartbeatInterval,
                   [&] { return stopping || nodeDirty; });
     if (stopping) return;
+    const bool changed = nodeDirty;
     nodeDirty = false;
     lock.unlock();
-    auto s = publishNode(false);
+    // An idle node writes only its Lease: the Node (watched by every scheduler and controller)
+    // changes with its inventory alone. Without a Lease its annotation is the heartbeat.
+    const bool leased = renewLease();
+    Status s;
+    if (changed || !leased) s = publishNode(false);
     lock.lock();
     if (!s.ok()) {
       if (s.error().message != lastError) logLine("error", s.error().message);

@@ -17,6 +17,7 @@ Result<ParsedOptions> parseAgentOptions(int argc, const char* const* argv, const
   o.podResourcesSocket = envOr("VGPU_POD_RESOURCES_SOCKET", o.podResourcesSocket);
   o.metricsAddress = envOr("VGPU_METRICS_ADDRESS", o.metricsAddress);
   o.stateDir = envOr("VGPU_STATE_DIR", o.stateDir);
+  o.leaseNamespace = envOr("VGPU_LEASE_NAMESPACE", o.leaseNamespace);
   std::int64_t watchdogMs = o.watchdog.interval.count();
   std::string watchdogAction = toString(o.watchdog.action);
   std::string regionTmpfs = toString(o.regionTmpfs);
@@ -42,7 +43,11 @@ Result<ParsedOptions> parseAgentOptions(int argc, const char* const* argv, const
        "each container's folder a size-limited tmpfs, so a tenant cannot fill the host's disk through its shared "
        "region: required (else Allocate fails), best-effort (else a warning) or off; needs CAP_SYS_ADMIN and a "
        "state folder mounted with Bidirectional propagation")
-      ("heartbeat-seconds", po::value(&heartbeat), "republish the node's devices this often")
+      ("heartbeat-seconds", po::value(&heartbeat),
+       "renew the node's Lease this often (without --lease-namespace: republish the node's devices)")
+      ("lease-namespace", po::value(&o.leaseNamespace),
+       "namespace of the node's liveness Lease (the chart's); empty = the Node's vgpu.io/heartbeat annotation "
+       "is rewritten every --heartbeat-seconds instead [VGPU_LEASE_NAMESPACE]")
       ("rediscover-seconds", po::value(&rediscover),
        "ask backends that serve no devices again this often (a driver loaded late), 0 = only on SIGHUP")
       ("pod-wait-ms", po::value(&podWait), "how long Allocate waits for a pod the watch has not shown yet")

@@ -78,7 +78,7 @@ std::string nodeUnusableReason(const NodeEntry& node, Clock::time_point now, std
   if (nodeUsable(node, now, heartbeatTimeout)) return {};
   if (!node.state.unavailable.empty()) return node.state.unavailable;
   if (!node.heartbeat)
-    return "the node agent has not published a heartbeat (no readable vgpu.io/heartbeat annotation): is "
+    return "the node agent has not published a heartbeat (no node Lease, no readable vgpu.io/heartbeat annotation): is "
            "vgpu-device-plugin running on this node?";
   if (now - *node.heartbeat > heartbeatTimeout)
     return "the node agent's heartbeat is stale (last " + formatTimestamp(*node.heartbeat) + ", " +
@@ -200,6 +200,8 @@ void ClusterCache::upsertNode(const json::object& obj) {
   {
     std::unique_lock lock(mu_);
     auto it = nodes_.find(parsed.name);
+    if (auto lease = leases_.find(parsed.name); lease != leases_.end() && (!parsed.heartbeat || *parsed.heartbeat < lease->second))
+      parsed.heartbeat = lease->second;
     if (it != nodes_.end() && it->second.fingerprint == parsed.fingerprint && it->second.state.unavailable == parsed.problem) {
       // The common case: only the heartbeat moved. A node back from a stale heartbeat has room again.
       const auto now = options_.now();
@@ -233,6 +235,23 @@ void ClusterCache::upsertNode(const json::object& obj) {
   changed(it->second);
   changed_.notify_all();
   freed(parsed.name);  // new or changed devices: pods refused before may fit
+}
+
+void ClusterCache::renewNode(const std::string& node, std::chrono::system_clock::time_point renewed) {
+  std::unique_lock lock(mu_);
+  auto& last = leases_[node];
+  if (renewed > last) last = renewed;
+  auto it = nodes_.find(node);
+  if (it == nodes_.end() || (it->second.heartbeat && *it->second.heartbeat >= renewed)) return;
+  const auto now = options_.now();
+  const bool wasUsable = nodeUsable(it->second, now, options_.scheduler.heartbeatTimeout);
+  it->second.heartbeat = renewed;
+  if (!wasUsable && nodeUsable(it->second, now, options_.scheduler.heartbeatTimeout)) freed(node);
+}
+
+void ClusterCache::forgetLease(const std::string& node) {
+  std::unique_lock lock(mu_);
+  leases_.erase(node);
 }
 
 void ClusterCache::removeNode(std::string_view name) {

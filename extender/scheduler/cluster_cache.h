@@ -151,6 +151,11 @@ class ClusterCache {
 
   void upsertNode(const boost::json::object& node);
   void removeNode(std::string_view name);
+  /// The node agent's Lease (vgpu/k8s/node_lease.h) was renewed at `renewed`: the node's
+  /// heartbeat is the later of it and its annotation's. Kept for a node not seen yet.
+  void renewNode(const std::string& node, std::chrono::system_clock::time_point renewed);
+  /// The Lease is gone (the agent stopped): its renewals no longer count.
+  void forgetLease(const std::string& node);
   void upsertPod(const boost::json::object& pod);
   void removePod(const boost::json::object& pod);
 
@@ -258,6 +263,8 @@ class ClusterCache {
     std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
   std::unordered_map<std::string, NodeEntry, NameHash, std::equal_to<>> nodes_;
+  /// The last renewal of each node's Lease (renewNode), also for nodes not seen yet.
+  std::unordered_map<std::string, std::chrono::system_clock::time_point> leases_;
   /// Open-addressing index over nodes_ (entries never move in an unordered_map): one
   /// compact array probed once per name. Rebuilt when a node is removed or it fills up.
   struct IndexSlot {

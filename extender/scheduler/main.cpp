@@ -76,6 +76,9 @@ int main(int argc, char** argv) {
       "hami-compat", po::bool_switch(),
       "HAMi-compatibility mode: the webhook accepts what HAMi accepts and vgpu would refuse, as HAMi takes it, "
       "with a warning (a cores request above 100, e.g. nvidia.com/gpucores: 150, becomes 100)")(
+      "lease-namespace", po::value<std::string>()->default_value(""),
+      "namespace of the node agents' liveness Leases (the chart's); empty = only the Nodes' vgpu.io/heartbeat "
+      "annotations say whether a node's agent is alive")(
       "log-level", po::value<std::string>()->default_value("info"), "trace, debug, info, warn, error")(
       "hami-metrics", po::bool_switch(),
       "also export HAMi's metric names and labels on /metrics (hami_gpu_*, hami_vgpu_*), for HAMi's dashboards "
@@ -123,6 +126,7 @@ int main(int argc, char** argv) {
   service.webhook.hamiCompat = vm["hami-compat"].as<bool>();
   service.instance = defaultInstance();
   service.hamiMetrics = vm["hami-metrics"].as<bool>();
+  service.leaseNamespace = vm["lease-namespace"].as<std::string>();
   service.extender.bindHoldTimeout = std::chrono::milliseconds(std::max(0, vm["bind-hold-timeout"].as<int>()));
   service.requeue.qps = vm["requeue-qps"].as<double>();
   service.requeue.burst = std::max(1, vm["requeue-burst"].as<int>());

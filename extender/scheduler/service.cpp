@@ -7,6 +7,7 @@
 #include "hami_metrics.h"
 #include "scheduler_metrics.h"
 #include "vgpu/k8s/informer.h"
+#include "vgpu/k8s/node_lease.h"
 #include "vgpu/k8s/trim.h"
 #include "webhook.h"
 
@@ -24,6 +25,7 @@ struct SchedulerService::Impl {
   std::unique_ptr<ClusterCache> cache;
   std::unique_ptr<Nominations> nominations;  // room held for preemptors
   std::unique_ptr<k8s::Informer> nodeInformer, podInformer, quotaInformer;
+  std::unique_ptr<k8s::Informer> leaseInformer;  ///< null without a lease namespace
   std::unique_ptr<EventRecorder> events;
   std::unique_ptr<PlacementEngine> engine;  // the requeuer's
   std::unique_ptr<Requeuer> requeuer;
@@ -32,7 +34,10 @@ struct SchedulerService::Impl {
   std::unique_ptr<http::Server> server, extenderServer;
   std::chrono::seconds heartbeatTimeout{90};
 
-  bool ready() const { return nodeInformer->hasSynced() && podInformer->hasSynced() && quotaInformer->hasSynced(); }
+  bool ready() const {
+    return nodeInformer->hasSynced() && podInformer->hasSynced() && quotaInformer->hasSynced() &&
+           (!leaseInformer || leaseInformer->hasSynced());
+  }
 
   void collect() {
     const CacheStats s = cache->stats();
@@ -147,6 +152,22 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const DeviceCo
       k8s::InformerHandlers{[cache](const k8s::ObjectPtr& q) { cache->upsertQuota(*q); },
                             [cache](const k8s::ObjectPtr&, const k8s::ObjectPtr& q) { cache->upsertQuota(*q); },
                             [cache](const k8s::ObjectPtr& q) { cache->removeQuota(*q); }});
+  // The node agents' Leases: an idle node is kept alive by its Lease, not by Node writes.
+  if (!options.leaseNamespace.empty()) {
+    k8s::InformerOptions leaseOptions;
+    leaseOptions.ns = options.leaseNamespace;
+    leaseOptions.labelSelector = std::string(kNodeLeaseLabel) + "=true";
+    leaseOptions.backoffMin = options.informerBackoffMin;
+    auto renewed = [cache](const k8s::ObjectPtr& l) {
+      if (auto r = parseNodeLease(*l)) cache->renewNode(r->node, r->renewed);
+    };
+    s->leaseInformer = std::make_unique<k8s::Informer>(
+        client, k8s::kLeases, leaseOptions,
+        k8s::InformerHandlers{renewed, [renewed](const k8s::ObjectPtr&, const k8s::ObjectPtr& l) { renewed(l); },
+                              [cache](const k8s::ObjectPtr& l) {
+                                if (auto r = parseNodeLease(*l)) cache->forgetLease(r->node);
+                              }});
+  }
   s->events = std::make_unique<EventRecorder>(options.eventClient ? options.eventClient : &client, "vgpu-scheduler",
                                               options.instance,
                                               [s] { s->metrics.eventsDropped.inc(); });
@@ -204,10 +225,12 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const DeviceCo
   s->nodeInformer->start();
   s->podInformer->start();
   s->quotaInformer->start();
+  if (s->leaseInformer) s->leaseInformer->start();
   auto stopAll = [s] {
     s->nodeInformer->stop();
     s->podInformer->stop();
     s->quotaInformer->stop();
+    if (s->leaseInformer) s->leaseInformer->stop();
     s->requeuer->stop();
     s->events->stop();
   };
@@ -236,6 +259,7 @@ void SchedulerService::stop() {
   impl_->nodeInformer->stop();
   impl_->podInformer->stop();
   impl_->quotaInformer->stop();
+  if (impl_->leaseInformer) impl_->leaseInformer->stop();
   impl_->requeuer->stop();
   impl_->events->stop();
 }
@@ -249,7 +273,8 @@ bool SchedulerService::waitForSync(std::chrono::milliseconds timeout) const {
     return std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()),
                     std::chrono::milliseconds(0));
   };
-  return impl_->podInformer->waitForSync(left()) && impl_->quotaInformer->waitForSync(left());
+  return impl_->podInformer->waitForSync(left()) && impl_->quotaInformer->waitForSync(left()) &&
+         (!impl_->leaseInformer || impl_->leaseInformer->waitForSync(left()));
 }
 
 std::uint16_t SchedulerService::port() const { return impl_->server->port(); }

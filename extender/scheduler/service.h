@@ -42,6 +42,9 @@ struct ServiceOptions {
   std::chrono::milliseconds informerBackoffMin{200};
   /// Also export HAMi's metric names and labels (hami_gpu_*, hami_vgpu_*; docs/metrics.md).
   bool hamiMetrics = false;
+  /// Where the node agents' Leases are (vgpu/k8s/node_lease.h; the chart's namespace); empty =
+  /// only the Nodes' vgpu.io/heartbeat annotations say whether an agent is alive.
+  std::string leaseNamespace;
 };
 
 /// Process-wide malloc settings for the request pattern (filter bodies and answers of tens

@@ -22,6 +22,7 @@ constexpr KindInfo kKinds[] = {
     {"resourceclaims", "ResourceClaim", "ResourceClaimList", true, "resource.k8s.io/v1"},
     {"deviceclasses", "DeviceClass", "DeviceClassList", false, "resource.k8s.io/v1"},
     {"resourcequotas", "ResourceQuota", "ResourceQuotaList", true},
+    {"leases", "Lease", "LeaseList", true, "coordination.k8s.io/v1"},
 };
 
 

@@ -114,6 +114,42 @@ TEST_F(CacheFixture, SchedulerCacheStaleOrMissingHeartbeatAndMissingInventoryHav
   });
 }
 
+// Issue 42 item 2: an idle agent renews its Lease instead of writing its Node; the Lease keeps
+// the node alive, a stale one makes it stale, and an older agent's annotation still counts.
+TEST_F(CacheFixture, SchedulerCacheNodeLeasesKeepNodesAliveAndAnnotationsOfOlderAgentsStillCount) {
+  const auto old = now - std::chrono::hours(2);  // the annotation of the last inventory change
+  cache.renewNode("leased", now);                // a Lease seen before its Node
+  cache.upsertNode(nodeJson("leased", gpus("leased", 1), old));
+  cache.upsertNode(nodeJson("lapsed", gpus("lapsed", 1), old));
+  cache.renewNode("lapsed", now - std::chrono::minutes(5));
+  cache.upsertNode(nodeJson("older-agent", gpus("older-agent", 1), now));  // no Lease at all
+  cache.upsertNode(nodeJson("renewed-later", gpus("renewed-later", 1), old));
+  auto reasons = [&] {
+    std::map<std::string, std::string> out;
+    cache.read([&](const ClusterCache::Lookup& lookup, system_clock::time_point t) {
+      for (const char* n : {"leased", "lapsed", "older-agent", "renewed-later"})
+        out[n] = nodeUnusableReason(*lookup(n), t, std::chrono::seconds(90));
+    });
+    return out;
+  };
+  auto r = reasons();
+  EXPECT_EQ(r["leased"], "");
+  EXPECT_NE(r["lapsed"].find("heartbeat is stale"), std::string::npos) << r["lapsed"];
+  EXPECT_EQ(r["older-agent"], "");
+  EXPECT_NE(r["renewed-later"], "");
+  // Renewed: usable again without any Node write; an inventory change (with its old
+  // annotation) does not take the Lease's time back.
+  cache.renewNode("renewed-later", now);
+  cache.upsertNode(nodeJson("leased", gpus("leased", 2), old));
+  r = reasons();
+  EXPECT_EQ(r["renewed-later"], "");
+  EXPECT_EQ(r["leased"], "");
+  // The agent stopped and removed its Lease: nothing renews the node, which goes stale.
+  cache.forgetLease("leased");
+  now += std::chrono::minutes(3);
+  EXPECT_NE(reasons()["leased"], "");
+}
+
 TEST_F(CacheFixture, SchedulerCacheReserveTakesLowestFreeSlotsAndReleaseGivesThemBack) {
   cache.upsertNode(nodeJson("n1", gpus("n1", 1), now));
   cache.upsertPod(boundPod("a", "uid-a", "n1", "GPU-n1-0", 1000, 0));

@@ -10,6 +10,7 @@
 #include "../metrics/promtool_check.h"
 #include "scheduler_harness.h"
 #include "vgpu/codec/assignment_codec.h"
+#include "vgpu/k8s/node_lease.h"
 #include "vgpu/k8s/object.h"
 #include "vgpu/allocator.h"
 #include "vgpu/backend_abi.h"
@@ -76,6 +77,39 @@ TEST_F(ExtenderFixture, SchedulerFilterNodeCacheCapableAnswersNodeNamesAndReason
   EXPECT_NE(std::string(failed.at("ghost").as_string()).find("not known"), std::string::npos);
   EXPECT_NE(std::string(unresolvable.at("plain").as_string()).find("no vgpu devices"), std::string::npos);
   EXPECT_EQ(out.at("Error"), "");
+}
+
+// Issue 42 item 2: with --lease-namespace, a node whose agent renews its Lease is placeable
+// though its Node was last written hours ago; a Lease elsewhere, or without the label, is not
+// read (a lapsing Lease: SchedulerCacheNodeLeasesKeepNodesAliveAndAnnotationsOfOlderAgentsStillCount).
+TEST(SchedulerNodeLease, ANodeKeptAliveByItsLeaseAloneIsPlaceable) {
+  scheduler::ServiceOptions options;
+  options.leaseNamespace = "vgpu-system";
+  SchedulerHarness h(options);
+  TestHttpClient http{h.service->extenderPort()};
+  const auto hoursAgo = std::chrono::system_clock::now() - std::chrono::hours(3);
+  for (const char* n : {"leased", "elsewhere", "unlabelled"}) h.createNode(nodeJson(n, gpus(n, 1), hoursAgo));
+  ASSERT_TRUE(h.awaitNodes(3));
+  const auto now = std::chrono::system_clock::now();
+  ASSERT_TRUE(h.api->create("leases", nodeLeaseObject("leased", "vgpu-system", now, std::chrono::seconds(90))).ok());
+  ASSERT_TRUE(h.api->create("leases", nodeLeaseObject("elsewhere", "default", now, std::chrono::seconds(90))).ok());
+  json::object unlabelled = nodeLeaseObject("unlabelled", "vgpu-system", now, std::chrono::seconds(90));
+  unlabelled["metadata"].as_object().erase("labels");
+  ASSERT_TRUE(h.api->create("leases", unlabelled).ok());
+  auto placeable = [&] {
+    auto r = http.post("/filter", extenderArgs(gpuPod("p", 1000), {"leased", "elsewhere", "unlabelled"}));
+    return names(parse(r.body).at("NodeNames"));
+  };
+  ASSERT_TRUE(eventually([&] { return placeable() == std::vector<std::string>{"leased"}; }));
+  // A write carrying an older renewal, and an inventory change with its old annotation, take
+  // nothing back.
+  ASSERT_TRUE(h.api->patch("leases", "vgpu-system", nodeLeaseName("leased"),
+                           nodeLeaseObject("leased", "vgpu-system", hoursAgo, std::chrono::seconds(90), true))
+                  .ok());
+  json::object later = nodeJson("leased", gpus("leased", 2), hoursAgo);  // and an inventory change
+  ASSERT_TRUE(h.api->update("nodes", later).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(placeable(), std::vector<std::string>{"leased"}) << "a Lease never takes a node's time back";
 }
 
 TEST_F(ExtenderFixture, SchedulerFilterNothingFitsStillAnswersAnEmptyArray) {

@@ -24,6 +24,7 @@ inline constexpr ResourceType kNodes{"/api/v1", "nodes", "Node", false};
 inline constexpr ResourceType kPods{"/api/v1", "pods", "Pod", true};
 inline constexpr ResourceType kEvents{"/api/v1", "events", "Event", true};
 inline constexpr ResourceType kResourceQuotas{"/api/v1", "resourcequotas", "ResourceQuota", true};
+inline constexpr ResourceType kLeases{"/apis/coordination.k8s.io/v1", "leases", "Lease", true};
 
 /// Percent-encodes a path segment or query value (everything but RFC 3986 unreserved).
 std::string urlEncode(std::string_view s);
