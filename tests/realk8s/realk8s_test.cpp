@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "realk8s_fixture.h"
+#include "vgpu/k8s/node_lease.h"
 #include "vgpu/annotations.h"
 
 namespace vgpu::realk8s {
@@ -56,6 +57,29 @@ TEST_F(RealK8s, ControlPlaneStartsAndSchedulesAPlainPod) {
         scheduledCondition = str(cond.as_object().if_contains("status")) == "True";
   EXPECT_TRUE(scheduledCondition) << json::serialize(*p);
   EXPECT_TRUE(c.deletePod("plain", "plain").ok());
+}
+
+// Issue 42 item 2 against the real apiserver: the agent, with the chart's flags and RBAC, keeps
+// its node alive by a Lease the apiserver accepts (MicroTime, labels), renewed without Node writes.
+TEST_F(RealK8s, TheAgentsLeaseIsAcceptedAndRenewedWithTheChartsRbac) {
+  auto& c = cluster();
+  auto node = c.addVgpuNode("lease-node", {{kGroupLabel, "lease"}});
+  ASSERT_TRUE(node.ok()) << node.error().message;
+  const std::string path = "/apis/coordination.k8s.io/v1/namespaces/vgpu-system/leases/" + nodeLeaseName("lease-node");
+  json::object lease;
+  const bool made = c.waitFor([&] {
+    auto l = c.getObject(path);
+    if (l.ok()) lease = *l;
+    return l.ok();
+  });
+  ASSERT_TRUE(made) << "no Lease " << path << "; the agent's log ends:\n" << c.logTail("vgpu-device-plugin@lease-node");
+  auto renewal = parseNodeLease(lease);
+  ASSERT_TRUE(renewal) << json::serialize(lease);
+  EXPECT_EQ(renewal->node, "lease-node");
+  EXPECT_LT(std::chrono::system_clock::now() - renewal->renewed, std::chrono::minutes(1));
+  EXPECT_EQ(c.logTail("vgpu-device-plugin@lease-node").find("cannot renew the node's Lease"), std::string::npos)
+      << c.logTail("vgpu-device-plugin@lease-node");
+  ASSERT_TRUE(c.removeVgpuNode("lease-node").ok());
 }
 
 TEST_F(RealK8s, SharedDevicePodIsMutatedAndPlacedThroughTheExtender) {
