@@ -54,9 +54,12 @@ def k8s_versions(binaries, releases):
     for binary, release in zip(binaries, releases):
         if not re.fullmatch(r"\d+\.\d+", release):
             raise image_list.ListError(f"--k8s-release {release!r} is not X.Y")
-        if not os.access(binary, os.X_OK):
+        if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
             raise image_list.ListError(f"--k8s-binary {binary} is not an executable file")
-        r = subprocess.run([binary, "version"], capture_output=True, text=True, timeout=60)
+        try:
+            r = subprocess.run([binary, "version"], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise image_list.ListError(f"--k8s-binary {binary}: `{binary} version` failed: {e}") from e
         m = re.search(r"kubernetes (v(\d+\.\d+)\.\d+)", r.stdout)
         if r.returncode != 0 or not m:
             raise image_list.ListError(f"`{binary} version` said {r.stdout.strip()!r} {r.stderr.strip()!r}, "

@@ -6,10 +6,17 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 
-KEYS = {"name", "ref", "variants", "per_k8s", "about", "base", "cmake_args", "targets",
-        "packages", "packages_why", "files", "check", "user", "user_why", "entrypoint",
-        "dockerfile"}
+# Each key and its type: str, bool, a list of str, or (files) a list of tables.
+KEYS = {"name": str, "ref": str, "variants": [str], "per_k8s": bool, "about": str, "base": str,
+        "cmake_args": str, "targets": [str], "packages": [str], "packages_why": str, "files": [dict],
+        "check": [str], "user": str, "user_why": str, "entrypoint": [str], "dockerfile": str}
 REQUIRED = {"name", "ref", "about", "base", "files", "check", "entrypoint"}
+
+
+def _typed(value, kind):
+    if isinstance(kind, list):
+        return isinstance(value, list) and all(isinstance(v, kind[0]) for v in value)
+    return isinstance(value, kind)
 
 
 class ListError(Exception):
@@ -64,19 +71,28 @@ def load(path):
     if not isinstance(entries, list) or not entries:
         raise ListError(f"{path}: no [[image]] entries")
     for i, e in enumerate(entries):
+        if not isinstance(e, dict):
+            raise ListError(f"{path}: image {i + 1} is not a table")
         where = f"{path}: image {i + 1} ({e.get('name', '?')})"
-        unknown = set(e) - KEYS
+        unknown = set(e) - set(KEYS)
         if unknown:
             raise ListError(f"{where}: unknown keys {sorted(unknown)}")
         missing = REQUIRED - set(e)
         if missing:
             raise ListError(f"{where}: missing keys {sorted(missing)}")
+        for k, v in e.items():
+            if not _typed(v, KEYS[k]):
+                kind = KEYS[k]
+                want = f"a list of {kind[0].__name__}" if isinstance(kind, list) else kind.__name__
+                raise ListError(f"{where}: {k} should be {want}, not {v!r}")
         if e["base"] not in ("debian", "scratch"):
             raise ListError(f"{where}: base must be \"debian\" or \"scratch\", not {e['base']!r}")
         if e["base"] == "scratch" and e.get("packages"):
             raise ListError(f"{where}: a scratch image cannot install packages")
         for f in e["files"]:
-            if ("from" in f) == ("text" in f) or "to" not in f or not re.fullmatch(r"0[0-7]{3}", f.get("mode", "")):
+            if (("from" in f) == ("text" in f) or not isinstance(f.get("to"), str)
+                    or not isinstance(f.get("from", f.get("text")), str)
+                    or not re.fullmatch(r"0[0-7]{3}", str(f.get("mode", "")))):
                 raise ListError(f"{where}: a file needs from or text, to, and mode \"0NNN\": {f}")
             if not f["to"].startswith("/"):
                 raise ListError(f"{where}: {f['to']!r} is not an absolute path in the image")
