@@ -148,6 +148,9 @@ def build(args):
         images = [i for i in images if i.name in args.image]
     os.makedirs(cache, exist_ok=True)
     os.makedirs(out, exist_ok=True)
+    # A run that fails leaves no list, never the last run's list beside this run's archives.
+    if os.path.exists(os.path.join(out, "images.txt")):
+        os.unlink(os.path.join(out, "images.txt"))
     blobs = os.path.join(cache, "blobs")
     # One run at a time per cache: a second one waits, then finds the first one's work.
     with open(os.path.join(cache, ".lock"), "w") as lock:

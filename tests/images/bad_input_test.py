@@ -25,6 +25,9 @@ def main(build):
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "out")
+        os.makedirs(out)
+        with open(os.path.join(out, "images.txt"), "w") as f:
+            f.write("stale docker.io/vgpu/stale:0 /nowhere\n")  # a refused run must not leave it
 
         def write(name, text):
             path = os.path.join(tmp, name)
@@ -64,7 +67,7 @@ def main(build):
             else:
                 print(f"ok: {said.splitlines()[-1]}")
         if os.path.exists(os.path.join(out, "images.txt")):
-            failures.append("a refused run wrote images.txt")
+            failures.append("a refused run left an images.txt")
     for f in failures:
         print("FAIL: " + f)
     return 1 if failures else 0
