@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # Writes docker/*.Dockerfile (and their .dockerignore) from docker/images.toml, so that the
 # docker way and scripts/build-images.sh install the same things. --check: exit 1 with a
-# diff when a Dockerfile on disk is not what the list gives (ctest ImagesDockerfilesMatchTheList).
+# diff when a Dockerfile on disk is not what the list gives (ctest Images.DockerfilesMatchTheList).
 import argparse
 import difflib
 import json
