@@ -17,7 +17,7 @@ packages=(
   binutils                            # nm, readelf: the limiter's export and glibc checks
   openssl                             # tests make TLS certificates with the openssl program
   procps                              # ps, pgrep, used by scripts and tests
-  debootstrap                         # the limiter's tests in a Debian 11 root (glibc 2.31)
+  debootstrap                         # the limiter's tests in a Debian 11 root (glibc 2.31); the images' Debian 12 root (scripts/build-images.sh)
   ca-certificates                     # Go fetches the real-cluster suite's modules over HTTPS
   golang-go golang-github-masterminds-sprig-dev golang-github-ghodss-yaml-dev  # Chart.Render
 )
