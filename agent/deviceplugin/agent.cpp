@@ -104,7 +104,7 @@ Status Agent::start() {
   auto replayed = im.handouts.load();
   if (!replayed.ok()) return replayed.error();
   for (const auto& problem : *replayed)
-    logLine("warning", "a container journal entry cannot be used (its folder will be removed): " + problem);
+    logLine("warning", "a handout journal entry cannot be used (its folder will be removed): " + problem);
 
   k8s::InformerOptions io;
   io.fieldSelector = "spec.nodeName=" + im.options.nodeName;
