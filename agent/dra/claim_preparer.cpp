@@ -20,16 +20,17 @@ ClaimPreparer::ClaimPreparer(PreparerOptions options, Backend& backend, k8s::Cli
     : options_(std::move(options)),
       backend_(backend),
       client_(client),
-      store_(options_.stateDir / "prepared.json") {}
+      store_(options_.journal, options_.driver, backend.name(), options_.stateDir / "prepared.json") {}
 
 void ClaimPreparer::setDevices(std::vector<DraDevice> devices) {
   std::lock_guard lock(mu_);
   for (auto& d : devices) devices_[d.name] = std::move(d);
 }
 
-Status ClaimPreparer::restore() {
+Result<std::vector<std::string>> ClaimPreparer::restore() {
   std::lock_guard lock(mu_);
-  if (auto s = store_.load(); !s.ok()) return s;
+  auto problems = store_.load();
+  if (!problems.ok()) return problems.error();
   std::vector<ContainerRef> live;
   std::set<std::string> holders;
   for (const auto& claim : store_.all()) holders.insert(claim.holder);
@@ -45,15 +46,21 @@ Status ClaimPreparer::restore() {
     }
     for (const auto& name : stray) (void)removeFolder(name);
   }
-  for (const auto& claim : store_.all()) {
-    if (auto s = handOut(claim); !s.ok())
+  for (auto claim : store_.all()) {
+    auto named = handOut(claim);
+    if (!named.ok())
       return makeError("ResourceClaim " + claim.ref.ns + "/" + claim.ref.name + " prepared before the restart: " +
-                       s.error().message);
+                       named.error().message);
+    // Recorded before the limiter answered (a crash came between): its CDI devices now.
+    if (claim.cdiIds.empty() && !claim.shares.empty()) {
+      claim.cdiIds = cdiIdsOf(claim.ref, *named);
+      if (auto s = store_.put(claim); !s.ok()) return s.error();
+    }
     live.push_back(grantOf(claim).container);
   }
   if (Limiter* limiter = backend_.limiter())
     if (auto s = limiter->reconcile(live); !s.ok()) return makeError("backend " + backend_.name() + ": " + s.error().message);
-  return {};
+  return problems;
 }
 
 PrepareResult ClaimPreparer::prepare(const ClaimRef& claim) {
@@ -102,14 +109,21 @@ Result<PreparedClaim> ClaimPreparer::prepareNew(const ClaimRef& ref) {
     claim.shares.push_back(std::move(p));
   }
   if (claim.shares.empty()) return claim;  // nothing of ours in it: nothing to prepare
+  // Recorded first, so the device-plugin front end cannot take the devices meanwhile (and is
+  // refused here when it holds one).
+  if (auto s = store_.hold(claim); !s.ok())
+    return makeError("ResourceClaim " + ref.ns + "/" + ref.name + ": " + s.error().message);
   auto named = handOut(claim);
-  if (!named.ok()) return named.error();
-  claim.cdiIds = {cdiDeviceId(cdiKind(options_.driver), ref.uid)};
-  claim.cdiIds.insert(claim.cdiIds.end(), named->begin(), named->end());
+  if (!named.ok()) {
+    (void)store_.erase(ref.uid);
+    return named.error();
+  }
+  claim.cdiIds = cdiIdsOf(ref, *named);
   if (auto s = store_.put(claim); !s.ok()) {
     if (Limiter* limiter = backend_.limiter()) (void)limiter->release(grantOf(claim).container);
     std::error_code ec;
     fs::remove(options_.cdiDir / cdiFile(ref), ec);
+    (void)store_.erase(ref.uid);
     return s.error();
   }
   return claim;
@@ -201,6 +215,12 @@ Status ClaimPreparer::removeFolder(const std::string& holder) const {
   // Lazily (MNT_DETACH): a container still using the tmpfs keeps it until it lets go.
   if (auto s = unmountAt(claims->get(), holder, shown); !s.ok()) return s;
   return removeAt(claims->get(), holder, shown);
+}
+
+std::vector<std::string> ClaimPreparer::cdiIdsOf(const ClaimRef& claim, const std::vector<std::string>& named) const {
+  std::vector<std::string> ids{cdiDeviceId(cdiKind(options_.driver), claim.uid)};
+  ids.insert(ids.end(), named.begin(), named.end());
+  return ids;
 }
 
 std::string ClaimPreparer::cdiFile(const ClaimRef& claim) const {

@@ -350,6 +350,7 @@ Result<std::unique_ptr<DraAgent>> DraAgent::create(DraAgentOptions options) {
     po.driver = d->name;
     po.nodeName = o.nodeName;
     po.stateDir = fs::path(o.stateDir) / "dra" / d->name;
+    po.journal = fs::path(o.stateDir) / "handouts.journal";
     po.cdiDir = o.cdiDir;
     po.bound.mode = o.regionTmpfs;
     po.bound.privilegedValue = "dra.privileged";
@@ -379,7 +380,9 @@ Status DraAgent::start() {
     sp.generation = 0;
     d->publisher = std::make_unique<SlicePublisher>(*im.client, sp);
     // Claims prepared before a restart are answered again before the kubelet can ask.
-    if (auto s = d->preparer->restore(); !s.ok()) return makeError(d->name + ": " + s.error().message);
+    auto restored = d->preparer->restore();
+    if (!restored.ok()) return makeError(d->name + ": " + restored.error().message);
+    for (const auto& problem : *restored) logLine("warning", "a handout journal line cannot be used: " + problem);
   }
   im.resyncAll();
   for (auto& d : im.drivers) {

@@ -200,8 +200,8 @@ TEST_F(DraClaimFolderTmpfsSecurity, AFolderOfAClaimGoneAtRestartIsUnmounted) {
     ASSERT_TRUE(isTmpfs(folder));
     node.agent->stop();
     node.agent.reset();
-    // Unprepared while the plugin was down: the checkpoint no longer has it.
-    fs::remove(dir.path() / "state" / "dra" / kDriver / "prepared.json");
+    // Unprepared while the plugin was down: the node's handout journal no longer has it.
+    fs::remove(dir.path() / "state" / "handouts.journal");
     node.startAgent();
     EXPECT_EQ(mountsAt(folder), 0);
     EXPECT_FALSE(fs::exists(folder));
