@@ -131,7 +131,9 @@ Status PreparedStore::erase(const std::string& uid) {
   if (!claims_.contains(uid)) return {};
   if (auto s = journal_.release(driver_ + "/" + uid); !s.ok()) return s;
   claims_.erase(uid);
-  return {};
+  // Unprepare is where the journal stops growing on a node that runs only this front end
+  // (the device plugin compacts in its cleanup pass); it is not on the hot path.
+  return journal_.compactIfLarge();
 }
 
 std::optional<PreparedClaim> PreparedStore::find(const std::string& uid) const {

@@ -62,7 +62,8 @@ class PreparedStore {
   Status hold(const PreparedClaim& claim);
   /// Records `claim` (replacing one of the same uid).
   Status put(PreparedClaim claim);
-  /// Forgets the claim; unknown uids are fine.
+  /// Forgets the claim (and rewrites the journal when it has grown well past what is live);
+  /// unknown uids are fine.
   Status erase(const std::string& uid);
   std::optional<PreparedClaim> find(const std::string& uid) const;
   std::vector<PreparedClaim> all() const;

@@ -2,7 +2,9 @@
 // publishes, reading a claim's shares, CDI specs, the checkpoint and the frontEnd setting.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
+#include <iterator>
 
 #include <boost/json.hpp>
 
@@ -297,6 +299,15 @@ TEST(PreparedStore, SurvivesARestartAndRefusesACorruptFile) {
   ASSERT_TRUE(again.erase("u1").ok());
   ASSERT_TRUE(again.erase("never").ok());
   EXPECT_TRUE(again.all().empty());
+  // Claims prepared and unprepared for a long time: the journal stays small.
+  for (int i = 0; i < 200; ++i) {
+    c.ref.uid = "u" + std::to_string(i);
+    ASSERT_TRUE(again.put(c).ok());
+    ASSERT_TRUE(again.erase(c.ref.uid).ok());
+  }
+  std::ifstream in(journal);
+  const auto lines = std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n');
+  EXPECT_LE(lines, 66);
 
   // A checkpoint from before the journal that cannot be read: nothing is migrated, and the
   // error names it.
