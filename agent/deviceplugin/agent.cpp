@@ -178,7 +178,7 @@ void Agent::stop() {
   for (auto& t : im.writers)
     if (t.joinable()) t.join();
   for (auto& [name, st] : im.served)
-    if (st.health.joinable()) st.health.join();
+    if (st.health) st.health->stop();
   if (im.informer) im.informer->stop();
   bool started;
   {
