@@ -25,6 +25,7 @@
 #include "hami_metrics.h"
 #include "handout_store.h"
 #include "health_feed.h"
+#include "limiter_call.h"
 #include "plugin_server.h"
 #include "pod_resources_client.h"
 #include "region_metrics.h"

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "cdi_spec.h"
+#include "limiter_call.h"
 #include "slice_publisher.h"
 #include "vgpu/host_files.h"
 
@@ -143,16 +144,12 @@ Result<std::vector<std::string>> ClaimPreparer::handOut(const PreparedClaim& cla
     if (auto s = deviceplugin::boundFolderAt(options_.bound, claims->get(), claim.holder, grant.hostDir); !s.ok())
       return makeError("claim folder: " + s.error().message);
   }
-  ContainerSpec spec;
-  if (Limiter* limiter = backend_.limiter()) {
-    auto s = limiter->containerSpec(grant);
-    if (!s.ok()) return makeError("backend " + backend_.name() + " cannot set up the devices: " + s.error().message);
-    spec = std::move(s).value();
-  }
-  if (auto s = writeJsonAtomically(options_.cdiDir, cdiFile(claim.ref), cdiSpec(cdiKind(options_.driver), claim.ref.uid, spec));
+  auto spec = deviceplugin::containerSpecFor(backend_, grant);
+  if (!spec.ok()) return spec.error();
+  if (auto s = writeJsonAtomically(options_.cdiDir, cdiFile(claim.ref), cdiSpec(cdiKind(options_.driver), claim.ref.uid, *spec));
       !s.ok())
     return s.error();
-  return cdiDevicesFromAnnotations(spec.annotations);
+  return cdiDevicesFromAnnotations(spec->annotations);
 }
 
 std::string ClaimPreparer::unprepare(const ClaimRef& ref) {
