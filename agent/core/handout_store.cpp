@@ -45,7 +45,7 @@ boost::json::object recordOf(const Handout& h) {
   }
   boost::json::object annotations;
   for (const auto& [k, v] : h.podAnnotations) annotations[k] = v;
-  boost::json::object line{{"id", h.id},
+  boost::json::object record{{"id", h.id},
           {"resource", h.resource},
           {"ids", ids},
           {"backend", h.backend},
@@ -57,8 +57,8 @@ boost::json::object recordOf(const Handout& h) {
           {"podAnnotations", annotations},
           {"matchedPodUid", h.matchedPodUid},
           {"matchedContainer", h.matchedContainer}};
-  if (h.region) line["region"] = boost::json::object{{"path", h.region->path}, {"inode", h.region->inode}};
-  return line;
+  if (h.region) record["region"] = boost::json::object{{"path", h.region->path}, {"inode", h.region->inode}};
+  return record;
 }
 
 Result<DeviceGrant> deviceFromJson(const boost::json::value& v) {
