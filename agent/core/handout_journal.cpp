@@ -41,8 +41,15 @@ json::object putLine(const JournalEntry& e) {
                                    {"memoryMiB", d.memoryMiB},
                                    {"cores", d.cores},
                                    {"share", d.share}});
+  json::object holder{{"text", e.holder.text}};
+  if (e.frontEnd == FrontEnd::kDra) {
+    holder["claimUid"] = e.holder.claimUid;
+  } else {
+    holder["podUid"] = e.holder.podUid;
+    holder["container"] = e.holder.container;
+  }
   return {{"v", kVersion},         {"op", "put"},          {"frontEnd", journalName(e.frontEnd)},
-          {"key", e.key},          {"holder", e.holder},   {"devices", std::move(devices)},
+          {"key", e.key},          {"holder", std::move(holder)},   {"devices", std::move(devices)},
           {"record", e.record}};
 }
 
@@ -74,7 +81,12 @@ Status applyLine(std::string_view line, std::map<std::pair<FrontEnd, std::string
   JournalEntry e;
   e.frontEnd = *frontEnd;
   e.key = key;
-  e.holder = text(*o, "holder");
+  const auto* holder = o->if_contains("holder");
+  if (!holder || !holder->is_object()) return makeError("holder missing");
+  e.holder.podUid = text(holder->as_object(), "podUid");
+  e.holder.container = text(holder->as_object(), "container");
+  e.holder.claimUid = text(holder->as_object(), "claimUid");
+  e.holder.text = text(holder->as_object(), "text");
   const auto* devices = o->if_contains("devices");
   const auto* record = o->if_contains("record");
   if (!devices || !devices->is_array() || !record || !record->is_object()) return makeError("devices or record missing");
@@ -275,7 +287,7 @@ Status HandoutJournal::hold(const JournalEntry& e, const std::function<Status()>
   const HeldDevice* device = nullptr;
   if (const JournalEntry* other = conflictLocked(e, &device))
     return makeError("device " + device->deviceId + " (backend " + device->backend + ") is handed out by the other front end, " +
-                     daemonOf(other->frontEnd) + ", to " + other->holder +
+                     daemonOf(other->frontEnd) + ", to " + other->holder.text +
                      ": a device serves one front end at a time (check frontEnd: in the device config)");
   if (beforeAppend)
     if (auto s = beforeAppend(); !s.ok()) return s;
@@ -340,7 +352,7 @@ Result<std::optional<std::string>> HandoutJournal::heldByOther(const std::string
   if (auto s = lock.status(file_); !s.ok()) return s.error();
   if (auto s = refreshLocked(nullptr); !s.ok()) return s.error();
   const HeldDevice* device = nullptr;
-  if (const JournalEntry* other = conflictLocked(probe, &device)) return std::optional<std::string>(other->holder);
+  if (const JournalEntry* other = conflictLocked(probe, &device)) return std::optional<std::string>(other->holder.text);
   return std::optional<std::string>();
 }
 

@@ -4,7 +4,8 @@
 //
 // One file, <state-dir>/handouts.journal, one JSON line per change, each carrying the format
 // version ("v": 1):
-//   {"v":1,"op":"put","frontEnd":"devicePlugin"|"dra","key":K,"holder":"<who, for messages>",
+//   {"v":1,"op":"put","frontEnd":"devicePlugin"|"dra","key":K,
+//    "holder":{"podUid","container"} or {"claimUid"}, with "text" (who, as messages name it),
 //    "devices":[{"backend","id","memoryMiB","cores","share"}],"record":{<the front end's own fields>}}
 //   {"v":1,"op":"release","frontEnd":F,"key":K}
 // The last put of (frontEnd, key) is live until its release. Appends are one write() each on
@@ -53,13 +54,22 @@ struct HeldDevice {
   bool operator==(const HeldDevice&) const = default;
 };
 
+/// Who holds a handout: a pod's container (device plugin) or a ResourceClaim (DRA).
+struct JournalHolder {
+  std::string podUid;     ///< device plugin; empty when only PodResources named the pod
+  std::string container;  ///< device plugin
+  std::string claimUid;   ///< DRA
+  /// As a refusal names it: "pod ns/name container c (handout id)", "ResourceClaim ns/name (uid u, driver d)".
+  std::string text;
+  bool operator==(const JournalHolder&) const = default;
+};
+
 /// One live handout: what one holder of one front end holds.
 struct JournalEntry {
   FrontEnd frontEnd = FrontEnd::kDevicePlugin;
   /// Unique within the front end: the handout id (device plugin), "<driver>/<claim uid>" (DRA).
   std::string key;
-  /// Who holds it, as a refusal names it: "pod ns/name container c", "ResourceClaim ns/name (uid u)".
-  std::string holder;
+  JournalHolder holder;
   std::vector<HeldDevice> devices;
   /// The front end's own fields, kept as it wrote them.
   boost::json::object record;

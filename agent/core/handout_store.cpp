@@ -149,7 +149,7 @@ JournalEntry entryOf(const Handout& h) {
   e.key = h.id;
   const std::string pod = h.podName.empty() ? "uid " + (h.podUid.empty() ? std::string("unknown") : h.podUid)
                                             : h.podNamespace + "/" + h.podName;
-  e.holder = "pod " + pod + " container " + h.container + " (handout " + h.id + ")";
+  e.holder = {h.podUid, h.container, "", "pod " + pod + " container " + h.container + " (handout " + h.id + ")"};
   for (const auto& d : h.devices)
     e.devices.push_back(
         HeldDevice{d.backend, d.deviceId, d.memoryMiB, d.compute, d.slot >= 0 ? "slot " + std::to_string(d.slot) : ""});

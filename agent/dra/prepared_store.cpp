@@ -79,7 +79,8 @@ deviceplugin::JournalEntry PreparedStore::entryOf(const PreparedClaim& claim) co
   deviceplugin::JournalEntry e;
   e.frontEnd = FrontEnd::kDra;
   e.key = driver_ + "/" + claim.ref.uid;
-  e.holder = "ResourceClaim " + claim.ref.ns + "/" + claim.ref.name + " (uid " + claim.ref.uid + ", driver " + driver_ + ")";
+  e.holder = {"", "", claim.ref.uid,
+              "ResourceClaim " + claim.ref.ns + "/" + claim.ref.name + " (uid " + claim.ref.uid + ", driver " + driver_ + ")"};
   for (const auto& s : claim.shares) e.devices.push_back({backend_, s.deviceId, s.memoryMiB, s.cores, s.shareId});
   e.record = toJson(claim);
   return e;

@@ -28,7 +28,8 @@ JournalEntry entry(FrontEnd f, const std::string& key, const std::string& device
   JournalEntry e;
   e.frontEnd = f;
   e.key = key;
-  e.holder = (f == FrontEnd::kDra ? "ResourceClaim team-a/" : "pod default/") + key;
+  if (f == FrontEnd::kDra) e.holder = {"", "", "uid-" + key, "ResourceClaim team-a/" + key};
+  else e.holder = {"uid-" + key, "main", "", "pod default/" + key};
   e.devices = {HeldDevice{"sim", device, 4096, 25, share}};
   e.record = {{"note", key}};
   return e;
@@ -91,6 +92,7 @@ TEST(HandoutJournal, ADeviceHeldByOneFrontEndIsRefusedToTheOtherInAnyShare) {
   EXPECT_THAT(keys(*all), ElementsAre("sim.vgpu.io/claim-1", "sim.vgpu.io/claim-2"));
   EXPECT_EQ((*all)[0].record.at("note"), "sim.vgpu.io/claim-1");
   EXPECT_EQ((*all)[0].devices, (std::vector<HeldDevice>{{"sim", "GPU-1", 4096, 25, ""}}));
+  EXPECT_EQ((*all)[0].holder, (JournalHolder{"", "", "uid-sim.vgpu.io/claim-1", "ResourceClaim team-a/sim.vgpu.io/claim-1"}));
 }
 
 TEST(HandoutJournal, SeesWhatAnotherProcessAppendedAndRewrote) {
@@ -186,16 +188,19 @@ TEST(HandoutJournal, NamesLinesOfAnUnknownVersionOrShape) {
             "\n"
             R"({"v":1,"op":"put","frontEnd":"kubelet","key":"k"})"
             "\n"
-            R"({"v":1,"op":"put","frontEnd":"dra","key":"k","devices":[{"id":"GPU-0"}],"record":{}})"
+            R"({"v":1,"op":"put","frontEnd":"dra","key":"k","holder":{},"devices":[{"id":"GPU-0"}],"record":{}})"
+            "\n"
+            R"({"v":1,"op":"put","frontEnd":"dra","key":"k","devices":[],"record":{}})"
             "\n");
   HandoutJournal dp(file, FrontEnd::kDevicePlugin);
   auto problems = dp.open();
   ASSERT_TRUE(problems.ok());
-  ASSERT_THAT(*problems, SizeIs(4));
+  ASSERT_THAT(*problems, SizeIs(5));
   EXPECT_THAT((*problems)[0], HasSubstr("line 1: format version 2 is not known to this agent (it reads 1)"));
   EXPECT_THAT((*problems)[1], HasSubstr("line 2: no format version"));
   EXPECT_THAT((*problems)[2], HasSubstr("line 3: no frontEnd (devicePlugin or dra) or key"));
   EXPECT_THAT((*problems)[3], HasSubstr("line 4: a device without backend or id"));
+  EXPECT_THAT((*problems)[4], HasSubstr("line 5: holder missing"));
 }
 
 TEST(HandoutJournal, NamesTheFileWhenItCannotBeOpened) {

@@ -100,6 +100,21 @@ TEST_F(JournalUpgrade, EveryHandoutOfBothFrontEndsIsReadAfterTheUpgradeOnce) {
     EXPECT_TRUE(fs::exists(legacyJournal().string() + ".migrated"));
     EXPECT_TRUE(fs::exists(legacyCheckpoint().string() + ".migrated"));
   }
+  // What either front end checks: each device, its share and its holder.
+  deviceplugin::HandoutJournal journal(state() / "handouts.journal", FrontEnd::kDevicePlugin);
+  ASSERT_TRUE(journal.open().ok());
+  auto all = journal.all();
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 4u);
+  const auto& train = (*all)[1];  // by front end, then key
+  EXPECT_EQ(train.key, "vgpu.io_sim-40676eda27460cc3");
+  EXPECT_EQ(train.holder.podUid, "pod-uid-a");
+  EXPECT_EQ(train.holder.container, "main");
+  EXPECT_EQ(train.devices, (std::vector<deviceplugin::HeldDevice>{{"sim", "GPU-0", 4096, 25, ""}}));
+  const auto& shared = (*all)[2];
+  EXPECT_EQ(shared.key, "sim.vgpu.io/claim-uid-1");
+  EXPECT_EQ(shared.holder.claimUid, "claim-uid-1");
+  EXPECT_EQ(shared.devices, (std::vector<deviceplugin::HeldDevice>{{"sim", "GPU-2", 4096, 25, "share-a"}}));
 }
 
 TEST_F(JournalUpgrade, MigratedHandoutsKeepTheirDevicesFromTheOtherFrontEnd) {
