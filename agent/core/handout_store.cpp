@@ -1,18 +1,13 @@
-// The handout record (handout_store.h): each container's folder, its journal line, replay at
-// start, attribution to the pod the kubelet says holds the IDs, and removal.
+// The handout record (handout_store.h): each container's folder, its record in the node's handout
+// journal, replay at start, attribution to the pod the kubelet says holds the IDs, and removal.
 
 #include "handout_store.h"
 
 #include <dirent.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
-#include <iterator>
 #include <set>
 #include <type_traits>
 
@@ -34,9 +29,10 @@ std::uint64_t fnv1a(const std::string& text) {
   return h;
 }
 
-/// A journal line that records `h` (replacing any earlier line for its id). Devices use the
-/// field names of the assignment annotation's grants (docs/wire-format.md).
-boost::json::object putLine(const Handout& h) {
+/// The device plugin's record of `h` in the journal (the line of the journal before the shared
+/// one, less its "op"). Devices use the field names of the assignment annotation's grants
+/// (docs/wire-format.md).
+boost::json::object recordOf(const Handout& h) {
   boost::json::array ids;
   for (const auto& id : h.ids) ids.emplace_back(id);
   boost::json::array devices;
@@ -49,8 +45,7 @@ boost::json::object putLine(const Handout& h) {
   }
   boost::json::object annotations;
   for (const auto& [k, v] : h.podAnnotations) annotations[k] = v;
-  boost::json::object line{{"op", "put"},
-          {"id", h.id},
+  boost::json::object record{{"id", h.id},
           {"resource", h.resource},
           {"ids", ids},
           {"backend", h.backend},
@@ -62,8 +57,8 @@ boost::json::object putLine(const Handout& h) {
           {"podAnnotations", annotations},
           {"matchedPodUid", h.matchedPodUid},
           {"matchedContainer", h.matchedContainer}};
-  if (h.region) line["region"] = boost::json::object{{"path", h.region->path}, {"inode", h.region->inode}};
-  return line;
+  if (h.region) record["region"] = boost::json::object{{"path", h.region->path}, {"inode", h.region->inode}};
+  return record;
 }
 
 Result<DeviceGrant> deviceFromJson(const boost::json::value& v) {
@@ -147,6 +142,66 @@ Result<Handout> fromJson(const boost::json::object& o) {
   return h;
 }
 
+/// The journal's entry for `h`: which devices it holds (the share is the slot) and who holds them.
+JournalEntry entryOf(const Handout& h) {
+  JournalEntry e;
+  e.frontEnd = FrontEnd::kDevicePlugin;
+  e.key = h.id;
+  const std::string pod = h.podName.empty() ? "uid " + (h.podUid.empty() ? std::string("unknown") : h.podUid)
+                                            : h.podNamespace + "/" + h.podName;
+  e.holder = {h.podUid, h.container, "", "pod " + pod + " container " + h.container + " (handout " + h.id + ")"};
+  for (const auto& d : h.devices)
+    e.devices.push_back(
+        HeldDevice{d.backend, d.deviceId, d.memoryMiB, d.compute, d.slot >= 0 ? "slot " + std::to_string(d.slot) : ""});
+  e.record = recordOf(h);
+  return e;
+}
+
+/// A record as load() uses it: parsed, its IDs sorted and belonging to its folder.
+Result<Handout> handoutOf(const boost::json::object& record) {
+  auto h = fromJson(record);
+  if (!h.ok()) return h;
+  std::sort(h->ids.begin(), h->ids.end());
+  if (handoutKey(h->id) != handoutId(h->resource, h->ids)) return makeError("the device IDs do not belong to folder " + h->id);
+  return h;
+}
+
+/// The journal of an agent from before the shared one (containers.journal): one line per
+/// change, {"op":"put", <record>} or {"op":"remove","id"}; its live handouts as entries.
+Result<HandoutJournal::Migrated> readLegacyJournal(const fs::path& file) {
+  HandoutJournal::Migrated out;
+  std::ifstream in(file);
+  if (!in) return makeError("cannot read the container journal " + file.string());
+  std::vector<Handout> live;
+  std::string line;
+  for (std::size_t n = 1; std::getline(in, line); ++n) {
+    if (line.empty()) continue;
+    const std::string where = file.string() + " line " + std::to_string(n) + ": ";
+    boost::system::error_code ec;
+    auto v = boost::json::parse(line, ec);
+    const auto* o = ec ? nullptr : v.if_object();
+    const auto* op = o ? o->if_contains("op") : nullptr;
+    if (!op || !op->is_string()) {
+      out.problems.push_back(where + "not a journal entry");
+      continue;
+    }
+    if (op->as_string() == "remove") {
+      const auto* id = o->if_contains("id");
+      if (id && id->is_string()) std::erase_if(live, [&](const Handout& h) { return h.id == id->as_string(); });
+      continue;
+    }
+    auto h = handoutOf(*o);
+    if (!h.ok()) {
+      out.problems.push_back(where + h.error().message);
+      continue;
+    }
+    std::erase_if(live, [&](const Handout& o2) { return o2.id == h->id; });
+    live.push_back(std::move(h).value());
+  }
+  for (const auto& h : live) out.entries.push_back(entryOf(h));
+  return out;
+}
+
 }  // namespace
 
 std::string handoutId(const std::string& resource, std::vector<std::string> ids) {
@@ -185,82 +240,31 @@ unsigned ordinalOf(const std::string& id) {
 
 }  // namespace
 
-HandoutStore::HandoutStore(fs::path root, fs::path journal, FolderBound bound)
-    : root_(std::move(root)), journal_(std::move(journal)), bound_(std::move(bound)) {}
+HandoutStore::HandoutStore(fs::path root, fs::path journal, FolderBound bound, fs::path legacy)
+    : root_(std::move(root)),
+      bound_(std::move(bound)),
+      legacy_(std::move(legacy)),
+      journal_(std::move(journal), FrontEnd::kDevicePlugin) {}
 
-HandoutStore::~HandoutStore() {
-  if (fd_ >= 0) ::close(fd_);
-}
+HandoutStore::~HandoutStore() = default;
 
-Status HandoutStore::appendLocked(const std::string& line) {
-  if (fd_ < 0) return makeError("the container journal " + journal_.string() + " is not open");
-  const std::string text = line + "\n";
-  // One write(): O_APPEND keeps it whole; a crash inside it tears only this last line,
-  // which load() then skips (its Allocate never answered).
-  const ssize_t n = ::write(fd_, text.data(), text.size());
-  if (n != static_cast<ssize_t>(text.size()))
-    return makeError("cannot append to the container journal " + journal_.string() + ": " + std::strerror(errno));
-  ++journalLines_;
-  return {};
-}
-
-Status HandoutStore::compactLocked() {
-  const fs::path tmp = journal_.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    for (const auto& h : handouts_) out << boost::json::serialize(putLine(h)) << "\n";
-    out.flush();
-    if (!out) return makeError("cannot write " + tmp.string());
-  }
-  std::error_code ec;
-  fs::rename(tmp, journal_, ec);
-  if (ec) return makeError("cannot replace " + journal_.string() + ": " + ec.message());
-  const int fd = ::open(journal_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-  if (fd < 0) return makeError("cannot open " + journal_.string() + ": " + std::strerror(errno));
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = fd;
-  journalLines_ = handouts_.size();
-  return {};
-}
+Status HandoutStore::recordLocked(const Handout& h) { return journal_.update(entryOf(h)); }
 
 Result<std::vector<std::string>> HandoutStore::load() {
   std::lock_guard lock(mu_);
-  std::vector<std::string> problems;
-  std::ifstream in(journal_);
-  std::string line;
-  for (std::size_t n = 1; std::getline(in, line); ++n) {
-    if (line.empty()) continue;
-    const std::string where = journal_.string() + " line " + std::to_string(n) + ": ";
-    boost::system::error_code ec;
-    auto v = boost::json::parse(line, ec);
-    const auto* o = ec ? nullptr : v.if_object();
-    const auto* op = o ? o->if_contains("op") : nullptr;
-    if (!op || !op->is_string()) {
-      problems.push_back(where + "not a journal entry");
-      continue;
-    }
-    if (op->as_string() == "remove") {
-      const auto* id = o->if_contains("id");
-      if (id && id->is_string()) std::erase_if(handouts_, [&](const Handout& h) { return h.id == id->as_string(); });
-      continue;
-    }
-    auto h = fromJson(*o);
+  auto problems = journal_.open(legacy_, readLegacyJournal);
+  if (!problems.ok()) return problems.error();
+  handouts_.clear();
+  for (const auto& e : journal_.mine()) {
+    auto h = handoutOf(e.record);
     if (!h.ok()) {
-      problems.push_back(where + h.error().message);
+      problems->push_back(journal_.file().string() + " handout " + e.key + ": " + h.error().message);
       continue;
     }
-    std::sort(h->ids.begin(), h->ids.end());
-    if (handoutKey(h->id) != handoutId(h->resource, h->ids)) {
-      problems.push_back(where + "the device IDs do not belong to folder " + h->id);
-      continue;
-    }
-    std::erase_if(handouts_, [&](const Handout& o2) { return o2.id == h->id; });
     handouts_.push_back(std::move(h).value());
   }
-  std::error_code ec;
-  fs::create_directories(journal_.parent_path(), ec);
-  // Start from what is live: the journal then holds one line per handout.
-  if (auto s = compactLocked(); !s.ok()) return s.error();
+  // Oldest first, as the journal named them: "-<n>" after its key.
+  std::sort(handouts_.begin(), handouts_.end(), [](const Handout& a, const Handout& b) { return a.id < b.id; });
   return problems;
 }
 
@@ -283,23 +287,25 @@ Result<std::string> HandoutStore::create(Handout h) {
   const fs::path dir = root_ / h.id;
   auto root = openOwnDir(root_);
   if (!root) return makeError("cannot create the container's host folder " + dir.string() + ": " + root.error().message);
-  // An earlier holder's tmpfs goes with its files.
-  if (auto s = unmountAt(root->get(), h.id, dir.string()); !s.ok())
-    return makeError("cannot empty the container's host folder: " + s.error().message);
-  if (auto s = removeAt(root->get(), h.id, dir.string()); !s.ok())
-    return makeError("cannot empty the container's host folder: " + s.error().message);
-  if (auto made = makeOwnDirAt(root->get(), h.id, 0755, dir.string()); !made)
-    return makeError("cannot create the container's host folder: " + made.error().message);
-  auto undo = [&] {
-    (void)unmountAt(root->get(), h.id, dir.string());
-    (void)removeAt(root->get(), h.id, dir.string());
+  bool made = false;
+  // The folder is made under the journal's lock, once the devices are known to be free of the
+  // DRA front end, and recorded in the same breath.
+  auto makeFolder = [&]() -> Status {
+    // An earlier holder's tmpfs goes with its files.
+    if (auto s = unmountAt(root->get(), h.id, dir.string()); !s.ok())
+      return makeError("cannot empty the container's host folder: " + s.error().message);
+    if (auto s = removeAt(root->get(), h.id, dir.string()); !s.ok())
+      return makeError("cannot empty the container's host folder: " + s.error().message);
+    if (auto m = makeOwnDirAt(root->get(), h.id, 0755, dir.string()); !m)
+      return makeError("cannot create the container's host folder: " + m.error().message);
+    made = true;
+    return boundFolderAt(bound_, root->get(), h.id, dir.string());
   };
-  if (auto s = boundFolderAt(bound_, root->get(), h.id, dir.string()); !s.ok()) {
-    undo();
-    return s.error();
-  }
-  if (auto s = appendLocked(boost::json::serialize(putLine(h))); !s.ok()) {
-    undo();
+  if (auto s = journal_.hold(entryOf(h), makeFolder); !s.ok()) {
+    if (made) {
+      (void)unmountAt(root->get(), h.id, dir.string());
+      (void)removeAt(root->get(), h.id, dir.string());
+    }
     return s.error();
   }
   handouts_.push_back(std::move(h));
@@ -323,7 +329,7 @@ bool HandoutStore::setRegion(const std::string& id, const std::optional<RegionFi
     if (h.id == id) {
       if (h.region == region) return true;
       h.region = region;
-      (void)appendLocked(boost::json::serialize(putLine(h)));  // memory is right; the journal is for restarts
+      (void)recordLocked(h);  // memory is right; the journal is for restarts
       return true;
     }
   return false;
@@ -334,7 +340,7 @@ bool HandoutStore::setPodAnnotations(const std::string& id, const Annotations& a
   for (auto& h : handouts_)
     if (h.id == id) {
       h.podAnnotations = annotations;
-      (void)appendLocked(boost::json::serialize(putLine(h)));  // memory is right; the journal is for restarts
+      (void)recordLocked(h);  // memory is right; the journal is for restarts
       return true;
     }
   return false;
@@ -351,7 +357,7 @@ bool HandoutStore::attribute(const std::string& id, const std::string& podUid, c
     h.podNamespace = podNamespace;
     h.podName = podName;
     h.container = container;
-    (void)appendLocked(boost::json::serialize(putLine(h)));
+    (void)recordLocked(h);
     return true;
   }
   return false;
@@ -363,7 +369,7 @@ bool HandoutStore::rematch(const std::string& id, const std::string& podUid, con
     if (h.id != id) continue;
     h.matchedPodUid = podUid;
     h.matchedContainer = container;
-    (void)appendLocked(boost::json::serialize(putLine(h)));  // memory is right; the journal is for restarts
+    (void)recordLocked(h);  // memory is right; the journal is for restarts
     return true;
   }
   return false;
@@ -376,7 +382,7 @@ void HandoutStore::remove(const std::string& id) {
     (void)unmountAt(root->get(), id, (root_ / id).string());
     (void)removeAt(root->get(), id, (root_ / id).string());
   }
-  (void)appendLocked(boost::json::serialize(boost::json::object{{"op", "remove"}, {"id", id}}));
+  (void)journal_.release(id);
 }
 
 std::size_t HandoutStore::removeStrays() {
@@ -393,7 +399,7 @@ std::size_t HandoutStore::removeStrays() {
       if (unmountAt(root->get(), name, (root_ / name).string()).ok() &&
           removeAt(root->get(), name, (root_ / name).string()).ok())
         ++removed;
-  if (journalLines_ > 2 * handouts_.size() + 64) (void)compactLocked();
+  (void)journal_.compactIfLarge();
   return removed;
 }
 

@@ -18,12 +18,14 @@
 // On disk: <root>/<id>/ is the folder the container's files are made in (the agent's, 0755;
 // what a backend mounts of it writable is the tenant's). Every operation in it goes through
 // vgpu/host_files.h: created, emptied and removed from a descriptor of the root, never
-// following a link a tenant planted inside. Who holds what is journalled in
-// one append-only file outside the root (the container cannot rewrite it), one JSON line
-// per change, so that Allocate pays one write() on an open file rather than creating
-// another file (a metadata operation costs ~0.4 ms on a loaded node); an agent restart
-// replays it, and the cleanup pass compacts it. A line without "devices" (written by an
-// agent before they were journalled) still loads, with no devices; one without
+// following a link a tenant planted inside. Who holds what is recorded in the node's handout
+// journal (handout_journal.h), outside the root (the container cannot rewrite it), which the
+// DRA front end shares: Allocate pays one append on an open file under its lock rather than
+// creating another file (a metadata operation costs ~0.4 ms on a loaded node), and is refused
+// when the DRA front end holds one of the devices. An agent restart replays the journal, and
+// the cleanup pass compacts it. The journal of an agent from before it (containers.journal,
+// one line per change) is migrated on the first start. A record without "devices" (written
+// by an agent before they were journalled) still loads, with no devices; one without
 // "matchedPodUid" and "matchedContainer" was matched to the holder it names; one without
 // "region" has no region the agent reads.
 // Each folder can be a tmpfs of its own, mounted by the store when the folder is made (and
@@ -42,6 +44,7 @@
 #include <vector>
 
 #include "folder_bound.h"
+#include "handout_journal.h"
 #include "vgpu/assignment.h"
 #include "vgpu/limiter.h"
 #include "vgpu/resources.h"
@@ -87,21 +90,25 @@ std::string handoutKey(const std::string& id);
 
 class HandoutStore {
  public:
-  /// Folders under `root` (bounded as `bound` says), the journal at `journal` (outside `root`).
-  HandoutStore(std::filesystem::path root, std::filesystem::path journal, FolderBound bound = {});
+  /// Folders under `root` (bounded as `bound` says), the node's handout journal at `journal`
+  /// (outside `root`); `legacy`: where an agent from before that journal kept its own
+  /// (migrated by load() when it exists).
+  HandoutStore(std::filesystem::path root, std::filesystem::path journal, FolderBound bound = {},
+               std::filesystem::path legacy = {});
   ~HandoutStore();
   HandoutStore(const HandoutStore&) = delete;
   HandoutStore& operator=(const HandoutStore&) = delete;
 
-  /// Replays the journal an earlier run left and opens it for appending. Returns the
-  /// lines that could not be used (their folders are then strays), or an error naming the
-  /// journal when it cannot be opened.
+  /// Migrates the legacy journal if there is one, replays the node's journal and opens it for
+  /// appending. Returns the records that could not be used (their folders are then strays),
+  /// or an error naming the journal when it cannot be opened.
   Result<std::vector<std::string>> load();
 
   /// Records `h` (matched to its holder) and gives it an empty folder; its id is
   /// handoutId(resource, ids) when no live handout has those IDs (whatever an earlier holder
   /// left in that folder goes), else that with "-<n>", n above every live one's. Returns
-  /// the folder's path, whose name is the id. Errors name the path.
+  /// the folder's path, whose name is the id. Errors name the path, or the device and its
+  /// holder when the DRA front end holds one of `h.devices`.
   Result<std::string> create(Handout h);
   /// The folder of live handout `id` again, for a container the kubelet admits again: made
   /// (empty) when it is missing, bounded as create() does; a folder already on its tmpfs is
@@ -144,16 +151,14 @@ class HandoutStore {
   const std::filesystem::path& root() const { return root_; }
 
  private:
-  Status appendLocked(const std::string& line);
+  Status recordLocked(const Handout& h);
   std::vector<const Handout*> withKeyLocked(const std::string& key) const;
-  Status compactLocked();
 
   std::filesystem::path root_;
-  std::filesystem::path journal_;
   FolderBound bound_;
+  std::filesystem::path legacy_;
   mutable std::mutex mu_;
-  int fd_ = -1;                    // the journal, O_APPEND
-  std::size_t journalLines_ = 0;   // since the last compaction
+  HandoutJournal journal_;
   std::vector<Handout> handouts_;  // few (one per live container): a vector is enough
 };
 

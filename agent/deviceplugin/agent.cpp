@@ -104,7 +104,7 @@ Status Agent::start() {
   auto replayed = im.handouts.load();
   if (!replayed.ok()) return replayed.error();
   for (const auto& problem : *replayed)
-    logLine("warning", "a container journal entry cannot be used (its folder will be removed): " + problem);
+    logLine("warning", "a handout journal entry cannot be used (its folder will be removed): " + problem);
 
   k8s::InformerOptions io;
   io.fieldSelector = "spec.nodeName=" + im.options.nodeName;
@@ -178,7 +178,7 @@ void Agent::stop() {
   for (auto& t : im.writers)
     if (t.joinable()) t.join();
   for (auto& [name, st] : im.served)
-    if (st.health.joinable()) st.health.join();
+    if (st.health) st.health->stop();
   if (im.informer) im.informer->stop();
   bool started;
   {

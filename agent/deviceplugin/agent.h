@@ -29,7 +29,7 @@ struct AgentOptions {
   std::string podResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock";  ///< empty = not read
   std::string metricsAddress = "0.0.0.0:9394";  ///< host:port for /metrics and /healthz; empty = off
   bool hamiMetrics = false;  ///< also export HAMi's per-container metric names (docs/metrics.md)
-  std::string stateDir = "/var/lib/vgpu";       ///< <stateDir>/containers/<handout id>/ and containers.journal
+  std::string stateDir = "/var/lib/vgpu";       ///< <stateDir>/containers/<handout id>/ and handouts.journal
   /// Whether each container's folder is a size-limited tmpfs the agent mounts (--region-tmpfs).
   FolderTmpfs regionTmpfs = FolderTmpfs::kBestEffort;
   std::string kubeconfig;                       ///< empty = in-cluster, else $KUBECONFIG

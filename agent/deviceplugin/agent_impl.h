@@ -24,6 +24,8 @@
 #include "daemon_support.h"
 #include "hami_metrics.h"
 #include "handout_store.h"
+#include "health_feed.h"
+#include "limiter_call.h"
 #include "plugin_server.h"
 #include "pod_resources_client.h"
 #include "region_metrics.h"
@@ -68,7 +70,7 @@ struct Agent::Impl final : PluginHandler {
     std::vector<Device> devices;
     std::uint64_t version = 1;
     std::vector<std::string> resources;
-    std::thread health;
+    std::unique_ptr<HealthFeed> health;  ///< while served
   };
 
   AgentOptions options;
@@ -381,7 +383,8 @@ struct Agent::Impl final : PluginHandler {
 
   void markNodeDirty();
 
-  void healthLoop(const std::string& name);
+  /// A batch from `name`'s health feed: its devices' health, the kubelet's list, the Node.
+  void onHealthEvents(const std::string& name, const std::vector<HealthEvent>& events);
 
   // ---- Maintenance (maintenance.cpp) ----
   /// What the kubelet's PodResources API says each pod's containers hold.

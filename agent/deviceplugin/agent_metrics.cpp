@@ -8,11 +8,14 @@ namespace vgpu::deviceplugin {
 Agent::Impl::Impl(AgentOptions o)
     : options(std::move(o)),
       tracker(options.nodeName),
-      handouts(fs::path(options.stateDir) / "containers", fs::path(options.stateDir) / "containers.journal",
+      // The node's handout journal, shared with vgpu-dra-plugin; containers.journal is the
+      // device plugin's own from before it, migrated at the first start.
+      handouts(fs::path(options.stateDir) / "containers", fs::path(options.stateDir) / "handouts.journal",
                FolderBound{.mode = options.regionTmpfs,
                            .unbounded = [this](const std::string& folder, const std::string& why) {
                              folderUnbounded(folder, why);
-                           }}),
+                           }},
+               fs::path(options.stateDir) / "containers.journal"),
       devMemory(registry.gauge("vgpu_device_memory_bytes", "Device memory offered to containers (after scaling).",
                                {"backend", "device_id", "device_index", "model"})),
       devCompute(registry.gauge("vgpu_device_compute_units", "Compute units of the device (100 = whole device).",

@@ -194,36 +194,24 @@ std::variant<ContainerSpec, RpcError> Agent::Impl::allocateImpl(const std::strin
     recordFailure(claim.podUid, msg);
     return RpcError{RpcCode::kInternal, msg};
   }
-  ContainerSpec spec;
-  if (Limiter* limiter = backend->limiter()) {
-    ContainerGrant grant;
-    grant.container = handout.backendRef();
-    grant.podNamespace = claim.podNamespace;
-    grant.podName = claim.podName;
-    grant.containerIndex = claim.containerIndex;
-    grant.devices = claim.devices;
-    grant.hostDir = *hostDir;
-    grant.podAnnotations = claim.podAnnotations;
-    grant.podUid = claim.podUid;
-    auto s = limiter->containerSpec(grant);
-    if (!s.ok()) {
-      tracker.abort(claim, true);
-      releaseHandout(handout);
-      const std::string msg = who + ": backend " + claim.backend + " cannot set up the devices: " + s.error().message;
-      recordFailure(claim.podUid, msg);
-      return RpcError{RpcCode::kFailedPrecondition, msg};
-    }
-    spec = std::move(s).value();
-    // A node-wide folder the backend mounts writable (the activity board) is bounded as the
-    // container's own folder is, before the container can write into it.
-    if (auto b = boundSharedFolders(handouts.bound(), spec, *hostDir); !b.ok()) {
-      tracker.abort(claim, true);
-      releaseHandout(handout);
-      const std::string msg = who + ": " + b.error().message;
-      recordFailure(claim.podUid, msg);
-      return RpcError{RpcCode::kFailedPrecondition, msg};
-    }
+  ContainerGrant grant;
+  grant.container = handout.backendRef();
+  grant.podNamespace = claim.podNamespace;
+  grant.podName = claim.podName;
+  grant.containerIndex = claim.containerIndex;
+  grant.devices = claim.devices;
+  grant.hostDir = *hostDir;
+  grant.podAnnotations = claim.podAnnotations;
+  grant.podUid = claim.podUid;
+  auto asked = containerSpecFor(*backend, grant, handouts.bound());
+  if (!asked.ok()) {
+    tracker.abort(claim, true);
+    releaseHandout(handout);
+    const std::string msg = who + ": " + asked.error().message;
+    recordFailure(claim.podUid, msg);
+    return RpcError{RpcCode::kFailedPrecondition, msg};
   }
+  ContainerSpec spec = std::move(asked).value();
   limiterLock.unlock();
   handouts.setRegion(handout.id, spec.region);
   if (!spec.podAnnotations.empty()) handouts.setPodAnnotations(handout.id, spec.podAnnotations);

@@ -119,40 +119,24 @@ void Agent::Impl::markNodeDirty() {
   bgCv.notify_all();
 }
 
-void Agent::Impl::healthLoop(const std::string& name) {
-  Discovery* discovery = served.at(name).backend->discovery();
-  std::string lastError;
-  for (;;) {
-    {
-      std::lock_guard lock(bgMu);
-      if (stopping) return;
+void Agent::Impl::onHealthEvents(const std::string& name, const std::vector<HealthEvent>& events) {
+  if (events.empty()) return;
+  std::vector<Device> copy;
+  {
+    std::lock_guard lock(devMu);
+    auto& st = served.at(name);
+    for (const auto& e : events) {
+      for (auto& d : st.devices)
+        if (d.id == e.deviceId) d.health = e.health;
+      logLine("info", "device " + e.deviceId + " of " + name + " is now " + toString(e.health) +
+                          (e.reason.empty() ? "" : " (" + e.reason + ")"));
     }
-    auto events = discovery->waitForHealthEvents(std::chrono::milliseconds(300));
-    if (!events.ok()) {
-      if (events.error().message != lastError) logLine("warning", "health of " + name + ": " + events.error().message);
-      lastError = events.error().message;
-      std::unique_lock lock(bgMu);
-      bgCv.wait_for(lock, std::chrono::seconds(1), [&] { return stopping; });
-      continue;
-    }
-    if (events->empty()) continue;
-    std::vector<Device> copy;
-    {
-      std::lock_guard lock(devMu);
-      auto& st = served.at(name);
-      for (const auto& e : *events) {
-        for (auto& d : st.devices)
-          if (d.id == e.deviceId) d.health = e.health;
-        logLine("info", "device " + e.deviceId + " of " + name + " is now " + toString(e.health) +
-                            (e.reason.empty() ? "" : " (" + e.reason + ")"));
-      }
-      ++st.version;
-      copy = st.devices;
-    }
-    devCv.notify_all();
-    tracker.setDevices(name, copy);
-    markNodeDirty();
+    ++st.version;
+    copy = st.devices;
   }
+  devCv.notify_all();
+  tracker.setDevices(name, copy);
+  markNodeDirty();
 }
 
 void Agent::Impl::logServing() {
@@ -184,7 +168,11 @@ Status Agent::Impl::startServing(const std::string& name) {
     std::lock_guard lock(pluginsMu);
     plugins[resource] = std::move(server);
   }
-  served.at(name).health = std::thread([this, name] { healthLoop(name); });
+  Discovery* discovery = served.at(name).backend->discovery();
+  served.at(name).health = std::make_unique<HealthFeed>(HealthFeed::Handlers{
+      [discovery](std::chrono::milliseconds timeout) { return discovery->waitForHealthEvents(timeout); },
+      [this, name](const std::vector<HealthEvent>& events) { onHealthEvents(name, events); },
+      [name](const std::string& why) { logLine("warning", "health of " + name + ": " + why); }});
   return {};
 }
 

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "cdi_spec.h"
+#include "limiter_call.h"
 #include "slice_publisher.h"
 #include "vgpu/host_files.h"
 
@@ -20,16 +21,17 @@ ClaimPreparer::ClaimPreparer(PreparerOptions options, Backend& backend, k8s::Cli
     : options_(std::move(options)),
       backend_(backend),
       client_(client),
-      store_(options_.stateDir / "prepared.json") {}
+      store_(options_.journal, options_.driver, backend.name(), options_.stateDir / "prepared.json") {}
 
 void ClaimPreparer::setDevices(std::vector<DraDevice> devices) {
   std::lock_guard lock(mu_);
   for (auto& d : devices) devices_[d.name] = std::move(d);
 }
 
-Status ClaimPreparer::restore() {
+Result<std::vector<std::string>> ClaimPreparer::restore() {
   std::lock_guard lock(mu_);
-  if (auto s = store_.load(); !s.ok()) return s;
+  auto problems = store_.load();
+  if (!problems.ok()) return problems.error();
   std::vector<ContainerRef> live;
   std::set<std::string> holders;
   for (const auto& claim : store_.all()) holders.insert(claim.holder);
@@ -45,15 +47,21 @@ Status ClaimPreparer::restore() {
     }
     for (const auto& name : stray) (void)removeFolder(name);
   }
-  for (const auto& claim : store_.all()) {
-    if (auto s = handOut(claim); !s.ok())
+  for (auto claim : store_.all()) {
+    auto named = handOut(claim);
+    if (!named.ok())
       return makeError("ResourceClaim " + claim.ref.ns + "/" + claim.ref.name + " prepared before the restart: " +
-                       s.error().message);
+                       named.error().message);
+    // Recorded before the limiter answered (a crash came between): its CDI devices now.
+    if (claim.cdiIds.empty() && !claim.shares.empty()) {
+      claim.cdiIds = cdiIdsOf(claim.ref, *named);
+      if (auto s = store_.put(claim); !s.ok()) return s.error();
+    }
     live.push_back(grantOf(claim).container);
   }
   if (Limiter* limiter = backend_.limiter())
     if (auto s = limiter->reconcile(live); !s.ok()) return makeError("backend " + backend_.name() + ": " + s.error().message);
-  return {};
+  return problems;
 }
 
 PrepareResult ClaimPreparer::prepare(const ClaimRef& claim) {
@@ -102,14 +110,21 @@ Result<PreparedClaim> ClaimPreparer::prepareNew(const ClaimRef& ref) {
     claim.shares.push_back(std::move(p));
   }
   if (claim.shares.empty()) return claim;  // nothing of ours in it: nothing to prepare
+  // Recorded first, so the device-plugin front end cannot take the devices meanwhile (and is
+  // refused here when it holds one).
+  if (auto s = store_.hold(claim); !s.ok())
+    return makeError("ResourceClaim " + ref.ns + "/" + ref.name + ": " + s.error().message);
   auto named = handOut(claim);
-  if (!named.ok()) return named.error();
-  claim.cdiIds = {cdiDeviceId(cdiKind(options_.driver), ref.uid)};
-  claim.cdiIds.insert(claim.cdiIds.end(), named->begin(), named->end());
+  if (!named.ok()) {
+    (void)store_.erase(ref.uid);
+    return named.error();
+  }
+  claim.cdiIds = cdiIdsOf(ref, *named);
   if (auto s = store_.put(claim); !s.ok()) {
     if (Limiter* limiter = backend_.limiter()) (void)limiter->release(grantOf(claim).container);
     std::error_code ec;
     fs::remove(options_.cdiDir / cdiFile(ref), ec);
+    (void)store_.erase(ref.uid);
     return s.error();
   }
   return claim;
@@ -129,20 +144,12 @@ Result<std::vector<std::string>> ClaimPreparer::handOut(const PreparedClaim& cla
     if (auto s = deviceplugin::boundFolderAt(options_.bound, claims->get(), claim.holder, grant.hostDir); !s.ok())
       return makeError("claim folder: " + s.error().message);
   }
-  ContainerSpec spec;
-  if (Limiter* limiter = backend_.limiter()) {
-    auto s = limiter->containerSpec(grant);
-    if (!s.ok()) return makeError("backend " + backend_.name() + " cannot set up the devices: " + s.error().message);
-    spec = std::move(s).value();
-    if (auto b = deviceplugin::boundSharedFolders(options_.bound, spec, grant.hostDir); !b.ok()) {
-      (void)limiter->release(grant.container);
-      return makeError("claim: " + b.error().message);
-    }
-  }
-  if (auto s = writeJsonAtomically(options_.cdiDir, cdiFile(claim.ref), cdiSpec(cdiKind(options_.driver), claim.ref.uid, spec));
+  auto spec = deviceplugin::containerSpecFor(backend_, grant, options_.bound);
+  if (!spec.ok()) return spec.error();
+  if (auto s = writeJsonAtomically(options_.cdiDir, cdiFile(claim.ref), cdiSpec(cdiKind(options_.driver), claim.ref.uid, *spec));
       !s.ok())
     return s.error();
-  return cdiDevicesFromAnnotations(spec.annotations);
+  return cdiDevicesFromAnnotations(spec->annotations);
 }
 
 std::string ClaimPreparer::unprepare(const ClaimRef& ref) {
@@ -205,6 +212,12 @@ Status ClaimPreparer::removeFolder(const std::string& holder) const {
   // Lazily (MNT_DETACH): a container still using the tmpfs keeps it until it lets go.
   if (auto s = unmountAt(claims->get(), holder, shown); !s.ok()) return s;
   return removeAt(claims->get(), holder, shown);
+}
+
+std::vector<std::string> ClaimPreparer::cdiIdsOf(const ClaimRef& claim, const std::vector<std::string>& named) const {
+  std::vector<std::string> ids{cdiDeviceId(cdiKind(options_.driver), claim.uid)};
+  ids.insert(ids.end(), named.begin(), named.end());
+  return ids;
 }
 
 std::string ClaimPreparer::cdiFile(const ClaimRef& claim) const {

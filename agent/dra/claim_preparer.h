@@ -25,7 +25,9 @@ namespace vgpu::dra {
 struct PreparerOptions {
   std::string driver;    ///< "sim.vgpu.io"
   std::string nodeName;  ///< the pool's name
-  std::filesystem::path stateDir;  ///< this driver's: checkpoint and one host folder per claim
+  std::filesystem::path stateDir;  ///< this driver's: one host folder per claim (and the checkpoint before the journal)
+  /// The node's handout journal, shared with the device-plugin front end (<state-dir>/handouts.journal).
+  std::filesystem::path journal;
   std::filesystem::path cdiDir;    ///< where the runtime reads CDI specs
   /// How each claim's folder is bounded (a tmpfs of its own, --region-tmpfs).
   deviceplugin::FolderBound bound;
@@ -51,15 +53,18 @@ class ClaimPreparer {
   /// `client` reads ResourceClaims; `backend` must have a limiter.
   ClaimPreparer(PreparerOptions options, Backend& backend, k8s::Client& client);
 
-  /// Loads the checkpoint and asks the limiter again for every prepared claim (the same
-  /// grant and key: it makes nothing new), rewriting missing CDI specs; then tells the
-  /// limiter which claims are live; folders of claims no longer prepared are unmounted and
-  /// removed. Errors: an unreadable checkpoint.
-  Status restore();
+  /// Loads the checkpoint (migrating the one from before the journal) and asks the limiter
+  /// again for every prepared claim (the same grant and key: it makes nothing new), rewriting
+  /// missing CDI specs; then tells the limiter which claims are live; folders of claims no
+  /// longer prepared are unmounted and removed. Returns the journal's lines that could not be
+  /// used. Errors: an unreadable checkpoint.
+  Result<std::vector<std::string>> restore();
   /// The devices the driver knows now (unhealthy ones included: a claim allocated before a
   /// device failed is still prepared); by DRA device name.
   void setDevices(std::vector<DraDevice> devices);
 
+  /// Refused, with the device and its holder named, when the device-plugin front end holds
+  /// one of the claim's devices (handout_journal.h).
   PrepareResult prepare(const ClaimRef& claim);
   /// Empty on success (also for a claim never prepared here); else the error.
   std::string unprepare(const ClaimRef& claim);
@@ -79,6 +84,8 @@ class ClaimPreparer {
   /// following a link; errors name it.
   Status removeFolder(const std::string& holder) const;
   std::string cdiFile(const ClaimRef& claim) const;
+  /// What the kubelet gives the runtime for `claim`: ours, then those the limiter `named`.
+  std::vector<std::string> cdiIdsOf(const ClaimRef& claim, const std::vector<std::string>& named) const;
 
   PreparerOptions options_;
   Backend& backend_;

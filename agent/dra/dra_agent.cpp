@@ -14,6 +14,7 @@
 #include "claim_preparer.h"
 #include "daemon_support.h"
 #include "device_health.h"
+#include "health_feed.h"
 #include "kubelet_server.h"
 #include "slice_publisher.h"
 #include "vgpu/backend_loader.h"
@@ -43,7 +44,7 @@ struct Driver {
   HealthBoard health;
   /// Discovery is not thread-safe: the health thread's waits and the publish passes take turns.
   std::mutex discoveryMu;
-  std::thread healthThread;
+  std::unique_ptr<deviceplugin::HealthFeed> healthFeed;  ///< once started
   // Publish passes only (Impl::passMu):
   std::map<std::string, std::string> unhealthySince;  ///< DRA device name -> RFC 3339, the taint's timeAdded
   std::optional<bool> taintsKept;                     ///< unknown until a taint was written
@@ -250,41 +251,23 @@ struct DraAgent::Impl {
 
   /// Follows the backend's health events: each change is published (slices and health
   /// stream) at once; a quiet wait advances the health stream's check time.
-  void healthLoop(Driver& d) {
-    std::string lastError;
-    for (;;) {
-      {
-        std::lock_guard lock(mu);
-        if (stopping) return;
-      }
-      Result<std::vector<HealthEvent>> events = [&] {
-        std::lock_guard lock(d.discoveryMu);
-        return d.backend->discovery()->waitForHealthEvents(std::chrono::milliseconds(300));
-      }();
-      if (!events.ok()) {
-        if (events.error().message != lastError) logLine("warning", d.name + ": health: " + events.error().message);
-        lastError = events.error().message;
-        std::unique_lock lock(mu);
-        cv.wait_for(lock, std::chrono::seconds(1), [this] { return stopping; });
-        continue;
-      }
-      lastError.clear();
-      if (events->empty()) {
-        d.health.touch(unixNow());
-        continue;
-      }
-      {
-        std::lock_guard lock(mu);
-        for (const auto& e : *events) {
-          logLine("info", d.name + ": device " + e.deviceId + " is now " + toString(e.health) +
-                              (e.reason.empty() ? "" : " (" + e.reason + ")"));
-          if (e.health == Health::kHealthy || e.reason.empty()) d.healthReasons.erase(e.deviceId);
-          else d.healthReasons[e.deviceId] = e.reason;
-        }
-      }
-      std::lock_guard pass(passMu);
-      publish(d);
+  /// A batch from `d`'s health feed: the check time, the reasons, and the pool published again.
+  void onHealthEvents(Driver& d, const std::vector<HealthEvent>& events) {
+    if (events.empty()) {
+      d.health.touch(unixNow());
+      return;
     }
+    {
+      std::lock_guard lock(mu);
+      for (const auto& e : events) {
+        logLine("info", d.name + ": device " + e.deviceId + " is now " + toString(e.health) +
+                            (e.reason.empty() ? "" : " (" + e.reason + ")"));
+        if (e.health == Health::kHealthy || e.reason.empty()) d.healthReasons.erase(e.deviceId);
+        else d.healthReasons[e.deviceId] = e.reason;
+      }
+    }
+    std::lock_guard pass(passMu);
+    publish(d);
   }
 
   void setError(Driver& d, const std::string& msg) {
@@ -350,6 +333,7 @@ Result<std::unique_ptr<DraAgent>> DraAgent::create(DraAgentOptions options) {
     po.driver = d->name;
     po.nodeName = o.nodeName;
     po.stateDir = fs::path(o.stateDir) / "dra" / d->name;
+    po.journal = fs::path(o.stateDir) / "handouts.journal";
     po.cdiDir = o.cdiDir;
     po.bound.mode = o.regionTmpfs;
     po.bound.privilegedValue = "dra.privileged";
@@ -379,7 +363,9 @@ Status DraAgent::start() {
     sp.generation = 0;
     d->publisher = std::make_unique<SlicePublisher>(*im.client, sp);
     // Claims prepared before a restart are answered again before the kubelet can ask.
-    if (auto s = d->preparer->restore(); !s.ok()) return makeError(d->name + ": " + s.error().message);
+    auto restored = d->preparer->restore();
+    if (!restored.ok()) return makeError(d->name + ": " + restored.error().message);
+    for (const auto& problem : *restored) logLine("warning", "a handout journal line cannot be used: " + problem);
   }
   im.resyncAll();
   for (auto& d : im.drivers) {
@@ -407,7 +393,16 @@ Status DraAgent::start() {
     im.started = true;
   }
   im.resyncThread = std::thread([&im] { im.resyncLoop(); });
-  for (auto& d : im.drivers) d->healthThread = std::thread([&im, drv = d.get()] { im.healthLoop(*drv); });
+  for (auto& d : im.drivers) {
+    Driver* drv = d.get();
+    d->healthFeed = std::make_unique<deviceplugin::HealthFeed>(deviceplugin::HealthFeed::Handlers{
+        [drv](std::chrono::milliseconds timeout) {
+          std::lock_guard lock(drv->discoveryMu);
+          return drv->backend->discovery()->waitForHealthEvents(timeout);
+        },
+        [&im, drv](const std::vector<HealthEvent>& events) { im.onHealthEvents(*drv, events); },
+        [drv](const std::string& why) { logLine("warning", drv->name + ": health: " + why); }});
+  }
   return {};
 }
 
@@ -421,7 +416,7 @@ void DraAgent::stop() {
   im.cv.notify_all();
   if (im.resyncThread.joinable()) im.resyncThread.join();
   for (auto& d : im.drivers)
-    if (d->healthThread.joinable()) d->healthThread.join();
+    if (d->healthFeed) d->healthFeed->stop();
   if (im.httpServer) im.httpServer->stop(std::chrono::milliseconds(500));
   for (auto& d : im.drivers) {
     if (d->server) d->server->stop();

@@ -1,5 +1,5 @@
-// The DRA front end's checkpoint of prepared claims (prepared_store.h): written on every
-// change, read at start so a repeated NodePrepareResources gets the same answer.
+// The DRA front end's checkpoint of prepared claims (prepared_store.h): its entries in the
+// node's handout journal, read at start so a repeated NodePrepareResources gets the same answer.
 
 #include "prepared_store.h"
 
@@ -8,7 +8,6 @@
 
 #include <boost/json.hpp>
 
-#include "cdi_spec.h"
 
 namespace vgpu::dra {
 namespace json = boost::json;
@@ -51,55 +50,91 @@ PreparedClaim fromJson(const json::object& o) {
   return c;
 }
 
-}  // namespace
-
-PreparedStore::PreparedStore(fs::path file) : file_(std::move(file)) {}
-
-Status PreparedStore::load() {
-  std::lock_guard lock(mu_);
-  claims_.clear();
-  std::error_code ec;
-  if (!fs::exists(file_, ec)) return {};
-  std::ifstream in(file_);
-  if (!in) return makeError("cannot read the DRA checkpoint " + file_.string());
+/// The driver's checkpoint from before the journal: {"claims": [<claim>...]}.
+Result<std::vector<PreparedClaim>> readLegacy(const fs::path& file) {
+  std::ifstream in(file);
+  if (!in) return makeError("cannot read the DRA checkpoint " + file.string());
   std::stringstream text;
   text << in.rdbuf();
+  std::vector<PreparedClaim> out;
   try {
     const json::value v = json::parse(text.str());
-    for (const auto& c : v.as_object().at("claims").as_array()) {
-      PreparedClaim claim = fromJson(c.as_object());
-      claims_[claim.ref.uid] = std::move(claim);
-    }
+    for (const auto& c : v.as_object().at("claims").as_array()) out.push_back(fromJson(c.as_object()));
   } catch (const std::exception& e) {
-    claims_.clear();
-    return makeError("the DRA checkpoint " + file_.string() + " cannot be read (" + e.what() +
+    return makeError("the DRA checkpoint " + file.string() + " cannot be read (" + e.what() +
                      "); remove it only after unpreparing its claims by hand");
   }
+  return out;
+}
+
+}  // namespace
+
+PreparedStore::PreparedStore(fs::path journal, std::string driver, std::string backend, fs::path legacy)
+    : driver_(std::move(driver)),
+      backend_(std::move(backend)),
+      legacy_(std::move(legacy)),
+      journal_(std::move(journal), FrontEnd::kDra) {}
+
+deviceplugin::JournalEntry PreparedStore::entryOf(const PreparedClaim& claim) const {
+  deviceplugin::JournalEntry e;
+  e.frontEnd = FrontEnd::kDra;
+  e.key = driver_ + "/" + claim.ref.uid;
+  e.holder = {"", "", claim.ref.uid,
+              "ResourceClaim " + claim.ref.ns + "/" + claim.ref.name + " (uid " + claim.ref.uid + ", driver " + driver_ + ")"};
+  for (const auto& s : claim.shares) e.devices.push_back({backend_, s.deviceId, s.memoryMiB, s.cores, s.shareId});
+  e.record = toJson(claim);
+  return e;
+}
+
+Result<std::vector<std::string>> PreparedStore::load() {
+  std::lock_guard lock(mu_);
+  claims_.clear();
+  auto migrate = [this](const fs::path& file) -> Result<deviceplugin::HandoutJournal::Migrated> {
+    auto claims = readLegacy(file);
+    if (!claims.ok()) return claims.error();
+    deviceplugin::HandoutJournal::Migrated out;
+    for (const auto& c : *claims) out.entries.push_back(entryOf(c));
+    return out;
+  };
+  auto problems = journal_.open(legacy_, migrate);
+  if (!problems.ok()) return problems.error();
+  const std::string prefix = driver_ + "/";
+  for (const auto& e : journal_.mine()) {
+    if (e.key.rfind(prefix, 0) != 0) continue;  // another driver's
+    try {
+      PreparedClaim claim = fromJson(e.record);
+      claims_[claim.ref.uid] = std::move(claim);
+    } catch (const std::exception& ex) {
+      claims_.clear();
+      return makeError("the prepared ResourceClaim " + e.key + " in the handout journal " + journal_.file().string() +
+                       " cannot be read (" + ex.what() + "); unprepare it by hand");
+    }
+  }
+  return problems;
+}
+
+Status PreparedStore::hold(const PreparedClaim& claim) {
+  std::lock_guard lock(mu_);
+  if (auto s = journal_.hold(entryOf(claim)); !s.ok()) return s;
+  claims_[claim.ref.uid] = claim;
   return {};
 }
 
 Status PreparedStore::put(PreparedClaim claim) {
   std::lock_guard lock(mu_);
-  auto before = claims_;
+  if (auto s = journal_.update(entryOf(claim)); !s.ok()) return s;
   claims_[claim.ref.uid] = std::move(claim);
-  if (auto s = saveLocked(); !s.ok()) {
-    claims_ = std::move(before);
-    return s;
-  }
   return {};
 }
 
 Status PreparedStore::erase(const std::string& uid) {
   std::lock_guard lock(mu_);
-  auto it = claims_.find(uid);
-  if (it == claims_.end()) return {};
-  PreparedClaim gone = it->second;
-  claims_.erase(it);
-  if (auto s = saveLocked(); !s.ok()) {
-    claims_[uid] = std::move(gone);
-    return s;
-  }
-  return {};
+  if (!claims_.contains(uid)) return {};
+  if (auto s = journal_.release(driver_ + "/" + uid); !s.ok()) return s;
+  claims_.erase(uid);
+  // Unprepare is where the journal stops growing on a node that runs only this front end
+  // (the device plugin compacts in its cleanup pass); it is not on the hot path.
+  return journal_.compactIfLarge();
 }
 
 std::optional<PreparedClaim> PreparedStore::find(const std::string& uid) const {
@@ -114,13 +149,6 @@ std::vector<PreparedClaim> PreparedStore::all() const {
   std::vector<PreparedClaim> out;
   for (const auto& [uid, c] : claims_) out.push_back(c);
   return out;
-}
-
-Status PreparedStore::saveLocked() const {
-  json::array claims;
-  for (const auto& [uid, c] : claims_) claims.push_back(toJson(c));
-  // A crash leaves the old file or the new one.
-  return writeJsonAtomically(file_.parent_path(), file_.filename().string(), json::object{{"claims", std::move(claims)}});
 }
 
 }  // namespace vgpu::dra

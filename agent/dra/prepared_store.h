@@ -3,9 +3,11 @@
 // the CDI device the kubelet was given, so that a restarted driver answers a repeated
 // NodePrepareResources the same way (the kubelet re-sends it after its own restart) and
 // NodeUnprepareResources releases exactly what was prepared, also when the claim is gone
-// from the apiserver. One JSON file per driver, rewritten atomically on every change
-// (prepared claims are few: one per pod using the driver's devices on the node).
-// Thread-safe.
+// from the apiserver. Kept in the node's handout journal (handout_journal.h), which the
+// device-plugin front end shares: a claim is refused when that front end holds one of its
+// devices. Each claim is one entry keyed "<driver>/<claim uid>"; the one file per driver of
+// the plugin before the journal (<state-dir>/dra/<driver>/prepared.json) is migrated on the
+// first start. Thread-safe.
 
 #include <filesystem>
 #include <map>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "claim_shares.h"
+#include "handout_journal.h"
 #include "vgpu/result.h"
 
 namespace vgpu::dra {
@@ -46,22 +49,32 @@ struct PreparedClaim {
 
 class PreparedStore {
  public:
-  explicit PreparedStore(std::filesystem::path file);
+  /// The claims of `driver` (whose devices are `backend`'s) in the node's handout journal at
+  /// `journal`; `legacy`: the driver's checkpoint from before that journal, migrated by load().
+  PreparedStore(std::filesystem::path journal, std::string driver, std::string backend, std::filesystem::path legacy = {});
 
-  /// Reads what an earlier run left (a missing file = nothing prepared). Errors name the
-  /// file and what in it is wrong.
-  Status load();
-  /// Records `claim` (replacing one of the same uid) and writes the file.
+  /// Migrates the legacy checkpoint if there is one and reads what an earlier run left.
+  /// Returns the journal's lines that could not be used (none of them this driver's). Errors
+  /// name the file and what in it is wrong (a claim of this driver that cannot be read is one).
+  Result<std::vector<std::string>> load();
+  /// Records a new `claim` unless the device-plugin front end holds one of its devices (the
+  /// error names the device and the holder).
+  Status hold(const PreparedClaim& claim);
+  /// Records `claim` (replacing one of the same uid).
   Status put(PreparedClaim claim);
-  /// Forgets the claim and writes the file; unknown uids are fine.
+  /// Forgets the claim (and rewrites the journal when it has grown well past what is live);
+  /// unknown uids are fine.
   Status erase(const std::string& uid);
   std::optional<PreparedClaim> find(const std::string& uid) const;
   std::vector<PreparedClaim> all() const;
-  const std::filesystem::path& file() const { return file_; }
+  const std::filesystem::path& file() const { return journal_.file(); }
 
  private:
-  Status saveLocked() const;
-  std::filesystem::path file_;
+  deviceplugin::JournalEntry entryOf(const PreparedClaim& claim) const;
+  std::string driver_;
+  std::string backend_;
+  std::filesystem::path legacy_;
+  deviceplugin::HandoutJournal journal_;
   mutable std::mutex mu_;
   std::map<std::string, PreparedClaim> claims_;
 };

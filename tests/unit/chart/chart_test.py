@@ -495,6 +495,10 @@ RENDER_VARIANTS = [
     ("DRA regionTmpfs required without privileged", "v1.34.0",
      {"devices": {"nvidia": {"frontEnd": "dra"}}, "dra": {"enabled": True, "privileged": False, "regionTmpfs": "required"}},
      "dra.regionTmpfs=required needs dra.privileged=true"),
+    # Issue 38: both daemons share the node's handout journal in the one state folder.
+    ("DRA state folder apart from the device plugin's", "v1.34.0",
+     {"devices": {"nvidia": {"frontEnd": "dra"}}, "dra": {"enabled": True, "stateDir": "/var/lib/vgpu-dra"}},
+     "dra.stateDir must be devicePlugin.stateDir"),
     ("DRA unprivileged, no Bidirectional", "v1.34.0",
      {"devices": {"nvidia": {"frontEnd": "dra"}}, "dra": {"enabled": True, "privileged": False}}, True),
     ("DRA front end for nvidia and sim, nvidia.com/gpu served through DRA, Kubernetes 1.37", "v1.37.0", {

@@ -6,6 +6,29 @@
 
 namespace vgpu::deviceplugin::testing {
 
+/// The agent's options as the tests start it: everything under `dir`, the sim backend from
+/// the build tree, the apiserver double at `apiUrl`, short waits, no tmpfs per container
+/// (the mounts are tested in private mount namespaces: folder_tmpfs_test.cpp).
+inline AgentOptions agentTestOptions(const fs::path& dir, const std::string& apiUrl,
+                                     const std::string& configFile = "device-config.yaml") {
+  AgentOptions o;
+  o.nodeName = kNode;
+  o.configPath = (dir / configFile).string();
+  o.backendDir = VGPU_BACKEND_DIR;
+  o.pluginDir = (dir / "dp").string();
+  o.podResourcesSocket = (dir / "pr" / "kubelet.sock").string();
+  o.metricsAddress = "127.0.0.1:0";
+  o.stateDir = (dir / "state").string();
+  o.apiConfig.server = apiUrl;
+  o.podWait = std::chrono::milliseconds(2000);
+  o.apiTimeout = std::chrono::milliseconds(300);
+  o.apiRetries = 1;
+  o.podResourcesInterval = std::chrono::milliseconds(200);
+  o.cleanupInterval = std::chrono::milliseconds(300);
+  o.regionTmpfs = FolderTmpfs::kOff;
+  return o;
+}
+
 class AgentFixture : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -29,26 +52,7 @@ class AgentFixture : public ::testing::Test {
     kubelet = std::move(k).value();
   }
 
-  AgentOptions options() const {
-    AgentOptions o;
-    o.nodeName = kNode;
-    o.configPath = (dir.path() / "device-config.yaml").string();
-    o.backendDir = VGPU_BACKEND_DIR;
-    o.pluginDir = (dir.path() / "dp").string();
-    o.podResourcesSocket = (dir.path() / "pr" / "kubelet.sock").string();
-    o.metricsAddress = "127.0.0.1:0";
-    o.stateDir = (dir.path() / "state").string();
-    o.apiConfig.server = api->url();
-    o.podWait = std::chrono::milliseconds(2000);
-    o.apiTimeout = std::chrono::milliseconds(300);
-    o.apiRetries = 1;
-    o.podResourcesInterval = std::chrono::milliseconds(200);
-    o.cleanupInterval = std::chrono::milliseconds(300);
-    // As root on this machine a tmpfs per container would be mounted on the host (the mounts
-    // are tested in private mount namespaces: folder_tmpfs_test.cpp).
-    o.regionTmpfs = FolderTmpfs::kOff;
-    return o;
-  }
+  AgentOptions options() const { return agentTestOptions(dir.path(), api->url()); }
 
   void writeSimNode() {
     const auto devFile = dir.write("sim-devices.yaml", simDevicesYaml(devices));

@@ -93,7 +93,7 @@ class DevicePluginFolderTmpfsSecurity : public ::testing::Test {
     if (::geteuid() != 0) GTEST_SKIP() << "mounts need root (the node agent's user)";
   }
   fs::path root() const { return dir.path() / "state" / "containers"; }
-  fs::path journal() const { return dir.path() / "state" / "containers.journal"; }
+  fs::path journal() const { return dir.path() / "state" / "handouts.journal"; }
   HandoutStore store(FolderTmpfs mode, std::vector<std::string>* warnings = nullptr) const {
     FolderBound bound;
     bound.mode = mode;

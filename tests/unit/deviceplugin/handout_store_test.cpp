@@ -37,10 +37,11 @@ TEST(DevicePluginHandoutStore, NamesAFolderByTheResourceAndTheSetOfIds) {
   EXPECT_THAT(a, ::testing::MatchesRegex("vgpu\\.io_sim-[0-9a-f]{16}"));
 }
 
-/// A store on `dir`/containers with its journal beside, loaded (as the agent does at start).
+/// A store on `dir`/containers with the node's journal beside, loaded (as the agent does at start),
+/// migrating containers.journal (the journal of an agent before the shared one) when a test wrote it.
 struct LoadedStore {
   explicit LoadedStore(const TempDir& dir)
-      : journal(dir.path() / "containers.journal"), store(dir.path() / "containers", journal) {
+      : journal(dir.path() / "handouts.journal"), store(dir.path() / "containers", journal, {}, dir.path() / "containers.journal") {
     auto problems = store.load();
     EXPECT_TRUE(problems.ok());
     if (problems.ok()) this->problems = *problems;

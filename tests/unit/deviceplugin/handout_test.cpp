@@ -131,7 +131,7 @@ TEST_F(DevicePluginHandouts, ARestartedAgentKeepsHeldFoldersWithTheirHoldersAndD
   agent->stop();
   agent.reset();
   fs::create_directories(stateRoot() / "vgpu.io_sim-00000000deadbeef");  // a folder nobody journalled
-  std::ofstream(dir.path() / "state" / "containers.journal", std::ios::app) << "{\"op\":\"put\",\"id\":\"vgpu.io";
+  std::ofstream(dir.path() / "state" / "handouts.journal", std::ios::app) << "{\"v\":1,\"op\":\"put\",\"key\":\"vgpu.io";
   startAgent(manualPasses());
   ASSERT_TRUE(waitFor([&] { return agent->podsSynced(); }));
   agent->maintainNow();

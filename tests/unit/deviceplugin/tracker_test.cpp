@@ -364,7 +364,8 @@ TEST_F(DevicePluginTracker, WithoutTheDevicesGivenACorrectionKeepsTheAnnotations
                 R"(","resource":"vgpu.io/sim","ids":["d0::0"],"backend":"sim","podUid":"uid-x",)"
                 R"("namespace":"","pod":"x","container":"c0","podAnnotations":{}})"
                 "\n");
-  HandoutStore old(dir.path() / "old" / "containers", dir.path() / "old" / "containers.journal");
+  HandoutStore old(dir.path() / "old" / "containers", dir.path() / "old" / "handouts.journal", {},
+                   dir.path() / "old" / "containers.journal");
   auto problems = old.load();
   ASSERT_TRUE(problems.ok());
   ASSERT_THAT(*problems, ::testing::IsEmpty());

@@ -24,6 +24,7 @@
 #include <boost/json.hpp>
 
 #include "dra_agent.h"
+#include "dra_test_options.h"
 #include "mount_namespace.h"
 #include "temp_dir.h"
 #include "vgpu/fakes/fake_apiserver.h"
@@ -71,17 +72,7 @@ class Node {
     if (kubelet) kubelet->stop();
   }
   void startAgent() {
-    DraAgentOptions o;
-    o.nodeName = kNode;
-    o.configPath = (dir_.path() / "device-config.yaml").string();
-    o.backendDir = VGPU_BACKEND_DIR;
-    o.registrationDir = (dir_.path() / "reg").string();
-    o.pluginDir = (dir_.path() / "plugins").string();
-    o.cdiDir = (dir_.path() / "cdi").string();
-    o.stateDir = (dir_.path() / "state").string();
-    o.metricsAddress = "127.0.0.1:0";
-    o.apiConfig.server = api->url();
-    o.resyncInterval = std::chrono::seconds(60);
+    DraAgentOptions o = dra::testing::draTestOptions(dir_.path(), api->url());
     o.regionTmpfs = FolderTmpfs::kRequired;
     auto a = DraAgent::create(std::move(o));
     ASSERT_TRUE(a.ok()) << a.error().message;
@@ -200,8 +191,8 @@ TEST_F(DraClaimFolderTmpfsSecurity, AFolderOfAClaimGoneAtRestartIsUnmounted) {
     ASSERT_TRUE(isTmpfs(folder));
     node.agent->stop();
     node.agent.reset();
-    // Unprepared while the plugin was down: the checkpoint no longer has it.
-    fs::remove(dir.path() / "state" / "dra" / kDriver / "prepared.json");
+    // Unprepared while the plugin was down: the node's handout journal no longer has it.
+    fs::remove(dir.path() / "state" / "handouts.journal");
     node.startAgent();
     EXPECT_EQ(mountsAt(folder), 0);
     EXPECT_FALSE(fs::exists(folder));

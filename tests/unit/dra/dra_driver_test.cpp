@@ -12,6 +12,7 @@
 #include <boost/json.hpp>
 
 #include "dra_agent.h"
+#include "dra_test_options.h"
 #include "temp_dir.h"
 #include "vgpu/backend_loader.h"
 #include "vgpu/fakes/fake_apiserver.h"
@@ -89,21 +90,7 @@ class DraDriver : public ::testing::Test {
     kubelet = std::move(k).value();
   }
 
-  DraAgentOptions options() const {
-    DraAgentOptions o;
-    o.nodeName = kNode;
-    o.configPath = (dir.path() / "device-config.yaml").string();
-    o.backendDir = VGPU_BACKEND_DIR;
-    o.registrationDir = (dir.path() / "reg").string();
-    o.pluginDir = (dir.path() / "plugins").string();
-    o.cdiDir = (dir.path() / "cdi").string();
-    o.stateDir = (dir.path() / "state").string();
-    o.metricsAddress = "127.0.0.1:0";
-    o.apiConfig.server = api->url();
-    o.resyncInterval = std::chrono::seconds(60);  // tests resync by hand
-    o.regionTmpfs = deviceplugin::FolderTmpfs::kOff;  // mounts are tested in claim_tmpfs_test
-    return o;
-  }
+  DraAgentOptions options() const { return dra::testing::draTestOptions(dir.path(), api->url()); }
 
   void startAgent() { startAgent(options()); }
   void startAgent(DraAgentOptions o) {

@@ -2,7 +2,9 @@
 // publishes, reading a claim's shares, CDI specs, the checkpoint and the frontEnd setting.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
+#include <iterator>
 
 #include <boost/json.hpp>
 
@@ -18,6 +20,7 @@
 namespace vgpu::dra {
 namespace {
 namespace json = boost::json;
+namespace fs = std::filesystem;
 using deviceplugin::testing::TempDir;
 
 /// An allocator with the standard request rules, as the sim and vendor backends use them.
@@ -280,23 +283,40 @@ TEST(PreparedStore, SurvivesARestartAndRefusesACorruptFile) {
   TempDir dir;
   PreparedClaim c{{"ns", "u1", "c1"}, "dra-u1", {"k=u1", "nvidia.com/gpu=GPU-0"},
                   {{"gpu", "node-1", "sim-0", "s1", "GPU-0", 0, 3000, 30}}};
+  const fs::path journal = dir.path() / "handouts.journal";
   {
-    PreparedStore store(dir.path() / "prepared.json");
+    PreparedStore store(journal, "sim.vgpu.io", "sim");
     ASSERT_TRUE(store.load().ok());
     ASSERT_TRUE(store.put(c).ok());
   }
-  PreparedStore again(dir.path() / "prepared.json");
+  PreparedStore again(journal, "sim.vgpu.io", "sim");
   ASSERT_TRUE(again.load().ok());
   EXPECT_EQ(again.find("u1"), c);
+  // Another driver's claims in the same journal are not this one's.
+  PreparedStore other(journal, "other.vgpu.io", "other");
+  ASSERT_TRUE(other.load().ok());
+  EXPECT_TRUE(other.all().empty());
   ASSERT_TRUE(again.erase("u1").ok());
   ASSERT_TRUE(again.erase("never").ok());
   EXPECT_TRUE(again.all().empty());
+  // Claims prepared and unprepared for a long time: the journal stays small.
+  for (int i = 0; i < 200; ++i) {
+    c.ref.uid = "u" + std::to_string(i);
+    ASSERT_TRUE(again.put(c).ok());
+    ASSERT_TRUE(again.erase(c.ref.uid).ok());
+  }
+  std::ifstream in(journal);
+  const auto lines = std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n');
+  EXPECT_LE(lines, 66);
 
+  // A checkpoint from before the journal that cannot be read: nothing is migrated, and the
+  // error names it.
   dir.write("bad/prepared.json", "{\"claims\": [{\"uid\": 3}]}");
-  PreparedStore bad(dir.path() / "bad" / "prepared.json");
+  PreparedStore bad(dir.path() / "bad" / "handouts.journal", "sim.vgpu.io", "sim", dir.path() / "bad" / "prepared.json");
   auto s = bad.load();
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().message.find("prepared.json"), std::string::npos) << s.error().message;
+  EXPECT_TRUE(fs::exists(dir.path() / "bad" / "prepared.json"));
 }
 
 TEST(FrontEndSetting, ChosenPerBackendAndOverriddenPerNode) {
