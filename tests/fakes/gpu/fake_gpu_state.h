@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 #define VGPU_FAKE_STATE_MAGIC 0x31475046u /* "FPG1" */
-#define VGPU_FAKE_STATE_VERSION 3u
+#define VGPU_FAKE_STATE_VERSION 4u
 #define VGPU_FAKE_STATE_MAX_DEVICES 16
 #define VGPU_FAKE_STATE_MAX_PROCS 256
 #define VGPU_FAKE_STATE_RING 1024
@@ -47,6 +47,8 @@ typedef struct vgpu_fake_device_state {
   vgpu_fake_busy_interval ring[VGPU_FAKE_STATE_RING];
 } vgpu_fake_device_state;
 
+#define VGPU_FAKE_CGROUP_PATH_MAX 512
+
 /** Usage of one process (pid as seen by that process). */
 typedef struct vgpu_fake_process_slot {
   int32_t pid;                 /* atomic: 0 free, -1 being reclaimed after its process died */
@@ -54,6 +56,9 @@ typedef struct vgpu_fake_process_slot {
   uint64_t start_ticks;        /* atomic: the process's start time (/proc/<pid>/stat field 22), so a
                                   new process that reuses a dead one's pid is told apart; 0 unknown */
   uint64_t used_bytes[VGPU_FAKE_STATE_MAX_DEVICES]; /* atomic */
+  /* version 4: the sysfs path of the process's memory cgroup (what an NVML memory limit's
+   * nameSpace names), written under memory_limits.lock when the slot is taken */
+  char cgroup[VGPU_FAKE_CGROUP_PATH_MAX];
 } vgpu_fake_process_slot;
 
 /** One MIG compute instance inside a GPU instance (compute slices start..start+size-1). */
@@ -112,6 +117,25 @@ typedef struct vgpu_fake_shared_objects {
   vgpu_fake_device_export exports[VGPU_FAKE_MAX_SHARED_OBJECTS];
 } vgpu_fake_shared_objects;
 
+/** A per-cgroup memory limit set with nvmlDeviceSetMemoryLimits_v1 (version 4): processes of
+ *  the cgroup `name_space` (a sysfs path) or of one below it may hold at most `hard_bytes` on
+ *  device `dev` together. dev -1: free. */
+#define VGPU_FAKE_MAX_MEMORY_LIMITS 64
+typedef struct vgpu_fake_memory_limit {
+  int32_t dev;
+  uint32_t reserved;
+  uint64_t soft_bytes;
+  uint64_t hard_bytes;
+  char name_space[VGPU_FAKE_CGROUP_PATH_MAX];
+} vgpu_fake_memory_limit;
+
+typedef struct vgpu_fake_memory_limits {
+  pthread_mutex_t lock; /* robust, process-shared; guards limits[], count and every slot's cgroup */
+  uint32_t count;       /* atomic: limits in use (0: nothing to check on an allocation) */
+  uint32_t reserved;
+  vgpu_fake_memory_limit limits[VGPU_FAKE_MAX_MEMORY_LIMITS];
+} vgpu_fake_memory_limits;
+
 /** The whole file. */
 typedef struct vgpu_fake_gpu_state {
   uint32_t magic;              /* VGPU_FAKE_STATE_MAGIC, stored last (release) once initialised */
@@ -122,6 +146,7 @@ typedef struct vgpu_fake_gpu_state {
   vgpu_fake_process_slot procs[VGPU_FAKE_STATE_MAX_PROCS];
   vgpu_fake_mig_state mig[VGPU_FAKE_STATE_MAX_DEVICES]; /* version 2 */
   vgpu_fake_shared_objects shared; /* version 3 */
+  vgpu_fake_memory_limits memory_limits; /* version 4 */
 } vgpu_fake_gpu_state;
 
 #ifdef __cplusplus

@@ -512,8 +512,10 @@ CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
   if (free == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto* s = Driver::get().shared();
   uint64_t t = s->totalBytes(ctx->dev), u = s->usedBytes(ctx->dev);
+  uint64_t f = u >= t ? 0 : t - u;
+  s->cgroupView(ctx->dev, t, f);  // a cgroup with a driver memory limit (R615+) sees its own
   *total = t;
-  *free = u >= t ? 0 : t - u;
+  *free = f;
   return CUDA_SUCCESS;
 }
 

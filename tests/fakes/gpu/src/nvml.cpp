@@ -361,9 +361,45 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t dev, nvmlMemory_t* mem) {
   if (mem == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   SharedState* s = nvml().shared;
   uint64_t total = s->totalBytes(static_cast<int>(dev->index)), used = s->usedBytes(static_cast<int>(dev->index));
+  uint64_t free = used >= total ? 0 : total - used;
+  // Inside a cgroup with a memory limit (R615+) the caller sees what its cgroup may still take.
+  if (s->cgroupView(static_cast<int>(dev->index), total, free)) used = total - free;
   mem->total = total;
   mem->used = std::min(used, total);
   mem->free = total - mem->used;
+  return NVML_SUCCESS;
+}
+
+// Per-cgroup memory limits (R615+; the default fake exports them, fakegpu-no-memlimits and
+// the R470-like one do not). Root only, whole GPUs only, as documented.
+nvmlReturn_t nvmlDeviceSetMemoryLimits_v1(nvmlDevice_t dev, nvmlSetMemoryLimits_v1_t* limits) {
+  if (isMigHandle(dev)) return nvmlReady() ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_UNINITIALIZED;
+  const GpuSpec* g = nullptr;
+  if (nvmlReturn_t r = device(dev, g)) return r;
+  if (limits == nullptr || limits->nameSpace == nullptr || limits->nameSpace[0] != '/' ||
+      limits->softLimit > limits->hardLimit)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  if (geteuid() != 0) return NVML_ERROR_NO_PERMISSION;
+  switch (nvml().shared->setMemoryLimit(static_cast<int>(dev->index), limits->nameSpace, limits->softLimit,
+                                        limits->hardLimit)) {
+    case SharedState::kLimitOk: return NVML_SUCCESS;
+    case SharedState::kLimitNoCgroup: return NVML_ERROR_NOT_FOUND;
+    case SharedState::kLimitTableFull: return NVML_ERROR_INSUFFICIENT_RESOURCES;
+    default: return NVML_ERROR_INVALID_ARGUMENT;
+  }
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryLimits_v1(nvmlDevice_t dev, nvmlGetMemoryLimits_v1_t* limits) {
+  if (isMigHandle(dev)) return nvmlReady() ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_UNINITIALIZED;
+  const GpuSpec* g = nullptr;
+  if (nvmlReturn_t r = device(dev, g)) return r;
+  if (limits == nullptr || limits->nameSpace == nullptr || limits->nameSpace[0] != '/')
+    return NVML_ERROR_INVALID_ARGUMENT;
+  uint64_t soft = 0, hard = 0, used = 0;
+  nvml().shared->memoryLimit(static_cast<int>(dev->index), limits->nameSpace, soft, hard, used);
+  limits->softLimit = soft;
+  limits->hardLimit = hard;
+  limits->currentUsed = used;
   return NVML_SUCCESS;
 }
 

@@ -47,6 +47,8 @@ void initialise(vgpu_fake_gpu_state* s, const MachineConfig& cfg) {
     if (d < cfg.gpus.size()) s->devices[d].total_bytes = cfg.gpus[d].memoryMib << 20;
   }
   pthread_mutex_init(&s->shared.lock, &attr);
+  pthread_mutex_init(&s->memory_limits.lock, &attr);
+  for (auto& l : s->memory_limits.limits) l.dev = -1;
   pthread_mutexattr_destroy(&attr);
   at(s->magic).store(VGPU_FAKE_STATE_MAGIC, std::memory_order_release);
 }
@@ -190,6 +192,7 @@ vgpu_fake_process_slot* SharedState::mySlot() {
       int32_t expected = 0;
       if (at(p.pid).compare_exchange_strong(expected, pid)) {
         at(p.start_ticks).store(start);
+        recordCgroup(p, pid);
         return slot_ = &p;
       }
     }
@@ -210,6 +213,7 @@ bool SharedState::setProcessUsage(int32_t pid, int dev, uint64_t bytes) {
     if (slot != nullptr) break;
     if (at(p.pid).compare_exchange_strong(expected, pid)) {
       at(p.start_ticks).store(start);
+      recordCgroup(p, pid);
       slot = &p;
     }
   }
@@ -241,23 +245,23 @@ void SharedState::reclaimDead() {
   }
 }
 
-bool SharedState::charge(int dev, uint64_t bytes) {
+bool SharedState::chargeDevice(int dev, uint64_t bytes) {
   auto& dv = state_->devices[dev];
   vgpu_fake_process_slot* slot = mySlot();
+  uint64_t used = at(dv.used_bytes).load();
+  while (true) {
+    if (bytes > dv.total_bytes || used > dv.total_bytes - bytes) return false;
+    if (at(dv.used_bytes).compare_exchange_weak(used, used + bytes)) break;
+  }
+  if (slot != nullptr) at(slot->used_bytes[dev]).fetch_add(bytes);
+  return true;
+}
+
+bool SharedState::charge(int dev, uint64_t bytes) {
   for (int attempt = 0; attempt < 2; ++attempt) {
-    uint64_t used = at(dv.used_bytes).load();
-    bool fits = true;
-    while (true) {
-      if (bytes > dv.total_bytes || used > dv.total_bytes - bytes) {
-        fits = false;
-        break;
-      }
-      if (at(dv.used_bytes).compare_exchange_weak(used, used + bytes)) break;
-    }
-    if (fits) {
-      if (slot != nullptr) at(slot->used_bytes[dev]).fetch_add(bytes);
-      return true;
-    }
+    bool limited = false;
+    if (chargeWithinLimits(dev, bytes, limited)) return true;
+    if (!limited && chargeDevice(dev, bytes)) return true;
     reclaimDead();  // memory of a killed process is freed by the driver, as on real hardware
   }
   return false;

@@ -9,6 +9,12 @@
 
 namespace vgpu::fakegpu {
 
+/// The sysfs path of the memory cgroup of `pid` (from /proc/<pid>/cgroup: the v1 memory
+/// controller's where there is one, else cgroup v2's), under VGPU_FAKE_GPU_SYSFS (default
+/// /sys); VGPU_FAKE_GPU_PROC_CGROUP names a file read instead for this process. Empty if
+/// none is found.
+std::string cgroupSysfsPath(int32_t pid);
+
 /// Holds a robust, process-shared mutex of the state; a holder that died hands its lock on.
 class RobustLock {
  public:
@@ -58,6 +64,16 @@ class SharedState {
   /// False when no slot is free or `pid` is not running.
   bool setProcessUsage(int32_t pid, int dev, uint64_t bytes);
 
+  /// Per-cgroup memory limits (memory_limits.cpp). setMemoryLimit returns one of kLimit*;
+  /// soft 0 with hard all ones clears. `ns` is a cgroup's sysfs path.
+  enum { kLimitOk, kLimitBadArgument, kLimitNoCgroup, kLimitTableFull };
+  int setMemoryLimit(int dev, const char* ns, uint64_t soft, uint64_t hard);
+  /// The limit of `ns` on `dev` (none: soft 0, hard all ones) and what its processes hold.
+  bool memoryLimit(int dev, const char* ns, uint64_t& soft, uint64_t& hard, uint64_t& used);
+  /// Narrows `total`/`free` of `dev` to what this process's cgroup may still take; false if
+  /// no limit applies to it.
+  bool cgroupView(int dev, uint64_t& total, uint64_t& free);
+
   /// Frees the slots (and memory) of processes that no longer exist.
   void reclaimDead();
 
@@ -81,6 +97,16 @@ class SharedState {
 
  private:
   vgpu_fake_process_slot* mySlot();
+  /// Takes `bytes` of `dev` for this process if the device has them (no limit checked).
+  bool chargeDevice(int dev, uint64_t bytes);
+  /// Charges under the limits of this process's cgroup; `handled` false: none applies.
+  bool chargeWithinLimits(int dev, uint64_t bytes, bool& handled);
+  /// With memory_limits.lock held: the least room any limit applying to the cgroup `cgroup` leaves on
+  /// `dev`, and that limit's hard bytes; false when none applies.
+  bool headroomLocked(const char* cgroup, int dev, uint64_t& room, uint64_t& hardest);
+  uint64_t cgroupUsedLocked(int dev, const char* ns);
+  /// Writes the memory cgroup of `pid` into its slot.
+  void recordCgroup(vgpu_fake_process_slot& slot, int32_t pid);
   /// Clears the holder bit of dead slot `index` in every shared object (reclaimDead).
   void dropDeadHolder(size_t index);
 

@@ -268,6 +268,32 @@ typedef struct nvmlDeviceAttributes_st {
   unsigned long long memorySizeMB;
 } nvmlDeviceAttributes_t;
 
+/* Per-cgroup device memory limits (R615+ drivers; nvidia-ml-py 13.615.71): `nameSpace` is the
+ * cgroup's full sysfs path, `hardLimit` the most its processes may hold on the device,
+ * `softLimit` what they are guaranteed. These structures carry no `version` word. Clearing:
+ * softLimit 0 and hardLimit NVML_DEVICE_MEMORY_LIMIT_MAX. Older drivers do not export the
+ * calls, so they are kept out of VGPU_NVML_FUNCTIONS (and of the cross-check against nvml.h
+ * 12.x/13.x, which does not declare them). */
+#define NVML_DEVICE_MEMORY_LIMIT_MAX 0xFFFFFFFFFFFFFFFFULL
+typedef struct nvmlSetMemoryLimits_v1_st {
+  const char* nameSpace;
+  unsigned long long softLimit;
+  unsigned long long hardLimit;
+} nvmlSetMemoryLimits_v1_t;
+
+typedef struct nvmlGetMemoryLimits_v1_st {
+  const char* nameSpace;
+  unsigned long long softLimit;
+  unsigned long long hardLimit;
+  unsigned long long currentUsed; /* out */
+} nvmlGetMemoryLimits_v1_t;
+
+// clang-format off
+#define VGPU_NVML_MEMORY_LIMIT_FUNCTIONS(X)                                                              \
+  X(nvmlReturn_t, nvmlDeviceSetMemoryLimits_v1, (nvmlDevice_t device, nvmlSetMemoryLimits_v1_t* limits)) \
+  X(nvmlReturn_t, nvmlDeviceGetMemoryLimits_v1, (nvmlDevice_t device, nvmlGetMemoryLimits_v1_t* limits))
+// clang-format on
+
 /* X(return type, name, parameters). */
 // clang-format off
 #define VGPU_NVML_FUNCTIONS(X)                                                                          \
@@ -365,6 +391,7 @@ typedef struct nvmlDeviceAttributes_st {
 
 #define VGPU_NVML_DECLARE_(ret, name, params) ret name params;
 VGPU_NVML_FUNCTIONS(VGPU_NVML_DECLARE_)
+VGPU_NVML_MEMORY_LIMIT_FUNCTIONS(VGPU_NVML_DECLARE_)
 #undef VGPU_NVML_DECLARE_
 
 #if defined(__cplusplus) && !defined(VGPU_CUDA_API_CXX_LINKAGE)
