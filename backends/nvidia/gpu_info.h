@@ -40,6 +40,10 @@ inline constexpr const char* kComputeCapability = "computeCapability";
 inline constexpr const char* kDiscoveredBy = "discoveredBy";  ///< "nvml" / "nvidia-smi"
 inline constexpr const char* kHealthReason = "healthReason";
 inline constexpr const char* kKernelMemoryLimit = "kernelMemoryLimit";
+/// vgpu/device.h's kMemoryEnforcementAttribute: "driver" (the NVIDIA driver's per-cgroup cap,
+/// r615+, through a CDI hook) or "preload" (libvgpu.so alone: older drivers, MIG devices,
+/// memoryEnforcement libvgpu).
+inline constexpr const char* kMemoryEnforcement = kMemoryEnforcementAttribute;
 /// On a MIG device: its profile ("1g.5gb"), its GPU ("GPU-..."), its GPU instance's memory
 /// slices ("4:4", start:size) and its GPU and compute instance ids.
 inline constexpr const char* kMigProfile = "migProfile";

@@ -58,10 +58,11 @@ bool optOutNames(const std::string& containers, const std::string& container) {
   return false;
 }
 
-Status kernelMemoryCapSupport(bool nvmlHasSetMemoryLimits, const std::string& sysRoot) {
+Status kernelMemoryCapSupport(bool nvmlHasSetMemoryLimits, const std::string& sysRoot, bool needCgroupV2) {
   if (!nvmlHasSetMemoryLimits)
     return makeError("the NVIDIA driver's NVML has no nvmlDeviceSetMemoryLimits_v1 (the kernel memory cap "
                      "needs driver r615 or newer)");
+  if (!needCgroupV2) return {};
   const fs::path cgroup = fs::path(sysRoot) / "fs/cgroup";
   std::error_code ec;
   if (!fs::exists(cgroup / "cgroup.controllers", ec))
@@ -69,11 +70,25 @@ Status kernelMemoryCapSupport(bool nvmlHasSetMemoryLimits, const std::string& sy
   return {};
 }
 
+std::vector<std::string> cdiHookArgs(const std::vector<std::pair<std::string, std::uint64_t>>& devices,
+                                     const std::string& softLimit, bool mustApply) {
+  std::vector<std::string> args{"vgpu-cdi-hook", "memory-limits"};
+  for (const auto& [uuid, mib] : devices) {
+    args.emplace_back("--device");
+    args.push_back(uuid + "=" + std::to_string(mib));
+  }
+  args.insert(args.end(), {"--soft-limit", softLimit, "--on-failure", mustApply ? "fail" : "preload-only"});
+  return args;
+}
+
 /// Who holds the container to its memory, in words for the pod's events.
 std::string NvidiaLimiter::memoryEnforcerNote(const ContainerGrant& grant, bool driverCap, bool optOut) const {
   std::string limits;
   for (size_t i = 0; i < grant.devices.size(); ++i)
     limits += (i ? ", " : "") + std::to_string(grant.devices[i].memoryMiB) + " MiB on " + grant.devices[i].deviceId;
+  if (driverCap && !settings_.cdiHookPath.empty())
+    return "memory limit (" + limits + ") enforced by the NVIDIA driver, a per-cgroup cap vgpu-cdi-hook sets when the "
+           "container is created" + (optOut ? "" : ", and by libvgpu.so in the container");
   if (driverCap)
     return "memory limit (" + limits + ") enforced by the NVIDIA driver, a cap applied through the CDI kind " +
            settings_.cdiKind;
@@ -114,10 +129,24 @@ Result<ContainerSpec> NvidiaLimiter::containerSpec(const ContainerGrant& grant) 
                      " asks to run without libvgpu.so, but backends." + settings_.backend +
                      ".options.allowOptOut is false on this node");
 
-  // The driver's cap reaches the container only through the CDI hook of cdiKind's spec: with
-  // no kind, memory stays libvgpu.so's (parseOptions refuses "driver" without one).
+  // The driver's cap reaches the container only through a CDI hook: vgpu-cdi-hook's (in a
+  // spec of the agent's) or the toolkit's of cdiKind's spec; with neither, memory stays
+  // libvgpu.so's (parseOptions refuses "driver" then). MIG devices take no per-cgroup limit.
+  const bool ownHook = !settings_.cdiHookPath.empty();
+  bool anyMig = false;
+  for (const auto& d : grant.devices) anyMig = anyMig || d.deviceId.rfind("MIG-", 0) == 0;
   bool driverCap = false;
-  if (settings_.memory == MemoryEnforcement::kDriver && settings_.cdiKind.empty()) {
+  if (ownHook && anyMig) {
+    driverCap = false;  // libvgpu.so, as on older drivers (the hook would be refused)
+  } else if (ownHook && settings_.memory != MemoryEnforcement::kLibvgpu) {
+    std::lock_guard lock(mutex_);
+    const Status& s = kernelCap();
+    if (!s.ok() && settings_.memory == MemoryEnforcement::kDriver)
+      return makeError(who + ": backends." + settings_.backend +
+                       ".options.memoryEnforcement is driver, but this node cannot cap GPU memory in the kernel: " +
+                       s.error().message);
+    driverCap = s.ok();
+  } else if (settings_.memory == MemoryEnforcement::kDriver && settings_.cdiKind.empty()) {
     return makeError(who + ": backends." + settings_.backend +
                      ".options.memoryEnforcement is driver, but no cdiKind is set: nothing would apply the "
                      "driver's memory cap");
@@ -145,13 +174,15 @@ Result<ContainerSpec> NvidiaLimiter::containerSpec(const ContainerGrant& grant) 
     const std::uint32_t sm = std::min<std::uint32_t>(d.compute, 100);
     computeLimited = computeLimited || (sm > 0 && sm < 100);
     const std::string n = std::to_string(i);
-    if (!driverCap) limits.emplace_back(VGPU_ENV_MEMORY_LIMIT_PREFIX + n, std::to_string(d.memoryMiB) + "m");
+    // With vgpu-cdi-hook libvgpu.so keeps its limit too: it reports the smaller view and holds
+    // memory alone where the hook may fail (auto).
+    if (!driverCap || ownHook) limits.emplace_back(VGPU_ENV_MEMORY_LIMIT_PREFIX + n, std::to_string(d.memoryMiB) + "m");
     limits.emplace_back(VGPU_ENV_SM_LIMIT_PREFIX + n, std::to_string(sm));
   }
   // HAMi-core reads only the unindexed compute limit, taken from the first GPU.
   limits.emplace_back(VGPU_ENV_SM_LIMIT, std::to_string(std::min<std::uint32_t>(grant.devices[0].compute, 100)));
   limits.emplace_back(VGPU_ENV_SHARED_REGION, kContainerRegionFile);
-  if (!driverCap && settings_.memoryScaling > 1.0) limits.emplace_back(VGPU_ENV_OVERSUBSCRIBE, "true");
+  if ((!driverCap || ownHook) && settings_.memoryScaling > 1.0) limits.emplace_back(VGPU_ENV_OVERSUBSCRIBE, "true");
   // Always in the file, "default" included: a key missing from the file would be taken from
   // the container's environment, where the tenant could write "disable".
   limits.emplace_back(VGPU_ENV_CORE_POLICY, settings_.corePolicy.empty() ? "default" : settings_.corePolicy);
@@ -178,7 +209,13 @@ Result<ContainerSpec> NvidiaLimiter::containerSpec(const ContainerGrant& grant) 
   // HAMi's mark of a container that runs without the limiter, for scripts that look for it.
   // In the environment only: libvgpu.so, if a program loads it anyway, keeps the file's limits.
   if (optOut) spec.env[VGPU_ENV_DISABLE_CONTROL] = "true";
-  if (driverCap) {
+  if (driverCap && ownHook) {
+    std::vector<std::pair<std::string, std::uint64_t>> devices;
+    for (const auto& d : grant.devices) devices.emplace_back(d.deviceId, d.memoryMiB);
+    spec.hooks.push_back({"createContainer", settings_.cdiHookPath,
+                          cdiHookArgs(devices, settings_.driverSoftLimit, settings_.memory == MemoryEnforcement::kDriver),
+                          {}});
+  } else if (driverCap) {
     // The toolkit hook applies one request/limit pair to every GPU of the container: the
     // smallest grant is the one no GPU may exceed. With oversubscription only the physical
     // part is protected (the request); the limit is what the container was promised.
@@ -231,7 +268,7 @@ Result<ContainerSpec> NvidiaLimiter::containerSpec(const ContainerGrant& grant) 
     spec.mounts.push_back({board.string(), kContainerActivityBoard, !high});
   }
   // With the driver capping memory, libvgpu.so is needed only to throttle compute.
-  const bool preload = !optOut && (!driverCap || computeLimited || settings_.corePolicy == "force");
+  const bool preload = !optOut && (!driverCap || ownHook || computeLimited || settings_.corePolicy == "force");
   if (preload) {
     spec.mounts.push_back({settings_.libvgpuHostPath, settings_.libvgpuContainerPath, true});
     spec.mounts.push_back({settings_.ldPreloadHostPath, kContainerPreloadFile, true});

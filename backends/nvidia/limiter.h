@@ -73,6 +73,13 @@ struct LimiterSettings {
   /// through the annotation kCdiAnnotation. The driver's memory cap is applied only through
   /// that hook: without a kind, memory is libvgpu.so's to enforce (see memory).
   std::string cdiKind;
+  /// Non-empty: the driver's cap is applied by vgpu-cdi-hook at this host path, a
+  /// createContainer hook of a CDI spec the node agent writes for the container (no cdiKind
+  /// needed, cgroup v1 or v2); libvgpu.so keeps its own memory limit beside it. Empty: the
+  /// NVIDIA container toolkit's hook of cdiKind's spec, as above.
+  std::string cdiHookPath;
+  /// The soft limit vgpu-cdi-hook sets: "none" (0) or "hard" (the slice is guaranteed).
+  std::string driverSoftLimit = "none";
 };
 
 /// Whether `containers` (the opt-out annotation's value) names `container`.
@@ -82,9 +89,15 @@ bool optOutNames(const std::string& containers, const std::string& container);
 inline constexpr const char* kCdiAnnotation = "cdi.k8s.io/vgpu-nvidia";
 
 /// Whether this node can cap GPU memory in the kernel: the driver exports
-/// nvmlDeviceSetMemoryLimits_v1 (r615+) and cgroup v2 is mounted at <sysRoot>/fs/cgroup.
-/// The error says what is missing.
-Status kernelMemoryCapSupport(bool nvmlHasSetMemoryLimits, const std::string& sysRoot);
+/// nvmlDeviceSetMemoryLimits_v1 (r615+) and, where `needCgroupV2` (the toolkit's hook),
+/// cgroup v2 is mounted at <sysRoot>/fs/cgroup. The error says what is missing.
+Status kernelMemoryCapSupport(bool nvmlHasSetMemoryLimits, const std::string& sysRoot, bool needCgroupV2 = true);
+
+/// The argv of vgpu-cdi-hook for `devices` (UUID, MiB): what the CDI spec's hook runs.
+/// `mustApply`: a failure fails the container's start (memoryEnforcement driver); otherwise
+/// it only warns and libvgpu.so alone holds memory (auto).
+std::vector<std::string> cdiHookArgs(const std::vector<std::pair<std::string, std::uint64_t>>& devices,
+                                     const std::string& softLimit, bool mustApply);
 
 class NvidiaLimiter {
  public:

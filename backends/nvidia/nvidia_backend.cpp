@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <set>
+#include <cstdio>
 #include <cstdlib>
 
 namespace vgpu::nvidia {
@@ -12,7 +13,8 @@ namespace {
 
 constexpr const char* kKnownOptions =
     "discovery, nvmlLibrary, nvidiaSmiPath, nvidiaSmiTimeout, hostSysRoot, memoryEnforcement, libvgpuPath, "
-    "libvgpuContainerPath, ldPreloadPath, corePolicy, logLevel, allowOptOut, cdiKind, activityBoardPath, "
+    "libvgpuContainerPath, ldPreloadPath, corePolicy, logLevel, allowOptOut, cdiKind, cdiHookPath, driverSoftLimit, "
+    "activityBoardPath, "
     "contextOverheadMiB, migStrategy, migProfiles, migManaged, migAllowedProfiles, migStateDir";
 
 std::optional<std::chrono::milliseconds> parseDuration(std::string_view text) {
@@ -53,7 +55,8 @@ Result<NvidiaOptions> parseOptions(const BackendParams& params, const char* disa
       else if (value == "nvidia-smi") o.discovery.source = DiscoverySource::kNvidiaSmi;
       else return bad("auto, nvml or nvidia-smi");
     } else if (key == "nvmlLibrary" || key == "nvidiaSmiPath" || key == "hostSysRoot" || key == "libvgpuPath" ||
-               key == "libvgpuContainerPath" || key == "ldPreloadPath" || key == "activityBoardPath") {
+               key == "libvgpuContainerPath" || key == "ldPreloadPath" || key == "activityBoardPath" ||
+               key == "cdiHookPath") {
       if (value.empty()) return bad("a path");
       const bool mustBeAbsolute = key != "nvmlLibrary" && key != "nvidiaSmiPath";
       if (mustBeAbsolute && value.front() != '/') return bad("an absolute path");
@@ -63,6 +66,7 @@ Result<NvidiaOptions> parseOptions(const BackendParams& params, const char* disa
       else if (key == "libvgpuPath") o.limiter.libvgpuHostPath = value;
       else if (key == "libvgpuContainerPath") o.limiter.libvgpuContainerPath = value;
       else if (key == "activityBoardPath") o.limiter.activityBoardHostPath = value;
+      else if (key == "cdiHookPath") o.limiter.cdiHookPath = value;
       else o.limiter.ldPreloadHostPath = value;
     } else if (key == "nvidiaSmiTimeout") {
       auto d = parseDuration(value);
@@ -73,6 +77,9 @@ Result<NvidiaOptions> parseOptions(const BackendParams& params, const char* disa
       else if (value == "driver") o.limiter.memory = MemoryEnforcement::kDriver;
       else if (value == "auto") o.limiter.memory = MemoryEnforcement::kAuto;
       else return bad("libvgpu, driver or auto");
+    } else if (key == "driverSoftLimit") {
+      if (value != "none" && value != "hard") return bad("none or hard");
+      o.limiter.driverSoftLimit = value;
     } else if (key == "corePolicy") {
       if (value != "default" && value != "force" && value != "disable") return bad("default, force or disable");
       o.limiter.corePolicy = value == "default" ? "" : value;
@@ -124,11 +131,12 @@ Result<NvidiaOptions> parseOptions(const BackendParams& params, const char* disa
       return makeError(at + ": unknown option (the nvidia backend knows " + kKnownOptions + ")");
     }
   }
-  if (o.limiter.memory == MemoryEnforcement::kDriver && o.limiter.cdiKind.empty())
+  if (o.limiter.memory == MemoryEnforcement::kDriver && o.limiter.cdiKind.empty() && o.limiter.cdiHookPath.empty())
     return makeError(section + ".options.memoryEnforcement is driver, which needs " + section +
-                     ".options.cdiKind: the driver's memory cap reaches a container only through the CDI hook "
-                     "of a kind whose spec carries it (e.g. k8s.device-plugin.nvidia.com/gpu); without one "
-                     "nothing would enforce the memory limit");
+                     ".options.cdiHookPath (vgpu-cdi-hook on the host) or " + section +
+                     ".options.cdiKind: the driver's memory cap reaches a container only through a CDI hook, "
+                     "vgpu-cdi-hook or that of a kind whose spec carries it (e.g. k8s.device-plugin.nvidia.com/gpu); "
+                     "without one nothing would enforce the memory limit");
   if (o.mig.strategy == MigStrategy::kMixed && o.mig.profiles.empty())
     return makeError(section + ".options.migStrategy is mixed, which needs " + section +
                      ".options.migProfiles: the MIG profiles to serve, each as the resource nvidia.com/mig-<profile> "
@@ -285,7 +293,8 @@ Status NvidiaBackend::probeKernelMemoryCap() {
     if (!probe.ok()) return makeError("cannot ask the driver: " + probe.error().message);
     hasSymbol = (*probe)->fn().deviceSetMemoryLimits != nullptr;
   }
-  return kernelMemoryCapSupport(hasSymbol, options_.discovery.sysRoot);
+  // vgpu-cdi-hook finds v1 and v2 cgroups; the toolkit's hook needs v2.
+  return kernelMemoryCapSupport(hasSymbol, options_.discovery.sysRoot, options_.limiter.cdiHookPath.empty());
 }
 
 Result<std::vector<Device>> NvidiaBackend::discover() {
@@ -294,15 +303,36 @@ Result<std::vector<Device>> NvidiaBackend::discover() {
     std::lock_guard lock(migMutex_);
     for (const auto& d : *devices) managedSeen_[d.id] = d.attributes.contains(attr::kMigManaged);
   }
-  if (!devices.ok() || options_.limiter.memory == MemoryEnforcement::kLibvgpu) return devices;
+  if (!devices.ok()) return devices;
+  auto preloadEverywhere = [&](std::vector<Device>& all) {
+    for (auto& d : all) d.attributes[attr::kMemoryEnforcement] = "preload";
+  };
+  if (options_.limiter.memory == MemoryEnforcement::kLibvgpu) {
+    preloadEverywhere(*devices);
+    return devices;
+  }
   // Publish whether the driver cap asked for in the config works here, so it shows in the
   // node's inventory rather than only when a container fails to start.
-  // Without a CDI kind nothing applies the driver's cap: auto leaves memory to libvgpu.so.
+  // Without a hook nothing applies the driver's cap: auto leaves memory to libvgpu.so.
+  const bool hooked = !options_.limiter.cdiKind.empty() || !options_.limiter.cdiHookPath.empty();
   const Status cap = kernelMemoryCap();
-  const std::string value = options_.limiter.cdiKind.empty() ? "unused: no cdiKind, libvgpu.so enforces memory"
-                            : cap.ok()                       ? "supported"
-                                                             : "unsupported: " + cap.error().message;
-  for (auto& d : *devices) d.attributes[attr::kKernelMemoryLimit] = value;
+  const std::string value = !hooked  ? "unused: no cdiKind or cdiHookPath, libvgpu.so enforces memory"
+                            : cap.ok() ? "supported"
+                                       : "unsupported: " + cap.error().message;
+  for (auto& d : *devices) {
+    d.attributes[attr::kKernelMemoryLimit] = value;
+    // The driver takes no per-cgroup limit on a MIG device: libvgpu.so holds it there.
+    const bool mig = d.id.rfind("MIG-", 0) == 0;
+    d.attributes[attr::kMemoryEnforcement] = hooked && cap.ok() && !mig ? "driver" : "preload";
+  }
+  if (!loggedEnforcement_.exchange(true)) {
+    std::fprintf(stderr, "vgpu nvidia backend %s: memory enforcement %s\n", options_.limiter.backend.c_str(),
+                 hooked && cap.ok() ? (options_.limiter.cdiHookPath.empty()
+                                           ? "driver (the NVIDIA container toolkit's CDI hook), libvgpu.so on MIG devices"
+                                           : "driver (vgpu-cdi-hook sets a per-cgroup limit) and libvgpu.so; libvgpu.so "
+                                             "alone on MIG devices")
+                                    : ("libvgpu.so (" + value + ")").c_str());
+  }
   return devices;
 }
 

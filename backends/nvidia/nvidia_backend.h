@@ -2,6 +2,7 @@
 // The NVIDIA backend: allocator (scheduler side), discovery and limiter (node side), with the
 // options of its device-config.yaml section. docs/backends/nvidia.md describes them.
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -100,6 +101,7 @@ class NvidiaBackend {
   std::unique_ptr<NvidiaLimiter> limiter_;
   std::mutex capMutex_;
   std::optional<Status> kernelCap_;  ///< asked once: support changes only with a driver upgrade
+  std::atomic<bool> loggedEnforcement_{false};  ///< the memory enforcement chosen is logged once
   std::mutex migMutex_;  ///< guards the two below
   std::map<std::string, bool> managedSeen_;  ///< device id -> published under dynamic MIG
   std::unique_ptr<MigManager> migManager_;   ///< made once NVML is open

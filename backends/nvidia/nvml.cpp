@@ -79,7 +79,8 @@ Result<std::unique_ptr<NvmlSession>> NvmlSession::open(const std::string& librar
   resolve(handle, "nvmlDeviceGetGpuInstanceId", fn.deviceGetGpuInstanceId);
   resolve(handle, "nvmlDeviceGetComputeInstanceId", fn.deviceGetComputeInstanceId);
   resolve(handle, "nvmlDeviceGetAttributes_v2", fn.deviceGetAttributes);
-  fn.deviceSetMemoryLimits = dlsym(handle, "nvmlDeviceSetMemoryLimits_v1");
+  resolve(handle, "nvmlDeviceSetMemoryLimits_v1", fn.deviceSetMemoryLimits);
+  resolve(handle, "nvmlDeviceGetMemoryLimits_v1", fn.deviceGetMemoryLimits);
 
   const nvml::Return rc = fn.init();
   if (rc != nvml::kSuccess) {

@@ -100,8 +100,10 @@ struct NvmlFunctions {
   decltype(&::nvmlDeviceGetGpuInstanceId) deviceGetGpuInstanceId = nullptr;
   decltype(&::nvmlDeviceGetComputeInstanceId) deviceGetComputeInstanceId = nullptr;
   decltype(&::nvmlDeviceGetAttributes_v2) deviceGetAttributes = nullptr;
-  /// r615+: the driver's own memory cap (only probed, never called by this backend).
-  void* deviceSetMemoryLimits = nullptr;  // nvmlDeviceSetMemoryLimits_v1
+  /// Optional, r615+: the driver's per-cgroup memory cap (probed by the backend, called by
+  /// vgpu-cdi-hook when a container is created).
+  decltype(&::nvmlDeviceSetMemoryLimits_v1) deviceSetMemoryLimits = nullptr;
+  decltype(&::nvmlDeviceGetMemoryLimits_v1) deviceGetMemoryLimits = nullptr;
 };
 
 /// One NVML session: dlopen + nvmlInit_v2 at open, nvmlShutdown + dlclose when destroyed.

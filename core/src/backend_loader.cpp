@@ -201,6 +201,13 @@ class LoadedBackend final : public Backend, public Allocator, public Discovery, 
     sink.region = [](void* p, const char* path, uint64_t inode) {
       static_cast<ContainerSpec*>(p)->region = RegionFile{path ? path : "", inode};
     };
+    sink.hook = [](void* p, const char* name, const char* path, const char* const* args, size_t argCount,
+                   const char* const* env, size_t envCount) {
+      OciHook h{name ? name : "", path ? path : "", {}, {}};
+      for (size_t i = 0; i < argCount; ++i) h.args.emplace_back(args[i] ? args[i] : "");
+      for (size_t i = 0; i < envCount; ++i) h.env.emplace_back(env[i] ? env[i] : "");
+      static_cast<ContainerSpec*>(p)->hooks.push_back(std::move(h));
+    };
     ErrorText err;
     if (table_.container_spec(instance_, &c, &sink, err.buf()) != VGPU_OK) return makeError(err.str("container spec refused"));
     return spec;

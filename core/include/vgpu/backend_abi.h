@@ -27,7 +27,7 @@ extern "C" {
 #endif
 
 #define VGPU_BACKEND_ABI_MAJOR 1u
-#define VGPU_BACKEND_ABI_MINOR 7u
+#define VGPU_BACKEND_ABI_MINOR 8u
 #define VGPU_BACKEND_ABI_VERSION ((VGPU_BACKEND_ABI_MAJOR << 16) | VGPU_BACKEND_ABI_MINOR)
 #define VGPU_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define VGPU_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -306,6 +306,13 @@ typedef struct vgpu_spec_sink {
    * version is 1.7 or newer, and may still be null: check both before calling. A backend that
    * never calls it gets no usage read from files in its containers' folders. */
   void (*region)(void* ctx, const char* path, uint64_t inode);
+  /* 1.8: an OCI hook the container runtime must run for the container (a CDI spec's
+   * containerEdits.hooks): `hook_name` one of the OCI hook points ("createContainer"...),
+   * `path` the program on the host, `args` its argv (args[0] its name), `env` NAME=value.
+   * Present only when the loader's ABI version is 1.8 or newer, and may still be null: a
+   * backend whose container must not start without the hook refuses the container then. */
+  void (*hook)(void* ctx, const char* hook_name, const char* path, const char* const* args, size_t arg_count,
+               const char* const* env, size_t env_count);
 } vgpu_spec_sink;
 
 /* 1.1: what one container uses of one device it holds, as the vendor library reports it

@@ -24,6 +24,16 @@ struct DeviceNode {
   bool operator==(const DeviceNode&) const = default;
 };
 
+/// An OCI hook the container runtime runs for the container (CDI containerEdits.hooks), e.g.
+/// one that sets a driver's limits on the container's cgroup before it starts.
+struct OciHook {
+  std::string hookName = "createContainer";  ///< the OCI hook point
+  std::string path;                          ///< the program, on the host
+  std::vector<std::string> args;             ///< argv, args[0] the program's name
+  std::vector<std::string> env;              ///< NAME=value
+  bool operator==(const OciHook&) const = default;
+};
+
 /// A note for whoever runs the pod (e.g. which component enforces its memory limit): the
 /// node agent posts it as a Normal event on the pod.
 struct PodNotice {
@@ -48,6 +58,9 @@ struct ContainerSpec {
   std::vector<Mount> mounts;
   std::vector<DeviceNode> devices;
   std::map<std::string, std::string> annotations;  ///< for the container runtime (the response's)
+  /// For the container runtime too: the front ends put them in a CDI spec (the DRA claim's,
+  /// or one the device plugin writes and names in the response's cdi_devices).
+  std::vector<OciHook> hooks;
   /// For the pod: the node agent writes them on the pod when it records the Allocate
   /// outcome (e.g. what another vendor's components read there).
   std::map<std::string, std::string> podAnnotations;

@@ -52,6 +52,12 @@ std::optional<LinkClass> parseLinkClass(std::string_view text);
 /// One physical device as discovery reports it and the node inventory publishes it.
 /// Memory is in MiB after the backend's memory scaling; compute is in units where 100 is
 /// the whole device (more than 100 means the operator oversubscribes compute).
+/// Device attribute a backend may publish: what holds a container to its memory on the
+/// device, "driver" (the vendor driver itself, per container) or "preload" (libvgpu.so or the
+/// vendor's own in-container library). The node agent exports it as
+/// vgpu_device_memory_enforcement{mode} (docs/metrics.md).
+inline constexpr const char* kMemoryEnforcementAttribute = "memoryEnforcement";
+
 struct Device {
   std::string id;             ///< Stable identifier (the vendor UUID), unique on the node.
   int index = 0;              ///< Position in the vendor's enumeration on the node.

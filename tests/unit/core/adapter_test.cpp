@@ -1,6 +1,7 @@
 // The C++ adapter's side of ABI growth: what a backend built with this adapter writes into
 // a sink depends on the loader's version, so an older node agent's shorter sink is never
-// read past its end (ContainerSpec::notices, the sink's `notice` slot, came in 1.2).
+// read past its end (ContainerSpec::notices, the sink's `notice` slot, came in 1.2; `hook`
+// in 1.8, where an older agent gets a refusal instead: a hook must not be dropped).
 #include <gtest/gtest.h>
 
 #include "sim_backend.h"
@@ -12,7 +13,10 @@ namespace {
 
 using vgpu::testing::TempDir;
 
-/// The sim backend, plus a note on every container it sets up.
+/// Whether NotingBackend also asks for an OCI hook.
+bool gAddHook = false;
+
+/// The sim backend, plus a note on every container it sets up (and a hook, with gAddHook).
 class NotingBackend {
  public:
   static Result<std::unique_ptr<NotingBackend>> create(const BackendParams& params) {
@@ -32,6 +36,7 @@ class NotingBackend {
   Result<ContainerSpec> containerSpec(const ContainerGrant& grant) {
     auto spec = inner_->containerSpec(grant);
     if (spec.ok()) spec->notices.push_back({"SimNote", "set up " + grant.container.containerName});
+    if (spec.ok() && gAddHook) spec->hooks.push_back({"createContainer", "/usr/local/vgpu/hook", {"hook", "a"}, {}});
     return spec;
   }
   Status release(const ContainerRef& c) { return inner_->release(c); }
@@ -43,11 +48,14 @@ class NotingBackend {
 
 struct Notes {
   std::vector<std::string> seen;
+  std::vector<std::string> hooks;
+  vgpu_status status = VGPU_OK;
+  std::string error;
 };
 
 /// Fills the table as a loader of `loaderVersion` would get it, creates the backend, and
 /// asks for one container's spec through a sink whose `notice` slot records what it gets.
-std::vector<std::string> notesThroughTheAbi(uint32_t loaderVersion) {
+Notes throughTheAbi(uint32_t loaderVersion) {
   TempDir dir;
   vgpu_backend_table table{};
   table.struct_size = sizeof(table);
@@ -86,9 +94,22 @@ std::vector<std::string> notesThroughTheAbi(uint32_t loaderVersion) {
   sink.notice = [](void* ctx, const char* reason, const char* message) {
     static_cast<Notes*>(ctx)->seen.push_back(std::string(reason) + ": " + message);
   };
-  EXPECT_EQ(table.container_spec(backend, &grant, &sink, &err), VGPU_OK) << text;
+  sink.hook = [](void* ctx, const char* name, const char* path, const char* const* args, size_t argCount,
+                 const char* const*, size_t) {
+    std::string h = std::string(name) + " " + path;
+    for (size_t i = 0; i < argCount; ++i) h += std::string(" ") + args[i];
+    static_cast<Notes*>(ctx)->hooks.push_back(h);
+  };
+  notes.status = table.container_spec(backend, &grant, &sink, &err);
+  notes.error = text;
   table.destroy(backend);
-  return notes.seen;
+  return notes;
+}
+
+std::vector<std::string> notesThroughTheAbi(uint32_t loaderVersion) {
+  Notes n = throughTheAbi(loaderVersion);
+  EXPECT_EQ(n.status, VGPU_OK) << n.error;
+  return n.seen;
 }
 
 TEST(BackendAdapter, WritesNoticesOnlyIntoASinkOfALoaderThatHasTheSlot) {
@@ -96,6 +117,18 @@ TEST(BackendAdapter, WritesNoticesOnlyIntoASinkOfALoaderThatHasTheSlot) {
   // A 1.1 agent's sink ends before `notice`: the slot here holds a recorder, which must stay
   // untouched (in a real 1.1 sink the bytes past its end are not a function at all).
   EXPECT_TRUE(notesThroughTheAbi((VGPU_BACKEND_ABI_MAJOR << 16) | 1u).empty());
+}
+
+TEST(BackendAdapter, HandsHooksToA18LoaderAndRefusesTheContainerForAnOlderOne) {
+  gAddHook = true;
+  Notes now = throughTheAbi(VGPU_BACKEND_ABI_VERSION);
+  EXPECT_EQ(now.status, VGPU_OK) << now.error;
+  EXPECT_EQ(now.hooks, (std::vector<std::string>{"createContainer /usr/local/vgpu/hook hook a"}));
+  Notes older = throughTheAbi((VGPU_BACKEND_ABI_MAJOR << 16) | 7u);
+  gAddHook = false;
+  EXPECT_EQ(older.status, VGPU_ERROR_UNSUPPORTED);
+  EXPECT_NE(older.error.find("cannot declare hooks (it is older than backend ABI 1.8)"), std::string::npos) << older.error;
+  EXPECT_TRUE(older.hooks.empty());
 }
 
 }  // namespace

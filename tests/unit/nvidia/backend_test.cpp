@@ -85,13 +85,25 @@ TEST(NvidiaOptions, ReadsEveryOption) {
   EXPECT_EQ(o->limiter.cdiKind, "k8s.device-plugin.nvidia.com/gpu");
 }
 
-// The driver's memory cap reaches a container only through the CDI hook of cdiKind's spec:
-// "driver" without a kind would leave memory to nobody, so it is refused at start.
-TEST(NvidiaOptions, DriverMemoryEnforcementNeedsACdiKind) {
+// The driver's memory cap reaches a container only through a CDI hook, vgpu-cdi-hook's or
+// that of cdiKind's spec: "driver" with neither would leave memory to nobody, so it is
+// refused at start.
+TEST(NvidiaOptions, DriverMemoryEnforcementNeedsACdiKindOrTheHook) {
   auto o = parseOptions(params({{"memoryEnforcement", "driver"}}), nullptr, nullptr);
   ASSERT_FALSE(o.ok());
   EXPECT_THAT(o.error().message, HasSubstr("backends.nvidia.options.memoryEnforcement is driver, which needs "
+                                           "backends.nvidia.options.cdiHookPath (vgpu-cdi-hook on the host) or "
                                            "backends.nvidia.options.cdiKind"));
+  auto hooked = parseOptions(params({{"memoryEnforcement", "driver"}, {"cdiHookPath", "/usr/local/vgpu/vgpu-cdi-hook"},
+                                     {"driverSoftLimit", "hard"}}),
+                             nullptr, nullptr);
+  ASSERT_TRUE(hooked.ok()) << hooked.error().message;
+  EXPECT_EQ(hooked->limiter.cdiHookPath, "/usr/local/vgpu/vgpu-cdi-hook");
+  EXPECT_EQ(hooked->limiter.driverSoftLimit, "hard");
+  EXPECT_THAT(parseOptions(params({{"cdiHookPath", "vgpu-cdi-hook"}}), nullptr, nullptr).error().message,
+              HasSubstr("expected an absolute path"));
+  EXPECT_THAT(parseOptions(params({{"driverSoftLimit", "half"}}), nullptr, nullptr).error().message,
+              HasSubstr("driverSoftLimit: expected none or hard"));
   EXPECT_TRUE(parseOptions(params({{"memoryEnforcement", "driver"}, {"cdiKind", "k8s.device-plugin.nvidia.com/gpu"}}),
                            nullptr, nullptr)
                   .ok());
@@ -292,6 +304,40 @@ TEST(NvidiaBackendLibrary, DriverModeThatCannotWorkHereSaysSoInTheInventoryAndAt
   auto spec = (*backend)->limiter()->containerSpec(g);
   ASSERT_FALSE(spec.ok());
   EXPECT_THAT(spec.error().message, HasSubstr("cannot cap GPU memory in the kernel"));
+}
+
+// vgpu-cdi-hook through the loaded library (ABI 1.8 hook slot): on an R615 driver every GPU is
+// "driver" in the inventory (vgpu_device_memory_enforcement) and the spec carries the hook; on
+// an older driver nothing changes: "preload", no hook, libvgpu.so's limits.
+TEST(NvidiaBackendLibrary, TheVgpuHookIsDeclaredWhereTheDriverHasTheCallAndNothingChangesElsewhere) {
+  TempDir dir;
+  setEnv("VGPU_FAKE_GPU_CONFIG", dir.write("machine.conf", "gpu uuid=" + kH100 + " memory_mib=81559\n").string());
+  for (const bool newer : {true, false}) {
+    auto options = fakeOptions();
+    options["memoryEnforcement"] = "auto";
+    options["cdiHookPath"] = "/usr/local/vgpu/vgpu-cdi-hook";
+    options["nvmlLibrary"] = newer ? VGPU_FAKE_NVML_LIBRARY : VGPU_FAKE_GPU_NO_MEMLIMITS_LIB_DIR "/libnvidia-ml.so.1";
+    auto backend = load(params(options));
+    ASSERT_TRUE(backend.ok()) << backend.error().message;
+    auto devices = (*backend)->discovery()->discover();
+    ASSERT_TRUE(devices.ok()) << devices.error().message;
+    EXPECT_EQ((*devices)[0].attributes.at(kMemoryEnforcementAttribute), newer ? "driver" : "preload");
+    ContainerGrant g;
+    g.container = {"uid-9", "main"};
+    g.devices = {{"nvidia", kH100, 0, 20000, 100, 0}};
+    TempDir host;
+    g.hostDir = host.path().string();
+    auto spec = (*backend)->limiter()->containerSpec(g);
+    ASSERT_TRUE(spec.ok()) << spec.error().message;
+    EXPECT_EQ(spec->env.at("CUDA_DEVICE_MEMORY_LIMIT_0"), "20000m");
+    if (newer) {
+      ASSERT_EQ(spec->hooks.size(), 1u);
+      EXPECT_EQ(spec->hooks[0].path, "/usr/local/vgpu/vgpu-cdi-hook");
+      EXPECT_EQ(spec->hooks[0].args[3], kH100 + "=20000");
+    } else {
+      EXPECT_TRUE(spec->hooks.empty());
+    }
+  }
 }
 
 }  // namespace

@@ -257,6 +257,70 @@ TEST(NvidiaLimiter, DriverModeCapsMemoryInTheKernelAndPreloadsOnlyForCompute) {
   EXPECT_FALSE(hasMount(*wholeSpec, "/usr/local/vgpu/libvgpu.so"));
 }
 
+// vgpu-cdi-hook (issue 40): the spec carries a createContainer hook with each GPU's slice;
+// libvgpu.so keeps its own memory limit beside the driver's and stays preloaded.
+TEST(NvidiaLimiter, WithTheVgpuHookTheContainerGetsACreateContainerHookAndLibvgpuToo) {
+  LimiterSettings s;
+  s.memory = MemoryEnforcement::kDriver;
+  s.cdiHookPath = "/usr/local/vgpu/vgpu-cdi-hook";
+  s.driverSoftLimit = "hard";
+  auto l = limiter(s, supported);
+  TempDir dir;
+  auto spec = l.containerSpec(grantOf(dir, {dev(kGpu0, 10000, 100), dev(kGpu1, 8000, 100)}));
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  ASSERT_EQ(spec->hooks.size(), 1u);
+  EXPECT_EQ(spec->hooks[0].hookName, "createContainer");
+  EXPECT_EQ(spec->hooks[0].path, "/usr/local/vgpu/vgpu-cdi-hook");
+  EXPECT_EQ(spec->hooks[0].args,
+            (std::vector<std::string>{"vgpu-cdi-hook", "memory-limits", "--device", std::string(kGpu0) + "=10000",
+                                      "--device", std::string(kGpu1) + "=8000", "--soft-limit", "hard",
+                                      "--on-failure", "fail"}));
+  EXPECT_EQ(spec->env["CUDA_DEVICE_MEMORY_LIMIT_0"], "10000m");
+  EXPECT_EQ(spec->env["CUDA_DEVICE_MEMORY_LIMIT_1"], "8000m");
+  EXPECT_FALSE(spec->env.contains("NVIDIA_GPU_MEMORY_LIMIT"));  // not the toolkit's hook
+  EXPECT_TRUE(hasMount(*spec, "/etc/ld.so.preload"));
+  EXPECT_TRUE(spec->annotations.empty());
+  EXPECT_EQ(spec->podAnnotations.at(kMemoryEnforcerAnnotation), "driver");
+  EXPECT_THAT(spec->notices[0].message, HasSubstr("per-cgroup cap vgpu-cdi-hook sets"));
+
+  // auto: a hook that fails only warns (libvgpu.so holds memory then).
+  s.memory = MemoryEnforcement::kAuto;
+  auto a = limiter(s, supported);
+  TempDir dir2;
+  auto autoSpec = a.containerSpec(grantOf(dir2, {dev(kGpu0, 10000, 100)}));
+  ASSERT_TRUE(autoSpec.ok());
+  ASSERT_EQ(autoSpec->hooks.size(), 1u);
+  EXPECT_EQ(autoSpec->hooks[0].args.back(), "preload-only");
+}
+
+// Older drivers and MIG devices keep today's behaviour: no hook, libvgpu.so alone.
+TEST(NvidiaLimiter, WithTheVgpuHookOlderDriversAndMigDevicesKeepLibvgpuAlone) {
+  LimiterSettings s;
+  s.memory = MemoryEnforcement::kAuto;
+  s.cdiHookPath = "/usr/local/vgpu/vgpu-cdi-hook";
+  auto older = limiter(s, unsupported);
+  TempDir dir;
+  auto spec = older.containerSpec(grantOf(dir, {dev(kGpu0, 10000, 100)}));
+  ASSERT_TRUE(spec.ok());
+  EXPECT_TRUE(spec->hooks.empty());
+  EXPECT_EQ(spec->env["CUDA_DEVICE_MEMORY_LIMIT_0"], "10000m");
+  EXPECT_EQ(spec->podAnnotations.at(kMemoryEnforcerAnnotation), "libvgpu.so");
+
+  auto newer = limiter(s, supported);
+  TempDir dir2;
+  auto mig = newer.containerSpec(grantOf(dir2, {dev("MIG-6b1f7c2a-0f4e-4a8e-9d2c-3a5b7e9f1c20", 5000, 100)}));
+  ASSERT_TRUE(mig.ok());
+  EXPECT_TRUE(mig->hooks.empty());
+  EXPECT_EQ(mig->podAnnotations.at(kMemoryEnforcerAnnotation), "libvgpu.so");
+
+  s.memory = MemoryEnforcement::kDriver;
+  auto refused = limiter(s, unsupported);
+  TempDir dir3;
+  auto r = refused.containerSpec(grantOf(dir3, {dev(kGpu0, 10000, 100)}));
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error().message, HasSubstr("nvmlDeviceSetMemoryLimits_v1"));
+}
+
 TEST(NvidiaLimiter, AsksForCdiDevicesWhenAKindIsConfigured) {
   LimiterSettings s;
   s.memory = MemoryEnforcement::kDriver;

@@ -258,6 +258,12 @@ struct Adapter {
         return fail(err, VGPU_ERROR_UNSUPPORTED,
                     "the backend needs pod annotations written (" + spec->podAnnotations.begin()->first +
                         "), but this node agent does not write them");
+      const bool hooksHeard = VGPU_ABI_MINOR_OF(loaderVersion) >= 8 && sink->hook;
+      if (!spec->hooks.empty() && !hooksHeard)
+        return fail(err, VGPU_ERROR_UNSUPPORTED,
+                    "the backend needs the container runtime to run " + spec->hooks.front().path +
+                        " as a " + spec->hooks.front().hookName + " hook, but this node agent cannot declare hooks "
+                        "(it is older than backend ABI 1.8)");
       for (const auto& [k, v] : spec->env) sink->env(sink->ctx, k.c_str(), v.c_str());
       for (const auto& m : spec->mounts)
         sink->mount(sink->ctx, m.hostPath.c_str(), m.containerPath.c_str(), m.readOnly ? 1u : 0u);
@@ -271,6 +277,12 @@ struct Adapter {
       // An older agent's sink ends before `region`: it reads no usage from the container's files.
       if (VGPU_ABI_MINOR_OF(loaderVersion) >= 7 && sink->region && spec->region)
         sink->region(sink->ctx, spec->region->path.c_str(), spec->region->inode);
+      for (const auto& h : spec->hooks) {
+        std::vector<const char*> args, env;
+        for (const auto& a : h.args) args.push_back(a.c_str());
+        for (const auto& e : h.env) env.push_back(e.c_str());
+        sink->hook(sink->ctx, h.hookName.c_str(), h.path.c_str(), args.data(), args.size(), env.data(), env.size());
+      }
       return VGPU_OK;
     } catch (const Unsupported& e) {
       return fail(err, VGPU_ERROR_UNSUPPORTED, e.what());
