@@ -29,6 +29,9 @@ struct AgentOptions {
   std::string podResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock";  ///< empty = not read
   std::string metricsAddress = "0.0.0.0:9394";  ///< host:port for /metrics and /healthz; empty = off
   bool hamiMetrics = false;  ///< also export HAMi's per-container metric names (docs/metrics.md)
+  /// Where the agent writes a CDI spec for a container whose backend asks for OCI hooks
+  /// (vgpu-cdi-hook); the runtime must read CDI specs there.
+  std::string cdiDir = "/var/run/cdi";
   std::string stateDir = "/var/lib/vgpu";       ///< <stateDir>/containers/<handout id>/ and handouts.journal
   /// Whether each container's folder is a size-limited tmpfs the agent mounts (--region-tmpfs).
   FolderTmpfs regionTmpfs = FolderTmpfs::kBestEffort;

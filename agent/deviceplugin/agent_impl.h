@@ -101,6 +101,7 @@ struct Agent::Impl final : PluginHandler {
   metrics::Gauge& devCompute;
   metrics::Gauge& devSplit;
   metrics::Gauge& devHealthy;
+  metrics::Gauge& devMemEnforcement;
   metrics::Gauge& devMemAllocated;
   metrics::Gauge& devComputeAllocated;
   metrics::Gauge& ctrMemUsed;
@@ -201,6 +202,10 @@ struct Agent::Impl final : PluginHandler {
   /// Undoes one handout: what the backend made for it, then its folder and record
   /// (maintenance.cpp).
   void releaseHandout(const Handout& h);
+  /// The container's CDI spec (container_cdi.cpp): written when the backend's answer has OCI
+  /// hooks, and then named in `spec`'s annotations; removed otherwise and with the handout.
+  Status writeContainerCdi(const std::string& handoutId, ContainerSpec& spec);
+  void removeContainerCdi(const std::string& handoutId);
 
   /// Whether `earlier` (a live handout of the IDs `claim` got) belongs to another container of
   /// the pod being admitted: the kubelet reuses an init container's devices for the containers

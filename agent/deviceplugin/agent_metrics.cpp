@@ -24,6 +24,10 @@ Agent::Impl::Impl(AgentOptions o)
                               {"backend", "device_id", "device_index", "model"})),
       devHealthy(registry.gauge("vgpu_device_healthy", "1 when the device is healthy.",
                                 {"backend", "device_id", "device_index", "model"})),
+      devMemEnforcement(registry.gauge("vgpu_device_memory_enforcement",
+                                       "1 for what holds containers to their memory on the device: the driver "
+                                       "itself (mode driver) or the in-container library alone (mode preload).",
+                                       {"backend", "device_id", "device_index", "model", "mode"})),
       devMemAllocated(registry.gauge("vgpu_device_memory_allocated_bytes",
                                      "Device memory granted to containers this agent allocated.",
                                      {"backend", "device_id", "device_index", "model"})),
@@ -99,7 +103,7 @@ void Agent::Impl::folderUnbounded(const std::string& folder, const std::string& 
 }
 
 void Agent::Impl::collect() {
-  for (auto* g : {&devMemory, &devCompute, &devSplit, &devHealthy, &devMemAllocated, &devComputeAllocated,
+  for (auto* g : {&devMemory, &devCompute, &devSplit, &devHealthy, &devMemEnforcement, &devMemAllocated, &devComputeAllocated,
                   &ctrMemUsed, &ctrMemLimit, &ctrComputeLimit, &ctrBusy, &ctrUnenforced, &ctrProcs, &ctrUtilization,
                   &backendDevices, &devForeignMemory, &hamiContainers, &devPartition})
     g->clear();
@@ -116,6 +120,8 @@ void Agent::Impl::collect() {
         devCompute.set(l, d.computeUnits);
         devSplit.set(l, d.splitCount);
         devHealthy.set(l, d.health == Health::kUnhealthy ? 0 : 1);
+        if (auto m = d.attributes.find(kMemoryEnforcementAttribute); m != d.attributes.end())
+          devMemEnforcement.set({name, d.id, std::to_string(d.index), d.model, m->second}, 1);
         auto u = usage.find(d.id);
         devMemAllocated.set(l, u == usage.end() ? 0.0 : static_cast<double>(u->second.first) * 1048576.0);
         devComputeAllocated.set(l, u == usage.end() ? 0.0 : static_cast<double>(u->second.second));

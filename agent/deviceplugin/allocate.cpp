@@ -141,6 +141,11 @@ std::variant<ContainerSpec, RpcError> Agent::Impl::answerAgain(const Again& agai
         logLine("error", "Allocate " + h.resource + ": " + msg);
         return RpcError{RpcCode::kFailedPrecondition, msg};
       }
+      if (auto c = writeContainerCdi(h.id, spec); !c.ok()) {
+        const std::string msg = who + ": " + c.error().message;
+        logLine("error", "Allocate " + h.resource + ": " + msg);
+        return RpcError{RpcCode::kFailedPrecondition, msg};
+      }
     }
   }
   handouts.setRegion(h.id, spec.region);
@@ -212,6 +217,15 @@ std::variant<ContainerSpec, RpcError> Agent::Impl::allocateImpl(const std::strin
     return RpcError{RpcCode::kFailedPrecondition, msg};
   }
   ContainerSpec spec = std::move(asked).value();
+  // A backend's OCI hooks (the driver's memory cap) reach the runtime in a CDI spec; the
+  // container must not start without them.
+  if (auto c = writeContainerCdi(handout.id, spec); !c.ok()) {
+    tracker.abort(claim, true);
+    releaseHandout(handout);
+    const std::string msg = who + ": " + c.error().message;
+    recordFailure(claim.podUid, msg);
+    return RpcError{RpcCode::kFailedPrecondition, msg};
+  }
   limiterLock.unlock();
   handouts.setRegion(handout.id, spec.region);
   if (!spec.podAnnotations.empty()) handouts.setPodAnnotations(handout.id, spec.podAnnotations);

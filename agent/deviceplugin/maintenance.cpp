@@ -8,6 +8,7 @@ namespace vgpu::deviceplugin {
 void Agent::Impl::releaseHandout(const Handout& h) {
   if (Limiter* lim = limiterOf(h.backend))
     if (auto s = lim->release(h.backendRef()); !s.ok()) logLine("warning", s.error().message);
+  removeContainerCdi(h.id);
   handouts.remove(h.id);
   std::lock_guard lock(waitMu);
   againCount.erase(h.id);

@@ -18,6 +18,7 @@ Result<ParsedOptions> parseAgentOptions(int argc, const char* const* argv, const
   o.metricsAddress = envOr("VGPU_METRICS_ADDRESS", o.metricsAddress);
   o.stateDir = envOr("VGPU_STATE_DIR", o.stateDir);
   o.leaseNamespace = envOr("VGPU_LEASE_NAMESPACE", o.leaseNamespace);
+  o.cdiDir = envOr("VGPU_CDI_DIR", o.cdiDir);
   std::int64_t watchdogMs = o.watchdog.interval.count();
   std::string watchdogAction = toString(o.watchdog.action);
   std::string regionTmpfs = toString(o.regionTmpfs);
@@ -39,6 +40,9 @@ Result<ParsedOptions> parseAgentOptions(int argc, const char* const* argv, const
        "also export HAMi's per-container metric names and labels (hami_vgpu_*, hami_container_*), for HAMi's "
        "dashboards and alerts")
       ("state-dir", po::value(&o.stateDir), "host folder for per-container files [VGPU_STATE_DIR]")
+      ("cdi-dir", po::value(&o.cdiDir),
+       "where a CDI spec is written for a container whose backend asks the runtime to run a hook (vgpu-cdi-hook) "
+       "[VGPU_CDI_DIR]")
       ("region-tmpfs", po::value(&regionTmpfs),
        "each container's folder a size-limited tmpfs, so a tenant cannot fill the host's disk through its shared "
        "region: required (else Allocate fails), best-effort (else a warning) or off; needs CAP_SYS_ADMIN and a "

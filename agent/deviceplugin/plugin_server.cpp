@@ -3,6 +3,8 @@
 
 #include "plugin_server.h"
 
+#include "cdi_spec.h"
+
 #include <sys/stat.h>
 
 #include <condition_variable>
@@ -93,6 +95,10 @@ class DevicePluginService final : public v1beta1::DevicePlugin::Service {
       auto* resp = out->add_container_responses();
       for (const auto& [k, v] : spec.env) (*resp->mutable_envs())[k] = v;
       for (const auto& [k, v] : spec.annotations) (*resp->mutable_annotations())[k] = v;
+      // The container's own CDI spec (a backend's OCI hooks): as a CDI device too, which
+      // kubelets with DevicePluginCDIDevices (GA in 1.31) pass to the runtime.
+      if (auto cdi = spec.annotations.find(node::kContainerCdiAnnotation); cdi != spec.annotations.end())
+        resp->add_cdi_devices()->set_name(cdi->second);
       for (const auto& m : spec.mounts) {
         auto* mount = resp->add_mounts();
         mount->set_container_path(m.containerPath);

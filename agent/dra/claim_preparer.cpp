@@ -146,10 +146,11 @@ Result<std::vector<std::string>> ClaimPreparer::handOut(const PreparedClaim& cla
   }
   auto spec = deviceplugin::containerSpecFor(backend_, grant, options_.bound);
   if (!spec.ok()) return spec.error();
-  if (auto s = writeJsonAtomically(options_.cdiDir, cdiFile(claim.ref), cdiSpec(cdiKind(options_.driver), claim.ref.uid, *spec));
+  if (auto s = node::writeJsonAtomically(options_.cdiDir, cdiFile(claim.ref),
+                                         node::cdiSpec(node::cdiKind(options_.driver), claim.ref.uid, *spec));
       !s.ok())
     return s.error();
-  return cdiDevicesFromAnnotations(spec->annotations);
+  return node::cdiDevicesFromAnnotations(spec->annotations);
 }
 
 std::string ClaimPreparer::unprepare(const ClaimRef& ref) {
@@ -215,13 +216,13 @@ Status ClaimPreparer::removeFolder(const std::string& holder) const {
 }
 
 std::vector<std::string> ClaimPreparer::cdiIdsOf(const ClaimRef& claim, const std::vector<std::string>& named) const {
-  std::vector<std::string> ids{cdiDeviceId(cdiKind(options_.driver), claim.uid)};
+  std::vector<std::string> ids{node::cdiDeviceId(node::cdiKind(options_.driver), claim.uid)};
   ids.insert(ids.end(), named.begin(), named.end());
   return ids;
 }
 
 std::string ClaimPreparer::cdiFile(const ClaimRef& claim) const {
-  return cdiSpecFileName(cdiKind(options_.driver), claim.uid);
+  return node::cdiSpecFileName(node::cdiKind(options_.driver), claim.uid);
 }
 
 }  // namespace vgpu::dra

@@ -418,6 +418,7 @@ AdmitResult FakeKubelet::admit(const KubeletPod& given) {
         alloc.allocateTime = took;
         for (const auto& [k, v] : r.envs()) alloc.response.env[k] = v;
         for (const auto& [k, v] : r.annotations()) alloc.response.annotations[k] = v;
+        for (const auto& d : r.cdi_devices()) alloc.cdiDevices.push_back(d.name());
         for (const auto& m : r.mounts())
           alloc.response.mounts.push_back({m.host_path(), m.container_path(), m.read_only()});
         for (const auto& d : r.devices())

@@ -19,6 +19,7 @@ inline AgentOptions agentTestOptions(const fs::path& dir, const std::string& api
   o.podResourcesSocket = (dir / "pr" / "kubelet.sock").string();
   o.metricsAddress = "127.0.0.1:0";
   o.stateDir = (dir / "state").string();
+  o.cdiDir = (dir / "cdi").string();
   o.apiConfig.server = apiUrl;
   o.podWait = std::chrono::milliseconds(2000);
   o.apiTimeout = std::chrono::milliseconds(300);

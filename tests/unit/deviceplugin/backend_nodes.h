@@ -91,14 +91,16 @@ class BackendNode : public AgentFixture {
   }
 
   static constexpr const char* kGpu = "GPU-11111111-1111-1111-1111-111111111111";
-  void startNvidiaNode() {
+  /// `extraOptions`: more lines of the backend's options ("      key: value\n").
+  void startNvidiaNode(const std::string& extraOptions = "") {
     const auto machine =
         dir.write("machine.conf", std::string("gpu uuid=") + kGpu + " name=\"NVIDIA A100-SXM4-40GB\" memory_mib=40960\n");
     ::setenv("VGPU_FAKE_GPU_CONFIG", machine.c_str(), 1);
 #ifdef VGPU_FAKE_NVML_LIBRARY
     dir.write("device-config.yaml", std::string("version: 1\nbackends:\n  nvidia:\n    enabled: true\n    splitCount: 4\n"
                                                 "    options:\n      discovery: nvml\n      nvmlLibrary: ") +
-                                        VGPU_FAKE_NVML_LIBRARY + "\n      hostSysRoot: /nonexistent-sys\n");
+                                        VGPU_FAKE_NVML_LIBRARY + "\n      hostSysRoot: /nonexistent-sys\n" +
+                                        extraOptions);
 #endif
     startKubelet();
     startAgent(manualPasses());

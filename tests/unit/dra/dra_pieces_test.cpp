@@ -251,7 +251,7 @@ TEST(CdiSpec, EnvMountsAndDeviceNodesAsContainerEdits) {
   spec.env = {{"A", "1"}, {"B", "x=y"}};
   spec.mounts = {{"/host/lib", "/usr/lib/x", true}, {"/host/dir", "/var/run/x", false}};
   spec.devices = {{"/dev/foo0", "/dev/foo0", "rw"}};
-  const auto j = cdiSpec(cdiKind("sim.vgpu.io"), "uid-1", spec);
+  const auto j = node::cdiSpec(node::cdiKind("sim.vgpu.io"), "uid-1", spec);
   EXPECT_EQ(j.at("cdiVersion"), "0.5.0");
   EXPECT_EQ(j.at("kind"), "sim.vgpu.io/share");
   const auto& edits = j.at("devices").at(0).at("containerEdits");
@@ -260,21 +260,36 @@ TEST(CdiSpec, EnvMountsAndDeviceNodesAsContainerEdits) {
   EXPECT_EQ(edits.at("mounts").at(0).at("options"), (json::array{"ro", "nosuid", "nodev", "bind"}));
   EXPECT_EQ(edits.at("mounts").at(1).at("options").at(0), "rw");
   EXPECT_EQ(edits.at("deviceNodes").at(0).at("hostPath"), "/dev/foo0");
-  EXPECT_EQ(cdiDeviceId(cdiKind("sim.vgpu.io"), "uid-1"), "sim.vgpu.io/share=uid-1");
-  EXPECT_EQ(cdiSpecFileName(cdiKind("sim.vgpu.io"), "uid-1"), "sim.vgpu.io-share_uid-1.json");
+  EXPECT_EQ(node::cdiDeviceId(node::cdiKind("sim.vgpu.io"), "uid-1"), "sim.vgpu.io/share=uid-1");
+  EXPECT_EQ(node::cdiSpecFileName(node::cdiKind("sim.vgpu.io"), "uid-1"), "sim.vgpu.io-share_uid-1.json");
+}
+
+// A backend's OCI hook (vgpu-cdi-hook: the driver's memory cap, issue 40) goes into the
+// claim's spec, which the runtime runs for every container of the claim.
+TEST(CdiSpec, OciHooksAsContainerEdits) {
+  ContainerSpec spec;
+  spec.hooks = {{"createContainer", "/usr/local/vgpu/vgpu-cdi-hook", {"vgpu-cdi-hook", "memory-limits"}, {"A=1"}}};
+  const auto j = node::cdiSpec(node::cdiKind("sim.vgpu.io"), "uid-1", spec);
+  const auto& hooks = j.at("devices").at(0).at("containerEdits").at("hooks");
+  ASSERT_EQ(hooks.as_array().size(), 1u);
+  EXPECT_EQ(hooks.at(0).at("hookName"), "createContainer");
+  EXPECT_EQ(hooks.at(0).at("path"), "/usr/local/vgpu/vgpu-cdi-hook");
+  EXPECT_EQ(hooks.at(0).at("args"), (json::array{"vgpu-cdi-hook", "memory-limits"}));
+  EXPECT_EQ(hooks.at(0).at("env"), (json::array{"A=1"}));
+  EXPECT_FALSE(node::cdiSpec("sim.vgpu.io/share", "u", ContainerSpec{}).at("devices").at(0).at("containerEdits").as_object().contains("hooks"));
 }
 
 TEST(CdiSpec, CdiDevicesTheLimiterNamesInAnnotationsBecomeIdsNotSpecAnnotations) {
   ContainerSpec spec;
   spec.annotations = {{"cdi.k8s.io/vgpu-nvidia", "nvidia.com/gpu=GPU-a,nvidia.com/gpu=GPU-b"},
                       {"example.com/note", "x"}};
-  EXPECT_EQ(cdiDevicesFromAnnotations(spec.annotations),
+  EXPECT_EQ(node::cdiDevicesFromAnnotations(spec.annotations),
             (std::vector<std::string>{"nvidia.com/gpu=GPU-a", "nvidia.com/gpu=GPU-b"}));
-  const auto j = cdiSpec("sim.vgpu.io/share", "u", spec);
+  const auto j = node::cdiSpec("sim.vgpu.io/share", "u", spec);
   EXPECT_EQ(j.at("cdiVersion"), "0.6.0");
   EXPECT_EQ(j.at("annotations"), (json::object{{"example.com/note", "x"}}));
   spec.annotations.erase("example.com/note");
-  const auto plain = cdiSpec("sim.vgpu.io/share", "u", spec);
+  const auto plain = node::cdiSpec("sim.vgpu.io/share", "u", spec);
   EXPECT_EQ(plain.at("cdiVersion"), "0.5.0");
   EXPECT_FALSE(plain.contains("annotations"));
 }

@@ -64,7 +64,8 @@ struct ContainerAllocation {
   std::string container;
   std::string resource;
   std::vector<std::string> deviceIds;
-  ContainerSpec response;  ///< the plugin's ContainerAllocateResponse (CDI devices left out)
+  ContainerSpec response;  ///< the plugin's ContainerAllocateResponse (CDI devices below)
+  std::vector<std::string> cdiDevices;  ///< its cdi_devices, fully qualified names
   /// False when the kubelet had the container's devices recorded (its checkpoint) and
   /// answered from there without calling Allocate.
   bool allocateCalled = false;

@@ -1,5 +1,5 @@
-// Writes and removes the CDI spec file of a prepared share (cdi_spec.h): the container edits
-// (env, mounts, device nodes) the runtime applies for the claim.
+// Builds and writes CDI spec files (cdi_spec.h): the container edits (env, mounts, device
+// nodes, hooks) the runtime applies for a claim or a container.
 
 #include "cdi_spec.h"
 
@@ -11,7 +11,7 @@
 
 #include <boost/json.hpp>
 
-namespace vgpu::dra {
+namespace vgpu::node {
 namespace json = boost::json;
 namespace fs = std::filesystem;
 
@@ -58,8 +58,16 @@ json::object cdiSpec(const std::string& kind, const std::string& name, const Con
     nodes.push_back(json::object{{"path", d.containerPath.empty() ? d.hostPath : d.containerPath},
                                  {"hostPath", d.hostPath},
                                  {"permissions", d.permissions}});
+  json::array hooks;
+  for (const auto& h : spec.hooks) {
+    json::object hook{{"hookName", h.hookName}, {"path", h.path}};
+    if (!h.args.empty()) hook["args"] = json::value_from(h.args);
+    if (!h.env.empty()) hook["env"] = json::value_from(h.env);
+    hooks.push_back(std::move(hook));
+  }
   json::object edits;
   if (!env.empty()) edits["env"] = std::move(env);
+  if (!hooks.empty()) edits["hooks"] = std::move(hooks);
   if (!mounts.empty()) edits["mounts"] = std::move(mounts);
   if (!nodes.empty()) edits["deviceNodes"] = std::move(nodes);
   json::object a;
@@ -92,4 +100,4 @@ Status writeJsonAtomically(const fs::path& dir, const std::string& fileName, con
   return {};
 }
 
-}  // namespace vgpu::dra
+}  // namespace vgpu::node
