@@ -1,5 +1,5 @@
-# vgpu-device-plugin: the node agent, its backends, and libvgpu.so for the init container
-# that installs it on the host (charts/vgpu/templates/device-plugin-daemonset.yaml).
+# vgpu-device-plugin: the node agent, its backends, and libvgpu.so and vgpu-cdi-hook for the
+# init container that installs them on the host (charts/vgpu/templates/device-plugin-daemonset.yaml).
 # libvgpu.so is built from the project's own declarations of the CUDA driver API (no CUDA
 # toolkit); nothing of CUDA is linked or shipped.
 #
@@ -14,12 +14,13 @@ COPY . .
 ENV VGPU_CMAKE_ARGS=-DVGPU_BUILD_TESTS=OFF
 RUN scripts/install-deps.sh \
  && VGPU_BUILD_DIR=/build scripts/build.sh vgpu-device-plugin vgpu-dra-plugin vgpu \
-      vgpu-backend-check vgpu_backend_nvidia vgpu_backend_cambricon vgpu_backend_hygon \
-      vgpu_backend_sim \
+      vgpu-backend-check vgpu-cdi-hook vgpu_backend_nvidia vgpu_backend_cambricon \
+      vgpu_backend_hygon vgpu_backend_sim \
  && install -D -m 0755 /build/bin/vgpu-device-plugin /out/usr/local/bin/vgpu-device-plugin \
  && install -D -m 0755 /build/bin/vgpu-dra-plugin /out/usr/local/bin/vgpu-dra-plugin \
  && install -D -m 0755 /build/bin/vgpu-backend-check /out/usr/local/bin/vgpu-backend-check \
  && install -D -m 0644 /build/hooks/cuda/libvgpu.so /out/usr/local/lib/vgpu/libvgpu.so \
+ && install -D -m 0755 /build/bin/vgpu-cdi-hook /out/usr/local/lib/vgpu/vgpu-cdi-hook \
  && mkdir -p /out/usr/local/lib/vgpu/backends \
  && install -m 0644 /build/lib/vgpu/backends/libvgpu-backend-*.so /out/usr/local/lib/vgpu/backends/
 

@@ -8,6 +8,7 @@
 //   and the fakes are copied and every probe runs chroot'ed, in a mount namespace of its own
 //   with /proc mounted.
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -32,6 +33,7 @@
 
 #include "hook_list.h"
 #include "probe_process.h"
+#include "vgpu/cuda/nvml_api.h"
 #include "vgpu/shared_region.h"
 
 namespace {
@@ -346,6 +348,63 @@ TEST_F(LimiterPreload, MemGetInfoReportsTheLimitAndWhatIsLeftOfIt) {
   EXPECT_EQ(region->devices[0].memory_limit, 256 * kMiB);
   EXPECT_EQ(region->devices[0].memory_used, 0u);  // the process has exited and detached
   vgpu_region_close(region);
+}
+
+// Inside a container whose cgroup has a driver memory limit (R615+, set by vgpu-cdi-hook:
+// issue 40), libvgpu.so reports the smaller of the two views: the driver's (what the cgroup
+// may still take) and its own (what is left of its limit).
+TEST_F(LimiterPreload, InADriverLimitedCgroupMemGetInfoIsTheSmallerOfTheTwoViews) {
+  if (!root_.empty()) GTEST_SKIP() << "the cgroup's path differs inside the old root";
+  if (geteuid() != 0) GTEST_SKIP() << "NVML sets memory limits for root only";
+  std::ofstream(dir_ + "/cgroup") << "0::/ctr\n";
+  const std::string ns = dir_ + "/sys/fs/cgroup/ctr";
+  ASSERT_EQ(std::system(("mkdir -p '" + ns + "'").c_str()), 0);
+  // The driver's limit, set as the hook would, by a process of its own.
+  const pid_t setter = fork();
+  if (setter == 0) {
+    setenv("VGPU_FAKE_GPU_CONFIG", config_.c_str(), 1);
+    setenv("VGPU_FAKE_GPU_STATE", (dir_ + "/fake-state").c_str(), 1);
+    const std::string libs = fakeLibPath();
+    void* nvml = nullptr;
+    for (size_t at = 0; nvml == nullptr && at <= libs.size();) {
+      const size_t colon = std::min(libs.find(':', at), libs.size());
+      nvml = dlopen((libs.substr(at, colon - at) + "/libnvidia-ml.so.1").c_str(), RTLD_NOW | RTLD_LOCAL);
+      at = colon + 1;
+    }
+    using Init = nvmlReturn_t (*)();
+    using Handle = nvmlReturn_t (*)(unsigned, nvmlDevice_t*);
+    using Set = nvmlReturn_t (*)(nvmlDevice_t, nvmlSetMemoryLimits_v1_t*);
+    auto init = nvml ? reinterpret_cast<Init>(dlsym(nvml, "nvmlInit_v2")) : nullptr;
+    auto handle = nvml ? reinterpret_cast<Handle>(dlsym(nvml, "nvmlDeviceGetHandleByIndex_v2")) : nullptr;
+    auto set = nvml ? reinterpret_cast<Set>(dlsym(nvml, "nvmlDeviceSetMemoryLimits_v1")) : nullptr;
+    if (set == nullptr) _exit(77);  // a driver without per-cgroup limits
+    nvmlDevice_t dev = nullptr;
+    nvmlSetMemoryLimits_v1_t limits{ns.c_str(), 0, 128 * kMiB};
+    _exit(init() == NVML_SUCCESS && handle(0, &dev) == NVML_SUCCESS && set(dev, &limits) == NVML_SUCCESS ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(setter, &status, 0);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 77) GTEST_SKIP() << "this fake NVML has no per-cgroup limits";
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  const std::map<std::string, std::string> inCgroup{{"VGPU_FAKE_GPU_PROC_CGROUP", probePath("cgroup")},
+                                                    {"VGPU_FAKE_GPU_SYSFS", probePath("sys")}};
+  auto with = [&](const char* limit) {
+    auto e = inCgroup;
+    e["CUDA_DEVICE_MEMORY_LIMIT_0"] = limit;
+    return e;
+  };
+  ProbeResult driverSmaller = run({"meminfo"}, with("256m"));
+  ASSERT_EQ(driverSmaller.exitCode, 0) << driverSmaller.err;
+  EXPECT_EQ(fieldU64(driverSmaller.out, "total"), 128 * kMiB);
+  EXPECT_EQ(fieldU64(driverSmaller.out, "free"), (128 - kContextMiB) * kMiB);
+  ProbeResult ownSmaller = run({"meminfo"}, with("64m"));
+  ASSERT_EQ(ownSmaller.exitCode, 0) << ownSmaller.err;
+  EXPECT_EQ(fieldU64(ownSmaller.out, "total"), 64 * kMiB);
+  EXPECT_EQ(fieldU64(ownSmaller.out, "free"), (64 - kContextMiB) * kMiB);
+  // Without the preload (a static binary, its own loader): the driver's view and its refusal.
+  ProbeResult bare = run({"meminfo"}, with("64m"), false);
+  ASSERT_EQ(bare.exitCode, 0) << bare.err;
+  EXPECT_EQ(fieldU64(bare.out, "total"), 128 * kMiB);
 }
 
 // On a MIG device CUDA answers the MIG device's UUID; NVML and the metrics call it "MIG-...".

@@ -14,7 +14,7 @@ vgpu_glibc_baseline(vgpu_limiter_probe)
 # which is exactly what an application that dlopens libcuda does.
 target_compile_options(vgpu_limiter_probe PRIVATE -Wall -Wextra -Werror)
 
-vgpu_gtest(vgpu_limiter_preload_test SOURCES preload_test.cpp LIBS vgpu_region NO_DISCOVERY)
+vgpu_gtest(vgpu_limiter_preload_test SOURCES preload_test.cpp LIBS vgpu_region vgpu_cuda_api ${CMAKE_DL_LIBS} NO_DISCOVERY)
 target_include_directories(vgpu_limiter_preload_test PRIVATE ${VGPU_HOOKS_SOURCE_DIR})
 add_dependencies(vgpu_limiter_preload_test vgpu_limiter_probe vgpu vgpu_fake_cuda vgpu_fake_nvml
                  vgpu_fake_cuda_r470 vgpu_fake_nvml_r470 vgpu_fake_cuda_no_timing)
