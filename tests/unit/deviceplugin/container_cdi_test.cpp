@@ -9,25 +9,29 @@ namespace vgpu::deviceplugin::testing {
 namespace {
 
 using ::testing::HasSubstr;
-using ::testing::Not;
-
-using DevicePluginContainerCdi = BackendNode;
 
 #ifdef VGPU_FAKE_NVML_LIBRARY
+class DevicePluginContainerCdi : public BackendNode {
+ protected:
+  /// Admits a pod of one container with 3000 MiB of the GPU; its one allocation.
+  fakes::ContainerAllocation admitOne() {
+    PodSpec spec{"cuda", {{"main", {{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", 3000}},
+                           {grant(kGpu, 0, 3000, 100, 0, "nvidia")}}}};
+    uid = createPod(spec);
+    EXPECT_TRUE(waitFor([&] { return !agent->tracker().pods().empty(); }));
+    auto r = kubelet->admit(kubeletPodOf(spec, uid, "nvidia.com/gpu"));
+    EXPECT_TRUE(r.admitted) << r.error;
+    return r.allocations.empty() ? fakes::ContainerAllocation{} : r.allocations[0];
+  }
+};
+
 TEST_F(DevicePluginContainerCdi, TheHookGoesToTheRuntimeInACdiSpecOfTheContainer) {
   ASSERT_NO_FATAL_FAILURE(startNvidiaNode("      memoryEnforcement: driver\n"
                                           "      cdiHookPath: /usr/local/vgpu/vgpu-cdi-hook\n"));
   EXPECT_THAT(agent->renderMetrics(),
               HasSubstr("vgpu_device_memory_enforcement{backend=\"nvidia\",device_id=\"" + std::string(kGpu) +
                         "\",device_index=\"0\",model=\"NVIDIA A100-SXM4-40GB\",mode=\"driver\"} 1"));
-  PodSpec spec{"cuda", {{"main", {{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", 3000}},
-                         {grant(kGpu, 0, 3000, 100, 0, "nvidia")}}}};
-  uid = createPod(spec);
-  ASSERT_TRUE(waitFor([&] { return !agent->tracker().pods().empty(); }));
-  auto r = kubelet->admit(kubeletPodOf(spec, uid, "nvidia.com/gpu"));
-  ASSERT_TRUE(r.admitted) << r.error;
-  ASSERT_EQ(r.allocations.size(), 1u);
-  const auto& got = r.allocations[0];
+  const auto got = admitOne();
   ASSERT_EQ(got.cdiDevices.size(), 1u);
   const std::string id = got.cdiDevices[0];
   ASSERT_EQ(id.rfind("vgpu.io/container=", 0), 0u) << id;
@@ -58,14 +62,9 @@ TEST_F(DevicePluginContainerCdi, TheHookGoesToTheRuntimeInACdiSpecOfTheContainer
 TEST_F(DevicePluginContainerCdi, WithoutTheHookNoSpecIsWritten) {
   ASSERT_NO_FATAL_FAILURE(startNvidiaNode());
   EXPECT_THAT(agent->renderMetrics(), HasSubstr("mode=\"preload\"} 1"));
-  PodSpec spec{"cuda", {{"main", {{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", 3000}},
-                         {grant(kGpu, 0, 3000, 100, 0, "nvidia")}}}};
-  uid = createPod(spec);
-  ASSERT_TRUE(waitFor([&] { return !agent->tracker().pods().empty(); }));
-  auto r = kubelet->admit(kubeletPodOf(spec, uid, "nvidia.com/gpu"));
-  ASSERT_TRUE(r.admitted) << r.error;
-  EXPECT_TRUE(r.allocations.at(0).cdiDevices.empty());
-  EXPECT_FALSE(r.allocations.at(0).response.annotations.contains("cdi.k8s.io/vgpu-container"));
+  const auto got = admitOne();
+  EXPECT_TRUE(got.cdiDevices.empty());
+  EXPECT_FALSE(got.response.annotations.contains("cdi.k8s.io/vgpu-container"));
   EXPECT_FALSE(fs::exists(dir.path() / "cdi"));
 }
 #endif
