@@ -839,6 +839,7 @@ def check_rendered(args, description, kube, values, docs):
     kubelet = values["devicePlugin"]["kubeletDir"]
     for path in [kubelet + "/device-plugins", values["devicePlugin"]["stateDir"]] + \
             ([kubelet + "/pod-resources"] if values["devicePlugin"]["readPodResources"] else []) + \
+            ([values["devicePlugin"]["cdiDir"]] if values["devices"]["nvidia"]["enabled"] else []) + \
             values["devicePlugin"]["extraHostPaths"]:
         if path not in paths:
             fail("%s: the node agent does not mount the host's %s" % (description, path))
