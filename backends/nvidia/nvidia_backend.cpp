@@ -2,11 +2,15 @@
 
 #include "vgpu/limiter_contract.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
-#include <set>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <set>
 
 namespace vgpu::nvidia {
 namespace {
@@ -294,7 +298,15 @@ Status NvidiaBackend::probeKernelMemoryCap() {
     hasSymbol = (*probe)->fn().deviceSetMemoryLimits != nullptr;
   }
   // vgpu-cdi-hook finds v1 and v2 cgroups; the toolkit's hook needs v2.
-  return kernelMemoryCapSupport(hasSymbol, options_.discovery.sysRoot, options_.limiter.cdiHookPath.empty());
+  const std::string& hook = options_.limiter.cdiHookPath;
+  if (auto s = kernelMemoryCapSupport(hasSymbol, options_.discovery.sysRoot, hook.empty()); !s.ok() || hook.empty())
+    return s;
+  // A hook the runtime cannot run fails every container's start, auto or not: where it is
+  // missing the driver's cap is not used (the chart installs it beside libvgpu.so).
+  if (::access(hook.c_str(), X_OK) != 0)
+    return makeError("vgpu-cdi-hook is not an executable file at backends." + options_.limiter.backend +
+                     ".options.cdiHookPath " + hook + ": " + std::strerror(errno));
+  return {};
 }
 
 Result<std::vector<Device>> NvidiaBackend::discover() {

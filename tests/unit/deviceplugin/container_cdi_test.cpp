@@ -27,7 +27,7 @@ class DevicePluginContainerCdi : public BackendNode {
 
 TEST_F(DevicePluginContainerCdi, TheHookGoesToTheRuntimeInACdiSpecOfTheContainer) {
   ASSERT_NO_FATAL_FAILURE(startNvidiaNode("      memoryEnforcement: driver\n"
-                                          "      cdiHookPath: /usr/local/vgpu/vgpu-cdi-hook\n"));
+                                          "      cdiHookPath: " VGPU_CDI_HOOK_BINARY "\n"));
   EXPECT_THAT(agent->renderMetrics(),
               HasSubstr("vgpu_device_memory_enforcement{backend=\"nvidia\",device_id=\"" + std::string(kGpu) +
                         "\",device_index=\"0\",model=\"NVIDIA A100-SXM4-40GB\",mode=\"driver\"} 1"));
@@ -48,7 +48,7 @@ TEST_F(DevicePluginContainerCdi, TheHookGoesToTheRuntimeInACdiSpecOfTheContainer
   EXPECT_EQ(device.at("name").as_string(), name);
   const auto& hook = device.at("containerEdits").at("hooks").at(0).as_object();
   EXPECT_EQ(hook.at("hookName"), "createContainer");
-  EXPECT_EQ(hook.at("path"), "/usr/local/vgpu/vgpu-cdi-hook");
+  EXPECT_EQ(hook.at("path").as_string(), VGPU_CDI_HOOK_BINARY);
   EXPECT_EQ(hook.at("args").at(3).as_string(), std::string(kGpu) + "=3000");
   EXPECT_FALSE(device.at("containerEdits").as_object().contains("env"));  // only the hooks
 

@@ -315,7 +315,7 @@ TEST(NvidiaBackendLibrary, TheVgpuHookIsDeclaredWhereTheDriverHasTheCallAndNothi
   for (const bool newer : {true, false}) {
     auto options = fakeOptions();
     options["memoryEnforcement"] = "auto";
-    options["cdiHookPath"] = "/usr/local/vgpu/vgpu-cdi-hook";
+    options["cdiHookPath"] = VGPU_CDI_HOOK_BINARY;
     options["nvmlLibrary"] = newer ? VGPU_FAKE_NVML_LIBRARY : VGPU_FAKE_GPU_NO_MEMLIMITS_LIB_DIR "/libnvidia-ml.so.1";
     auto backend = load(params(options));
     ASSERT_TRUE(backend.ok()) << backend.error().message;
@@ -332,12 +332,29 @@ TEST(NvidiaBackendLibrary, TheVgpuHookIsDeclaredWhereTheDriverHasTheCallAndNothi
     EXPECT_EQ(spec->env.at("CUDA_DEVICE_MEMORY_LIMIT_0"), "20000m");
     if (newer) {
       ASSERT_EQ(spec->hooks.size(), 1u);
-      EXPECT_EQ(spec->hooks[0].path, "/usr/local/vgpu/vgpu-cdi-hook");
+      EXPECT_EQ(spec->hooks[0].path, VGPU_CDI_HOOK_BINARY);
       EXPECT_EQ(spec->hooks[0].args[3], kH100 + "=20000");
     } else {
       EXPECT_TRUE(spec->hooks.empty());
     }
   }
+}
+
+// The runtime cannot start a container whose hook it cannot run: where cdiHookPath names no
+// executable the driver's cap is not used, and the inventory says why.
+TEST(NvidiaBackendLibrary, AMissingHookLeavesMemoryToLibvgpu) {
+  TempDir dir;
+  setEnv("VGPU_FAKE_GPU_CONFIG", dir.write("machine.conf", "gpu uuid=" + kH100 + " memory_mib=81559\n").string());
+  auto options = fakeOptions();
+  options["memoryEnforcement"] = "auto";
+  options["cdiHookPath"] = (dir.path() / "no-such-hook").string();
+  options["nvmlLibrary"] = VGPU_FAKE_NVML_LIBRARY;
+  auto backend = load(params(options));
+  ASSERT_TRUE(backend.ok()) << backend.error().message;
+  auto devices = (*backend)->discovery()->discover();
+  ASSERT_TRUE(devices.ok()) << devices.error().message;
+  EXPECT_EQ((*devices)[0].attributes.at(kMemoryEnforcementAttribute), "preload");
+  EXPECT_THAT((*devices)[0].attributes.at("kernelMemoryLimit"), HasSubstr("vgpu-cdi-hook is not an executable file"));
 }
 
 }  // namespace
