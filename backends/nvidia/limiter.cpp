@@ -71,13 +71,14 @@ Status kernelMemoryCapSupport(bool nvmlHasSetMemoryLimits, const std::string& sy
 }
 
 std::vector<std::string> cdiHookArgs(const std::vector<std::pair<std::string, std::uint64_t>>& devices,
-                                     const std::string& softLimit, bool mustApply) {
+                                     const std::string& softLimit, bool mustApply, const std::string& nvmlLibrary) {
   std::vector<std::string> args{"vgpu-cdi-hook", "memory-limits"};
   for (const auto& [uuid, mib] : devices) {
     args.emplace_back("--device");
     args.push_back(uuid + "=" + std::to_string(mib));
   }
   args.insert(args.end(), {"--soft-limit", softLimit, "--on-failure", mustApply ? "fail" : "preload-only"});
+  if (!nvmlLibrary.empty()) args.insert(args.end(), {"--nvml-library", nvmlLibrary});
   return args;
 }
 
@@ -213,7 +214,8 @@ Result<ContainerSpec> NvidiaLimiter::containerSpec(const ContainerGrant& grant) 
     std::vector<std::pair<std::string, std::uint64_t>> devices;
     for (const auto& d : grant.devices) devices.emplace_back(d.deviceId, d.memoryMiB);
     spec.hooks.push_back({"createContainer", settings_.cdiHookPath,
-                          cdiHookArgs(devices, settings_.driverSoftLimit, settings_.memory == MemoryEnforcement::kDriver),
+                          cdiHookArgs(devices, settings_.driverSoftLimit, settings_.memory == MemoryEnforcement::kDriver,
+                                      settings_.hookNvmlLibrary),
                           {}});
   } else if (driverCap) {
     // The toolkit hook applies one request/limit pair to every GPU of the container: the

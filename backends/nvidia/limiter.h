@@ -80,6 +80,9 @@ struct LimiterSettings {
   std::string cdiHookPath;
   /// The soft limit vgpu-cdi-hook sets: "none" (0) or "hard" (the slice is guaranteed).
   std::string driverSoftLimit = "none";
+  /// NVML for vgpu-cdi-hook: the nvmlLibrary option where it is a path (a host path, e.g.
+  /// under /run/nvidia/driver); empty: the hook loads libnvidia-ml.so.1 as the host finds it.
+  std::string hookNvmlLibrary;
 };
 
 /// Whether `containers` (the opt-out annotation's value) names `container`.
@@ -97,7 +100,7 @@ Status kernelMemoryCapSupport(bool nvmlHasSetMemoryLimits, const std::string& sy
 /// `mustApply`: a failure fails the container's start (memoryEnforcement driver); otherwise
 /// it only warns and libvgpu.so alone holds memory (auto).
 std::vector<std::string> cdiHookArgs(const std::vector<std::pair<std::string, std::uint64_t>>& devices,
-                                     const std::string& softLimit, bool mustApply);
+                                     const std::string& softLimit, bool mustApply, const std::string& nvmlLibrary = "");
 
 class NvidiaLimiter {
  public:

@@ -65,6 +65,7 @@ Result<NvidiaOptions> parseOptions(const BackendParams& params, const char* disa
       const bool mustBeAbsolute = key != "nvmlLibrary" && key != "nvidiaSmiPath";
       if (mustBeAbsolute && value.front() != '/') return bad("an absolute path");
       if (key == "nvmlLibrary") o.discovery.nvmlLibrary = value;
+      if (key == "nvmlLibrary" && value.front() == '/') o.limiter.hookNvmlLibrary = value;
       else if (key == "nvidiaSmiPath") o.discovery.nvidiaSmiPath = value;
       else if (key == "hostSysRoot") o.discovery.sysRoot = value;
       else if (key == "libvgpuPath") o.limiter.libvgpuHostPath = value;

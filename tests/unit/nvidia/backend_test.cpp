@@ -334,6 +334,8 @@ TEST(NvidiaBackendLibrary, TheVgpuHookIsDeclaredWhereTheDriverHasTheCallAndNothi
       ASSERT_EQ(spec->hooks.size(), 1u);
       EXPECT_EQ(spec->hooks[0].path, VGPU_CDI_HOOK_BINARY);
       EXPECT_EQ(spec->hooks[0].args[3], kH100 + "=20000");
+      // The NVML the backend was given by path, for the hook too.
+      EXPECT_EQ(spec->hooks[0].args.back(), VGPU_FAKE_NVML_LIBRARY);
     } else {
       EXPECT_TRUE(spec->hooks.empty());
     }

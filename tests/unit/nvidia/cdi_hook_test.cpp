@@ -206,6 +206,17 @@ TEST_F(CdiHookProcess, UsesTheV1MemoryControllerAndTheCgroupsPathWhenProcHasNone
   EXPECT_TRUE(found);
 }
 
+// A createContainer hook runs in the container's namespaces, the cgroup namespace too: there
+// /proc/<pid>/cgroup reads "0::/" and the bundle's linux.cgroupsPath says where it is.
+TEST_F(CdiHookProcess, InTheContainersCgroupNamespaceTheCgroupsPathNamesTheCgroup) {
+  dir_.write("proc/4242/cgroup", "0::/\n");
+  auto r = run(args(), ociState());
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  auto limits = recorded();
+  ASSERT_EQ(limits.size(), 2u);
+  EXPECT_EQ(std::string(limits[0].name_space), (sys_ / "fs/cgroup" / rel_).string());
+}
+
 TEST_F(CdiHookProcess, AnyFailureFailsTheContainerStartWithAClearMessage) {
   // A cgroup that is not there.
   fs::remove_all(sys_ / "fs/cgroup" / rel_);
