@@ -10,3 +10,15 @@ function(vgpu_glibc_baseline target)
   target_link_options(${target} PRIVATE
     "SHELL:-Wl,--push-state,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0 -Wl,--pop-state")
 endfunction()
+
+# vgpu_glibc_baseline_program(<target>): the same for an executable, whose start code (crt1.o)
+# also calls __libc_start_main at glibc 2.34's version: old_libc_start.c takes that call
+# (--wrap) to the version every glibc has.
+set(VGPU_OLD_LIBC_START ${CMAKE_CURRENT_LIST_DIR}/old_libc_start.c CACHE INTERNAL
+    "Start code shim of programs built at the glibc baseline")
+function(vgpu_glibc_baseline_program target)
+  vgpu_glibc_baseline(${target})
+  target_sources(${target} PRIVATE ${VGPU_OLD_LIBC_START})
+  set_source_files_properties(${VGPU_OLD_LIBC_START} PROPERTIES LANGUAGE C)
+  target_link_options(${target} PRIVATE -Wl,--wrap=__libc_start_main)
+endfunction()

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <charconv>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -16,16 +15,21 @@
 #include "cgroup_path.h"
 
 namespace vgpu::nvidia::hook {
-namespace fs = std::filesystem;
 namespace json = boost::json;
 namespace {
+
+// Plain strings and access(2) rather than std::filesystem: the hook runs on hosts whose
+// libstdc++ may predate it (GCC 8).
+std::string join(const std::string& a, const std::string& b) { return a.empty() || a.back() == '/' ? a + b : a + "/" + b; }
+bool isDirectory(const std::string& path) { return ::access(join(path, ".").c_str(), F_OK) == 0; }
+bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 
 constexpr std::uint64_t kMiB = 1ull << 20;
 constexpr std::uint64_t kMaxMiB = 1ull << 30;  // 1 PiB: anything above is a typo
 
-Result<std::string> readFile(const fs::path& path) {
+Result<std::string> readFile(const std::string& path) {
   std::ifstream in(path);
-  if (!in) return makeError("cannot read " + path.string());
+  if (!in) return makeError("cannot read " + path);
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
@@ -54,7 +58,7 @@ Result<OciState> parseState(const std::string& stateJson) {
 // linux.cgroupsPath of the bundle's config.json; empty when it has none.
 Result<std::string> cgroupsPathOf(const std::string& bundle) {
   if (bundle.empty()) return std::string();
-  auto text = readFile(fs::path(bundle) / "config.json");
+  auto text = readFile(join(bundle, "config.json"));
   if (!text.ok()) return makeError("the OCI bundle: " + text.error().message);
   boost::system::error_code ec;
   json::value v = json::parse(*text, ec);
@@ -67,29 +71,28 @@ Result<std::string> cgroupsPathOf(const std::string& bundle) {
 // The container's memory cgroup as a sysfs path that exists. /proc/<pid>/cgroup is where the
 // process is; the config's cgroupsPath is the fallback (and named in the error).
 Result<std::string> containerCgroup(const HookOptions& options, const OciState& state) {
-  const fs::path cgroupRoot = fs::path(options.sysRoot) / "fs/cgroup";
-  std::error_code ec;
-  const bool v2 = fs::exists(cgroupRoot / "cgroup.controllers", ec);
+  const std::string cgroupRoot = join(options.sysRoot, "fs/cgroup");
+  const bool v2 = exists(join(cgroupRoot, "cgroup.controllers"));
   std::string tried;
-  const fs::path procFile = fs::path(options.procRoot) / std::to_string(state.pid) / "cgroup";
+  const std::string procFile = join(join(options.procRoot, std::to_string(state.pid)), "cgroup");
   if (auto text = readFile(procFile); !text.ok()) {
     tried = text.error().message;
   } else if (auto rel = memoryCgroupFromProc(*text); !rel.ok()) {
-    tried = procFile.string() + ": " + rel.error().message;
-  } else if (fs::is_directory(cgroupRoot / *rel, ec)) {
-    return (cgroupRoot / *rel).string();
+    tried = procFile + ": " + rel.error().message;
+  } else if (isDirectory(join(cgroupRoot, *rel))) {
+    return join(cgroupRoot, *rel);
   } else {
-    tried = procFile.string() + " names " + (cgroupRoot / *rel).string() + ", which does not exist";
+    tried = procFile + " names " + join(cgroupRoot, *rel) + ", which does not exist";
   }
   auto cgroupsPath = cgroupsPathOf(state.bundle);
   if (!cgroupsPath.ok()) return makeError(tried + "; " + cgroupsPath.error().message);
   if (cgroupsPath->empty()) return makeError(tried + "; and the bundle's config.json has no linux.cgroupsPath");
   auto rel = memoryCgroupFromCgroupsPath(*cgroupsPath, !v2);
   if (!rel.ok()) return makeError(tried + "; " + rel.error().message);
-  if (!fs::is_directory(cgroupRoot / *rel, ec))
-    return makeError(tried + "; linux.cgroupsPath \"" + *cgroupsPath + "\" names " + (cgroupRoot / *rel).string() +
+  if (!isDirectory(join(cgroupRoot, *rel)))
+    return makeError(tried + "; linux.cgroupsPath \"" + *cgroupsPath + "\" names " + join(cgroupRoot, *rel) +
                      ", which does not exist");
-  return (cgroupRoot / *rel).string();
+  return join(cgroupRoot, *rel);
 }
 
 }  // namespace

@@ -5,11 +5,10 @@
 # The probe is C and links only libc/libdl, like an application that dlopens the driver. It is
 # built at the glibc baseline (like libvgpu.so; its start code too, old_libc_start.c), so the
 # same binary also runs in the Debian 11 root of the old-userland tests.
-add_executable(vgpu_limiter_probe limiter_probe.c old_libc_start.c)
+add_executable(vgpu_limiter_probe limiter_probe.c)
 target_link_libraries(vgpu_limiter_probe PRIVATE vgpu_cuda_api)
 set_target_properties(vgpu_limiter_probe PROPERTIES C_STANDARD 11 C_EXTENSIONS ON)
-target_link_options(vgpu_limiter_probe PRIVATE -Wl,--wrap=__libc_start_main)
-vgpu_glibc_baseline(vgpu_limiter_probe)
+vgpu_glibc_baseline_program(vgpu_limiter_probe)
 # Not vgpu_warnings: ISO C (-Wpedantic) forbids casting dlsym's void* to a function pointer,
 # which is exactly what an application that dlopens libcuda does.
 target_compile_options(vgpu_limiter_probe PRIVATE -Wall -Wextra -Werror)

@@ -7,8 +7,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <regex>
+#include <sstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -266,6 +269,41 @@ TEST_F(CdiHookProcess, RemovingTheContainerCgroupClearsItsLimits) {
   auto limits = recorded();
   ASSERT_EQ(limits.size(), 2u);
   for (const auto& l : limits) EXPECT_EQ(std::string(l.name_space), (sys_ / "fs/cgroup" / other).string());
+}
+
+// The runtime runs the hook on the host, whatever its distribution: it asks for no glibc newer
+// than 2.17 and no libstdc++ newer than GCC 5's (GLIBCXX_3.4.21, CXXABI_1.3.9), so it runs on
+// CentOS 7 / RHEL 8 / Ubuntu 18.04 hosts too (the build machine has glibc 2.36, GCC 12).
+TEST(CdiHookBinary, NeedsNoGlibcNewerThan217NorLibstdcxxNewerThanGcc5) {
+  std::string out;
+  if (FILE* p = popen("readelf -V --wide " VGPU_CDI_HOOK_BINARY, "r")) {
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    pclose(p);
+  }
+  std::istringstream lines(out);
+  std::string line;
+  const std::regex need(R"(Name: (GLIBC|GLIBCXX|CXXABI|GCC)_([0-9.]+))");
+  int seen = 0;
+  auto newer = [](const std::string& version, std::vector<int> most) {
+    std::istringstream parts(version);
+    std::string part;
+    for (size_t i = 0; std::getline(parts, part, '.'); ++i) {
+      const int v = std::stoi(part), m = i < most.size() ? most[i] : 0;
+      if (v != m) return v > m;
+    }
+    return false;
+  };
+  while (std::getline(lines, line)) {
+    std::smatch m;
+    if (line.find("File:") != std::string::npos || !std::regex_search(line, m, need)) continue;
+    ++seen;
+    const std::string lib = m[1], v = m[2];
+    const std::map<std::string, std::vector<int>> most{
+        {"GLIBC", {2, 17}}, {"GLIBCXX", {3, 4, 21}}, {"CXXABI", {1, 3, 9}}, {"GCC", {4, 2}}};
+    EXPECT_FALSE(newer(v, most.at(lib))) << line;
+  }
+  EXPECT_GT(seen, 0) << "readelf -V listed no version needs for " VGPU_CDI_HOOK_BINARY << "\n" << out;
 }
 
 }  // namespace

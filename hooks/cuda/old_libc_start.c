@@ -1,5 +1,5 @@
-/* Makes a program built on a new glibc start on an old one (for the probe that runs in a
- * Debian 11 root). A program's start code (crt1.o) calls __libc_start_main, which glibc 2.34
+/* Makes a program built on a new glibc start on an old one (the probe that runs in a Debian 11
+ * root, vgpu-cdi-hook that runs on any host; glibc_baseline.cmake's vgpu_glibc_baseline_program). A program's start code (crt1.o) calls __libc_start_main, which glibc 2.34
  * gave a new default version; linked with -Wl,--wrap=__libc_start_main, the call lands here
  * and goes on to the version every glibc has. That older entry point runs the program's own
  * constructors only through the `init` argument, which new start code leaves NULL: then
