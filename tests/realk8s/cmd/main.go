@@ -5,6 +5,7 @@
 //	k8s etcd [etcd flags]                   etcd's own main (go.etcd.io/etcd/server/v3/etcdmain)
 //	k8s kube-apiserver [flags]              k8s.io/kubernetes/cmd/kube-apiserver
 //	k8s kube-scheduler [flags]              k8s.io/kubernetes/cmd/kube-scheduler
+//	k8s kube-controller-manager [flags]     k8s.io/kubernetes/cmd/kube-controller-manager
 //	k8s kubelet [flags]                     k8s.io/kubernetes/cmd/kubelet
 //	k8s etcd-compact [-raw] ENDPOINT [REVISION]
 //	                                        compacts etcd at REVISION (default: the current
@@ -36,11 +37,12 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/version"  // ... the build-info metric
 	"k8s.io/component-base/version"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
+	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 )
 
-const usage = "usage: k8s etcd|kube-apiserver|kube-scheduler|kubelet [flags] | etcd-compact [-raw] ENDPOINT [REVISION] | version"
+const usage = "usage: k8s etcd|kube-apiserver|kube-scheduler|kube-controller-manager|kubelet [flags] | etcd-compact [-raw] ENDPOINT [REVISION] | version"
 
 func main() {
 	if len(os.Args) < 2 {
@@ -55,6 +57,8 @@ func main() {
 		runCobra(apiserver.NewAPIServerCommand(), args)
 	case "kube-scheduler":
 		runCobra(scheduler.NewSchedulerCommand(), args)
+	case "kube-controller-manager":
+		runCobra(controllermanager.NewControllerManagerCommand(), args)
 	case "kubelet":
 		runCobra(kubelet.NewKubeletCommand(context.Background()), args)
 	case "etcd-compact":
