@@ -9,6 +9,8 @@
 #include <cstring>
 #include <iostream>
 #include <set>
+#include <thread>
+#include <tuple>
 
 #include "real_cluster.h"
 #include "real_node.h"
@@ -52,6 +54,23 @@ class RealNodeTest : public ::testing::Test {
       return makeError("the Node's allocatable vgpu.io/sim is '" + last + "', not 32; the kubelet's log ends:\n" +
                        node_->logTail("kubelet"));
     return {};
+  }
+  /// How often the agent registered with the running kubelet (its current log).
+  static std::size_t registrations() {
+    const std::string log = node_->logTail("kubelet", 1000000);
+    const std::string line = "\"Got registration request from device plugin with resource\" resourceName=\"vgpu.io/sim\"";
+    std::size_t n = 0;
+    for (auto at = log.find(line); at != std::string::npos; at = log.find(line, at + 1)) ++n;
+    return n;
+  }
+  /// After the kubelet or the agent started again: the agent registered with the running
+  /// kubelet more than `before` times and the Node shows the devices again. A kubelet that
+  /// starts sets the count to 0 until the plugin registers; kube-scheduler refuses pods
+  /// meanwhile ("Insufficient vgpu.io/sim"), as on any cluster.
+  static Status waitForAgentRegistered(std::size_t before = 0) {
+    if (!RealCluster::waitFor([&] { return registrations() > before; }))
+      return makeError("the agent did not register with the kubelet again; its log ends:\n" + node_->logTail("kubelet"));
+    return waitForDeviceCapacity();
   }
   static void TearDownTestSuite() {
     if (cluster_ && node_) cluster_->stopVgpuAgent(node_->name());
@@ -157,6 +176,42 @@ class RealNodeTest : public ::testing::Test {
     EXPECT_TRUE(reason.empty()) << "the kubelet refused it: " << reason << ": " << str(at(p, {"status", "message"}));
   }
 
+  /// A long-running slice pod (restartPolicy Always) that prints its devices and sleeps,
+  /// once Running; its container's id.
+  std::string startSleeper(const std::string& ns, const std::string& name, std::uint64_t memoryMiB = 20000) {
+    create(ns, pod(name, "echo \"$VGPU_SIM_VISIBLE_DEVICES $VGPU_SIM_MEMORY_LIMIT_0\"; exec sleep 3600",
+                   simLimits(1, memoryMiB, 30), "Always"));
+    auto p = waitPhase(ns, name, "Running");
+    expectAdmitted(p);
+    return containerField(p, {"containerID"});
+  }
+  /// What the sleeper printed: its device and memory limit, as Allocate gave them.
+  std::string expectedLine(const json::object& p, std::uint64_t memoryMiB = 20000) {
+    const auto devices = assigned(p);
+    if (devices.size() != 1) return "(assignment: " + ::testing::PrintToString(devices) + ")";
+    return devices[0].substr(0, devices[0].find("::")) + " " + std::to_string(memoryMiB) + "m\n";
+  }
+  json::object get(const std::string& ns, const std::string& name) {
+    auto p = cluster().getObject("/api/v1/namespaces/" + ns + "/pods/" + name);
+    return p.ok() ? *p : json::object{};
+  }
+  /// The pod runs the same container as before (not restarted, not replaced).
+  void expectUndisturbed(const std::string& ns, const std::string& name, const std::string& containerId,
+                         const std::vector<std::string>& devices) {
+    auto p = get(ns, name);
+    EXPECT_EQ(str(at(p, {"status", "phase"})), "Running") << json::serialize(p);
+    EXPECT_EQ(containerField(p, {"containerID"}), containerId) << json::serialize(p);
+    EXPECT_EQ(containerField(p, {"restartCount"}), "0") << json::serialize(p);
+    EXPECT_EQ(assigned(p), devices) << json::serialize(p);
+  }
+  /// A new slice pod is admitted by the kubelet and runs (the agent serves its kubelet).
+  void expectNewPodRuns(const std::string& ns, const std::string& name) {
+    create(ns, pod(name, "test -n \"$VGPU_SIM_VISIBLE_DEVICES\"", simLimits(1, 20000, 30)));
+    auto p = waitPhase(ns, name, "Succeeded");
+    expectAdmitted(p);
+    EXPECT_EQ(containerField(p, {"state", "terminated", "exitCode"}), "0") << json::serialize(p);
+  }
+
   static RealCluster* cluster_;
   static RealNode* node_;
   static Status* startStatus_;
@@ -244,6 +299,142 @@ TEST_F(RealNodeTest, SlicePodIsAdmittedByTheRealDeviceManagerAndRunsWithItsSlice
   // Visible: the device's id, without the share's slot.
   EXPECT_EQ(log("slice", "slice"), devices[0].substr(0, devices[0].find("::")) + "\n");
   remove("slice", "slice");
+}
+
+
+TEST_F(RealNodeTest, KubeletRestartKeepsRunningSlicesAndAdmitsANewPodWithoutDoubleBooking) {
+  ASSERT_TRUE(cluster().createNamespace("kubelet-restart").ok());
+  const std::string id = startSleeper("kubelet-restart", "before");
+  const auto devices = assigned(get("kubelet-restart", "before"));
+  ASSERT_EQ(log("kubelet-restart", "before"), expectedLine(get("kubelet-restart", "before")));
+  // The kubelet stops and starts again; its device manager reads its checkpoint, the agent
+  // sees kubelet.sock made again and registers again.
+  node().stopKubelet();
+  ASSERT_TRUE(node().startKubelet().ok()) << node().logTail("kubelet");
+  ASSERT_TRUE(waitForAgentRegistered().ok());
+  expectNewPodRuns("kubelet-restart", "after");
+  expectUndisturbed("kubelet-restart", "before", id, devices);
+  expectAuditClean();
+  remove("kubelet-restart", "before");
+  remove("kubelet-restart", "after");
+}
+
+TEST_F(RealNodeTest, ContainerdRestartKeepsRunningSlicesAndAdmitsANewPod) {
+  ASSERT_TRUE(cluster().createNamespace("containerd-restart").ok());
+  const std::string id = startSleeper("containerd-restart", "before");
+  const auto devices = assigned(get("containerd-restart", "before"));
+  // The containers live on in their shims while containerd is away.
+  node().stopContainerd();
+  ASSERT_TRUE(node().startContainerd().ok()) << node().logTail("containerd");
+  expectNewPodRuns("containerd-restart", "after");
+  expectUndisturbed("containerd-restart", "before", id, devices);
+  expectAuditClean();
+  remove("containerd-restart", "before");
+  remove("containerd-restart", "after");
+}
+
+TEST_F(RealNodeTest, AgentKilledAndStartedAgainKeepsRunningContainersAndAdmitsANewPod) {
+  ASSERT_TRUE(cluster().createNamespace("agent-restart").ok());
+  const std::string id = startSleeper("agent-restart", "before");
+  const auto devices = assigned(get("agent-restart", "before"));
+  const std::size_t before = registrations();
+  cluster().stopVgpuAgent(node().name(), false);  // SIGKILL, as a crash or a deleted pod
+  ASSERT_TRUE(cluster().startVgpuAgent(node().name(), node().agentPaths()).ok());
+  ASSERT_TRUE(cluster().waitForVgpuInventory(node().name()).ok());
+  ASSERT_TRUE(waitForAgentRegistered(before).ok());
+  expectNewPodRuns("agent-restart", "after");
+  expectUndisturbed("agent-restart", "before", id, devices);
+  expectAuditClean();
+  remove("agent-restart", "before");
+  remove("agent-restart", "after");
+}
+
+TEST_F(RealNodeTest, NodeRebootBringsPodsBackOnTheirDevicesOrFailsThemNeverDoubleBooked) {
+  ASSERT_TRUE(cluster().createNamespace("reboot").ok());
+  startSleeper("reboot", "a");
+  startSleeper("reboot", "b", 30000);
+  const auto devicesA = assigned(get("reboot", "a"));
+  const auto devicesB = assigned(get("reboot", "b"));
+  // Power cut: every daemon and container of the node dies at once; then it boots:
+  // containerd, the kubelet, and the agent (its DaemonSet pod would start after them).
+  cluster().stopVgpuAgent(node().name(), false);
+  node().stopKubelet(false);
+  node().stopContainerd(false);
+  node().killContainers();
+  ASSERT_TRUE(node().startContainerd().ok()) << node().logTail("containerd");
+  ASSERT_TRUE(node().startKubelet().ok()) << node().logTail("kubelet");
+  // The agent's DaemonSet pod is admitted and started by the kubelet like any other: the
+  // kubelet has looked at the node's pods before it registers.
+  std::this_thread::sleep_for(std::chrono::seconds(5));
+  ASSERT_TRUE(cluster().startVgpuAgent(node().name(), node().agentPaths()).ok());
+  ASSERT_TRUE(cluster().waitForVgpuInventory(node().name()).ok());
+  ASSERT_TRUE(waitForAgentRegistered().ok());
+  // Each pod either runs again (a new sandbox and container) on the devices it had, and
+  // its new container got them from Allocate again, or is failed with a reason.
+  for (const auto& [name, devices, memory] : {std::tuple{"a", devicesA, 20000}, std::tuple{"b", devicesB, 30000}}) {
+    json::object p;
+    const bool settled = RealCluster::waitFor(
+        [&] {
+          p = get("reboot", name);
+          const std::string phase = str(at(p, {"status", "phase"}));
+          return phase == "Failed" ||
+                 (phase == "Running" && containerField(p, {"restartCount"}) != "0" &&
+                  containerField(p, {"ready"}) == "true");
+        },
+        std::chrono::seconds(120));
+    ASSERT_TRUE(settled) << name << " neither ran again nor failed: " << json::serialize(p)
+                         << "\nthe kubelet's log ends:\n"
+                         << node().logTail("kubelet", 40);
+    std::cout << "[" << cluster().kubernetesVersion() << "] after the reboot " << name << " is "
+              << str(at(p, {"status", "phase"})) << " " << str(at(p, {"status", "reason"})) << std::endl;
+    if (str(at(p, {"status", "phase"})) == "Failed") {
+      EXPECT_FALSE(str(at(p, {"status", "reason"})).empty()) << json::serialize(p);
+      continue;
+    }
+    EXPECT_EQ(assigned(p), devices) << json::serialize(p);
+    EXPECT_TRUE(RealCluster::waitFor([&] { return log("reboot", name) == expectedLine(p, static_cast<std::uint64_t>(memory)); }))
+        << log("reboot", name);
+  }
+  expectNewPodRuns("reboot", "c");
+  expectAuditClean();
+  for (const char* name : {"a", "b", "c"}) remove("reboot", name);
+}
+
+TEST_F(RealNodeTest, InitContainersAndACrashLoopingContainerKeepTheirDevices) {
+  ASSERT_TRUE(cluster().createNamespace("crashloop").ok());
+  // An init container without devices runs first; the main container asks a slice, prints
+  // what it got and exits 1: the kubelet restarts it with the same devices (no Allocate
+  // for a restart; the device manager keeps the pod's devices until the pod ends).
+  json::object p = pod("loop", "echo \"$VGPU_SIM_VISIBLE_DEVICES $VGPU_SIM_MEMORY_LIMIT_0\"; exit 1",
+                       simLimits(1, 20000, 30), "Always");
+  p["spec"].as_object()["initContainers"] = json::array{json::object{{"name", "init"},
+                                                                     {"image", kBusyboxImage},
+                                                                     {"imagePullPolicy", "Never"},
+                                                                     {"command", json::array{"/bin/sh", "-c", "true"}}}};
+  create("crashloop", p);
+  json::object now;
+  ASSERT_TRUE(RealCluster::waitFor(
+      [&] {
+        now = get("crashloop", "loop");
+        const std::string restarts = containerField(now, {"restartCount"});
+        return !restarts.empty() && std::stoi(restarts) >= 2;
+      },
+      std::chrono::seconds(120)))
+      << json::serialize(now);
+  expectAdmitted(now);
+  const std::string want = expectedLine(now);
+  // The previous container's log (the kubelet may be removing an older one just then).
+  std::string previous;
+  EXPECT_TRUE(RealCluster::waitFor([&] { return (previous = log("crashloop", "loop", true)) == want; }))
+      << "the restarted container saw other devices: " << previous << " instead of " << want;
+  const auto devices = assigned(now);
+  // Still holding its share while it loops: a second pod is placed elsewhere and the audit
+  // counts both.
+  expectNewPodRuns("crashloop", "other");
+  EXPECT_EQ(assigned(get("crashloop", "loop")), devices);
+  expectAuditClean();
+  remove("crashloop", "loop");
+  remove("crashloop", "other");
 }
 
 }  // namespace
