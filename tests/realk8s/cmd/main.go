@@ -6,6 +6,7 @@
 //	k8s kube-apiserver [flags]              k8s.io/kubernetes/cmd/kube-apiserver
 //	k8s kube-scheduler [flags]              k8s.io/kubernetes/cmd/kube-scheduler
 //	k8s kube-controller-manager [flags]     k8s.io/kubernetes/cmd/kube-controller-manager
+//	k8s kube-proxy [flags]                  k8s.io/kubernetes/cmd/kube-proxy
 //	k8s kubelet [flags]                     k8s.io/kubernetes/cmd/kubelet
 //	k8s etcd-compact [-raw] ENDPOINT [REVISION]
 //	                                        compacts etcd at REVISION (default: the current
@@ -38,11 +39,12 @@ import (
 	"k8s.io/component-base/version"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	proxy "k8s.io/kubernetes/cmd/kube-proxy/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 )
 
-const usage = "usage: k8s etcd|kube-apiserver|kube-scheduler|kube-controller-manager|kubelet [flags] | etcd-compact [-raw] ENDPOINT [REVISION] | version"
+const usage = "usage: k8s etcd|kube-apiserver|kube-scheduler|kube-controller-manager|kube-proxy|kubelet [flags] | etcd-compact [-raw] ENDPOINT [REVISION] | version"
 
 func main() {
 	if len(os.Args) < 2 {
@@ -59,6 +61,8 @@ func main() {
 		runCobra(scheduler.NewSchedulerCommand(), args)
 	case "kube-controller-manager":
 		runCobra(controllermanager.NewControllerManagerCommand(), args)
+	case "kube-proxy":
+		runCobra(proxy.NewProxyCommand(), args)
 	case "kubelet":
 		runCobra(kubelet.NewKubeletCommand(context.Background()), args)
 	case "etcd-compact":
