@@ -1,5 +1,6 @@
-// kube-controller-manager of the test cluster: started on demand (a real node needs its
-// DaemonSet, Deployment, garbage-collector and node lifecycle controllers), as cluster admin.
+// A cluster's own controllers, started on demand for a real node, as cluster admin:
+// kube-controller-manager (DaemonSets, Deployments, garbage collection, node lifecycle) and
+// the default kube-scheduler (`default-scheduler`: the chart's own pods use it).
 #include <chrono>
 #include <string>
 #include <vector>
@@ -32,6 +33,28 @@ Status RealCluster::startControllerManager() {
   return startComponent(component("kube-controller-manager"), args, [port] {
     return testing::TestHttpClient(port, true).setTimeout(std::chrono::seconds(2)).get("/healthz").status == 200;
   });
+}
+
+Status RealCluster::startDefaultScheduler() {
+  // kube-scheduler's defaults (profile default-scheduler, Lease kube-system/kube-scheduler),
+  // beside the chart's profile.
+  const std::string kc = adminKubeconfig();
+  const std::vector<std::string> args = {
+      "kube-scheduler",  // the component's name: the binary is the release's multi-call one
+      "--kubeconfig=" + kc,
+      "--authentication-kubeconfig=" + kc,
+      "--authorization-kubeconfig=" + kc,
+      "--bind-address=127.0.0.1",
+      "--secure-port=" + std::to_string(defaultSchedulerPort_),
+      "--v=2",
+  };
+  const std::uint16_t port = defaultSchedulerPort_;
+  return startComponent(
+      component("default-scheduler"), args,
+      [port] {
+        return testing::TestHttpClient(port, true).setTimeout(std::chrono::seconds(2)).get("/healthz").status == 200;
+      },
+      binary_);
 }
 
 void RealCluster::stopControllerManager(bool graceful) { stopComponent(component("kube-controller-manager"), graceful); }

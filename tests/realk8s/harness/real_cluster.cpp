@@ -181,7 +181,8 @@ RealCluster::RealCluster(RealClusterOptions options) : options_(std::move(option
   std::string pattern = "/tmp/realk8s-" + options_.release + "-XXXXXX";
   if (::mkdtemp(pattern.data()) != nullptr) dir_ = pattern;
   binary_ = std::string(paths::kBinDir) + "/" + options_.release + "/k8s";
-  for (const char* name : {"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "vgpu-scheduler"}) {
+  for (const char* name : {"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "default-scheduler",
+                           "vgpu-scheduler"}) {
     auto c = std::make_unique<Component>();
     c->name = name;
     components_[name] = std::move(c);
@@ -193,6 +194,7 @@ RealCluster::RealCluster(RealClusterOptions options) : options_(std::move(option
   webhookPort_ = freePort();
   extenderPort_ = freePort();
   controllerManagerPort_ = freePort();
+  defaultSchedulerPort_ = freePort();
   for (const char* user : {"admin", "kube-scheduler", "vgpu-scheduler", "vgpu-device-plugin"})
     tokens_[user] = randomToken();
 }
@@ -203,7 +205,8 @@ RealCluster::~RealCluster() {
     if (name.rfind("vgpu-device-plugin@", 0) == 0 && c->process) c->process->kill();
   for (auto& [name, n] : vgpuNodes_)
     if (n->kubelet) n->kubelet->stop();
-  for (const char* name : {"kube-controller-manager", "kube-scheduler", "vgpu-scheduler", "kube-apiserver", "etcd"}) {
+  for (const char* name : {"kube-controller-manager", "default-scheduler", "kube-scheduler", "vgpu-scheduler", "kube-apiserver",
+                           "etcd"}) {
     auto& c = *components_[name];
     if (c.process) c.process->kill();
   }
@@ -306,15 +309,19 @@ Status RealCluster::start() {
   if (auto r = admin_->post("/api/v1/namespaces/default/serviceaccounts", json::serialize(defaultSa));
       r.status != 201 && r.status != 409)
     return makeError("creating default/default ServiceAccount: " + r.describe());
-  if (auto s = createNamespace(kChartNamespace); !s.ok()) return s;
-  if (auto s = applyChartObjects("scheduler-rbac.yaml"); !s.ok()) return s;
-  if (auto s = applyChartObjects("device-plugin-rbac.yaml"); !s.ok()) return s;
+  if (options_.applyChartRbac) {
+    if (auto s = createNamespace(kChartNamespace); !s.ok()) return s;
+    if (auto s = applyChartObjects("scheduler-rbac.yaml"); !s.ok()) return s;
+    if (auto s = applyChartObjects("device-plugin-rbac.yaml"); !s.ok()) return s;
+  }
   if (options_.startVgpu)
     if (auto s = startVgpu(); !s.ok()) return s;
   if (options_.startKubeScheduler)
     if (auto s = startKubeScheduler(); !s.ok()) return s;
   if (options_.startControllerManager)
     if (auto s = startControllerManager(); !s.ok()) return s;
+  if (options_.startDefaultScheduler)
+    if (auto s = startDefaultScheduler(); !s.ok()) return s;
   return {};
 }
 
@@ -531,8 +538,8 @@ Status RealCluster::startApiServer() {
   const std::string pki = dir_ + "/pki/";
   std::vector<std::string> args = {
       "--etcd-servers=" + etcdUrl(),
-      // The secure port only, on loopback.
-      "--bind-address=127.0.0.1",
+      // The secure port only, on loopback (or every address for a real node's pods).
+      "--bind-address=" + std::string(options_.listenOnHost ? "0.0.0.0" : "127.0.0.1"),
       "--secure-port=" + std::to_string(apiPort_),
       "--tls-cert-file=" + pki + "apiserver.crt",
       "--tls-private-key-file=" + pki + "apiserver.key",
@@ -559,6 +566,7 @@ Status RealCluster::startApiServer() {
       "--v=2",
   };
   if (!options_.featureGates.empty()) args.push_back("--feature-gates=" + options_.featureGates);
+  if (options_.listenOnHost) args.push_back("--advertise-address=" + hostAddress());
   return startComponent(component("kube-apiserver"), args, [&] {
     ApiClient probe(apiPort_, caFile(), tokens_["admin"], std::chrono::seconds(5));
     auto r = probe.get("/readyz");

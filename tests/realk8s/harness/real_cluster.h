@@ -74,6 +74,13 @@ struct RealClusterOptions {
   /// collection, the node lifecycle controller). Off for clusters of Node objects without
   /// kubelets, which its node lifecycle controller would taint and evict.
   bool startControllerManager = false;
+  /// A default kube-scheduler too (for pods of `default-scheduler`: the chart's own).
+  bool startDefaultScheduler = false;
+  /// kube-apiserver listens on every address and advertises hostAddress() (the `kubernetes`
+  /// Service's endpoint), so that pods on a real node's pod network reach it (kube-proxy).
+  bool listenOnHost = false;
+  /// The chart's namespace and RBAC applied by the harness (off when `helm install` does it).
+  bool applyChartRbac = true;
 };
 
 /// Where a vgpu-device-plugin meets its kubelet (startVgpuAgent).
@@ -86,6 +93,10 @@ struct AgentPaths {
 /// A port on 127.0.0.1 that was free a moment ago (bound to port 0, then released). The
 /// components keep their ports over restarts, so each is chosen once.
 std::uint16_t freePort();
+/// The machine's first non-loopback IPv4 address (127.0.0.1 when it has none): a real
+/// node's InternalIP (the 1.37 kubelet refuses a loopback --node-ip, "nodeIP can't be
+/// loopback address"), where its pods reach the apiserver.
+std::string hostAddress();
 
 inline constexpr const char* kSimChartValues = "devices:\n  nvidia:\n    enabled: false\n  sim:\n    enabled: true\n";
 
@@ -116,6 +127,8 @@ class RealCluster {
   /// kube-controller-manager as cluster admin, until /healthz (controller_manager.cpp).
   Status startControllerManager();
   void stopControllerManager(bool graceful = true);
+  /// The cluster's default kube-scheduler (profile default-scheduler), until /healthz.
+  Status startDefaultScheduler();
 
   // ---- vgpu, as the chart deploys it ----
   /// vgpu-scheduler (waits for /readyz), then the chart's MutatingWebhookConfiguration.
@@ -269,7 +282,7 @@ class RealCluster {
   std::string binary_;
   std::string kubernetesVersion_;
   std::uint16_t etcdPort_ = 0, etcdPeerPort_ = 0, apiPort_ = 0, kubeSchedulerPort_ = 0, webhookPort_ = 0,
-                extenderPort_ = 0, controllerManagerPort_ = 0;
+                extenderPort_ = 0, controllerManagerPort_ = 0, defaultSchedulerPort_ = 0;
   std::unique_ptr<CertificateAuthority> ca_;
   std::map<std::string, std::string> tokens_;
   std::unique_ptr<ApiClient> admin_;

@@ -40,6 +40,10 @@ namespace {
 constexpr const char* kBinDir = VGPU_REALK8S_BIN_DIR;      // <release>/k8s, tools/<tool>/
 constexpr const char* kNodeDir = VGPU_REALK8S_NODE_DIR;    // oci_image.py
 constexpr const char* kLockFile = "/run/lock/vgpu-realnode.lock";
+constexpr const char* kKubeletMarker = "/var/lib/kubelet/.vgpu-realnode";  // the folder is a real node's
+constexpr const char* kBridge = "cni0";
+constexpr const char* kPodSubnet = "10.244.0.0/24";
+constexpr const char* kCniNetwork = "realnode";
 constexpr const char* kPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 std::string str(const json::value* v) { return v && v->is_string() ? std::string(v->as_string()) : std::string(); }
@@ -74,26 +78,6 @@ Result<std::string> runToEnd(const std::string& program, const std::vector<std::
   if (!status) return makeError("`" + line + "` did not finish within 60 s; its output: " + out);
   if (e2e::exitCodeOf(*status) != 0)
     return makeError("`" + line + "` exited with " + std::to_string(e2e::exitCodeOf(*status)) + ": " + out);
-  return out;
-}
-
-/// The machine's first non-loopback IPv4 address: the 1.37 kubelet refuses a loopback
-/// --node-ip ("nodeIP can't be loopback address"), and the apiserver reaches the kubelet
-/// (logs) at the Node's InternalIP.
-std::string hostAddress() {
-  ifaddrs* list = nullptr;
-  if (::getifaddrs(&list) != 0) return "127.0.0.1";
-  std::string out = "127.0.0.1";
-  for (auto* a = list; a; a = a->ifa_next) {
-    if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET || (a->ifa_flags & IFF_LOOPBACK) || !(a->ifa_flags & IFF_UP))
-      continue;
-    char buf[INET_ADDRSTRLEN];
-    if (::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof buf)) {
-      out = buf;
-      break;
-    }
-  }
-  ::freeifaddrs(list);
   return out;
 }
 
@@ -171,6 +155,26 @@ void removePodCgroups() {
 
 }  // namespace
 
+/// The machine's first non-loopback IPv4 address: the 1.37 kubelet refuses a loopback
+/// --node-ip ("nodeIP can't be loopback address"), and the apiserver reaches the kubelet
+/// (logs) at the Node's InternalIP.
+std::string hostAddress() {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return "127.0.0.1";
+  std::string out = "127.0.0.1";
+  for (auto* a = list; a; a = a->ifa_next) {
+    if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET || (a->ifa_flags & IFF_LOOPBACK) || !(a->ifa_flags & IFF_UP))
+      continue;
+    char buf[INET_ADDRSTRLEN];
+    if (::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof buf)) {
+      out = buf;
+      break;
+    }
+  }
+  ::freeifaddrs(list);
+  return out;
+}
+
 RealNode::RealNode(RealCluster& cluster, RealNodeOptions options) : cluster_(cluster), options_(std::move(options)) {
   const std::string& release = cluster_.release();
   const auto dot = release.find('.');
@@ -181,6 +185,8 @@ RealNode::RealNode(RealCluster& cluster, RealNodeOptions options) : cluster_(clu
   containerdBin_ = containerd2_ ? shimDir_ + "/containerd" : std::string("/usr/bin/containerd");
   kubeletPort_ = freePort();
   kubeletHealthzPort_ = freePort();
+  kubeProxyHealthzPort_ = freePort();
+  kubeProxyMetricsPort_ = freePort();
 }
 
 RealNode::~RealNode() { stop(); }
@@ -191,7 +197,7 @@ AgentPaths RealNode::agentPaths() const {
 }
 
 std::string RealNode::logTail(const std::string& component, std::size_t lines) const {
-  const Daemon& d = component == "kubelet" ? kubelet_ : containerd_;
+  const Daemon& d = component == "kubelet" ? kubelet_ : component == "kube-proxy" ? kubeProxy_ : containerd_;
   return d.logFile.empty() ? "(not started)" : tail(readText(d.logFile), lines);
 }
 
@@ -230,9 +236,12 @@ Status RealNode::start() {
   if (socketServes(kubeletSock))
     return makeError(kubeletSock + " answers: another kubelet runs on this machine, and a real node needs the "
                      "kubelet's fixed device-plugin folder");
-  createdKubeletDir_ = !fs::exists("/var/lib/kubelet");
   createdRunContainerd_ = !fs::exists("/run/containerd");
-  cleanDevicePluginDir();
+  if (auto s = takeKubeletDir(); !s.ok()) return s;
+  if (auto s = shareHostDirs(); !s.ok()) return s;
+  std::error_code ec;
+  netnsExisted_ = fs::exists("/var/run/netns", ec);
+  for (const auto& e : fs::directory_iterator("/var/run/netns", ec)) netnsBefore_.insert(e.path().filename().string());
   if (auto s = makeImages(); !s.ok()) return s;
   if (auto s = writeContainerdConfig(); !s.ok()) return s;
   if (auto s = startContainerd(); !s.ok()) return s;
@@ -242,6 +251,8 @@ Status RealNode::start() {
     if (auto r = ctr({"images", "import", image}); !r.ok()) return makeError("importing " + image + ": " + r.error().message);
   if (auto s = writeKubeletFiles(); !s.ok()) return s;
   if (auto s = startKubelet(); !s.ok()) return s;
+  if (options_.podNetwork)
+    if (auto s = startKubeProxy(); !s.ok()) return s;
 
   // Registered, Ready, and the node lifecycle controller lifted node.kubernetes.io/not-ready.
   std::string last;
@@ -293,11 +304,14 @@ Status RealNode::writeContainerdConfig() {
   const std::string cni = dir_ + "/cni";
   // Only the loopback network: pods run with hostNetwork (README.md: CNI). The runtime's
   // network counts as ready once a conflist exists.
-  if (auto s = writeText(cni + "/99-loopback.conflist",
-                         R"({"cniVersion": "1.0.0", "name": "realnode-lo", "plugins": [{"type": "loopback"}]})"
-                         "\n");
-      !s.ok())
-    return s;
+  const std::string conflist =
+      options_.podNetwork
+          ? std::string(R"({"cniVersion": "1.0.0", "name": ")") + kCniNetwork +
+                R"(", "plugins": [{"type": "bridge", "bridge": ")" + kBridge +
+                R"(", "isGateway": true, "ipMasq": false, "ipam": {"type": "host-local", "ranges": [[{"subnet": ")" +
+                kPodSubnet + R"("}]], "routes": [{"dst": "0.0.0.0/0"}]}}, {"type": "portmap", "capabilities": {"portMappings": true}}]})"
+          : std::string(R"({"cniVersion": "1.0.0", "name": "realnode-lo", "plugins": [{"type": "loopback"}]})");
+  if (auto s = writeText(cni + "/10-realnode.conflist", conflist + "\n"); !s.ok()) return s;
   std::ostringstream t;
   // restrict_oom_score_adj: these machines refuse a negative oom_score_adj (runc: "can't get
   // final child's PID from pipe: EOF").
@@ -346,7 +360,8 @@ Status RealNode::writeKubeletFiles() {
     << "evictionHard:\n  memory.available: \"1Mi\"\n  nodefs.available: \"1%\"\n  imagefs.available: \"1%\"\n"
     << "  nodefs.inodesFree: \"1%\"\n"
     << "imageGCHighThresholdPercent: 100\nimageGCLowThresholdPercent: 99\n"
-    << "serializeImagePulls: false\nresolvConf: /etc/resolv.conf\n";
+    << "serializeImagePulls: false\nresolvConf: /etc/resolv.conf\n"
+    << "podLogsDir: " << dir_ << "/pod-logs\n";
   return writeText(dir_ + "/kubelet-config.yaml", c.str());
 }
 
@@ -418,6 +433,108 @@ Status RealNode::startKubelet() {
 
 void RealNode::stopKubelet(bool graceful) { stopDaemon(kubelet_, graceful); }
 
+Status RealNode::startKubeProxy() {
+  // iptables mode, as kubeadm runs it; the admin's kubeconfig (the harness has no
+  // system:kube-proxy credential). --conntrack-max-per-core=0: leave the machine's
+  // conntrack table size alone.
+  const std::vector<std::string> args = {
+      "kube-proxy",
+      "--kubeconfig=" + cluster_.adminKubeconfig(),
+      "--hostname-override=" + options_.name,
+      "--proxy-mode=iptables",
+      "--cluster-cidr=10.244.0.0/16",
+      "--conntrack-max-per-core=0",
+      "--healthz-bind-address=127.0.0.1:" + std::to_string(kubeProxyHealthzPort_),
+      "--metrics-bind-address=127.0.0.1:" + std::to_string(kubeProxyMetricsPort_),
+      "--v=2",
+  };
+  const std::uint16_t port = kubeProxyHealthzPort_;
+  return startDaemon(kubeProxy_, "kube-proxy", cluster_.binary(), args, {{"PATH", kPath}, {"HOME", dir_}}, [port] {
+    return testing::TestHttpClient(port).setTimeout(std::chrono::seconds(2)).get("/healthz").status == 200;
+  });
+}
+
+void RealNode::stopKubeProxy(bool graceful) { stopDaemon(kubeProxy_, graceful); }
+
+Status RealNode::takeKubeletDir() {
+  // The kubelet's default root: a folder this harness made before (its marker) is a crashed
+  // run's and goes; anything else is a real kubelet's, and the node refuses to start.
+  const fs::path root = kubeletRootDir();
+  std::error_code ec;
+  if (fs::exists(root, ec)) {
+    if (!fs::exists(kKubeletMarker, ec))
+      return makeError(root.string() + " exists and is not a real node's of this harness (no " + kKubeletMarker +
+                       "): a kubelet's folder; the real node needs it");
+    unmountUnder(root.string());
+    fs::remove_all(root, ec);
+  }
+  fs::create_directories(root / "device-plugins", ec);
+  return writeText(kKubeletMarker, "made by vgpu's tests/realk8s real node; removed when it stops\n");
+}
+
+void RealNode::removePodLogs() {
+  // The kubelet's links to container logs are in the fixed /var/log/containers.
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/var/log/containers", ec)) {
+    const auto target = fs::read_symlink(e.path(), ec);
+    if (!ec && target.string().rfind(dir_ + "/pod-logs/", 0) == 0) fs::remove(e.path(), ec);
+  }
+  removeEmptyDirs("/var/log/containers");
+}
+
+Status RealNode::shareHostDirs() {
+  std::error_code ec;
+  for (const auto& dir : options_.sharedHostDirs) {
+    if (!fs::exists(dir, ec)) {
+      fs::create_directories(dir, ec);
+      if (ec) return makeError("cannot make " + dir + ": " + ec.message());
+      madeHostDirs_.push_back(dir);
+    }
+    if (::mount(dir.c_str(), dir.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+        ::mount(nullptr, dir.c_str(), nullptr, MS_SHARED, nullptr) != 0)
+      return makeError("cannot make " + dir + " a shared mount: " + std::strerror(errno));
+    sharedDirs_.push_back(dir);
+  }
+  return {};
+}
+
+void RealNode::removePodNetwork() {
+  // What the kubelet leaves in iptables on any node: its canary chains, the firewall chain
+  // (and its jumps) and the hint chain. Each command may find nothing to remove.
+  const std::vector<std::vector<std::string>> rules = {
+      {"-t", "mangle", "-X", "KUBE-KUBELET-CANARY"}, {"-t", "nat", "-X", "KUBE-KUBELET-CANARY"},
+      {"-t", "filter", "-X", "KUBE-KUBELET-CANARY"}, {"-D", "INPUT", "-j", "KUBE-FIREWALL"},
+      {"-D", "OUTPUT", "-j", "KUBE-FIREWALL"},       {"-F", "KUBE-FIREWALL"},
+      {"-X", "KUBE-FIREWALL"},                       {"-t", "mangle", "-X", "KUBE-IPTABLES-HINT"}};
+  for (const char* program : {"/usr/sbin/iptables", "/usr/sbin/ip6tables"})
+    for (const auto& rule : rules)
+      if (fs::exists(program)) static_cast<void>(runToEnd(program, rule, dir_ + "/iptables.log"));
+  // What killed pod sandboxes leave (no CNI DEL ran): their network namespaces (nsfs
+  // mounts) and containerd's CNI results.
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/var/run/netns", ec))
+    if (!netnsBefore_.count(e.path().filename().string()) && e.path().filename().string().rfind("cni-", 0) == 0) {
+      ::umount2(e.path().c_str(), MNT_DETACH);
+      fs::remove(e.path(), ec);
+    }
+  if (!netnsExisted_) removeEmptyDirs("/var/run/netns");
+  for (const auto& e : fs::directory_iterator("/var/lib/cni/results", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(std::string(kCniNetwork) + "-", 0) == 0 || name.rfind("cni-loopback-", 0) == 0 ||
+        name.rfind("realnode-lo-", 0) == 0)
+      fs::remove(e.path(), ec);
+  }
+  removeEmptyDirs("/var/lib/cni");
+  // What the bridge plugin and kube-proxy leave on the host: the bridge, host-local's
+  // leases, kube-proxy's chains (kube-proxy --cleanup removes them).
+  if (!options_.podNetwork) return;
+  for (auto r : {runToEnd(cluster_.binary(), {"kube-proxy", "--cleanup"}, dir_ + "/kube-proxy-cleanup.log"),
+                 runToEnd("/usr/sbin/ip", {"link", "delete", kBridge}, dir_ + "/ip.log")})
+    if (!r.ok()) std::fprintf(stderr, "realnode: cleaning up the pod network: %s\n", r.error().message.c_str());
+  fs::remove_all(fs::path("/var/lib/cni/networks") / kCniNetwork, ec);
+  removeEmptyDirs("/var/lib/cni");
+}
+
 void RealNode::killContainers() {
   // The containers first (every process in the pod cgroups, until none is left), then their
   // shims, which would otherwise wait for containerd forever.
@@ -432,6 +549,11 @@ void RealNode::killContainers() {
 }
 
 void RealNode::unmountAll() {
+  unmountUnder(dir_);
+  unmountUnder(kubeletRootDir());
+}
+
+void RealNode::unmountUnder(const std::string& dir) {
   // The kubelet bind-mounts its root dir and the pods' volumes, containerd its rootfs
   // mounts and shm: every mount under the node's folder, deepest first.
   std::vector<std::string> points;
@@ -450,32 +572,33 @@ void RealNode::unmountAll() {
         p += point[i];
       }
     }
-    if (p.rfind(dir_ + "/", 0) == 0 || p == dir_) points.push_back(p);
+    if (p.rfind(dir + "/", 0) == 0 || p == dir) points.push_back(p);
   }
   std::sort(points.begin(), points.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
   for (const auto& p : points) ::umount2(p.c_str(), MNT_DETACH);
 }
 
-void RealNode::cleanDevicePluginDir() {
-  // What a kubelet leaves in the fixed folder: its socket and its device manager's
-  // checkpoint (a stale one would hand the next kubelet another cluster's pods).
-  std::error_code ec;
-  for (const char* f : {"kubelet.sock", "kubelet_internal_checkpoint"})
-    fs::remove(fs::path(kKubeletDevicePluginDir) / f, ec);
-}
-
 void RealNode::stop() {
   if (!started_) return;
   started_ = false;
+  stopKubeProxy(true);
   stopKubelet(true);
   killContainers();
   stopContainerd(true);
   killContainers();
   unmountAll();
   removePodCgroups();
-  cleanDevicePluginDir();
+  removePodNetwork();
+  removePodLogs();
+  for (const auto& dir : sharedDirs_) {
+    unmountUnder(dir);
+    ::umount2(dir.c_str(), MNT_DETACH);
+  }
+  sharedDirs_.clear();
   std::error_code ec;
-  if (createdKubeletDir_) fs::remove_all("/var/lib/kubelet", ec);  // the plugins' sockets too
+  for (const auto& dir : madeHostDirs_) fs::remove_all(dir, ec);
+  madeHostDirs_.clear();
+  fs::remove_all(kubeletRootDir(), ec);  // the plugins' sockets and the checkpoint too
   // containerd's fixed folders (shim sockets, runc's state): emptied by the shims' ends.
   if (createdRunContainerd_) removeEmptyDirs("/run/containerd");
   if (lockFd_ >= 0) {

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,16 @@ inline constexpr const char* kBusyboxImage = "docker.io/vgpu/realnode-busybox:1"
 
 struct RealNodeOptions {
   std::string name = "realnode";
+  /// A pod network as a user's node has it: the CNI bridge plugin (Debian's
+  /// containernetworking-plugins; pods get 10.244.0.0/24 on cni0) and kube-proxy (iptables),
+  /// so pods reach Services and the apiserver at its ClusterIP. The cluster's apiserver must
+  /// then listen on the host (RealClusterOptions::listenOnHost). Off: host-network pods only.
+  bool podNetwork = false;
+  /// Host folders made shared mounts (bind-mounted onto themselves, MS_SHARED), as they are
+  /// on a systemd host: the chart mounts its state folder with Bidirectional propagation,
+  /// which runc refuses under a private `/` ("is mounted on / but it is not a shared
+  /// mount"), as this machine's is. Made if missing; unmounted and, if made, removed at the end.
+  std::vector<std::string> sharedHostDirs{};
   /// More OCI image archives to import (`ctr -n k8s.io images import`).
   std::vector<std::string> images{};
 };
@@ -58,13 +69,17 @@ class RealNode {
   void stopContainerd(bool graceful = true);
   Status startKubelet();
   void stopKubelet(bool graceful = true);
+  Status startKubeProxy();
+  void stopKubeProxy(bool graceful = true);
   /// Every container of the node SIGKILLed and its shim with it (a power cut's effect on
   /// the containers; the daemons are stopped first by the caller).
   void killContainers();
 
   const std::string& name() const { return options_.name; }
   const std::string& dir() const { return dir_; }
-  std::string kubeletRootDir() const { return dir_ + "/kubelet"; }
+  /// The kubelet's --root-dir: its default, /var/lib/kubelet, where the chart's hostPaths
+  /// (devicePlugin.kubeletDir) expect it. Made and removed by the node (marked as its own).
+  std::string kubeletRootDir() const { return "/var/lib/kubelet"; }
   /// The kubelet's PodResources socket (under --root-dir).
   std::string podResourcesSocket() const { return kubeletRootDir() + "/pod-resources/kubelet.sock"; }
   std::string containerdSocket() const { return dir_ + "/containerd/containerd.sock"; }
@@ -72,7 +87,9 @@ class RealNode {
   AgentPaths agentPaths() const;
   /// "containerd 1.6.20" / "containerd 2.4.2" as the daemon reports it (`containerd --version`).
   const std::string& containerdVersion() const { return containerdVersion_; }
-  /// The end of "containerd" or "kubelet"'s current log.
+  /// The node's address (InternalIP).
+  const std::string& ip() const { return nodeIp_; }
+  /// The end of "containerd", "kubelet" or "kube-proxy"'s current log.
   std::string logTail(const std::string& component, std::size_t lines = 40) const;
   /// Runs `ctr -a <socket> -n k8s.io <args>` to its end; its output, or an error with it.
   Result<std::string> ctr(const std::vector<std::string>& args) const;
@@ -92,7 +109,11 @@ class RealNode {
                      const std::function<bool()>& ready);
   void stopDaemon(Daemon& d, bool graceful);
   void unmountAll();
-  void cleanDevicePluginDir();
+  void unmountUnder(const std::string& dir);
+  Status takeKubeletDir();
+  Status shareHostDirs();
+  void removePodNetwork();
+  void removePodLogs();
 
   RealCluster& cluster_;
   RealNodeOptions options_;
@@ -104,9 +125,12 @@ class RealNode {
   std::uint16_t kubeletPort_ = 0, kubeletHealthzPort_ = 0;
   int lockFd_ = -1;
   bool started_ = false;
-  bool createdKubeletDir_ = false;  ///< /var/lib/kubelet was not there before: removed at the end
   bool createdRunContainerd_ = false;  ///< the same for containerd's /run/containerd
-  Daemon containerd_, kubelet_;
+  Daemon containerd_, kubelet_, kubeProxy_;
+  std::vector<std::string> madeHostDirs_, sharedDirs_;
+  bool netnsExisted_ = false;
+  std::set<std::string> netnsBefore_;  ///< /var/run/netns at the start: the node's are the others
+  std::uint16_t kubeProxyHealthzPort_ = 0, kubeProxyMetricsPort_ = 0;
 };
 
 }  // namespace vgpu::realk8s
