@@ -22,6 +22,7 @@ packages=(
   golang-go golang-github-masterminds-sprig-dev golang-github-ghodss-yaml-dev  # Chart.Render
   containerd runc                     # the real node of tests/realk8s (1.34's runtime; runc for both)
   busybox-static                      # ... the programs of its test images (tests/realk8s/node)
+  containernetworking-plugins iptables iproute2  # ... its pod network: CNI bridge, kube-proxy
 )
 
 log=${VGPU_DEPS_LOG:-/tmp/vgpu-install-deps.log}
