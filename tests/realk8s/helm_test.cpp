@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "fake_nodes.h"
@@ -79,23 +80,49 @@ class RealNodeHelmTest : public ::testing::Test {
     if (!out.ok())
       return makeError("helm install: " + out.error().message + "\nthe kubelet's log ends:\n" +
                        node_->logTail("kubelet", 40));
+    // `--wait` returns once the pods are Ready; the webhook's Service reaches them once the
+    // EndpointSlice and kube-proxy's rules follow (seen: "connection refused" on the
+    // ClusterIP right after, on 1.37). Until then the chart's webhook (failurePolicy Fail)
+    // refuses pods with shares, as on any cluster just installed.
+    const std::string probe =
+        R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"webhook-probe"},"spec":{"containers":[{"name":"main",)"
+        R"("image":"busybox","resources":{"limits":{"vgpu.io/sim":"1"}}}]}})";
+    std::string last;
+    if (!RealCluster::waitFor([&] {
+          auto r = cluster_->api().post("/api/v1/namespaces/default/pods?dryRun=All", probe);
+          last = r.describe();
+          return r.status == 201;
+        }))
+      return makeError("the chart's webhook did not answer after helm install: " + last);
     return {};
   }
-  /// scripts/build-images.sh for the chart's images (cached: seconds when warm).
+  /// The chart's images: those ctest's Images.Build made (<build>/images/images.txt, the
+  /// fixture vgpu_images), else scripts/build-images.sh run here (cached: seconds when warm).
   static Result<std::vector<std::string>> buildImages() {
+    const std::vector<std::string> names{"vgpu-scheduler", "vgpu-device-plugin", "kube-scheduler-" + gRelease};
+    const auto listed = [&](const std::string& dir) {
+      std::map<std::string, std::string> files;
+      std::ifstream list(dir + "/images.txt");
+      for (std::string name, ref, file; list >> name >> ref >> file;) files[name] = file;
+      std::vector<std::string> out;
+      for (const auto& n : names)
+        if (files.count(n) && fs::exists(files[n])) out.push_back(files[n]);
+      return out;
+    };
+    if (auto built = listed(std::string(kBuildDir) + "/images"); built.size() == names.size()) return built;
     const std::string out = cluster_->dir() + "/images";
-    auto r = run(std::string(kSourceDir) + "/scripts/build-images.sh",
-                 {"--build-dir", kBuildDir, "--out", out, "--k8s-binary", cluster_->binary(), "--k8s-release", gRelease,
-                  "--image", "vgpu-scheduler", "--image", "vgpu-device-plugin", "--image", "kube-scheduler-" + gRelease},
-                 {{"PATH", "/usr/local/bin:/usr/bin:/bin:/usr/local/go/bin"}, {"HOME", std::getenv("HOME") ? std::getenv("HOME") : "/root"},
+    std::vector<std::string> args{"--build-dir", kBuildDir, "--out", out, "--k8s-binary", cluster_->binary(),
+                                  "--k8s-release", gRelease};
+    for (const auto& n : names) args.insert(args.end(), {"--image", n});
+    auto r = run(std::string(kSourceDir) + "/scripts/build-images.sh", args,
+                 {{"PATH", "/usr/local/bin:/usr/bin:/bin:/usr/local/go/bin"},
+                  {"HOME", std::getenv("HOME") ? std::getenv("HOME") : "/root"},
                   {"VGPU_JOBS", "2"}},
                  cluster_->dir() + "/build-images.log", std::chrono::seconds(900));
     if (!r.ok()) return r.error();
-    std::vector<std::string> files;
-    std::ifstream list(out + "/images.txt");
-    for (std::string name, ref, file; list >> name >> ref >> file;) files.push_back(file);
-    if (files.size() != 3) return makeError("build-images.sh listed " + std::to_string(files.size()) + " images in " + out);
-    return files;
+    auto built = listed(out);
+    if (built.size() != names.size()) return makeError("build-images.sh did not list the chart's images in " + out);
+    return built;
   }
   static Result<std::string> helm(const std::vector<std::string>& args) {
     const std::string home = cluster_->dir() + "/helm";
@@ -182,6 +209,118 @@ TEST_F(RealNodeHelmTest, HelmInstallRunsEveryPodReadyAndASlicePodThroughTheChart
       std::chrono::seconds(120)))
       << json::serialize(last) << "\nthe kubelet's log ends:\n"
       << node_->logTail("kubelet", 30);
+}
+
+
+/// A sleeping slice pod on the pod network; once Running, its container's id.
+std::string startSlicePod(RealCluster& c, const std::string& ns, const std::string& name, const std::string& script) {
+  const json::object pod{
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", {{"name", name}}},
+      {"spec",
+       {{"terminationGracePeriodSeconds", 1},
+        {"containers",
+         json::array{json::object{
+             {"name", "main"},
+             {"image", kBusyboxImage},
+             {"imagePullPolicy", "Never"},
+             {"command", json::array{"/bin/sh", "-c", script.c_str()}},
+             {"resources", {{"limits", {{"vgpu.io/sim", "1"}, {"vgpu.io/sim-memory", "3000"}, {"vgpu.io/sim-cores", "30"}}}}}}}}}}};
+  auto r = c.api().post("/api/v1/namespaces/" + ns + "/pods", json::serialize(pod));
+  if (r.status != 201) return "(create: " + r.describe() + ")";
+  std::string id;
+  RealCluster::waitFor(
+      [&] {
+        auto p = c.getObject("/api/v1/namespaces/" + ns + "/pods/" + name);
+        if (!p.ok() || str(at(*p, {"status", "phase"})) != "Running") return false;
+        const auto* statuses = at(*p, {"status", "containerStatuses"});
+        if (!statuses || !statuses->is_array() || statuses->as_array().empty()) return false;
+        id = str(at(statuses->as_array()[0].as_object(), {"containerID"}));
+        return !id.empty();
+      },
+      std::chrono::seconds(90));
+  return id;
+}
+
+std::string agentPodUid(RealCluster& c) {
+  auto pods = listPods(c, kChartNamespace);
+  if (!pods.ok()) return {};
+  for (const auto& p : *pods)
+    if (str(at(p, {"metadata", "name"})).rfind("vgpu-device-plugin-", 0) == 0 &&
+        !at(p, {"metadata", "deletionTimestamp"}) && str(at(p, {"status", "phase"})) == "Running")
+      return str(at(p, {"metadata", "uid"}));
+  return {};
+}
+
+TEST_F(RealNodeHelmTest, HelmUpgradeWithAChangedValueRollsTheAgentAndLeavesGpuPodsRunning) {
+  auto& c = *cluster_;
+  ASSERT_TRUE(c.createNamespace("helm-upgrade").ok());
+  const std::string id = startSlicePod(c, "helm-upgrade", "running", "exec sleep 3600");
+  ASSERT_EQ(id.rfind("containerd://", 0), 0u) << id;
+  const std::string agentBefore = agentPodUid(c);
+  ASSERT_FALSE(agentBefore.empty());
+  // A documented value of the agent (docs/config-reference.md): its pod template changes.
+  auto out = helm({"upgrade", kChartRelease, std::string(kSourceDir) + "/charts/vgpu", "--namespace", kChartNamespace,
+                   "--reuse-values", "--set", "devicePlugin.heartbeatSeconds=20", "--wait", "--timeout", "3m"});
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  std::string agentAfter;
+  EXPECT_TRUE(RealCluster::waitFor([&] {
+    agentAfter = agentPodUid(c);
+    return !agentAfter.empty() && agentAfter != agentBefore;
+  })) << "the agent's pod was not replaced";
+  auto p = c.getObject("/api/v1/namespaces/helm-upgrade/pods/running");
+  ASSERT_TRUE(p.ok());
+  const auto& status = at(*p, {"status", "containerStatuses"})->as_array()[0].as_object();
+  EXPECT_EQ(str(at(status, {"containerID"})), id) << json::serialize(*p);
+  EXPECT_EQ(json::serialize(*status.if_contains("restartCount")), "0") << json::serialize(*p);
+  EXPECT_EQ(str(at(*p, {"status", "phase"})), "Running");
+  // The new agent admits a new pod.
+  EXPECT_EQ(startSlicePod(c, "helm-upgrade", "after", "exec sleep 3600").rfind("containerd://", 0), 0u)
+      << "the kubelet's log ends:\n" << node_->logTail("kubelet", 30);
+  for (const char* name : {"running", "after"}) c.api().del(std::string("/api/v1/namespaces/helm-upgrade/pods/") + name);
+  EXPECT_TRUE(RealCluster::waitFor([&] {
+    auto pods = listPods(c, "helm-upgrade");
+    return pods.ok() && pods->empty();
+  }));
+}
+
+// The last test of the suite: the chart goes.
+TEST_F(RealNodeHelmTest, HelmUninstallLeavesNoSocketCdiSpecPreloadOrRegionFile) {
+  auto& c = *cluster_;
+  auto out = helm({"uninstall", kChartRelease, "--namespace", kChartNamespace, "--wait", "--timeout", "3m"});
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  EXPECT_TRUE(RealCluster::waitFor([&] {
+    auto pods = listPods(c, kChartNamespace);
+    return pods.ok() && pods->empty();
+  }));
+  std::vector<std::string> left;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(std::string(kKubeletDevicePluginDir), ec))
+    if (e.path().filename().string().rfind("vgpu", 0) == 0) left.push_back(e.path().string());
+  for (const char* dir : {"/etc/cdi", "/var/run/cdi"})
+    for (const auto& e : fs::directory_iterator(dir, ec))
+      if (e.path().filename().string().find("vgpu") != std::string::npos) left.push_back(e.path().string());
+  // The per-container folders (region files); the rest of /var/lib/vgpu (the agent's
+  // journal) stays after an uninstall, as docs/install.md says.
+  for (auto it = fs::recursive_directory_iterator("/var/lib/vgpu/containers", ec); it != fs::recursive_directory_iterator();
+       it.increment(ec))
+    if (it->is_regular_file(ec) || it->is_socket(ec)) left.push_back(it->path().string());
+  for (const char* file : {"/usr/local/vgpu/ld.so.preload", "/etc/ld.so.preload"})
+    if (fs::exists(file, ec)) left.push_back(file);
+  EXPECT_TRUE(left.empty()) << ::testing::PrintToString(left);
+  // KNOWN DEFECT, not yet guarded: the Node keeps the agent's annotations (vgpu.io/devices-sim,
+  // vgpu.io/heartbeat) after the uninstall, on both releases. The agent removes them on
+  // SIGTERM (agent.cpp, publishNode(true)); most likely helm deletes its ServiceAccount and
+  // RBAC in the same step, so that last patch is refused (not yet confirmed). Printed here and in tests/realk8s/README.md
+  // until the chart or the agent handles it; then this becomes an EXPECT.
+  auto n = c.getObject("/api/v1/nodes/" + node_->name());
+  ASSERT_TRUE(n.ok());
+  if (const auto* annotations = at(*n, {"metadata", "annotations"}); annotations && annotations->is_object())
+    for (const auto& [key, value] : annotations->as_object())
+      if (std::string(key).find("vgpu") != std::string::npos)
+        std::cout << "[" << c.kubernetesVersion() << "] KNOWN DEFECT: after helm uninstall the Node keeps annotation "
+                  << std::string(key) << std::endl;
 }
 
 }  // namespace
