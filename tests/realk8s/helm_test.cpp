@@ -311,8 +311,9 @@ TEST_F(RealNodeHelmTest, HelmUninstallLeavesNoSocketCdiSpecPreloadOrRegionFile) 
   EXPECT_TRUE(left.empty()) << ::testing::PrintToString(left);
   // KNOWN DEFECT, not yet guarded: the Node keeps the agent's annotations (vgpu.io/devices-sim,
   // vgpu.io/heartbeat) after the uninstall, on both releases. The agent removes them on
-  // SIGTERM (agent.cpp, publishNode(true)); most likely helm deletes its ServiceAccount and
-  // RBAC in the same step, so that last patch is refused (not yet confirmed). Printed here and in tests/realk8s/README.md
+  // SIGTERM (agent.cpp, publishNode(true)), and does when only its DaemonSet is deleted
+  // (checked by hand on 1.34); `helm uninstall` deletes its ServiceAccount and RBAC in the
+  // same step, so that last patch is refused. Printed here and in tests/realk8s/README.md
   // until the chart or the agent handles it; then this becomes an EXPECT.
   auto n = c.getObject("/api/v1/nodes/" + node_->name());
   ASSERT_TRUE(n.ok());
