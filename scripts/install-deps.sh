@@ -20,6 +20,9 @@ packages=(
   debootstrap                         # the limiter's tests in a Debian 11 root (glibc 2.31); the images' Debian 12 root (scripts/build-images.sh)
   ca-certificates                     # Go fetches the real-cluster suite's modules over HTTPS
   golang-go golang-github-masterminds-sprig-dev golang-github-ghodss-yaml-dev  # Chart.Render
+  containerd runc                     # the real node of tests/realk8s (1.34's runtime; runc for both)
+  busybox-static                      # ... the programs of its test images (tests/realk8s/node)
+  containernetworking-plugins iptables iproute2  # ... its pod network: CNI bridge, kube-proxy
 )
 
 log=${VGPU_DEPS_LOG:-/tmp/vgpu-install-deps.log}
@@ -40,8 +43,9 @@ for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 
-# Packages whose services apt would start and enable (a Prometheus server, with promtool).
-services=(prometheus)
+# Packages whose services apt would start and enable (a Prometheus server, with promtool;
+# containerd, which the real-node tests start themselves with their own root and socket).
+services=(prometheus containerd)
 
 # Keeps invoke-rc.d from starting services while apt installs, then disables the services
 # of packages this run installed, so that no server is left running or enabled at boot.

@@ -3,7 +3,8 @@
 #
 #   tests/realk8s/build.sh RELEASE OUTDIR      (RELEASE: 1.34 or 1.37, a k8s-RELEASE/ folder)
 #
-# writes OUTDIR/k8s (etcd, kube-apiserver, kube-scheduler, kubelet; see cmd/main.go) and
+# writes OUTDIR/k8s (etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kube-proxy,
+# kubelet; see cmd/main.go) and
 # OUTDIR/k8s.stamp. The stamp is a hash of everything the binary is made from (go.mod,
 # go.sum, main.go, this script's flags, the Go version); while it matches, nothing runs.
 # Linked binaries are also kept in a cache outside the build tree, one per release and

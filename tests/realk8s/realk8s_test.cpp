@@ -16,7 +16,6 @@
 
 namespace vgpu::realk8s {
 
-std::string gRelease;  // --release
 RealCluster* RealK8s::cluster_ = nullptr;
 Status* RealK8s::startStatus_ = nullptr;
 
@@ -223,14 +222,3 @@ TEST_F(RealK8s, EtcdCompactionIsObservable) {
 
 }  // namespace
 }  // namespace vgpu::realk8s
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  for (int i = 1; i < argc; ++i)
-    if (std::strncmp(argv[i], "--release=", 10) == 0) vgpu::realk8s::gRelease = argv[i] + 10;
-  if (vgpu::realk8s::gRelease.empty()) {
-    std::cerr << "usage: " << argv[0] << " --release=<1.34|1.37> [gtest flags]\n";
-    return 2;
-  }
-  return RUN_ALL_TESTS();
-}

@@ -36,8 +36,10 @@ std::vector<std::string> auditShares(const std::vector<AuditNode>& nodes, const 
       }
       for (const auto& container : pod.assignment->containers) {
         // Init containers' devices may be reused by the app containers: the scenarios
-        // that audit have none.
-        if (container.init) out.push_back(pod.key + " has an init container with devices: the audit cannot sum it");
+        // that audit have none. Every init container is listed (indices stay aligned
+        // with the spec), most with no devices: those are nothing to sum.
+        if (container.init && !container.devices.empty())
+          out.push_back(pod.key + " has an init container with devices: the audit cannot sum it");
         for (const auto& g : container.devices) {
           Use& u = used[g.deviceId];
           u.memoryMiB += g.memoryMiB;

@@ -5,6 +5,8 @@
 //	k8s etcd [etcd flags]                   etcd's own main (go.etcd.io/etcd/server/v3/etcdmain)
 //	k8s kube-apiserver [flags]              k8s.io/kubernetes/cmd/kube-apiserver
 //	k8s kube-scheduler [flags]              k8s.io/kubernetes/cmd/kube-scheduler
+//	k8s kube-controller-manager [flags]     k8s.io/kubernetes/cmd/kube-controller-manager
+//	k8s kube-proxy [flags]                  k8s.io/kubernetes/cmd/kube-proxy
 //	k8s kubelet [flags]                     k8s.io/kubernetes/cmd/kubelet
 //	k8s etcd-compact [-raw] ENDPOINT [REVISION]
 //	                                        compacts etcd at REVISION (default: the current
@@ -36,11 +38,13 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/version"  // ... the build-info metric
 	"k8s.io/component-base/version"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
+	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	proxy "k8s.io/kubernetes/cmd/kube-proxy/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 )
 
-const usage = "usage: k8s etcd|kube-apiserver|kube-scheduler|kubelet [flags] | etcd-compact [-raw] ENDPOINT [REVISION] | version"
+const usage = "usage: k8s etcd|kube-apiserver|kube-scheduler|kube-controller-manager|kube-proxy|kubelet [flags] | etcd-compact [-raw] ENDPOINT [REVISION] | version"
 
 func main() {
 	if len(os.Args) < 2 {
@@ -55,6 +59,10 @@ func main() {
 		runCobra(apiserver.NewAPIServerCommand(), args)
 	case "kube-scheduler":
 		runCobra(scheduler.NewSchedulerCommand(), args)
+	case "kube-controller-manager":
+		runCobra(controllermanager.NewControllerManagerCommand(), args)
+	case "kube-proxy":
+		runCobra(proxy.NewProxyCommand(), args)
 	case "kubelet":
 		runCobra(kubelet.NewKubeletCommand(context.Background()), args)
 	case "etcd-compact":

@@ -60,10 +60,6 @@ struct RealCluster::VgpuNode {
   fs::path podResourcesSocket() const { return dir / "pr" / "kubelet.sock"; }
 };
 
-namespace {
-
-/// A port that was free a moment ago (bound to port 0, then released). The components
-/// keep their ports over restarts, so each is chosen once.
 std::uint16_t freePort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
@@ -77,6 +73,8 @@ std::uint16_t freePort() {
   if (fd >= 0) ::close(fd);
   return port;
 }
+
+namespace {
 
 std::string randomToken() {
   static const char kHex[] = "0123456789abcdef";
@@ -183,7 +181,8 @@ RealCluster::RealCluster(RealClusterOptions options) : options_(std::move(option
   std::string pattern = "/tmp/realk8s-" + options_.release + "-XXXXXX";
   if (::mkdtemp(pattern.data()) != nullptr) dir_ = pattern;
   binary_ = std::string(paths::kBinDir) + "/" + options_.release + "/k8s";
-  for (const char* name : {"etcd", "kube-apiserver", "kube-scheduler", "vgpu-scheduler"}) {
+  for (const char* name : {"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "default-scheduler",
+                           "vgpu-scheduler"}) {
     auto c = std::make_unique<Component>();
     c->name = name;
     components_[name] = std::move(c);
@@ -194,6 +193,8 @@ RealCluster::RealCluster(RealClusterOptions options) : options_(std::move(option
   kubeSchedulerPort_ = freePort();
   webhookPort_ = freePort();
   extenderPort_ = freePort();
+  controllerManagerPort_ = freePort();
+  defaultSchedulerPort_ = freePort();
   for (const char* user : {"admin", "kube-scheduler", "vgpu-scheduler", "vgpu-device-plugin"})
     tokens_[user] = randomToken();
 }
@@ -204,7 +205,8 @@ RealCluster::~RealCluster() {
     if (name.rfind("vgpu-device-plugin@", 0) == 0 && c->process) c->process->kill();
   for (auto& [name, n] : vgpuNodes_)
     if (n->kubelet) n->kubelet->stop();
-  for (const char* name : {"kube-scheduler", "vgpu-scheduler", "kube-apiserver", "etcd"}) {
+  for (const char* name : {"kube-controller-manager", "default-scheduler", "kube-scheduler", "vgpu-scheduler", "kube-apiserver",
+                           "etcd"}) {
     auto& c = *components_[name];
     if (c.process) c.process->kill();
   }
@@ -232,8 +234,10 @@ std::string RealCluster::logTail(const std::string& name, size_t lines) const {
 
 Status RealCluster::writeFiles() {
   const fs::path dir(dir_);
-  auto ca = CertificateAuthority::create("realk8s-ca");
-  if (!ca.ok()) return std::move(ca).error();
+  auto created = CertificateAuthority::create("realk8s-ca");
+  if (!created.ok()) return std::move(created).error();
+  ca_ = std::make_unique<CertificateAuthority>(std::move(created).value());
+  const auto& ca = ca_;
   // The names a client inside or outside the cluster uses for the apiserver; 10.96.0.1 is
   // the `kubernetes` Service's address in --service-cluster-ip-range.
   auto apiserver = ca->issue({.commonName = "kube-apiserver",
@@ -305,14 +309,25 @@ Status RealCluster::start() {
   if (auto r = admin_->post("/api/v1/namespaces/default/serviceaccounts", json::serialize(defaultSa));
       r.status != 201 && r.status != 409)
     return makeError("creating default/default ServiceAccount: " + r.describe());
-  if (auto s = createNamespace(kChartNamespace); !s.ok()) return s;
-  if (auto s = applyChartObjects("scheduler-rbac.yaml"); !s.ok()) return s;
-  if (auto s = applyChartObjects("device-plugin-rbac.yaml"); !s.ok()) return s;
+  if (options_.applyChartRbac) {
+    if (auto s = createNamespace(kChartNamespace); !s.ok()) return s;
+    if (auto s = applyChartObjects("scheduler-rbac.yaml"); !s.ok()) return s;
+    if (auto s = applyChartObjects("device-plugin-rbac.yaml"); !s.ok()) return s;
+  }
   if (options_.startVgpu)
     if (auto s = startVgpu(); !s.ok()) return s;
   if (options_.startKubeScheduler)
     if (auto s = startKubeScheduler(); !s.ok()) return s;
+  if (options_.startControllerManager)
+    if (auto s = startControllerManager(); !s.ok()) return s;
+  if (options_.startDefaultScheduler)
+    if (auto s = startDefaultScheduler(); !s.ok()) return s;
   return {};
+}
+
+Result<PemPair> RealCluster::issueCertificate(const LeafSpec& spec) const {
+  if (!ca_) return makeError("the cluster's CA is made by start()");
+  return ca_->issue(spec);
 }
 
 // ---- the chart ----
@@ -523,8 +538,8 @@ Status RealCluster::startApiServer() {
   const std::string pki = dir_ + "/pki/";
   std::vector<std::string> args = {
       "--etcd-servers=" + etcdUrl(),
-      // The secure port only, on loopback.
-      "--bind-address=127.0.0.1",
+      // The secure port only, on loopback (or every address for a real node's pods).
+      "--bind-address=" + std::string(options_.listenOnHost ? "0.0.0.0" : "127.0.0.1"),
       "--secure-port=" + std::to_string(apiPort_),
       "--tls-cert-file=" + pki + "apiserver.crt",
       "--tls-private-key-file=" + pki + "apiserver.key",
@@ -539,6 +554,8 @@ Status RealCluster::startApiServer() {
       "--service-account-key-file=" + pki + "sa.pub",
       "--service-account-signing-key-file=" + pki + "sa.key",
       "--service-cluster-ip-range=10.96.0.0/16",
+      // A real node's kubelet is reached at its InternalIP (logs); its name does not resolve.
+      "--kubelet-preferred-address-types=InternalIP",
       // The device plugin DaemonSet's pods are privileged.
       "--allow-privileged=true",
       // Compaction only when a test asks (compactEtcd), not every 5 minutes. Not 0: that
@@ -549,6 +566,7 @@ Status RealCluster::startApiServer() {
       "--v=2",
   };
   if (!options_.featureGates.empty()) args.push_back("--feature-gates=" + options_.featureGates);
+  if (options_.listenOnHost) args.push_back("--advertise-address=" + hostAddress());
   return startComponent(component("kube-apiserver"), args, [&] {
     ApiClient probe(apiPort_, caFile(), tokens_["admin"], std::chrono::seconds(5));
     auto r = probe.get("/readyz");
@@ -783,6 +801,41 @@ Status RealCluster::registerWebhook() {
 
 fakes::FakeKubelet& RealCluster::kubelet(const std::string& node) { return *vgpuNodes_.at(node)->kubelet; }
 
+Status RealCluster::startVgpuAgent(const std::string& name, const AgentPaths& paths) {
+  auto args = chartArgs("device-plugin-daemonset.yaml", "vgpu-device-plugin",
+                        {{"--config", deviceConfigPath()},
+                         {"--device-plugin-dir", paths.devicePluginDir},
+                         {"--pod-resources-socket", paths.podResourcesSocket},
+                         {"--metrics-address", "127.0.0.1:0"},
+                         {"--state-dir", paths.stateDir},
+                         // As root on this machine, a tmpfs per container would be mounted on the
+                         // host and outlive an agent a scenario kills (the mounts are tested in
+                         // private namespaces: folder_tmpfs_test).
+                         {"--region-tmpfs", "off"}});
+  if (!args.ok()) return std::move(args).error();
+  args->push_back("--kubeconfig=" + dir_ + "/vgpu-device-plugin.kubeconfig");
+  args->push_back("--backend-dir=" + std::string(paths::kBackendDir));
+  const std::string componentName = "vgpu-device-plugin@" + name;
+  auto& slot = components_[componentName];
+  if (!slot) {
+    slot = std::make_unique<Component>();
+    slot->name = componentName;
+  }
+  Component& agent = *slot;
+  return startComponent(
+      agent, *args,
+      [&] {
+        const std::string log = readText(agent.logFile);
+        const auto at = log.rfind("vgpu-device-plugin: serving");
+        return at != std::string::npos && log.find('\n', at) != std::string::npos;
+      },
+      paths::kVgpuAgent, {{"NODE_NAME", name}});
+}
+
+void RealCluster::stopVgpuAgent(const std::string& name, bool graceful) {
+  if (auto c = components_.find("vgpu-device-plugin@" + name); c != components_.end()) stopComponent(*c->second, graceful);
+}
+
 Status RealCluster::addVgpuNode(const std::string& name, const std::map<std::string, std::string>& labels) {
   if (vgpuNodes_.count(name)) return makeError("node " + name + " exists");
   if (auto s = createNode(name, {}, labels); !s.ok()) return s;
@@ -801,35 +854,17 @@ Status RealCluster::addVgpuNode(const std::string& name, const std::map<std::str
   VgpuNode& node = *n;
   vgpuNodes_[name] = std::move(n);
 
-  auto args = chartArgs("device-plugin-daemonset.yaml", "vgpu-device-plugin",
-                        {{"--config", deviceConfigPath()},
-                         {"--device-plugin-dir", node.pluginDir().string()},
-                         {"--pod-resources-socket", node.podResourcesSocket().string()},
-                         {"--metrics-address", "127.0.0.1:0"},
-                         {"--state-dir", (node.dir / "state").string()},
-                         // As root on this machine, a tmpfs per container would be mounted on the
-                         // host and outlive an agent a scenario kills (the mounts are tested in
-                         // private namespaces: folder_tmpfs_test).
-                         {"--region-tmpfs", "off"}});
-  if (!args.ok()) return std::move(args).error();
-  args->push_back("--kubeconfig=" + dir_ + "/vgpu-device-plugin.kubeconfig");
-  args->push_back("--backend-dir=" + std::string(paths::kBackendDir));
-  const std::string componentName = "vgpu-device-plugin@" + name;
-  auto c = std::make_unique<Component>();
-  c->name = componentName;
-  Component& agent = *c;
-  components_[componentName] = std::move(c);
-  auto s = startComponent(
-      agent, *args,
-      [&] {
-        const std::string log = readText(agent.logFile);
-        const auto at = log.rfind("vgpu-device-plugin: serving");
-        return at != std::string::npos && log.find('\n', at) != std::string::npos;
-      },
-      paths::kVgpuAgent, {{"NODE_NAME", name}});
-  if (!s.ok()) return s;
-
+  if (auto s = startVgpuAgent(name, {.devicePluginDir = node.pluginDir().string(),
+                                     .podResourcesSocket = node.podResourcesSocket().string(),
+                                     .stateDir = (node.dir / "state").string()});
+      !s.ok())
+    return s;
   if (auto s = publishDeviceCapacity(node); !s.ok()) return s;
+  return waitForVgpuInventory(name);
+}
+
+Status RealCluster::waitForVgpuInventory(const std::string& name) {
+  const std::string componentName = "vgpu-device-plugin@" + name;
   for (const auto& backend : enabledBackends_) {
     const std::string key = keys::nodeDevices(backend);
     if (!waitFor([&] {

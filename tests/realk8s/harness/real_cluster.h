@@ -14,8 +14,9 @@
 //
 // etcd and the Kubernetes components come from the release's multi-call binary
 // (tests/realk8s/build.sh; `k8s <component>`); every daemon is a child process with its
-// log in the folder. There is no kube-controller-manager and no real kubelet: the harness
-// does their part where a test needs it (namespaces get their `default` ServiceAccount,
+// log in the folder. kube-controller-manager runs when asked (startControllerManager; a
+// real node, real_node.h, needs it); otherwise the harness does its part and the kubelet's
+// where a test needs it (namespaces get their `default` ServiceAccount,
 // Node objects are made Ready and untainted and get the device counts the kubelet double
 // holds, pods are deleted with gracePeriodSeconds=0). README.md lists every flag and why.
 //
@@ -41,6 +42,7 @@
 
 #include "api_client.h"
 #include "child_process.h"
+#include "pki.h"
 #include "cluster_audit.h"
 #include "vgpu/fakes/fake_kubelet.h"
 #include "vgpu/result.h"
@@ -68,7 +70,33 @@ struct RealClusterOptions {
   /// `--feature-gates` for kube-apiserver and kube-scheduler ("DRAConsumableCapacity=true");
   /// empty: the release's defaults.
   std::string featureGates{};
+  /// kube-controller-manager too (a real node's cluster: DaemonSets, Deployments, garbage
+  /// collection, the node lifecycle controller). Off for clusters of Node objects without
+  /// kubelets, which its node lifecycle controller would taint and evict.
+  bool startControllerManager = false;
+  /// A default kube-scheduler too (for pods of `default-scheduler`: the chart's own).
+  bool startDefaultScheduler = false;
+  /// kube-apiserver listens on every address and advertises hostAddress() (the `kubernetes`
+  /// Service's endpoint), so that pods on a real node's pod network reach it (kube-proxy).
+  bool listenOnHost = false;
+  /// The chart's namespace and RBAC applied by the harness (off when `helm install` does it).
+  bool applyChartRbac = true;
 };
+
+/// Where a vgpu-device-plugin meets its kubelet (startVgpuAgent).
+struct AgentPaths {
+  std::string devicePluginDir;
+  std::string podResourcesSocket;
+  std::string stateDir;
+};
+
+/// A port on 127.0.0.1 that was free a moment ago (bound to port 0, then released). The
+/// components keep their ports over restarts, so each is chosen once.
+std::uint16_t freePort();
+/// The machine's first non-loopback IPv4 address (127.0.0.1 when it has none): a real
+/// node's InternalIP (the 1.37 kubelet refuses a loopback --node-ip, "nodeIP can't be
+/// loopback address"), where its pods reach the apiserver.
+std::string hostAddress();
 
 inline constexpr const char* kSimChartValues = "devices:\n  nvidia:\n    enabled: false\n  sim:\n    enabled: true\n";
 
@@ -96,6 +124,11 @@ class RealCluster {
   /// Also starts kube-scheduler again when it exited meanwhile (keepKubeSchedulerRunning).
   Status restartApiServer(bool graceful = true);
   Status restartKubeScheduler(bool graceful = true);
+  /// kube-controller-manager as cluster admin, until /healthz (controller_manager.cpp).
+  Status startControllerManager();
+  void stopControllerManager(bool graceful = true);
+  /// The cluster's default kube-scheduler (profile default-scheduler), until /healthz.
+  Status startDefaultScheduler();
 
   // ---- vgpu, as the chart deploys it ----
   /// vgpu-scheduler (waits for /readyz), then the chart's MutatingWebhookConfiguration.
@@ -127,6 +160,14 @@ class RealCluster {
   /// annotation and the device counts (as the kubelet would set its capacity), and a
   /// running vgpu-scheduler has the node's devices in its cache.
   Status addVgpuNode(const std::string& name, const std::map<std::string, std::string>& labels = {});
+  /// vgpu-device-plugin alone for node `node`, with the DaemonSet's arguments and the
+  /// kubelet at `paths` (a real kubelet's, or a double's); waits until it serves. Its
+  /// component is "vgpu-device-plugin@<node>".
+  Status startVgpuAgent(const std::string& node, const AgentPaths& paths);
+  void stopVgpuAgent(const std::string& node, bool graceful = true);
+  /// Until the Node carries the agent's inventory annotation of each enabled backend and a
+  /// running vgpu-scheduler has the node's devices in its cache.
+  Status waitForVgpuInventory(const std::string& node);
   /// Takes a vgpu node away: its agent and kubelet double stop, the Node is deleted.
   Status removeVgpuNode(const std::string& name);
   /// Restarts the node's kubelet double as a kubelet restarts (every socket in the plugin
@@ -160,6 +201,10 @@ class RealCluster {
   /// (--etcd-compaction-interval=24h), so history goes only when a test says so.
   Result<std::int64_t> compactEtcd(bool raw = false);
 
+  /// A certificate signed by the cluster's CA (which kube-apiserver trusts for clients):
+  /// a kubelet's `system:node:<name>` in `system:nodes`.
+  Result<PemPair> issueCertificate(const LeafSpec& spec) const;
+
   // ---- the API, as cluster admin (a static token in system:masters) ----
   ApiClient& api() { return *admin_; }
   /// A client with another of the static tokens (tokenFor).
@@ -186,6 +231,8 @@ class RealCluster {
   /// "v1.34.4": what the binary says it is (`k8s version`).
   const std::string& kubernetesVersion() const { return kubernetesVersion_; }
   const std::string& dir() const { return dir_; }
+  /// The release's multi-call binary (`k8s <component>`).
+  const std::string& binary() const { return binary_; }
   std::uint16_t apiServerPort() const { return apiPort_; }
   std::string etcdUrl() const;
   std::string caFile() const;
@@ -235,7 +282,8 @@ class RealCluster {
   std::string binary_;
   std::string kubernetesVersion_;
   std::uint16_t etcdPort_ = 0, etcdPeerPort_ = 0, apiPort_ = 0, kubeSchedulerPort_ = 0, webhookPort_ = 0,
-                extenderPort_ = 0;
+                extenderPort_ = 0, controllerManagerPort_ = 0, defaultSchedulerPort_ = 0;
+  std::unique_ptr<CertificateAuthority> ca_;
   std::map<std::string, std::string> tokens_;
   std::unique_ptr<ApiClient> admin_;
   std::map<std::string, std::unique_ptr<Component>> components_;
