@@ -7,7 +7,7 @@
 namespace vgpu::kubectl {
 
 const std::vector<std::string>& verbs() {
-  static const std::vector<std::string> kVerbs{"nodes", "pods", "explain", "completion", "version", "help"};
+  static const std::vector<std::string> kVerbs{"nodes", "pods", "explain", "simulate", "completion", "version", "help"};
   return kVerbs;
 }
 
@@ -91,7 +91,8 @@ Result<Invocation> parseCommandLine(const std::vector<std::string>& argv) {
       inv.ns = *v;
       continue;
     }
-    if (name == "--kubeconfig") stringTarget = &inv.kubeconfig;
+    if (name == "-f" || name == "--filename") stringTarget = &inv.filename;
+    else if (name == "--kubeconfig") stringTarget = &inv.kubeconfig;
     else if (name == "--context") stringTarget = &inv.context;
     else if (name == "--device-config") stringTarget = &inv.deviceConfig;
     else if (name == "--config-map") stringTarget = &inv.configMap;

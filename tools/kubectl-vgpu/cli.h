@@ -13,7 +13,7 @@ namespace vgpu::kubectl {
 enum class OutputFormat { kTable, kWide, kJson, kYaml };
 
 struct Invocation {
-  std::string verb;                ///< nodes, pods, explain, completion, help, version
+  std::string verb;                ///< nodes, pods, explain, simulate, completion, help, version
   std::vector<std::string> args;   ///< positional arguments after the verb
   std::string kubeconfig;          ///< --kubeconfig; empty = $KUBECONFIG, ~/.kube/config
   std::string context;             ///< --context
@@ -23,6 +23,7 @@ struct Invocation {
   std::string deviceConfig;        ///< --device-config FILE instead of the chart's ConfigMap
   std::string configMap;           ///< --config-map NAMESPACE/NAME
   std::string backendDir;          ///< --backend-dir
+  std::string filename;            ///< -f/--filename (simulate)
   bool help = false;               ///< -h/--help anywhere
 };
 

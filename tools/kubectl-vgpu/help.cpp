@@ -17,6 +17,7 @@ constexpr const char* kGlobalOptions = R"(GLOBAL OPTIONS
   --config-map NS/NAME  the ConfigMap holding device-config.yaml (default: the one labelled
                         app.kubernetes.io/name=vgpu)
   --backend-dir DIR     where the vgpu backends are (default: <binary>/../lib/vgpu/backends)
+  -f, --filename FILE   the pods to simulate (simulate)
   -h, --help            this help
 
 EXIT STATUS
@@ -36,6 +37,7 @@ VERBS
   nodes          per node and device: model, health, memory, compute and shares in use
   pods           the pods holding slices, their devices and whether the agent confirmed them
   explain POD    why a pending pod fits no node, in vgpu-scheduler's words; what a placed pod got
+  simulate -f F  would the pods of a manifest fit the live cluster now, and where
   completion SH  a bash or zsh completion script
   version        the plugin's version
 
@@ -91,6 +93,24 @@ DESCRIPTION
 
 EXAMPLES
   kubectl vgpu explain trainer-0 -n ml
+
+)"},
+      {"simulate", R"(NAME
+  kubectl vgpu simulate - would these pods fit the live cluster now, and where
+
+SYNOPSIS
+  kubectl vgpu simulate -f PODS.yaml [-n NAMESPACE] [-o json|yaml]
+
+DESCRIPTION
+  Places the Pods of the manifest (YAML or JSON, several documents or a List) in order on
+  the live cluster as it is now, with vgpu-scheduler's placement engine and cache (the
+  engine vgpu-sim runs on cluster files); each placed pod's slices count for the next.
+  Nothing is created. A pod without a namespace goes to -n or the context's namespace.
+  For each pod: the node and devices it would get, or the summary and the node closest to
+  fitting as `explain` gives them.
+
+EXAMPLES
+  kubectl vgpu simulate -f training-job.yaml
 
 )"},
       {"completion", R"(NAME

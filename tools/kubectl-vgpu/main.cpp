@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (inv->verb == "completion") return runCompletion(*inv, std::cout, std::cerr);
-  if ((inv->output == OutputFormat::kWide) && inv->verb == "explain") {
+  if (inv->output == OutputFormat::kWide && (inv->verb == "explain" || inv->verb == "simulate")) {
     std::cerr << "error: unable to match a printer suitable for the output format \"wide\", allowed formats are: json,yaml\n";
     return 1;
   }
@@ -45,5 +45,6 @@ int main(int argc, char** argv) {
   }
   if (inv->verb == "nodes") return runNodes(*inv, **client, std::cout, std::cerr);
   if (inv->verb == "pods") return runPods(*inv, **client, std::cout, std::cerr);
+  if (inv->verb == "simulate") return runSimulate(*inv, **client, std::cout, std::cerr);
   return runExplain(*inv, **client, std::cout, std::cerr);
 }

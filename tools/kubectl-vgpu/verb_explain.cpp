@@ -3,8 +3,10 @@
 // the node closest to fitting with the numbers; for a placed pod, what it got and where.
 #include <boost/json.hpp>
 
-#include "filter_result.h"
+#include <algorithm>
+
 #include "live_state.h"
+#include "node_verdicts.h"
 #include "output.h"
 #include "verbs.h"
 #include "vgpu/annotations.h"
@@ -21,13 +23,6 @@ namespace json = boost::json;
 
 namespace {
 
-struct Verdict {
-  std::string node;
-  bool fits = false;
-  std::string category;  ///< what kube-scheduler is told (the same few words for many nodes)
-  std::string detail;    ///< with the numbers
-  double distance = 0;
-};
 
 void printStructuredOr(const Invocation& inv, std::ostream& out, const json::object& data, const std::string& text) {
   if (inv.output == OutputFormat::kJson || inv.output == OutputFormat::kYaml) printStructured(out, data, inv.output);
@@ -114,43 +109,13 @@ int runExplain(const Invocation& inv, k8s::Client& client, std::ostream& out, st
   }
 
   const PlacementEngine engine(live.config.scheduler);
-  std::vector<Verdict> verdicts;
-  scheduler::FilterResult result(live.nodes.size());
-  live.cache->read([&](const scheduler::ClusterCache::Lookup& lookup, std::chrono::system_clock::time_point now) {
-    for (const auto& object : live.nodes) {
-      Verdict v;
-      v.node = std::string(k8s::name(object));
-      const scheduler::NodeEntry* node = lookup(v.node);
-      if (!node) {
-        v.category = scheduler::kUnknownNodeCategory;
-      } else if (!scheduler::nodeUsable(*node, now, live.config.scheduler.heartbeatTimeout)) {
-        v.category = scheduler::nodeUnusableCategory(*node, now, live.config.scheduler.heartbeatTimeout);
-        v.detail = scheduler::nodeUnusableReason(*node, now, live.config.scheduler.heartbeatTimeout);
-        v.distance = 1e18;  // waiting for a pod to leave does not help here
-      } else {
-        const NodeEvaluation eval = engine.check(*prepared, node->state);
-        v.fits = eval.fits;
-        if (!eval.fits) {
-          v.category = engine.category(*prepared, eval);
-          v.detail = engine.explain(*prepared, node->state, eval);
-          v.distance = engine.distance(*prepared, eval);
-        }
-      }
-      const auto index = static_cast<std::uint32_t>(verdicts.size());
-      if (v.fits) result.pass(index);
-      else result.fail(index, result.reason(v.category), false);
-      verdicts.push_back(std::move(v));
-    }
-  });
-
-  const Verdict* closest = nullptr;
-  for (const auto& v : verdicts)
-    if (!v.fits && !v.detail.empty() && v.distance < 1e18 && (!closest || v.distance < closest->distance)) closest = &v;
-  const std::string summary = result.summary(verdicts.size());
+  const Verdicts verdicts = judge(engine, *prepared, takeSnapshot(live));
+  const NodeVerdict* closest = verdicts.closest;
+  const std::string& summary = verdicts.summary;
 
   if (inv.output == OutputFormat::kJson || inv.output == OutputFormat::kYaml) {
     json::array nodes;
-    for (const auto& v : verdicts)
+    for (const auto& v : verdicts.nodes)
       nodes.push_back(json::object{{"node", v.node}, {"fits", v.fits}, {"category", v.category}, {"detail", v.detail}});
     json::object data{{"pod", pod->key()}, {"placed", false}, {"summary", summary}, {"nodes", nodes}};
     if (closest) data["closest"] = json::object{{"node", closest->node}, {"detail", closest->detail}};
@@ -160,10 +125,10 @@ int runExplain(const Invocation& inv, k8s::Client& client, std::ostream& out, st
   out << "Pod " << pod->key() << " is Pending. What vgpu-scheduler says about each node now:\n";
   out << summary << "\n\n";
   std::vector<Row> table;
-  for (const auto& v : verdicts)
+  for (const auto& v : verdicts.nodes)
     table.push_back({v.node, v.fits ? "fits" : v.category, v.fits ? "" : v.detail});
   printTable(out, {"NODE", "VERDICT", "DETAIL"}, table);
-  if (result.passedCount() > 0) {
+  if (std::any_of(verdicts.nodes.begin(), verdicts.nodes.end(), [](const NodeVerdict& v) { return v.fits; })) {
     out << "\nvgpu-scheduler would take it now; if it stays Pending, another scheduler plugin refuses it "
            "(kubectl describe pod " << pod->name << " -n " << pod->podNamespace << ").\n";
   } else if (closest) {

@@ -64,6 +64,14 @@ json::object placedPod(const std::string& ns, const std::string& name, const std
   return pod;
 }
 
+/// The line of `text` that starts with `first`, or "".
+std::string lineOf(const std::string& text, const std::string& first) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind(first + " ", 0) == 0) return line;
+  return {};
+}
+
 class KubectlVgpu : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -213,6 +221,51 @@ TEST_F(KubectlVgpu, ExplainGivesEveryNodesVerdictInTheSchedulersWords) {
   EXPECT_EQ(json::parse(js.out).as_object().at("closest").as_object().at("node").as_string(), "node-a");
 }
 
+TEST_F(KubectlVgpu, SimulatePlacesAManifestsPodsInOrderOnTheLiveState) {
+  exampleCluster();
+  const fs::path manifest = dir_ / "pods.yaml";
+  // Two 60000 MiB pods: node-a's second GPU (65536 MiB free) takes the first, then nothing
+  // has room for the second; a pod of nobody's, and an invalid one.
+  std::ofstream(manifest) << "apiVersion: v1\nkind: Pod\nmetadata: {name: first}\nspec:\n  containers:\n"
+                             "  - name: main\n    image: x\n    resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 60000}}\n"
+                             "---\napiVersion: v1\nkind: List\nitems:\n"
+                             "- apiVersion: v1\n  kind: Pod\n  metadata: {name: second, namespace: ml}\n  spec:\n    containers:\n"
+                             "    - name: main\n      image: x\n      resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpumem: 60000}}\n"
+                             "---\napiVersion: v1\nkind: Pod\nmetadata: {name: plain}\nspec: {containers: [{name: c, image: x}]}\n"
+                             "---\napiVersion: v1\nkind: Pod\nmetadata: {name: bad}\nspec:\n  containers:\n"
+                             "  - name: main\n    image: x\n    resources: {limits: {nvidia.com/gpu: 1, nvidia.com/gpucores: 300}}\n";
+  Outcome r = run({"simulate", "-f", manifest.string()});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(lineOf(r.out, "default/first").find("node-a   main: GPU-node-a-1 (60000 MiB, 0%)"), std::string::npos) << r.out;
+  EXPECT_NE(lineOf(r.out, "ml/second").find("pending"), std::string::npos) << r.out;
+  EXPECT_NE(lineOf(r.out, "ml/second").find("0/3 nodes can take the pod"), std::string::npos) << r.out;
+  EXPECT_NE(lineOf(r.out, "default/plain").find("asks for no vgpu device"), std::string::npos) << r.out;
+  EXPECT_NE(lineOf(r.out, "default/bad").find("invalid vgpu request"), std::string::npos) << r.out;
+  // Nothing was created.
+  EXPECT_FALSE(api_->get("pods", "default", "first"));
+
+  Outcome js = run({"simulate", "-f", manifest.string(), "-n", "ml", "-o", "json"});
+  ASSERT_EQ(js.rc, 0) << js.err;
+  EXPECT_EQ(json::parse(js.out).at("items").as_array()[0].at("pod").as_string(), "ml/first");
+
+  Outcome noFile = run({"simulate"});
+  EXPECT_EQ(noFile.rc, 1);
+  EXPECT_NE(noFile.err.find("simulate needs the pods as a file"), std::string::npos);
+  Outcome missing = run({"simulate", "-f", (dir_ / "nope.yaml").string()});
+  EXPECT_EQ(missing.rc, 1);
+  EXPECT_NE(missing.err.find("nope.yaml\" cannot be read"), std::string::npos) << missing.err;
+  const fs::path notPods = dir_ / "node.yaml";
+  std::ofstream(notPods) << "apiVersion: v1\nkind: Node\nmetadata: {name: n}\n";
+  Outcome wrongKind = run({"simulate", "-f", notPods.string()});
+  EXPECT_EQ(wrongKind.rc, 1);
+  EXPECT_NE(wrongKind.err.find("document 1 is a Node, not a Pod"), std::string::npos) << wrongKind.err;
+  const fs::path garbled = dir_ / "garbled.yaml";
+  std::ofstream(garbled) << "kind: Pod\nmetadata: [unclosed\n";
+  Outcome badYaml = run({"simulate", "-f", garbled.string()});
+  EXPECT_EQ(badYaml.rc, 1);
+  EXPECT_NE(badYaml.err.find("garbled.yaml"), std::string::npos) << badYaml.err;
+}
+
 TEST_F(KubectlVgpu, BadInputGetsKubectlsErrorsAndExitCodes) {
   exampleCluster();
   Outcome unknownPod = run({"explain", "nope"});
@@ -290,7 +343,7 @@ TEST_F(KubectlVgpu, DeviceConfigComesFromAFileOrANamedConfigMap) {
 }
 
 TEST_F(KubectlVgpu, HelpAndCompletionNeedNoCluster) {
-  for (const std::string verb : {"nodes", "pods", "explain", "completion"}) {
+  for (const std::string verb : {"nodes", "pods", "explain", "simulate", "completion"}) {
     Outcome r = run({verb, "--help"}, false);
     EXPECT_EQ(r.rc, 0);
     EXPECT_NE(r.out.find("NAME\n  kubectl vgpu " + verb), std::string::npos) << r.out;
