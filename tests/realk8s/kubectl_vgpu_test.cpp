@@ -1,7 +1,8 @@
 // kubectl-vgpu against the real apiserver (per release): the built binary run as a process
 // with the cluster's admin kubeconfig, finding the chart's device-config ConfigMap by its
 // label; nodes and pods show a placed pod's slice; explain on a pod kube-scheduler refused
-// prints the category of its FailedScheduling event and vgpu-scheduler's per-node words.
+// prints the category of its FailedScheduling event and vgpu-scheduler's per-node words;
+// simulate places a manifest's pods on the live state.
 
 #include <gtest/gtest.h>
 
@@ -143,6 +144,19 @@ TEST_F(RealK8s, KubectlVgpuShowsSlicesAndExplainsARefusalInTheEventsWords) {
   ASSERT_EQ(granted.rc, 0) << granted.err;
   EXPECT_NE(granted.out.find("on node " + node), std::string::npos) << granted.out;
   EXPECT_NE(granted.out.find("10000 MiB"), std::string::npos) << granted.out;
+
+  // simulate: a pod that fits goes to the node (the suite's only vgpu node now), one too big
+  // gets the same category; nothing is created.
+  const std::string manifest = c.dir() + "/kubectl-vgpu-pods.yaml";
+  std::ofstream(manifest) << json::serialize(podObject({.name = "would-fit", .limits = simLimits(1, 70000, 10), .group = ns}))
+                          << "\n---\n"
+                          << json::serialize(podObject({.name = "never", .limits = simLimits(1, 100000, 30), .group = ns})) << "\n";
+  Printed simulated = kubectlVgpu(c, {"simulate", "-f", manifest, "-n", ns});
+  ASSERT_EQ(simulated.rc, 0) << simulated.err;
+  EXPECT_NE(lineStarting(simulated.out, ns + "/would-fit").find("placed"), std::string::npos) << simulated.out;
+  EXPECT_NE(lineStarting(simulated.out, ns + "/would-fit").find(node), std::string::npos) << simulated.out;
+  EXPECT_NE(lineStarting(simulated.out, ns + "/never").find(" " + category), std::string::npos) << simulated.out;
+  EXPECT_EQ(c.api().get("/api/v1/namespaces/" + ns + "/pods/would-fit").status, 404);
 
   // The real apiserver's NotFound, in kubectl's words.
   Printed missing = kubectlVgpu(c, {"explain", "nope", "-n", ns});

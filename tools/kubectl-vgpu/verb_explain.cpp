@@ -132,8 +132,7 @@ int runExplain(const Invocation& inv, k8s::Client& client, std::ostream& out, st
     out << "\nvgpu-scheduler would take it now; if it stays Pending, another scheduler plugin refuses it "
            "(kubectl describe pod " << pod->name << " -n " << pod->podNamespace << ").\n";
   } else if (closest) {
-    out << "\nClosest to fitting: " << closest->node << ": " << closest->detail
-        << ". It fits once that much is freed there (pods leaving) or asked less.\n";
+    out << "\nClosest to fitting: " << closest->node << ": " << closest->detail << "\n";
   }
   return 0;
 }
