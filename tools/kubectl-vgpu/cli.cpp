@@ -3,11 +3,12 @@
 #include "cli.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace vgpu::kubectl {
 
 const std::vector<std::string>& verbs() {
-  static const std::vector<std::string> kVerbs{"nodes", "pods", "explain", "simulate", "completion", "version", "help"};
+  static const std::vector<std::string> kVerbs{"nodes", "pods", "explain", "simulate", "top", "completion", "version", "help"};
   return kVerbs;
 }
 
@@ -89,6 +90,16 @@ Result<Invocation> parseCommandLine(const std::vector<std::string>& argv) {
       if (!v.ok()) return v.error();
       if (v->empty()) return makeError("a namespace must not be empty (-n/--namespace)");
       inv.ns = *v;
+      continue;
+    }
+    if (name == "--metrics-port") {
+      auto v = takeValue();
+      if (!v.ok()) return v.error();
+      char* end = nullptr;
+      const long port = std::strtol(v->c_str(), &end, 10);
+      if (v->empty() || *end != '\0' || port < 1 || port > 65535)
+        return makeError("invalid argument \"" + *v + "\" for \"--metrics-port\" flag: expected a port, 1-65535");
+      inv.metricsPort = static_cast<int>(port);
       continue;
     }
     if (name == "-f" || name == "--filename") stringTarget = &inv.filename;

@@ -13,7 +13,7 @@ namespace vgpu::kubectl {
 enum class OutputFormat { kTable, kWide, kJson, kYaml };
 
 struct Invocation {
-  std::string verb;                ///< nodes, pods, explain, simulate, completion, help, version
+  std::string verb;                ///< nodes, pods, explain, simulate, top, completion, help, version
   std::vector<std::string> args;   ///< positional arguments after the verb
   std::string kubeconfig;          ///< --kubeconfig; empty = $KUBECONFIG, ~/.kube/config
   std::string context;             ///< --context
@@ -24,6 +24,7 @@ struct Invocation {
   std::string configMap;           ///< --config-map NAMESPACE/NAME
   std::string backendDir;          ///< --backend-dir
   std::string filename;            ///< -f/--filename (simulate)
+  int metricsPort = 31992;         ///< --metrics-port: the agents' metrics (top; the chart's agent.metrics.port)
   bool help = false;               ///< -h/--help anywhere
 };
 

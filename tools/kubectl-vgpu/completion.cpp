@@ -14,7 +14,7 @@ _kubectl_vgpu() {
   verb=""
   for ((i = 1; i < COMP_CWORD; i++)); do
     case "${COMP_WORDS[i]}" in
-      nodes|pods|explain|simulate|completion|version|help) verb="${COMP_WORDS[i]}"; break ;;
+      nodes|pods|explain|simulate|top|completion|version|help) verb="${COMP_WORDS[i]}"; break ;;
     esac
   done
   case "$prev" in
@@ -24,14 +24,14 @@ _kubectl_vgpu() {
     --context) COMPREPLY=($(compgen -W "$(kubectl config get-contexts -o name 2>/dev/null)" -- "$cur")); return ;;
   esac
   if [[ "$cur" == -* ]]; then
-    COMPREPLY=($(compgen -W "--filename -f --kubeconfig --context --namespace -n --all-namespaces -A --output -o --device-config --config-map --backend-dir --help -h" -- "$cur"))
+    COMPREPLY=($(compgen -W "--filename -f --metrics-port --kubeconfig --context --namespace -n --all-namespaces -A --output -o --device-config --config-map --backend-dir --help -h" -- "$cur"))
     return
   fi
   case "$verb" in
-    "") COMPREPLY=($(compgen -W "nodes pods explain simulate completion version help" -- "$cur")) ;;
+    "") COMPREPLY=($(compgen -W "nodes pods explain simulate top completion version help" -- "$cur")) ;;
     explain) COMPREPLY=($(compgen -W "$(kubectl get pods -o name 2>/dev/null | sed 's|^pod/||')" -- "$cur")) ;;
     completion) COMPREPLY=($(compgen -W "bash zsh" -- "$cur")) ;;
-    help) COMPREPLY=($(compgen -W "nodes pods explain simulate completion version" -- "$cur")) ;;
+    help) COMPREPLY=($(compgen -W "nodes pods explain simulate top completion version" -- "$cur")) ;;
   esac
 }
 complete -F _kubectl_vgpu kubectl-vgpu
@@ -42,6 +42,7 @@ constexpr const char* kZsh = R"SH(#compdef kubectl-vgpu
 _kubectl_vgpu() {
   _arguments \
     '(-f --filename)'{-f,--filename}'[the pods to simulate]:file:_files' \
+    '--metrics-port[the agents metrics port]:port:' \
     '--kubeconfig[the kubeconfig to use]:file:_files' \
     '--context[the kubeconfig context]:context:($(kubectl config get-contexts -o name 2>/dev/null))' \
     '(-n --namespace)'{-n,--namespace}'[the namespace]:namespace:($(kubectl get namespaces -o name 2>/dev/null | sed "s|^namespace/||"))' \
@@ -51,7 +52,7 @@ _kubectl_vgpu() {
     '--config-map[the ConfigMap with device-config.yaml]:namespace/name:' \
     '--backend-dir[where the backends are]:directory:_files -/' \
     '(-h --help)'{-h,--help}'[help]' \
-    '1:verb:(nodes pods explain simulate completion version help)' \
+    '1:verb:(nodes pods explain simulate top completion version help)' \
     '*::argument:->argument'
   case "$state" in
     argument)

@@ -18,6 +18,7 @@ constexpr const char* kGlobalOptions = R"(GLOBAL OPTIONS
                         app.kubernetes.io/name=vgpu)
   --backend-dir DIR     where the vgpu backends are (default: <binary>/../lib/vgpu/backends)
   -f, --filename FILE   the pods to simulate (simulate)
+  --metrics-port PORT   the node agents' metrics port (top; default 31992)
   -h, --help            this help
 
 EXIT STATUS
@@ -38,6 +39,7 @@ VERBS
   pods           the pods holding slices, their devices and whether the agent confirmed them
   explain POD    why a pending pod fits no node, in vgpu-scheduler's words; what a placed pod got
   simulate -f F  would the pods of a manifest fit the live cluster now, and where
+  top            live memory and compute per device and container, from the node agents
   completion SH  a bash or zsh completion script
   version        the plugin's version
 
@@ -111,6 +113,25 @@ DESCRIPTION
 
 EXAMPLES
   kubectl vgpu simulate -f training-job.yaml
+
+)"},
+      {"top", R"(NAME
+  kubectl vgpu top - live usage per device and container
+
+SYNOPSIS
+  kubectl vgpu top [-n NAMESPACE | -A] [--metrics-port PORT] [-o json|yaml]
+
+DESCRIPTION
+  Reads each vgpu node agent's /metrics through the apiserver's node proxy
+  (/api/v1/nodes/<node>:<port>/proxy/metrics, as kubectl top reaches the kubelet; it needs
+  the right to get nodes/proxy) and shows per device the memory its containers hold, then
+  per container its memory used / limit and compute used / limit (used: where the vendor
+  library reports it, MLU and DCU; "-" on NVIDIA). SLICE says OVER for a container above its
+  slice. A node whose agent cannot be read is named on standard error and skipped.
+  --metrics-port is the agents' port (default 31992, the chart's agent.metrics.port).
+
+EXAMPLES
+  kubectl vgpu top -A
 
 )"},
       {"completion", R"(NAME

@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   }
   if (inv->verb == "nodes") return runNodes(*inv, **client, std::cout, std::cerr);
   if (inv->verb == "pods") return runPods(*inv, **client, std::cout, std::cerr);
+  if (inv->verb == "top") return runTop(*inv, **client, std::cout, std::cerr);
   if (inv->verb == "simulate") return runSimulate(*inv, **client, std::cout, std::cerr);
   return runExplain(*inv, **client, std::cout, std::cerr);
 }

@@ -12,6 +12,7 @@ namespace vgpu::kubectl {
 int runNodes(const Invocation& inv, k8s::Client& client, std::ostream& out, std::ostream& err);
 int runPods(const Invocation& inv, k8s::Client& client, std::ostream& out, std::ostream& err);
 int runSimulate(const Invocation& inv, k8s::Client& client, std::ostream& out, std::ostream& err);
+int runTop(const Invocation& inv, k8s::Client& client, std::ostream& out, std::ostream& err);
 int runExplain(const Invocation& inv, k8s::Client& client, std::ostream& out, std::ostream& err);
 /// `completion bash|zsh`: needs no cluster.
 int runCompletion(const Invocation& inv, std::ostream& out, std::ostream& err);

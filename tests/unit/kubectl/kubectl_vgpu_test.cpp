@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "../scheduler/scheduler_harness.h"
+#include "vgpu/http/server.h"
 
 namespace vgpu::testing {
 namespace {
@@ -63,6 +64,22 @@ json::object placedPod(const std::string& ns, const std::string& name, const std
   pod["status"].as_object()["phase"] = bindPhase == "success" ? "Running" : "Pending";
   return pod;
 }
+
+/// What an agent serves on /metrics for node-a (names and labels as docs/metrics.md has them):
+/// trainer within its slice, notebook above its memory limit.
+constexpr const char* kAgentMetrics = R"(# HELP vgpu_device_memory_bytes memory offered to containers
+# TYPE vgpu_device_memory_bytes gauge
+vgpu_device_memory_bytes{backend="sim",device_id="GPU-node-a-0",device_index="0",model="NVIDIA A100-SXM4-80GB"} 85899345920
+vgpu_device_memory_bytes{backend="sim",device_id="GPU-node-a-1",device_index="1",model="NVIDIA A100-SXM4-80GB"} 85899345920
+# TYPE vgpu_container_memory_used_bytes gauge
+vgpu_container_memory_used_bytes{namespace="default",pod="trainer",container="main",device_uuid="GPU-node-a-0",device_index="0"} 21474836480
+vgpu_container_memory_used_bytes{namespace="default",pod="notebook",container="main",device_uuid="GPU-node-a-0",device_index="0"} 18253611008
+vgpu_container_memory_limit_bytes{namespace="default",pod="trainer",container="main",device_uuid="GPU-node-a-0",device_index="0"} 42949672960
+vgpu_container_memory_limit_bytes{namespace="default",pod="notebook",container="main",device_uuid="GPU-node-a-0",device_index="0"} 17179869184
+vgpu_container_compute_limit_percent{namespace="default",pod="trainer",container="main",device_uuid="GPU-node-a-0",device_index="0"} 50
+vgpu_container_compute_limit_percent{namespace="default",pod="notebook",container="main",device_uuid="GPU-node-a-0",device_index="0"} 20
+vgpu_container_processes{namespace="default",pod="trainer",container="main"} 1
+)";
 
 /// The line of `text` that starts with `first`, or "".
 std::string lineOf(const std::string& text, const std::string& first) {
@@ -119,6 +136,20 @@ class KubectlVgpu : public ::testing::Test {
     ASSERT_TRUE(api_->create("pods", podJson("default", "big", {{"main", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "70000"}}}})).ok());
   }
 
+  /// node-a's agent serving kAgentMetrics, reachable at node-a's InternalIP; node-b and node-c
+  /// publish no address. Returns its metrics port.
+  std::string startAgentOnNodeA() {
+    http::Router router;
+    router.get("/metrics", [](const http::Request&) { return http::Response::text(kAgentMetrics); });
+    auto agent = http::Server::start({}, std::move(router));
+    if (!agent.ok()) throw std::runtime_error(agent.error().message);
+    agent_ = std::move(*agent);
+    auto nodeA = *api_->get("nodes", "", "node-a");
+    nodeA["status"].as_object()["addresses"] = json::array{json::object{{"type", "InternalIP"}, {"address", "127.0.0.1"}}};
+    if (!api_->update("nodes", nodeA).ok()) throw std::runtime_error("node-a not updated");
+    return std::to_string(agent_->port());
+  }
+
   Outcome run(std::vector<std::string> args, bool withKubeconfig = true) {
     std::vector<std::string> argv{KUBECTL_VGPU_BIN};
     if (withKubeconfig) argv.insert(argv.end(), {"--kubeconfig", kubeconfig_});
@@ -146,6 +177,7 @@ class KubectlVgpu : public ::testing::Test {
   }
 
   std::unique_ptr<fakes::FakeApiServer> api_;
+  std::unique_ptr<http::Server> agent_;
   fs::path dir_;
   std::string kubeconfig_;
 };
@@ -266,6 +298,44 @@ TEST_F(KubectlVgpu, SimulatePlacesAManifestsPodsInOrderOnTheLiveState) {
   EXPECT_NE(badYaml.err.find("garbled.yaml"), std::string::npos) << badYaml.err;
 }
 
+
+TEST_F(KubectlVgpu, TopReadsTheAgentsMetricsThroughTheNodeProxyAndMarksContainersOverTheirSlice) {
+  exampleCluster();
+  const std::string port = startAgentOnNodeA();
+
+  Outcome r = run({"top", "--metrics-port", port});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(lineOf(r.out, "node-a").find("sim/0    GPU-node-a-0   NVIDIA A100-SXM4-80GB   37888/81920 MiB   2"), std::string::npos) << r.out;
+  EXPECT_NE(lineOf(r.out, "notebook").find("17408/16384 MiB   -/20%     OVER (memory)"), std::string::npos) << r.out;
+  EXPECT_NE(lineOf(r.out, "trainer").find("20480/40960 MiB   -/50%"), std::string::npos) << r.out;
+  EXPECT_EQ(lineOf(r.out, "trainer").find("OVER"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("warning: node \"node-b\": the agent's metrics cannot be read: Error from server (ServiceUnavailable)"),
+            std::string::npos) << r.err;
+
+  Outcome ml = run({"top", "--metrics-port", port, "-n", "ml"});
+  ASSERT_EQ(ml.rc, 0) << ml.err;
+  EXPECT_NE(ml.out.find("No containers on vgpu devices in ml namespace."), std::string::npos) << ml.out;
+
+  Outcome js = run({"top", "--metrics-port", port, "-A", "-o", "json"});
+  ASSERT_EQ(js.rc, 0) << js.err;
+  EXPECT_EQ(json::parse(js.out).at("containers").as_array().size(), 2u);
+
+  // An agent that is not there, a port that is not one, and metrics that do not parse.
+  Outcome refused = run({"top", "--metrics-port", "1"});
+  EXPECT_EQ(refused.rc, 0);
+  EXPECT_NE(refused.err.find("warning: node \"node-a\": the agent's metrics cannot be read"), std::string::npos) << refused.err;
+  Outcome badPort = run({"top", "--metrics-port", "http"});
+  EXPECT_EQ(badPort.rc, 1);
+  EXPECT_NE(badPort.err.find("--metrics-port"), std::string::npos);
+  http::Router garbled;
+  garbled.get("/metrics", [](const http::Request&) { return http::Response::text("vgpu_device_memory_bytes{device_id=\"x} 1\n"); });
+  auto broken = http::Server::start({}, std::move(garbled));
+  ASSERT_TRUE(broken.ok());
+  Outcome unparsable = run({"top", "--metrics-port", std::to_string((*broken)->port())});
+  EXPECT_EQ(unparsable.rc, 0);
+  EXPECT_NE(unparsable.err.find("the agent's metrics do not parse: line 1"), std::string::npos) << unparsable.err;
+}
+
 TEST_F(KubectlVgpu, BadInputGetsKubectlsErrorsAndExitCodes) {
   exampleCluster();
   Outcome unknownPod = run({"explain", "nope"});
@@ -343,7 +413,7 @@ TEST_F(KubectlVgpu, DeviceConfigComesFromAFileOrANamedConfigMap) {
 }
 
 TEST_F(KubectlVgpu, HelpAndCompletionNeedNoCluster) {
-  for (const std::string verb : {"nodes", "pods", "explain", "simulate", "completion"}) {
+  for (const std::string verb : {"nodes", "pods", "explain", "simulate", "top", "completion"}) {
     Outcome r = run({verb, "--help"}, false);
     EXPECT_EQ(r.rc, 0);
     EXPECT_NE(r.out.find("NAME\n  kubectl vgpu " + verb), std::string::npos) << r.out;
@@ -367,6 +437,7 @@ TEST_F(KubectlVgpu, HelpAndCompletionNeedNoCluster) {
 /// docs/kubectl-vgpu.md: every "$ kubectl vgpu ..." block prints exactly what follows it.
 TEST_F(KubectlVgpu, TheGuidesExampleOutputIsExact) {
   exampleCluster();
+  const std::string agentPort = startAgentOnNodeA();  // for `top`
   const std::string doc = slurp(fs::path(VGPU_SOURCE_DIR) / "docs/kubectl-vgpu.md");
   const std::regex block("```text\n\\$ kubectl vgpu ([^\n]*)\n([^`]*)```");
   int checked = 0;
@@ -374,6 +445,7 @@ TEST_F(KubectlVgpu, TheGuidesExampleOutputIsExact) {
     std::vector<std::string> args;
     std::istringstream words((*it)[1].str());
     for (std::string w; words >> w;) args.push_back(w);
+    if (args.front() == "top") args.insert(args.end(), {"--metrics-port", agentPort});
     Outcome r = run(args);
     // KUBECTL_VGPU_PRINT_GUIDE=1 prints what the binary printed, to refresh the guide after a change.
     if (std::getenv("KUBECTL_VGPU_PRINT_GUIDE")) std::cout << "@@@ " << (*it)[1] << "\n" << r.out << "@@@END\n";
