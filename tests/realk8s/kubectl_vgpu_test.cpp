@@ -2,7 +2,8 @@
 // with the cluster's admin kubeconfig, finding the chart's device-config ConfigMap by its
 // label; nodes and pods show a placed pod's slice; explain on a pod kube-scheduler refused
 // prints the category of its FailedScheduling event and vgpu-scheduler's per-node words;
-// simulate places a manifest's pods on the live state.
+// simulate places a manifest's pods on the live state; top reads the agent's metrics
+// through the apiserver's node proxy.
 
 #include <gtest/gtest.h>
 
@@ -10,9 +11,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
+#include <thread>
 
 #include <boost/json.hpp>
 
@@ -60,6 +70,84 @@ Printed kubectlVgpu(RealCluster& c, const std::vector<std::string>& args) {
   std::ofstream(c.dir() + "/answers.txt", std::ios::app) << " -> " << p.rc << "\n" << p.out << p.err;
   return p;
 }
+
+/// This machine's first IPv4 address that is global unicast, or "": the apiserver's node
+/// proxy refuses loopback and link-local node addresses ("address not allowed").
+std::string globalAddress() {
+  ifaddrs* all = nullptr;
+  if (::getifaddrs(&all) != 0) return {};
+  std::string found;
+  for (ifaddrs* a = all; a && found.empty(); a = a->ifa_next) {
+    if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
+    const auto ip = ntohl(reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr.s_addr);
+    if ((ip >> 24) == 127 || (ip >> 16) == 0xA9FE || ip == 0) continue;  // loopback, link-local
+    char text[INET_ADDRSTRLEN];
+    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof text);
+    found = text;
+  }
+  ::freeifaddrs(all);
+  return found;
+}
+
+/// The network between the apiserver and a node's agent: the harness's agents listen on
+/// loopback only, so this forwards connections to `address`:<port()> to 127.0.0.1:`target`.
+class Relay {
+ public:
+  Relay(const std::string& address, std::uint16_t target) : target_(target) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    ::inet_pton(AF_INET, address.c_str(), &a.sin_addr);
+    socklen_t len = sizeof a;
+    if (::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(listener_, 8) != 0 ||
+        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      return;
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~Relay() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    ::close(listener_);
+  }
+  std::uint16_t port() const { return port_; }
+
+ private:
+  void serve() {
+    while (!stop_) {
+      pollfd p{listener_, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      const int client = ::accept(listener_, nullptr, nullptr);
+      if (client < 0) continue;
+      const int upstream = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(target_);
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (::connect(upstream, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) pump(client, upstream);
+      ::close(upstream);
+      ::close(client);
+    }
+  }
+  // One connection at a time, both directions, until either side closes.
+  void pump(int a, int b) {
+    char buffer[65536];
+    while (!stop_) {
+      pollfd fds[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};
+      if (::poll(fds, 2, 100) <= 0) continue;
+      for (int i = 0; i < 2; ++i) {
+        if (!(fds[i].revents & (POLLIN | POLLHUP))) continue;
+        const ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
+        if (n <= 0 || ::write(i == 0 ? b : a, buffer, static_cast<std::size_t>(n)) != n) return;
+      }
+    }
+  }
+  std::uint16_t target_;
+  int listener_ = -1;
+  std::uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
 
 /// The line of `text` that starts with `first`, or "".
 std::string lineStarting(const std::string& text, const std::string& first) {
@@ -162,6 +250,29 @@ TEST_F(RealK8s, KubectlVgpuShowsSlicesAndExplainsARefusalInTheEventsWords) {
   Printed missing = kubectlVgpu(c, {"explain", "nope", "-n", ns});
   EXPECT_EQ(missing.rc, 1);
   EXPECT_NE(missing.err.find("Error from server (NotFound): pods \"nope\" not found"), std::string::npos) << missing.err;
+
+  // top: the real agent's /metrics through the real apiserver's node proxy. The node's
+  // address must be global unicast for the proxy, and the harness's agent listens on
+  // loopback: a relay on this machine's address stands in for the network.
+  const std::string address = globalAddress();
+  std::smatch m;
+  const std::string agentLog = c.logTail("vgpu-device-plugin@" + node, 400);
+  ASSERT_TRUE(std::regex_search(agentLog, m, std::regex("metrics on http://127\\.0\\.0\\.1:([0-9]+)"))) << agentLog;
+  if (address.empty()) GTEST_SKIP() << "this machine has no global unicast IPv4 address for the node proxy";
+  Relay relay(address, static_cast<std::uint16_t>(std::stoi(m[1].str())));
+  ASSERT_NE(relay.port(), 0);
+  const json::object addresses{{"status", json::object{{"addresses", json::array{json::object{{"type", "InternalIP"}, {"address", address}}}}}}};
+  auto patched = c.api().patch("/api/v1/nodes/" + node + "/status", json::serialize(addresses));
+  ASSERT_EQ(patched.status, 200) << patched.describe();
+  Printed top = kubectlVgpu(c, {"top", "-n", ns, "--metrics-port", std::to_string(relay.port())});
+  ASSERT_EQ(top.rc, 0) << top.err;
+  // The node's eight devices as its agent serves them. Container series appear once a
+  // container's program runs under libvgpu.so (its region file); no program runs here, so
+  // none (the unit test KubectlVgpu.TopReadsTheAgentsMetrics... covers those rows).
+  EXPECT_EQ(top.err, "");
+  EXPECT_NE(lineStarting(top.out, node).find("sim/0    SIM-GPU-0"), std::string::npos) << top.out;
+  EXPECT_NE(top.out.find(node + "   sim/7"), std::string::npos) << top.out;
+  EXPECT_NE(top.out.find("No containers on vgpu devices in " + ns + " namespace."), std::string::npos) << top.out;
 
   admitter.stop();
   EXPECT_EQ(c.api().del("/api/v1/namespaces/" + ns + "/configmaps/vgpu-device-config").status, 200);
