@@ -53,8 +53,8 @@ int runNodes(const Invocation& inv, k8s::Client& client, std::ostream& out, std:
 
   std::vector<DeviceRow> rows;
   live.cache->forEachNode([&](const scheduler::NodeEntry& node) {
-    const auto& entries = node.state.inventory ? node.state.inventory->entries()
-                                               : std::vector<NodeInventory::Entry>{};
+    static const std::vector<NodeInventory::Entry> kNone;
+    const auto& entries = node.state.inventory ? node.state.inventory->entries() : kNone;
     if (entries.empty()) {
       // A node with no inventory at all is simply not a vgpu node; a broken one is worth a word.
       if (node.unavailableCategory != "vgpu: no vgpu devices are published on the node")

@@ -432,6 +432,14 @@ TEST_F(KubectlVgpu, HelpAndCompletionNeedNoCluster) {
   const fs::path script = dir_ / "completion.bash";
   std::ofstream(script) << bash.out;
   EXPECT_EQ(std::system(("bash -n " + script.string()).c_str()), 0);
+  // ...and completes verbs and -o values as bash would ask it.
+  const fs::path answers = dir_ / "completions.txt";
+  const std::string probe = "bash -c 'source " + script.string() +
+                            "; COMP_WORDS=(kubectl-vgpu ex); COMP_CWORD=1; _kubectl_vgpu; echo \"${COMPREPLY[*]}\";"
+                            " COMP_WORDS=(kubectl-vgpu nodes -o \"\"); COMP_CWORD=3; _kubectl_vgpu; echo \"${COMPREPLY[*]}\"' > " +
+                            answers.string();
+  EXPECT_EQ(std::system(probe.c_str()), 0);
+  EXPECT_EQ(slurp(answers), "explain\nwide json yaml\n");
 }
 
 /// docs/kubectl-vgpu.md: every "$ kubectl vgpu ..." block prints exactly what follows it.
