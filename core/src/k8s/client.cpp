@@ -346,6 +346,12 @@ ApiResult<json::object> Client::get(const ResourceType& type, std::string_view n
   return impl_->parseObject("GET", target, *r);
 }
 
+ApiResult<std::string> Client::getText(std::string_view path) {
+  auto r = impl_->execute("GET", std::string(path));
+  if (!r) return std::move(r).error();
+  return std::move(r->body);
+}
+
 namespace {
 
 /// Upstream of a list page's arena: whole mappings, returned to the system when freed.

@@ -25,6 +25,7 @@
 #include <boost/url/parse.hpp>
 
 #include "fixtures.h"
+#include "node_proxy.h"
 #include "store.h"
 #include "tls_cert.h"
 #include "vgpu/fakes/fake_apiserver.h"
@@ -403,6 +404,8 @@ struct FakeApiServer::Impl {
     const std::string apiVersion = core ? "v1" : segs[1] + "/" + segs[2];
     std::string ns, plural, name, sub;
     std::vector<std::string> rest(segs.begin() + (core ? 2 : 3), segs.end());
+    if (core && rest.size() >= 3 && rest[0] == "nodes" && rest[2] == "proxy")  // a GET forwarded to the node
+      return respond(s, req, method == "GET" ? detail::proxyToNode(store, rest, query) : statusReply(405, "MethodNotAllowed", "GET only"), path, query);
     bool inNamespace = rest[0] == "namespaces" && rest.size() >= 3;
     if (inNamespace) {
       ns = rest[1];

@@ -23,6 +23,7 @@ constexpr KindInfo kKinds[] = {
     {"deviceclasses", "DeviceClass", "DeviceClassList", false, "resource.k8s.io/v1"},
     {"resourcequotas", "ResourceQuota", "ResourceQuotaList", true},
     {"leases", "Lease", "LeaseList", true, "coordination.k8s.io/v1"},
+    {"configmaps", "ConfigMap", "ConfigMapList", true},
 };
 
 

@@ -78,6 +78,22 @@ TEST_F(K8sClient, ErrorsCarryVerbPathStatusReasonAndMessage) {
   EXPECT_EQ(requestsTo("/api/v1/namespaces/default/pods/missing"), 1u) << "4xx is not retried";
 }
 
+TEST_F(K8sClient, GetTextReturnsABodyThatIsNotJsonAndErrorsLikeGet) {
+  auto version = client_->getText("/version");
+  ASSERT_TRUE(version) << version.error().describe();
+  EXPECT_NE(version->find("gitVersion"), std::string::npos) << *version;
+  // A node proxy to a node without an address: the apiserver's 503, with its reason.
+  ASSERT_TRUE(server_->create("nodes", makeNode("node1", {})));
+  auto proxied = client_->getText("/api/v1/nodes/node1:31992/proxy/metrics");
+  ASSERT_FALSE(proxied);
+  EXPECT_EQ(proxied.error().httpStatus, 503);
+  EXPECT_EQ(proxied.error().reason, "ServiceUnavailable");
+  EXPECT_EQ(proxied.error().path, "/api/v1/nodes/node1:31992/proxy/metrics");
+  auto missing = client_->getText("/api/v1/nodes/nope:31992/proxy/metrics");
+  ASSERT_FALSE(missing);
+  EXPECT_TRUE(missing.error().isNotFound()) << missing.error().describe();
+}
+
 TEST_F(K8sClient, ListsWithLabelAndFieldSelectors) {
   seedPod("a", "p1", "node1", {{"app", "x"}});
   seedPod("a", "p2", "node2", {{"app", "x"}});

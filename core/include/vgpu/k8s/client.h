@@ -131,6 +131,9 @@ class Client {
 
   ApiResult<boost::json::object> get(const ResourceType& type, std::string_view ns,
                                      std::string_view name);
+  /// GET of any path the apiserver serves, as text: a subresource that is not JSON, such as
+  /// a node proxy's `/api/v1/nodes/<node>:<port>/proxy/metrics`. Errors as for get().
+  ApiResult<std::string> getText(std::string_view path);
   /// One page (follow `continueToken` yourself). `cancel` ends it early with an error.
   ApiResult<ListResult> listPage(const ResourceType& type, const ListOptions& options,
                                  CancelToken* cancel = nullptr);
