@@ -1,6 +1,7 @@
 // The exact reclaim of the shared region (vgpu/shared_region.h, "Concurrency"): freeing the
 // slots of dead processes and recomputing every device sum from what live slots and live
-// share entries hold, once no live process is between two steps of an update. Linked into
+// share entries hold, once no live process is between two steps of an update, and the pacing
+// of reclaims before a refusal (reclaimBeforeRefusal). Linked into
 // libvgpu.so like the rest of the region: no exceptions, no allocation.
 
 #include "region_reclaim.h"
@@ -145,6 +146,45 @@ int reclaimDeadLocked(vgpu_region* r, SlotDeadFn slotDead, void* ctx, bool recom
   int freed = 0;
   for (uint64_t w : dead) freed += __builtin_popcountll(w);
   return freed;
+}
+
+int64_t monotonicNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// Before a refusal, a reclaim that began after the refused check: usage held by processes
+// that are gone is freed, sums left behind by one killed between two steps recomputed. They
+// are spaced (one starts kReclaimSpacingNs after the last ended at the earliest) and shared
+// (a caller whose check came before another's reclaim began takes that one), so processes
+// refused again and again, as a program retrying an out-of-memory is, leave the region lock
+// free for the others: a reclaim per refusal held it nearly always, and newcomers waited out
+// its bound and were refused (fail closed). Every refusal still follows a reclaim that began
+// after its check. The stamps are the container's to write: a wait is bounded whatever they say.
+constexpr int64_t kReclaimSpacingNs = 1000000;
+constexpr int64_t kReclaimWaitNs = 50000000;
+
+void reclaimBeforeRefusal(vgpu_region* r, uint32_t seen) {
+  const uint32_t target = seen + 2 + (seen & 1u);  // a whole reclaim that began after `seen`
+  const auto reached = [&] {
+    return static_cast<int32_t>(__atomic_load_n(&r->reclaim_seq, __ATOMIC_ACQUIRE) - target) >= 0;
+  };
+  const int64_t start = monotonicNs();
+  for (;;) {
+    if (reached()) return;
+    const int64_t now = monotonicNs();
+    const int64_t due = __atomic_load_n(&r->reclaim_end_ns, __ATOMIC_RELAXED) + kReclaimSpacingNs;
+    if (now < due && due - now <= kReclaimSpacingNs && now - start < kReclaimWaitNs) {
+      timespec pause{0, static_cast<long>(due - now)};
+      nanosleep(&pause, nullptr);
+      continue;
+    }
+    if (vgpu_region_lock(r) != VGPU_REGION_OK) return;  // the add refuses or fails on its own
+    if (!reached()) vgpu_region_reclaim_dead_locked(r);
+    vgpu_region_unlock(r);
+    return;
+  }
 }
 
 }  // namespace vgpu::region_detail

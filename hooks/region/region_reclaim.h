@@ -1,7 +1,7 @@
 #pragma once
 // The exact reclaim of the shared region (region_reclaim.cpp), for shared_region.cpp: what the
 // lock's holder calls to free dead slots and recompute the sums, and the slot-set helpers.
-// Every function here expects the region lock held.
+// Every function here expects the region lock held, but reclaimBeforeRefusal, which takes it.
 
 #include "vgpu/shared_region.h"
 
@@ -30,5 +30,13 @@ void releaseSharesLocked(vgpu_region* r, const uint64_t* set);
 /// Frees the slots found dead and recomputes the sums (also with none dead when `recompute`
 /// or the region's `sums_stale` asks for it). Returns how many slots were freed.
 int reclaimDeadLocked(vgpu_region* r, SlotDeadFn slotDead, void* ctx, bool recompute);
+
+/// CLOCK_MONOTONIC in nanoseconds (the region's reclaim_end_ns).
+int64_t monotonicNs();
+
+/// Before a refusal: returns once a reclaim that began after `seen` (the region's reclaim_seq
+/// read after the refused check) has run, by another process or by this call; paced so that
+/// processes refused again and again leave the lock free (region_reclaim.cpp). Takes the lock.
+void reclaimBeforeRefusal(vgpu_region* r, uint32_t seen);
 
 }  // namespace vgpu::region_detail

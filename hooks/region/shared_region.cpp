@@ -672,45 +672,6 @@ int addWaiting(vgpu_region* r, int slot, int dev, uint64_t bytes, uint64_t limit
   return added;
 }
 
-int64_t monotonicNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
-// Before a refusal, a reclaim that began after the refused check: usage held by processes
-// that are gone is freed, sums left behind by one killed between two steps recomputed. They
-// are spaced (one starts kReclaimSpacingNs after the last ended at the earliest) and shared
-// (a caller whose check came before another's reclaim began takes that one), so processes
-// refused again and again, as a program retrying an out-of-memory is, leave the region lock
-// free for the others: a reclaim per refusal held it nearly always, and newcomers waited out
-// its bound and were refused (fail closed). Every refusal still follows a reclaim that began
-// after its check. The stamps are the container's to write: a wait is bounded whatever they say.
-constexpr int64_t kReclaimSpacingNs = 1000000;
-constexpr int64_t kReclaimWaitNs = 50000000;
-
-void reclaimBeforeRefusal(vgpu_region* r, uint32_t seen) {
-  const uint32_t target = seen + 2 + (seen & 1u);  // a whole reclaim that began after `seen`
-  const auto reached = [&] {
-    return static_cast<int32_t>(__atomic_load_n(&r->reclaim_seq, __ATOMIC_ACQUIRE) - target) >= 0;
-  };
-  const int64_t start = monotonicNs();
-  for (;;) {
-    if (reached()) return;
-    const int64_t now = monotonicNs();
-    const int64_t due = __atomic_load_n(&r->reclaim_end_ns, __ATOMIC_RELAXED) + kReclaimSpacingNs;
-    if (now < due && due - now <= kReclaimSpacingNs && now - start < kReclaimWaitNs) {
-      timespec pause{0, static_cast<long>(due - now)};
-      nanosleep(&pause, nullptr);
-      continue;
-    }
-    if (vgpu_region_lock(r) != VGPU_REGION_OK) return;  // the add refuses or fails on its own
-    if (!reached()) vgpu_region_reclaim_dead_locked(r);
-    vgpu_region_unlock(r);
-    return;
-  }
-}
-
 }  // namespace
 
 extern "C" {
@@ -719,7 +680,7 @@ int vgpu_region_try_add(vgpu_region* r, int slot, int dev, uint64_t bytes, uint6
   if (!validSlot(slot) || !validDevice(dev)) return VGPU_REGION_ERROR;
   int added = addWaiting(r, slot, dev, bytes, limit);
   if (added == 0) {
-    reclaimBeforeRefusal(r, __atomic_load_n(&r->reclaim_seq, __ATOMIC_ACQUIRE));
+    vgpu::region_detail::reclaimBeforeRefusal(r, __atomic_load_n(&r->reclaim_seq, __ATOMIC_ACQUIRE));
     added = addWaiting(r, slot, dev, bytes, limit);
   }
   if (added < 0) return VGPU_REGION_ERROR;
@@ -827,7 +788,7 @@ int vgpu_region_reclaim_dead_locked(vgpu_region* r) {
   seq += (seq & 1u) ? 2u : 1u;
   __atomic_store_n(&r->reclaim_seq, seq, __ATOMIC_RELEASE);
   int n = reclaimDeadLocked(r, slotDeadFor, o, false);
-  __atomic_store_n(&r->reclaim_end_ns, monotonicNs(), __ATOMIC_RELAXED);
+  __atomic_store_n(&r->reclaim_end_ns, vgpu::region_detail::monotonicNs(), __ATOMIC_RELAXED);
   __atomic_store_n(&r->reclaim_seq, seq + 1, __ATOMIC_RELEASE);
   return n;
 }
