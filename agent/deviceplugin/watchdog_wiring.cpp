@@ -60,7 +60,7 @@ void Agent::Impl::watchdogPass() {
     }
   }
   // The scheduler rebuilds a node's inventory on every change: foreign memory that moves
-  // is published at most every kForeignPublishEvery (the heartbeat carries it too).
+  // is published at most every kForeignPublishEvery (a later scan publishes what waited).
   foreignPending = foreignPending || changed;
   const auto now = std::chrono::steady_clock::now();
   if (foreignPending && now - foreignPublished >= kForeignPublishEvery) {
