@@ -32,7 +32,7 @@ set(vgpu_root_only "*EveryProgramOfTheRootStartsWithTheLibraryInLdSoPreload")
 # other cgroup paths.
 set(vgpu_default_fake_only "*AComputeLimitThatCannotBeEnforcedIsSaidOnceAndPublished"
     "*InADriverLimitedCgroupMemGetInfoIsTheSmallerOfTheTwoViews")
-set(vgpu_compute "*LimiterCompute.*")
+set(vgpu_compute "*LimiterCompute.*:*LimiterComputeKernels.*")
 set(vgpu_security "*LimiterSecurity.*")  # also under the label security
 function(vgpu_preload_cases prefix exclude)
   cmake_parse_arguments(ARG "" "" "PROPERTIES" ${ARGN})
