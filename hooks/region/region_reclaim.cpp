@@ -38,8 +38,7 @@ void freeSlotLocked(vgpu_region_proc* p) {
 // is looked at again and joins `dead` if its owner died meanwhile. False when a live one is
 // still in flight after VGPU_REGION_QUIESCE_MS (stopped, or a counter a tenant wrote).
 bool waitQuiet(vgpu_region* r, SlotDeadFn slotDead, void* ctx, uint64_t* dead) {
-  timespec start, now;
-  clock_gettime(CLOCK_MONOTONIC, &start);
+  const int64_t start = monotonicNs();
   for (int round = 0;; ++round) {
     int busy = -1;
     for (int s = 0; s < VGPU_REGION_MAX_PROCS && busy < 0; ++s) {
@@ -54,9 +53,7 @@ bool waitQuiet(vgpu_region* r, SlotDeadFn slotDead, void* ctx, uint64_t* dead) {
       addToSet(dead, busy);
       continue;
     }
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    int64_t waitedNs = (now.tv_sec - start.tv_sec) * 1000000000LL + (now.tv_nsec - start.tv_nsec);
-    if (waitedNs >= VGPU_REGION_QUIESCE_MS * 1000000LL) return false;
+    if (monotonicNs() - start >= VGPU_REGION_QUIESCE_MS * 1000000LL) return false;
     timespec pause{0, 50 * 1000};
     nanosleep(&pause, nullptr);
   }

@@ -236,14 +236,11 @@ int openRegion(const char* path, uint64_t inode, vgpu_region** out, char* err, s
 
 // flock(LOCK_EX) that gives up after VGPU_REGION_LOCK_TIMEOUT_MS (errno EWOULDBLOCK then).
 int flockBounded(int fd) {
-  timespec start, now;
-  clock_gettime(CLOCK_MONOTONIC, &start);
+  const int64_t start = vgpu::region_detail::monotonicNs();
   for (;;) {
     if (flock(fd, LOCK_EX | LOCK_NB) == 0) return 0;
     if (errno != EWOULDBLOCK && errno != EINTR) return -1;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    int64_t waitedNs = (now.tv_sec - start.tv_sec) * 1000000000LL + (now.tv_nsec - start.tv_nsec);
-    if (waitedNs >= VGPU_REGION_LOCK_TIMEOUT_MS * 1000000LL) {
+    if (vgpu::region_detail::monotonicNs() - start >= VGPU_REGION_LOCK_TIMEOUT_MS * 1000000LL) {
       errno = EWOULDBLOCK;
       return -1;
     }
