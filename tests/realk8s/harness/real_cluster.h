@@ -42,6 +42,7 @@
 
 #include "api_client.h"
 #include "child_process.h"
+#include "free_port.h"
 #include "pki.h"
 #include "cluster_audit.h"
 #include "vgpu/fakes/fake_kubelet.h"
@@ -90,9 +91,6 @@ struct AgentPaths {
   std::string stateDir;
 };
 
-/// A port on 127.0.0.1 that was free a moment ago (bound to port 0, then released). The
-/// components keep their ports over restarts, so each is chosen once.
-std::uint16_t freePort();
 /// The machine's first non-loopback IPv4 address (127.0.0.1 when it has none): a real
 /// node's InternalIP (the 1.37 kubelet refuses a loopback --node-ip, "nodeIP can't be
 /// loopback address"), where its pods reach the apiserver.
