@@ -49,26 +49,60 @@ Result<RegionCopy> readRegionIn(const fs::path& folder, const RegionFile& region
   return owned;
 }
 
-void exportRegions(const HandoutStore& handouts, const RegionGauges& g, HamiNodeMetrics* hami) {
-  for (const auto& h : handouts.all()) {
-    if (!h.region) continue;
-    auto region = readRegionIn(handouts.folder(h.id), *h.region);
+std::vector<RegionSource> regionSources(const HandoutStore& handouts) {
+  std::vector<RegionSource> out;
+  for (const auto& h : handouts.all())
+    if (h.region) out.push_back({handouts.folder(h.id), *h.region, {h.podNamespace, h.podName, h.container}});
+  return out;
+}
+
+ClaimRegionFamilies::ClaimRegionFamilies(metrics::Registry& r)
+    : memoryUsed(r.gauge("vgpu_claim_memory_used_bytes",
+                         "Device memory the processes using a ResourceClaim hold (libvgpu.so shared region).",
+                         {"namespace", "claim", "device_uuid", "device_index"})),
+      memoryLimit(r.gauge("vgpu_claim_memory_limit_bytes", "A ResourceClaim's device memory limit.",
+                          {"namespace", "claim", "device_uuid", "device_index"})),
+      computeLimit(r.gauge("vgpu_claim_compute_limit_percent",
+                           "A ResourceClaim's compute share of the device (0 = not limited).",
+                           {"namespace", "claim", "device_uuid", "device_index"})),
+      busySeconds(r.gauge("vgpu_claim_compute_busy_seconds",
+                          "Kernel time a ResourceClaim's processes used on the device since its region was created.",
+                          {"namespace", "claim", "device_uuid", "device_index"})),
+      unenforced(r.gauge("vgpu_claim_limit_unenforced",
+                         "1 when a ResourceClaim's limit is set but libvgpu.so cannot enforce it with this driver.",
+                         {"namespace", "claim", "device_uuid", "device_index", "limit"})),
+      processes(r.gauge("vgpu_claim_processes", "Processes using a ResourceClaim attached to libvgpu.so.",
+                        {"namespace", "claim"})) {}
+
+RegionGauges ClaimRegionFamilies::gauges() {
+  return {memoryUsed, memoryLimit, computeLimit, busySeconds, unenforced, processes};
+}
+
+void ClaimRegionFamilies::clear() {
+  for (auto* g : {&memoryUsed, &memoryLimit, &computeLimit, &busySeconds, &unenforced, &processes}) g->clear();
+}
+
+void exportRegions(const std::vector<RegionSource>& sources, const RegionGauges& g, HamiNodeMetrics* hami) {
+  for (const auto& source : sources) {
+    auto region = readRegionIn(source.folder, source.region);
     if (!region) continue;  // not written yet, or not the limiter's file any more: nothing to say
     const vgpu_region& r = **region;
-    const std::string& ns = h.podNamespace;
-    const std::string& pod = h.podName;
-    const std::string& container = h.container;
+    const auto labels = [&source](std::initializer_list<std::string> more) {
+      metrics::LabelValues l = source.holder;
+      l.insert(l.end(), more);
+      return l;
+    };
     std::uint32_t procs = 0;
     for (std::uint32_t i = 0; i < VGPU_REGION_MAX_PROCS; ++i)
       if (__atomic_load_n(&r.procs[i].pid, __ATOMIC_RELAXED) != 0) ++procs;
-    g.processes.set({ns, pod, container}, procs);
+    g.processes.set(source.holder, procs);
     for (int i = 0; i < VGPU_REGION_MAX_DEVICES; ++i) {
       const auto& d = r.devices[i];
       const std::string uuid(d.uuid, strnlen(d.uuid, VGPU_REGION_UUID_LEN));
       const auto limit = __atomic_load_n(&d.memory_limit, __ATOMIC_RELAXED);
       const auto used = __atomic_load_n(&d.memory_used, __ATOMIC_RELAXED);
       if (uuid.empty() && limit == 0 && used == 0) continue;
-      const metrics::LabelValues l{ns, pod, container, uuid, std::to_string(i)};
+      const auto l = labels({uuid, std::to_string(i)});
       g.memoryUsed.set(l, static_cast<double>(used));
       g.memoryLimit.set(l, static_cast<double>(limit));
       g.computeLimit.set(l, __atomic_load_n(&d.sm_limit, __ATOMIC_RELAXED));
@@ -82,7 +116,7 @@ void exportRegions(const HandoutStore& handouts, const RegionGauges& g, HamiNode
       const auto unenforced = __atomic_load_n(&d.unenforced, __ATOMIC_RELAXED);  // 0 in version-1 regions
       for (const auto& [what, bit] : {std::pair{"memory", VGPU_REGION_UNENFORCED_MEMORY},
                                       std::pair{"compute", VGPU_REGION_UNENFORCED_COMPUTE}})
-        g.unenforced.set({ns, pod, container, uuid, std::to_string(i), what}, (unenforced & bit) != 0 ? 1 : 0);
+        g.unenforced.set(labels({uuid, std::to_string(i), what}), (unenforced & bit) != 0 ? 1 : 0);
     }
   }
 }

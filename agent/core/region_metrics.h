@@ -1,7 +1,7 @@
 #pragma once
-// Per-container usage from libvgpu.so's shared regions, for /metrics. The agent reads one file
-// per handout: the region the backend's limiter created and named (Handout::region, by path
-// in the handout's folder and inode). Nothing else a tenant writes into the folder is read,
+// Per-container (device plugin) and per-claim (DRA) usage from libvgpu.so's shared regions, for
+// /metrics. Each front end reads one file per handout or claim: the region the backend's limiter
+// created and named (by path in the holder's folder and inode). Nothing else a tenant writes into the folder is read,
 // so planted region copies add no series and no scrape time (docs/security.md).
 
 #include <filesystem>
@@ -28,7 +28,9 @@ using RegionCopy = std::unique_ptr<const vgpu_region, RegionCopyFree>;
 /// the inode the limiter created. Errors say which check failed (the caller skips the handout).
 Result<RegionCopy> readRegionIn(const std::filesystem::path& folder, const RegionFile& region);
 
-/// The gauges the regions feed, labelled (namespace, pod, container[, uuid, index[, limit]]).
+/// The gauges the regions feed, labelled by the holder's labels (namespace, pod, container for
+/// a device-plugin handout; namespace, claim for a DRA claim), then [device uuid, index[, limit]]
+/// except `processes`, labelled by the holder's alone.
 struct RegionGauges {
   metrics::Gauge& memoryUsed;
   metrics::Gauge& memoryLimit;
@@ -38,9 +40,29 @@ struct RegionGauges {
   metrics::Gauge& processes;
 };
 
-/// Sets the gauges (and HAMi's, when `hami` is given) from the region of each handout that
-/// has one, labelled with the pod and container that hold it now. At most one region is read
-/// per handout.
-void exportRegions(const HandoutStore& handouts, const RegionGauges& gauges, HamiNodeMetrics* hami);
+/// One region to export: the folder the limiter made it in, the file, and who holds it.
+struct RegionSource {
+  std::filesystem::path folder;
+  RegionFile region;
+  metrics::LabelValues holder;
+};
+
+/// The region of each handout that has one, held by (namespace, pod, container) now.
+std::vector<RegionSource> regionSources(const HandoutStore& handouts);
+
+/// vgpu-dra-plugin's families of the regions its claims' limiters made: the device plugin's
+/// vgpu_container_* families as vgpu_claim_*, labelled (namespace, claim) in place of (namespace,
+/// pod, container), since one claim may serve several pods and containers.
+struct ClaimRegionFamilies {
+  explicit ClaimRegionFamilies(metrics::Registry& registry);
+  RegionGauges gauges();
+  void clear();
+  metrics::Gauge &memoryUsed, &memoryLimit, &computeLimit, &busySeconds, &unenforced, &processes;
+};
+
+/// Sets the gauges (and HAMi's, when `hami` is given: device-plugin handouts only) from each
+/// source's region. At most one region is read per source; one that cannot be read (not
+/// written yet, or not the limiter's file any more) adds nothing.
+void exportRegions(const std::vector<RegionSource>& sources, const RegionGauges& gauges, HamiNodeMetrics* hami);
 
 }  // namespace vgpu::deviceplugin

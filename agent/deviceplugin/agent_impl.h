@@ -22,6 +22,7 @@
 #include "agent.h"
 #include "cgroup_identity.h"
 #include "daemon_support.h"
+#include "device_metrics.h"
 #include "hami_metrics.h"
 #include "handout_store.h"
 #include "health_feed.h"
@@ -97,11 +98,7 @@ struct Agent::Impl final : PluginHandler {
   std::unique_ptr<http::Server> httpServer;
 
   metrics::Registry registry;
-  metrics::Gauge& devMemory;
-  metrics::Gauge& devCompute;
-  metrics::Gauge& devSplit;
-  metrics::Gauge& devHealthy;
-  metrics::Gauge& devMemEnforcement;
+  DeviceGauges deviceGauges;
   metrics::Gauge& devMemAllocated;
   metrics::Gauge& devComputeAllocated;
   metrics::Gauge& ctrMemUsed;

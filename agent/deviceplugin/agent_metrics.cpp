@@ -16,18 +16,7 @@ Agent::Impl::Impl(AgentOptions o)
                              folderUnbounded(folder, why);
                            }},
                fs::path(options.stateDir) / "containers.journal"),
-      devMemory(registry.gauge("vgpu_device_memory_bytes", "Device memory offered to containers (after scaling).",
-                               {"backend", "device_id", "device_index", "model"})),
-      devCompute(registry.gauge("vgpu_device_compute_units", "Compute units of the device (100 = whole device).",
-                                {"backend", "device_id", "device_index", "model"})),
-      devSplit(registry.gauge("vgpu_device_split_slots", "How many containers may share the device.",
-                              {"backend", "device_id", "device_index", "model"})),
-      devHealthy(registry.gauge("vgpu_device_healthy", "1 when the device is healthy.",
-                                {"backend", "device_id", "device_index", "model"})),
-      devMemEnforcement(registry.gauge("vgpu_device_memory_enforcement",
-                                       "1 for what holds containers to their memory on the device: the driver "
-                                       "itself (mode driver) or the in-container library alone (mode preload).",
-                                       {"backend", "device_id", "device_index", "model", "mode"})),
+      deviceGauges(registry),
       devMemAllocated(registry.gauge("vgpu_device_memory_allocated_bytes",
                                      "Device memory granted to containers this agent allocated.",
                                      {"backend", "device_id", "device_index", "model"})),
@@ -103,7 +92,8 @@ void Agent::Impl::folderUnbounded(const std::string& folder, const std::string& 
 }
 
 void Agent::Impl::collect() {
-  for (auto* g : {&devMemory, &devCompute, &devSplit, &devHealthy, &devMemEnforcement, &devMemAllocated, &devComputeAllocated,
+  deviceGauges.clear();
+  for (auto* g : {&devMemAllocated, &devComputeAllocated,
                   &ctrMemUsed, &ctrMemLimit, &ctrComputeLimit, &ctrBusy, &ctrUnenforced, &ctrProcs, &ctrUtilization,
                   &backendDevices, &devForeignMemory, &hamiContainers, &devPartition})
     g->clear();
@@ -115,13 +105,8 @@ void Agent::Impl::collect() {
     for (const auto& [name, st] : served) backendDevices.set({name}, st.serving ? st.devices.size() : 0);
     for (const auto& [name, st] : served)
       for (const auto& d : st.devices) {
-        const metrics::LabelValues l{name, d.id, std::to_string(d.index), d.model};
-        devMemory.set(l, static_cast<double>(d.memoryMiB) * 1048576.0);
-        devCompute.set(l, d.computeUnits);
-        devSplit.set(l, d.splitCount);
-        devHealthy.set(l, d.health == Health::kUnhealthy ? 0 : 1);
-        if (auto m = d.attributes.find(kMemoryEnforcementAttribute); m != d.attributes.end())
-          devMemEnforcement.set({name, d.id, std::to_string(d.index), d.model, m->second}, 1);
+        deviceGauges.set(name, d);
+        const auto l = deviceLabels(name, d);
         auto u = usage.find(d.id);
         devMemAllocated.set(l, u == usage.end() ? 0.0 : static_cast<double>(u->second.first) * 1048576.0);
         devComputeAllocated.set(l, u == usage.end() ? 0.0 : static_cast<double>(u->second.second));
@@ -214,7 +199,7 @@ void Agent::Impl::collectBackendUsage() {
 }
 
 void Agent::Impl::collectRegions() {
-  exportRegions(handouts, {ctrMemUsed, ctrMemLimit, ctrComputeLimit, ctrBusy, ctrUnenforced, ctrProcs}, hami.get());
+  exportRegions(regionSources(handouts), {ctrMemUsed, ctrMemLimit, ctrComputeLimit, ctrBusy, ctrUnenforced, ctrProcs}, hami.get());
 }
 
 }  // namespace vgpu::deviceplugin

@@ -52,9 +52,11 @@ Result<std::vector<std::string>> ClaimPreparer::restore() {
     if (!named.ok())
       return makeError("ResourceClaim " + claim.ref.ns + "/" + claim.ref.name + " prepared before the restart: " +
                        named.error().message);
-    // Recorded before the limiter answered (a crash came between): its CDI devices now.
-    if (claim.cdiIds.empty() && !claim.shares.empty()) {
-      claim.cdiIds = cdiIdsOf(claim.ref, *named);
+    // Recorded before the limiter answered (a crash came between), or by a plugin that did
+    // not keep the region: its CDI devices and region now.
+    if (!claim.shares.empty() && (claim.cdiIds.empty() || claim.region != named->region)) {
+      if (claim.cdiIds.empty()) claim.cdiIds = cdiIdsOf(claim.ref, named->named);
+      claim.region = named->region;
       if (auto s = store_.put(claim); !s.ok()) return s.error();
     }
     live.push_back(grantOf(claim).container);
@@ -119,7 +121,8 @@ Result<PreparedClaim> ClaimPreparer::prepareNew(const ClaimRef& ref) {
     (void)store_.erase(ref.uid);
     return named.error();
   }
-  claim.cdiIds = cdiIdsOf(ref, *named);
+  claim.cdiIds = cdiIdsOf(ref, named->named);
+  claim.region = named->region;
   if (auto s = store_.put(claim); !s.ok()) {
     if (Limiter* limiter = backend_.limiter()) (void)limiter->release(grantOf(claim).container);
     std::error_code ec;
@@ -130,8 +133,8 @@ Result<PreparedClaim> ClaimPreparer::prepareNew(const ClaimRef& ref) {
   return claim;
 }
 
-Result<std::vector<std::string>> ClaimPreparer::handOut(const PreparedClaim& claim) {
-  if (claim.shares.empty()) return std::vector<std::string>{};
+Result<ClaimPreparer::HandedOut> ClaimPreparer::handOut(const PreparedClaim& claim) {
+  if (claim.shares.empty()) return HandedOut{};
   const ContainerGrant grant = grantOf(claim);
   {
     // Made without following a link (a tenant cannot reach <stateDir>/claims, but the folder
@@ -150,7 +153,7 @@ Result<std::vector<std::string>> ClaimPreparer::handOut(const PreparedClaim& cla
                                          node::cdiSpec(node::cdiKind(options_.driver), claim.ref.uid, *spec));
       !s.ok())
     return s.error();
-  return node::cdiDevicesFromAnnotations(spec->annotations);
+  return HandedOut{node::cdiDevicesFromAnnotations(spec->annotations), spec->region};
 }
 
 std::string ClaimPreparer::unprepare(const ClaimRef& ref) {
@@ -170,6 +173,20 @@ std::string ClaimPreparer::unprepare(const ClaimRef& ref) {
 }
 
 std::size_t ClaimPreparer::preparedClaims() const { return store_.all().size(); }
+
+std::vector<deviceplugin::RegionSource> ClaimPreparer::regionSources() const {
+  std::vector<deviceplugin::RegionSource> out;
+  for (const auto& claim : store_.all())
+    if (claim.region) out.push_back({hostDir(claim), *claim.region, {claim.ref.ns, claim.ref.name}});
+  return out;
+}
+
+std::vector<Device> ClaimPreparer::devices() const {
+  std::lock_guard lock(mu_);
+  std::vector<Device> out;
+  for (const auto& [name, d] : devices_) out.push_back(d.device);
+  return out;
+}
 
 ContainerGrant ClaimPreparer::grantOf(const PreparedClaim& claim) const {
   ContainerGrant g;

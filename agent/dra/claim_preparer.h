@@ -17,6 +17,7 @@
 #include "folder_bound.h"
 #include "prepared_store.h"
 #include "vgpu/dra/resource_slices.h"
+#include "region_metrics.h"
 #include "vgpu/backend.h"
 #include "vgpu/k8s/client.h"
 
@@ -70,13 +71,21 @@ class ClaimPreparer {
   std::string unprepare(const ClaimRef& claim);
 
   std::size_t preparedClaims() const;
+  /// The regions of the prepared claims, held by (namespace, claim name), for /metrics.
+  std::vector<deviceplugin::RegionSource> regionSources() const;
+  /// The devices the driver knows now (setDevices).
+  std::vector<Device> devices() const;
   const PreparerOptions& options() const { return options_; }
 
  private:
   Result<PreparedClaim> prepareNew(const ClaimRef& claim);
-  /// The limiter's spec for `claim`, written as its CDI spec; returns the CDI devices the
-  /// limiter named besides (cdiDevicesFromAnnotations).
-  Result<std::vector<std::string>> handOut(const PreparedClaim& claim);
+  /// What handOut learned from the limiter's spec.
+  struct HandedOut {
+    std::vector<std::string> named;    ///< the CDI devices the limiter named besides ours
+    std::optional<RegionFile> region;  ///< the region it made in the claim's folder
+  };
+  /// The limiter's spec for `claim`, written as its CDI spec.
+  Result<HandedOut> handOut(const PreparedClaim& claim);
   ContainerGrant grantOf(const PreparedClaim& claim) const;
   std::vector<PreparedDevice> devicesOf(const PreparedClaim& claim) const;
   std::filesystem::path hostDir(const PreparedClaim& claim) const;

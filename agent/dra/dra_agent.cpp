@@ -14,6 +14,7 @@
 #include "claim_preparer.h"
 #include "daemon_support.h"
 #include "device_health.h"
+#include "device_metrics.h"
 #include "health_feed.h"
 #include "kubelet_server.h"
 #include "slice_publisher.h"
@@ -76,6 +77,9 @@ struct DraAgent::Impl {
   metrics::Gauge* mRegistered = nullptr;
   metrics::Gauge* mTaintsKept = nullptr;
   metrics::Gauge* mUnhealthy = nullptr;
+  // The families the device-plugin front end serves too (agent/core): devices, claims' regions.
+  std::unique_ptr<deviceplugin::DeviceGauges> deviceGauges;
+  std::unique_ptr<deviceplugin::ClaimRegionFamilies> claimRegions;
 
   explicit Impl(DraAgentOptions o) : options(std::move(o)) {
     mKept = &registry.gauge("vgpu_dra_sharing_kept",
@@ -93,10 +97,21 @@ struct DraAgent::Impl {
                                   {"driver"});
     mUnhealthy = &registry.gauge("vgpu_dra_unhealthy_devices", "The driver's devices that discovery reports unhealthy",
                                  {"driver"});
+    deviceGauges = std::make_unique<deviceplugin::DeviceGauges>(registry);
+    claimRegions = std::make_unique<deviceplugin::ClaimRegionFamilies>(registry);
     registry.addCollector([this] { collect(); });
   }
 
   void collect() {
+    deviceGauges->clear();
+    claimRegions->clear();
+    {
+      std::lock_guard lock(mu);
+      for (const auto& d : drivers) {
+        for (const auto& device : d->preparer->devices()) deviceGauges->set(d->backend->name(), device);
+        deviceplugin::exportRegions(d->preparer->regionSources(), claimRegions->gauges(), nullptr);
+      }
+    }
     for (const auto& s : statusNow()) {
       mKept->set({s.driver}, s.sharingKept ? 1 : 0);
       mDevices->set({s.driver}, static_cast<double>(s.publishedDevices));

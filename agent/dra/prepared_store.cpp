@@ -22,8 +22,10 @@ json::object toJson(const PreparedClaim& c) {
                                   {"device", s.device},         {"shareID", s.shareId},
                                   {"deviceId", s.deviceId},     {"deviceIndex", s.deviceIndex},
                                   {"memoryMiB", s.memoryMiB},   {"cores", s.cores}});
-  return {{"namespace", c.ref.ns}, {"uid", c.ref.uid},     {"name", c.ref.name},
-          {"holder", c.holder},    {"cdiIds", json::value_from(c.cdiIds)},     {"shares", std::move(shares)}};
+  json::object o{{"namespace", c.ref.ns}, {"uid", c.ref.uid},     {"name", c.ref.name},
+                 {"holder", c.holder},    {"cdiIds", json::value_from(c.cdiIds)},     {"shares", std::move(shares)}};
+  if (c.region) o["region"] = {{"path", c.region->path}, {"inode", c.region->inode}};
+  return o;
 }
 
 PreparedClaim fromJson(const json::object& o) {
@@ -47,6 +49,8 @@ PreparedClaim fromJson(const json::object& o) {
     p.cores = json::value_to<std::uint32_t>(s.at("cores"));
     c.shares.push_back(std::move(p));
   }
+  if (const auto* r = o.if_contains("region"))  // absent in entries of plugins before it was kept
+    c.region = RegionFile{json::value_to<std::string>(r->at("path")), json::value_to<std::uint64_t>(r->at("inode"))};
   return c;
 }
 

@@ -18,6 +18,7 @@
 
 #include "claim_shares.h"
 #include "handout_journal.h"
+#include "vgpu/container_spec.h"
 #include "vgpu/result.h"
 
 namespace vgpu::dra {
@@ -44,6 +45,9 @@ struct PreparedClaim {
   /// GPU's own spec from the vendor's toolkit).
   std::vector<std::string> cdiIds;
   std::vector<PreparedShare> shares;
+  /// The shared region the limiter made in the claim's folder, for /metrics; unset: none (or
+  /// recorded by a plugin before it was kept: the restart's handOut names it again).
+  std::optional<RegionFile> region;
   bool operator==(const PreparedClaim&) const = default;
 };
 

@@ -892,7 +892,8 @@ def check_rendered(args, description, kube, values, docs):
 # ---------------------------------------------------------------------------------------
 # Metrics docs and dashboard
 
-METRIC_SOURCES = ["agent/deviceplugin/agent_metrics.cpp", "agent/dra/dra_agent.cpp", "extender/scheduler/scheduler_metrics.h"]
+METRIC_SOURCES = ["agent/deviceplugin/agent_metrics.cpp", "agent/dra/dra_agent.cpp", "agent/core/device_metrics.cpp",
+                  "agent/core/region_metrics.cpp", "extender/scheduler/scheduler_metrics.h"]
 # HAMi's names (--hami-metrics), documented in docs/metrics.md's HAMi table.
 HAMI_METRIC_SOURCES = ["agent/core/hami_metrics.cpp", "extender/scheduler/hami_metrics.cpp"]
 

@@ -13,6 +13,8 @@
 
 #include "dra_agent.h"
 #include "dra_test_options.h"
+#include "promtool_check.h"
+#include "region_support.h"
 #include "temp_dir.h"
 #include "vgpu/backend_loader.h"
 #include "vgpu/fakes/fake_apiserver.h"
@@ -23,6 +25,8 @@ namespace {
 namespace json = boost::json;
 namespace fs = std::filesystem;
 using deviceplugin::testing::TempDir;
+using vgpu::testing::promtoolProblems;
+using deviceplugin::testing::writeRegion;
 
 constexpr const char* kDriver = "sim.vgpu.io";
 constexpr const char* kNode = "node-1";
@@ -410,6 +414,41 @@ TEST_F(DraDriver, TwoClaimsShareOneDeviceAndUnprepareReleasesOnlyItsOwn) {
   EXPECT_EQ(un->at("never-seen"), "");
 }
 
+TEST_F(DraDriver, ServesTheDeviceFamiliesAndEachClaimsUsageFromItsRegion) {
+  startNode();
+  const auto c1 = createClaim("c1", {{"gpu", "sim-0", "share-1", "3000Mi", "30"}});
+  auto got = kubelet->prepare(kDriver, {c1});
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  ASSERT_EQ(got->at(c1.uid).error, "");
+  // What libvgpu.so in the claim's containers writes into the region the limiter made.
+  const auto folder = dir.path() / "state" / "dra" / kDriver / "claims" / ("dra-" + c1.uid);
+  writeRegion((folder / "region").string(), "GPU-0", 512ull << 20, 3000ull << 20, 30);
+
+  const std::string text = agent->renderMetrics();
+  EXPECT_EQ(promtoolProblems(text), "");
+  const std::string dev = "{backend=\"sim\",device_id=\"GPU-0\",device_index=\"0\",model=\"Sim GPU\"}";
+  EXPECT_NE(text.find("vgpu_device_memory_bytes" + dev + " 17179869184\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("vgpu_device_healthy" + dev + " 1\n"), std::string::npos);
+  EXPECT_NE(text.find("vgpu_device_split_slots" + dev + " 4\n"), std::string::npos);
+  const std::string claim = "{namespace=\"team-a\",claim=\"c1\",device_uuid=\"GPU-0\",device_index=\"0\"}";
+  EXPECT_NE(text.find("vgpu_claim_memory_used_bytes" + claim + " 536870912\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("vgpu_claim_memory_limit_bytes" + claim + " 3145728000\n"), std::string::npos);
+  EXPECT_NE(text.find("vgpu_claim_compute_limit_percent" + claim + " 30\n"), std::string::npos);
+  EXPECT_NE(text.find("vgpu_claim_processes{namespace=\"team-a\",claim=\"c1\"} 1\n"), std::string::npos);
+
+  // A restarted plugin finds the region again from the journal.
+  agent->stop();
+  agent.reset();
+  startAgent();
+  ASSERT_TRUE(waitFor([&] { return agent->renderMetrics().find("vgpu_claim_memory_used_bytes" + claim) != std::string::npos; }))
+      << agent->renderMetrics();
+
+  // Unprepared: its series go with it.
+  auto un = kubelet->unprepare(kDriver, {c1});
+  ASSERT_TRUE(un.ok()) << un.error().message;
+  EXPECT_EQ(agent->renderMetrics().find("vgpu_claim_memory_used_bytes{"), std::string::npos);
+}
+
 TEST_F(DraDriver, ARestartedDriverAnswersTheSameAndUnpreparesAfterTheClaimIsGone) {
   startNode();
   const auto claim = createClaim("c1", {{"gpu", "sim-1", "share-9", "1024Mi", "10"}});
@@ -521,6 +560,11 @@ TEST_F(DraDriver, OnTheFakeGpuAShareGetsTheDevicePluginPathsLimitsFileAndEnv) {
   EXPECT_EQ(dev.at("name"), "nvidia-0");
   EXPECT_EQ(dev.at("attributes").at("uuid").at("string"), kGpu);
   EXPECT_EQ(dev.at("capacity").at("memory").at("value"), "40960Mi");
+  // What holds the shares to their memory, served as by the device-plugin front end.
+  EXPECT_NE(agent->renderMetrics().find(std::string("vgpu_device_memory_enforcement{backend=\"nvidia\",device_id=\"") +
+                                        kGpu + "\",device_index=\"0\",model=\"NVIDIA A100-SXM4-40GB\",mode=\""),
+            std::string::npos)
+      << agent->renderMetrics();
 
   json::object c{{"apiVersion", "resource.k8s.io/v1"},
                  {"kind", "ResourceClaim"},

@@ -297,7 +297,7 @@ TEST(CdiSpec, CdiDevicesTheLimiterNamesInAnnotationsBecomeIdsNotSpecAnnotations)
 TEST(PreparedStore, SurvivesARestartAndRefusesACorruptFile) {
   TempDir dir;
   PreparedClaim c{{"ns", "u1", "c1"}, "dra-u1", {"k=u1", "nvidia.com/gpu=GPU-0"},
-                  {{"gpu", "node-1", "sim-0", "s1", "GPU-0", 0, 3000, 30}}};
+                  {{"gpu", "node-1", "sim-0", "s1", "GPU-0", 0, 3000, 30}}, {}};
   const fs::path journal = dir.path() / "handouts.journal";
   {
     PreparedStore store(journal, "sim.vgpu.io", "sim");

@@ -52,11 +52,11 @@ std::vector<PreparedClaim> claimsBefore() {
   return {PreparedClaim{{"team-a", "claim-uid-1", "shared-gpu"},
                         "dra-claim-uid-1",
                         {"vgpu.io/sim.vgpu.io-share=claim-uid-1"},
-                        {PreparedShare{"gpu", "node-1", "sim-2", "share-a", "GPU-2", 2, 4096, 25}}},
+                        {PreparedShare{"gpu", "node-1", "sim-2", "share-a", "GPU-2", 2, 4096, 25}}, {}},
           PreparedClaim{{"team-a", "claim-uid-2", "whole-gpu"},
                         "dra-claim-uid-2",
                         {"vgpu.io/sim.vgpu.io-share=claim-uid-2", "nvidia.com/gpu=3"},
-                        {PreparedShare{"gpu", "node-1", "sim-3", "", "GPU-3", 3, 16384, 100}}}};
+                        {PreparedShare{"gpu", "node-1", "sim-3", "", "GPU-3", 3, 16384, 100}}, {}}};
 }
 
 class JournalUpgrade : public ::testing::Test {
@@ -122,7 +122,7 @@ TEST_F(JournalUpgrade, MigratedHandoutsKeepTheirDevicesFromTheOtherFrontEnd) {
   ASSERT_TRUE(plugin->load().ok());
   auto claims = dra();
   ASSERT_TRUE(claims->load().ok());
-  PreparedClaim onGpu0{{"team-a", "claim-uid-3", "late"}, "dra-claim-uid-3", {}, {{"gpu", "node-1", "sim-0", "", "GPU-0", 0, 16384, 100}}};
+  PreparedClaim onGpu0{{"team-a", "claim-uid-3", "late"}, "dra-claim-uid-3", {}, {{"gpu", "node-1", "sim-0", "", "GPU-0", 0, 16384, 100}}, {}};
   auto refused = claims->hold(onGpu0);
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(refused.error().message, AllOf(HasSubstr("device GPU-0"), HasSubstr("vgpu-device-plugin")));
