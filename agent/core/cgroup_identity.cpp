@@ -80,7 +80,7 @@ ProcessCgroup readProcessCgroup(const std::filesystem::path& procRoot, std::uint
   if (!in) return {};
   std::ostringstream text;
   text << in.rdbuf();
-  return {true, parseCgroupIdentity(text.str())};
+  return {true, parseCgroupIdentity(text.str()), text.str()};
 }
 
 std::string runtimeContainerId(std::string_view containerID) {

@@ -28,6 +28,7 @@ std::optional<CgroupIdentity> parseCgroupIdentity(std::string_view text);
 struct ProcessCgroup {
   bool readable = false;
   std::optional<CgroupIdentity> identity;
+  std::string text;  ///< the file as read (for a backend's per-cgroup query)
 };
 ProcessCgroup readProcessCgroup(const std::filesystem::path& procRoot, std::uint32_t pid);
 

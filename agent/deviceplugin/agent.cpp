@@ -48,7 +48,7 @@ Result<std::unique_ptr<Agent>> Agent::create(AgentOptions options) {
   }
   if (o.watchdog.interval.count() > 0) {
     std::vector<ProcessSource> sources;
-    for (const auto& [name, st] : impl->served) sources.push_back({name, st.backend->processReporter()});
+    for (const auto& [name, st] : impl->served) sources.push_back({name, st.backend->processReporter(), st.backend->cgroupMemoryReporter()});
     Impl* im = impl.get();
     impl->watchdog = std::make_unique<Watchdog>(
         o.watchdog, std::move(sources), o.watchdogKiller ? o.watchdogKiller : ProcessKiller(killProcess),

@@ -38,8 +38,10 @@ struct Usage {
   bool busyKnown = false;
   std::uint32_t busyPercent = 0;
   std::vector<std::pair<std::uint32_t, std::uint64_t>> busyProcesses;
+  std::string procCgroup;  ///< /proc/<pid>/cgroup of its first process
 
-  void add(const DeviceProcess& p, const std::string& containerId) {
+  void add(const DeviceProcess& p, const std::string& containerId, const std::string& cgroupText = {}) {
+    if (procCgroup.empty()) procCgroup = cgroupText;
     const std::uint64_t bytes = p.memoryUsedBytes.value_or(0);
     usedBytes += bytes;
     processes.emplace_back(p.pid, bytes);
@@ -115,6 +117,7 @@ struct Checked {
   std::string backend, container;
   Usage usage;
   Allowance allowance;
+  bool perContainer = false;  ///< its processes are one container's (one cgroup)
 };
 
 /// uid, device of a "uid/device" or "uid/device|container id" key.
@@ -233,6 +236,22 @@ Enforcement Watchdog::enforce(const Violation& v) {
   return out;
 }
 
+std::uint64_t Watchdog::driverFigure(const std::string& backend, const std::string& procCgroup,
+                                     const std::string& deviceId, std::uint64_t summed, ScanResult& out) {
+  if (procCgroup.empty()) return summed;
+  auto source = std::find_if(sources_.begin(), sources_.end(), [&](const ProcessSource& s) { return s.backend == backend; });
+  if (source == sources_.end() || source->cgroupMemory == nullptr) return summed;
+  auto used = source->cgroupMemory->cgroupMemoryUsed(procCgroup, deviceId);
+  if (!used.ok()) {
+    if (cgroupProblemsSaid_.insert(backend).second)
+      out.notices.push_back("watchdog: backend " + backend + " cannot say what the driver charges a container's cgroup (" +
+                            used.error().message + "); the processes' own figures are compared instead");
+    return summed;
+  }
+  cgroupProblemsSaid_.erase(backend);
+  return used->value_or(summed);
+}
+
 ScanResult Watchdog::scan(const std::vector<Slice>& slices,
                           const std::map<std::string, std::vector<std::string>>& devicesOf,
                           const PodContainerIds& containerIds) {
@@ -303,7 +322,7 @@ ScanResult Watchdog::scan(const std::vector<Slice>& slices,
       }
       auto& h = held[cg.identity->podUid + "/" + p.deviceId];
       h.backend = source.backend;
-      h.byContainer[cg.identity->containerId].add(p, cg.identity->containerId);
+      h.byContainer[cg.identity->containerId].add(p, cg.identity->containerId, cg.text);
     }
     for (const auto& [id, bytes] : foreignBytes) foreign[id] = roundUp(bytes, options_.foreignStepMiB);
     if (auto d = devicesOf.find(source.backend); d != devicesOf.end())
@@ -335,7 +354,7 @@ ScanResult Watchdog::scan(const std::vector<Slice>& slices,
         continue;
       }
       perContainer.insert(cid);
-      Checked c{key + "|" + cid, h.backend, cid.substr(0, 12), usage, {}};
+      Checked c{key + "|" + cid, h.backend, cid.substr(0, 12), usage, {}, true};
       if (own != nullptr) {
         c.allowance = *own;  // else: a container of the pod without a slice here, allowed nothing
         if (own->containers.size() == 1) c.container = *own->containers.begin();
@@ -371,13 +390,15 @@ ScanResult Watchdog::scan(const std::vector<Slice>& slices,
     const auto& h = c.usage;
     const std::uint64_t allowed =
         c.allowance.memoryMiB == 0 ? 0 : (c.allowance.memoryMiB + options_.toleranceMiB) * kMiB;
-    if (h.usedBytes <= allowed) continue;
+    std::uint64_t used = h.usedBytes;
+    if (used > allowed && c.perContainer) used = driverFigure(c.backend, h.procCgroup, splitKey(key).second, used, out);
+    if (used <= allowed) continue;
     over.insert(key);
     if (++overStreak_[key] < std::max(options_.confirmScans, 1)) continue;
     overStreak_.erase(key);
     if (reportedRecently(key)) continue;
     Violation v = violation(WatchdogResource::kMemory, c);
-    v.usedBytes = h.usedBytes;
+    v.usedBytes = used;
     v.allowedBytes = allowed;
     v.sliceBytes = c.allowance.memoryMiB * kMiB;
     v.processes = h.processes;

@@ -10,7 +10,9 @@
 // have no slice there is allowed nothing; the rest (ids the pod's status has not reported
 // yet, a restarted container) is compared per pod with the slices not charged per
 // container. Over in `confirmScans` consecutive scans is a violation; the agent then
-// reports it (event, metric) and applies the action.
+// reports it (event, metric) and applies the action. A container over by its processes'
+// sum is judged instead by what the driver itself charges its memory cgroup, where the
+// backend can say (ABI 1.9, CgroupMemoryReporter): memory its processes share is counted once.
 // Compute is checked the same way (per container, the same fallback) where the vendor
 // library reports per-process utilization, by the limiter's own rule (compute_rule.h): the
 // share applies with policy `force`, never with `disable`, and with `default` only while
@@ -111,10 +113,13 @@ struct Slice {
 using PodContainerIds = std::map<std::string, std::set<std::string>>;
 
 /// Where the processes of one backend's devices come from; null reporter: the backend
-/// cannot list them.
+/// cannot list them. `cgroupMemory`, where the backend has it (ABI 1.9): the driver's own
+/// figure for a container's memory cgroup, taken over the sum of its processes' figures
+/// (which counts memory the processes share, CUDA IPC or VMM exports, once per process).
 struct ProcessSource {
   std::string backend;
   ProcessReporter* reporter = nullptr;
+  CgroupMemoryReporter* cgroupMemory = nullptr;
 };
 
 /// A container (or, where its id is not known, a pod) holding more memory on a device than
@@ -226,6 +231,12 @@ class Watchdog {
   bool reportedRecently(const std::string& key);
   /// Asks once for the eviction of the violation's pod; what was done, in words.
   std::string evictOnce(const Violation& violation, bool& asked);
+  /// What a container whose processes sum to `summed` bytes on `deviceId` holds: the driver's
+  /// figure for its cgroup (`procCgroup`) where backend `backend` has one, else `summed`. A
+  /// query failure is said once in `out` (the sum is used).
+  std::uint64_t driverFigure(const std::string& backend, const std::string& procCgroup, const std::string& deviceId,
+                             std::uint64_t summed, ScanResult& out);
+  std::set<std::string> cgroupProblemsSaid_;  ///< backend: its per-cgroup query failed, said
 };
 
 }  // namespace vgpu::deviceplugin

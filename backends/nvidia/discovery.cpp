@@ -1,5 +1,7 @@
 #include "discovery.h"
 
+#include "cdi_hook/cgroup_path.h"
+
 #include "processes.h"
 
 #include <algorithm>
@@ -142,6 +144,35 @@ Result<std::vector<DeviceProcess>> NvidiaDiscovery::deviceProcesses() {
     return makeError("backend " + settings_.backend + " lists processes through NVML, which is not in use here" +
                      (nvmlWhy_.empty() ? std::string(" (no discovery yet)") : ": " + nvmlWhy_));
   return listDeviceProcesses(*session);
+}
+
+Result<std::optional<std::uint64_t>> NvidiaDiscovery::cgroupMemoryUsed(const std::string& procCgroup,
+                                                                      const std::string& deviceId) {
+  const NvmlSession* session = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    session = nvml_.get();
+  }
+  // No NVML here, a driver before r615, or a process outside any container's cgroup: the
+  // driver keeps no figure for it.
+  if (session == nullptr || session->fn().deviceGetMemoryLimits == nullptr || session->fn().deviceGetHandleByUUID == nullptr)
+    return std::optional<std::uint64_t>{};
+  auto rel = hook::memoryCgroupFromProc(procCgroup);
+  if (!rel.ok()) return std::optional<std::uint64_t>{};
+  const NvmlFunctions& f = session->fn();
+  nvml::Device h = nullptr;
+  if (auto rc = f.deviceGetHandleByUUID(deviceId.c_str(), &h); rc != nvml::kSuccess)
+    return makeError("GPU " + deviceId + ": " + session->describe("nvmlDeviceGetHandleByUUID", rc));
+  // The name the hook set the limit under (vgpu-cdi-hook resolves the same way).
+  const std::string nameSpace = settings_.sysRoot + "/fs/cgroup/" + *rel;
+  nvmlGetMemoryLimits_v1_t limits{nameSpace.c_str(), 0, 0, 0};
+  const auto rc = f.deviceGetMemoryLimits(h, &limits);
+  if (rc == nvml::kErrorNotSupported || rc == nvml::kErrorNotFound) return std::optional<std::uint64_t>{};  // e.g. MIG
+  if (rc != nvml::kSuccess)
+    return makeError("GPU " + deviceId + ", cgroup " + nameSpace + ": " + session->describe("nvmlDeviceGetMemoryLimits_v1", rc));
+  // No limit set for the cgroup (cleared: soft 0, hard all ones): not one the hook limited.
+  if (limits.hardLimit == NVML_DEVICE_MEMORY_LIMIT_MAX) return std::optional<std::uint64_t>{};
+  return std::optional<std::uint64_t>{limits.currentUsed};
 }
 
 Result<std::vector<GpuInfo>> NvidiaDiscovery::listWithNvml() {

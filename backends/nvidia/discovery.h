@@ -84,6 +84,9 @@ class NvidiaDiscovery {
   /// Every process on every GPU, from NVML (processes.h). Errors: NVML not in use (nvidia-smi
   /// discovery, or discover() not run yet), or its queries fail.
   Result<std::vector<DeviceProcess>> deviceProcesses();
+  /// What the driver charges the memory cgroup of a process (CgroupMemoryReporter): its
+  /// per-cgroup limit's currentUsed, where a limit is set (r615+, whole GPUs).
+  Result<std::optional<std::uint64_t>> cgroupMemoryUsed(const std::string& procCgroup, const std::string& deviceId);
   /// Why NVML was not used on the last discovery (empty when it was).
   const std::string& nvmlUnavailableReason() const { return nvmlWhy_; }
 

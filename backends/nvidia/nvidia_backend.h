@@ -73,6 +73,9 @@ class NvidiaBackend {
 
   /// Per-process usage for the node agent's watchdog (NVML's process lists).
   Result<std::vector<DeviceProcess>> deviceProcesses() { return discovery_->deviceProcesses(); }
+  Result<std::optional<std::uint64_t>> cgroupMemoryUsed(const std::string& procCgroup, const std::string& deviceId) {
+    return discovery_->cgroupMemoryUsed(procCgroup, deviceId);
+  }
 
   // Limiter
   /// On a GPU under dynamic MIG, first creates the container's MIG instance (MigManager) at

@@ -40,7 +40,7 @@ using LibraryHandle = std::unique_ptr<void, DlCloser>;
 
 /// A backend living in a shared library, seen through the C++ interfaces.
 class LoadedBackend final : public Backend, public Allocator, public Discovery, public Limiter, public UsageReporter,
-                           public ProcessReporter {
+                           public ProcessReporter, public CgroupMemoryReporter {
  public:
   LoadedBackend(LibraryHandle library, const vgpu_backend_table& table, vgpu_backend* instance, std::string name)
       : library_(std::move(library)), table_(table), instance_(instance), name_(std::move(name)) {
@@ -74,6 +74,9 @@ class LoadedBackend final : public Backend, public Allocator, public Discovery, 
   }
   UsageReporter* usageReporter() override { return has(&vgpu_backend_table::container_usage) ? this : nullptr; }
   ProcessReporter* processReporter() override { return has(&vgpu_backend_table::device_processes) ? this : nullptr; }
+  CgroupMemoryReporter* cgroupMemoryReporter() override {
+    return has(&vgpu_backend_table::cgroup_memory_used) ? this : nullptr;
+  }
 
   // Allocator
   const std::vector<ResourceName>& resources() const override { return resources_; }
@@ -266,6 +269,19 @@ class LoadedBackend final : public Backend, public Allocator, public Discovery, 
     }, &out, err.buf());
     if (s != VGPU_OK) return makeError(err.str("process query failed"));
     return out;
+  }
+
+  // CgroupMemoryReporter
+  Result<std::optional<std::uint64_t>> cgroupMemoryUsed(const std::string& procCgroup,
+                                                       const std::string& deviceId) override {
+    std::uint64_t used = 0;
+    int known = 0;
+    ErrorText err;
+    const vgpu_status s =
+        table_.cgroup_memory_used(instance_, procCgroup.c_str(), deviceId.c_str(), &used, &known, err.buf());
+    if (s != VGPU_OK) return makeError(err.str("cgroup memory query failed"));
+    if (known == 0) return std::optional<std::uint64_t>{};
+    return std::optional<std::uint64_t>{used};
   }
 
  private:

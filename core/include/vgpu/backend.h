@@ -25,6 +25,8 @@ class Backend {
   virtual UsageReporter* usageReporter() { return nullptr; }
   /// Per-process device usage, where the backend lists it (null otherwise).
   virtual ProcessReporter* processReporter() { return nullptr; }
+  /// Null: the driver keeps no per-cgroup accounting this backend can read.
+  virtual CgroupMemoryReporter* cgroupMemoryReporter() { return nullptr; }
 };
 
 }  // namespace vgpu

@@ -11,7 +11,8 @@
  * appends slots (1.1: vgpu_container_grant.pod_uid and the container_usage slot; 1.2: the
  * spec sink's notice; 1.3: the protected_env and device_processes slots; 1.4: vgpu_device's
  * links; 1.5: the fit_reads slot; 1.6: the places and fit_placed slots, vgpu_grant's
- * placement; 1.7: the spec sink's region). Every
+ * placement; 1.7: the spec sink's region; 1.8: the spec sink's hook; 1.9: the cgroup_memory_used
+ * slot). Every
  * struct the caller fills starts with its own size so that either side can tell which
  * fields the other knows. A null optional slot means "not supported".
  * See docs/writing-a-backend.md.
@@ -27,7 +28,7 @@ extern "C" {
 #endif
 
 #define VGPU_BACKEND_ABI_MAJOR 1u
-#define VGPU_BACKEND_ABI_MINOR 8u
+#define VGPU_BACKEND_ABI_MINOR 9u
 #define VGPU_BACKEND_ABI_VERSION ((VGPU_BACKEND_ABI_MAJOR << 16) | VGPU_BACKEND_ABI_MINOR)
 #define VGPU_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define VGPU_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -440,6 +441,17 @@ typedef struct vgpu_backend_table {
    * (placement->token). Both slots or neither. Same rules as `fit`: must not block. */
   void (*fit_placed)(vgpu_backend* backend, const vgpu_device_request* request, const vgpu_device* device,
                      const vgpu_device_usage* usage, vgpu_placement* placement, vgpu_fit_result* result);
+
+  /* 1.9, node side: the device memory the vendor driver itself charges to the memory cgroup
+   * of a process, on device `device_id`, where the driver keeps such accounting (NVIDIA r615+:
+   * nvmlDeviceGetMemoryLimits_v1's currentUsed for a cgroup with a limit set).
+   * `proc_cgroup` is the text of the process's /proc/<pid>/cgroup. Sets *known to 1 and
+   * *used_bytes, or *known to 0 where the driver does not account that cgroup on that device
+   * (older driver, a partition, no limit set there). The watchdog prefers it to the sum of
+   * the processes' own figures, which counts memory shared between processes once per process.
+   * Must not block long. Null: never. */
+  vgpu_status (*cgroup_memory_used)(vgpu_backend* backend, const char* proc_cgroup, const char* device_id,
+                                    uint64_t* used_bytes, int* known, vgpu_error_buf* err);
 } vgpu_backend_table;
 
 /* Fills `table` (whose struct_size the loader set) for a loader of `loader_abi_version`.

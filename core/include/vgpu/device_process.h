@@ -30,4 +30,17 @@ class ProcessReporter {
   virtual Result<std::vector<DeviceProcess>> deviceProcesses() = 0;
 };
 
+/// Node side, optional (backend ABI 1.9): the device memory the vendor driver itself charges
+/// to a process's memory cgroup, where it keeps per-cgroup accounting (NVIDIA r615+ with a
+/// limit set for the cgroup). The watchdog takes it over the sum of the processes' figures.
+class CgroupMemoryReporter {
+ public:
+  virtual ~CgroupMemoryReporter() = default;
+  /// Bytes charged on device `deviceId` to the memory cgroup that `procCgroup` (the text of a
+  /// process's /proc/<pid>/cgroup) names; nullopt where the driver does not account it.
+  /// Errors: the vendor library fails (in words).
+  virtual Result<std::optional<std::uint64_t>> cgroupMemoryUsed(const std::string& procCgroup,
+                                                               const std::string& deviceId) = 0;
+};
+
 }  // namespace vgpu

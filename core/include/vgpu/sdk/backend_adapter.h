@@ -366,6 +366,26 @@ struct Adapter {
       return fail(err, VGPU_ERROR_INTERNAL, std::string("device_processes threw: ") + e.what());
     }
   }
+
+  static vgpu_status cgroupMemoryUsed(vgpu_backend* b, const char* procCgroup, const char* deviceId,
+                                      uint64_t* usedBytes, int* known, vgpu_error_buf* err) {
+    if (usedBytes == nullptr || known == nullptr) return fail(err, VGPU_ERROR_INVALID, "cgroup_memory_used: null output");
+    *usedBytes = 0;
+    *known = 0;
+    try {
+      auto used = self(b).cgroupMemoryUsed(procCgroup ? procCgroup : "", deviceId ? deviceId : "");
+      if (!used.ok()) return fail(err, VGPU_ERROR_UNAVAILABLE, used.error().message);
+      if (*used) {
+        *usedBytes = **used;
+        *known = 1;
+      }
+      return VGPU_OK;
+    } catch (const Unsupported& e) {
+      return fail(err, VGPU_ERROR_UNSUPPORTED, e.what());
+    } catch (const std::exception& e) {
+      return fail(err, VGPU_ERROR_INTERNAL, std::string("cgroup_memory_used threw: ") + e.what());
+    }
+  }
 };
 
 template <class B>
@@ -405,6 +425,9 @@ concept HasUsage = requires(B& b) { b.containerUsage(); };
 template <class B>
 concept HasProcesses = requires(B& b) { b.deviceProcesses(); };
 
+template <class B>
+concept HasCgroupMemory = requires(B& b, const std::string& s) { b.cgroupMemoryUsed(s, s); };
+
 /// Fills `table` for backend class B; the body of VGPU_DEFINE_BACKEND's entry function.
 template <class B>
 int fillTable(uint32_t loaderVersion, vgpu_backend_table* table, const char* name, const char* description) {
@@ -436,6 +459,7 @@ int fillTable(uint32_t loaderVersion, vgpu_backend_table* table, const char* nam
   if constexpr (HasUsage<B>) t.container_usage = &A::containerUsage;
   if constexpr (HasProtectedEnv<B>) t.protected_env = &A::protectedEnv;
   if constexpr (HasProcesses<B>) t.device_processes = &A::deviceProcesses;
+  if constexpr (HasCgroupMemory<B>) t.cgroup_memory_used = &A::cgroupMemoryUsed;
   if constexpr (HasFitReads<B>) t.fit_reads = &A::fitReads;
   if constexpr (HasPlacements<B>) {
     t.places = &A::places;
