@@ -2,6 +2,8 @@
 // them) and the fit of a request on one chip: whole, or the smallest template that holds it.
 #include "vnpu_templates.h"
 
+#include "vgpu/sdk/standard_rules.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstring>
@@ -29,21 +31,6 @@ const std::vector<ChipProfile>& profiles() {
 bool iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() &&
          std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return std::tolower(x) == std::tolower(y); });
-}
-
-bool icontains(std::string_view text, std::string_view part) {
-  if (part.empty()) return true;
-  for (size_t i = 0; i + part.size() <= text.size(); ++i)
-    if (iequals(text.substr(i, part.size()), part)) return true;
-  return false;
-}
-
-bool inList(const vgpu_str_list& list, std::string_view value, bool substring) {
-  for (size_t i = 0; i < list.count; ++i) {
-    const std::string_view item = list.items[i] ? list.items[i] : "";
-    if (substring ? icontains(value, item) : item == value) return true;
-  }
-  return false;
 }
 
 void refuse(vgpu_fit_result& r, int reason, std::uint64_t needed, std::uint64_t available) {
@@ -90,16 +77,24 @@ std::optional<VnpuTemplate> templateNamed(const ChipProfile& profile, std::strin
 void fitChip(const vgpu_device_request& q, const vgpu_device& d, const vgpu_device_usage& u,
              const std::vector<std::string_view>* placed, vgpu_fit_result& r, std::string* token, std::string* why) {
   const std::string_view model = d.model ? d.model : "";
-  const std::string_view id = d.id ? d.id : "";
+  const std::string id = d.id ? d.id : "";
   auto say = [&](const std::string& words) {
     if (why) *why = words;
   };
-  if (d.health != VGPU_HEALTHY) return refuse(r, VGPU_REASON_UNHEALTHY, 0, 0), say(std::string(id) + " is unhealthy");
-  if ((q.include_models.count && !inList(q.include_models, model, true)) || inList(q.exclude_models, model, true))
-    return refuse(r, VGPU_REASON_MODEL_MISMATCH, 0, 0), say(std::string(model) + " is not a model the pod asks for");
-  if ((q.include_ids.count && !inList(q.include_ids, id, false)) || inList(q.exclude_ids, id, false))
-    return refuse(r, VGPU_REASON_ID_MISMATCH, 0, 0), say(std::string(id) + " is not a chip the pod asks for");
-
+  // Health and the pod's model and id filters, as every backend reads them: the standard
+  // rules on the idle chip with the least request.
+  vgpu_device_request least = q;
+  least.memory_mib = 1;
+  least.memory_percent = 0;
+  least.compute_percent = 0;
+  sdk::standardFit(least, d, vgpu_device_usage{}, r);
+  if (!r.fits) {
+    r.take = {};
+    if (r.reason == VGPU_REASON_UNHEALTHY) say(id + " is unhealthy");
+    else if (r.reason == VGPU_REASON_MODEL_MISMATCH) say(std::string(model) + " is not a model the pod asks for");
+    else say(id + " is not a chip the pod asks for");
+    return;
+  }
   const std::uint64_t memory = q.memory_mib ? q.memory_mib : d.memory_mib * (q.memory_percent ? q.memory_percent : 100) / 100;
   if (memory > d.memory_mib)
     return refuse(r, VGPU_REASON_REQUEST_TOO_LARGE, memory, d.memory_mib),
@@ -131,7 +126,7 @@ void fitChip(const vgpu_device_request& q, const vgpu_device& d, const vgpu_devi
   if (!tmpl) {  // the chip whole
     if (grants > 0)
       return refuse(r, VGPU_REASON_EXCLUSIVE_CONFLICT, 1, 0),
-             say(std::string(id) + " is shared by " + std::to_string(grants) + " grant(s); the request needs it whole" +
+             say(id + " is shared by " + std::to_string(grants) + " grant(s); the request needs it whole" +
                  (profile ? " (no vNPU template of " + profile->chip + " holds " + std::to_string(memory) + " MiB and " +
                                 std::to_string(q.compute_percent) + "% of the AI cores)"
                           : ""));
@@ -142,17 +137,17 @@ void fitChip(const vgpu_device_request& q, const vgpu_device& d, const vgpu_devi
     return;
   }
   if (whole)
-    return refuse(r, VGPU_REASON_EXCLUSIVE_CONFLICT, 1, 0), say(std::string(id) + " is held whole by another grant");
+    return refuse(r, VGPU_REASON_EXCLUSIVE_CONFLICT, 1, 0), say(id + " is held whole by another grant");
   if (grants + 1 > d.split_count)
     return refuse(r, VGPU_REASON_SHARES_EXHAUSTED, grants + 1, d.split_count),
-           say(std::string(id) + " holds " + std::to_string(grants) + " vNPUs, its most");
+           say(id + " holds " + std::to_string(grants) + " vNPUs, its most");
   if (usedCores + tmpl->aiCores > profile->aiCores)
     return refuse(r, kReasonNoAiCores, tmpl->aiCores, profile->aiCores - std::min<std::uint64_t>(usedCores, profile->aiCores)),
-           say("vNPU template " + tmpl->name + " needs " + std::to_string(tmpl->aiCores) + " AI cores; " + std::string(id) +
+           say("vNPU template " + tmpl->name + " needs " + std::to_string(tmpl->aiCores) + " AI cores; " + id +
                " has " + std::to_string(profile->aiCores - std::min<std::uint64_t>(usedCores, profile->aiCores)) + " free");
   if (usedMemory + tmpl->memoryMiB > d.memory_mib)
     return refuse(r, VGPU_REASON_INSUFFICIENT_MEMORY, tmpl->memoryMiB, d.memory_mib - std::min(usedMemory, d.memory_mib)),
-           say("vNPU template " + tmpl->name + " needs " + std::to_string(tmpl->memoryMiB) + " MiB; " + std::string(id) +
+           say("vNPU template " + tmpl->name + " needs " + std::to_string(tmpl->memoryMiB) + " MiB; " + id +
                " has " + std::to_string(d.memory_mib - std::min(usedMemory, d.memory_mib)) + " MiB free");
   r = {};
   r.fits = 1;
