@@ -145,10 +145,13 @@ void fitChip(const vgpu_device_request& q, const vgpu_device& d, const vgpu_devi
     return refuse(r, kReasonNoAiCores, tmpl->aiCores, profile->aiCores - std::min<std::uint64_t>(usedCores, profile->aiCores)),
            say("vNPU template " + tmpl->name + " needs " + std::to_string(tmpl->aiCores) + " AI cores; " + id +
                " has " + std::to_string(profile->aiCores - std::min<std::uint64_t>(usedCores, profile->aiCores)) + " free");
-  if (usedMemory + tmpl->memoryMiB > d.memory_mib)
-    return refuse(r, VGPU_REASON_INSUFFICIENT_MEMORY, tmpl->memoryMiB, d.memory_mib - std::min(usedMemory, d.memory_mib)),
-           say("vNPU template " + tmpl->name + " needs " + std::to_string(tmpl->memoryMiB) + " MiB; " + id +
-               " has " + std::to_string(d.memory_mib - std::min(usedMemory, d.memory_mib)) + " MiB free");
+  // The templates divide the chip's nominal memory, which the driver may report a little
+  // lower (a 310P's DDR less what the system keeps): the larger of the two bounds them.
+  const std::uint64_t capacity = std::max(d.memory_mib, profile->memoryMiB);
+  if (usedMemory + tmpl->memoryMiB > capacity)
+    return refuse(r, VGPU_REASON_INSUFFICIENT_MEMORY, tmpl->memoryMiB, capacity - std::min(usedMemory, capacity)),
+           say("vNPU template " + tmpl->name + " needs " + std::to_string(tmpl->memoryMiB) + " MiB; " + id + " has " +
+               std::to_string(capacity - std::min(usedMemory, capacity)) + " MiB free");
   r = {};
   r.fits = 1;
   r.take = {1, percentOf(*profile, tmpl->aiCores), tmpl->memoryMiB};

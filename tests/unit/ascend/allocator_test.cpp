@@ -62,6 +62,14 @@ TEST(AscendFit, InferenceTemplatesOn310P) {
   EXPECT_EQ(place(ask(1, 7000, 0), d, {}).token, "vir04");
 }
 
+TEST(AscendFit, EightSmallest310PTemplatesFitWhenTheDriverReportsLessThanTheNominalMemory) {
+  const auto d = chip("Ascend310P3", 21527, 8);  // what HAMi calls the 310P3's allocatable memory
+  const std::vector<std::string_view> seven(7, "vir01");
+  auto p = place(ask(1, 3000, 0), d, seven, {7, 84, 7 * 3072});
+  EXPECT_TRUE(p.result.fits) << p.why;
+  EXPECT_EQ(p.token, "vir01");
+}
+
 TEST(AscendFit, TemplatesAlreadyPlacedLimitTheAiCores) {
   const auto d = chip("Ascend910B3", 65536, 4);
   // 10 + 5 + 5 of 20 AI cores are taken: nothing is left, though the shares allow a fourth.
