@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "vgpu/partition.h"
+#include "vgpu/served_resource.h"
 #include "vnpu_templates.h"
 
 namespace vgpu::ascend {
@@ -34,8 +35,11 @@ std::string join(const std::vector<std::string>& items) {
 
 }  // namespace
 
-AscendBackend::AscendBackend(BackendParams params, sdk::StandardRequestRules rules, AscendOptions options)
-    : params_(std::move(params)), rules_(std::move(rules)), options_(std::move(options)), resources_(rules_.names.list()) {}
+AscendBackend::AscendBackend(BackendParams params, std::vector<ChipFamily> families, AscendOptions options)
+    : params_(std::move(params)), families_(std::move(families)), options_(std::move(options)) {
+  for (const auto& f : families_)
+    for (auto& r : f.rules.names.list()) resources_.push_back(std::move(r));
+}
 
 Result<std::unique_ptr<AscendBackend>> AscendBackend::create(const BackendParams& params) {
   const std::string section = "backends." + params.name;
@@ -48,11 +52,17 @@ Result<std::unique_ptr<AscendBackend>> AscendBackend::create(const BackendParams
     } else if (key == "devRoot" || key == "stateDir") {
       if (value.empty() || value[0] != '/') return makeError(at + ": must be an absolute folder, got \"" + value + "\"");
       (key == "devRoot" ? options.devRoot : options.stateDir) = value;
+    } else if (key == "families") {
+      options.families = sdk::splitList(value);
+      for (const auto& f : options.families)
+        if (f.rfind("Ascend", 0) != 0 || f.size() == 6 || f.find_first_of("/ \t") != std::string::npos)
+          return makeError(at + ": \"" + f + "\" is not a chip family as HAMi names them (Ascend910B3, Ascend310P...)");
+      if (options.families.empty()) return makeError(at + ": names no family (e.g. \"Ascend910B3,Ascend310P\")");
     } else if (key == "vnpu") {
       if (value != "true" && value != "false") return makeError(at + ": must be \"true\" or \"false\", got \"" + value + "\"");
       options.vnpu = value == "true";
     } else {
-      return makeError(at + ": unknown option (the ascend backend knows libraryPath, devRoot, stateDir, vnpu)");
+      return makeError(at + ": unknown option (the ascend backend knows libraryPath, devRoot, stateDir, vnpu, families)");
     }
   }
   // A vNPU's memory and AI cores are hardware slices: the driver cannot hand out more.
@@ -64,17 +74,55 @@ Result<std::unique_ptr<AscendBackend>> AscendBackend::create(const BackendParams
                                "they cannot be scaled (use 1)");
   if (params.settings.splitCount && *params.settings.splitCount == 0)
     return makeError(section + ".splitCount: must be at least 1");
-  sdk::StandardRequestRules rules;
-  rules.backend = params.name;
-  rules.names = sdk::StandardResourceNames::resolve(kDefaultNames, params.resources);
-  rules.annotations = annotationKeys(rules.names.count);
-  rules = rules.withSettings(params.settings);
-  return std::unique_ptr<AscendBackend>(new AscendBackend(params, std::move(rules), std::move(options)));
+  auto rulesFor = [&](const sdk::StandardResourceNames& names) {
+    sdk::StandardRequestRules rules;
+    rules.backend = params.name;
+    rules.names = names;
+    rules.annotations = annotationKeys(names.count);
+    return rules.withSettings(params.settings);
+  };
+  std::vector<ChipFamily> families;
+  if (options.families.empty()) {
+    families.push_back({"", rulesFor(sdk::StandardResourceNames::resolve(kDefaultNames, params.resources))});
+  } else {
+    if (params.resources.count || params.resources.memory || params.resources.cores)
+      return makeError(section + ": set resources or options.families, not both (each family has HAMi's names)");
+    for (const auto& f : options.families)
+      families.push_back({f, rulesFor({"huawei.com/" + f, "huawei.com/" + f + "-memory", "", "", ""})});
+  }
+  return std::unique_ptr<AscendBackend>(new AscendBackend(params, std::move(families), std::move(options)));
+}
+
+Result<const ChipFamily*> AscendBackend::familyOf(const ContainerResources& container) const {
+  const ChipFamily* found = nullptr;
+  for (const auto& f : families_)
+    for (const auto& r : f.rules.names.list())
+      if (container.limits.count(r.name)) {
+        if (found && found != &f)
+          return makeError("container \"" + container.name + "\" asks for " + found->rules.names.count + " and " +
+                           f.rules.names.count + ": one container gets chips of one family");
+        found = &f;
+      }
+  return found;
+}
+
+const ChipFamily* AscendBackend::familyFor(const std::string& model) const {
+  const ChipFamily* best = nullptr;
+  for (const auto& f : families_)
+    if (model.rfind(f.model, 0) == 0 && (!best || f.model.size() > best->model.size())) best = &f;
+  return best;
 }
 
 Result<std::optional<DeviceRequest>> AscendBackend::parseRequest(const ContainerResources& container,
                                                                  const Annotations& annotations) const {
-  return sdk::parseStandardRequest(rules_, container, annotations);
+  auto family = familyOf(container);
+  if (!family) return family.error();
+  if (!*family) return std::optional<DeviceRequest>{};
+  auto parsed = sdk::parseStandardRequest((*family)->rules, container, annotations);
+  // A family's names ask for its chips only (as HAMi's per-family resources do).
+  if (parsed.ok() && parsed->has_value() && !(*family)->model.empty())
+    (*parsed)->constraints.includeModels.push_back((*family)->model);
+  return parsed;
 }
 
 void AscendBackend::fit(const vgpu_device_request& request, const vgpu_device& device, const vgpu_device_usage& usage,
@@ -108,7 +156,10 @@ std::string AscendBackend::explain(const vgpu_fit_result& result) const { return
 
 Result<std::map<std::string, std::int64_t>> AscendBackend::admissionDefaults(const ContainerResources& container,
                                                                             const Annotations& annotations) const {
-  return sdk::standardAdmissionDefaults(rules_, container, annotations);
+  auto family = familyOf(container);
+  if (!family) return family.error();
+  if (!*family) return std::map<std::string, std::int64_t>{};
+  return sdk::standardAdmissionDefaults((*family)->rules, container, annotations);
 }
 
 std::vector<ProtectedEnv> AscendBackend::protectedEnv() const {
@@ -145,6 +196,8 @@ Device AscendBackend::toDevice(const ChipInfo& chip) const {
   d.health = healthOf(chip.health);
   d.attributes[kAiCoresAttribute] = std::to_string(chip.aiCores);
   d.attributes[kMemoryEnforcementAttribute] = "driver";
+  if (!options_.families.empty())
+    if (const ChipFamily* f = familyFor(d.model)) d.attributes[std::string(served_attr::kCountResource)] = f->rules.names.count;
   const ChipProfile* profile = options_.vnpu ? profileFor(chip.chipName) : nullptr;
   d.splitCount = profile ? maxVnpus(*profile) : 1;
   if (params_.settings.splitCount) d.splitCount = std::min(d.splitCount, *params_.settings.splitCount);
@@ -162,6 +215,8 @@ Result<std::vector<Device>> AscendBackend::discover() {
   if (!listed) return listed.error();
   std::vector<Device> out;
   for (const auto& chip : *listed) {
+    // With families, a chip of none of them is not this backend's to serve.
+    if (!options_.families.empty() && !familyFor("Ascend" + chip.chipName)) continue;
     out.push_back(toDevice(chip));
     lastHealth_[chip.id] = out.back().health;
   }

@@ -44,6 +44,16 @@ struct AscendOptions {
   std::filesystem::path stateDir = "/var/lib/vgpu/ascend";
   /// Off: every chip is offered whole (a node whose chips are not in vNPU mode).
   bool vnpu = true;
+  /// HAMi's chip families to serve, each under its own names (huawei.com/<family>,
+  /// huawei.com/<family>-memory): "Ascend910B3,Ascend310P". Empty: one set of names
+  /// (`resources`) for every chip.
+  std::vector<std::string> families;
+};
+
+/// The resource names of one chip family and the chips they count ("" = every chip).
+struct ChipFamily {
+  std::string model;  ///< a prefix of Device::model, "Ascend910B3"; "" = any
+  sdk::StandardRequestRules rules;
 };
 
 class AscendBackend {
@@ -83,7 +93,11 @@ class AscendBackend {
   std::filesystem::path statePath() const { return options_.stateDir / "held-chips.tsv"; }
 
  private:
-  AscendBackend(BackendParams params, sdk::StandardRequestRules rules, AscendOptions options);
+  AscendBackend(BackendParams params, std::vector<ChipFamily> families, AscendOptions options);
+  /// The family whose resources the container asks for; null when none; an error for two.
+  Result<const ChipFamily*> familyOf(const ContainerResources& container) const;
+  /// The family that counts a chip of `model` (the longest prefix); null when none does.
+  const ChipFamily* familyFor(const std::string& model) const;
 
   Result<DcmiLibrary*> library();
   Result<std::vector<ChipInfo>> chips();
@@ -93,7 +107,7 @@ class AscendBackend {
   Status undo(const std::vector<HeldChip>& doomed, std::vector<HeldChip>& held);
 
   BackendParams params_;
-  sdk::StandardRequestRules rules_;
+  std::vector<ChipFamily> families_;
   AscendOptions options_;
   std::vector<ResourceName> resources_;
 

@@ -163,5 +163,36 @@ TEST(AscendBackendConfig, HamiResourceNamesAndDeviceAnnotations) {
   EXPECT_EQ((*r)->constraints.includeIds, (std::vector<std::string>{"Ascend-a", "Ascend-b"}));
 }
 
+TEST(AscendBackendConfig, FamiliesServeHamisPerFamilyNamesEachForItsChips) {
+  BackendParams p;
+  p.name = "ascend";
+  p.settings.options["families"] = "Ascend910B3,Ascend310P";
+  auto b = AscendBackend::create(p);
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  std::vector<std::string> names;
+  for (const auto& r : (*b)->resources()) names.push_back(r.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"huawei.com/Ascend910B3", "huawei.com/Ascend910B3-memory",
+                                             "huawei.com/Ascend310P", "huawei.com/Ascend310P-memory"}));
+  ContainerResources c;
+  c.name = "main";
+  c.limits = {{"huawei.com/Ascend310P", 1}, {"huawei.com/Ascend310P-memory", 3000}};
+  auto r = (*b)->parseRequest(c, {});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_TRUE(r->has_value());
+  EXPECT_EQ((*r)->constraints.includeModels, std::vector<std::string>{"Ascend310P"});
+  c.limits["huawei.com/Ascend910B3"] = 1;
+  r = (*b)->parseRequest(c, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("one container gets chips of one family"), std::string::npos) << r.error().message;
+
+  p.resources.count = "huawei.com/Ascend910B";
+  b = AscendBackend::create(p);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.error().message.find("set resources or options.families, not both"), std::string::npos);
+  p.resources.count.reset();
+  p.settings.options["families"] = "910B3";
+  EXPECT_FALSE(AscendBackend::create(p).ok());
+}
+
 }  // namespace
 }  // namespace vgpu::ascend

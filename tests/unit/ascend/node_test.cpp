@@ -68,6 +68,19 @@ TEST(AscendDiscovery, SplitCountSettingCapsTheVnpusAndVnpuOffGivesWholeChips) {
   EXPECT_EQ((*(*b)->discover())[0].splitCount, 1u);
 }
 
+TEST(AscendDiscovery, WithFamiliesEachChipIsCountedByItsFamilysResource) {
+  FakeDcmi fake(twoTrainingOneInference());
+  auto params = fake.params();
+  params.settings.options["families"] = "Ascend310P";
+  auto b = AscendBackend::create(params);
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  auto devices = (*b)->discover();
+  ASSERT_TRUE(devices.ok()) << devices.error().message;
+  ASSERT_EQ(devices->size(), 1u);  // the 910B3 chips belong to no family served here
+  EXPECT_EQ((*devices)[0].model, "Ascend310P3");
+  EXPECT_EQ((*devices)[0].attributes.at("countResource"), "huawei.com/Ascend310P");
+}
+
 TEST(AscendDiscovery, MissingLibraryAndUnhealthyChipsAreSaidInWords) {
   FakeDcmi fake(twoTrainingOneInference());
   auto params = fake.params();
