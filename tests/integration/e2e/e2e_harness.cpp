@@ -175,6 +175,7 @@ Status Cluster::writeClusterFiles() {
 #endif
 #ifdef VGPU_E2E_FAKE_DCMI
   y << "  ascend:\n    enabled: true\n    options:\n      libraryPath: " << VGPU_E2E_FAKE_DCMI << "\n";
+  if (!options_.ascendFamilies.empty()) y << "      families: \"" << options_.ascendFamilies << "\"\n";
 #endif
   // Per-node folders, as a DaemonSet's host paths differ per node (here they share a disk).
   y << "nodes:\n";

@@ -354,6 +354,25 @@ TEST(E2EAscend, VnpuPodsGetTheirTemplatesSliceAndAWholeChipPodTheOtherChip) {
   EXPECT_EQ(largeAssigned->containers[0].devices[0].placement, "vir10_3c_32g");
   EXPECT_EQ(vnpus().size(), 2u);
 }
+
+TEST(E2EAscend, WithHamisFamilyNamesAPodGetsAChipOfItsFamily) {
+  Cluster cluster(ClusterOptions{.ascendFamilies = "Ascend910B3,Ascend310P"});
+  ASSERT_TRUE(cluster
+                  .start({{.name = "npu-node",
+                           .npus = {{.die = "A0"}, {.chip = "310P3", .aiCores = 8, .memoryMiB = 24576, .die = "B0"}}}})
+                  .ok());
+  auto infer = createPredictAndRun(cluster, podYaml("infer-310p", "        huawei.com/Ascend310P: 1\n"
+                                                                  "        huawei.com/Ascend310P-memory: 3000\n"));
+  ASSERT_TRUE(infer.run.ok()) << infer.run.error().message << "\nnpu-node agent:\n" << cluster.agentLog("npu-node");
+  auto assigned = cluster.assignmentOf("default", "infer-310p");
+  ASSERT_TRUE(assigned);
+  const DeviceGrant& slice = assigned->containers[0].devices[0];
+  EXPECT_EQ(slice.deviceIndex, 1);  // the 310P3, not the 910B3 beside it
+  EXPECT_EQ(slice.placement, "vir01");
+  const ContainerSpec spec = infer.run->specOf("main");
+  EXPECT_EQ(spec.env.at("ASCEND_RUNTIME_OPTIONS"), "VIRTUAL");
+  EXPECT_TRUE(hasDeviceNode(spec, "/dev/vdavinci100"));
+}
 #endif
 
 }  // namespace
