@@ -50,9 +50,10 @@ struct Cluster::Node {
     if (!spec.gpus.empty()) out.push_back("nvidia");
     if (!spec.mlus.empty()) out.push_back("cambricon");
     if (!spec.dcus.empty()) out.push_back("hygon");
+    if (!spec.npus.empty()) out.push_back("ascend");
     return out;
   }
-  size_t deviceCount() const { return spec.gpus.size() + spec.mlus.size() + spec.dcus.size(); }
+  size_t deviceCount() const { return spec.gpus.size() + spec.mlus.size() + spec.dcus.size() + spec.npus.size(); }
 };
 
 namespace {
@@ -172,6 +173,10 @@ Status Cluster::writeClusterFiles() {
   y << "  hygon:\n    enabled: true\n    splitCount: " << options_.hygonSplit << "\n    options:\n"
     << "      driverDir: " << VGPU_E2E_FAKE_ROCM_DIR << "\n      enforcement: vdev-file\n";
 #endif
+#ifdef VGPU_E2E_FAKE_DCMI
+  y << "  ascend:\n    enabled: true\n    options:\n      libraryPath: " << VGPU_E2E_FAKE_DCMI << "\n";
+  if (!options_.ascendFamilies.empty()) y << "      families: \"" << options_.ascendFamilies << "\"\n";
+#endif
   // Per-node folders, as a DaemonSet's host paths differ per node (here they share a disk).
   y << "nodes:\n";
   for (const auto& n : nodes_) {
@@ -184,6 +189,10 @@ Status Cluster::writeClusterFiles() {
     y << "      hygon:\n        options:\n          sysfsRoot: " << (n->dir / "sys").string()
       << "\n          devRoot: " << (n->dir / "dev").string() << "\n          stateDir: " << (n->dir / "hygon").string()
       << "\n          vdevCopyDir: " << (n->dir / "etc-vdev").string() << "\n";
+#endif
+#ifdef VGPU_E2E_FAKE_DCMI
+    y << "      ascend:\n        options:\n          stateDir: " << (n->dir / "ascend").string()
+      << "\n          devRoot: " << (n->dir / "dev-npu").string() << "\n";
 #endif
     y << "      nvidia:\n        splitCount: " << options_.nvidiaSplit << "\n";
   }
@@ -200,6 +209,7 @@ Status Cluster::writeClusterFiles() {
 Status Cluster::writeNodeFiles(Node& n) {
   if (auto s = writeText(n.dir / "gpus.conf", fakeGpuMachine(n.spec.gpus)); !s.ok()) return s;
   if (auto s = writeFakeMluNode(n.dir, n.spec.mlus); !s.ok()) return s;
+  if (auto s = writeFakeNpuNode(n.dir, n.spec.npus); !s.ok()) return s;
   return writeFakeDcuNode(n.dir, n.spec.dcus);
 }
 
@@ -320,6 +330,7 @@ Status Cluster::startAgent(const std::string& name) {
   o.env["VGPU_FAKE_GPU_CONFIG"] = (n->dir / "gpus.conf").string();
   o.env["VGPU_FAKE_CNDEV_CONFIG"] = (n->dir / "cndev.conf").string();
   o.env["VGPU_FAKE_ROCM_CONFIG"] = (n->dir / "rocm.conf").string();
+  o.env["VGPU_FAKE_DCMI_CONFIG"] = (n->dir / "dcmi.conf").string();
   o.logFile = n->agentLog().string();
   auto started = ChildProcess::start(std::move(o));
   if (!started.ok()) return makeError("vgpu-device-plugin on " + name + ": " + started.error().message);

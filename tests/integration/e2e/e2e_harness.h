@@ -70,6 +70,7 @@ struct ClusterOptions {
   int nvidiaSplit = 4;
   int cambriconSplit = 4;
   int hygonSplit = 4;
+  std::string ascendFamilies{};  ///< the ascend backend's options.families; empty: its default names
   std::string nodePolicy = "binpack";
   std::string devicePolicy = "spread";
   std::string heartbeatTimeout = "90s";  ///< scheduler.heartbeatTimeout in device-config.yaml

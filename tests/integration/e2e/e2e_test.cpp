@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <sstream>
 
 #include <boost/json.hpp>
 
@@ -293,6 +294,84 @@ TEST(E2EMixedCluster, EachVendorsPodLandsOnItsNodeAndAllocatesWithThatBackendsSp
   EXPECT_EQ(gpu.prediction.node, "gpu-node");
   EXPECT_EQ(gpu.run->schedule.node, "gpu-node");
   EXPECT_EQ(gpu.run->specOf("main").env.at("NVIDIA_VISIBLE_DEVICES"), kGpuA0);
+}
+#endif
+
+#ifdef VGPU_E2E_FAKE_DCMI
+TEST(E2EAscend, VnpuPodsGetTheirTemplatesSliceAndAWholeChipPodTheOtherChip) {
+  Cluster cluster;
+  ASSERT_TRUE(cluster
+                  .start({{.name = "gpu-node", .gpus = {{.uuid = kGpuA0}}},
+                          {.name = "npu-node", .npus = {{.die = "A0"}, {.die = "A1"}}}})
+                  .ok());
+  const std::string npuDir = cluster.nodeDir("npu-node");
+  auto vnpus = [&] {
+    std::vector<std::string> lines;
+    std::istringstream in(readText(npuDir + "/dcmi.conf.vnpus"));
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    return lines;
+  };
+
+  // 2000 MiB rounds up to the 910B3's smallest template: 5 AI cores, 16 GiB, made at Allocate.
+  auto small = createPredictAndRun(cluster, podYaml("npu-small", "        huawei.com/Ascend910B: 1\n"
+                                                                 "        huawei.com/Ascend910B-memory: 2000\n"));
+  ASSERT_TRUE(small.run.ok()) << small.run.error().message << "\nnpu-node agent:\n" << cluster.agentLog("npu-node");
+  EXPECT_EQ(small.prediction.node, "npu-node");
+  EXPECT_EQ(small.run->schedule.node, "npu-node");
+  auto smallAssigned = cluster.assignmentOf("default", "npu-small");
+  ASSERT_TRUE(smallAssigned);
+  expectSamePlacement(*smallAssigned, small.prediction.assignment);
+  const DeviceGrant& slice = smallAssigned->containers[0].devices[0];
+  EXPECT_EQ(slice.placement, "vir05_1c_16g");
+  EXPECT_EQ(slice.memoryMiB, 16384u);
+  const ContainerSpec smallSpec = small.run->specOf("main");
+  EXPECT_EQ(smallSpec.env.at("ASCEND_VISIBLE_DEVICES"), "100");
+  EXPECT_EQ(smallSpec.env.at("ASCEND_RUNTIME_OPTIONS"), "VIRTUAL");
+  EXPECT_TRUE(hasDeviceNode(smallSpec, "/dev/vdavinci100"));
+  EXPECT_TRUE(hasDeviceNode(smallSpec, "/dev/davinci_manager"));
+  EXPECT_EQ(vnpus(), (std::vector<std::string>{"0 " + std::to_string(slice.deviceIndex) + " 100 vir05_1c_16g 5"}));
+
+  // A bare count is a whole chip: only the chip without a vNPU can take it.
+  auto whole = createPredictAndRun(cluster, podYaml("npu-whole", "        huawei.com/Ascend910B: 1\n"));
+  ASSERT_TRUE(whole.run.ok()) << whole.run.error().message << "\nnpu-node agent:\n" << cluster.agentLog("npu-node");
+  auto wholeAssigned = cluster.assignmentOf("default", "npu-whole");
+  ASSERT_TRUE(wholeAssigned);
+  const DeviceGrant& chip = wholeAssigned->containers[0].devices[0];
+  EXPECT_NE(chip.deviceId, slice.deviceId);
+  EXPECT_EQ(chip.placement, "whole");
+  const ContainerSpec wholeSpec = whole.run->specOf("main");
+  EXPECT_EQ(wholeSpec.env.at("ASCEND_VISIBLE_DEVICES"), std::to_string(chip.deviceIndex));
+  EXPECT_FALSE(wholeSpec.env.contains("ASCEND_RUNTIME_OPTIONS"));
+  EXPECT_TRUE(hasDeviceNode(wholeSpec, "/dev/davinci" + std::to_string(chip.deviceIndex)));
+
+  // A 10-core template still fits beside the 5-core one; the scheduler counted both.
+  auto large = createPredictAndRun(cluster, podYaml("npu-large", "        huawei.com/Ascend910B: 1\n"
+                                                                 "        huawei.com/Ascend910B-memory: 20000\n"));
+  ASSERT_TRUE(large.run.ok()) << large.run.error().message << "\nnpu-node agent:\n" << cluster.agentLog("npu-node");
+  auto largeAssigned = cluster.assignmentOf("default", "npu-large");
+  ASSERT_TRUE(largeAssigned);
+  EXPECT_EQ(largeAssigned->containers[0].devices[0].deviceId, slice.deviceId);
+  EXPECT_EQ(largeAssigned->containers[0].devices[0].placement, "vir10_3c_32g");
+  EXPECT_EQ(vnpus().size(), 2u);
+}
+
+TEST(E2EAscend, WithHamisFamilyNamesAPodGetsAChipOfItsFamily) {
+  Cluster cluster(ClusterOptions{.ascendFamilies = "Ascend910B3,Ascend310P"});
+  ASSERT_TRUE(cluster
+                  .start({{.name = "npu-node",
+                           .npus = {{.die = "A0"}, {.chip = "310P3", .aiCores = 8, .memoryMiB = 24576, .die = "B0"}}}})
+                  .ok());
+  auto infer = createPredictAndRun(cluster, podYaml("infer-310p", "        huawei.com/Ascend310P: 1\n"
+                                                                  "        huawei.com/Ascend310P-memory: 3000\n"));
+  ASSERT_TRUE(infer.run.ok()) << infer.run.error().message << "\nnpu-node agent:\n" << cluster.agentLog("npu-node");
+  auto assigned = cluster.assignmentOf("default", "infer-310p");
+  ASSERT_TRUE(assigned);
+  const DeviceGrant& slice = assigned->containers[0].devices[0];
+  EXPECT_EQ(slice.deviceIndex, 1);  // the 310P3, not the 910B3 beside it
+  EXPECT_EQ(slice.placement, "vir01");
+  const ContainerSpec spec = infer.run->specOf("main");
+  EXPECT_EQ(spec.env.at("ASCEND_RUNTIME_OPTIONS"), "VIRTUAL");
+  EXPECT_TRUE(hasDeviceNode(spec, "/dev/vdavinci100"));
 }
 #endif
 

@@ -29,6 +29,22 @@ Status writeFakeMluNode(const fs::path& root, const std::vector<FakeMlu>& mlus) 
   return writeText(root / "cndev.conf", text);
 }
 
+Status writeFakeNpuNode(const fs::path& root, const std::vector<FakeNpu>& npus) {
+  const fs::path dev = root / "dev-npu";
+  std::string text = "option devRoot=" + dev.string() + "\n";
+  for (const char* name : {"davinci_manager", "devmm_svm", "hisi_hdc"})
+    if (auto s = writeText(dev / name, ""); !s.ok()) return s;
+  for (size_t i = 0; i < npus.size(); ++i) {
+    const auto& n = npus[i];
+    const std::string id = std::to_string(i);
+    if (auto s = writeText(dev / ("davinci" + id), ""); !s.ok()) return s;
+    text += "chip card=0 device=" + id + " logic=" + id + " phy=" + id + " name=" + n.chip +
+            " aicores=" + std::to_string(n.aiCores) + " memoryMB=" + std::to_string(n.memoryMiB) + " die=" + n.die +
+            (n.chip.rfind("310P", 0) == 0 ? " hbm=0" : "") + "\n";
+  }
+  return writeText(root / "dcmi.conf", text);
+}
+
 std::vector<std::string> fakeCndevState(const fs::path& root, const std::string& kind) {
   std::vector<std::string> out;
   std::istringstream lines(readText(root / "cndev.conf.state"));

@@ -36,11 +36,21 @@ struct FakeDcu {
   int computeUnits = 60;
 };
 
+/// A Huawei Ascend chip of the fake DCMI (tests/fakes/dcmi/fake_dcmi.cpp); its physical id
+/// is its position on the node, its device id "Ascend-<die>000...".
+struct FakeNpu {
+  std::string chip = "910B3";
+  unsigned aiCores = 20;
+  std::uint64_t memoryMiB = 65536;
+  std::string die = "A0";  ///< hex
+};
+
 struct NodeSpec {
   std::string name{};
   std::vector<FakeGpu> gpus{};
   std::vector<FakeMlu> mlus{};
   std::vector<FakeDcu> dcus{};
+  std::vector<FakeNpu> npus{};
 };
 
 /// VGPU_FAKE_GPU_CONFIG text for these GPUs (no `gpu` line: a node without NVIDIA GPUs).
@@ -51,6 +61,9 @@ Status writeFakeMluNode(const std::filesystem::path& root, const std::vector<Fak
 /// Writes `root`/rocm.conf (VGPU_FAKE_ROCM_CONFIG), `root`/sys and `root`/dev for these
 /// DCUs (empty trees without DCUs: no Hygon device there).
 Status writeFakeDcuNode(const std::filesystem::path& root, const std::vector<FakeDcu>& dcus);
+/// Writes `root`/dcmi.conf (VGPU_FAKE_DCMI_CONFIG; no chip line without NPUs) and the chips'
+/// device nodes under `root`/dev-npu (the backend's devRoot, where the fake makes vNPU nodes).
+Status writeFakeNpuNode(const std::filesystem::path& root, const std::vector<FakeNpu>& npus);
 /// The lines of one kind ("profile", "instance") in the fake cnDev's driver state under `root`.
 std::vector<std::string> fakeCndevState(const std::filesystem::path& root, const std::string& kind);
 /// The whole file; empty when it cannot be read.

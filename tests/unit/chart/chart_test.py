@@ -460,7 +460,8 @@ RENDER_VARIANTS = [
     # (description, kube version, values laid over values.yaml, should render)
     ("defaults", "v1.29.0", {}, True),
     ("every backend, per-node overrides, spread, Kubernetes 1.24 (v1beta3, no match conditions)", "v1.24.3", {
-        "devices": {"cambricon": {"enabled": True}, "hygon": {"enabled": True}, "sim": {"enabled": True}},
+        "devices": {"cambricon": {"enabled": True}, "hygon": {"enabled": True}, "ascend": {"enabled": True},
+                    "sim": {"enabled": True}},
         "deviceConfig": {"nodes": [{"name": "gpu-node-7", "backends": {"nvidia": {"splitCount": 20}}}]},
         "scheduler": {"defaultSchedulerPolicy": {"nodeSchedulerPolicy": "spread"}, "replicas": 2},
         "devicePlugin": {"extraHostPaths": ["/usr/local/neuware", "/opt/hyhal"], "readPodResources": False},
