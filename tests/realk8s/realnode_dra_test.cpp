@@ -186,17 +186,7 @@ TEST_F(RealNodeDraTest, TwoClaimsShareADeviceByCapacityAThirdWaitsAndGetsTheShar
       {"apiVersion", "resource.k8s.io/v1"},
       {"kind", "ResourceClaimTemplate"},
       {"metadata", {{"name", "gpu-6000"}}},
-      {"spec",
-       {{"spec",
-         {{"devices",
-           {{"requests",
-             json::array{json::object{
-                 {"name", "gpu"},
-                 {"exactly",
-                  {{"deviceClassName", kDriver},
-                   {"allocationMode", "ExactCount"},
-                   {"count", 1},
-                   {"capacity", {{"requests", {{"memory", "6000Mi"}, {"cores", "20"}}}}}}}}}}}}}}}}};
+      {"spec", {{"spec", draClaimSpec(kDriver, "6000Mi", "20")}}}};
   auto r = cluster().api().post(std::string("/apis/resource.k8s.io/v1/namespaces/") + kNs + "/resourceclaimtemplates",
                                 json::serialize(tmpl));
   ASSERT_EQ(r.status, 201) << r.describe();
