@@ -209,6 +209,15 @@ RealCluster::~RealCluster() {
 
 RealCluster::Component& RealCluster::component(const std::string& name) const { return *components_.at(name); }
 
+RealCluster::Component& RealCluster::componentSlot(const std::string& name) {
+  auto& slot = components_[name];
+  if (!slot) {
+    slot = std::make_unique<Component>();
+    slot->name = name;
+  }
+  return *slot;
+}
+
 std::string RealCluster::etcdUrl() const { return "http://127.0.0.1:" + std::to_string(etcdPort_); }
 std::string RealCluster::caFile() const { return dir_ + "/pki/ca.crt"; }
 std::string RealCluster::adminKubeconfig() const { return dir_ + "/admin.kubeconfig"; }
@@ -804,13 +813,7 @@ Status RealCluster::startVgpuAgent(const std::string& name, const AgentPaths& pa
   if (!args.ok()) return std::move(args).error();
   args->push_back("--kubeconfig=" + dir_ + "/vgpu-device-plugin.kubeconfig");
   args->push_back("--backend-dir=" + std::string(paths::kBackendDir));
-  const std::string componentName = "vgpu-device-plugin@" + name;
-  auto& slot = components_[componentName];
-  if (!slot) {
-    slot = std::make_unique<Component>();
-    slot->name = componentName;
-  }
-  Component& agent = *slot;
+  Component& agent = componentSlot("vgpu-device-plugin@" + name);
   return startComponent(
       agent, *args,
       [&] {
@@ -840,17 +843,11 @@ Status RealCluster::startVgpuDraPlugin(const std::string& name, const std::strin
   if (!args.ok()) return std::move(args).error();
   args->push_back("--kubeconfig=" + dir_ + "/vgpu-dra-plugin.kubeconfig");
   args->push_back("--backend-dir=" + std::string(paths::kBackendDir));
-  const std::string componentName = "vgpu-dra-plugin@" + name;
-  auto& slot = components_[componentName];
-  if (!slot) {
-    slot = std::make_unique<Component>();
-    slot->name = componentName;
-  }
-  Component& plugin = *slot;
+  Component& plugin = componentSlot("vgpu-dra-plugin@" + name);
   return startComponent(
       plugin, *args,
       [&] {
-        // Every driver's registration accepted by the kubelet (GetInfo, then NotifyRegistrationStatus).
+        // The driver's registration accepted by the kubelet (GetInfo, then NotifyRegistrationStatus).
         const std::string log = readText(plugin.logFile);
         return log.find("registered with the kubelet") != std::string::npos;
       },

@@ -276,6 +276,8 @@ class RealCluster {
                         const std::string& program = "", const std::map<std::string, std::string>& extraEnv = {});
   void stopComponent(Component& c, bool graceful);
   Component& component(const std::string& name) const;
+  /// The component `name` ("vgpu-device-plugin@<node>"), made on first use.
+  Component& componentSlot(const std::string& name);
   Status waitForVgpuSchedulerCache(const std::string& node);
   /// After an apiserver restart: a kube-scheduler that lost its Lease meanwhile exited; it
   /// is started again, as the kubelet restarts its container.
