@@ -41,16 +41,7 @@ json::object claimObject(const std::string& name) {
   return {{"apiVersion", "resource.k8s.io/v1"},
           {"kind", "ResourceClaim"},
           {"metadata", {{"name", name}}},
-          {"spec",
-           {{"devices",
-             {{"requests",
-               json::array{json::object{
-                   {"name", "gpu"},
-                   {"exactly",
-                    {{"deviceClassName", kDriver},
-                     {"allocationMode", "ExactCount"},
-                     {"count", 1},
-                     {"capacity", {{"requests", {{"memory", "6000Mi"}, {"cores", "20"}}}}}}}}}}}}}}};
+          {"spec", draClaimSpec(kDriver, "6000Mi", "20")}};
 }
 
 json::object deviceClass() {

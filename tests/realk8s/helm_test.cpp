@@ -286,7 +286,7 @@ TEST_F(RealNodeHelmTest, HelmUpgradeWithAChangedValueRollsTheAgentAndLeavesGpuPo
 }
 
 // The last test of the suite: the chart goes.
-TEST_F(RealNodeHelmTest, HelmUninstallLeavesNoSocketCdiSpecPreloadOrRegionFile) {
+TEST_F(RealNodeHelmTest, HelmUninstallLeavesNoSocketCdiSpecPreloadRegionFileNodeAnnotationOrLease) {
   auto& c = *cluster_;
   auto out = helm({"uninstall", kChartRelease, "--namespace", kChartNamespace, "--wait", "--timeout", "3m"});
   ASSERT_TRUE(out.ok()) << out.error().message;
@@ -309,19 +309,24 @@ TEST_F(RealNodeHelmTest, HelmUninstallLeavesNoSocketCdiSpecPreloadOrRegionFile) 
   for (const char* file : {"/usr/local/vgpu/ld.so.preload", "/etc/ld.so.preload"})
     if (fs::exists(file, ec)) left.push_back(file);
   EXPECT_TRUE(left.empty()) << ::testing::PrintToString(left);
-  // KNOWN DEFECT, not yet guarded: the Node keeps the agent's annotations (vgpu.io/devices-sim,
-  // vgpu.io/heartbeat) after the uninstall, on both releases. The agent removes them on
-  // SIGTERM (agent.cpp, publishNode(true)), and does when only its DaemonSet is deleted
-  // (checked by hand on 1.34); `helm uninstall` deletes its ServiceAccount and RBAC in the
-  // same step, so that last patch is refused. Printed here and in tests/realk8s/README.md
-  // until the chart or the agent handles it; then this becomes an EXPECT.
+  // The agent removes its Node annotations and node Lease on SIGTERM (publishNode(true),
+  // removeLease). helm deletes the DaemonSet and its RBAC in one step, which refused that
+  // cleanup (both annotations and the Lease were left on both releases); the chart's
+  // pre-delete hook (templates/uninstall-hook.yaml) stops the agents first.
   auto n = c.getObject("/api/v1/nodes/" + node_->name());
   ASSERT_TRUE(n.ok());
+  std::vector<std::string> kept;
   if (const auto* annotations = at(*n, {"metadata", "annotations"}); annotations && annotations->is_object())
     for (const auto& [key, value] : annotations->as_object())
-      if (std::string(key).find("vgpu") != std::string::npos)
-        std::cout << "[" << c.kubernetesVersion() << "] KNOWN DEFECT: after helm uninstall the Node keeps annotation "
-                  << std::string(key) << std::endl;
+      if (std::string(key).find("vgpu") != std::string::npos) kept.push_back(std::string(key));
+  EXPECT_TRUE(kept.empty()) << "after helm uninstall the Node keeps " << ::testing::PrintToString(kept);
+  const std::string lease = std::string("/apis/coordination.k8s.io/v1/namespaces/") + kChartNamespace +
+                            "/leases/vgpu-node-" + node_->name();
+  EXPECT_EQ(c.api().get(lease).status, 404) << lease << " is left after helm uninstall";
+  // The hook's own Job, ServiceAccount and RBAC go with it (hook-delete-policy hook-succeeded).
+  for (const std::string& path : {"/apis/batch/v1/namespaces/" + std::string(kChartNamespace) + "/jobs/vgpu-stop-agents",
+                                 "/api/v1/namespaces/" + std::string(kChartNamespace) + "/serviceaccounts/vgpu-stop-agents"})
+    EXPECT_EQ(c.api().get(path).status, 404) << path << " is left after helm uninstall";
 }
 
 }  // namespace

@@ -25,6 +25,17 @@ const json::value* at(const json::object& obj, std::initializer_list<std::string
   return k8s::findPath(obj, path);
 }
 
+json::object draClaimSpec(const std::string& deviceClass, const std::string& memory, const std::string& cores) {
+  return {{"devices",
+           {{"requests",
+             json::array{json::object{{"name", "gpu"},
+                                      {"exactly",
+                                       {{"deviceClassName", deviceClass},
+                                        {"allocationMode", "ExactCount"},
+                                        {"count", 1},
+                                        {"capacity", {{"requests", {{"memory", memory}, {"cores", cores}}}}}}}}}}}}};
+}
+
 std::map<std::string, std::string> simLimits(int count, std::uint64_t memoryMiB, int cores) {
   return {{"vgpu.io/sim", std::to_string(count)},
           {"vgpu.io/sim-memory", std::to_string(memoryMiB)},

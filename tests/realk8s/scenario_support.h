@@ -67,6 +67,9 @@ Result<std::vector<boost::json::object>> listPods(RealCluster& c, const std::str
                                                   const std::string& fieldSelector = "");
 /// The pod's events as `kubectl describe pod` finds them (core/v1, by involvedObject).
 std::vector<boost::json::object> podEvents(RealCluster& c, const std::string& ns, const std::string& name);
+/// A ResourceClaim's `spec` (resource.k8s.io/v1) with one request "gpu": one device of
+/// `deviceClass` consuming `memory` and `cores` of its capacity ("6000Mi", "20").
+boost::json::object draClaimSpec(const std::string& deviceClass, const std::string& memory, const std::string& cores);
 
 /// kube-scheduler's /filter call for `pod` on `nodes` (nodeCacheCapable): reason per
 /// refused node, and the nodes that fit.

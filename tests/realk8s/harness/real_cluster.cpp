@@ -42,6 +42,7 @@ constexpr const char* kChartRender = VGPU_REALK8S_CHART_RENDER;
 constexpr const char* kChartDir = VGPU_REALK8S_CHART_DIR;
 constexpr const char* kVgpuScheduler = VGPU_REALK8S_VGPU_SCHEDULER;
 constexpr const char* kVgpuAgent = VGPU_REALK8S_VGPU_AGENT;
+constexpr const char* kVgpuDraPlugin = VGPU_REALK8S_VGPU_DRA_PLUGIN;
 constexpr const char* kBackendDir = VGPU_REALK8S_BACKEND_DIR;
 }  // namespace paths
 
@@ -115,13 +116,14 @@ Result<std::string> collectionOf(const json::object& obj) {
       {"Role", {"/apis/rbac.authorization.k8s.io/v1", true}},
       {"RoleBinding", {"/apis/rbac.authorization.k8s.io/v1", true}},
       {"MutatingWebhookConfiguration", {"/apis/admissionregistration.k8s.io/v1", false}},
+      {"DeviceClass", {"/apis/resource.k8s.io/v1", false}},
   };
   const std::string kind = str(obj.if_contains("kind"));
   const auto it = kinds.find(kind);
   if (it == kinds.end()) return makeError("the harness does not apply objects of kind " + kind);
   std::string plural = kind;
   for (auto& ch : plural) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  plural += "s";
+  plural += plural.back() == 's' ? "es" : "s";  // deviceclasses
   std::string path = it->second.first;
   if (it->second.second) {
     const std::string ns = str(at(obj, {"metadata", "namespace"}));
@@ -181,7 +183,7 @@ RealCluster::RealCluster(RealClusterOptions options) : options_(std::move(option
   extenderPort_ = freePort();
   controllerManagerPort_ = freePort();
   defaultSchedulerPort_ = freePort();
-  for (const char* user : {"admin", "kube-scheduler", "vgpu-scheduler", "vgpu-device-plugin"})
+  for (const char* user : {"admin", "kube-scheduler", "vgpu-scheduler", "vgpu-device-plugin", "vgpu-dra-plugin"})
     tokens_[user] = randomToken();
 }
 
@@ -206,6 +208,15 @@ RealCluster::~RealCluster() {
 }
 
 RealCluster::Component& RealCluster::component(const std::string& name) const { return *components_.at(name); }
+
+RealCluster::Component& RealCluster::componentSlot(const std::string& name) {
+  auto& slot = components_[name];
+  if (!slot) {
+    slot = std::make_unique<Component>();
+    slot->name = name;
+  }
+  return *slot;
+}
 
 std::string RealCluster::etcdUrl() const { return "http://127.0.0.1:" + std::to_string(etcdPort_); }
 std::string RealCluster::caFile() const { return dir_ + "/pki/ca.crt"; }
@@ -260,10 +271,11 @@ Status RealCluster::writeFiles() {
   line(tokens_["kube-scheduler"], saUser + "-scheduler", saGroups);
   line(tokens_["vgpu-scheduler"], saUser + "-scheduler", saGroups);
   line(tokens_["vgpu-device-plugin"], saUser + "-device-plugin", saGroups);
+  line(tokens_["vgpu-dra-plugin"], saUser + "-dra-plugin", saGroups);
   if (auto s = writeText(dir / "tokens.csv", tokens.str()); !s.ok()) return s;
   const std::string caPath = caFile();
   if (auto s = writeText(adminKubeconfig(), kubeconfig(apiPort_, caPath, "admin", tokens_["admin"])); !s.ok()) return s;
-  for (const char* user : {"kube-scheduler", "vgpu-scheduler", "vgpu-device-plugin"}) {
+  for (const char* user : {"kube-scheduler", "vgpu-scheduler", "vgpu-device-plugin", "vgpu-dra-plugin"}) {
     const auto path = dir / (std::string(user) + ".kubeconfig");
     if (auto s = writeText(path, kubeconfig(apiPort_, caPath, user, tokens_[user])); !s.ok()) return s;
   }
@@ -801,13 +813,7 @@ Status RealCluster::startVgpuAgent(const std::string& name, const AgentPaths& pa
   if (!args.ok()) return std::move(args).error();
   args->push_back("--kubeconfig=" + dir_ + "/vgpu-device-plugin.kubeconfig");
   args->push_back("--backend-dir=" + std::string(paths::kBackendDir));
-  const std::string componentName = "vgpu-device-plugin@" + name;
-  auto& slot = components_[componentName];
-  if (!slot) {
-    slot = std::make_unique<Component>();
-    slot->name = componentName;
-  }
-  Component& agent = *slot;
+  Component& agent = componentSlot("vgpu-device-plugin@" + name);
   return startComponent(
       agent, *args,
       [&] {
@@ -820,6 +826,36 @@ Status RealCluster::startVgpuAgent(const std::string& name, const AgentPaths& pa
 
 void RealCluster::stopVgpuAgent(const std::string& name, bool graceful) {
   if (auto c = components_.find("vgpu-device-plugin@" + name); c != components_.end()) stopComponent(*c->second, graceful);
+}
+
+Status RealCluster::startVgpuDraPlugin(const std::string& name, const std::string& stateDir) {
+  if (!draObjectsApplied_) {
+    if (auto s = applyChartObjects("dra-rbac.yaml"); !s.ok()) return s;
+    if (auto s = applyChartObjects("dra-deviceclasses.yaml"); !s.ok()) return s;
+    draObjectsApplied_ = true;
+  }
+  auto args = chartArgs("dra-plugin-daemonset.yaml", "vgpu-dra-plugin",
+                        {{"--config", deviceConfigPath()},
+                         {"--state-dir", stateDir},
+                         {"--metrics-address", "127.0.0.1:" + std::to_string(freePort())},
+                         // As for vgpu-device-plugin: no host tmpfs that outlives a killed plugin.
+                         {"--region-tmpfs", "off"}});
+  if (!args.ok()) return std::move(args).error();
+  args->push_back("--kubeconfig=" + dir_ + "/vgpu-dra-plugin.kubeconfig");
+  args->push_back("--backend-dir=" + std::string(paths::kBackendDir));
+  Component& plugin = componentSlot("vgpu-dra-plugin@" + name);
+  return startComponent(
+      plugin, *args,
+      [&] {
+        // The driver's registration accepted by the kubelet (GetInfo, then NotifyRegistrationStatus).
+        const std::string log = readText(plugin.logFile);
+        return log.find("registered with the kubelet") != std::string::npos;
+      },
+      paths::kVgpuDraPlugin, {{"NODE_NAME", name}});
+}
+
+void RealCluster::stopVgpuDraPlugin(const std::string& name, bool graceful) {
+  if (auto c = components_.find("vgpu-dra-plugin@" + name); c != components_.end()) stopComponent(*c->second, graceful);
 }
 
 Status RealCluster::addVgpuNode(const std::string& name, const std::map<std::string, std::string>& labels) {

@@ -163,6 +163,14 @@ class RealCluster {
   /// component is "vgpu-device-plugin@<node>".
   Status startVgpuAgent(const std::string& node, const AgentPaths& paths);
   void stopVgpuAgent(const std::string& node, bool graceful = true);
+  /// vgpu-dra-plugin for the real node `node` with the DRA DaemonSet's arguments (the chart
+  /// rendered with `dra.enabled: true`), as the chart's ServiceAccount; the kubelet's
+  /// plugins_registry and plugins folders are the chart's (the kubelet's default root),
+  /// its checkpoint and claim folders under `stateDir`. The chart's DRA RBAC and
+  /// DeviceClasses are applied at the first start. Waits until the kubelet accepted its
+  /// registration. Its component is "vgpu-dra-plugin@<node>".
+  Status startVgpuDraPlugin(const std::string& node, const std::string& stateDir);
+  void stopVgpuDraPlugin(const std::string& node, bool graceful = true);
   /// Until the Node carries the agent's inventory annotation of each enabled backend and a
   /// running vgpu-scheduler has the node's devices in its cache.
   Status waitForVgpuInventory(const std::string& node);
@@ -247,7 +255,8 @@ class RealCluster {
   /// The kube-scheduler configuration as written for this run, and as rendered.
   const std::string& schedulerConfig() const { return schedulerConfig_; }
   /// The bearer token of a static user: "admin", "kube-scheduler" (the chart's scheduler
-  /// ServiceAccount), "vgpu-scheduler" (the same account: one pod), "vgpu-device-plugin".
+  /// ServiceAccount), "vgpu-scheduler" (the same account: one pod), "vgpu-device-plugin",
+  /// "vgpu-dra-plugin".
   std::string tokenFor(const std::string& user) const;
   /// The last lines of a component's current log ("etcd", "kube-apiserver",
   /// "kube-scheduler", "vgpu-scheduler", "vgpu-device-plugin@<node>").
@@ -267,6 +276,8 @@ class RealCluster {
                         const std::string& program = "", const std::map<std::string, std::string>& extraEnv = {});
   void stopComponent(Component& c, bool graceful);
   Component& component(const std::string& name) const;
+  /// The component `name` ("vgpu-device-plugin@<node>"), made on first use.
+  Component& componentSlot(const std::string& name);
   Status waitForVgpuSchedulerCache(const std::string& node);
   /// After an apiserver restart: a kube-scheduler that lost its Lease meanwhile exited; it
   /// is started again, as the kubelet restarts its container.
@@ -289,6 +300,7 @@ class RealCluster {
   std::string schedulerConfig_;
   std::vector<std::string> enabledBackends_;  ///< in the chart's device config
   std::vector<std::string> countResources_;   ///< of those backends: what their plugins register
+  bool draObjectsApplied_ = false;            ///< the chart's DRA RBAC and DeviceClasses
   std::map<std::string, std::unique_ptr<VgpuNode>> vgpuNodes_;
 };
 

@@ -416,7 +416,8 @@ def check_flags_exist(args):
              ("device-plugin-daemonset.yaml", "vgpu-device-plugin",
               ["agent/deviceplugin/options.cpp", "agent/core/daemon_support.h"]),
              ("dra-plugin-daemonset.yaml", "vgpu-dra-plugin",
-              ["agent/dra/dra_options.cpp", "agent/core/daemon_support.h"])]
+              ["agent/dra/dra_options.cpp", "agent/core/daemon_support.h"]),
+             ("uninstall-hook.yaml", "stop-agents", ["agent/uninstall/main.cpp"])]
     for template, container, codes in pairs:
         text = read(os.path.join(args.chart, "templates", template))
         block = text.split("- name: " + container, 1)[1].split("\n        - name: ", 1)[0]
