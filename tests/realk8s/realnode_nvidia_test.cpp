@@ -30,6 +30,7 @@
 #include "project_images.h"
 #include "real_cluster.h"
 #include "real_node.h"
+#include "realnode_support.h"
 #include "scenario_support.h"
 #include "vgpu/cuda/nvml_api.h"
 
@@ -51,6 +52,9 @@ constexpr const char* kCdiHook = VGPU_REALNODE_CDI_HOOK;
 constexpr const char* kFakeGpuState = VGPU_REALNODE_BUILD_DIR "/realnode-nvidia/fake-gpu.state";
 constexpr const char* kCdiDir = "/var/run/cdi";  // the chart's devicePlugin.cdiDir
 constexpr std::uint64_t kMiB = 1024 * 1024;
+/// Every scenario's container: one GPU, 3000 MiB, 30 % of its compute.
+const std::map<std::string, std::string> kSlice{
+    {"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}, {"nvidia.com/gpucores", "30"}};
 constexpr int kCudaOutOfMemory = 2;
 
 /// The chart's NVIDIA devices (sim off), pointed at the fake driver and this build's
@@ -167,25 +171,11 @@ class RealNodeNvidiaTest : public ::testing::Test {
         !s.ok())
       return s;
     if (auto s = cluster_->waitForVgpuInventory(node_->name()); !s.ok()) return s;
-    // The kubelet's device manager publishes what the agent registered: 1 GPU x 10 shares.
-    std::string last;
-    if (!RealCluster::waitFor([&] {
-          auto n = cluster_->getObject("/api/v1/nodes/" + node_->name());
-          last = n.ok() ? str(at(*n, {"status", "allocatable", "nvidia.com/gpu"})) : "";
-          return last == "10";
-        }))
-      return makeError("the Node's allocatable nvidia.com/gpu is '" + last + "', not 10; the kubelet's log ends:\n" +
-                       node_->logTail("kubelet"));
-    return {};
+    // One GPU x the chart's splitCount 10.
+    return waitForAllocatable(*cluster_, *node_, "nvidia.com/gpu", "10");
   }
   static void TearDownTestSuite() {
-    if (cluster_ && node_) cluster_->stopVgpuAgent(node_->name());
-    delete node_;  // before the cluster: its folder holds the node's
-    delete cluster_;
-    delete startStatus_;
-    node_ = nullptr;
-    cluster_ = nullptr;
-    startStatus_ = nullptr;
+    stopRealNodeSuite(cluster_, node_, startStatus_);
     std::error_code ec;
     fs::remove_all(kHostVgpuDir, ec);
   }
@@ -240,17 +230,22 @@ class RealNodeNvidiaTest : public ::testing::Test {
                     << cluster().logTail("vgpu-device-plugin@" + node().name());
     return last;
   }
-  std::string log(const std::string& ns, const std::string& name) {
-    auto r = cluster().api().get("/api/v1/namespaces/" + ns + "/pods/" + name + "/log?container=main");
-    return r.status == 200 ? r.body : "(" + r.describe() + ")";
-  }
-  void remove(const std::string& ns, const std::string& name) {
-    const std::string path = "/api/v1/namespaces/" + ns + "/pods/" + name;
-    auto r = cluster().api().del(path);
-    ASSERT_TRUE(r.status == 200 || r.status == 404) << r.describe();
-    EXPECT_TRUE(RealCluster::waitFor([&] { return cluster().api().get(path).status == 404; }, std::chrono::seconds(60)))
-        << path << " was not removed by the kubelet; its log ends:\n"
+  std::string log(const std::string& ns, const std::string& name) { return podLog(cluster(), ns, name); }
+  void remove(const std::string& ns, const std::string& name) { removePod(cluster(), node(), ns, name); }
+
+  /// A pod in its own namespace `ns` with the test's slice (1 GPU, 3000 MiB, 30 %) whose
+  /// container prints its /proc/self/cgroup and sleeps; `cgroup`: the container's memory
+  /// cgroup in sysfs, once printed.
+  void startSleeper(const std::string& ns, const std::string& name, std::string& cgroup) {
+    ASSERT_TRUE(cluster().createNamespace(ns).ok());
+    create(ns, workloadPod(name, "cat /proc/self/cgroup; echo printed; exec sleep 3600", kSlice));
+    std::string out;
+    ASSERT_TRUE(RealCluster::waitFor([&] { return (out = log(ns, name)).find("printed\n") != std::string::npos; },
+                                     std::chrono::seconds(120)))
+        << out << "\nthe kubelet's log ends:\n"
         << node().logTail("kubelet", 30);
+    cgroup = memoryCgroup(out);
+    ASSERT_FALSE(cgroup.empty()) << out;
   }
 
   static RealCluster* cluster_;
@@ -272,7 +267,7 @@ TEST_F(RealNodeNvidiaTest, CudaProgramUnderRuncGetsExactlyItsSliceThroughAllocat
          workloadPod("slice",
                      "/usr/local/bin/vgpu_e2e_cuda_app " + std::to_string(limit) +
                          " && /usr/local/bin/vgpu_limiter_probe nvml 0 && cat /etc/ld.so.preload",
-                     {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}, {"nvidia.com/gpucores", "30"}}));
+                     kSlice));
   auto p = waitEnded("nvidia-slice", "slice");
   const std::string out = log("nvidia-slice", "slice");
   std::cout << "[" << cluster().kubernetesVersion() << "] the container printed:\n" << out << std::endl;
@@ -298,15 +293,8 @@ TEST_F(RealNodeNvidiaTest, CudaProgramUnderRuncGetsExactlyItsSliceThroughAllocat
 }
 
 TEST_F(RealNodeNvidiaTest, CdiHookCapsTheContainersRealCgroupInTheDriverAndTheCapGoesWithIt) {
-  ASSERT_TRUE(cluster().createNamespace("nvidia-cdi").ok());
-  create("nvidia-cdi", workloadPod("capped", "cat /proc/self/cgroup; echo printed; exec sleep 3600",
-                                   {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}, {"nvidia.com/gpucores", "30"}}));
-  std::string out;
-  ASSERT_TRUE(RealCluster::waitFor([&] { return (out = log("nvidia-cdi", "capped")).find("printed\n") != std::string::npos; },
-                                   std::chrono::seconds(120)))
-      << out << "\nthe kubelet's log ends:\n" << node().logTail("kubelet", 30);
-  const std::string cgroup = memoryCgroup(out);
-  ASSERT_FALSE(cgroup.empty()) << out;
+  std::string cgroup;
+  ASSERT_NO_FATAL_FAILURE(startSleeper("nvidia-cdi", "capped", cgroup));
   ASSERT_TRUE(fs::is_directory(cgroup)) << cgroup << " (the container's memory cgroup) is not on the host";
   const auto specs = containerCdiSpecs();
   EXPECT_EQ(specs.size(), 1u) << "the agent's CDI spec for the container in " << kCdiDir;
@@ -349,16 +337,9 @@ TEST_F(RealNodeNvidiaTest, CdiHookCapsTheContainersRealCgroupInTheDriverAndTheCa
 }
 
 TEST_F(RealNodeNvidiaTest, WatchdogFindsTheRealContainerOfAProcessOverItsSliceAndKillsItWithinTwoSeconds) {
-  ASSERT_TRUE(cluster().createNamespace("nvidia-watchdog").ok());
-  create("nvidia-watchdog", workloadPod("bypass", "cat /proc/self/cgroup; echo printed; exec sleep 3600",
-                                        {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3000"}, {"nvidia.com/gpucores", "30"}}));
-  std::string out;
-  ASSERT_TRUE(RealCluster::waitFor([&] { return (out = log("nvidia-watchdog", "bypass")).find("printed\n") != std::string::npos; },
-                                   std::chrono::seconds(120)))
-      << out << "\nthe kubelet's log ends:\n" << node().logTail("kubelet", 30);
+  std::string cgroup;
+  ASSERT_NO_FATAL_FAILURE(startSleeper("nvidia-watchdog", "bypass", cgroup));
   // The container's process (the sleep its shell became), by the host's pid in its cgroup.
-  const std::string cgroup = memoryCgroup(out);
-  ASSERT_FALSE(cgroup.empty()) << out;
   const std::string procs = e2e::readText(cgroup + "/cgroup.procs");
   ASSERT_FALSE(procs.empty()) << cgroup;
   const pid_t pid = static_cast<pid_t>(std::stol(procs));
