@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "fake_nodes.h"
+#include "project_images.h"
 #include "real_cluster.h"
 #include "real_node.h"
 #include "scenario_support.h"
@@ -26,28 +27,7 @@ namespace fs = std::filesystem;
 namespace json = boost::json;
 
 constexpr const char* kHelm = VGPU_REALNODE_HELM;
-constexpr const char* kBuildDir = VGPU_REALNODE_BUILD_DIR;
 constexpr const char* kSourceDir = VGPU_REALNODE_SOURCE_DIR;
-
-/// Runs a program to its end within `timeout`; its output, or an error quoting it.
-Result<std::string> run(const std::string& program, const std::vector<std::string>& args,
-                        const std::map<std::string, std::string>& env, const std::string& log,
-                        std::chrono::seconds timeout) {
-  e2e::ProcessOptions o;
-  o.program = program;
-  o.args = args;
-  o.env = env;
-  o.logFile = log;
-  auto p = e2e::ChildProcess::start(std::move(o));
-  if (!p.ok()) return p.error();
-  const auto status = (*p)->waitExit(timeout);
-  std::string line = program;
-  for (const auto& a : args) line += " " + a;
-  if (!status) return makeError("`" + line + "` did not finish in " + std::to_string(timeout.count()) + " s: " + (*p)->log());
-  if (e2e::exitCodeOf(*status) != 0)
-    return makeError("`" + line + "` exited with " + std::to_string(e2e::exitCodeOf(*status)) + ": " + (*p)->log());
-  return (*p)->log();
-}
 
 class RealNodeHelmTest : public ::testing::Test {
  protected:
@@ -96,37 +76,17 @@ class RealNodeHelmTest : public ::testing::Test {
       return makeError("the chart's webhook did not answer after helm install: " + last);
     return {};
   }
-  /// The chart's images: those ctest's Images.Build made (<build>/images/images.txt, the
-  /// fixture vgpu_images), else scripts/build-images.sh run here (cached: seconds when warm).
+  /// The chart's images (project_images.h).
   static Result<std::vector<std::string>> buildImages() {
-    const std::vector<std::string> names{"vgpu-scheduler", "vgpu-device-plugin", "kube-scheduler-" + gRelease};
-    const auto listed = [&](const std::string& dir) {
-      std::map<std::string, std::string> files;
-      std::ifstream list(dir + "/images.txt");
-      for (std::string name, ref, file; list >> name >> ref >> file;) files[name] = file;
-      std::vector<std::string> out;
-      for (const auto& n : names)
-        if (files.count(n) && fs::exists(files[n])) out.push_back(files[n]);
-      return out;
-    };
-    if (auto built = listed(std::string(kBuildDir) + "/images"); built.size() == names.size()) return built;
-    const std::string out = cluster_->dir() + "/images";
-    std::vector<std::string> args{"--build-dir", kBuildDir, "--out", out, "--k8s-binary", cluster_->binary(),
-                                  "--k8s-release", gRelease};
-    for (const auto& n : names) args.insert(args.end(), {"--image", n});
-    auto r = run(std::string(kSourceDir) + "/scripts/build-images.sh", args,
-                 {{"PATH", "/usr/local/bin:/usr/bin:/bin:/usr/local/go/bin"},
-                  {"HOME", std::getenv("HOME") ? std::getenv("HOME") : "/root"},
-                  {"VGPU_JOBS", "2"}},
-                 cluster_->dir() + "/build-images.log", std::chrono::seconds(900));
-    if (!r.ok()) return r.error();
-    auto built = listed(out);
-    if (built.size() != names.size()) return makeError("build-images.sh did not list the chart's images in " + out);
-    return built;
+    auto images = projectImages(*cluster_, {"vgpu-scheduler", "vgpu-device-plugin", "kube-scheduler-" + gRelease});
+    if (!images.ok()) return images.error();
+    std::vector<std::string> out;
+    for (const auto& i : *images) out.push_back(i.archive);
+    return out;
   }
   static Result<std::string> helm(const std::vector<std::string>& args) {
     const std::string home = cluster_->dir() + "/helm";
-    return run(kHelm, args,
+    return runProgram(kHelm, args,
                {{"PATH", "/usr/bin:/bin"},
                 {"HOME", home},
                 {"KUBECONFIG", cluster_->adminKubeconfig()},

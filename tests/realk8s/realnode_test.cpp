@@ -14,6 +14,7 @@
 
 #include "real_cluster.h"
 #include "real_node.h"
+#include "realnode_support.h"
 #include "scenario_support.h"
 #include "vgpu/annotations.h"
 #include "vgpu/codec/assignment_codec.h"
@@ -44,17 +45,7 @@ class RealNodeTest : public ::testing::Test {
     return waitForDeviceCapacity();
   }
   /// The kubelet's device manager publishes what the agent registered: 8 devices x 4 shares.
-  static Status waitForDeviceCapacity() {
-    std::string last;
-    if (!RealCluster::waitFor([&] {
-          auto n = cluster_->getObject("/api/v1/nodes/" + node_->name());
-          last = n.ok() ? str(at(*n, {"status", "allocatable", "vgpu.io/sim"})) : "";
-          return last == "32";
-        }))
-      return makeError("the Node's allocatable vgpu.io/sim is '" + last + "', not 32; the kubelet's log ends:\n" +
-                       node_->logTail("kubelet"));
-    return {};
-  }
+  static Status waitForDeviceCapacity() { return waitForAllocatable(*cluster_, *node_, "vgpu.io/sim", "32"); }
   /// How often the agent registered with the running kubelet (its current log).
   static std::size_t registrations() {
     const std::string log = node_->logTail("kubelet", 1000000);
@@ -72,15 +63,7 @@ class RealNodeTest : public ::testing::Test {
       return makeError("the agent did not register with the kubelet again; its log ends:\n" + node_->logTail("kubelet"));
     return waitForDeviceCapacity();
   }
-  static void TearDownTestSuite() {
-    if (cluster_ && node_) cluster_->stopVgpuAgent(node_->name());
-    delete node_;  // before the cluster: its folder holds the node's
-    delete cluster_;
-    delete startStatus_;
-    node_ = nullptr;
-    cluster_ = nullptr;
-    startStatus_ = nullptr;
-  }
+  static void TearDownTestSuite() { stopRealNodeSuite(cluster_, node_, startStatus_); }
   void SetUp() override {
     ASSERT_TRUE(startStatus_->ok()) << "the " << gRelease << " cluster with a real node did not start: "
                                     << startStatus_->error().message;
@@ -142,19 +125,9 @@ class RealNodeTest : public ::testing::Test {
     return v->is_string() ? std::string(v->as_string()) : json::serialize(*v);
   }
   std::string log(const std::string& ns, const std::string& name, bool previous = false) {
-    auto r = cluster().api().get("/api/v1/namespaces/" + ns + "/pods/" + name + "/log?container=main" +
-                                 (previous ? "&previous=true" : ""));
-    return r.status == 200 ? r.body : "(" + r.describe() + ")";
+    return podLog(cluster(), ns, name, previous);
   }
-  /// Graceful deletion, confirmed by the real kubelet once the containers are gone.
-  void remove(const std::string& ns, const std::string& name) {
-    const std::string path = "/api/v1/namespaces/" + ns + "/pods/" + name;
-    auto r = cluster().api().del(path);
-    ASSERT_TRUE(r.status == 200 || r.status == 404) << r.describe();
-    EXPECT_TRUE(RealCluster::waitFor([&] { return cluster().api().get(path).status == 404; }, std::chrono::seconds(60)))
-        << path << " was not removed by the kubelet; its log ends:\n"
-        << node().logTail("kubelet", 30);
-  }
+  void remove(const std::string& ns, const std::string& name) { removePod(cluster(), node(), ns, name); }
   /// The devices of the pod's assignment annotation, "SIM-GPU-3::1" each.
   static std::vector<std::string> assigned(const json::object& p) {
     std::vector<std::string> out;

@@ -799,7 +799,8 @@ Status RealCluster::registerWebhook() {
 
 fakes::FakeKubelet& RealCluster::kubelet(const std::string& node) { return *vgpuNodes_.at(node)->kubelet; }
 
-Status RealCluster::startVgpuAgent(const std::string& name, const AgentPaths& paths) {
+Status RealCluster::startVgpuAgent(const std::string& name, const AgentPaths& paths,
+                                   const std::map<std::string, std::string>& env) {
   auto args = chartArgs("device-plugin-daemonset.yaml", "vgpu-device-plugin",
                         {{"--config", deviceConfigPath()},
                          {"--device-plugin-dir", paths.devicePluginDir},
@@ -821,7 +822,11 @@ Status RealCluster::startVgpuAgent(const std::string& name, const AgentPaths& pa
         const auto at = log.rfind("vgpu-device-plugin: serving");
         return at != std::string::npos && log.find('\n', at) != std::string::npos;
       },
-      paths::kVgpuAgent, {{"NODE_NAME", name}});
+      paths::kVgpuAgent, [&] {
+        auto all = env;
+        all["NODE_NAME"] = name;
+        return all;
+      }());
 }
 
 void RealCluster::stopVgpuAgent(const std::string& name, bool graceful) {

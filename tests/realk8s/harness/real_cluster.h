@@ -160,8 +160,10 @@ class RealCluster {
   Status addVgpuNode(const std::string& name, const std::map<std::string, std::string>& labels = {});
   /// vgpu-device-plugin alone for node `node`, with the DaemonSet's arguments and the
   /// kubelet at `paths` (a real kubelet's, or a double's); waits until it serves. Its
-  /// component is "vgpu-device-plugin@<node>".
-  Status startVgpuAgent(const std::string& node, const AgentPaths& paths);
+  /// component is "vgpu-device-plugin@<node>". `env`: more of its environment (a fake
+  /// driver's settings: its "hardware").
+  Status startVgpuAgent(const std::string& node, const AgentPaths& paths,
+                        const std::map<std::string, std::string>& env = {});
   void stopVgpuAgent(const std::string& node, bool graceful = true);
   /// vgpu-dra-plugin for the real node `node` with the DRA DaemonSet's arguments (the chart
   /// rendered with `dra.enabled: true`), as the chart's ServiceAccount; the kubelet's
