@@ -8,15 +8,13 @@
 #include <random>
 #include <sstream>
 
-#include <sys/mman.h>
-
-#include <boost/json/monotonic_resource.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 #include <boost/url/parse.hpp>
 
 #include "http_transport.h"
+#include "list_body.h"
 #include "vgpu/k8s/exec_credential.h"
 
 namespace vgpu::k8s {
@@ -352,21 +350,6 @@ ApiResult<std::string> Client::getText(std::string_view path) {
   return std::move(r->body);
 }
 
-namespace {
-
-/// Upstream of a list page's arena: whole mappings, returned to the system when freed.
-class PageMappings final : public json::memory_resource {
-  void* do_allocate(std::size_t n, std::size_t /*align: pages are aligned enough*/) override {
-    void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw std::bad_alloc();
-    return p;
-  }
-  void do_deallocate(void* p, std::size_t n, std::size_t) override { munmap(p, n); }
-  bool do_is_equal(const json::memory_resource& other) const noexcept override { return this == &other; }
-};
-
-}  // namespace
-
 ApiResult<ListResult> Client::listPage(const ResourceType& type, const ListOptions& options,
                                       CancelToken* cancel) {
   Query q;
@@ -377,46 +360,19 @@ ApiResult<ListResult> Client::listPage(const ResourceType& type, const ListOptio
   std::string target = type.collectionPath(options.ns) + q.str();
   auto r = impl_->execute("GET", target, "", "", cancel);
   if (!r) return std::move(r).error();
-  // With a transform the page is decoded into an arena of its own mappings, unmapped when
-  // this returns whatever the allocator's trim threshold (vgpu-scheduler's is 256 MiB): the
-  // items kept are the transform's fresh copies, so RSS after a list is what they hold.
-  PageMappings pages;
-  std::optional<json::monotonic_resource> arena;
-  if (options.transform) arena.emplace(std::max<std::size_t>(r->body.size(), 64 << 10), &pages);
-  json::storage_ptr storage = arena ? json::storage_ptr(&*arena) : json::storage_ptr();
-  boost::system::error_code ec;
-  json::value parsed = json::parse(r->body, ec, storage);
-  if (options.transform) std::string().swap(r->body);
-  if (ec || !parsed.is_object()) {
-    return ApiError{"GET", target, r->status, "", "the response is not a JSON object", {}};
-  }
-  json::object* obj = &parsed.get_object();
+  // Item by item (list_body.h): with a transform only its cut-down copies outlive the
+  // item's decoding, so the page's text is the most a page costs.
   ListResult out;
-  auto* items = obj->if_contains("items");
-  if (items != nullptr && !items->is_null() && !items->is_array()) {
-    return ApiError{"GET", target, r->status, "", "the list has no \"items\" array", {}};
-  }
-  if (items != nullptr && items->is_array()) {
-    auto& arr = items->get_array();
-    out.items.reserve(arr.size());
-    for (auto& item : arr) {
-      if (!item.is_object()) {
-        return ApiError{"GET", target, r->status, "", "a list item is not an object", {}};
-      }
-      if (options.transform) {
-        out.items.push_back(options.transform(item.get_object()));
-      } else {
-        out.items.push_back(std::move(item.get_object()));
-      }
+  auto meta = detail::readListBody(r->body, [&](const json::object& item) {
+    if (options.transform) {
+      out.items.push_back(options.transform(item));
+    } else {
+      out.items.emplace_back(item, json::storage_ptr());
     }
-  }
-  if (auto* md = obj->if_contains("metadata"); md != nullptr && md->is_object()) {
-    const auto& m = md->get_object();
-    if (auto* rv = m.if_contains("resourceVersion"); rv && rv->is_string()) {
-      out.resourceVersion = rv->get_string();
-    }
-    if (auto* c = m.if_contains("continue"); c && c->is_string()) out.continueToken = c->get_string();
-  }
+  });
+  if (!meta) return ApiError{"GET", target, r->status, "", meta.error().message, {}};
+  out.resourceVersion = std::move(meta->resourceVersion);
+  out.continueToken = std::move(meta->continueToken);
   return out;
 }
 
@@ -458,6 +414,7 @@ ApiStatus Client::watch(const ResourceType& type, const WatchOptions& options,
   Query q;
   q.add("watch", "true").add("resourceVersion", options.resourceVersion);
   if (options.allowBookmarks) q.add("allowWatchBookmarks", "true");
+  if (options.sendInitialEvents) q.add("sendInitialEvents", "true").add("resourceVersionMatch", "NotOlderThan");
   if (options.timeoutSeconds > 0) q.add("timeoutSeconds", std::to_string(options.timeoutSeconds));
   q.add("labelSelector", options.labelSelector).add("fieldSelector", options.fieldSelector);
   std::string target = type.collectionPath(options.ns) + q.str();

@@ -1,18 +1,22 @@
-// List, then watch from the list's resourceVersion; on a broken stream re-watch from the
-// last version seen, once the apiserver confirms it still has it; on 410 or a version the
-// apiserver lacks relist and reconcile by diffing against the cache, so the callbacks see
-// every change exactly once whatever happened on the wire. Every list after the first is
-// served from the apiserver's watch cache (never a quorum read from etcd) and waits a
-// jittered backoff first, so that clients cut off together do not come back together.
+// List (a streaming list where the apiserver serves one), then watch from the list's
+// resourceVersion; a list is applied object by object as it arrives. On a broken stream
+// re-watch from the last version seen, once the apiserver confirms it still has it; on 410
+// or a version the apiserver lacks relist and reconcile by diffing against the cache, so
+// the callbacks see every change exactly once whatever happened on the wire. Every list is
+// served from the apiserver's watch cache (never a quorum read from etcd), and every list
+// after the first waits a jittered backoff, so that clients cut off together do not come
+// back together.
 
 #include "vgpu/k8s/informer.h"
 
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 namespace vgpu::k8s {
@@ -36,7 +40,8 @@ struct Informer::Impl {
   mutable std::mutex mu;
   mutable std::condition_variable cv;
   std::unordered_map<std::string, ObjectPtr> cache;
-  std::vector<std::pair<std::string, ObjectPtr>> listed;  // the last list's objects, until retained
+  std::unordered_set<std::string> listedKeys;  // keys seen by the list in progress
+  bool watchListServed = true;  // until the apiserver refuses a streaming list
   std::string rv;
   bool synced = false;
   bool stopping = false;
@@ -74,59 +79,68 @@ struct Informer::Impl {
     if (auto it = cache.find(key); it != cache.end() && it->second == obj) it->second = std::move(kept);
   }
 
-  /// retainOne for every object of the list just applied. All the retained versions are
-  /// made before the listed ones are let go, so these go as one block of the heap rather
-  /// than holes between the smaller objects that replace them.
-  void retainListed(std::size_t count) {
-    if (!options.retain) return;
-    std::vector<ObjectPtr> kept;
-    kept.reserve(count);
-    for (const auto& [key, obj] : listed) kept.push_back(options.retain(obj));
-    {
-      std::lock_guard lock(mu);
-      for (std::size_t i = 0; i < listed.size(); ++i) {
-        const auto& [key, obj] = listed[i];
-        if (auto it = cache.find(key); it != cache.end() && it->second == obj) it->second = std::move(kept[i]);
-      }
-    }
-    listed.clear();
-    listed.shrink_to_fit();
+  /// A list is applied as it arrives, object by object, rather than collected first: a
+  /// list then costs what its objects keep after `transform` and `retain`, not all of
+  /// them whole at once (issue 42). Each object is diffed against the cache on arrival;
+  /// the objects the list did not name are reported deleted at its end (endList).
+  void beginList() {
+    std::lock_guard lock(mu);
+    listedKeys.clear();
+    listedKeys.reserve(cache.size());
   }
 
-  // Replaces the cache with a fresh list and reports the difference.
-  void replaceAll(ListResult&& list) {
+  /// One listed object, already transformed.
+  void listOne(boost::json::object&& item) {
+    std::optional<Notification> n;
+    std::optional<Notification> replaced;
+    auto obj = std::make_shared<const boost::json::object>(std::move(item));
+    std::string key = objectKey(*obj);
+    {
+      std::lock_guard lock(mu);
+      listedKeys.insert(key);
+      auto it = cache.find(key);
+      if (it == cache.end()) {
+        n = Notification{Kind::kAdd, nullptr, obj};
+        cache.emplace(key, obj);
+      } else if (uid(*it->second) != uid(*obj)) {
+        // Deleted and created again under the same name while we were not watching: the
+        // old object is gone (whoever keys by uid must hear of it), the new one is new.
+        replaced = Notification{Kind::kDelete, it->second, nullptr};
+        n = Notification{Kind::kAdd, nullptr, obj};
+        it->second = obj;
+      } else if (k8s::resourceVersion(*it->second) != k8s::resourceVersion(*obj)) {
+        n = Notification{Kind::kUpdate, it->second, obj};
+        it->second = obj;
+      }
+    }
+    if (replaced) notify(*replaced);
+    if (!n) return;
+    notify(*n);
+    n.reset();
+    if (options.retain) retainOne(key, obj);
+  }
+
+  /// The list is complete at `listRv`: what it did not name is gone.
+  void endList(const std::string& listRv, bool streamed) {
     std::vector<Notification> out;
     {
       std::lock_guard lock(mu);
-      std::unordered_map<std::string, ObjectPtr> next;
-      next.reserve(list.items.size());
-      for (auto& item : list.items) {
-        auto obj = std::make_shared<const boost::json::object>(std::move(item));
-        std::string key = objectKey(*obj);
-        auto it = cache.find(key);
-        if (it == cache.end()) {
-          out.push_back({Kind::kAdd, nullptr, obj});
-        } else if (uid(*it->second) != uid(*obj)) {
-          // Deleted and created again under the same name while we were not watching: the
-          // old object is gone (whoever keys by uid must hear of it), the new one is new.
-          out.push_back({Kind::kDelete, it->second, nullptr});
-          out.push_back({Kind::kAdd, nullptr, obj});
-        } else if (k8s::resourceVersion(*it->second) != k8s::resourceVersion(*obj)) {
-          out.push_back({Kind::kUpdate, it->second, obj});
+      for (auto it = cache.begin(); it != cache.end();) {
+        if (listedKeys.count(it->first) != 0) {
+          ++it;
+          continue;
         }
-        if (options.retain) listed.emplace_back(key, obj);
-        next.emplace(std::move(key), std::move(obj));
+        out.push_back({Kind::kDelete, it->second, nullptr});
+        it = cache.erase(it);
       }
-      for (auto& [key, obj] : cache) {
-        if (!next.count(key)) out.push_back({Kind::kDelete, obj, nullptr});
-      }
-      cache = std::move(next);
-      rv = list.resourceVersion;
+      listedKeys.clear();
+      listedKeys.rehash(0);
+      rv = listRv;
       ++stats.lists;
+      if (streamed) ++stats.streamedLists;
     }
     for (const auto& n : out) notify(n);
     out.clear();
-    retainListed(list.items.size());
     if (options.onListed) options.onListed();
     {
       // Synced only once the first list's callbacks have run, so a caller that waited
@@ -209,15 +223,95 @@ struct Informer::Impl {
     ++stats.resourceVersionsTooLarge;
   }
 
-  /// A full list from `from`: "0" (any version: the watch cache's, paged by the apiserver
-  /// only when it has no watch cache) or the last version seen (not older than it). The
-  /// latter goes unpaged, as client-go's reflector sends it: with a limit the apiserver
-  /// would read at exactly that version, from etcd, and answer 410 once it is compacted.
-  ApiResult<ListResult> listFrom(const std::string& from, CancelToken* cancel) {
+  /// A full list from `from`, applied page by page (where the WatchList gate is off), read
+  /// from the watch cache and paged there: NotOlderThan `from` with a limit. The watch cache
+  /// ignores a limit for "0" only (cacher.go computeListLimit) and answers a whole
+  /// collection at once, so "any version" is asked as "not older than 1"; "" would be a
+  /// consistent read, which an apiserver whose watch cache is not ready yet sends to etcd.
+  /// NotOlderThan, never the legacy meaning of a version with a limit (an exact read, 410
+  /// once compacted). A continue token that expired (410) starts the list over.
+  ApiStatus listFrom(const std::string& from, CancelToken* cancel) {
     ListOptions lo = listOptions();
-    lo.resourceVersion = from;
-    if (from != "0") lo.limit = 0;
-    return client.list(type, lo, cancel);
+    lo.resourceVersion = from == "0" ? "1" : from;
+    lo.resourceVersionMatch = "NotOlderThan";
+    for (int restart = 0;; ++restart) {
+      beginList();
+      ListOptions page = lo;
+      std::string listRv;
+      bool expired = false;
+      for (;;) {
+        auto r = client.listPage(type, page, cancel);
+        if (!r) {
+          if (r.error().isGone() && !page.continueToken.empty() && restart < 3) {
+            expired = true;
+            break;
+          }
+          return std::move(r).error();
+        }
+        if (listRv.empty()) listRv = r->resourceVersion;
+        for (auto& item : r->items) listOne(std::move(item));
+        if (r->continueToken.empty()) break;
+        page.continueToken = r->continueToken;
+        // The token carries the list's version; a resourceVersion beside it is a 400.
+        page.resourceVersion.clear();
+        page.resourceVersionMatch.clear();
+      }
+      if (!expired) {
+        endList(listRv, false);
+        return {};
+      }
+    }
+  }
+
+  WatchOptions watchOptions() const {
+    WatchOptions wo;
+    wo.ns = options.ns;
+    wo.labelSelector = options.labelSelector;
+    wo.fieldSelector = options.fieldSelector;
+    wo.timeoutSeconds = options.watchTimeoutSeconds;
+    return wo;
+  }
+
+  static bool endsInitialEvents(const boost::json::object& bookmark) {
+    const auto* md = bookmark.if_contains("metadata");
+    const auto* ann = md != nullptr && md->is_object() ? md->get_object().if_contains("annotations") : nullptr;
+    const auto* v = ann != nullptr && ann->is_object() ? ann->get_object().if_contains(kInitialEventsEnd) : nullptr;
+    return v != nullptr && v->is_string() && v->get_string() == "true";
+  }
+
+  /// A streaming list from `from` ("0" or a version, not older than it): the initial
+  /// events are applied as listed objects; at the bookmark that ends them the list is
+  /// complete and the same stream goes on as the watch. `listed` says whether it got there.
+  ApiStatus streamList(const std::string& from, CancelToken* cancel, bool& listed, bool& gotEvent) {
+    WatchOptions wo = watchOptions();
+    wo.resourceVersion = from;
+    wo.sendInitialEvents = true;
+    {
+      std::lock_guard lock(mu);
+      ++stats.watches;
+    }
+    beginList();
+    return client.watch(type, wo, [&](WatchEvent&& e) {
+      gotEvent = true;
+      if (listed) {
+        apply(std::move(e));
+        return true;
+      }
+      if (e.type == WatchEventType::kBookmark) {
+        if (endsInitialEvents(e.object)) {
+          endList(std::string(k8s::resourceVersion(e.object)), true);
+          listed = true;
+        }
+        return true;  // a progress bookmark within the initial events: nothing to keep
+      }
+      if (e.type == WatchEventType::kDeleted) {
+        apply(std::move(e));
+        return true;
+      }
+      if (options.transform) e.object = options.transform(e.object);
+      listOne(std::move(e.object));
+      return true;
+    }, cancel);
   }
 
   void run() {
@@ -245,20 +339,50 @@ struct Informer::Impl {
           impl.activeCancel = nullptr;
         }
       } clear{*this};
+      std::optional<ApiStatus> status;  // set when a streaming list already ran its watch
+      bool gotEvent = false;
+      auto watchStart = std::chrono::steady_clock::now();
       if (next == Next::kList) {
         // Every list but the first waits its turn, growing while relists keep failing or
         // watches keep ending before any event.
         if (!std::exchange(first, false) && !pause(nextBackoff(backoff))) return;
-        auto r = listFrom(from, &cancel);
-        if (!r && from != "0" && (r.error().isGone() || r.error().isResourceVersionTooLarge())) {
-          // Our version is of no use here (compacted on a server without a watch cache, or
-          // a store behind us): take whatever version the watch cache has.
-          if (r.error().isResourceVersionTooLarge()) countTooLarge();
-          from = "0";
-          r = listFrom(from, &cancel);
+        bool streaming = false;
+        {
+          std::lock_guard lock(mu);
+          streaming = options.streamingList && watchListServed;
         }
-        if (!r) continue;
-        replaceAll(std::move(*r));
+        if (streaming) {
+          bool listed = false;
+          status = streamList(from, &cancel, listed, gotEvent);
+          {
+            std::lock_guard lock(mu);
+            if (stopping) return;
+            if (!*status) ++stats.watchErrors;
+          }
+          if (!listed) {
+            if (!*status && status->error().isWatchListRefused()) {
+              // The WatchList gate is off: list, at once.
+              std::lock_guard lock(mu);
+              watchListServed = false;
+              first = true;
+            } else if (!*status && from != "0" &&
+                       (status->error().isGone() || status->error().isResourceVersionTooLarge())) {
+              if (status->error().isResourceVersionTooLarge()) countTooLarge();
+              from = "0";
+            }
+            continue;
+          }
+        } else {
+          auto r = listFrom(from, &cancel);
+          if (!r && from != "0" && (r.error().isGone() || r.error().isResourceVersionTooLarge())) {
+            // Our version is of no use here (compacted on a server without a watch cache, or
+            // a store behind us): take whatever version the watch cache has.
+            if (r.error().isResourceVersionTooLarge()) countTooLarge();
+            from = "0";
+            r = listFrom(from, &cancel);
+          }
+          if (!r) continue;
+        }
         next = Next::kWatch;
       } else if (next == Next::kCheck) {
         // The stream broke: the apiserver may have come back on an etcd restored from a
@@ -292,31 +416,25 @@ struct Informer::Impl {
         }
         next = Next::kWatch;
       }
-      WatchOptions wo;
-      wo.ns = options.ns;
-      wo.labelSelector = options.labelSelector;
-      wo.fieldSelector = options.fieldSelector;
-      wo.timeoutSeconds = options.watchTimeoutSeconds;
-      {
+      if (!status) {
+        WatchOptions wo = watchOptions();
+        {
+          std::lock_guard lock(mu);
+          if (stopping) return;
+          wo.resourceVersion = rv;
+          ++stats.watches;
+        }
+        status = client.watch(type, wo, [&](WatchEvent&& e) {
+          gotEvent = true;
+          apply(std::move(e));
+          return true;
+        }, &cancel);
         std::lock_guard lock(mu);
         if (stopping) return;
-        wo.resourceVersion = rv;
-        ++stats.watches;
-      }
-      bool gotEvent = false;
-      auto watchStart = std::chrono::steady_clock::now();
-      auto status = client.watch(type, wo, [&](WatchEvent&& e) {
-        gotEvent = true;
-        apply(std::move(e));
-        return true;
-      }, &cancel);
-      {
-        std::lock_guard lock(mu);
-        if (stopping) return;
-        if (!status) ++stats.watchErrors;
+        if (!*status) ++stats.watchErrors;
       }
       if (gotEvent) backoff = options.backoffMin;
-      if (status) {
+      if (*status) {
         // The server ended the stream: resume from the last version, at once unless it
         // keeps ending streams straight away (then back off instead of hammering it).
         bool instant = !gotEvent && std::chrono::steady_clock::now() - watchStart < std::chrono::seconds(1);
@@ -327,14 +445,14 @@ struct Informer::Impl {
         }
         continue;
       }
-      if (status.error().isGone()) {
+      if (status->error().isGone()) {
         // History compacted past our version: relist, not older than it.
         std::lock_guard lock(mu);
         from = rv.empty() ? "0" : rv;
         next = Next::kList;
         continue;
       }
-      if (status.error().isResourceVersionTooLarge()) {
+      if (status->error().isResourceVersionTooLarge()) {
         countTooLarge();
         from = "0";
         next = Next::kList;

@@ -10,7 +10,11 @@
 //   service  - SchedulerService, as vgpu-scheduler's main starts it (allocator tuned; its pod
 //              informer's store keeps bound pods as stubs, k8s::podStub)
 // and reports VmRSS once both caches have synced, and VmHWM (the peak, during the list).
+// Each mode runs against the double serving streaming lists (watch with sendInitialEvents,
+// kube-apiserver's default), then `informer` and `service` again with the double's WatchList
+// gate off (--no-watch-list), where the informers fall back to lists.
 // Run: bin/vgpu_scheduler_memory_bench [nodes pods]; figures in docs/kubernetes-client.md.
+// One measurement alone: bin/vgpu_scheduler_memory_bench --child MODE URL|KUBECONFIG.
 #include <malloc.h>
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
@@ -149,8 +153,15 @@ int child(const std::string& mode, const std::string& server) {
   spdlog::set_level(spdlog::level::warn);
   if (mode == "service") scheduler::tuneAllocator();
   BackendSet backends = simBackends();
+  // A URL (the double), or a kubeconfig (a real cluster: tests/realk8s runs this mode).
   k8s::ClientConfig cc;
-  cc.server = server;
+  if (server.rfind("http", 0) == 0) {
+    cc.server = server;
+  } else {
+    auto loaded = k8s::loadKubeconfig(server);
+    if (!loaded.ok()) return std::cerr << loaded.error().message << "\n", 1;
+    cc = std::move(loaded).value();
+  }
   auto client = k8s::Client::create(cc, {});
   if (!client.ok()) return std::cerr << client.error().message << "\n", 1;
   const long before = statusKiB("VmRSS:");
@@ -220,37 +231,49 @@ int main(int argc, char** argv) {
                 podCount ? podBytes / static_cast<std::size_t>(podCount) : 0);
   }
   // The double in its own process, so only the scheduler side is measured.
-  int toParent[2];
-  if (pipe(toParent) != 0) return 1;
-  pid_t api = fork();
-  if (api == 0) {
-    dup2(toParent[1], 1);
-    execl(VGPU_FAKE_APISERVER_BIN, VGPU_FAKE_APISERVER_BIN, "--fixtures", dir.c_str(), "--port", "0", nullptr);
-    _exit(127);
-  }
-  close(toParent[1]);
-  std::string line;
-  for (char ch; read(toParent[0], &ch, 1) == 1 && ch != '\n';) line += ch;
-  fs::remove_all(dir);
-  const auto at = line.find("http");
-  if (at == std::string::npos) {
-    std::cerr << "the apiserver double did not start: " << line << "\n";
-    return 1;
-  }
-  const std::string url = line.substr(at);
-  int rc = 0;
-  for (const char* mode : {"whole", "trimmed", "informer", "service"}) {
-    std::fflush(stdout);
-    pid_t p = fork();
-    if (p == 0) {
-      execl("/proc/self/exe", argv[0], "--child", mode, url.c_str(), nullptr);
+  auto startDouble = [&](bool watchList, std::string& url) -> pid_t {
+    int toParent[2];
+    if (pipe(toParent) != 0) return -1;
+    pid_t api = fork();
+    if (api == 0) {
+      dup2(toParent[1], 1);
+      execl(VGPU_FAKE_APISERVER_BIN, VGPU_FAKE_APISERVER_BIN, "--fixtures", dir.c_str(), "--port", "0",
+            watchList ? nullptr : "--no-watch-list", nullptr);
       _exit(127);
     }
-    int status = 0;
-    waitpid(p, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
+    close(toParent[1]);
+    std::string line;
+    for (char ch; read(toParent[0], &ch, 1) == 1 && ch != '\n';) line += ch;
+    close(toParent[0]);
+    const auto at = line.find("http");
+    if (at == std::string::npos) {
+      std::cerr << "the apiserver double did not start: " << line << "\n";
+      return -1;
+    }
+    url = line.substr(at);
+    return api;
+  };
+  int rc = 0;
+  for (bool watchList : {true, false}) {
+    std::string url;
+    pid_t api = startDouble(watchList, url);
+    if (api < 0) return 1;
+    std::printf("-- the double's WatchList gate %s\n", watchList ? "on (streaming lists)" : "off (lists)");
+    for (const char* mode : {"whole", "trimmed", "informer", "service"}) {
+      if (!watchList && std::string(mode) != "informer" && std::string(mode) != "service") continue;
+      std::fflush(stdout);
+      pid_t p = fork();
+      if (p == 0) {
+        execl("/proc/self/exe", argv[0], "--child", mode, url.c_str(), nullptr);
+        _exit(127);
+      }
+      int status = 0;
+      waitpid(p, &status, 0);
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
+    }
+    kill(api, SIGTERM);
+    waitpid(api, nullptr, 0);
   }
-  kill(api, SIGTERM);
-  waitpid(api, nullptr, 0);
+  fs::remove_all(dir);
   return rc;
 }

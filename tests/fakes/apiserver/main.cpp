@@ -1,6 +1,6 @@
 // vgpu-fake-apiserver: serves a fixture folder for end-to-end tests of the daemons.
 //   vgpu-fake-apiserver [--fixtures DIR] [--port N] [--address A] [--tls] [--token T]
-//                       [--ca-out FILE] [--bookmark-ms N]
+//                       [--ca-out FILE] [--bookmark-ms N] [--no-watch-list]
 // Prints "listening on URL" on stdout once ready; runs until SIGINT or SIGTERM.
 
 #include <csignal>
@@ -17,7 +17,7 @@ namespace {
 int usage(const std::string& why) {
   std::cerr << "vgpu-fake-apiserver: " << why << "\n"
             << "usage: vgpu-fake-apiserver [--fixtures DIR] [--port N] [--address A] [--tls]\n"
-            << "       [--token T] [--ca-out FILE] [--bookmark-ms N]\n";
+            << "       [--token T] [--ca-out FILE] [--bookmark-ms N] [--no-watch-list]\n";
   return 2;
 }
 
@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
     auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
     if (arg == "--tls") {
       options.tls = true;
+    } else if (arg == "--no-watch-list") {
+      options.watchList = false;
     } else if (arg == "--fixtures" || arg == "--port" || arg == "--address" || arg == "--token" ||
                arg == "--ca-out" || arg == "--bookmark-ms") {
       const char* v = value();

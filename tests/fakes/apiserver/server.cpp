@@ -84,9 +84,10 @@ FieldError forbidden(const std::string& field, const std::string& detail) {
   return {"FieldValueForbidden", "Forbidden: " + detail, field};
 }
 
-// k8s.io/apimachinery/pkg/apis/meta/internalversion/validation: ValidateListOptions (the
-// WatchList gate on, as from 1.32).
-std::optional<Reply> validateListOptions(const std::map<std::string, std::string>& params, bool watch) {
+// k8s.io/apimachinery/pkg/apis/meta/internalversion/validation: ValidateListOptions, with
+// the WatchList gate as `watchList` (on by default in 1.34 and 1.37).
+std::optional<Reply> validateListOptions(const std::map<std::string, std::string>& params, bool watch,
+                                         bool watchList) {
   auto has = [&](const char* k) { return params.count(k) > 0; };
   auto param = [&](const char* k) {
     auto it = params.find(k);
@@ -97,6 +98,9 @@ std::optional<Reply> validateListOptions(const std::map<std::string, std::string
   if (watch) {
     if (has("sendInitialEvents") && match != "NotOlderThan")
       errs.push_back(forbidden("resourceVersionMatch", "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"));
+    if (has("sendInitialEvents") && !watchList)
+      errs.push_back(forbidden("sendInitialEvents",
+                               "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"));
     if (!match.empty()) {
       if (!has("sendInitialEvents"))
         errs.push_back(forbidden("resourceVersionMatch",
@@ -439,7 +443,7 @@ struct FakeApiServer::Impl {
 
     if (name.empty()) {
       if (method == "GET") {
-        if (auto invalid = validateListOptions(params, watch)) return respond(s, req, *invalid, path, query);
+        if (auto invalid = validateListOptions(params, watch, options.watchList)) return respond(s, req, *invalid, path, query);
         auto sel = detail::Selectors::parse(plural, param("labelSelector"), param("fieldSelector"));
         if (!sel.error.empty()) return respond(s, req, statusReply(400, "BadRequest", sel.error), path, query);
         if (watch) return serveWatch(s, req, plural, ns, std::move(sel), params, path, query);
@@ -565,15 +569,16 @@ struct FakeApiServer::Impl {
     std::vector<std::string> lines;
     auto begun = detail::Store::WaitResult::kGone;  // kGone: end after `lines`
     if (param("sendInitialEvents") == "true") {
-      // Only the watch-list's refusal of a version the store lacks is modelled. The real
-      // one, past authorization, sends it as an ERROR event on a 200 stream.
+      // A version the store lacks is refused as the real one does past authorization: an
+      // ERROR event on a 200 stream. Otherwise the state now (not older than the version
+      // asked for), its end bookmark and the changes after it.
       auto tooLarge = store.waitForVersion(param("resourceVersion"), options.tooLargeResourceVersionWait);
-      if (!tooLarge) {
-        return respond(s, req, statusReply(400, "BadRequest",
-                                           "the fake apiserver does not serve sendInitialEvents watches"),
-                       path, query);
+      if (tooLarge) {
+        lines.push_back(R"({"type":"ERROR","object":)" + tooLarge->body + "}");
+      } else {
+        store.beginWatchList(w, lines);
+        begun = detail::Store::WaitResult::kLines;
       }
-      lines.push_back(R"({"type":"ERROR","object":)" + tooLarge->body + "}");
     } else {
       begun = store.beginWatch(w, param("resourceVersion"), lines);
     }

@@ -777,6 +777,21 @@ Store::WaitResult Store::beginWatch(Watch& w, std::string_view rv, std::vector<s
   return WaitResult::kLines;
 }
 
+void Store::beginWatchList(Watch& w, std::vector<std::string>& lines) {
+  std::lock_guard lock(mu_);
+  w.epoch = epoch_;
+  for (const auto& [key, obj] : objectsOf(w.plural)) {
+    if (!w.ns.empty() && strAt(*obj, "metadata", "namespace") != w.ns) continue;
+    if (!w.sel.matches(*obj)) continue;
+    lines.push_back(R"({"type":"ADDED","object":)" + serializeObject(obj) + "}");
+  }
+  w.cursor = rv_;
+  const KindInfo* kind = kindByPlural(w.plural);
+  lines.push_back(std::string(R"({"type":"BOOKMARK","object":{"kind":")") + std::string(kind->kind) +
+                  R"(","apiVersion":"v1","metadata":{"resourceVersion":")" + std::to_string(w.cursor) +
+                  R"(","annotations":{"k8s.io/initial-events-end":"true"}}}})");
+}
+
 Store::WaitResult Store::next(Watch& w, std::chrono::steady_clock::time_point deadline,
                               std::chrono::steady_clock::time_point bookmarkAt,
                               std::vector<std::string>& lines) {

@@ -127,6 +127,10 @@ class Store {
   /// Positions a watch at `rv` ("" or "0": synthetic ADDED for what exists now, returned in
   /// `lines`). Returns kGone with an ERROR line when `rv` is older than the history.
   WaitResult beginWatch(Watch& w, std::string_view rv, std::vector<std::string>& lines);
+  /// A streaming list (sendInitialEvents=true, the version already checked): synthetic
+  /// ADDED for what exists now, then the BOOKMARK annotated k8s.io/initial-events-end at
+  /// the store's version, from which the watch goes on.
+  void beginWatchList(Watch& w, std::vector<std::string>& lines);
   /// Waits for events after the cursor until `deadline`; a bookmark line when idle at
   /// `bookmarkAt` (if asked for).
   WaitResult next(Watch& w, std::chrono::steady_clock::time_point deadline,

@@ -272,6 +272,41 @@ TEST(K8sFakeApiServer, AWatchListFromAVersionTheStoreLacksGetsTheTooLargeErrorEv
   expectTooLargeStatus(event.at("object").as_object(), rv + 3, rv);
 }
 
+// A streaming list (kube-apiserver's WatchList, on by default in 1.34 and 1.37): an ADDED
+// event per object, then the BOOKMARK annotated k8s.io/initial-events-end at the list's
+// version; with the gate off, 422 naming sendInitialEvents.
+TEST(K8sFakeApiServer, AStreamingListSendsTheObjectsThenTheBookmarkThatEndsThem) {
+  for (bool gate : {true, false}) {
+    fakes::FakeApiServerOptions o;
+    o.watchList = gate;
+    auto server = startServer(o);
+    ASSERT_TRUE(server->create("pods", makePod("ns", "a")));
+    ASSERT_TRUE(server->create("pods", makePod("ns", "b")));
+    auto raw = rawHttp(server->port(),
+                       request("GET", "/api/v1/pods?watch=true&sendInitialEvents=true&allowWatchBookmarks=true"
+                                      "&resourceVersionMatch=NotOlderThan&resourceVersion=0&timeoutSeconds=1",
+                               "application/json", ""));
+    if (!gate) {
+      EXPECT_EQ(raw.rfind("HTTP/1.1 422", 0), 0u) << raw;
+      EXPECT_NE(raw.find("sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"),
+                std::string::npos)
+          << raw;
+      continue;
+    }
+    ASSERT_EQ(raw.rfind("HTTP/1.1 200", 0), 0u) << raw;
+    std::vector<json::object> events;
+    for (auto at = raw.find(R"({"type")"); at != std::string::npos; at = raw.find(R"({"type")", at + 1))
+      events.push_back(json::parse(raw.substr(at, raw.find('\n', at) - at)).as_object());
+    ASSERT_EQ(events.size(), 3u) << raw;
+    EXPECT_EQ(events[0].at("type"), "ADDED");
+    EXPECT_EQ(events[1].at("type"), "ADDED");
+    EXPECT_EQ(events[2].at("type"), "BOOKMARK");
+    const auto& md = events[2].at("object").at("metadata").as_object();
+    EXPECT_EQ(md.at("resourceVersion"), json::value(std::to_string(server->resourceVersion())));
+    EXPECT_EQ(md.at("annotations").at("k8s.io/initial-events-end"), "true");
+  }
+}
+
 TEST(K8sFakeApiServer, APlainWatchFromAVersionTheStoreLacksStaysSilentUntilTheStorePassesIt) {
   fakes::FakeApiServerOptions o;
   o.bookmarkInterval = std::chrono::milliseconds(10);

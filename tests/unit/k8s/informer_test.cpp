@@ -138,12 +138,15 @@ TEST(K8sInformer, AFieldSelectedInformerSeesPodsArriveAndLeaveItsNode) {
   EXPECT_EQ(mirror.takeLog(), (std::vector<std::string>{"add ns/pending", "delete ns/mine"}));
 }
 
-TEST(K8sInformer, RelistAfterGoneReportsExactlyWhatWasMissed) {
+// Both ways of listing: a streaming list (the apiserver's default) and paged lists.
+void relistAfterGoneReportsExactlyWhatWasMissed(bool streaming) {
   auto server = startServer();
   auto client = clientFor(*server);
   for (const char* n : {"keep", "change", "drop"}) ASSERT_TRUE(server->create("pods", makePod("ns", n)));
   Mirror mirror;
-  Informer informer(*client, kPods, quick(), mirror.handlers());
+  InformerOptions o = quick();
+  o.streamingList = streaming;
+  Informer informer(*client, kPods, o, mirror.handlers());
   informer.start();
   ASSERT_TRUE(informer.waitForSync(std::chrono::seconds(10)));
   mirror.takeLog();
@@ -165,8 +168,12 @@ TEST(K8sInformer, RelistAfterGoneReportsExactlyWhatWasMissed) {
   std::sort(log.begin(), log.end());
   EXPECT_EQ(log, (std::vector<std::string>{"add ns/born", "delete ns/drop", "update ns/change"}));
   EXPECT_EQ(informer.stats().lists, 2u);
+  EXPECT_EQ(informer.stats().streamedLists, streaming ? 2u : 0u);
   EXPECT_TRUE(mirror.problems().empty());
 }
+
+TEST(K8sInformer, RelistAfterGoneReportsExactlyWhatWasMissed) { relistAfterGoneReportsExactlyWhatWasMissed(true); }
+TEST(K8sInformer, APagedRelistAfterGoneReportsExactlyWhatWasMissed) { relistAfterGoneReportsExactlyWhatWasMissed(false); }
 
 // Keeps the informer's watches failing (its lists still work) while a test changes things.
 void holdWatchesDown(fakes::FakeApiServer& server, const Informer& informer) {
@@ -246,9 +253,9 @@ TEST(K8sInformer, TheStoreKeepsTheRetainedVersionOnceTheCallbacksHaveRun) {
   EXPECT_EQ(seen, (std::vector<std::string>{"ns/bound-a whole", "ns/bound-b whole", "ns/pending whole",
                                             "ns/bound-a whole from cut", "ns/pending whole from whole",
                                             "ns/bound-b whole from cut"}));
-  // The first list's two bound pods, the two watched changes, the relist's three (the store
-  // takes the relisted objects, changed or not).
-  EXPECT_EQ(retained.load(), 7);
+  // The first list's two bound pods, the two watched changes, the relist's one change (the
+  // store keeps what it holds of an object the relist shows unchanged).
+  EXPECT_EQ(retained.load(), 5);
 }
 
 bool isList(const fakes::RequestRecord& r) {
@@ -295,13 +302,15 @@ TEST(K8sInformer, GetsPastACompactionOfItsVersionWhileItsStreamWasBroken) {
 }
 
 // Issue 19 item 2: no list is a quorum read ("" goes to etcd, from every client at once
-// after an apiserver restart); the first list is "0", a relist after 410 is not older than
-// the last version seen, unpaged (so the watch cache serves it), after a jittered backoff.
+// after an apiserver restart); where lists are not streamed (issue 42) each is paged from
+// the watch cache: the first not older than 1 (the cache would ignore a limit with "0"), a
+// relist after 410 not older than the last version seen, after a jittered backoff.
 TEST(K8sInformer, ListsAreServedFromTheWatchCacheAndRelistsWaitTheirTurn) {
   auto server = startServer();
   auto client = clientFor(*server);
   for (int i = 0; i < 9; ++i) ASSERT_TRUE(server->create("pods", makePod("ns", "p" + std::to_string(i))));
   InformerOptions o = quick();
+  o.streamingList = false;
   o.backoffMin = std::chrono::milliseconds(100);
   o.backoffMax = std::chrono::milliseconds(1000);
   Informer informer(*client, kPods, o, {});
@@ -315,23 +324,100 @@ TEST(K8sInformer, ListsAreServedFromTheWatchCacheAndRelistsWaitTheirTurn) {
   server->clearFaults();
   ASSERT_TRUE(eventually([&] { return informer.stats().lists == 2 && informer.get("ns/late"); }));
 
-  std::vector<fakes::RequestRecord> lists;
+  std::vector<fakes::RequestRecord> lists;  // first pages; not the one-item checks
   std::optional<std::chrono::steady_clock::time_point> gone;
   for (const auto& r : server->requests()) {
-    if (isList(r) && r.query.find("resourceVersionMatch") == std::string::npos) lists.push_back(r);
+    if (isList(r) && queryParam(r.query, "continue").empty() && queryParam(r.query, "limit") != "1") lists.push_back(r);
     if (!isList(r) && r.status == 200 && queryParam(r.query, "resourceVersion") == seen) gone = r.at;
   }
   ASSERT_EQ(lists.size(), 2u);
-  EXPECT_EQ(queryParam(lists[0].query, "resourceVersion"), "0") << lists[0].query;
+  EXPECT_EQ(queryParam(lists[0].query, "resourceVersion"), "1") << lists[0].query;
   EXPECT_EQ(queryParam(lists[1].query, "resourceVersion"), seen) << lists[1].query;
-  EXPECT_EQ(queryParam(lists[1].query, "limit"), "") << "unpaged: with a limit it would be an exact read";
+  for (const auto& l : lists) {
+    EXPECT_EQ(queryParam(l.query, "resourceVersionMatch"), "NotOlderThan") << "else an exact read: " << l.query;
+    EXPECT_EQ(queryParam(l.query, "limit"), "7") << l.query;
+  }
   for (const auto& r : server->requests()) {
     if (isList(r)) {
-      EXPECT_NE(queryParam(r.query, "resourceVersion"), "") << "a quorum read: " << r.query;
+      EXPECT_NE(queryParam(r.query, "resourceVersion") + queryParam(r.query, "continue"), "") << "a quorum read: " << r.query;
     }
   }
   ASSERT_TRUE(gone) << "the re-watch that met the compaction";
   EXPECT_GE(lists[1].at - *gone, std::chrono::milliseconds(50)) << "relisted without waiting";
+}
+
+// Issue 42 item 1: where the apiserver serves it (WatchList, on by default in 1.34 and
+// 1.37) the list is a watch with sendInitialEvents, one object at a time, and the same
+// stream goes on as the watch once the bookmark that ends the initial events came.
+TEST(K8sInformer, StreamsItsListWhereServedAndWatchesOnTheSameStream) {
+  auto server = startServer();
+  auto client = clientFor(*server);
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(server->create("pods", makePod("ns", "p" + std::to_string(i))));
+  Mirror mirror;
+  Informer informer(*client, kPods, quick(), mirror.handlers());
+  informer.start();
+  ASSERT_TRUE(informer.waitForSync(std::chrono::seconds(10)));
+  EXPECT_EQ(mirror.takeLog().size(), 10u);
+  EXPECT_EQ(informer.resourceVersion(), std::to_string(server->resourceVersion()));
+  ASSERT_TRUE(server->create("pods", makePod("ns", "new")));
+  ASSERT_TRUE(server->remove("pods", "ns", "p3"));
+  ASSERT_TRUE(eventually([&] { return informer.resourceVersion() == std::to_string(server->resourceVersion()); }));
+  EXPECT_EQ(mirror.takeLog(), (std::vector<std::string>{"add ns/new", "delete ns/p3"}));
+  EXPECT_EQ(cacheState(informer), serverState(*server));
+  EXPECT_TRUE(mirror.problems().empty());
+  const auto stats = informer.stats();
+  EXPECT_EQ(stats.lists, 1u);
+  EXPECT_EQ(stats.streamedLists, 1u);
+  EXPECT_EQ(stats.watches, 1u) << "the list's stream is the watch";
+  int watches = 0;
+  for (const auto& r : server->requests()) {
+    if (r.path != "/api/v1/pods") continue;
+    EXPECT_FALSE(isList(r)) << "listed: " << r.query;
+    ++watches;
+    EXPECT_EQ(queryParam(r.query, "sendInitialEvents"), "true") << r.query;
+    EXPECT_EQ(queryParam(r.query, "resourceVersionMatch"), "NotOlderThan") << r.query;
+    EXPECT_EQ(queryParam(r.query, "allowWatchBookmarks"), "true") << r.query;
+    EXPECT_EQ(queryParam(r.query, "resourceVersion"), "0") << r.query;
+  }
+  EXPECT_EQ(watches, 1);
+}
+
+// With the WatchList gate off the apiserver refuses sendInitialEvents (422); the informer
+// lists instead, at once and page by page, and does not ask for a streaming list again.
+TEST(K8sInformer, ListsPageByPageWhereStreamingListsAreRefused) {
+  fakes::FakeApiServerOptions so;
+  so.watchList = false;
+  auto server = startServer(so);
+  auto client = clientFor(*server);
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(server->create("pods", makePod("ns", "p" + std::to_string(i))));
+  Mirror mirror;
+  Informer informer(*client, kPods, quick(), mirror.handlers());
+  informer.start();
+  ASSERT_TRUE(informer.waitForSync(std::chrono::seconds(10)));
+  EXPECT_EQ(mirror.takeLog().size(), 20u);
+  ASSERT_TRUE(server->create("pods", makePod("ns", "new")));
+  ASSERT_TRUE(eventually([&] { return informer.get("ns/new") != nullptr; }));
+  server->breakWatches();  // a re-watch is a plain watch again
+  ASSERT_TRUE(server->remove("pods", "ns", "p1"));
+  ASSERT_TRUE(eventually([&] { return informer.get("ns/p1") == nullptr; }));
+  EXPECT_EQ(cacheState(informer), serverState(*server));
+  EXPECT_TRUE(mirror.problems().empty());
+  EXPECT_EQ(informer.stats().lists, 1u);
+  EXPECT_EQ(informer.stats().streamedLists, 0u);
+  int refused = 0;
+  int pages = 0;
+  for (const auto& r : server->requests()) {
+    if (r.path != "/api/v1/pods") continue;
+    if (!queryParam(r.query, "sendInitialEvents").empty()) {
+      ++refused;
+      EXPECT_EQ(r.status, 422) << r.query;
+    } else if (isList(r) && queryParam(r.query, "limit") != "1") {  // not the checks after a break
+      ++pages;
+      EXPECT_EQ(r.status, 200) << r.query;
+    }
+  }
+  EXPECT_EQ(refused, 1);
+  EXPECT_EQ(pages, 3) << "20 pods in pages of 7";
 }
 
 TEST(K8sInformer, RelistsBackOffExponentiallyWithJitterAcrossClients) {
@@ -342,6 +428,7 @@ TEST(K8sInformer, RelistsBackOffExponentiallyWithJitterAcrossClients) {
   for (int i = 0; i < kInformers; ++i) {
     ASSERT_TRUE(server->create("pods", makePod("ns" + std::to_string(i), "p")));
     InformerOptions o = quick();
+    o.streamingList = false;  // relists as lists, which the watches' 410 leaves alone
     o.ns = "ns" + std::to_string(i);
     o.backoffMin = std::chrono::milliseconds(40);
     o.backoffMax = std::chrono::milliseconds(5000);
@@ -518,20 +605,25 @@ TEST(K8sInformer, StopIsPromptAndSafeTwice) {
 }
 
 TEST(K8sInformer, StopInterruptsAListTheServerNeverAnswers) {
-  auto server = startServer();
-  fakes::Fault hang;
-  hang.action = fakes::Fault::Action::kHang;
-  hang.watch = fakes::Fault::Watch::kNever;
-  server->addFault(hang);
-  auto client = clientFor(*server);  // 5 s request timeout: stop must not wait for it
-  Informer informer(*client, kPods, quick(), {});
-  informer.start();
-  ASSERT_TRUE(eventually([&] { return server->requestCount() == 1; }));
-  auto start = std::chrono::steady_clock::now();
-  informer.stop();
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
-  EXPECT_FALSE(informer.hasSynced());
-  server->releaseHangs();
+  for (bool streaming : {true, false}) {
+    SCOPED_TRACE(streaming ? "a streaming list" : "a list");
+    auto server = startServer();
+    fakes::Fault hang;
+    hang.action = fakes::Fault::Action::kHang;
+    hang.watch = streaming ? fakes::Fault::Watch::kOnly : fakes::Fault::Watch::kNever;
+    server->addFault(hang);
+    auto client = clientFor(*server);  // 5 s request timeout: stop must not wait for it
+    InformerOptions o = quick();
+    o.streamingList = streaming;
+    Informer informer(*client, kPods, o, {});
+    informer.start();
+    ASSERT_TRUE(eventually([&] { return server->requestCount() == 1; }));
+    auto start = std::chrono::steady_clock::now();
+    informer.stop();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+    EXPECT_FALSE(informer.hasSynced());
+    server->releaseHangs();
+  }
 }
 
 TEST(K8sInformer, RandomizedRunKeepsAnExactMirrorThroughBreaksGoneAndRestarts) {

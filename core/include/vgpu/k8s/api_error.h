@@ -34,6 +34,12 @@ struct ApiError {
            (std::find(causes.begin(), causes.end(), "ResourceVersionTooLarge") != causes.end() ||
             message.find("Too large resource version") != std::string::npos);
   }
+  /// 422 Invalid naming sendInitialEvents: the apiserver's WatchList feature gate is off
+  /// ("sendInitialEvents is forbidden for watch unless the WatchList feature gate is
+  /// enabled"); list instead.
+  bool isWatchListRefused() const {
+    return httpStatus == 422 && message.find("sendInitialEvents") != std::string::npos;
+  }
   bool isUnauthorized() const { return httpStatus == 401; }
   bool isTransport() const { return httpStatus == 0; }
 

@@ -66,8 +66,8 @@ struct ListOptions {
   /// "", "NotOlderThan" or "Exact"; only with a resourceVersion and without a continue token
   /// (the apiserver answers 422 otherwise).
   std::string resourceVersionMatch;
-  /// Applied to each item as its page is decoded; the page's full text and tree are freed
-  /// before listPage returns, so a list costs one page of full objects at a time.
+  /// Applied to each item as it is decoded, one item at a time (never a page's tree): a
+  /// list costs one page's text and its items' transformed copies.
   ObjectTransform transform;
 };
 
@@ -83,6 +83,12 @@ struct WatchOptions {
   std::string fieldSelector;
   std::string resourceVersion;     ///< from the list or the last event seen
   bool allowBookmarks = true;
+  /// A streaming list (the WatchList feature, on by default in kube-apiserver 1.34 and
+  /// 1.37): the stream opens with an ADDED event per object at a version not older than
+  /// `resourceVersion` ("" = a consistent read, "0" = any), then a BOOKMARK carrying the
+  /// annotation kInitialEventsEnd, then the changes. Sends `resourceVersionMatch=NotOlderThan`.
+  /// An apiserver with the gate off answers 422 Invalid (isWatchListRefused()).
+  bool sendInitialEvents = false;
   int timeoutSeconds = 300;        ///< the server ends the stream after this; re-watch
 };
 

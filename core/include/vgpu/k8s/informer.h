@@ -31,8 +31,11 @@ struct InformerOptions {
   std::string ns;               ///< empty = all namespaces
   std::string labelSelector;
   std::string fieldSelector;    ///< e.g. "spec.nodeName=node1"
-  /// Page size of the first list (resourceVersion=0): the apiserver's watch cache ignores
-  /// it, an apiserver without one pages. Relists are unpaged (see docs/kubernetes-client.md).
+  /// Lists as a streaming list (a watch with sendInitialEvents) where the apiserver serves
+  /// it; after its first refusal (the WatchList gate off) the informer lists instead.
+  bool streamingList = true;
+  /// Page size of lists where streaming lists are not served (every list is then
+  /// NotOlderThan a version, which the watch cache pages; docs/kubernetes-client.md).
   std::int64_t pageSize = 500;
   int watchTimeoutSeconds = 300;
   /// Before every list but the first, and after a failed watch: doubling from backoffMin
@@ -56,7 +59,8 @@ struct InformerOptions {
 
 /// Counters for metrics and tests.
 struct InformerStats {
-  std::uint64_t lists = 0;          ///< successful full lists (1 + relists)
+  std::uint64_t lists = 0;          ///< successful full lists (1 + relists), streamed or not
+  std::uint64_t streamedLists = 0;  ///< of which streaming lists (sendInitialEvents)
   std::uint64_t watches = 0;        ///< watch streams opened
   std::uint64_t watchErrors = 0;    ///< streams that ended in an error
   std::uint64_t events = 0;         ///< add/update/delete callbacks delivered

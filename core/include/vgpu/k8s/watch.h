@@ -4,10 +4,15 @@
 #include <atomic>
 #include <functional>
 #include <mutex>
+#include <string_view>
 
 #include <boost/json/object.hpp>
 
 namespace vgpu::k8s {
+
+/// The annotation, "true" on the BOOKMARK that ends a streaming list's initial events
+/// (WatchOptions::sendInitialEvents); its resourceVersion is the list's.
+inline constexpr std::string_view kInitialEventsEnd = "k8s.io/initial-events-end";
 
 enum class WatchEventType { kAdded, kModified, kDeleted, kBookmark };
 

@@ -39,6 +39,10 @@ struct FakeApiServerOptions {
   /// waits this long for the store to catch up before answering 504 "Too large resource
   /// version", as the real watch cache does for 3 s.
   std::chrono::milliseconds tooLargeResourceVersionWait{3000};
+  /// kube-apiserver's WatchList feature gate: on, a watch with sendInitialEvents=true is a
+  /// streaming list; off, it is refused 422 Invalid naming sendInitialEvents (as 1.34 and
+  /// 1.37 do when the gate is turned off; it is on by default in both).
+  bool watchList = true;
 };
 
 /// What an etcd snapshot holds: every object and the resourceVersion counter.
