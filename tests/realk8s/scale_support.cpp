@@ -136,14 +136,17 @@ double writesOf(const RequestCounts& counts) {
 }
 
 std::string describe(const RequestCounts& counts) {
-  std::vector<std::pair<std::string, double>> items(counts.begin(), counts.end());
-  std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) {
-    if (isWrite(a.first) != isWrite(b.first)) return isWrite(a.first);
-    return a.second > b.second;
-  });
+  std::vector<std::pair<std::string, double>> writes;
+  double reads = 0;
+  for (const auto& [k, v] : counts)
+    if (isWrite(k))
+      writes.emplace_back(k, v);
+    else
+      reads += v;
+  std::stable_sort(writes.begin(), writes.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   std::ostringstream out;
-  for (std::size_t i = 0; i < items.size(); ++i)
-    out << (i ? ", " : "") << items[i].first << " " << static_cast<long long>(std::llround(items[i].second));
+  for (const auto& [k, v] : writes) out << k << " " << static_cast<long long>(std::llround(v)) << ", ";
+  out << "other requests " << static_cast<long long>(std::llround(reads));
   return out.str();
 }
 

@@ -50,7 +50,8 @@ Result<RequestCounts> apiserverRequests(RealCluster& c);
 RequestCounts requestsBetween(const RequestCounts& before, const RequestCounts& after);
 /// The writes among them (POST, PUT, PATCH, DELETE, DELETECOLLECTION).
 double writesOf(const RequestCounts& counts);
-/// "PATCH leases 12, POST pods/binding 3000, ..." (writes first).
+/// "POST pods/binding 3000, PATCH leases 12, ..., other requests 40": the writes, most first,
+/// then the sum of the rest.
 std::string describe(const RequestCounts& counts);
 /// The series of a Prometheus text whose names start with one of `families`
 /// (`name{labels}` -> value), e.g. vgpu-scheduler's bind results; compare two with
