@@ -135,18 +135,22 @@ double writesOf(const RequestCounts& counts) {
   return n;
 }
 
-std::string describe(const RequestCounts& counts) {
-  std::vector<std::pair<std::string, double>> writes;
+std::string describe(const RequestCounts& counts, bool everyRead) {
+  std::vector<std::pair<std::string, double>> items;
   double reads = 0;
   for (const auto& [k, v] : counts)
-    if (isWrite(k))
-      writes.emplace_back(k, v);
+    if (isWrite(k) || everyRead)
+      items.emplace_back(k, v);
     else
       reads += v;
-  std::stable_sort(writes.begin(), writes.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) {
+    if (isWrite(a.first) != isWrite(b.first)) return isWrite(a.first);
+    return a.second > b.second;
+  });
   std::ostringstream out;
-  for (const auto& [k, v] : writes) out << k << " " << static_cast<long long>(std::llround(v)) << ", ";
-  out << "other requests " << static_cast<long long>(std::llround(reads));
+  for (std::size_t i = 0; i < items.size(); ++i)
+    out << (i ? ", " : "") << items[i].first << " " << static_cast<long long>(std::llround(items[i].second));
+  if (!everyRead) out << (items.empty() ? "" : ", ") << "other requests " << static_cast<long long>(std::llround(reads));
   return out.str();
 }
 

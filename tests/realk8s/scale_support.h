@@ -51,8 +51,8 @@ RequestCounts requestsBetween(const RequestCounts& before, const RequestCounts& 
 /// The writes among them (POST, PUT, PATCH, DELETE, DELETECOLLECTION).
 double writesOf(const RequestCounts& counts);
 /// "POST pods/binding 3000, PATCH leases 12, ..., other requests 40": the writes, most first,
-/// then the sum of the rest.
-std::string describe(const RequestCounts& counts);
+/// then the sum of the rest; with `everyRead` each read too ("WATCH pods 2").
+std::string describe(const RequestCounts& counts, bool everyRead = false);
 /// The series of a Prometheus text whose names start with one of `families`
 /// (`name{labels}` -> value), e.g. vgpu-scheduler's bind results; compare two with
 /// requestsBetween.

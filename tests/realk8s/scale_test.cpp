@@ -74,11 +74,14 @@ struct PhaseResult {
   double vgpuCpuSeconds = 0, vgpuPeakRssMiB = 0, writesPerBind = 0;
 };
 
-/// Deletes the namespace's pods and waits (up to 10 minutes: 50,000 pods take a while).
+/// Deletes the namespace's pods and waits until they are gone (up to 10 minutes), so that the
+/// next phase does not share the machine with the deletion.
 Status clearPods(RealCluster& c, const std::string& ns) {
   const std::string path = "/api/v1/namespaces/" + ns + "/pods";
+  // No answer is not a failure: deleting 10,000 pods outlasts the client's 30 s deadline
+  // (seen under load 9-20), and the apiserver goes on deleting them.
   auto r = c.api().del(path, R"({"apiVersion":"v1","kind":"DeleteOptions","gracePeriodSeconds":0})");
-  if (r.status != 200) return makeError("DELETE " + path + ": " + r.describe());
+  if (r.status != 200 && r.status != 0) return makeError("DELETE " + path + ": " + r.describe());
   if (!RealCluster::waitFor(
           [&] {
             auto left = c.getObject(path + "?limit=1");
@@ -341,11 +344,11 @@ TEST(ScaleAgent, IdleAgentWithAFullNodeWritesNoNodeAndItsCostPerHour) {
            fixed((p1->cpuSeconds - p0->cpuSeconds) * perHour, 1) + " s per hour");
   fig.line("Node writes while idle: " + fixed(nodeWrites, 0) + " in " + fixed(idle, 0) + " s = " +
            fixed(nodeWrites * perHour, 0) + " per node per hour");
-  fig.line("the agent's apiserver requests (with - without it): " + describe(agent) + "; writes " +
+  fig.line("the agent's apiserver requests (with - without it): " + describe(agent, true) + "; writes " +
            fixed(writesOf(agent) * perHour, 0) + " per hour, all requests " + fixed(requests * perHour, 0) +
            " per hour");
-  fig.line("  with the agent: " + describe(withAgent));
-  fig.line("  without it:     " + describe(without));
+  fig.line("  with the agent: " + describe(withAgent, true));
+  fig.line("  without it:     " + describe(without, true));
   EXPECT_EQ(nodeWrites, 0) << "an idle agent wrote its Node";
 }
 
