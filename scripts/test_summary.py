@@ -6,13 +6,17 @@ usage: test_summary.py BUILD_DIR JUNIT_XML
 The area of a test is its first ctest label (tests/CMakeLists.txt gives every test the name
 of its folder, e.g. k8s, hooks, e2e, realk8s). Parts left out by an explicit VGPU_WITHOUT_*
 switch are listed too, so a short count is never a surprise. Exit status 1 when a test
-failed or did not run.
+failed or did not run. Tests with an opt-in label (OPT_IN: scripts/test.sh leaves them out
+with -LE) are counted apart, never as "notrun".
 """
 import collections
 import json
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+
+# Labels of tests that run only when asked for (ctest -L scale): the scale benchmark.
+OPT_IN = ("scale",)
 
 
 def labels_by_test(build):
@@ -24,7 +28,7 @@ def labels_by_test(build):
         for prop in test.get("properties", []):
             if prop.get("name") == "LABELS":
                 labels = prop.get("value") or []
-        result[test["name"]] = labels[0] if labels else "other"
+        result[test["name"]] = labels or ["other"]
     return result
 
 
@@ -59,11 +63,16 @@ def switched_off(build):
 
 def main():
     build, junit = sys.argv[1], sys.argv[2]
-    areas = labels_by_test(build)
+    labels = labels_by_test(build)
     results = outcomes(junit)
     table = collections.defaultdict(collections.Counter)
-    for name, area in areas.items():
-        table[area][results.get(name, "notrun")] += 1
+    opted = collections.Counter()
+    for name, test_labels in labels.items():
+        optin = [label for label in test_labels if label in OPT_IN]
+        if optin and name not in results:
+            opted[optin[0]] += 1
+            continue
+        table[test_labels[0]][results.get(name, "notrun")] += 1
     columns = ("passed", "failed", "skipped", "notrun")
     print(f"{'area':<14}{'tests':>7}" + "".join(f"{c:>9}" for c in columns))
     total = collections.Counter()
@@ -74,6 +83,8 @@ def main():
     print(f"{'all':<14}{sum(total.values()):>7}" + "".join(f"{total[c]:>9}" for c in columns))
     for name in switched_off(build):
         print(f"left out by {name}=ON")
+    for label, count in sorted(opted.items()):
+        print(f"left out: {count} test(s) labelled {label} (run them with ctest -L {label})")
     return 1 if total["failed"] or total["notrun"] else 0
 
 

@@ -229,6 +229,12 @@ std::string RealCluster::logTail(const std::string& name, size_t lines) const {
   return c.logFile.empty() ? "(not started)" : tail(readText(c.logFile), lines);
 }
 
+int RealCluster::pidOf(const std::string& name) const {
+  const auto it = components_.find(name);
+  if (it == components_.end() || !it->second->process || !it->second->process->running()) return -1;
+  return it->second->process->pid();
+}
+
 Status RealCluster::writeFiles() {
   const fs::path dir(dir_);
   auto created = CertificateAuthority::create("realk8s-ca");
@@ -1080,12 +1086,18 @@ Status RealCluster::createNamespace(const std::string& name) {
 }
 
 Status RealCluster::createNode(const std::string& name, std::map<std::string, std::string> capacity,
-                               const std::map<std::string, std::string>& labels) {
+                               const std::map<std::string, std::string>& labels,
+                               const std::map<std::string, std::string>& annotations) {
   if (capacity.empty()) capacity = {{"cpu", "8"}, {"memory", "32Gi"}, {"pods", "110"}};
   json::object nodeLabels{{"kubernetes.io/hostname", name}};
   for (const auto& [k, v] : labels) nodeLabels[k] = v;
-  const json::object node{
-      {"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", name}, {"labels", std::move(nodeLabels)}}}};
+  json::object metadata{{"name", name}, {"labels", std::move(nodeLabels)}};
+  if (!annotations.empty()) {
+    json::object a;
+    for (const auto& [k, v] : annotations) a[k] = v;
+    metadata["annotations"] = std::move(a);
+  }
+  const json::object node{{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", std::move(metadata)}};
   if (auto r = admin_->post("/api/v1/nodes", json::serialize(node)); r.status != 201)
     return makeError("creating Node " + name + ": " + r.describe());
   // Admission (TaintNodesByCondition) gave it node.kubernetes.io/not-ready:NoSchedule.

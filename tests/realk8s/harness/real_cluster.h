@@ -223,8 +223,10 @@ class RealCluster {
   /// A Node object as a registered, Ready kubelet shows it: `capacity` (= allocatable;
   /// default 8 CPUs, 32Gi, 110 pods), condition Ready, and without the not-ready taint
   /// that admission puts on a new Node (the node lifecycle controller would lift it).
+  /// `annotations` are set at creation (the scale benchmark's copied inventories).
   Status createNode(const std::string& name, std::map<std::string, std::string> capacity = {},
-                    const std::map<std::string, std::string>& labels = {});
+                    const std::map<std::string, std::string>& labels = {},
+                    const std::map<std::string, std::string>& annotations = {});
   /// DELETE with gracePeriodSeconds=0 (no kubelet confirms a graceful delete), then waits
   /// until it is gone. A vgpu node's kubelet double frees what the pod held first (the
   /// kubelet stops a pod before its object goes).
@@ -263,6 +265,9 @@ class RealCluster {
   /// The last lines of a component's current log ("etcd", "kube-apiserver",
   /// "kube-scheduler", "vgpu-scheduler", "vgpu-device-plugin@<node>").
   std::string logTail(const std::string& component, size_t lines = 40) const;
+  /// The process id of a running component (names as for logTail); -1 when it is not running.
+  /// For the scale benchmark's readings of its RSS and CPU time from /proc.
+  int pidOf(const std::string& component) const;
 
  private:
   struct Component;
