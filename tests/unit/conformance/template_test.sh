@@ -7,9 +7,11 @@ set -euo pipefail
 root=$1 build=$2
 work=$(mktemp -d "${TMPDIR:-/tmp}/vgpu-template-XXXXXX")
 trap 'rm -rf "$work"' EXIT
+# shellcheck source=sdk_build.sh
+source "$(dirname "$0")/sdk_build.sh"
 
 # The SDK component alone: headers, libvgpu_core.a, vgpu-backend-check, nothing else.
-cmake --install "$build" --component sdk --prefix "$work/sdk" >/dev/null
+install_sdk "$build" "$work/sdk"
 for f in include/vgpu/sdk/backend_adapter.h lib/libvgpu_core.a bin/vgpu-backend-check; do
   [[ -e $work/sdk/$f ]] || { echo "the sdk component did not install $f" >&2; exit 1; }
 done
@@ -23,11 +25,7 @@ grep -q '#define ACME_DEVICE_COUNT_SYMBOL' "$work/acme/acme_api.h"
 grep -q 'getenv("VGPU_FAKE_ACME_CONFIG")' "$work/acme/fake/fake_acme.c"
 grep -q -- '-Wall -Wextra -Wpedantic -Werror' "$work/acme/CMakeLists.txt"
 grep -q '^  # add_test(NAME acme.conformance' "$work/acme/CMakeLists.txt"  # the commented full profile
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
-cmake -S "$work/acme" -B "$work/build" "${generator[@]}" -DVGPU_SDK_DIR="$work/sdk" >/dev/null
-cmake --build "$work/build"
-ctest --test-dir "$work/build" --output-on-failure -V | tee "$work/ctest.log"
+build_and_test "$work/acme" "$work/build" "$work/sdk" "$work/ctest.log"
 # The template refuses scaling until its discovery applies it, and the checker says so.
 grep -q 'PASS *create.memory_scaling' "$work/ctest.log"
 grep -q 'PASS *create.core_scaling' "$work/ctest.log"

@@ -9,9 +9,11 @@ root=$1 build=$2
 doc=$root/docs/writing-a-backend.md
 work=$(mktemp -d "${TMPDIR:-/tmp}/vgpu-walkthrough-XXXXXX")
 trap 'rm -rf "$work"' EXIT
+# shellcheck source=sdk_build.sh
+source "$(dirname "$0")/sdk_build.sh"
 
 # Step 0: the SDK (its build is the caller's), the template.
-cmake --install "$build" --component sdk --prefix "$work/sdk" >/dev/null
+install_sdk "$build" "$work/sdk"
 "$root/scripts/new-backend.sh" quokka "$work/quokka" >/dev/null
 # Steps 1-8: the complete backend the doc's blocks come from.
 cp "$root/docs/examples/backend-walkthrough/quokka_api.h" "$root/docs/examples/backend-walkthrough/quokka_backend.cpp" \
@@ -26,11 +28,7 @@ sed -i -e '/^  # Skeleton profile until/,/^  set_tests_properties(quokka.conform
   -e '/^  # add_test(NAME quokka.conformance/,/^  #  *ENVIRONMENT/ s/^  # /  /' "$cmake_file"
 grep -q '^  add_test(NAME quokka.conformance' "$cmake_file" || { echo "no full-profile test to switch on" >&2; exit 1; }
 
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
-cmake -S "$work/quokka" -B "$work/build-quokka" "${generator[@]}" -DVGPU_SDK_DIR="$work/sdk" >/dev/null
-cmake --build "$work/build-quokka"
-ctest --test-dir "$work/build-quokka" --output-on-failure -V | tee "$work/ctest.log"
+build_and_test "$work/quokka" "$work/build-quokka" "$work/sdk" "$work/ctest.log"
 grep -q 'PASS *errors.device_vanishes' "$work/ctest.log"
 grep -q 'PASS *discovery.discover' "$work/ctest.log"
 grep -q 'PASS *limiter' "$work/ctest.log"
