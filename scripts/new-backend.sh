@@ -88,7 +88,7 @@ backends:
     enabled: true
     options: {libraryPath: $<TARGET_FILE:fake_@name@>}
 ")
-  # Skeleton profile until discovery and the limiter are written; then drop --profile.
+  # Skeleton profile until discovery and the limiter are written; then the full one below.
   add_test(NAME @name@.conformance
            COMMAND ${vgpu_check} --config ${CMAKE_CURRENT_BINARY_DIR}/test/device-config.yaml
                    --backend @name@ --library $<TARGET_FILE:vgpu_backend_@name@> --profile skeleton
