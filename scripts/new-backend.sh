@@ -22,9 +22,10 @@ if [[ -e $out && -n $(ls -A "$out" 2>/dev/null) ]]; then
 fi
 mkdir -p "$out/fake"
 Name=$(tr '[:lower:]' '[:upper:]' <<<"${name:0:1}")${name:1}
+NAME=$(tr '[:lower:]' '[:upper:]' <<<"$name")  # macros and environment variables
 
-# Every template file below uses @name@ and @Name@; nothing else is substituted.
-emit() { sed -e "s/@name@/$name/g" -e "s/@Name@/$Name/g" >"$out/$1"; }
+# Every template file below uses @name@, @Name@ and @NAME@; nothing else is substituted.
+emit() { sed -e "s/@name@/$name/g" -e "s/@Name@/$Name/g" -e "s/@NAME@/$NAME/g" >"$out/$1"; }
 
 emit CMakeLists.txt <<'EOF'
 # The @name@ backend: libvgpu-backend-@name@.so, a stub of its vendor library for tests, and
@@ -45,7 +46,7 @@ else()
   find_path(VGPU_SDK_INCLUDE_DIR vgpu/sdk/backend_adapter.h HINTS ${VGPU_SDK_DIR}/include)
   find_library(VGPU_CORE_LIBRARY NAMES libvgpu_core.a vgpu_core HINTS ${VGPU_SDK_DIR}/lib)
   find_program(VGPU_BACKEND_CHECK vgpu-backend-check HINTS ${VGPU_SDK_DIR}/bin)
-  if(NOT VGPU_SDK_INCLUDE_DIR OR NOT VGPU_CORE_LIBRARY)
+  if(NOT VGPU_SDK_INCLUDE_DIR OR NOT VGPU_CORE_LIBRARY)  # found, or given on the command line
     message(FATAL_ERROR "vgpu SDK not found: set VGPU_SDK_DIR to where vgpu is installed, or "
                         "VGPU_SDK_INCLUDE_DIR and VGPU_CORE_LIBRARY")
   endif()
@@ -56,9 +57,13 @@ else()
   set(vgpu_check ${VGPU_BACKEND_CHECK})
 endif()
 
+# vgpu's own warnings (errors included), as every backend in its tree builds.
+set(vgpu_warnings -Wall -Wextra -Wpedantic -Werror $<$<COMPILE_LANGUAGE:CXX>:-Wnon-virtual-dtor>)
+
 # The backend: only the entry symbol is exported.
 add_library(vgpu_backend_@name@ MODULE @name@_backend.cpp)
 target_link_libraries(vgpu_backend_@name@ PRIVATE ${vgpu_sdk})
+target_compile_options(vgpu_backend_@name@ PRIVATE ${vgpu_warnings})
 set_target_properties(vgpu_backend_@name@ PROPERTIES OUTPUT_NAME vgpu-backend-@name@ PREFIX lib
                       CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
 if(DEFINED VGPU_BACKEND_OUTPUT_DIR)
@@ -69,6 +74,8 @@ install(TARGETS vgpu_backend_@name@ LIBRARY DESTINATION lib/vgpu/backends)
 
 # The vendor library as the tests see it: same symbols, devices from a config file.
 add_library(fake_@name@ SHARED fake/fake_@name@.c)
+target_compile_options(fake_@name@ PRIVATE ${vgpu_warnings})
+target_include_directories(fake_@name@ PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})  # for @name@_api.h
 set_target_properties(fake_@name@ PROPERTIES OUTPUT_NAME @name@ LIBRARY_OUTPUT_DIRECTORY
                       ${CMAKE_CURRENT_BINARY_DIR}/fake)
 
@@ -81,12 +88,27 @@ backends:
     enabled: true
     options: {libraryPath: $<TARGET_FILE:fake_@name@>}
 ")
-  # Skeleton profile until discovery and the limiter are written; then drop --profile.
+  # Skeleton profile until discovery and the limiter are written; then the full one below.
   add_test(NAME @name@.conformance
            COMMAND ${vgpu_check} --config ${CMAKE_CURRENT_BINARY_DIR}/test/device-config.yaml
                    --backend @name@ --library $<TARGET_FILE:vgpu_backend_@name@> --profile skeleton
                    --missing-vendor libraryPath=/nonexistent/lib@name@.so)
   set_tests_properties(@name@.conformance PROPERTIES LABELS conformance TIMEOUT 60)
+
+  # The full profile, once discover and the limiter work: replace the test above with this.
+  # It copies the fake's device file (fake/node.conf, one you write) first, because
+  # --vanish-command edits the copy; VGPU_FAKE_@NAME@_CONFIG names the copy. --allowed-root:
+  # where the test's device nodes are (a devRoot option of your own); --missing-vendor: an
+  # option value that names no library; --vanish-command: the fake's knob that makes the
+  # first device disappear.
+  # add_test(NAME @name@.conformance
+  #          COMMAND sh -c "cp '${CMAKE_CURRENT_SOURCE_DIR}/fake/node.conf' node.conf && exec \"$@\"" sh
+  #                  ${vgpu_check} --config device-config.yaml --backend @name@
+  #                  --library $<TARGET_FILE:vgpu_backend_@name@> --allowed-root ${CMAKE_CURRENT_BINARY_DIR}/test/dev
+  #                  --missing-vendor libraryPath=/nonexistent/lib@name@.so --vanish-command "sed -i 1d node.conf"
+  #          WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/test)
+  # set_tests_properties(@name@.conformance PROPERTIES LABELS conformance TIMEOUT 60
+  #                      ENVIRONMENT VGPU_FAKE_@NAME@_CONFIG=${CMAKE_CURRENT_BINARY_DIR}/test/node.conf)
 endif()
 EOF
 
@@ -101,7 +123,7 @@ extern "C" {
 
 /* Returns 0 and the number of devices, or a negative error code. */
 typedef int (*@name@_device_count_fn)(int* count);
-#define @name@_DEVICE_COUNT_SYMBOL "@name@_device_count"
+#define @NAME@_DEVICE_COUNT_SYMBOL "@name@_device_count"
 
 #ifdef __cplusplus
 }
@@ -110,14 +132,14 @@ EOF
 
 emit "fake/fake_${name}.c" <<'EOF'
 /* A stub of the @name@ vendor library for tests: the real symbols, devices from the file that
- * VGPU_FAKE_@Name@_CONFIG names (one line per device; none without it). */
+ * VGPU_FAKE_@NAME@_CONFIG names (one line per device; none without it). */
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../@name@_api.h"
+#include "@name@_api.h"
 
 __attribute__((visibility("default"))) int @name@_device_count(int* count) {
-  const char* path = getenv("VGPU_FAKE_@Name@_CONFIG");
+  const char* path = getenv("VGPU_FAKE_@NAME@_CONFIG");
   *count = 0;
   if (path == NULL) return 0;
   FILE* f = fopen(path, "r");
@@ -151,6 +173,12 @@ class @Name@Backend {
       else return vgpu::makeError("backends." + params.name + ".options." + key +
                                   ": unknown option (the @name@ backend knows libraryPath)");
     }
+    // The standard rules read neither scaling setting: apply them to what discover reports
+    // (memory, compute units), or keep refusing them here (docs/writing-a-backend.md,
+    // "Settings your backend must honour"). splitCount is also yours: set it in discover.
+    if (params.settings.memoryScaling.value_or(1.0) != 1.0 || params.settings.coreScaling.value_or(1.0) != 1.0)
+      return vgpu::makeError("backends." + params.name + ": memoryScaling and coreScaling must be 1 (the @name@ "
+                             "backend does not scale memory or compute)");
     vgpu::sdk::StandardRequestRules rules;
     rules.backend = params.name;
     rules.names = vgpu::sdk::StandardResourceNames::resolve(

@@ -418,9 +418,28 @@ BackendParams backendParams(const DeviceConfig& config, const BackendConfig& sec
 
 BackendLoadOutcome loadEnabledBackends(const DeviceConfig& config, const std::filesystem::path& dir,
                                        const std::string& nodeName) {
+  return loadEnabledBackends(config, std::vector<std::filesystem::path>{dir}, nodeName);
+}
+
+BackendLoadOutcome loadEnabledBackends(const DeviceConfig& config, const std::vector<std::filesystem::path>& dirs,
+                                       const std::string& nodeName) {
   BackendLoadOutcome out;
   for (const BackendConfig* section : config.enabledBackends()) {
-    auto loaded = loadBackend(backendLibraryPath(dir, section->name), backendParams(config, *section, nodeName));
+    std::filesystem::path library;
+    for (const auto& dir : dirs) {
+      std::error_code ec;
+      if (std::filesystem::exists(backendLibraryPath(dir, section->name), ec)) {
+        library = backendLibraryPath(dir, section->name);
+        break;
+      }
+    }
+    if (library.empty() && !dirs.empty()) library = backendLibraryPath(dirs.front(), section->name);
+    auto loaded = loadBackend(library, backendParams(config, *section, nodeName));
+    if (!loaded.ok() && dirs.size() > 1 && !std::filesystem::exists(library)) {
+      std::string others;
+      for (size_t i = 1; i < dirs.size(); ++i) others += (i == 1 ? "" : ", ") + dirs[i].string();
+      loaded = makeError(loaded.error().message + " (nor in " + others + ")");
+    }
     if (!loaded.ok()) {
       out.failures.push_back(std::move(loaded).error());
       continue;

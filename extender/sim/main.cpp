@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <vector>
 
 #include "cluster_file.h"
 #include "simulator.h"
@@ -144,7 +145,8 @@ int main(int argc, char** argv) {
       "driver-domain", po::value<std::string>()->default_value("vgpu.io"),
       "DRA drivers are <backend>.<this>, as vgpu-dra-plugin's --driver-domain")(
       "config", po::value<std::string>(), "device-config.yaml (default: <cluster dir>/device-config.yaml)")(
-      "backend-dir", po::value<std::string>(), "where libvgpu-backend-<name>.so live")(
+      "backend-dir", po::value<std::vector<std::string>>(),
+      "where libvgpu-backend-<name>.so live; may be given more than once (each backend from the first that has it)")(
       "output,o", po::value<std::string>()->default_value("text"), "text or json")(
       "explain-preemption", po::value<std::string>(),
       "for this pending pod (namespace/name): which pods of lower priority would be evicted on each node");
@@ -172,11 +174,18 @@ int main(int argc, char** argv) {
                                               : (std::filesystem::path(clusterPath).parent_path() / "device-config.yaml").string();
   auto config = loadDeviceConfig(configPath);
   if (!config.ok()) return fail(config.error().message);
-  const std::filesystem::path backendDir =
-      vm.count("backend-dir") ? std::filesystem::path(vm["backend-dir"].as<std::string>()) : defaultBackendDir();
-  BackendLoadOutcome loaded = loadEnabledBackends(*config, backendDir, "");
+  std::vector<std::filesystem::path> backendDirs;
+  if (vm.count("backend-dir"))
+    for (const auto& dir : vm["backend-dir"].as<std::vector<std::string>>()) backendDirs.emplace_back(dir);
+  else
+    backendDirs.push_back(defaultBackendDir());
+  BackendLoadOutcome loaded = loadEnabledBackends(*config, backendDirs, "");
   for (const auto& failure : loaded.failures) std::cerr << "vgpu-sim: warning: " << failure.message << "\n";
-  if (loaded.backends.empty()) return fail("no backend could be loaded from " + backendDir.string());
+  if (loaded.backends.empty()) {
+    std::string dirs;
+    for (const auto& dir : backendDirs) dirs += (dirs.empty() ? "" : ", ") + dir.string();
+    return fail("no backend could be loaded from " + dirs);
+  }
 
   auto clusterText = readFile(clusterPath);
   if (!clusterText.ok()) return fail(clusterText.error().message);

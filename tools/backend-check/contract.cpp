@@ -1,5 +1,7 @@
 #include "contract.h"
 
+#include "scaling_check.h"
+
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -208,6 +210,7 @@ class Contract {
     checkResources();
     checkParseRequest();
     checkDiscovery();
+    checkScaling(table_, o_.params, skeleton(), r_);
     checkFit();
     checkFitReads();
     checkFitPlaced();

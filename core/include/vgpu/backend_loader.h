@@ -53,6 +53,12 @@ struct BackendLoadOutcome {
 BackendLoadOutcome loadEnabledBackends(const DeviceConfig& config, const std::filesystem::path& dir,
                                        const std::string& nodeName);
 
+/// The same over several folders (vgpu-sim's repeated --backend-dir: the project's backends
+/// and one built elsewhere): each backend from the first folder that holds its library;
+/// one that none holds is refused naming the first folder's path and the others.
+BackendLoadOutcome loadEnabledBackends(const DeviceConfig& config, const std::vector<std::filesystem::path>& dirs,
+                                       const std::string& nodeName);
+
 /// The params a backend section gives on `nodeName`.
 BackendParams backendParams(const DeviceConfig& config, const BackendConfig& section, const std::string& nodeName);
 

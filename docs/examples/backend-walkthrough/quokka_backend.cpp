@@ -24,6 +24,10 @@ class QuokkaBackend {
       else return vgpu::makeError("backends." + params.name + ".options." + key +
                                   ": unknown option (the quokka backend knows libraryPath, devRoot)");
     }
+    // The standard rules read neither scaling setting: a backend applies them or refuses them.
+    if (params.settings.memoryScaling.value_or(1.0) != 1.0 || params.settings.coreScaling.value_or(1.0) != 1.0)
+      return vgpu::makeError("backends." + params.name + ": memoryScaling and coreScaling must be 1 (the quokka "
+                             "runtime's memory limit is a hard one and its cores are not time-shared)");
     vgpu::sdk::StandardRequestRules rules;
     rules.backend = params.name;
     rules.names = vgpu::sdk::StandardResourceNames::resolve(

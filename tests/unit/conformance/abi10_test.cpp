@@ -1,6 +1,7 @@
 // A backend built against the frozen ABI 1.0 header, loaded by today's loader: the 1.0
 // paths work, the newer capabilities are absent and named. The same fixture, with a fault
 // switched on, shows that vgpu-backend-check fails a backend that breaks the contract.
+#include <algorithm>
 #include <gmock/gmock.h>
 #include <stdlib.h>
 
@@ -79,9 +80,16 @@ class AbiFixture10Check : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
-TEST_F(AbiFixture10Check, PassesTheFullProfileAndNamesWhatItLacks) {
+// Frozen before the scaling check: it accepts memoryScaling and coreScaling and ignores
+// them, so those two checks, and only those, fail (a backend that ignores scaling).
+TEST_F(AbiFixture10Check, PassesTheFullProfileButScalingAndNamesWhatItLacks) {
   const auto run = runWithFault(nullptr);
-  EXPECT_EQ(run.exitCode, 0) << run.failures();
+  EXPECT_EQ(run.exitCode, 1);
+  const std::string failures = run.failures();
+  EXPECT_EQ(std::count(failures.begin(), failures.end(), '\n'), 2) << failures;
+  EXPECT_THAT(run.detail("create.memory_scaling"), HasSubstr("accepts memoryScaling: 2 but device"));
+  EXPECT_THAT(run.detail("create.core_scaling"), HasSubstr("accepts coreScaling: 2 but device"));
+  EXPECT_THAT(run.detail("create.core_scaling"), HasSubstr("or refuse coreScaling in create"));
   EXPECT_THAT(run.detail("abi.slots"), HasSubstr("container_usage (1.1): the table ends before it"));
   EXPECT_THAT(run.detail("abi.slots"), HasSubstr("protected_env (1.3): the table ends before it"));
   EXPECT_THAT(run.detail("abi.slots"), HasSubstr("device_processes (1.3): the table ends before it"));

@@ -21,6 +21,11 @@ TEST(ConformanceSim, PassesTheFullProfile) {
   EXPECT_EQ(run.status("errors.device_vanishes"), "PASS") << run.output;
   EXPECT_EQ(run.status("errors.vendor_missing"), "PASS") << run.output;
   EXPECT_EQ(run.status("limiter.concurrent_grants"), "PASS") << run.output;
+  // The sim backend applies both scaling settings to what it discovers.
+  EXPECT_NE(run.detail("create.memory_scaling").find("applied: SIM-0 memory 40000 -> 80000"), std::string::npos)
+      << run.output;
+  EXPECT_NE(run.detail("create.core_scaling").find("applied: SIM-0 compute units 100 -> 200"), std::string::npos)
+      << run.output;
 }
 
 }  // namespace

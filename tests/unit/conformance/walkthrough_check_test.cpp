@@ -18,6 +18,10 @@ TEST(ConformanceWalkthrough, QuokkaPassesTheFullProfile) {
   EXPECT_EQ(run.exitCode, 0) << run.failures();
   EXPECT_EQ(run.status("errors.device_vanishes"), "PASS") << run.output;
   EXPECT_EQ(run.status("limiter.env_protected"), "PASS") << run.output;
+  // The walk-through refuses scaling in create, naming the keys.
+  EXPECT_NE(run.detail("create.memory_scaling").find("refused: backends.quokka: memoryScaling"), std::string::npos)
+      << run.output;
+  EXPECT_EQ(run.status("create.core_scaling"), "PASS") << run.output;
 }
 
 }  // namespace

@@ -224,6 +224,20 @@ TEST(Loader, AFailingBackendNeverTakesTheOthersDown) {
   EXPECT_THAT(outcome.failures[1].message, HasSubstr("missing"));
 }
 
+TEST(Loader, SeveralFoldersGiveEachBackendFromTheFirstThatHasIt) {
+  TempDir empty, own;  // vgpu-sim --backend-dir A --backend-dir B: a vendor's folder beside the project's
+  std::filesystem::create_symlink(backendLibraryPath(VGPU_BACKEND_DIR, "sim"), backendLibraryPath(own.path(), "sim"));
+  DeviceConfig config;
+  config.backends.push_back({"sim", true, {}, {}});
+  config.backends.push_back({"missing", true, {}, {}});
+  auto outcome = loadEnabledBackends(config, std::vector<std::filesystem::path>{empty.path(), own.path()}, "");
+  ASSERT_EQ(outcome.backends.all().size(), 1u);
+  EXPECT_EQ(outcome.backends.all()[0]->name(), "sim");
+  ASSERT_EQ(outcome.failures.size(), 1u);
+  EXPECT_THAT(outcome.failures[0].message, HasSubstr(backendLibraryPath(empty.path(), "missing").string()));
+  EXPECT_THAT(outcome.failures[0].message, HasSubstr("nor in " + own.path().string()));
+}
+
 TEST(Loader, DefaultBackendDirIsBesideTheBinary) {
   EXPECT_EQ(defaultBackendDir().filename(), "backends");
   EXPECT_EQ(defaultBackendDir().parent_path().filename(), "vgpu");
