@@ -15,6 +15,7 @@
 #include "fake_nodes.h"
 #include "project_images.h"
 #include "real_cluster.h"
+#include "realnode_support.h"
 #include "real_node.h"
 #include "scenario_support.h"
 
@@ -220,6 +221,7 @@ TEST_F(RealNodeHelmTest, HelmUpgradeWithAChangedValueRollsTheAgentAndLeavesGpuPo
   ASSERT_EQ(id.rfind("containerd://", 0), 0u) << id;
   const std::string agentBefore = agentPodUid(c);
   ASSERT_FALSE(agentBefore.empty());
+  const std::size_t registeredBefore = deviceRegistrations(*node_, "vgpu.io/sim");
   // A documented value of the agent (docs/config-reference.md): its pod template changes.
   auto out = helm({"upgrade", kChartRelease, std::string(kSourceDir) + "/charts/vgpu", "--namespace", kChartNamespace,
                    "--reuse-values", "--set", "devicePlugin.heartbeatSeconds=20", "--wait", "--timeout", "3m"});
@@ -235,7 +237,16 @@ TEST_F(RealNodeHelmTest, HelmUpgradeWithAChangedValueRollsTheAgentAndLeavesGpuPo
   EXPECT_EQ(str(at(status, {"containerID"})), id) << json::serialize(*p);
   EXPECT_EQ(json::serialize(*status.if_contains("restartCount")), "0") << json::serialize(*p);
   EXPECT_EQ(str(at(*p, {"status", "phase"})), "Running");
-  // The new agent admits a new pod.
+  // The new agent admits a new pod, once it registered with the kubelet and the Node shows
+  // its devices again (a pod created before is refused "Insufficient vgpu.io/sim" and, on
+  // 1.37, was not retried within the wait).
+  EXPECT_TRUE(RealCluster::waitFor([&] { return deviceRegistrations(*node_, "vgpu.io/sim") > registeredBefore; }))
+      << "the new agent did not register; the kubelet's log ends:\n" << node_->logTail("kubelet", 30);
+  EXPECT_TRUE(RealCluster::waitFor([&] {
+    auto n = c.getObject("/api/v1/nodes/" + node_->name());
+    const std::string count = n.ok() ? str(at(*n, {"status", "allocatable", "vgpu.io/sim"})) : "";
+    return !count.empty() && count != "0";
+  }));
   EXPECT_EQ(startSlicePod(c, "helm-upgrade", "after", "exec sleep 3600").rfind("containerd://", 0), 0u)
       << "the kubelet's log ends:\n" << node_->logTail("kubelet", 30);
   for (const char* name : {"running", "after"}) c.api().del(std::string("/api/v1/namespaces/helm-upgrade/pods/") + name);

@@ -7,6 +7,14 @@
 
 namespace vgpu::realk8s {
 
+std::size_t deviceRegistrations(RealNode& node, const std::string& resource) {
+  const std::string log = node.logTail("kubelet", 1000000);
+  const std::string line = "\"Got registration request from device plugin with resource\" resourceName=\"" + resource + "\"";
+  std::size_t n = 0;
+  for (auto at = log.find(line); at != std::string::npos; at = log.find(line, at + 1)) ++n;
+  return n;
+}
+
 Status waitForAllocatable(RealCluster& cluster, RealNode& node, const std::string& resource, const std::string& want) {
   std::string last;
   if (!RealCluster::waitFor([&] {

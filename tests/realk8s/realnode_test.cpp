@@ -47,13 +47,7 @@ class RealNodeTest : public ::testing::Test {
   /// The kubelet's device manager publishes what the agent registered: 8 devices x 4 shares.
   static Status waitForDeviceCapacity() { return waitForAllocatable(*cluster_, *node_, "vgpu.io/sim", "32"); }
   /// How often the agent registered with the running kubelet (its current log).
-  static std::size_t registrations() {
-    const std::string log = node_->logTail("kubelet", 1000000);
-    const std::string line = "\"Got registration request from device plugin with resource\" resourceName=\"vgpu.io/sim\"";
-    std::size_t n = 0;
-    for (auto at = log.find(line); at != std::string::npos; at = log.find(line, at + 1)) ++n;
-    return n;
-  }
+  static std::size_t registrations() { return deviceRegistrations(*node_, "vgpu.io/sim"); }
   /// After the kubelet or the agent started again: the agent registered with the running
   /// kubelet more than `before` times and the Node shows the devices again. A kubelet that
   /// starts sets the count to 0 until the plugin registers; kube-scheduler refuses pods
