@@ -799,7 +799,14 @@ Status RealCluster::startVgpuAgent(const std::string& name, const AgentPaths& pa
                          // private namespaces: folder_tmpfs_test).
                          {"--region-tmpfs", "off"}});
   if (!args.ok()) return std::move(args).error();
-  args->push_back("--kubeconfig=" + dir_ + "/vgpu-device-plugin.kubeconfig");
+  std::string kc = dir_ + "/vgpu-device-plugin.kubeconfig";
+  if (const auto via = agentApiPorts_.find(name); via != agentApiPorts_.end()) {
+    kc = dir_ + "/vgpu-device-plugin@" + name + ".kubeconfig";
+    if (auto s = writeText(kc, kubeconfig(via->second, caFile(), "vgpu-device-plugin", tokens_["vgpu-device-plugin"]));
+        !s.ok())
+      return s;
+  }
+  args->push_back("--kubeconfig=" + kc);
   args->push_back("--backend-dir=" + std::string(paths::kBackendDir));
   const std::string componentName = "vgpu-device-plugin@" + name;
   auto& slot = components_[componentName];
@@ -820,6 +827,24 @@ Status RealCluster::startVgpuAgent(const std::string& name, const AgentPaths& pa
 
 void RealCluster::stopVgpuAgent(const std::string& name, bool graceful) {
   if (auto c = components_.find("vgpu-device-plugin@" + name); c != components_.end()) stopComponent(*c->second, graceful);
+}
+
+Status RealCluster::restartVgpuAgent(const std::string& name, bool graceful) {
+  const auto it = vgpuNodes_.find(name);
+  if (it == vgpuNodes_.end()) return makeError("no vgpu node " + name);
+  stopVgpuAgent(name, graceful);
+  const VgpuNode& node = *it->second;
+  return startVgpuAgent(name, {.devicePluginDir = node.pluginDir().string(),
+                               .podResourcesSocket = node.podResourcesSocket().string(),
+                               .stateDir = (node.dir / "state").string()});
+}
+
+void RealCluster::routeAgentApi(const std::string& node, std::uint16_t port) { agentApiPorts_[node] = port; }
+
+int RealCluster::componentPid(const std::string& name) const {
+  const auto it = components_.find(name);
+  if (it == components_.end() || !it->second->process || !it->second->process->running()) return 0;
+  return it->second->process->pid();
 }
 
 Status RealCluster::addVgpuNode(const std::string& name, const std::map<std::string, std::string>& labels) {
@@ -960,9 +985,16 @@ Result<fakes::AdmitResult> RealCluster::admitPod(const boost::json::object& pod)
   if (!info.ok()) return std::move(info).error();
   const fakes::KubeletPod kp = fakes::kubeletPodOf(*info);
   fakes::AdmitResult result = it->second->kubelet->admit(kp);
-  if (result.admitted)
+  if (result.admitted) {
     if (auto r = admin_->patch(path + "/status", R"({"status":{"phase":"Running"}})"); r.status != 200)
       return makeError("reporting " + ns + "/" + name + " Running: " + r.describe());
+  } else {
+    // As the kubelet rejects a pod whose Allocate failed: Failed, UnexpectedAdmissionError;
+    // it holds no device from then on (the agent stops waiting for it, vgpu-scheduler frees it).
+    const json::object status{{"status", {{"phase", "Failed"}, {"reason", "UnexpectedAdmissionError"},
+                                          {"message", result.error}}}};
+    admin_->patch(path + "/status", json::serialize(status));
+  }
   return result;
 }
 

@@ -163,6 +163,12 @@ class RealCluster {
   /// component is "vgpu-device-plugin@<node>".
   Status startVgpuAgent(const std::string& node, const AgentPaths& paths);
   void stopVgpuAgent(const std::string& node, bool graceful = true);
+  /// The agent of vgpu node `node` stopped and started again with the same kubelet paths
+  /// and state folder, as its DaemonSet's pod restarts.
+  Status restartVgpuAgent(const std::string& node, bool graceful = true);
+  /// From now on the agent of `node` (started by addVgpuNode or restartVgpuAgent) reaches
+  /// kube-apiserver through 127.0.0.1:`port` (a TcpProxy's) instead of directly.
+  void routeAgentApi(const std::string& node, std::uint16_t port);
   /// Until the Node carries the agent's inventory annotation of each enabled backend and a
   /// running vgpu-scheduler has the node's devices in its cache.
   Status waitForVgpuInventory(const std::string& node);
@@ -252,6 +258,10 @@ class RealCluster {
   /// The last lines of a component's current log ("etcd", "kube-apiserver",
   /// "kube-scheduler", "vgpu-scheduler", "vgpu-device-plugin@<node>").
   std::string logTail(const std::string& component, size_t lines = 40) const;
+  /// The process id of a running component (names as for logTail); 0 when not running.
+  int componentPid(const std::string& component) const;
+  /// The sim backend's devices file both daemons read (the chart's sim-devices.yaml).
+  std::string simDevicesFile() const { return dir_ + "/etc-vgpu/sim-devices.yaml"; }
 
  private:
   struct Component;
@@ -290,6 +300,7 @@ class RealCluster {
   std::vector<std::string> enabledBackends_;  ///< in the chart's device config
   std::vector<std::string> countResources_;   ///< of those backends: what their plugins register
   std::map<std::string, std::unique_ptr<VgpuNode>> vgpuNodes_;
+  std::map<std::string, std::uint16_t> agentApiPorts_;  ///< routeAgentApi
 };
 
 }  // namespace vgpu::realk8s
