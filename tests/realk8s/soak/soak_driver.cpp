@@ -335,6 +335,7 @@ SoakResult runSoak(RealCluster& c, const SoakOptions& o) {
       << admitter.admitted() << ", deleted " << run.deletedCount << "\n";
   fig << "invariant violations " << run.violations.size() << ", kubelet refusals " << inv.kubeletRefusals()
       << ", settle failures " << result.settleFailures.size() << "\n";
+  fig << "kubelet-double cleanups of gone pods' devices " << inv.kubeletCleanups() << "\n";
   fig << "refusals while the node's agent was cut off (not violations) " << inv.partitionRefusals().size() << "\n";
   for (const auto& r : inv.partitionRefusals()) fig << "  " << r << "\n";
   fig << "longest creation-to-binding of a pod that was bound " << inv.longestPendingSeconds() << " s ("

@@ -72,6 +72,17 @@ Result<std::vector<std::string>> InvariantChecker::audits(const std::set<std::st
           }
         }
   }
+  // The kubelet's pod cleanup: what it holds for pods the apiserver no longer has (the
+  // Admitter admitted them from its queue after their deletion) it frees, as the kubelet
+  // frees the devices of pods it no longer sees.
+  std::set<std::string> listedUids;
+  for (const auto& obj : *list) listedUids.insert(str(at(obj, {"metadata", "uid"})));
+  for (const auto& [node, held] : holdings)
+    for (const auto& [uid, containers] : held)
+      if (!listedUids.count(uid)) {
+        c_.kubelet(node).removePod(uid);
+        ++kubeletCleanups_;
+      }
   std::vector<std::string> out = e2e::auditShares(*published, bound);
   for (auto& m : e2e::auditKubeletAgreement(holdings, running)) out.push_back(std::move(m));
   return out;

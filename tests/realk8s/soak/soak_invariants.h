@@ -38,6 +38,8 @@ class InvariantChecker {
   double longestPendingSeconds() const { return longestPending_; }
   std::string longestPendingPod() const { return longestPendingPod_; }
   std::size_t kubeletRefusals() const { return kubeletRefusals_; }
+  /// Pods gone from the apiserver whose devices a kubelet double still held (freed).
+  std::size_t kubeletCleanups() const { return kubeletCleanups_; }
   /// Refusals on a node whose agent was cut off (see check), with their reasons.
   const std::vector<std::string>& partitionRefusals() const { return partitionRefusals_; }
 
@@ -50,7 +52,7 @@ class InvariantChecker {
   Admitter& admitter_;
   std::set<std::string> lastPass_;
   std::vector<std::string> partitionRefusals_;
-  std::size_t viewsSeen_ = 0, refusalsSeen_ = 0, kubeletRefusals_ = 0;
+  std::size_t viewsSeen_ = 0, refusalsSeen_ = 0, kubeletRefusals_ = 0, kubeletCleanups_ = 0;
   double longestPending_ = 0;
   std::string longestPendingPod_;
 };
