@@ -983,6 +983,12 @@ Result<fakes::AdmitResult> RealCluster::admitPod(const boost::json::object& pod)
   if (it == vgpuNodes_.end()) return makeError("pod " + ns + "/" + name + " is on '" + nodeName + "', no vgpu node");
   auto info = parsePod(json::value(pod));
   if (!info.ok()) return std::move(info).error();
+  {
+    // A pod the kubelet stopped for its deletion is never started again (a caller holding an
+    // older copy of it would otherwise make the double hold its devices for good).
+    std::lock_guard lock(stoppedMu_);
+    if (stoppedUids_.count(info->uid)) return makeError("pod " + ns + "/" + name + " was deleted (deletePod)");
+  }
   const fakes::KubeletPod kp = fakes::kubeletPodOf(*info);
   fakes::AdmitResult result = it->second->kubelet->admit(kp);
   if (result.admitted) {
@@ -1112,6 +1118,10 @@ Status RealCluster::deletePod(const std::string& ns, const std::string& name) {
   }
   // As in a graceful deletion, the kubelet has stopped the pod (its devices are free) before
   // the object goes; a pod placed in the freed capacity is admitted after that.
+  if (!uid.empty()) {
+    std::lock_guard lock(stoppedMu_);
+    stoppedUids_.insert(uid);
+  }
   if (const auto it = vgpuNodes_.find(nodeName); it != vgpuNodes_.end() && !uid.empty())
     it->second->kubelet->removePod(uid);
   auto r = admin_->del(path, R"({"apiVersion":"v1","kind":"DeleteOptions","gracePeriodSeconds":0})");

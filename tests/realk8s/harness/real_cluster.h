@@ -34,7 +34,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -223,7 +225,7 @@ class RealCluster {
                     const std::map<std::string, std::string>& labels = {});
   /// DELETE with gracePeriodSeconds=0 (no kubelet confirms a graceful delete), then waits
   /// until it is gone. A vgpu node's kubelet double frees what the pod held first (the
-  /// kubelet stops a pod before its object goes).
+  /// kubelet stops a pod before its object goes), and admitPod refuses it from then on.
   Status deletePod(const std::string& ns, const std::string& name);
   /// The object at `path` (GET), or an error with the reply.
   Result<boost::json::object> getObject(const std::string& path);
@@ -301,6 +303,8 @@ class RealCluster {
   std::vector<std::string> countResources_;   ///< of those backends: what their plugins register
   std::map<std::string, std::unique_ptr<VgpuNode>> vgpuNodes_;
   std::map<std::string, std::uint16_t> agentApiPorts_;  ///< routeAgentApi
+  std::mutex stoppedMu_;
+  std::set<std::string> stoppedUids_;  ///< pods deletePod stopped: never admitted after that
 };
 
 }  // namespace vgpu::realk8s
