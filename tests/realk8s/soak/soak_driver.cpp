@@ -1,4 +1,4 @@
-// runSoak: the pod stream (one creating thread, three deleting), the fault loop with a
+// runSoak: the pod stream (one creating thread, eight deleting), the fault loop with a
 // recovery probe after each fault, the checker and supervisor thread, then settling and the
 // figures.
 #include "soak_driver.h"
@@ -109,7 +109,10 @@ void workload(Run& run, std::uint64_t seed) {
     {
       std::unique_lock lock(run.mu);
       if (run.cv.wait_for(lock, std::chrono::duration<double>(1.0 / rate), [&] { return run.stopWorkload; })) return;
-      create = static_cast<int>(run.live.size()) < target;
+      // Pods waiting for their deletion still hold their shares: they count until gone.
+      const auto population = run.live.size() + run.toDelete.size() + run.deleting.size();
+      create = static_cast<int>(population) < target;
+      if (!create && run.live.empty()) continue;
       if (!create) {
         const auto i = std::uniform_int_distribution<std::size_t>(0, run.live.size() - 1)(rng);
         run.remove(run.live[i]);
@@ -243,7 +246,9 @@ SoakResult runSoak(RealCluster& c, const SoakOptions& o) {
   InvariantChecker inv(c, o.ns, o.nodes, admitter);
   std::thread creating([&] { workload(run, o.seed ^ 0x9e3779b97f4a7c15ULL); });
   std::vector<std::thread> deleting;
-  for (int i = 0; i < 3; ++i) deleting.emplace_back([&] { deleter(run); });
+  // deletePod waits for the object to go (0.2-1 s on a loaded machine): 8 at once keep up
+  // with 20 operations per second.
+  for (int i = 0; i < 8; ++i) deleting.emplace_back([&] { deleter(run); });
   std::thread checking([&] { checker(run, inv, componentsMu); });
 
   std::mt19937_64 faultRng(o.seed);
