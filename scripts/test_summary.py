@@ -15,8 +15,9 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
-# Labels of tests that run only when asked for (ctest -L scale): the scale benchmark.
-OPT_IN = ("scale",)
+# Labels of tests that run only when asked for (ctest -L scale, ctest -L soak): the scale
+# benchmark and the chaos soaks.
+OPT_IN = ("scale", "soak")
 
 
 def labels_by_test(build):

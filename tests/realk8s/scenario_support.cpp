@@ -225,9 +225,17 @@ void Admitter::watchLoop() {
       }
       const json::object list = r.json();
       rv = str(at(list, {"metadata", "resourceVersion"}));
+      std::set<std::string> listed;
       if (const auto* items = list.if_contains("items"); items && items->is_array())
         for (const auto& item : items->as_array())
-          if (item.is_object()) offer(item.as_object());
+          if (item.is_object()) {
+            listed.insert(str(at(item.as_object(), {"metadata", "uid"})));
+            offer(item.as_object());
+          }
+      // A relist after a broken watch (compaction, restarts) shows no DELETED events: the
+      // pods gone meanwhile are the ones it no longer lists.
+      std::lock_guard lock(mu_);
+      std::erase_if(current_, [&](const auto& entry) { return !listed.count(entry.first); });
     }
     bool relist = false;
     auto reply = api_.watch(
@@ -275,6 +283,14 @@ void Admitter::offer(const json::object& pod) {
         << std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() << " " << key
         << " rv=" << str(at(pod, {"metadata", "resourceVersion"})) << " " << annotations << "\n";
   }
+  // A pod that finished (the kubelet refused it: Failed) or is going holds nothing from
+  // then on, and the kubelet admits neither.
+  const std::string phase = str(at(pod, {"status", "phase"}));
+  if (phase == "Failed" || phase == "Succeeded" || at(pod, {"metadata", "deletionTimestamp"}) != nullptr) {
+    current_.erase(uid);
+    seen_.insert(uid);
+    return;
+  }
   const bool bound = !seen_.count(uid);
   current_[uid] = {key, uid, node, std::move(assignment)};
   if (bound) {
@@ -303,6 +319,12 @@ void Admitter::work(const std::string& node) {
       if (stopping_) return;
       pod = std::move(queues_[node].front());
       queues_[node].pop_front();
+      // Deleted while it waited in the queue: a kubelet admits only the pods it still sees.
+      const std::string uid = str(at(pod, {"metadata", "uid"}));
+      if (!current_.count(uid)) {
+        through_.insert(uid);
+        continue;
+      }
     }
     auto result = c_.admitPod(pod);
     const std::string key = str(at(pod, {"metadata", "namespace"})) + "/" + str(at(pod, {"metadata", "name"}));

@@ -818,7 +818,14 @@ Status RealCluster::startVgpuAgent(const std::string& name, const AgentPaths& pa
                          // private namespaces: folder_tmpfs_test).
                          {"--region-tmpfs", "off"}});
   if (!args.ok()) return std::move(args).error();
-  args->push_back("--kubeconfig=" + dir_ + "/vgpu-device-plugin.kubeconfig");
+  std::string kc = dir_ + "/vgpu-device-plugin.kubeconfig";
+  if (const auto via = agentApiPorts_.find(name); via != agentApiPorts_.end()) {
+    kc = dir_ + "/vgpu-device-plugin@" + name + ".kubeconfig";
+    if (auto s = writeText(kc, kubeconfig(via->second, caFile(), "vgpu-device-plugin", tokens_["vgpu-device-plugin"]));
+        !s.ok())
+      return s;
+  }
+  args->push_back("--kubeconfig=" + kc);
   args->push_back("--backend-dir=" + std::string(paths::kBackendDir));
   Component& agent = componentSlot("vgpu-device-plugin@" + name);
   return startComponent(
@@ -868,6 +875,20 @@ Status RealCluster::startVgpuDraPlugin(const std::string& name, const std::strin
 void RealCluster::stopVgpuDraPlugin(const std::string& name, bool graceful) {
   if (auto c = components_.find("vgpu-dra-plugin@" + name); c != components_.end()) stopComponent(*c->second, graceful);
 }
+
+Status RealCluster::restartVgpuAgent(const std::string& name, bool graceful) {
+  const auto it = vgpuNodes_.find(name);
+  if (it == vgpuNodes_.end()) return makeError("no vgpu node " + name);
+  stopVgpuAgent(name, graceful);
+  const VgpuNode& node = *it->second;
+  return startVgpuAgent(name, {.devicePluginDir = node.pluginDir().string(),
+                               .podResourcesSocket = node.podResourcesSocket().string(),
+                               .stateDir = (node.dir / "state").string()});
+}
+
+void RealCluster::routeAgentApi(const std::string& node, std::uint16_t port) { agentApiPorts_[node] = port; }
+
+int RealCluster::componentPid(const std::string& name) const { return std::max(pidOf(name), 0); }
 
 Status RealCluster::addVgpuNode(const std::string& name, const std::map<std::string, std::string>& labels) {
   if (vgpuNodes_.count(name)) return makeError("node " + name + " exists");
@@ -1005,11 +1026,24 @@ Result<fakes::AdmitResult> RealCluster::admitPod(const boost::json::object& pod)
   if (it == vgpuNodes_.end()) return makeError("pod " + ns + "/" + name + " is on '" + nodeName + "', no vgpu node");
   auto info = parsePod(json::value(pod));
   if (!info.ok()) return std::move(info).error();
+  {
+    // A pod the kubelet stopped for its deletion is never started again (a caller holding an
+    // older copy of it would otherwise make the double hold its devices for good).
+    std::lock_guard lock(stoppedMu_);
+    if (stoppedUids_.count(info->uid)) return makeError("pod " + ns + "/" + name + " was deleted (deletePod)");
+  }
   const fakes::KubeletPod kp = fakes::kubeletPodOf(*info);
   fakes::AdmitResult result = it->second->kubelet->admit(kp);
-  if (result.admitted)
+  if (result.admitted) {
     if (auto r = admin_->patch(path + "/status", R"({"status":{"phase":"Running"}})"); r.status != 200)
       return makeError("reporting " + ns + "/" + name + " Running: " + r.describe());
+  } else {
+    // As the kubelet rejects a pod whose Allocate failed: Failed, UnexpectedAdmissionError;
+    // it holds no device from then on (the agent stops waiting for it, vgpu-scheduler frees it).
+    const json::object status{{"status", {{"phase", "Failed"}, {"reason", "UnexpectedAdmissionError"},
+                                          {"message", result.error}}}};
+    admin_->patch(path + "/status", json::serialize(status));
+  }
   return result;
 }
 
@@ -1133,6 +1167,10 @@ Status RealCluster::deletePod(const std::string& ns, const std::string& name) {
   }
   // As in a graceful deletion, the kubelet has stopped the pod (its devices are free) before
   // the object goes; a pod placed in the freed capacity is admitted after that.
+  if (!uid.empty()) {
+    std::lock_guard lock(stoppedMu_);
+    stoppedUids_.insert(uid);
+  }
   if (const auto it = vgpuNodes_.find(nodeName); it != vgpuNodes_.end() && !uid.empty())
     it->second->kubelet->removePod(uid);
   auto r = admin_->del(path, R"({"apiVersion":"v1","kind":"DeleteOptions","gracePeriodSeconds":0})");

@@ -34,7 +34,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -173,6 +175,12 @@ class RealCluster {
   /// registration. Its component is "vgpu-dra-plugin@<node>".
   Status startVgpuDraPlugin(const std::string& node, const std::string& stateDir);
   void stopVgpuDraPlugin(const std::string& node, bool graceful = true);
+  /// The agent of vgpu node `node` stopped and started again with the same kubelet paths
+  /// and state folder, as its DaemonSet's pod restarts.
+  Status restartVgpuAgent(const std::string& node, bool graceful = true);
+  /// From now on the agent of `node` (started by addVgpuNode or restartVgpuAgent) reaches
+  /// kube-apiserver through 127.0.0.1:`port` (a TcpProxy's) instead of directly.
+  void routeAgentApi(const std::string& node, std::uint16_t port);
   /// Until the Node carries the agent's inventory annotation of each enabled backend and a
   /// running vgpu-scheduler has the node's devices in its cache.
   Status waitForVgpuInventory(const std::string& node);
@@ -229,7 +237,7 @@ class RealCluster {
                     const std::map<std::string, std::string>& annotations = {});
   /// DELETE with gracePeriodSeconds=0 (no kubelet confirms a graceful delete), then waits
   /// until it is gone. A vgpu node's kubelet double frees what the pod held first (the
-  /// kubelet stops a pod before its object goes).
+  /// kubelet stops a pod before its object goes), and admitPod refuses it from then on.
   Status deletePod(const std::string& ns, const std::string& name);
   /// The object at `path` (GET), or an error with the reply.
   Result<boost::json::object> getObject(const std::string& path);
@@ -268,6 +276,10 @@ class RealCluster {
   /// The process id of a running component (names as for logTail); -1 when it is not running.
   /// For the scale benchmark's readings of its RSS and CPU time from /proc.
   int pidOf(const std::string& component) const;
+  /// The process id of a running component (names as for logTail); 0 when not running.
+  int componentPid(const std::string& component) const;
+  /// The sim backend's devices file both daemons read (the chart's sim-devices.yaml).
+  std::string simDevicesFile() const { return dir_ + "/etc-vgpu/sim-devices.yaml"; }
 
  private:
   struct Component;
@@ -309,6 +321,9 @@ class RealCluster {
   std::vector<std::string> countResources_;   ///< of those backends: what their plugins register
   bool draObjectsApplied_ = false;            ///< the chart's DRA RBAC and DeviceClasses
   std::map<std::string, std::unique_ptr<VgpuNode>> vgpuNodes_;
+  std::map<std::string, std::uint16_t> agentApiPorts_;  ///< routeAgentApi
+  std::mutex stoppedMu_;
+  std::set<std::string> stoppedUids_;  ///< pods deletePod stopped: never admitted after that
 };
 
 }  // namespace vgpu::realk8s
