@@ -409,10 +409,12 @@ TEST(SchedulerReadiness, RefusesToPlaceUntilNodesAndPodsAreListed) {
   ASSERT_TRUE(api->create("pods", admittedPod("holder", "n", 8000)).ok());  // the whole GPU
   auto waiting = api->create("pods", gpuPod("waiting", 8000));
   ASSERT_TRUE(waiting.ok());
-  fakes::Fault slow;  // an apiserver slow to list pods (nodes come at once)
+  // An apiserver slow to list pods (nodes come at once): the informer's streaming list is a
+  // watch (sendInitialEvents), its paged list a GET, so both are delayed.
+  fakes::Fault slow;
   slow.method = "GET";
   slow.pathPrefix = "/api/v1/pods";
-  slow.watch = fakes::Fault::Watch::kNever;
+  slow.watch = fakes::Fault::Watch::kAny;
   slow.action = fakes::Fault::Action::kDelay;
   slow.delay = std::chrono::milliseconds(2500);
   api->addFault(slow);
