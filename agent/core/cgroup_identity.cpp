@@ -78,9 +78,11 @@ std::optional<CgroupIdentity> parseCgroupIdentity(std::string_view text) {
 ProcessCgroup readProcessCgroup(const std::filesystem::path& procRoot, std::uint32_t pid) {
   std::ifstream in(procRoot / std::to_string(pid) / "cgroup");
   if (!in) return {};
-  std::ostringstream text;
-  text << in.rdbuf();
-  return {true, parseCgroupIdentity(text.str()), text.str()};
+  std::ostringstream read;
+  read << in.rdbuf();
+  std::string text = std::move(read).str();
+  auto identity = parseCgroupIdentity(text);
+  return {true, std::move(identity), std::move(text)};
 }
 
 std::string runtimeContainerId(std::string_view containerID) {
