@@ -105,12 +105,15 @@ struct DraAgent::Impl {
   void collect() {
     deviceGauges->clear();
     claimRegions->clear();
+    std::vector<const Driver*> serving;
     {
       std::lock_guard lock(mu);
-      for (const auto& d : drivers) {
-        for (const auto& device : d->preparer->devices()) deviceGauges->set(d->backend->name(), device);
-        deviceplugin::exportRegions(d->preparer->regionSources(), claimRegions->gauges(), nullptr);
-      }
+      for (const auto& d : drivers) serving.push_back(d.get());
+    }
+    // The region files are read outside `mu`: a scrape's I/O never holds up the drivers.
+    for (const Driver* d : serving) {
+      for (const auto& device : d->preparer->devices()) deviceGauges->set(d->backend->name(), device);
+      deviceplugin::exportRegions(d->preparer->regionSources(), claimRegions->gauges(), nullptr);
     }
     for (const auto& s : statusNow()) {
       mKept->set({s.driver}, s.sharingKept ? 1 : 0);
