@@ -32,6 +32,16 @@ constexpr const char* kSourceDir = VGPU_REALNODE_SOURCE_DIR;
 
 class RealNodeHelmTest : public ::testing::Test {
  protected:
+  /// Whether the Node's allocatable vgpu.io/sim turned nonzero within the wait: the kubelet
+  /// shows an agent's devices within its update period after the registration, and a pod
+  /// created before is refused ("Insufficient vgpu.io/sim").
+  static bool nodeShowsSimDevices() {
+    return RealCluster::waitFor([] {
+      auto n = cluster_->getObject("/api/v1/nodes/" + node_->name());
+      const std::string count = n.ok() ? str(at(*n, {"status", "allocatable", "vgpu.io/sim"})) : "";
+      return !count.empty() && count != "0";
+    });
+  }
   static void SetUpTestSuite() {
     cluster_ = new RealCluster({.release = gRelease,
                                 .startKubeScheduler = false,
@@ -137,11 +147,7 @@ TEST_F(RealNodeHelmTest, HelmInstallRunsEveryPodReadyAndASlicePodThroughTheChart
   ASSERT_TRUE(c.createNamespace("helm-slice").ok());
   // The kubelet shows the agent's devices in the Node's status within its update period;
   // a pod created before is refused ("Insufficient vgpu.io/sim").
-  EXPECT_TRUE(RealCluster::waitFor([&] {
-    auto n = c.getObject("/api/v1/nodes/" + node_->name());
-    const std::string count = n.ok() ? str(at(*n, {"status", "allocatable", "vgpu.io/sim"})) : "";
-    return !count.empty() && count != "0";
-  }));
+  EXPECT_TRUE(nodeShowsSimDevices());
   const json::object pod{
       {"apiVersion", "v1"},
       {"kind", "Pod"},
@@ -242,11 +248,7 @@ TEST_F(RealNodeHelmTest, HelmUpgradeWithAChangedValueRollsTheAgentAndLeavesGpuPo
   // 1.37, was not retried within the wait).
   EXPECT_TRUE(RealCluster::waitFor([&] { return deviceRegistrations(*node_, "vgpu.io/sim") > registeredBefore; }))
       << "the new agent did not register; the kubelet's log ends:\n" << node_->logTail("kubelet", 30);
-  EXPECT_TRUE(RealCluster::waitFor([&] {
-    auto n = c.getObject("/api/v1/nodes/" + node_->name());
-    const std::string count = n.ok() ? str(at(*n, {"status", "allocatable", "vgpu.io/sim"})) : "";
-    return !count.empty() && count != "0";
-  }));
+  EXPECT_TRUE(nodeShowsSimDevices());
   EXPECT_EQ(startSlicePod(c, "helm-upgrade", "after", "exec sleep 3600").rfind("containerd://", 0), 0u)
       << "the kubelet's log ends:\n" << node_->logTail("kubelet", 30);
   for (const char* name : {"running", "after"}) c.api().del(std::string("/api/v1/namespaces/helm-upgrade/pods/") + name);
