@@ -130,6 +130,13 @@ void AscendBackend::fit(const vgpu_device_request& request, const vgpu_device& d
   fitChip(request, device, usage, nullptr, result, nullptr, nullptr);
 }
 
+std::optional<std::uint32_t> AscendBackend::splitCountFor(const std::string& model) const {
+  const ChipProfile* profile = options_.vnpu ? profileFor(model) : nullptr;
+  std::uint32_t n = profile ? maxVnpus(*profile) : 1;
+  if (params_.settings.splitCount) n = std::min(n, *params_.settings.splitCount);
+  return n;
+}
+
 bool AscendBackend::placesGrants(const vgpu_device& device) const {
   return device.split_count > 1 && profileFor(device.model ? device.model : "") != nullptr;
 }
@@ -199,8 +206,7 @@ Device AscendBackend::toDevice(const ChipInfo& chip) const {
   if (!options_.families.empty())
     if (const ChipFamily* f = familyFor(d.model)) d.attributes[std::string(served_attr::kCountResource)] = f->rules.names.count;
   const ChipProfile* profile = options_.vnpu ? profileFor(chip.chipName) : nullptr;
-  d.splitCount = profile ? maxVnpus(*profile) : 1;
-  if (params_.settings.splitCount) d.splitCount = std::min(d.splitCount, *params_.settings.splitCount);
+  d.splitCount = *splitCountFor(chip.chipName);
   if (profile && d.splitCount > 1) {
     std::vector<std::string> names;
     for (const auto& t : profile->templates) names.push_back(t.name);

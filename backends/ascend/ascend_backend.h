@@ -69,6 +69,9 @@ class AscendBackend {
   /// The model (its template table), memory, split count, health; the id only against id lists.
   std::uint32_t fitReads() const { return sdk::kStandardFitReads; }
   bool placesGrants(const vgpu_device& device) const;
+  /// The most vNPUs of the smallest template (1 for a chip without templates), at most the
+  /// configured split count: what discover publishes for a chip of `model`.
+  std::optional<std::uint32_t> splitCountFor(const std::string& model) const;
   void fitPlaced(const vgpu_device_request& request, const vgpu_device& device, const vgpu_device_usage& usage,
                  vgpu_placement& placement, vgpu_fit_result& result) const;
   std::string explain(const vgpu_fit_result& result) const;

@@ -104,6 +104,10 @@ class HygonBackend {
            vgpu_fit_result& result) const;
   /// The standard rules' fields and the attributes (the DCU's compute unit count).
   std::uint32_t fitReads() const { return sdk::kStandardFitReads | VGPU_FIT_READS_ATTRIBUTES; }
+  /// Every DCU publishes the configured split count.
+  std::optional<std::uint32_t> splitCountFor(const std::string& /*model*/) const {
+    return params_.settings.splitCount.value_or(kDefaultSplitCount);
+  }
   std::string explain(const vgpu_fit_result& result) const;
   Result<std::map<std::string, std::int64_t>> admissionDefaults(const ContainerResources& container,
                                                                 const Annotations& annotations) const;

@@ -51,6 +51,10 @@ class NvidiaBackend {
     allocator_.fit(request, device, usage, result);
   }
   std::uint32_t fitReads() const { return allocator_.fitReads(); }
+  /// Every GPU, MIG-managed or not, publishes the configured split count.
+  std::optional<std::uint32_t> splitCountFor(const std::string& /*model*/) const {
+    return options_.discovery.splitCount;
+  }
   bool placesGrants(const vgpu_device& device) const { return allocator_.placesGrants(device); }
   void fitPlaced(const vgpu_device_request& request, const vgpu_device& device, const vgpu_device_usage& usage,
                  vgpu_placement& placement, vgpu_fit_result& result) const {

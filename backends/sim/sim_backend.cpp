@@ -136,7 +136,7 @@ Result<std::vector<Device>> SimBackend::discover() {
   const auto& s = params_.settings;
   for (auto& d : *devices) {
     d.backend = params_.name;
-    d.splitCount = s.splitCount.value_or(10);
+    d.splitCount = s.splitCount.value_or(kDefaultSplitCount);
     d.memoryMiB = static_cast<std::uint64_t>(std::floor(static_cast<double>(d.memoryMiB) * s.memoryScaling.value_or(1.0)));
     d.computeUnits = static_cast<std::uint32_t>(std::lround(d.computeUnits * s.coreScaling.value_or(1.0)));
   }

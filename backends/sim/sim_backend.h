@@ -29,6 +29,9 @@ namespace vgpu::sim {
 /// Errors name the file and the entry.
 Result<std::vector<Device>> loadDevicesFile(const std::string& path);
 
+/// The split count of a device when the settings give none.
+inline constexpr std::uint32_t kDefaultSplitCount = 10;
+
 class SimBackend {
  public:
   static Result<std::unique_ptr<SimBackend>> create(const BackendParams& params);
@@ -41,6 +44,10 @@ class SimBackend {
            vgpu_fit_result& result) const;
   /// fit is the standard rules alone.
   std::uint32_t fitReads() const { return sdk::kStandardFitReads; }
+  /// Every device is split as the settings say (discover applies the same).
+  std::optional<std::uint32_t> splitCountFor(const std::string& /*model*/) const {
+    return params_.settings.splitCount.value_or(kDefaultSplitCount);
+  }
   Result<std::map<std::string, std::int64_t>> admissionDefaults(const ContainerResources& container,
                                                                 const Annotations& annotations) const;
   /// The variables containerSpec sets: the visibility one in no container, the limits in

@@ -82,6 +82,11 @@ class LoadedBackend final : public Backend, public Allocator, public Discovery, 
   const std::vector<ResourceName>& resources() const override { return resources_; }
   const std::vector<ProtectedEnv>& protectedEnv() const override { return protectedEnv_; }
   std::uint32_t fitReads() const override { return fitReads_; }
+  std::optional<std::uint32_t> splitCountFor(const std::string& model) const override {
+    if (!has(&vgpu_backend_table::split_count)) return std::nullopt;
+    const uint32_t n = table_.split_count(instance_, model.c_str());
+    return n == 0 ? std::nullopt : std::optional<std::uint32_t>(n);
+  }
 
   Result<std::optional<DeviceRequest>> parseRequest(const ContainerResources& container,
                                                     const Annotations& annotations) const override {

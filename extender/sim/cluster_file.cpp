@@ -103,7 +103,8 @@ Result<std::vector<std::vector<DeviceLink>>> parseLinkMatrix(const Context& ctx,
 }
 
 Status parseDeviceGroup(const Context& ctx, const YAML::Node& group, const std::string& path, const std::string& node,
-                        const DeviceConfig& config, std::map<std::string, int>& nextIndex, ClusterNode& cn) {
+                        const DeviceConfig& config, const SplitCountSource& backendSays,
+                        std::map<std::string, int>& nextIndex, ClusterNode& cn) {
   std::vector<Device>& out = cn.devices;
   if (!group.IsMap()) return ctx.error(group, path, "expected a map");
   std::string backend, model, idPrefix;
@@ -204,7 +205,11 @@ Status parseDeviceGroup(const Context& ctx, const YAML::Node& group, const std::
   }
   const BackendSettings settings = config.settingsFor(backend, node);
   if (idPrefix.empty()) idPrefix = node + "-" + backend;
-  if (!splitCount && !settings.splitCount) cn.assumedSplitCount.emplace_back(path, backend);
+  // A per-node splitCount is one the backend (created with the shared settings) cannot know of.
+  const bool nodeOverrides = settings.splitCount != config.settingsFor(backend, "").splitCount;
+  if (!splitCount && !nodeOverrides && backendSays) splitCount = backendSays(backend, model);
+  if (!splitCount) splitCount = settings.splitCount;
+  if (!splitCount) cn.assumedSplitCount.emplace_back(path, backend);
   for (std::uint32_t i = 0; i < count; ++i) {
     Device d;
     int& index = nextIndex[backend];
@@ -214,7 +219,7 @@ Status parseDeviceGroup(const Context& ctx, const YAML::Node& group, const std::
     d.model = model.empty() ? backend + " device" : model;
     d.memoryMiB = static_cast<std::uint64_t>(std::floor(static_cast<double>(memory) * settings.memoryScaling.value_or(1.0)));
     d.computeUnits = static_cast<std::uint32_t>(std::lround(computeUnits * settings.coreScaling.value_or(1.0)));
-    d.splitCount = splitCount.value_or(settings.splitCount.value_or(kAssumedSplitCount));
+    d.splitCount = splitCount.value_or(kAssumedSplitCount);
     d.numaNode = static_cast<int>(i * numaNodes / count);
     d.health = unhealthy.contains(i) ? Health::kUnhealthy : Health::kHealthy;
     d.attributes = attributes;
@@ -242,7 +247,7 @@ Status parseDeviceGroup(const Context& ctx, const YAML::Node& group, const std::
 }  // namespace
 
 Result<std::vector<ClusterNode>> parseClusterFile(const std::string& yamlText, const std::string& fileName,
-                                                  const DeviceConfig& config) {
+                                                  const DeviceConfig& config, const SplitCountSource& backendSays) {
   const Context ctx(fileName);
   YAML::Node root;
   try {
@@ -276,7 +281,7 @@ Result<std::vector<ClusterNode>> parseClusterFile(const std::string& yamlText, c
         if (!kv.second.IsSequence()) return ctx.error(kv.second, at, "expected a list");
         for (size_t i = 0; i < kv.second.size(); ++i) {
           if (auto s = parseDeviceGroup(ctx, kv.second[i], at + "[" + std::to_string(i) + "]", cn.name, config,
-                                        nextIndex, cn);
+                                        backendSays, nextIndex, cn);
               !s.ok())
             return s.error();
         }
@@ -313,8 +318,8 @@ std::vector<std::string> splitCountWarnings(const std::vector<ClusterNode>& clus
     std::string at = paths.front();
     if (paths.size() > 1) at += " and " + std::to_string(paths.size() - 1) + " more device group(s)";
     out.push_back("backend \"" + backend + "\": splitCount assumed " + std::to_string(kAssumedSplitCount) + " at " +
-                  at + ": neither the cluster file nor device-config.yaml gives one, and a node publishes what " +
-                  "the backend's discovery says, which may differ (per model or mode); set splitCount in the " +
+                  at + ": neither the cluster file, device-config.yaml nor the backend gives one, and a node publishes " +
+                  "what the backend's discovery says of the device (per model or mode); set splitCount in the " +
                   "device group or in device-config.yaml's backends." + backend + " section");
   }
   return out;

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -28,7 +29,12 @@ struct ClusterNode {
   std::vector<std::pair<std::string, std::string>> assumedSplitCount;  ///< (path, backend)
 };
 
-/// The split count assumed where neither a cluster file nor device-config.yaml gives one.
+/// What a loaded backend says a device of (backend, model) is split into (ABI 1.10's
+/// split_count, Allocator::splitCountFor); nullopt where it does not say.
+using SplitCountSource =
+    std::function<std::optional<std::uint32_t>(const std::string& backend, const std::string& model)>;
+
+/// The split count assumed where neither the cluster file, device-config.yaml nor the backend gives one.
 inline constexpr std::uint32_t kAssumedSplitCount = 10;
 
 /// One warning per backend whose split count was assumed somewhere in `cluster`, naming
@@ -49,8 +55,12 @@ std::vector<std::string> splitCountWarnings(const std::vector<ClusterNode>& clus
 ///       cordoned: [GPU-a-1]
 ///       unavailable: "agent heartbeat is stale"
 ///       frontEnd: dra      # devicePlugin or dra; default: device-config.yaml's per backend
+/// A group's split count: its own `splitCount`, else a per-node one from device-config.yaml,
+/// else what `backendSays` for its model (the backend was created with the config's settings),
+/// else the config's, else kAssumedSplitCount (and the group is listed as assumed).
 /// Errors name the file, the key path and the line.
 Result<std::vector<ClusterNode>> parseClusterFile(const std::string& yamlText, const std::string& fileName,
-                                                  const DeviceConfig& config);
+                                                  const DeviceConfig& config,
+                                                  const SplitCountSource& backendSays = {});
 
 }  // namespace vgpu::simulator

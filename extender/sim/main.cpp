@@ -189,7 +189,12 @@ int main(int argc, char** argv) {
 
   auto clusterText = readFile(clusterPath);
   if (!clusterText.ok()) return fail(clusterText.error().message);
-  auto cluster = simulator::parseClusterFile(*clusterText, clusterPath, *config);
+  const BackendSet& backends = loaded.backends;
+  auto cluster = simulator::parseClusterFile(*clusterText, clusterPath, *config,
+                                             [&backends](const std::string& backend, const std::string& model) {
+                                               const Backend* b = backends.find(backend);
+                                               return b ? b->allocator().splitCountFor(model) : std::nullopt;
+                                             });
   if (!cluster.ok()) return fail(cluster.error().message);
   Workload workload;
   workload.dra.driverDomain = vm["driver-domain"].as<std::string>();

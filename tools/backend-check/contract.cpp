@@ -1,6 +1,7 @@
 #include "contract.h"
 
 #include "scaling_check.h"
+#include "split_count_check.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -210,6 +211,7 @@ class Contract {
     checkResources();
     checkParseRequest();
     checkDiscovery();
+    checkSplitCount(table_, has(offsetof(vgpu_backend_table, split_count)), instance_, devices_, r_);
     checkScaling(table_, o_.params, skeleton(), r_);
     checkFit();
     checkFitReads();
@@ -383,7 +385,11 @@ class Contract {
         {"fit_reads", "1.5", offsetof(vgpu_backend_table, fit_reads), table_.fit_reads != nullptr},
         {"places", "1.6", offsetof(vgpu_backend_table, places), has(offsetof(vgpu_backend_table, places)) && table_.places},
         {"fit_placed", "1.6", offsetof(vgpu_backend_table, fit_placed),
-         has(offsetof(vgpu_backend_table, fit_placed)) && table_.fit_placed}};
+         has(offsetof(vgpu_backend_table, fit_placed)) && table_.fit_placed},
+        {"cgroup_memory_used", "1.9", offsetof(vgpu_backend_table, cgroup_memory_used),
+         has(offsetof(vgpu_backend_table, cgroup_memory_used)) && table_.cgroup_memory_used},
+        {"split_count", "1.10", offsetof(vgpu_backend_table, split_count),
+         has(offsetof(vgpu_backend_table, split_count)) && table_.split_count}};
     std::string have, missing;
     for (const auto& s : slots) {
       if (s.set) have += std::string(have.empty() ? "" : " ") + s.name;

@@ -53,6 +53,11 @@ class Allocator {
   /// every device is judged on its own. Must not change while the backend is loaded.
   virtual std::uint32_t fitReads() const { return VGPU_FIT_READS_ALL; }
 
+  /// The split count discovery would publish for a device of `model` under the loaded
+  /// settings, for tools without a node (vgpu-sim); nullopt where only the device itself can
+  /// tell (a mode it is set to). Default: never told.
+  virtual std::optional<std::uint32_t> splitCountFor(const std::string& /*model*/) const { return std::nullopt; }
+
   /// Whether a request's fit on `device` depends on where the grants already on it sit (a
   /// device partitioned at fixed places): the placement engine then judges it with
   /// fitPlaced, alone, and keeps each grant's placement token. Asked once per device when

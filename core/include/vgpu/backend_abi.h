@@ -12,7 +12,7 @@
  * spec sink's notice; 1.3: the protected_env and device_processes slots; 1.4: vgpu_device's
  * links; 1.5: the fit_reads slot; 1.6: the places and fit_placed slots, vgpu_grant's
  * placement; 1.7: the spec sink's region; 1.8: the spec sink's hook; 1.9: the cgroup_memory_used
- * slot). Every
+ * slot; 1.10: the split_count slot). Every
  * struct the caller fills starts with its own size so that either side can tell which
  * fields the other knows. A null optional slot means "not supported".
  * See docs/writing-a-backend.md.
@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 #define VGPU_BACKEND_ABI_MAJOR 1u
-#define VGPU_BACKEND_ABI_MINOR 9u
+#define VGPU_BACKEND_ABI_MINOR 10u
 #define VGPU_BACKEND_ABI_VERSION ((VGPU_BACKEND_ABI_MAJOR << 16) | VGPU_BACKEND_ABI_MINOR)
 #define VGPU_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 #define VGPU_ABI_MINOR_OF(v) ((uint32_t)(v)&0xffffu)
@@ -452,6 +452,13 @@ typedef struct vgpu_backend_table {
    * Must not block long. Null: never. */
   vgpu_status (*cgroup_memory_used)(vgpu_backend* backend, const char* proc_cgroup, const char* device_id,
                                     uint64_t* used_bytes, int* known, vgpu_error_buf* err);
+
+  /* 1.10, scheduler side: the split count `discover` would publish, under the settings the
+   * backend was created with, for a device whose model is `model`; 0 where that cannot be told
+   * without the device itself (it depends on a mode the device is set to). Lets a tool that has
+   * no node (vgpu-sim) place as many tenants on a device as the node would. Must not block.
+   * Null: never told. */
+  uint32_t (*split_count)(vgpu_backend* backend, const char* model);
 } vgpu_backend_table;
 
 /* Fills `table` (whose struct_size the loader set) for a loader of `loader_abi_version`.

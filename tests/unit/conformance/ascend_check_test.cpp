@@ -18,6 +18,9 @@ TEST(ConformanceAscend, PassesTheFullProfile) {
   EXPECT_EQ(run.exitCode, 0) << run.failures();
   EXPECT_EQ(run.status("allocator.fit_reads"), "PASS") << run.output;
   EXPECT_EQ(run.status("allocator.fit_placed"), "PASS") << run.output;
+  // The split count stated per model (ABI 1.10) is the one discovered: vNPUs per chip.
+  EXPECT_EQ(run.status("discovery.split_count"), "PASS") << run.output;
+  EXPECT_NE(run.detail("discovery.split_count").find("3 of 3 devices"), std::string::npos) << run.output;
   EXPECT_EQ(run.status("limiter.concurrent_grants"), "PASS") << run.output;
   EXPECT_EQ(run.status("errors.device_vanishes"), "PASS") << run.output;
 }

@@ -19,6 +19,7 @@ TEST(ConformanceSim, PassesTheFullProfile) {
   EXPECT_NE(run.detail("allocator.fit_reads").find("whatever the id, index, numa_node, attributes"), std::string::npos)
       << run.output;
   EXPECT_EQ(run.status("errors.device_vanishes"), "PASS") << run.output;
+  EXPECT_EQ(run.status("discovery.split_count"), "PASS") << run.output;
   EXPECT_EQ(run.status("errors.vendor_missing"), "PASS") << run.output;
   EXPECT_EQ(run.status("limiter.concurrent_grants"), "PASS") << run.output;
   // The sim backend applies both scaling settings to what it discovers.

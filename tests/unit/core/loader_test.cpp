@@ -96,6 +96,17 @@ TEST(Loader, ABackendWhoseTableEndsBeforeFitReadsIsJudgedDeviceByDevice) {
   EXPECT_EQ((*old)->allocator().fitReads(), VGPU_FIT_READS_ALL);
 }
 
+TEST(Loader, A110BackendsSplitCountIsToldPerModelAndZeroMeansNotTold) {
+  auto r = loadTestBackend("abi110");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ((*r)->allocator().splitCountFor("Model A"), std::optional<std::uint32_t>(6));
+  EXPECT_EQ((*r)->allocator().splitCountFor("unknown"), std::nullopt);
+  // A 1.9 build's table ends before the slot, whatever lay beyond it in its memory.
+  auto old = loadTestBackend("abi19sized");
+  ASSERT_TRUE(old.ok()) << old.error().message;
+  EXPECT_EQ((*old)->allocator().splitCountFor("Model A"), std::nullopt);
+}
+
 TEST(Loader, A16BackendWithBothPlacementSlotsPlacesGrantsAndItsTokenComesBack) {
   auto r = loadTestBackend("abi16");
   ASSERT_TRUE(r.ok()) << r.error().message;

@@ -268,17 +268,55 @@ TEST(ClusterFile, SaysWhereItAssumedASplitCount) {
   ASSERT_TRUE(given.ok());
   EXPECT_TRUE(simulator::splitCountWarnings(*given).empty());
 
+  // A backend that cannot tell (no split_count slot, or 0 for the model) leaves it assumed.
+  config.backends[0].settings.splitCount.reset();
+  auto untold = simulator::parseClusterFile(yaml, "c.yaml", config, [](const std::string&, const std::string&) {
+    return std::optional<std::uint32_t>();
+  });
+  ASSERT_TRUE(untold.ok());
+  EXPECT_EQ(simulator::splitCountWarnings(*untold).size(), 1u);
+
   TempDir dir;
   const auto cluster = dir.write("cluster.yaml", yaml);
   dir.write("device-config.yaml", "version: 1\nbackends:\n  sim:\n    enabled: true\n");
   const auto pods = dir.write("pods.yaml", "kind: Pod\nmetadata: {name: p}\nspec: {containers: []}\n");
-  const SimRun run = runSim("--cluster " + cluster.string() + " --pods " + pods.string());
-  EXPECT_THAT(run.out, HasSubstr("\nAssumed\nbackend \"sim\": splitCount assumed 10 at nodes[0].devices[0]"));
+  // vgpu-sim asks the loaded sim backend, which states its split count (ABI 1.10): nothing assumed.
   const SimRun json = runSim("--cluster " + cluster.string() + " --pods " + pods.string() + " --output json");
   ASSERT_EQ(json.exitCode, 0) << json.out;
-  const auto assumed = boost::json::parse(json.out).at("assumptions").as_array();
-  ASSERT_EQ(assumed.size(), 1u);
-  EXPECT_THAT(std::string(assumed[0].as_string()), HasSubstr("splitCount assumed 10"));
+  EXPECT_FALSE(boost::json::parse(json.out).as_object().contains("assumptions")) << json.out;
+}
+
+// Issue 45 item 1: vgpu-sim takes the split count the backend states for a device's model
+// (ABI 1.10), as the node would publish it, unless the file or a per-node setting gives one.
+TEST(ClusterFile, TakesTheSplitCountTheBackendStatesForTheModel) {
+  DeviceConfig config;
+  config.backends.push_back({"sim", true, {}, {}});
+  const std::string yaml =
+      "nodes:\n  - name: a\n    devices:\n      - {backend: sim, model: Small, memoryMiB: 5}\n"
+      "      - {backend: sim, model: Big, memoryMiB: 5, idPrefix: y}\n"
+      "      - {backend: sim, model: Small, memoryMiB: 5, splitCount: 2, idPrefix: x}\n"
+      "  - name: b\n    devices:\n      - {backend: sim, model: Small, memoryMiB: 5}\n";
+  const simulator::SplitCountSource states = [](const std::string& backend, const std::string& model) {
+    EXPECT_EQ(backend, "sim");
+    return model == "Small" ? std::optional<std::uint32_t>(7) : std::nullopt;
+  };
+  auto r = simulator::parseClusterFile(yaml, "c.yaml", config, states);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ((*r)[0].devices[0].splitCount, 7u);  // the backend's
+  EXPECT_EQ((*r)[0].devices[1].splitCount, 10u);  // not told for Big: assumed, and said
+  EXPECT_EQ((*r)[0].devices[2].splitCount, 2u);  // the file's own
+  const auto warnings = simulator::splitCountWarnings(*r);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("at nodes[0].devices[1]:"));
+  // A per-node setting is one the backend, created with the shared settings, cannot know.
+  NodeOverride node;
+  node.name = "b";
+  node.backends["sim"].splitCount = 3;
+  config.nodes.push_back(node);
+  auto perNode = simulator::parseClusterFile(yaml, "c.yaml", config, states);
+  ASSERT_TRUE(perNode.ok());
+  EXPECT_EQ((*perNode)[1].devices[0].splitCount, 3u);
+  EXPECT_EQ((*perNode)[0].devices[0].splitCount, 7u);
 }
 
 TEST(ClusterFile, ErrorsNameFileKeyAndLine) {

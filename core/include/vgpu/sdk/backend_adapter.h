@@ -11,7 +11,8 @@
 //     void fit(const vgpu_device_request&, const vgpu_device&, const vgpu_device_usage&,
 //              vgpu_fit_result&) const;
 //     // Optional, detected at compile time: explain, admissionDefaults, protectedEnv (a
-//     // std::vector<vgpu::ProtectedEnv>), fitReads (VGPU_FIT_READS_* bits), placesGrants
+//     // std::vector<vgpu::ProtectedEnv>), fitReads (VGPU_FIT_READS_* bits), splitCountFor
+//     // (std::optional<std::uint32_t> for a model, ABI 1.10), placesGrants
 //     // with fitPlaced (devices partitioned at fixed places, ABI 1.6), discover, waitForHealthEvents, containerSpec,
 //     // release, reconcile, containerUsage, deviceProcesses (same signatures as the
 //     // vgpu::Allocator / Discovery / Limiter / UsageReporter / ProcessReporter interfaces).
@@ -163,6 +164,14 @@ struct Adapter {
   }
 
   static uint32_t fitReads(vgpu_backend* b) { return self(b).fitReads(); }
+
+  static uint32_t splitCount(vgpu_backend* b, const char* model) {
+    try {
+      return self(b).splitCountFor(model ? model : "").value_or(0);
+    } catch (const std::exception&) {
+      return 0;
+    }
+  }
 
   static uint32_t places(vgpu_backend* b, const vgpu_device* device) {
     try {
@@ -401,6 +410,10 @@ concept HasProtectedEnv = requires(const B& b) {
 template <class B>
 concept HasFitReads = requires(const B& b) { { b.fitReads() } -> std::convertible_to<std::uint32_t>; };
 template <class B>
+concept HasSplitCount = requires(const B& b, const std::string& model) {
+  { b.splitCountFor(model) } -> std::convertible_to<std::optional<std::uint32_t>>;
+};
+template <class B>
 concept HasPlacements = requires(const B& b, const vgpu_device_request& q, const vgpu_device& d,
                                  const vgpu_device_usage& u, vgpu_placement& p, vgpu_fit_result& r) {
   { b.placesGrants(d) } -> std::convertible_to<bool>;
@@ -461,6 +474,7 @@ int fillTable(uint32_t loaderVersion, vgpu_backend_table* table, const char* nam
   if constexpr (HasProcesses<B>) t.device_processes = &A::deviceProcesses;
   if constexpr (HasCgroupMemory<B>) t.cgroup_memory_used = &A::cgroupMemoryUsed;
   if constexpr (HasFitReads<B>) t.fit_reads = &A::fitReads;
+  if constexpr (HasSplitCount<B>) t.split_count = &A::splitCount;
   if constexpr (HasPlacements<B>) {
     t.places = &A::places;
     t.fit_placed = &A::fitPlaced;

@@ -37,6 +37,14 @@ static uint32_t fit_reads(vgpu_backend* b) {
 }
 #endif
 
+#ifdef SPLIT_COUNT
+/* 1.10: SPLIT_COUNT for every model but "unknown", of which it cannot tell. */
+static uint32_t split_count(vgpu_backend* b, const char* model) {
+  (void)b;
+  return model != NULL && strcmp(model, "unknown") == 0 ? 0u : (uint32_t)SPLIT_COUNT;
+}
+#endif
+
 #ifdef WITH_PLACES
 /* 1.6: every device is placed; a grant goes to "slot-<n>", n = the grants already on it. */
 static uint32_t places(vgpu_backend* b, const vgpu_device* d) {
@@ -140,6 +148,9 @@ VGPU_BACKEND_EXPORT int VGPU_BACKEND_ENTRY(unsigned loader, vgpu_backend_table* 
 #endif
 #ifdef FIT_READS
   table.fit_reads = fit_reads;
+#endif
+#ifdef SPLIT_COUNT
+  table.split_count = split_count;
 #endif
 #ifdef WITH_PLACES
   table.places = places;
