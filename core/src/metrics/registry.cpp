@@ -1,7 +1,12 @@
+// The families behind vgpu/metrics/registry.h: series are prometheus-cpp's metric objects,
+// the exposition is prometheus::TextSerializer's. Here: name checks, label order, and the
+// few things prometheus-cpp 1.0.1 leaves to its user (see the header).
 #include "vgpu/metrics/registry.h"
 
+#include <prometheus/check_names.h>
+#include <prometheus/text_serializer.h>
+
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -13,16 +18,6 @@ namespace {
 [[noreturn]] void invariant(const std::string& message) {
   std::fprintf(stderr, "vgpu metrics: %s\n", message.c_str());
   std::abort();
-}
-
-bool validName(std::string_view name, bool metric) {
-  if (name.empty()) return false;
-  for (size_t i = 0; i < name.size(); ++i) {
-    const char c = name[i];
-    const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (metric && c == ':');
-    if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
-  }
-  return metric || name.substr(0, 2) != "__";
 }
 
 }  // namespace
@@ -38,33 +33,12 @@ std::string escapeHelp(std::string_view text) {
   return out;
 }
 
-std::string escapeLabelValue(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else if (c == '"') out += "\\\"";
-    else out += c;
-  }
-  return out;
-}
-
-std::string formatValue(double value) {
-  if (std::isnan(value)) return "NaN";
-  if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
-  char buf[64];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
-  if (ec != std::errc()) return "NaN";
-  return std::string(buf, end);
-}
-
-Family::Family(std::string name, std::string help, std::vector<std::string> labelNames, const char* type)
-    : name_(std::move(name)), help_(std::move(help)), labelNames_(std::move(labelNames)), type_(type) {
-  if (!validName(name_, true)) invariant("invalid metric name \"" + name_ + "\"");
+Family::Family(std::string name, std::string help, std::vector<std::string> labelNames, prometheus::MetricType type)
+    : name_(std::move(name)), help_(escapeHelp(help)), labelNames_(std::move(labelNames)), type_(type) {
+  if (!prometheus::CheckMetricName(name_)) invariant("invalid metric name \"" + name_ + "\"");
   std::set<std::string> seen;
   for (const auto& l : labelNames_) {
-    if (!validName(l, false) || l == "le" || l == "quantile")
+    if (!prometheus::CheckLabelName(l) || l == "le" || l == "quantile")
       invariant("invalid or reserved label name \"" + l + "\" for " + name_);
     if (!seen.insert(l).second) invariant("label \"" + l + "\" given twice for " + name_);
   }
@@ -86,86 +60,89 @@ void Family::remove(const LabelValues& labels) {
   erase(labels);
 }
 
-void Family::renderHeader(std::string& out) const {
-  out += "# HELP " + name_ + " " + escapeHelp(help_) + "\n";
-  out += "# TYPE " + name_ + " " + type_ + "\n";
+std::vector<prometheus::MetricFamily> Family::Collect() const {
+  prometheus::MetricFamily family;
+  family.name = name_;
+  family.help = help_;
+  family.type = type_;
+  std::lock_guard lock(mu_);
+  collectSeries(family);
+  return {std::move(family)};
 }
 
-std::string Family::seriesName(std::string_view suffix, const LabelValues& labels, std::string_view extra) const {
-  std::string s = name_;
-  s += suffix;
-  if (labels.empty() && extra.empty()) return s;
-  s += '{';
-  for (size_t i = 0; i < labels.size(); ++i) {
-    if (i) s += ',';
-    s += labelNames_[i] + "=\"" + escapeLabelValue(labels[i]) + "\"";
+prometheus::ClientMetric Family::labelled(prometheus::ClientMetric metric, const LabelValues& labels) const {
+  metric.label.resize(labels.size());
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    metric.label[i].name = labelNames_[i];
+    metric.label[i].value = labels[i];
   }
-  if (!extra.empty()) {
-    if (!labels.empty()) s += ',';
-    s += extra;
-  }
-  s += '}';
-  return s;
+  return metric;
 }
 
 Counter::Counter(std::string name, std::string help, std::vector<std::string> labelNames)
-    : Family(std::move(name), std::move(help), std::move(labelNames), "counter") {}
+    : Family(std::move(name), std::move(help), std::move(labelNames), prometheus::MetricType::Counter) {}
 
 void Counter::inc(const LabelValues& labels, double amount) {
   checkArity(labels);
   if (!(amount >= 0)) return;
   std::lock_guard lock(mu_);
-  values_[labels] += amount;
+  series_.try_emplace(labels).first->second.Increment(amount);
 }
 
 double Counter::value(const LabelValues& labels) const {
   std::lock_guard lock(mu_);
-  auto it = values_.find(labels);
-  return it == values_.end() ? 0 : it->second;
+  auto it = series_.find(labels);
+  return it == series_.end() ? 0 : it->second.Value();
 }
 
-void Counter::render(std::string& out) const {
-  std::lock_guard lock(mu_);
-  renderHeader(out);
-  for (const auto& [labels, v] : values_) out += seriesName("", labels) + " " + formatValue(v) + "\n";
+void Counter::collectSeries(prometheus::MetricFamily& family) const {
+  family.metric.reserve(series_.size());
+  for (const auto& [labels, counter] : series_) family.metric.push_back(labelled(counter.Collect(), labels));
 }
 
 Gauge::Gauge(std::string name, std::string help, std::vector<std::string> labelNames)
     : Gauge(std::move(name), std::move(help), std::move(labelNames), false) {}
 
 Gauge::Gauge(std::string name, std::string help, std::vector<std::string> labelNames, bool untyped)
-    : Family(std::move(name), std::move(help), std::move(labelNames), untyped ? "untyped" : "gauge") {}
+    : Family(std::move(name), std::move(help), std::move(labelNames),
+             untyped ? prometheus::MetricType::Untyped : prometheus::MetricType::Gauge) {}
 
 void Gauge::set(const LabelValues& labels, double value) {
   checkArity(labels);
   std::lock_guard lock(mu_);
-  values_[labels] = value;
+  series_.try_emplace(labels).first->second.Set(value);
 }
 
 void Gauge::add(const LabelValues& labels, double amount) {
   checkArity(labels);
   std::lock_guard lock(mu_);
-  values_[labels] += amount;
+  series_.try_emplace(labels).first->second.Increment(amount);
 }
 
 double Gauge::value(const LabelValues& labels) const {
   std::lock_guard lock(mu_);
-  auto it = values_.find(labels);
-  return it == values_.end() ? 0 : it->second;
+  auto it = series_.find(labels);
+  return it == series_.end() ? 0 : it->second.Value();
 }
 
-void Gauge::render(std::string& out) const {
-  std::lock_guard lock(mu_);
-  renderHeader(out);
-  for (const auto& [labels, v] : values_) out += seriesName("", labels) + " " + formatValue(v) + "\n";
+void Gauge::collectSeries(prometheus::MetricFamily& family) const {
+  family.metric.reserve(series_.size());
+  for (const auto& [labels, gauge] : series_) {
+    prometheus::ClientMetric metric = gauge.Collect();
+    // prometheus-cpp has no untyped metric object: an untyped family's series are gauges
+    // whose value goes where the serializer reads an untyped one.
+    if (type_ == prometheus::MetricType::Untyped) metric.untyped.value = metric.gauge.value;
+    family.metric.push_back(labelled(std::move(metric), labels));
+  }
 }
 
 Histogram::Histogram(std::string name, std::string help, std::vector<double> bounds, std::vector<std::string> labelNames)
-    : Family(std::move(name), std::move(help), std::move(labelNames), "histogram"), bounds_(std::move(bounds)) {
+    : Family(std::move(name), std::move(help), std::move(labelNames), prometheus::MetricType::Histogram),
+      bounds_(std::move(bounds)) {
   if (bounds_.empty() || !std::is_sorted(bounds_.begin(), bounds_.end()) ||
-      std::adjacent_find(bounds_.begin(), bounds_.end()) != bounds_.end())
+      std::adjacent_find(bounds_.begin(), bounds_.end()) != bounds_.end() || std::isnan(bounds_.front()))
     invariant("histogram " + name_ + " needs strictly increasing bucket bounds");
-  if (std::isinf(bounds_.back())) bounds_.pop_back();  // +Inf is always added
+  if (std::isinf(bounds_.back())) bounds_.pop_back();  // prometheus::Histogram adds +Inf
 }
 
 std::vector<double> Histogram::latencyBuckets() {
@@ -174,35 +151,20 @@ std::vector<double> Histogram::latencyBuckets() {
 
 void Histogram::observe(const LabelValues& labels, double value) {
   checkArity(labels);
-  if (std::isnan(value)) return;
-  const size_t bucket = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
+  if (std::isnan(value)) return;  // prometheus::Histogram would count it in +Inf and make the sum NaN
   std::lock_guard lock(mu_);
-  Series& s = series_[labels];
-  if (s.buckets.empty()) s.buckets.assign(bounds_.size() + 1, 0);
-  ++s.buckets[bucket];
-  s.sum += value;
-  ++s.count;
+  series_.try_emplace(labels, bounds_).first->second.Observe(value);
 }
 
 std::uint64_t Histogram::count(const LabelValues& labels) const {
   std::lock_guard lock(mu_);
   auto it = series_.find(labels);
-  return it == series_.end() ? 0 : it->second.count;
+  return it == series_.end() ? 0 : it->second.Collect().histogram.sample_count;
 }
 
-void Histogram::render(std::string& out) const {
-  std::lock_guard lock(mu_);
-  renderHeader(out);
-  for (const auto& [labels, s] : series_) {
-    std::uint64_t cumulative = 0;
-    for (size_t i = 0; i <= bounds_.size(); ++i) {
-      cumulative += s.buckets[i];
-      const std::string le = i < bounds_.size() ? formatValue(bounds_[i]) : "+Inf";
-      out += seriesName("_bucket", labels, "le=\"" + le + "\"") + " " + std::to_string(cumulative) + "\n";
-    }
-    out += seriesName("_sum", labels) + " " + formatValue(s.sum) + "\n";
-    out += seriesName("_count", labels) + " " + std::to_string(s.count) + "\n";
-  }
+void Histogram::collectSeries(prometheus::MetricFamily& family) const {
+  family.metric.reserve(series_.size());
+  for (const auto& [labels, histogram] : series_) family.metric.push_back(labelled(histogram.Collect(), labels));
 }
 
 Family& Registry::add(std::unique_ptr<Family> family) {
@@ -237,17 +199,21 @@ void Registry::addCollector(std::function<void()> collector) {
   collectors_.push_back(std::move(collector));
 }
 
-std::string Registry::render() const {
+std::vector<prometheus::MetricFamily> Registry::collect() const {
   std::vector<std::function<void()>> collectors;
   {
     std::lock_guard lock(mu_);
     collectors = collectors_;
   }
   for (const auto& c : collectors) c();
-  std::string out;
+  std::vector<prometheus::MetricFamily> out;
   std::lock_guard lock(mu_);
-  for (const auto& f : families_) f->render(out);
+  out.reserve(families_.size());
+  for (const auto& f : families_)
+    for (auto& family : f->Collect()) out.push_back(std::move(family));
   return out;
 }
+
+std::string Registry::render() const { return prometheus::TextSerializer().Serialize(collect()); }
 
 }  // namespace vgpu::metrics

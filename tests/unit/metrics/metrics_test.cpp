@@ -1,4 +1,5 @@
-// vgpu_metrics: exposition text, escaping, histogram buckets, and promtool's verdict.
+// vgpu_metrics: exposition text (prometheus-cpp's serializer), escaping, label order,
+// histogram buckets, and promtool's verdict.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -36,14 +37,23 @@ TEST(MetricsText, EscapesHelpAndLabelValues) {
             "vgpu_x{reason=\"say \\\"no\\\"\\\\\\nnow\"} 1.5\n");
 }
 
-TEST(MetricsText, ValuesUseShortestFormAndSpecialNames) {
-  EXPECT_EQ(formatValue(0), "0");
-  EXPECT_EQ(formatValue(42), "42");
-  EXPECT_EQ(formatValue(0.1), "0.1");
-  EXPECT_EQ(formatValue(1e21), "1e+21");
-  EXPECT_EQ(formatValue(std::numeric_limits<double>::infinity()), "+Inf");
-  EXPECT_EQ(formatValue(-std::numeric_limits<double>::infinity()), "-Inf");
-  EXPECT_EQ(formatValue(std::nan("")), "NaN");
+// Values are written by prometheus::TextSerializer: 16 significant digits, +Inf, -Inf, and
+// NaN spelled "Nan" (Prometheus parses either spelling).
+TEST(MetricsText, ValuesAreWrittenInShortFormWithInfinitiesAndNaN) {
+  Registry r;
+  auto& g = r.gauge("vgpu_v", "Values.", {"k"});
+  const std::vector<std::pair<double, std::string>> cases{
+      {0, "0"},           {42, "42"},
+      {0.1, "0.1"},       {1e21, "1e+21"},
+      {85899345920.0, "85899345920"},
+      {std::numeric_limits<double>::infinity(), "+Inf"},
+      {-std::numeric_limits<double>::infinity(), "-Inf"},
+      {std::nan(""), "Nan"}};
+  for (const auto& [value, text] : cases) {
+    g.clear();
+    g.set({"x"}, value);
+    EXPECT_EQ(r.render(), "# HELP vgpu_v Values.\n# TYPE vgpu_v gauge\nvgpu_v{k=\"x\"} " + text + "\n") << text;
+  }
 }
 
 TEST(MetricsText, HistogramBucketsAreCumulativeWithInfSumAndCount) {
@@ -56,11 +66,11 @@ TEST(MetricsText, HistogramBucketsAreCumulativeWithInfSumAndCount) {
   EXPECT_EQ(r.render(),
             "# HELP vgpu_filter_duration_seconds Filter latency.\n"
             "# TYPE vgpu_filter_duration_seconds histogram\n"
+            "vgpu_filter_duration_seconds_count{verb=\"filter\"} 4\n"
+            "vgpu_filter_duration_seconds_sum{verb=\"filter\"} 3.0065\n"
             "vgpu_filter_duration_seconds_bucket{verb=\"filter\",le=\"0.001\"} 2\n"
             "vgpu_filter_duration_seconds_bucket{verb=\"filter\",le=\"0.01\"} 3\n"
-            "vgpu_filter_duration_seconds_bucket{verb=\"filter\",le=\"+Inf\"} 4\n"
-            "vgpu_filter_duration_seconds_sum{verb=\"filter\"} 3.0065\n"
-            "vgpu_filter_duration_seconds_count{verb=\"filter\"} 4\n");
+            "vgpu_filter_duration_seconds_bucket{verb=\"filter\",le=\"+Inf\"} 4\n");
   EXPECT_EQ(h.count({"filter"}), 4u);
 }
 

@@ -1,11 +1,24 @@
 #pragma once
-// Prometheus text exposition (format 0.0.4) without a client library: counters, gauges and
-// histograms with labels, rendered with # HELP / # TYPE and correct escaping. Small on
-// purpose: the daemons export a few dozen families.
+// The daemons' Prometheus families (counters, gauges, histograms with labels) on
+// prometheus-cpp's core: each series is a prometheus::Counter, Gauge or Histogram, each
+// family a prometheus::Collectable, and /metrics is prometheus::TextSerializer's output
+// (text format 0.0.4). What prometheus-cpp 1.0.1's own Family and Registry would change in
+// what we serve, and so is kept here (docs/metrics.md, "prometheus-cpp"): labels written in
+// the order the family names them (Family keys series by a std::map, alphabetical), HELP
+// and TYPE of a family with no series yet, untyped families, clearing a family in one step
+// (Family::Remove is a linear search per series), and escaping HELP (the serializer writes
+// it as given).
 //
 // Names and label names are checked when a family is registered; a bad one, or a call with
 // the wrong number of label values, is a programming error and aborts with a message.
 
+#include <prometheus/collectable.h>
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/metric_family.h>
+
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -20,29 +33,31 @@ namespace vgpu::metrics {
 using LabelValues = std::vector<std::string>;
 
 /// What all families share: name, help, label names, a lock. Thread-safe.
-class Family {
+class Family : public prometheus::Collectable {
  public:
-  virtual ~Family() = default;
   const std::string& name() const { return name_; }
-  /// Appends this family's exposition text (HELP and TYPE even when it has no series).
-  virtual void render(std::string& out) const = 0;
+  /// This family as prometheus-cpp's data model: one MetricFamily (also when it has no
+  /// series, so that HELP and TYPE are served), series in the order of their label values,
+  /// each series' labels in the order of the label names.
+  std::vector<prometheus::MetricFamily> Collect() const final;
   /// Drops every series (e.g. before a collector sets the current set of devices).
   void clear();
   /// Drops one series.
   void remove(const LabelValues& labels);
 
  protected:
-  Family(std::string name, std::string help, std::vector<std::string> labelNames, const char* type);
+  Family(std::string name, std::string help, std::vector<std::string> labelNames, prometheus::MetricType type);
   void checkArity(const LabelValues& labels) const;
-  void renderHeader(std::string& out) const;
-  /// `name{a="x",b="y"` + extra (e.g. `le="0.5"`) + `}`; no braces when both are empty.
-  std::string seriesName(std::string_view suffix, const LabelValues& labels, std::string_view extra = {}) const;
+  /// Appends one ClientMetric per series to `family.metric` (called under mu_).
+  virtual void collectSeries(prometheus::MetricFamily& family) const = 0;
+  /// `metric` with `labels` as its label pairs, in the order of the label names.
+  prometheus::ClientMetric labelled(prometheus::ClientMetric metric, const LabelValues& labels) const;
   virtual void eraseAll() = 0;
   virtual void erase(const LabelValues& labels) = 0;
 
   std::string name_, help_;
   std::vector<std::string> labelNames_;
-  const char* type_;
+  prometheus::MetricType type_;
   mutable std::mutex mu_;
 };
 
@@ -50,15 +65,15 @@ class Family {
 class Counter : public Family {
  public:
   Counter(std::string name, std::string help, std::vector<std::string> labelNames);
-  /// `amount` must be >= 0 (a negative one is ignored).
+  /// `amount` must be >= 0 (a negative or NaN one is ignored).
   void inc(const LabelValues& labels = {}, double amount = 1);
   double value(const LabelValues& labels = {}) const;
-  void render(std::string& out) const override;
 
  private:
-  void eraseAll() override { values_.clear(); }
-  void erase(const LabelValues& labels) override { values_.erase(labels); }
-  std::map<LabelValues, double> values_;
+  void collectSeries(prometheus::MetricFamily& family) const override;
+  void eraseAll() override { series_.clear(); }
+  void erase(const LabelValues& labels) override { series_.erase(labels); }
+  std::map<LabelValues, prometheus::Counter> series_;
 };
 
 /// A value that goes up and down.
@@ -72,12 +87,12 @@ class Gauge : public Family {
   void set(double value) { set({}, value); }
   void add(const LabelValues& labels, double amount);
   double value(const LabelValues& labels = {}) const;
-  void render(std::string& out) const override;
 
  private:
-  void eraseAll() override { values_.clear(); }
-  void erase(const LabelValues& labels) override { values_.erase(labels); }
-  std::map<LabelValues, double> values_;
+  void collectSeries(prometheus::MetricFamily& family) const override;
+  void eraseAll() override { series_.clear(); }
+  void erase(const LabelValues& labels) override { series_.erase(labels); }
+  std::map<LabelValues, prometheus::Gauge> series_;
 };
 
 /// Observations counted into cumulative buckets, with their sum and count.
@@ -85,25 +100,21 @@ class Histogram : public Family {
  public:
   /// `bounds`: upper bounds in increasing order (+Inf is added).
   Histogram(std::string name, std::string help, std::vector<double> bounds, std::vector<std::string> labelNames);
+  /// A NaN observation is ignored.
   void observe(const LabelValues& labels, double value);
   void observe(double value) { observe({}, value); }
   /// Observations so far for `labels` (for tests).
   std::uint64_t count(const LabelValues& labels = {}) const;
-  void render(std::string& out) const override;
 
   /// Bounds for request latencies in seconds, 100 µs to 10 s.
   static std::vector<double> latencyBuckets();
 
  private:
-  struct Series {
-    std::vector<std::uint64_t> buckets;  // per bound, not cumulative; last = +Inf
-    double sum = 0;
-    std::uint64_t count = 0;
-  };
+  void collectSeries(prometheus::MetricFamily& family) const override;
   void eraseAll() override { series_.clear(); }
   void erase(const LabelValues& labels) override { series_.erase(labels); }
-  std::vector<double> bounds_;
-  std::map<LabelValues, Series> series_;
+  prometheus::Histogram::BucketBoundaries bounds_;
+  std::map<LabelValues, prometheus::Histogram> series_;
 };
 
 /// Owns the families; render() is what /metrics serves. Thread-safe.
@@ -118,7 +129,9 @@ class Registry {
                        std::vector<std::string> labelNames = {});
   /// Runs before every render, e.g. to set gauges from current state.
   void addCollector(std::function<void()> collector);
-  /// The exposition text, families in registration order.
+  /// Every family, in registration order, as prometheus-cpp's data model (after the collectors ran).
+  std::vector<prometheus::MetricFamily> collect() const;
+  /// The exposition text (prometheus::TextSerializer), families in registration order.
   std::string render() const;
 
   static constexpr const char* kContentType = "text/plain; version=0.0.4; charset=utf-8";
@@ -130,10 +143,8 @@ class Registry {
   std::vector<std::function<void()>> collectors_;
 };
 
-/// Escaping per the text format: HELP escapes `\` and newline; label values also `"`.
+/// HELP text escaped per the text format (`\` and newline): prometheus-cpp 1.0.1's
+/// serializer writes HELP as given, so families hand it this.
 std::string escapeHelp(std::string_view text);
-std::string escapeLabelValue(std::string_view text);
-/// Sample values: shortest round-trip form, and +Inf / -Inf / NaN.
-std::string formatValue(double value);
 
 }  // namespace vgpu::metrics
