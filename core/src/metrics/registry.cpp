@@ -139,8 +139,9 @@ void Gauge::collectSeries(prometheus::MetricFamily& family) const {
 Histogram::Histogram(std::string name, std::string help, std::vector<double> bounds, std::vector<std::string> labelNames)
     : Family(std::move(name), std::move(help), std::move(labelNames), prometheus::MetricType::Histogram),
       bounds_(std::move(bounds)) {
-  if (bounds_.empty() || !std::is_sorted(bounds_.begin(), bounds_.end()) ||
-      std::adjacent_find(bounds_.begin(), bounds_.end()) != bounds_.end() || std::isnan(bounds_.front()))
+  if (bounds_.empty() || std::any_of(bounds_.begin(), bounds_.end(), [](double b) { return std::isnan(b); }) ||
+      !std::is_sorted(bounds_.begin(), bounds_.end()) ||
+      std::adjacent_find(bounds_.begin(), bounds_.end()) != bounds_.end())
     invariant("histogram " + name_ + " needs strictly increasing bucket bounds");
   if (std::isinf(bounds_.back())) bounds_.pop_back();  // prometheus::Histogram adds +Inf
 }

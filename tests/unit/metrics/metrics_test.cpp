@@ -112,6 +112,7 @@ TEST(MetricsDeath, BadNamesAndWrongLabelCountsAbortWithAMessage) {
   EXPECT_DEATH(r.counter("9bad", "x"), "invalid metric name");
   EXPECT_DEATH(r.gauge("ok_name", "x", {"__reserved"}), "reserved label");
   EXPECT_DEATH(r.histogram("h_seconds", "x", {1, 1}), "strictly increasing");
+  EXPECT_DEATH(r.histogram("h2_seconds", "x", {1, std::nan(""), 2}), "strictly increasing");
   auto& c = r.counter("vgpu_c_total", "x", {"a"});
   EXPECT_DEATH(c.inc({}), "takes 1 label values");
   EXPECT_DEATH(r.counter("vgpu_c_total", "again"), "registered twice");
