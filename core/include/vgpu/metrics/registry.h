@@ -18,6 +18,7 @@
 #include <prometheus/histogram.h>
 #include <prometheus/metric_family.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -50,8 +51,8 @@ class Family : public prometheus::Collectable {
   void checkArity(const LabelValues& labels) const;
   /// Appends one ClientMetric per series to `family.metric` (called under mu_).
   virtual void collectSeries(prometheus::MetricFamily& family) const = 0;
-  /// `metric` with `labels` as its label pairs, in the order of the label names.
-  prometheus::ClientMetric labelled(prometheus::ClientMetric metric, const LabelValues& labels) const;
+  /// A new series in `family` with `labels` as its label pairs, in the order of the label names.
+  prometheus::ClientMetric& addSeries(prometheus::MetricFamily& family, const LabelValues& labels) const;
   virtual void eraseAll() = 0;
   virtual void erase(const LabelValues& labels) = 0;
 
@@ -141,6 +142,7 @@ class Registry {
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<Family>> families_;
   std::vector<std::function<void()>> collectors_;
+  mutable std::atomic<std::size_t> lastSize_{0};  ///< the last scrape's size, reserved for the next
 };
 
 /// HELP text escaped per the text format (`\` and newline): prometheus-cpp 1.0.1's
