@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <tuple>
 #include <ostream>
 #include <set>
 #include <streambuf>
@@ -36,6 +38,23 @@ class StringSink : public std::streambuf {
  private:
   std::string& out_;
 };
+
+bool sameBits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+/// The series for `labels`, made anew (from `args`) when there is none or a clear() since
+/// left it unset.
+template <class Map, class... Args>
+typename Map::mapped_type& liveSeries(Map& series, const LabelValues& labels, std::uint64_t generation,
+                                      const Args&... args) {
+  auto it = series.lower_bound(labels);
+  if (it != series.end() && !(labels < it->first)) {
+    if (it->second.generation == generation) return it->second;
+    it = series.erase(it);
+  }
+  return series.emplace_hint(it, std::piecewise_construct, std::forward_as_tuple(labels),
+                             std::forward_as_tuple(generation, args...))
+      ->second;
+}
 
 [[noreturn]] void invariant(const std::string& message) {
   std::fprintf(stderr, "vgpu metrics: %s\n", message.c_str());
@@ -64,12 +83,54 @@ Family::Family(std::string name, std::string help, std::vector<std::string> labe
       invariant("invalid or reserved label name \"" + l + "\" for " + name_);
     if (!seen.insert(l).second) invariant("label \"" + l + "\" given twice for " + name_);
   }
+  prometheus::MetricFamily empty;
+  empty.name = name_;
+  empty.help = help_;
+  empty.type = type_;
+  StringSink sink(header_);
+  std::ostream out(&sink);
+  prometheus::TextSerializer().Serialize(out, {empty});
 }
 
 void Family::checkArity(const LabelValues& labels) const {
   if (labels.size() != labelNames_.size())
     invariant(name_ + " takes " + std::to_string(labelNames_.size()) + " label values, got " +
               std::to_string(labels.size()));
+}
+
+void Family::serializeSeries(const LabelValues& labels, prometheus::ClientMetric metric, std::string& text) const {
+  std::vector<prometheus::MetricFamily> one(1);
+  one[0].name = name_;  // no help: the serializer then writes no HELP line, only TYPE
+  one[0].type = type_;
+  metric.label.resize(labels.size());
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    metric.label[i].name = labelNames_[i];
+    metric.label[i].value = labels[i];
+  }
+  one[0].metric.push_back(std::move(metric));
+  std::string lines;
+  StringSink sink(lines);
+  std::ostream out(&sink);
+  prometheus::TextSerializer().Serialize(out, one);
+  text.assign(lines, lines.find('\n') + 1);  // the series' lines, after TYPE (in header_)
+}
+
+template <class Map, class Fill>
+void Family::renderSeries(Map& series, std::string& out, Fill fill) const {
+  out += header_;
+  for (auto it = series.begin(); it != series.end();) {
+    if (it->second.generation != generation_) {
+      it = series.erase(it);
+      continue;
+    }
+    if (it->second.text.empty()) {
+      prometheus::ClientMetric metric;
+      fill(metric, it->second.value);
+      serializeSeries(it->first, std::move(metric), it->second.text);
+    }
+    out += it->second.text;
+    ++it;
+  }
 }
 
 void Family::clear() {
@@ -109,18 +170,26 @@ void Counter::inc(const LabelValues& labels, double amount) {
   checkArity(labels);
   if (!(amount >= 0)) return;
   std::lock_guard lock(mu_);
-  series_.try_emplace(labels).first->second.Increment(amount);
+  auto& series = liveSeries(series_, labels, generation_);
+  series.value.Increment(amount);
+  series.text.clear();
 }
 
 double Counter::value(const LabelValues& labels) const {
   std::lock_guard lock(mu_);
   auto it = series_.find(labels);
-  return it == series_.end() ? 0 : it->second.Value();
+  return it == series_.end() || it->second.generation != generation_ ? 0 : it->second.value.Value();
 }
 
 void Counter::collectSeries(prometheus::MetricFamily& family) const {
   family.metric.reserve(series_.size());
-  for (const auto& [labels, counter] : series_) addSeries(family, labels).counter.value = counter.Value();
+  for (const auto& [labels, series] : series_)
+    if (series.generation == generation_) addSeries(family, labels).counter.value = series.value.Value();
+}
+
+void Counter::render(std::string& out) const {
+  std::lock_guard lock(mu_);
+  renderSeries(series_, out, [](prometheus::ClientMetric& m, const prometheus::Counter& c) { m.counter.value = c.Value(); });
 }
 
 Gauge::Gauge(std::string name, std::string help, std::vector<std::string> labelNames)
@@ -133,30 +202,52 @@ Gauge::Gauge(std::string name, std::string help, std::vector<std::string> labelN
 void Gauge::set(const LabelValues& labels, double value) {
   checkArity(labels);
   std::lock_guard lock(mu_);
-  series_.try_emplace(labels).first->second.Set(value);
+  auto it = series_.lower_bound(labels);
+  if (it == series_.end() || labels < it->first) {
+    it = series_.emplace_hint(it, std::piecewise_construct, std::forward_as_tuple(labels),
+                              std::forward_as_tuple(generation_));
+  } else {
+    // Set again (after a clear() too) to the same value: its text stays. Compared as bits:
+    // -0 and 0 are written differently, and a NaN stays a NaN.
+    it->second.generation = generation_;
+    if (sameBits(it->second.value.Value(), value)) return;
+  }
+  it->second.value.Set(value);
+  it->second.text.clear();
 }
 
 void Gauge::add(const LabelValues& labels, double amount) {
   checkArity(labels);
   std::lock_guard lock(mu_);
-  series_.try_emplace(labels).first->second.Increment(amount);
+  auto& series = liveSeries(series_, labels, generation_);
+  series.value.Increment(amount);
+  series.text.clear();
 }
 
 double Gauge::value(const LabelValues& labels) const {
   std::lock_guard lock(mu_);
   auto it = series_.find(labels);
-  return it == series_.end() ? 0 : it->second.Value();
+  return it == series_.end() || it->second.generation != generation_ ? 0 : it->second.value.Value();
 }
 
+// prometheus-cpp has no untyped metric object: an untyped family's series are gauges whose
+// value goes where the serializer reads an untyped one.
 void Gauge::collectSeries(prometheus::MetricFamily& family) const {
   family.metric.reserve(series_.size());
-  // prometheus-cpp has no untyped metric object: an untyped family's series are gauges
-  // whose value goes where the serializer reads an untyped one.
   const bool untyped = type_ == prometheus::MetricType::Untyped;
-  for (const auto& [labels, gauge] : series_) {
+  for (const auto& [labels, series] : series_) {
+    if (series.generation != generation_) continue;
     prometheus::ClientMetric& metric = addSeries(family, labels);
-    (untyped ? metric.untyped.value : metric.gauge.value) = gauge.Value();
+    (untyped ? metric.untyped.value : metric.gauge.value) = series.value.Value();
   }
+}
+
+void Gauge::render(std::string& out) const {
+  std::lock_guard lock(mu_);
+  const bool untyped = type_ == prometheus::MetricType::Untyped;
+  renderSeries(series_, out, [untyped](prometheus::ClientMetric& m, const prometheus::Gauge& g) {
+    (untyped ? m.untyped.value : m.gauge.value) = g.Value();
+  });
 }
 
 Histogram::Histogram(std::string name, std::string help, std::vector<double> bounds, std::vector<std::string> labelNames)
@@ -177,19 +268,30 @@ void Histogram::observe(const LabelValues& labels, double value) {
   checkArity(labels);
   if (std::isnan(value)) return;  // prometheus::Histogram would count it in +Inf and make the sum NaN
   std::lock_guard lock(mu_);
-  series_.try_emplace(labels, bounds_).first->second.Observe(value);
+  auto& series = liveSeries(series_, labels, generation_, bounds_);
+  series.value.Observe(value);
+  series.text.clear();
 }
 
 std::uint64_t Histogram::count(const LabelValues& labels) const {
   std::lock_guard lock(mu_);
   auto it = series_.find(labels);
-  return it == series_.end() ? 0 : it->second.Collect().histogram.sample_count;
+  return it == series_.end() || it->second.generation != generation_
+             ? 0
+             : it->second.value.Collect().histogram.sample_count;
 }
 
 void Histogram::collectSeries(prometheus::MetricFamily& family) const {
   family.metric.reserve(series_.size());
-  for (const auto& [labels, histogram] : series_)
-    addSeries(family, labels).histogram = histogram.Collect().histogram;
+  for (const auto& [labels, series] : series_)
+    if (series.generation == generation_) addSeries(family, labels).histogram = series.value.Collect().histogram;
+}
+
+void Histogram::render(std::string& out) const {
+  std::lock_guard lock(mu_);
+  renderSeries(series_, out, [](prometheus::ClientMetric& m, const prometheus::Histogram& h) {
+    m.histogram = h.Collect().histogram;
+  });
 }
 
 Family& Registry::add(std::unique_ptr<Family> family) {
@@ -224,13 +326,17 @@ void Registry::addCollector(std::function<void()> collector) {
   collectors_.push_back(std::move(collector));
 }
 
-std::vector<prometheus::MetricFamily> Registry::collect() const {
+void Registry::runCollectors() const {
   std::vector<std::function<void()>> collectors;
   {
     std::lock_guard lock(mu_);
     collectors = collectors_;
   }
   for (const auto& c : collectors) c();
+}
+
+std::vector<prometheus::MetricFamily> Registry::collect() const {
+  runCollectors();
   std::vector<prometheus::MetricFamily> out;
   std::lock_guard lock(mu_);
   out.reserve(families_.size());
@@ -240,12 +346,11 @@ std::vector<prometheus::MetricFamily> Registry::collect() const {
 }
 
 std::string Registry::render() const {
-  const auto families = collect();
+  runCollectors();
   std::string text;
   text.reserve(lastSize_.load(std::memory_order_relaxed));
-  StringSink sink(text);
-  std::ostream out(&sink);
-  prometheus::TextSerializer().Serialize(out, families);
+  std::lock_guard lock(mu_);
+  for (const auto& f : families_) f->render(text);
   lastSize_.store(text.size(), std::memory_order_relaxed);
   return text;
 }

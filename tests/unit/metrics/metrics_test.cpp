@@ -6,6 +6,8 @@
 #include <limits>
 #include <thread>
 
+#include <prometheus/text_serializer.h>
+
 #include "promtool_check.h"
 #include "vgpu/metrics/registry.h"
 
@@ -88,6 +90,65 @@ TEST(MetricsText, CollectorsRunBeforeRenderAndClearDropsSeries) {
   EXPECT_EQ(second.find("GPU-1"), std::string::npos);
   EXPECT_NE(second.find("device=\"GPU-2\"} 2"), std::string::npos);
   g.remove({"n1", "GPU-3"});  // absent: nothing happens
+}
+
+// A scrape serializes again only the series that changed (each keeps its text): after every
+// kind of change, and a clear() followed by setting some series again to the same or
+// another value, render() is still the serializer's text of the whole registry.
+TEST(MetricsText, EachScrapeIsTheSerializerTextOfTheWholeRegistryAfterEveryChange) {
+  Registry r;
+  auto& g = r.gauge("vgpu_g_bytes", "G.", {"node", "device"});
+  auto& u = r.untypedGauge("vgpu_u_count", "U.", {"k"});
+  auto& c = r.counter("vgpu_c_total", "C.", {"k"});
+  auto& h = r.histogram("vgpu_h_seconds", "H.", {0.5, 1}, {"k"});
+  int step = 0;
+  auto same = [&] {
+    ++step;
+    const std::string whole = prometheus::TextSerializer().Serialize(r.collect());
+    EXPECT_EQ(r.render(), whole) << "after step " << step;
+    EXPECT_EQ(r.render(), whole) << "again after step " << step;
+  };
+  same();
+  g.set({"n1", "GPU-0"}, 1);
+  g.set({"n1", "GPU-1"}, 2);
+  u.set({"a"}, 3);
+  c.inc({"a"});
+  h.observe({"a"}, 0.7);
+  same();
+  g.set({"n1", "GPU-0"}, 1);  // same value
+  g.set({"n1", "GPU-1"}, 5);
+  g.add({"n1", "GPU-0"}, 0.5);
+  c.inc({"a"}, 2);
+  c.inc({"b"});
+  h.observe({"a"}, 0.1);
+  u.set({"a"}, 0.0);
+  same();
+  u.set({"a"}, -0.0);  // equal to 0, written "-0"
+  g.set({"n1", "GPU-0"}, std::nan(""));
+  same();
+  EXPECT_NE(r.render().find("vgpu_u_count{k=\"a\"} -0\n"), std::string::npos);
+  g.set({"n1", "GPU-0"}, std::nan(""));
+  same();
+  g.clear();  // a collector's scrape: the current set again, one series gone, one changed
+  g.set({"n1", "GPU-0"}, 1.5);
+  g.set({"n2", "GPU-0"}, 7);
+  g.clear();
+  g.set({"n1", "GPU-1"}, 5);
+  g.set({"n0", "GPU-3"}, 4);
+  same();
+  EXPECT_EQ(g.value({"n1", "GPU-0"}), 0);
+  c.clear();
+  h.clear();
+  c.inc({"a"});       // after a clear, counts start again
+  h.observe({"b"}, 2);
+  g.clear();
+  g.add({"n1", "GPU-1"}, 1);
+  same();
+  EXPECT_EQ(c.value({"a"}), 1);
+  EXPECT_EQ(h.count({"a"}), 0u);
+  g.remove({"n1", "GPU-1"});
+  u.clear();
+  same();
 }
 
 TEST(MetricsText, ConcurrentUpdatesAreAllCounted) {
