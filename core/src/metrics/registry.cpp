@@ -61,6 +61,14 @@ typename Map::mapped_type& liveSeries(Map& series, const LabelValues& labels, st
   std::abort();
 }
 
+/// Lines of text one series makes: one sample, or a histogram's _count, _sum and buckets
+/// (+Inf added when its bounds lack it).
+std::size_t linesOf(prometheus::MetricType type, const prometheus::ClientMetric& metric) {
+  if (type != prometheus::MetricType::Histogram) return 1;
+  const auto& buckets = metric.histogram.bucket;
+  return 2 + buckets.size() + (buckets.empty() || !std::isinf(buckets.back().upper_bound) ? 1 : 0);
+}
+
 }  // namespace
 
 std::string escapeHelp(std::string_view text) {
@@ -98,39 +106,42 @@ void Family::checkArity(const LabelValues& labels) const {
               std::to_string(labels.size()));
 }
 
-void Family::serializeSeries(const LabelValues& labels, prometheus::ClientMetric metric, std::string& text) const {
-  std::vector<prometheus::MetricFamily> one(1);
-  one[0].name = name_;  // no help: the serializer then writes no HELP line, only TYPE
-  one[0].type = type_;
-  metric.label.resize(labels.size());
-  for (std::size_t i = 0; i < labels.size(); ++i) {
-    metric.label[i].name = labelNames_[i];
-    metric.label[i].value = labels[i];
-  }
-  one[0].metric.push_back(std::move(metric));
-  std::string lines;
-  StringSink sink(lines);
-  std::ostream out(&sink);
-  prometheus::TextSerializer().Serialize(out, one);
-  text.assign(lines, lines.find('\n') + 1);  // the series' lines, after TYPE (in header_)
-}
-
 template <class Map, class Fill>
 void Family::renderSeries(Map& series, std::string& out, Fill fill) const {
-  out += header_;
+  // The series without text are serialized together: one Serialize call (setting the
+  // stream's locale, twice) costs about what writing one series does.
+  std::vector<prometheus::MetricFamily> unwritten(1);
+  std::vector<std::string*> texts;
   for (auto it = series.begin(); it != series.end();) {
     if (it->second.generation != generation_) {
       it = series.erase(it);
       continue;
     }
     if (it->second.text.empty()) {
-      prometheus::ClientMetric metric;
-      fill(metric, it->second.value);
-      serializeSeries(it->first, std::move(metric), it->second.text);
+      fill(addSeries(unwritten[0], it->first), it->second.value);
+      texts.push_back(&it->second.text);
     }
-    out += it->second.text;
     ++it;
   }
+  if (!texts.empty()) {
+    unwritten[0].name = name_;  // no help: the serializer writes no HELP line, only TYPE
+    unwritten[0].type = type_;
+    std::string lines;
+    StringSink sink(lines);
+    std::ostream stream(&sink);
+    prometheus::TextSerializer().Serialize(stream, unwritten);
+    // Cut the text after TYPE into each series' lines (a label value's newline is escaped).
+    std::size_t at = lines.find('\n') + 1;
+    for (std::size_t i = 0; i < texts.size(); ++i) {
+      std::size_t end = at;
+      for (std::size_t n = linesOf(type_, unwritten[0].metric[i]); n > 0 && end != 0; --n) end = lines.find('\n', end) + 1;
+      if (end == 0) invariant("the serializer wrote fewer lines than " + name_ + "'s series make");
+      texts[i]->assign(lines, at, end - at);
+      at = end;
+    }
+  }
+  out += header_;
+  for (const auto& entry : series) out += entry.second.text;
 }
 
 void Family::clear() {

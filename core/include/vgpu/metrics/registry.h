@@ -76,8 +76,6 @@ class Family : public prometheus::Collectable {
   /// clear() left unset. Called under mu_.
   template <class Map, class Fill>
   void renderSeries(Map& series, std::string& out, Fill fill) const;
-  /// The serializer's lines for one series: `metric` (labels set here) without HELP and TYPE.
-  void serializeSeries(const LabelValues& labels, prometheus::ClientMetric metric, std::string& text) const;
   virtual void eraseAll() = 0;
   virtual void erase(const LabelValues& labels) = 0;
 
