@@ -3,7 +3,7 @@
 // that set the per-device, per-namespace and (HAMi) per-container series from the cache,
 // then the exposition text. The figure that must not grow when the exposition changes
 // hands (issue 44: prometheus-cpp). Under valgrind --tool=callgrind --instr-atstart=no only
-// the scrapes are measured (instructions per scrape = total / iterations).
+// the scrapes are measured (see the parts below).
 // Run: taskset -c 0 bin/vgpu_metrics_bench (one core), figures in docs/metrics.md.
 #include <benchmark/benchmark.h>
 
@@ -45,13 +45,15 @@ void BM_SchedulerScrape(benchmark::State& state) {
   metrics::Registry& registry = h.service->registry();
   // The first scrape writes every series (what a scrape costs when every value changed
   // since the last one); the timed ones, with nothing changed between them, only what
-  // changed. Under callgrind the first is its own part (callgrind.out.*.1), the timed ones the last.
+  // changed. Under callgrind each phase is a part of its own: Google Benchmark first runs
+  // this with one iteration, so part 1 is a first scrape and part 2 one later scrape.
   CALLGRIND_START_INSTRUMENTATION;
   const std::clock_t started = std::clock();
   std::size_t bytes = registry.render().size();
   const double firstMs = 1000.0 * static_cast<double>(std::clock() - started) / CLOCKS_PER_SEC;
   CALLGRIND_DUMP_STATS_AT("first scrape");
   for (auto _ : state) bytes = registry.render().size();
+  CALLGRIND_DUMP_STATS_AT("later scrapes");
   CALLGRIND_STOP_INSTRUMENTATION;
   state.counters["scrape_MiB"] = static_cast<double>(bytes) / 1048576.0;
   state.counters["first_scrape_ms"] = firstMs;
