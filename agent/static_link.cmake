@@ -12,6 +12,9 @@
 
 cmake_minimum_required(VERSION 3.25)
 set(runtime_libs c m dl rt pthread util stdc++ gcc_s atomic)
+# Shared by necessity: Debian ships prometheus-cpp's core (/metrics) only as a .so. It
+# needs nothing below the C++ runtime and no backend links it, so one copy is certain.
+list(APPEND runtime_libs prometheus-cpp-core)
 
 set(command "")
 set(started FALSE)

@@ -29,11 +29,13 @@ RUN scripts/install-deps.sh \
 FROM debian:12-slim
 # The agent links its third-party libraries statically (agent/static_link.cmake) and needs
 # only the C and C++ runtimes; these are the shared libraries the backends link (pugixml:
-# nvidia, Boost.JSON: cambricon and hygon, yaml-cpp: sim). The vendor libraries (NVML,
-# cnDev, ROCm SMI) come from the host.
+# nvidia, Boost.JSON: cambricon and hygon, yaml-cpp: sim), and prometheus-cpp's core, which
+# Debian ships only shared (/metrics). The vendor libraries (NVML, cnDev, ROCm SMI) come
+# from the host.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      libyaml-cpp0.7 libpugixml1v5 libboost-json1.81.0 ca-certificates \
+      libyaml-cpp0.7 libpugixml1v5 libboost-json1.81.0 libprometheus-cpp-core1.0 \
+      ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/ /
 # Fail the build, not the node, when a runtime library is missing.

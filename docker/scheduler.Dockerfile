@@ -23,7 +23,8 @@ FROM debian:12-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       libyaml-cpp0.7 libpugixml1v5 libboost-json1.81.0 libboost-url1.81.0 \
-      libboost-program-options1.81.0 libspdlog1.10 libfmt9 libssl3 ca-certificates \
+      libboost-program-options1.81.0 libspdlog1.10 libfmt9 libssl3 libprometheus-cpp-core1.0 \
+      ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/ /
 # Fail the build, not the node, when a runtime library is missing.

@@ -13,6 +13,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev            # the fuzz targets (libFuzzer)
   prometheus                          # promtool, which checks our metrics text
+  prometheus-cpp-dev                  # both daemons' /metrics (prometheus-cpp core: families, text serializer)
   yamllint python3 python3-yaml       # the chart tests
   binutils                            # nm, readelf: the limiter's export and glibc checks
   openssl                             # tests make TLS certificates with the openssl program

@@ -1,9 +1,12 @@
-// vgpu_metrics: exposition text, escaping, histogram buckets, and promtool's verdict.
+// vgpu_metrics: exposition text (prometheus-cpp's serializer), escaping, label order,
+// histogram buckets, and promtool's verdict.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 #include <thread>
+
+#include <prometheus/text_serializer.h>
 
 #include "promtool_check.h"
 #include "vgpu/metrics/registry.h"
@@ -36,14 +39,23 @@ TEST(MetricsText, EscapesHelpAndLabelValues) {
             "vgpu_x{reason=\"say \\\"no\\\"\\\\\\nnow\"} 1.5\n");
 }
 
-TEST(MetricsText, ValuesUseShortestFormAndSpecialNames) {
-  EXPECT_EQ(formatValue(0), "0");
-  EXPECT_EQ(formatValue(42), "42");
-  EXPECT_EQ(formatValue(0.1), "0.1");
-  EXPECT_EQ(formatValue(1e21), "1e+21");
-  EXPECT_EQ(formatValue(std::numeric_limits<double>::infinity()), "+Inf");
-  EXPECT_EQ(formatValue(-std::numeric_limits<double>::infinity()), "-Inf");
-  EXPECT_EQ(formatValue(std::nan("")), "NaN");
+// Values are written by prometheus::TextSerializer: 16 significant digits, +Inf, -Inf, and
+// NaN spelled "Nan" (Prometheus parses either spelling).
+TEST(MetricsText, ValuesAreWrittenInShortFormWithInfinitiesAndNaN) {
+  Registry r;
+  auto& g = r.gauge("vgpu_v", "Values.", {"k"});
+  const std::vector<std::pair<double, std::string>> cases{
+      {0, "0"},           {42, "42"},
+      {0.1, "0.1"},       {1e21, "1e+21"},
+      {85899345920.0, "85899345920"},
+      {std::numeric_limits<double>::infinity(), "+Inf"},
+      {-std::numeric_limits<double>::infinity(), "-Inf"},
+      {std::nan(""), "Nan"}};
+  for (const auto& [value, text] : cases) {
+    g.clear();
+    g.set({"x"}, value);
+    EXPECT_EQ(r.render(), "# HELP vgpu_v Values.\n# TYPE vgpu_v gauge\nvgpu_v{k=\"x\"} " + text + "\n") << text;
+  }
 }
 
 TEST(MetricsText, HistogramBucketsAreCumulativeWithInfSumAndCount) {
@@ -56,11 +68,11 @@ TEST(MetricsText, HistogramBucketsAreCumulativeWithInfSumAndCount) {
   EXPECT_EQ(r.render(),
             "# HELP vgpu_filter_duration_seconds Filter latency.\n"
             "# TYPE vgpu_filter_duration_seconds histogram\n"
+            "vgpu_filter_duration_seconds_count{verb=\"filter\"} 4\n"
+            "vgpu_filter_duration_seconds_sum{verb=\"filter\"} 3.0065\n"
             "vgpu_filter_duration_seconds_bucket{verb=\"filter\",le=\"0.001\"} 2\n"
             "vgpu_filter_duration_seconds_bucket{verb=\"filter\",le=\"0.01\"} 3\n"
-            "vgpu_filter_duration_seconds_bucket{verb=\"filter\",le=\"+Inf\"} 4\n"
-            "vgpu_filter_duration_seconds_sum{verb=\"filter\"} 3.0065\n"
-            "vgpu_filter_duration_seconds_count{verb=\"filter\"} 4\n");
+            "vgpu_filter_duration_seconds_bucket{verb=\"filter\",le=\"+Inf\"} 4\n");
   EXPECT_EQ(h.count({"filter"}), 4u);
 }
 
@@ -78,6 +90,65 @@ TEST(MetricsText, CollectorsRunBeforeRenderAndClearDropsSeries) {
   EXPECT_EQ(second.find("GPU-1"), std::string::npos);
   EXPECT_NE(second.find("device=\"GPU-2\"} 2"), std::string::npos);
   g.remove({"n1", "GPU-3"});  // absent: nothing happens
+}
+
+// A scrape serializes again only the series that changed (each keeps its text): after every
+// kind of change, and a clear() followed by setting some series again to the same or
+// another value, render() is still the serializer's text of the whole registry.
+TEST(MetricsText, EachScrapeIsTheSerializerTextOfTheWholeRegistryAfterEveryChange) {
+  Registry r;
+  auto& g = r.gauge("vgpu_g_bytes", "G.", {"node", "device"});
+  auto& u = r.untypedGauge("vgpu_u_count", "U.", {"k"});
+  auto& c = r.counter("vgpu_c_total", "C.", {"k"});
+  auto& h = r.histogram("vgpu_h_seconds", "H.", {0.5, 1}, {"k"});
+  int step = 0;
+  auto same = [&] {
+    ++step;
+    const std::string whole = prometheus::TextSerializer().Serialize(r.collect());
+    EXPECT_EQ(r.render(), whole) << "after step " << step;
+    EXPECT_EQ(r.render(), whole) << "again after step " << step;
+  };
+  same();
+  g.set({"n1", "GPU-0"}, 1);
+  g.set({"n1", "GPU-1"}, 2);
+  u.set({"a"}, 3);
+  c.inc({"a"});
+  h.observe({"a"}, 0.7);
+  same();
+  g.set({"n1", "GPU-0"}, 1);  // same value
+  g.set({"n1", "GPU-1"}, 5);
+  g.add({"n1", "GPU-0"}, 0.5);
+  c.inc({"a"}, 2);
+  c.inc({"b"});
+  h.observe({"a"}, 0.1);
+  u.set({"a"}, 0.0);
+  same();
+  u.set({"a"}, -0.0);  // equal to 0, written "-0"
+  g.set({"n1", "GPU-0"}, std::nan(""));
+  same();
+  EXPECT_NE(r.render().find("vgpu_u_count{k=\"a\"} -0\n"), std::string::npos);
+  g.set({"n1", "GPU-0"}, std::nan(""));
+  same();
+  g.clear();  // a collector's scrape: the current set again, one series gone, one changed
+  g.set({"n1", "GPU-0"}, 1.5);
+  g.set({"n2", "GPU-0"}, 7);
+  g.clear();
+  g.set({"n1", "GPU-1"}, 5);
+  g.set({"n0", "GPU-3"}, 4);
+  same();
+  EXPECT_EQ(g.value({"n1", "GPU-0"}), 0);
+  c.clear();
+  h.clear();
+  c.inc({"a"});       // after a clear, counts start again
+  h.observe({"b"}, 2);
+  g.clear();
+  g.add({"n1", "GPU-1"}, 1);
+  same();
+  EXPECT_EQ(c.value({"a"}), 1);
+  EXPECT_EQ(h.count({"a"}), 0u);
+  g.remove({"n1", "GPU-1"});
+  u.clear();
+  same();
 }
 
 TEST(MetricsText, ConcurrentUpdatesAreAllCounted) {
@@ -102,6 +173,7 @@ TEST(MetricsDeath, BadNamesAndWrongLabelCountsAbortWithAMessage) {
   EXPECT_DEATH(r.counter("9bad", "x"), "invalid metric name");
   EXPECT_DEATH(r.gauge("ok_name", "x", {"__reserved"}), "reserved label");
   EXPECT_DEATH(r.histogram("h_seconds", "x", {1, 1}), "strictly increasing");
+  EXPECT_DEATH(r.histogram("h2_seconds", "x", {1, std::nan(""), 2}), "strictly increasing");
   auto& c = r.counter("vgpu_c_total", "x", {"a"});
   EXPECT_DEATH(c.inc({}), "takes 1 label values");
   EXPECT_DEATH(r.counter("vgpu_c_total", "again"), "registered twice");
