@@ -12,6 +12,9 @@ namespace {
 
 // HAMi's names for AMD GPUs (amd.com/gpu is also AMD's own device plugin's).
 const sdk::StandardResourceNames kDefaultNames{"amd.com/gpu", "amd.com/gpumem", "", "amd.com/gpucores", ""};
+// HAMi's AMD device filters: model substrings and device ids, comma-separated.
+const sdk::ConstraintAnnotationKeys kAnnotations{"amd.com/use-gputype", "amd.com/nouse-gputype", "amd.com/use-gpu-uuid",
+                                                "amd.com/nouse-gpu-uuid", ""};
 
 const Processor* partOf(const PhysicalGpu& gpu, std::uint32_t partition) {
   for (const auto& p : gpu.parts)
@@ -47,6 +50,7 @@ Result<std::unique_ptr<AmdBackend>> AmdBackend::create(const BackendParams& para
   sdk::StandardRequestRules rules;
   rules.backend = params.name;
   rules.names = sdk::StandardResourceNames::resolve(kDefaultNames, params.resources);
+  rules.annotations = kAnnotations;
   rules = rules.withSettings(params.settings);
   return std::unique_ptr<AmdBackend>(new AmdBackend(params, std::move(rules), std::move(options)));
 }

@@ -92,6 +92,18 @@ TEST(AmdBackendConfig, RefusesUnknownOptionsAndBadValuesByName) {
   EXPECT_FALSE(AmdBackend::create(params).ok());
 }
 
+TEST(AmdBackendConfig, HamisNamesAndDeviceFilters) {
+  FakeAmdSmi fake(wholeCpxAndMi210());
+  auto b = backend(fake.params());
+  ContainerResources c{"main", false, {{"amd.com/gpu", 1}, {"amd.com/gpumem", 8000}, {"amd.com/gpucores", 30}}};
+  auto q = b->parseRequest(c, {{"amd.com/use-gpu-uuid", "AMD-A,AMD-C"}, {"amd.com/nouse-gputype", "MI210"}});
+  ASSERT_TRUE(q.ok()) << q.error().message;
+  ASSERT_TRUE(q->has_value());
+  EXPECT_EQ((*q)->memoryMiB, 8000u);
+  EXPECT_EQ((*q)->constraints.includeIds, (std::vector<std::string>{"AMD-A", "AMD-C"}));
+  EXPECT_EQ((*q)->constraints.excludeModels, (std::vector<std::string>{"MI210"}));
+}
+
 TEST(AmdDiscovery, ADriverThatFailsIsAnErrorInWordsAndIsTriedAgain) {
   FakeAmdSmi fake(wholeCpxAndMi210() + "option noDriver=1\n");
   auto b = backend(fake.params());
