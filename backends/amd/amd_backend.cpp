@@ -7,6 +7,9 @@
 #include <set>
 #include <thread>
 
+#include "kfd_topology.h"
+#include "vgpu/sdk/backend_adapter.h"
+
 namespace vgpu::amd {
 namespace {
 
@@ -35,11 +38,11 @@ Result<std::unique_ptr<AmdBackend>> AmdBackend::create(const BackendParams& para
     if (key == "libraryPath") {
       if (value.empty()) return makeError(at + ": must name the libamd_smi.so to load");
       options.libraryPaths = {value};
-    } else if (key == "devRoot") {
+    } else if (key == "devRoot" || key == "sysfsRoot") {
       if (value.empty() || value[0] != '/') return makeError(at + ": must be an absolute folder, got \"" + value + "\"");
-      options.devRoot = value;
+      (key == "devRoot" ? options.devRoot : options.sysfsRoot) = value;
     } else {
-      return makeError(at + ": unknown option (the amd backend knows libraryPath, devRoot)");
+      return makeError(at + ": unknown option (the amd backend knows libraryPath, devRoot, sysfsRoot)");
     }
   }
   for (const auto& [name, v] : {std::pair{"memoryScaling", params.settings.memoryScaling},
@@ -68,14 +71,8 @@ void AmdBackend::fitPlaced(const vgpu_device_request& request, const vgpu_device
     if (placement.placed.items[i] && *placement.placed.items[i]) placed.emplace_back(placement.placed.items[i]);
   std::string token, why;
   fitPartition(request, device, usage, &placed, result, &token, placement.why ? &why : nullptr);
-  auto put = [](const std::string& s, char* buf, size_t cap) {
-    if (!buf || cap == 0) return;
-    const size_t n = std::min(s.size(), cap - 1);
-    s.copy(buf, n);
-    buf[n] = '\0';
-  };
-  if (result.fits) put(token, placement.token, placement.token_capacity);
-  else put(why, placement.why, placement.why_capacity);
+  if (result.fits) sdk::writeText(placement.token, placement.token_capacity, token);
+  else sdk::writeText(placement.why, placement.why_capacity, why);
 }
 
 Result<AmdSmiLibrary*> AmdBackend::library() {
@@ -192,10 +189,14 @@ Result<ContainerSpec> AmdBackend::containerSpec(const ContainerGrant& grant) {
       const auto percent = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, g.memoryMiB * 100 / real));
       heapPercent = std::min(heapPercent.value_or(100), percent);
     }
-    if (!part->renderMinor)
-      return makeError(who + ": AMD SMI gives no render node for " + part->uuid +
-                       " (amdsmi_get_gpu_enumeration_info needs ROCm 6.4 or newer)");
-    auto render = nodeAt("dri/renderD" + std::to_string(*part->renderMinor));
+    // AMD SMI of ROCm 6.4+ names the render node; older ones leave it to the KFD topology.
+    auto minor = part->renderMinor;
+    if (!minor && part->kfdNode) minor = kfdRenderMinor(options_.sysfsRoot, *part->kfdNode);
+    if (!minor)
+      return makeError(who + ": no render node for " + part->uuid + ": AMD SMI has no enumeration info (ROCm 6.4+) " +
+                       "and " + (options_.sysfsRoot / "class/kfd/kfd/topology/nodes").string() +
+                       (part->kfdNode ? "/" + std::to_string(*part->kfdNode) : std::string()) + " gives no drm_render_minor");
+    auto render = nodeAt("dri/renderD" + std::to_string(*minor));
     if (!render) return makeError(who + ": " + render.error().message);
     spec.devices.push_back(*render);
     // The card node is for display and some tools; the ROCm runtime needs only the render node.

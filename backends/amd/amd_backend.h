@@ -41,6 +41,7 @@ inline constexpr std::uint32_t kDefaultSplitCount = 10;
 struct AmdOptions {
   std::vector<std::string> libraryPaths{"libamd_smi.so", "/opt/rocm/lib/libamd_smi.so"};
   std::filesystem::path devRoot = "/dev";
+  std::filesystem::path sysfsRoot = "/sys";  ///< the KFD topology, for render minors on ROCm < 6.4
 };
 
 class AmdBackend {

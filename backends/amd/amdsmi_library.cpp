@@ -125,6 +125,7 @@ Result<Processor> AmdSmiLibrary::describe(amdsmi_processor_handle h) const {
     vgpu_amdsmi_kfd_head kfd;
     std::memcpy(&kfd, buf, sizeof kfd);
     if (kfd.current_partition_id != 0xFFFFFFFFu) p.partitionId = kfd.current_partition_id;
+    if (kfd.node_id != 0xFFFFFFFFu) p.kfdNode = kfd.node_id;
   }
   std::memset(buf, 0, sizeof buf);
   if (enumeration_ && enumeration_(h, buf) == AMDSMI_STATUS_SUCCESS) {

@@ -23,6 +23,7 @@ struct Processor {
   std::string computePartition;  ///< "SPX", "DPX", "QPX", "CPX"; "" = not supported (not an MI300-class GPU)
   std::string memoryPartition;   ///< "NPS1", "NPS4"; "" = not supported
   std::uint32_t partitionId = 0;  ///< kfd info's current_partition_id (0 when not supported)
+  std::optional<std::uint32_t> kfdNode;      ///< kfd info's node_id (the KFD topology node)
   std::optional<std::uint32_t> renderMinor;  ///< enumeration info (amdsmi of ROCm 6.4+)
   std::optional<std::uint32_t> cardMinor;
 };

@@ -190,14 +190,24 @@ TEST(AmdLimiter, APartitionGrantGetsThatPartitionsRenderNode) {
   EXPECT_NE(refused.error().message.find("which is not partitioned now"), std::string::npos);
 }
 
-TEST(AmdLimiter, NoRenderNodeFromAnOldAmdSmiIsAnErrorInWords) {
+TEST(AmdLimiter, AnOldAmdSmisRenderNodeComesFromTheKfdTopology) {
+  // AMD SMI before ROCm 6.4 has no enumeration info: the fake's first processor is KFD node 1.
   FakeAmdSmi fake("gpu uuid=AMD-A bdf=0x100 render=-1\n");
-  auto b = backend(fake.params());
+  auto params = fake.params();
+  params.settings.options["sysfsRoot"] = (fake.dir() / "sys").string();
+  auto b = backend(params);
   auto devices = b->discover();
   ASSERT_TRUE(devices.ok());
   auto spec = b->containerSpec(grantOf((*devices)[0], 1024, ""));
   ASSERT_FALSE(spec.ok());
-  EXPECT_NE(spec.error().message.find("ROCm 6.4 or newer"), std::string::npos) << spec.error().message;
+  EXPECT_NE(spec.error().message.find("gives no drm_render_minor"), std::string::npos) << spec.error().message;
+  const auto node = fake.dir() / "sys/class/kfd/kfd/topology/nodes/1";
+  std::filesystem::create_directories(node);
+  std::ofstream(node / "properties") << "cpu_cores_count 0\nsimd_count 1216\ndrm_render_minor 129\n";
+  spec = b->containerSpec(grantOf((*devices)[0], 1024, ""));
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_TRUE(mounts(*spec, "/dev/dri/renderD129"));
+  EXPECT_FALSE(mounts(*spec, "/dev/dri/card0"));  // the card minor needs the enumeration info
 }
 
 TEST(AmdProcesses, EachProcessWithItsVramInBothLayouts) {
