@@ -85,14 +85,8 @@ void fitPartition(const vgpu_device_request& q, const vgpu_device& d, const vgpu
   auto say = [&](const std::string& words) {
     if (why) *why = words;
   };
-  // Health and the pod's model and id filters: the standard rules with the least request.
-  vgpu_device_request least = q;
-  least.memory_mib = 1;
-  least.memory_percent = 0;
-  least.compute_percent = 0;
-  sdk::standardFit(least, d, vgpu_device_usage{}, r);
-  if (!r.fits) {
-    r.take = {};
+  r = {};
+  if (!sdk::passesStandardFilters(q, d, r)) {
     if (r.reason == VGPU_REASON_UNHEALTHY) say(id + " is unhealthy");
     else if (r.reason == VGPU_REASON_MODEL_MISMATCH) say(std::string(d.model ? d.model : "") + " is not a model the pod asks for");
     else say(id + " is not a GPU the pod asks for");
