@@ -247,12 +247,14 @@ Status AmdBackend::reconcile(const std::vector<ContainerRef>& live) {
 Result<std::vector<DeviceProcess>> AmdBackend::deviceProcesses() {
   std::lock_guard lock(mutex_);
   if (!library_) return makeError("libamd_smi.so is not loaded yet (discovery has not run)");
+  auto byProcessor = library_->processes();
+  if (!byProcessor) return byProcessor.error();
   std::vector<DeviceProcess> out;
   for (size_t i = 0; i < lastGpus_.size(); ++i)
     for (const auto& part : lastGpus_[i].parts) {
-      auto procs = library_->processes(part.uuid);
-      if (!procs) return procs.error();
-      for (const auto& p : *procs)
+      const auto it = byProcessor->find(part.uuid);
+      if (it == byProcessor->end()) return makeError("libamd_smi no longer lists GPU " + part.uuid);
+      for (const auto& p : it->second)
         out.push_back({p.pid, lastGpus_[i].first().uuid, static_cast<int>(i), p.vramBytes, std::nullopt});
     }
   return out;

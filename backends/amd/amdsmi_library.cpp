@@ -149,29 +149,33 @@ Result<std::vector<Processor>> AmdSmiLibrary::processors() const {
   return out;
 }
 
-Result<std::vector<ProcessUse>> AmdSmiLibrary::processes(const std::string& uuid) const {
+Result<std::map<std::string, std::vector<ProcessUse>>> AmdSmiLibrary::processes() const {
   if (!processList_) return makeError(path_ + " has no amdsmi_get_gpu_process_list");
   auto hs = handles();
   if (!hs) return hs.error();
+  std::map<std::string, std::vector<ProcessUse>> out;
   for (auto h : *hs) {
     char id[64] = {};
     unsigned int length = sizeof id;
-    if (uuid_(h, &length, id) != AMDSMI_STATUS_SUCCESS || text(id, sizeof id) != uuid) continue;
-    std::vector<ProcessUse> out;
+    if (const auto rc = uuid_(h, &length, id); rc != AMDSMI_STATUS_SUCCESS)
+      return makeError(words("amdsmi_get_gpu_device_uuid", rc));
+    const std::string uuid = text(id, sizeof id);
+    auto& found = out[uuid];
     std::uint32_t count = kMaxProcesses;
-    auto list = [&](auto* items) -> Result<std::vector<ProcessUse>> {
+    auto list = [&](auto* items) -> Status {
       const auto rc = processList_(h, &count, items);
       // OUT_OF_RESOURCES: the buffer is full and more run; the first kMaxProcesses are kept.
       if (rc != AMDSMI_STATUS_SUCCESS && rc != AMDSMI_STATUS_OUT_OF_RESOURCES)
         return makeError(words("amdsmi_get_gpu_process_list", rc) + " for " + uuid);
       for (std::uint32_t i = 0; i < std::min(count, kMaxProcesses); ++i)
-        out.push_back({items[i].pid, items[i].memory_usage.vram_mem});
-      return out;
+        found.push_back({items[i].pid, items[i].memory_usage.vram_mem});
+      return {};
     };
-    if (newProcLayout_) return list(std::make_unique<vgpu_amdsmi_proc_info_v26[]>(kMaxProcesses).get());
-    return list(std::make_unique<vgpu_amdsmi_proc_info_v24[]>(kMaxProcesses).get());
+    const Status listed = newProcLayout_ ? list(std::make_unique<vgpu_amdsmi_proc_info_v26[]>(kMaxProcesses).get())
+                                         : list(std::make_unique<vgpu_amdsmi_proc_info_v24[]>(kMaxProcesses).get());
+    if (!listed.ok()) return listed.error();
   }
-  return makeError("libamd_smi no longer lists GPU " + uuid);
+  return out;
 }
 
 }  // namespace vgpu::amd

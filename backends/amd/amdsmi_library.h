@@ -3,6 +3,7 @@
 // one per compute partition of a partitioned MI300-class GPU), with amdsmi's codes in words.
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,8 +44,8 @@ class AmdSmiLibrary {
 
   /// Every GPU processor of every socket, in amdsmi's order.
   Result<std::vector<Processor>> processors() const;
-  /// The processes on the processor with `uuid` and their VRAM.
-  Result<std::vector<ProcessUse>> processes(const std::string& uuid) const;
+  /// The processes on every processor and their VRAM, by processor UUID, in one pass.
+  Result<std::map<std::string, std::vector<ProcessUse>>> processes() const;
 
  private:
   AmdSmiLibrary() = default;
