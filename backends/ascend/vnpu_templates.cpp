@@ -81,15 +81,9 @@ void fitChip(const vgpu_device_request& q, const vgpu_device& d, const vgpu_devi
   auto say = [&](const std::string& words) {
     if (why) *why = words;
   };
-  // Health and the pod's model and id filters, as every backend reads them: the standard
-  // rules on the idle chip with the least request.
-  vgpu_device_request least = q;
-  least.memory_mib = 1;
-  least.memory_percent = 0;
-  least.compute_percent = 0;
-  sdk::standardFit(least, d, vgpu_device_usage{}, r);
-  if (!r.fits) {
-    r.take = {};
+  // Health and the pod's model and id filters, as every backend reads them.
+  r = {};
+  if (!sdk::passesStandardFilters(q, d, r)) {
     if (r.reason == VGPU_REASON_UNHEALTHY) say(id + " is unhealthy");
     else if (r.reason == VGPU_REASON_MODEL_MISMATCH) say(std::string(model) + " is not a model the pod asks for");
     else say(id + " is not a chip the pod asks for");

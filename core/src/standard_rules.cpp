@@ -187,14 +187,20 @@ std::uint64_t requestedMemoryMiB(const vgpu_device_request& request, const vgpu_
   return device.memory_mib * percent / 100;
 }
 
+bool passesStandardFilters(const vgpu_device_request& q, const vgpu_device& d, vgpu_fit_result& r) {
+  if (d.health != VGPU_HEALTHY) return refuse(r, VGPU_REASON_UNHEALTHY, 0, 0), false;
+  if (q.include_models.count != 0 && !anyModelMatches(q.include_models, d.model))
+    return refuse(r, VGPU_REASON_MODEL_MISMATCH, 0, 0), false;
+  if (anyModelMatches(q.exclude_models, d.model)) return refuse(r, VGPU_REASON_MODEL_MISMATCH, 1, 0), false;
+  if (q.include_ids.count != 0 && !anyIdEquals(q.include_ids, d.id))
+    return refuse(r, VGPU_REASON_ID_MISMATCH, 0, 0), false;
+  if (anyIdEquals(q.exclude_ids, d.id)) return refuse(r, VGPU_REASON_ID_MISMATCH, 1, 0), false;
+  return true;
+}
+
 void standardFit(const vgpu_device_request& q, const vgpu_device& d, const vgpu_device_usage& u,
                  vgpu_fit_result& r) {
-  if (d.health != VGPU_HEALTHY) return refuse(r, VGPU_REASON_UNHEALTHY, 0, 0);
-  if (q.include_models.count != 0 && !anyModelMatches(q.include_models, d.model))
-    return refuse(r, VGPU_REASON_MODEL_MISMATCH, 0, 0);
-  if (anyModelMatches(q.exclude_models, d.model)) return refuse(r, VGPU_REASON_MODEL_MISMATCH, 1, 0);
-  if (q.include_ids.count != 0 && !anyIdEquals(q.include_ids, d.id)) return refuse(r, VGPU_REASON_ID_MISMATCH, 0, 0);
-  if (anyIdEquals(q.exclude_ids, d.id)) return refuse(r, VGPU_REASON_ID_MISMATCH, 1, 0);
+  if (!passesStandardFilters(q, d, r)) return;
 
   const std::uint64_t memory = requestedMemoryMiB(q, d);
   if (memory > d.memory_mib) return refuse(r, VGPU_REASON_REQUEST_TOO_LARGE, memory, d.memory_mib);

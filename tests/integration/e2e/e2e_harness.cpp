@@ -51,9 +51,11 @@ struct Cluster::Node {
     if (!spec.mlus.empty()) out.push_back("cambricon");
     if (!spec.dcus.empty()) out.push_back("hygon");
     if (!spec.npus.empty()) out.push_back("ascend");
+    if (!spec.amdGpus.empty()) out.push_back("amd");
     return out;
   }
-  size_t deviceCount() const { return spec.gpus.size() + spec.mlus.size() + spec.dcus.size() + spec.npus.size(); }
+  size_t deviceCount() const { return spec.gpus.size() + spec.mlus.size() + spec.dcus.size() + spec.npus.size() +
+                                     spec.amdGpus.size(); }
 };
 
 namespace {
@@ -177,6 +179,9 @@ Status Cluster::writeClusterFiles() {
   y << "  ascend:\n    enabled: true\n    options:\n      libraryPath: " << VGPU_E2E_FAKE_DCMI << "\n";
   if (!options_.ascendFamilies.empty()) y << "      families: \"" << options_.ascendFamilies << "\"\n";
 #endif
+#ifdef VGPU_E2E_FAKE_AMDSMI
+  y << "  amd:\n    enabled: true\n    splitCount: 4\n    options:\n      libraryPath: " << VGPU_E2E_FAKE_AMDSMI << "\n";
+#endif
   // Per-node folders, as a DaemonSet's host paths differ per node (here they share a disk).
   y << "nodes:\n";
   for (const auto& n : nodes_) {
@@ -194,6 +199,9 @@ Status Cluster::writeClusterFiles() {
     y << "      ascend:\n        options:\n          stateDir: " << (n->dir / "ascend").string()
       << "\n          devRoot: " << (n->dir / "dev-npu").string() << "\n";
 #endif
+#ifdef VGPU_E2E_FAKE_AMDSMI
+    y << "      amd:\n        options:\n          devRoot: " << (n->dir / "dev-amd").string() << "\n";
+#endif
     y << "      nvidia:\n        splitCount: " << options_.nvidiaSplit << "\n";
   }
   if (auto s = writeText(configPath(), y.str()); !s.ok()) return s;
@@ -210,6 +218,7 @@ Status Cluster::writeNodeFiles(Node& n) {
   if (auto s = writeText(n.dir / "gpus.conf", fakeGpuMachine(n.spec.gpus)); !s.ok()) return s;
   if (auto s = writeFakeMluNode(n.dir, n.spec.mlus); !s.ok()) return s;
   if (auto s = writeFakeNpuNode(n.dir, n.spec.npus); !s.ok()) return s;
+  if (auto s = writeFakeAmdNode(n.dir, n.spec.amdGpus); !s.ok()) return s;
   return writeFakeDcuNode(n.dir, n.spec.dcus);
 }
 
@@ -331,6 +340,7 @@ Status Cluster::startAgent(const std::string& name) {
   o.env["VGPU_FAKE_CNDEV_CONFIG"] = (n->dir / "cndev.conf").string();
   o.env["VGPU_FAKE_ROCM_CONFIG"] = (n->dir / "rocm.conf").string();
   o.env["VGPU_FAKE_DCMI_CONFIG"] = (n->dir / "dcmi.conf").string();
+  o.env["VGPU_FAKE_AMDSMI_CONFIG"] = (n->dir / "amdsmi.conf").string();
   o.logFile = n->agentLog().string();
   auto started = ChildProcess::start(std::move(o));
   if (!started.ok()) return makeError("vgpu-device-plugin on " + name + ": " + started.error().message);

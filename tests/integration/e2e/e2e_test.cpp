@@ -375,5 +375,48 @@ TEST(E2EAscend, WithHamisFamilyNamesAPodGetsAChipOfItsFamily) {
 }
 #endif
 
+#ifdef VGPU_E2E_FAKE_AMDSMI
+// A whole MI300X shared by accounting (the runtime's heap set to the share) and one in QPX
+// mode whose partitions are placed one per pod, each with its own render node.
+TEST(E2EAmd, ASharePodGetsItsHeapAndBareCountPodsGetOnePartitionEach) {
+  Cluster cluster;
+  ASSERT_TRUE(cluster
+                  .start({{.name = "gpu-node", .gpus = {{.uuid = kGpuA0}}},
+                          {.name = "amd-node",
+                           .amdGpus = {{.uuid = "AMD-W"}, {.uuid = "AMD-Q", .computePartition = "QPX", .partitions = 4}}}})
+                  .ok());
+  // 100000 MiB is more than a QPX partition holds (49152): only the whole GPU takes it.
+  auto share = createPredictAndRun(cluster, podYaml("amd-share", "        amd.com/gpu: 1\n"
+                                                                 "        amd.com/gpumem: 100000\n"));
+  ASSERT_TRUE(share.run.ok()) << share.run.error().message << "\namd-node agent:\n" << cluster.agentLog("amd-node");
+  EXPECT_EQ(share.prediction.node, "amd-node");
+  auto shareAssigned = cluster.assignmentOf("default", "amd-share");
+  ASSERT_TRUE(shareAssigned);
+  expectSamePlacement(*shareAssigned, share.prediction.assignment);
+  EXPECT_EQ(shareAssigned->containers[0].devices[0].deviceId, "AMD-W");
+  EXPECT_EQ(shareAssigned->containers[0].devices[0].placement, "");
+  const ContainerSpec shareSpec = share.run->specOf("main");
+  EXPECT_EQ(shareSpec.env.at("GPU_MAX_HEAP_SIZE"), "50");
+  EXPECT_TRUE(hasDeviceNode(shareSpec, "/dev/kfd"));
+  EXPECT_TRUE(hasDeviceNode(shareSpec, "/dev/dri/renderD128"));
+
+  // A bare count is a whole device: the shared GPU cannot take it, a free partition can.
+  for (const char* name : {"amd-part-0", "amd-part-1"}) {
+    auto part = createPredictAndRun(cluster, podYaml(name, "        amd.com/gpu: 1\n"));
+    ASSERT_TRUE(part.run.ok()) << part.run.error().message << "\namd-node agent:\n" << cluster.agentLog("amd-node");
+    auto assigned = cluster.assignmentOf("default", name);
+    ASSERT_TRUE(assigned);
+    expectSamePlacement(*assigned, part.prediction.assignment);
+    const DeviceGrant& g = assigned->containers[0].devices[0];
+    EXPECT_EQ(g.deviceId, "AMD-Q-0");
+    const std::string n(1, name[9]);
+    EXPECT_EQ(g.placement, "QPX@" + n);
+    const ContainerSpec spec = part.run->specOf("main");
+    EXPECT_TRUE(hasDeviceNode(spec, "/dev/dri/renderD" + std::to_string(129 + (name[9] - '0'))));
+    EXPECT_FALSE(spec.env.contains("GPU_MAX_HEAP_SIZE"));
+  }
+}
+#endif
+
 }  // namespace
 }  // namespace vgpu::e2e

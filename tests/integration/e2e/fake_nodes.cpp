@@ -45,6 +45,25 @@ Status writeFakeNpuNode(const fs::path& root, const std::vector<FakeNpu>& npus) 
   return writeText(root / "dcmi.conf", text);
 }
 
+Status writeFakeAmdNode(const fs::path& root, const std::vector<FakeAmdGpu>& gpus) {
+  const fs::path dev = root / "dev-amd";
+  std::string text;
+  if (auto s = writeText(dev / "kfd", ""); !s.ok()) return s;
+  int minor = 0;
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    const auto& g = gpus[i];
+    for (unsigned p = 0; p < g.partitions; ++p, ++minor) {
+      for (const std::string& node : {"dri/renderD" + std::to_string(128 + minor), "dri/card" + std::to_string(minor)})
+        if (auto s = writeText(dev / node, ""); !s.ok()) return s;
+      text += "gpu uuid=" + g.uuid + (g.partitions > 1 ? "-" + std::to_string(p) : "") + " bdf=" +
+              std::to_string((i + 1) << 8) + " partition=" + std::to_string(p) + " compute=" + g.computePartition +
+              " memory=NPS1 vramMiB=" + std::to_string(g.memoryMiB / g.partitions) +
+              " render=" + std::to_string(128 + minor) + " card=" + std::to_string(minor) + "\n";
+    }
+  }
+  return writeText(root / "amdsmi.conf", text);
+}
+
 std::vector<std::string> fakeCndevState(const fs::path& root, const std::string& kind) {
   std::vector<std::string> out;
   std::istringstream lines(readText(root / "cndev.conf.state"));

@@ -45,12 +45,22 @@ struct FakeNpu {
   std::string die = "A0";  ///< hex
 };
 
+/// An AMD GPU of the fake AMD SMI (tests/fakes/amdsmi/fake_amdsmi.cpp): whole (SPX), or in
+/// a compute partition mode with `partitions` processors of memoryMiB / partitions each.
+struct FakeAmdGpu {
+  std::string uuid = "AMD-0";
+  std::string computePartition = "SPX";
+  unsigned partitions = 1;
+  std::uint64_t memoryMiB = 196608;
+};
+
 struct NodeSpec {
   std::string name{};
   std::vector<FakeGpu> gpus{};
   std::vector<FakeMlu> mlus{};
   std::vector<FakeDcu> dcus{};
   std::vector<FakeNpu> npus{};
+  std::vector<FakeAmdGpu> amdGpus{};
 };
 
 /// VGPU_FAKE_GPU_CONFIG text for these GPUs (no `gpu` line: a node without NVIDIA GPUs).
@@ -64,6 +74,9 @@ Status writeFakeDcuNode(const std::filesystem::path& root, const std::vector<Fak
 /// Writes `root`/dcmi.conf (VGPU_FAKE_DCMI_CONFIG; no chip line without NPUs) and the chips'
 /// device nodes under `root`/dev-npu (the backend's devRoot, where the fake makes vNPU nodes).
 Status writeFakeNpuNode(const std::filesystem::path& root, const std::vector<FakeNpu>& npus);
+/// Writes `root`/amdsmi.conf (VGPU_FAKE_AMDSMI_CONFIG) and /dev/kfd with each processor's
+/// render and card nodes under `root`/dev-amd (the backend's devRoot); render minors from 128.
+Status writeFakeAmdNode(const std::filesystem::path& root, const std::vector<FakeAmdGpu>& gpus);
 /// The lines of one kind ("profile", "instance") in the fake cnDev's driver state under `root`.
 std::vector<std::string> fakeCndevState(const std::filesystem::path& root, const std::string& kind);
 /// The whole file; empty when it cannot be read.

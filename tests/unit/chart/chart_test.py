@@ -462,6 +462,7 @@ RENDER_VARIANTS = [
     ("defaults", "v1.29.0", {}, True),
     ("every backend, per-node overrides, spread, Kubernetes 1.24 (v1beta3, no match conditions)", "v1.24.3", {
         "devices": {"cambricon": {"enabled": True}, "hygon": {"enabled": True}, "ascend": {"enabled": True},
+                    "amd": {"enabled": True},
                     "sim": {"enabled": True}},
         "deviceConfig": {"nodes": [{"name": "gpu-node-7", "backends": {"nvidia": {"splitCount": 20}}}]},
         "scheduler": {"defaultSchedulerPolicy": {"nodeSchedulerPolicy": "spread"}, "replicas": 2},

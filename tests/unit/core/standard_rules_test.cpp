@@ -126,6 +126,32 @@ struct FitCase {
   vgpu_reason expected;
 };
 
+// The filters alone ignore sizes and shares: a backend with its own size rules uses them.
+TEST(StandardRules, FiltersAloneJudgeHealthModelsAndIds) {
+  Device d;
+  d.id = "GPU-0";
+  d.model = "A100";
+  d.memoryMiB = 1000;
+  d.splitCount = 1;
+  d.health = Health::kHealthy;
+  DeviceRequest q;
+  q.count = 1;
+  q.memoryMiB = 5000;  // larger than the device: not the filters' business
+  vgpu_fit_result r{};
+  EXPECT_TRUE(passesStandardFilters(RequestRecord(q).c(), DeviceRecord(d).c(), r));
+  q.constraints.excludeModels = {"a100"};
+  EXPECT_FALSE(passesStandardFilters(RequestRecord(q).c(), DeviceRecord(d).c(), r));
+  EXPECT_EQ(r.reason, VGPU_REASON_MODEL_MISMATCH);
+  q.constraints = {};
+  q.constraints.includeIds = {"GPU-1"};
+  EXPECT_FALSE(passesStandardFilters(RequestRecord(q).c(), DeviceRecord(d).c(), r));
+  EXPECT_EQ(r.reason, VGPU_REASON_ID_MISMATCH);
+  q.constraints = {};
+  d.health = Health::kUnhealthy;
+  EXPECT_FALSE(passesStandardFilters(RequestRecord(q).c(), DeviceRecord(d).c(), r));
+  EXPECT_EQ(r.reason, VGPU_REASON_UNHEALTHY);
+}
+
 TEST(StandardRules, FitChecksInOrder) {
   Device d;
   d.id = "GPU-0";

@@ -80,6 +80,10 @@ Result<std::map<std::string, std::int64_t>> standardAdmissionDefaults(const Stan
 void standardFit(const vgpu_device_request& request, const vgpu_device& device,
                  const vgpu_device_usage& usage, vgpu_fit_result& result);
 
+/// The first checks of standardFit alone (health, model filters, id filters), for a backend
+/// whose own rules judge the sizes: true when the device passes, else `result` holds the
+/// refusal.
+bool passesStandardFilters(const vgpu_device_request& request, const vgpu_device& device, vgpu_fit_result& result);
 /// What standardFit reads of the device (Allocator::fitReads): its id only against the
 /// request's id lists. A backend adds the fields its own checks read.
 inline constexpr std::uint32_t kStandardFitReads = VGPU_FIT_READS_MODEL | VGPU_FIT_READS_MEMORY |
