@@ -59,6 +59,12 @@ class AmdBackend {
   /// The standard fields and the compute partition attribute (whole or partitioned).
   std::uint32_t fitReads() const { return sdk::kStandardFitReads | VGPU_FIT_READS_ATTRIBUTES; }
   bool placesGrants(const vgpu_device& device) const { return isPartitionedDevice(device); }
+  /// The configured split count of a whole GPU; not told for MI300-class models (MI3xx),
+  /// whose count is their partitions' when the GPU is set to DPX/QPX/CPX, a per-GPU mode.
+  std::optional<std::uint32_t> splitCountFor(const std::string& model) const {
+    if (model.find("MI3") != std::string::npos) return std::nullopt;
+    return params_.settings.splitCount.value_or(kDefaultSplitCount);
+  }
   void fitPlaced(const vgpu_device_request& request, const vgpu_device& device, const vgpu_device_usage& usage,
                  vgpu_placement& placement, vgpu_fit_result& result) const;
   Result<std::map<std::string, std::int64_t>> admissionDefaults(const ContainerResources& container,
