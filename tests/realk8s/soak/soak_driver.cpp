@@ -401,6 +401,12 @@ SoakResult runSoak(RealCluster& c, const SoakOptions& o) {
   admitter.stop();
   for (const auto& p : problems) result.settleFailures.push_back("60 s after the last fault: " + p);
   for (const auto& u : unrecovered) result.settleFailures.push_back(u);
+  // The stream's own books: only a failed creation can leave a pod untracked; more means
+  // the driver lost pods (the overshoot of remove(live[i])), and the run measures nothing.
+  if (run.adopted > run.createFailed)
+    result.settleFailures.push_back("the census found " + std::to_string(run.adopted) +
+                                    " stream pods untracked, more than the " + std::to_string(run.createFailed) +
+                                    " failed creations: the driver lost pods");
   for (const auto& name : componentNames(o)) {
     run.rssEnd[name] = rssKiB(c.componentPid(name));
     if (run.rssEnd[name].total == 0) result.settleFailures.push_back(name + " is not running at the end");
