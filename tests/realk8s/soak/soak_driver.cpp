@@ -4,8 +4,8 @@
 #include "soak_driver.h"
 
 #include <algorithm>
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <fstream>
@@ -46,15 +46,15 @@ constexpr Shape kShapes[] = {{"tiny", 1, 4096, 5},   {"small", 1, 8192, 10}, {"m
 /// busy, narrow enough that the RSS after the stream reached it compares with the end's.
 constexpr int kMinTarget = 100, kMaxTarget = 160;
 
-/// A process's resident memory in KiB (0 when unreadable): all of it (VmRSS), and its
-/// anonymous part (RssAnon), the heap that a leak grows. The rest is mapped files: etcd's
-/// bbolt database is mapped whole, so its RSS follows the database file's size, which grows
-/// with the history kept between compactions, not with leaked memory.
+/// A process's resident memory in KiB (0 when unreadable): all of it (VmRSS, the figure
+/// checked), and its anonymous part (RssAnon, the heap), reported to tell a growing heap from
+/// mapped files (etcd maps its whole bbolt database). `pid` tells a restarted component.
 struct Rss {
+  int pid = 0;
   long total = 0, anon = 0;
 };
 Rss rssKiB(int pid) {
-  Rss r;
+  Rss r{.pid = pid};
   if (pid == 0) return r;
   std::istringstream in(e2e::readText("/proc/" + std::to_string(pid) + "/status"));
   for (std::string line; std::getline(in, line);) {
@@ -398,6 +398,9 @@ SoakResult runSoak(RealCluster& c, const SoakOptions& o) {
   }
   for (auto& t : deleting) t.join();
   checking.join();
+  // A component that exited in the last seconds (kube-scheduler losing its lease to a late
+  // pause) is started again, as between faults: "not running at the end" means it cannot be.
+  supervise(run, componentsMu);
   admitter.stop();
   for (const auto& p : problems) result.settleFailures.push_back("60 s after the last fault: " + p);
   for (const auto& u : unrecovered) result.settleFailures.push_back(u);
@@ -444,16 +447,24 @@ SoakResult runSoak(RealCluster& c, const SoakOptions& o) {
   for (const auto& [k, v] : recovery)
     fig << "  " << k << " " << v.size() << " " << percentile(v, 0.5) << " " << percentile(v, 0.99) << " "
         << *std::max_element(v.begin(), v.end()) << "\n";
-  fig << "RSS KiB (anonymous part in brackets; the check is on it) once the population reached its target "
-      << "after the first minute (t=" << run.rssBaselineAt << " s) -> at the end:\n";
+  // vgpu's components are checked; etcd and kube-* are reported only: their memory follows
+  // the history etcd keeps between the apiserver's compactions (every 5 min), which the
+  // stream's churn grows, a property of Kubernetes under this load, not of vgpu. A component
+  // restarted since the baseline (a fault) is a new process: not compared.
+  fig << "RSS KiB (anonymous part in brackets) once the population reached its target after the first "
+      << "minute (t=" << run.rssBaselineAt << " s) -> at the end; vgpu's components checked (20 %):\n";
   if (run.rssBaseline.empty()) result.settleFailures.push_back("the population never reached its target");
   for (const auto& name : componentNames(o)) {
     const Rss a = run.rssBaseline[name], b = run.rssEnd[name];
     fig << "  " << name << " " << a.total << " (" << a.anon << ") -> " << b.total << " (" << b.anon << ")";
-    if (a.anon > 0 && b.anon > a.anon * 1.2) {
-      fig << "  (anonymous +" << (b.anon - a.anon) * 100 / a.anon << " %)";
-      result.settleFailures.push_back(name + " anonymous RSS grew from " + std::to_string(a.anon) + " to " +
-                                      std::to_string(b.anon) + " KiB (more than 20 %)");
+    const bool checked = name.rfind("vgpu-", 0) == 0;
+    if (a.pid != b.pid) {
+      fig << "  (restarted since the baseline: not compared)";
+    } else if (a.total > 0 && b.total > a.total * 1.2) {
+      fig << "  (+" << (b.total - a.total) * 100 / a.total << " %" << (checked ? "" : ", not checked") << ")";
+      if (checked)
+        result.settleFailures.push_back(name + " RSS grew from " + std::to_string(a.total) + " to " +
+                                        std::to_string(b.total) + " KiB (more than 20 %)");
     }
     fig << "\n";
   }
