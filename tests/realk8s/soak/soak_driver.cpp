@@ -412,6 +412,10 @@ SoakResult runSoak(RealCluster& c, const SoakOptions& o) {
                                     " failed creations: the driver lost pods");
   for (const auto& name : componentNames(o)) {
     run.rssEnd[name] = rssKiB(c.componentPid(name));
+    if (run.rssEnd[name].total == 0) {  // exited since the pass above (a lost lease): started again
+      supervise(run, componentsMu);
+      run.rssEnd[name] = rssKiB(c.componentPid(name));
+    }
     if (run.rssEnd[name].total == 0) result.settleFailures.push_back(name + " is not running at the end");
   }
   for (const auto& e : run.exits)
