@@ -38,6 +38,9 @@ class InvariantChecker {
   double longestPendingSeconds() const { return longestPending_; }
   std::string longestPendingPod() const { return longestPendingPod_; }
   std::size_t kubeletRefusals() const { return kubeletRefusals_; }
+  /// Of those, the refusals of the agent's known pairing defects (docs/reliability.md 2, 3):
+  /// no waiting pod found for the Allocate, or devices other than the assignment.
+  std::size_t agentPairingRefusals() const { return agentPairingRefusals_; }
   /// Pods gone from the apiserver whose devices a kubelet double still held (freed).
   std::size_t kubeletCleanups() const { return kubeletCleanups_; }
   /// Refusals on a node whose agent was cut off (see check), with their reasons.
@@ -53,6 +56,7 @@ class InvariantChecker {
   std::set<std::string> lastPass_;
   std::vector<std::string> partitionRefusals_;
   std::size_t viewsSeen_ = 0, refusalsSeen_ = 0, kubeletRefusals_ = 0, kubeletCleanups_ = 0;
+  std::size_t agentPairingRefusals_ = 0;
   double longestPending_ = 0;
   std::string longestPendingPod_;
 };
