@@ -155,6 +155,7 @@ struct Agent::Impl final : PluginHandler {
   std::chrono::steady_clock::time_point fruitlessUntil{};
   std::uint64_t podsAtFruitless = 0;
   std::map<std::string, unsigned> againCount;  // handout id -> Allocates answered again
+  std::map<std::string, std::string> readDirectly;  // "ns/name" -> uid: pods readUnwatched tracked
 
   std::mutex maintainMu;
   std::mutex bgMu;
@@ -284,6 +285,23 @@ struct Agent::Impl final : PluginHandler {
     std::set<std::string> waitingFor;
   };
 
+  /// The pods the kubelet may be admitting a container of `resource` for (pod_tracker.h),
+  /// from its PodResources view (asked once per call); nullopt when it does not answer.
+  std::optional<KubeletAdmitting> admittingOf(const std::string& resource, KubeletView& kubelet, WatchWait& wait);
+
+  /// When a wait for the watch gives way to reading the pods it has not shown (below).
+  std::chrono::steady_clock::time_point readDirectlyAt(std::chrono::steady_clock::time_point start) const;
+  /// Reads the pods the kubelet lists that the watch has not shown (`wait`'s) from the
+  /// apiserver, one bounded GET each on the allocation client, and tracks them as the watch
+  /// would: a watch that lags or lost its connection (issue 43) then costs no refusal. The
+  /// answer is the apiserver's, never a guess; a pod it cannot read stays unknown. No GET
+  /// starts past `deadline`.
+  void readUnwatched(const WatchWait& wait, std::chrono::steady_clock::time_point deadline);
+  /// Forgets a pod readUnwatched tracked once the watch has it (its events then keep it), or
+  /// when the kubelet no longer lists it and the watch never showed it (deleted meanwhile:
+  /// no delete event would ever come).
+  void forgetUnwatched(const std::map<std::string, HeldDevices>& listed);
+
   /// A container the agent served that the kubelet admits again.
   struct Again {
     Handout handout;
@@ -353,7 +371,8 @@ struct Agent::Impl final : PluginHandler {
   void recorderLoop();
 
   // ---- Pods (pod_records.cpp) ----
-  std::set<std::string> hamiSeen;  // uids of pods HAMi placed here, said once (informer thread)
+  std::mutex hamiMu;  // hamiSeen: the informer's thread and an Allocate's direct read (readUnwatched)
+  std::set<std::string> hamiSeen;  // uids of pods HAMi placed here, said once
   /// A pod HAMi placed on this node before the switch: HAMi-core limits it; said once.
   void noteHamiPod(const PodInfo& pod);
 

@@ -45,21 +45,29 @@ bool Agent::Impl::waitForDevices(const std::string& resource, std::uint64_t seen
 
 std::vector<std::string> Agent::Impl::preferred(const std::string& resource, const std::vector<std::string>& available,
                                                 const std::vector<std::string>& mustInclude, std::size_t size) {
-  // The kubelet may ask before our watch shows the pod: wait a little for it, since a
-  // hint that names the assignment saves a correction later.
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::min<std::chrono::milliseconds>(options.podWait, std::chrono::seconds(1));
+  // The kubelet may ask before our watch shows the pod: wait a little for it (reading it
+  // from the apiserver when the watch lags), since a hint that names the assignment saves a
+  // correction later, and a hint for another pod hands that pod's share away.
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::min<std::chrono::milliseconds>(options.podWait, std::chrono::seconds(1));
+  const auto readAt = readDirectlyAt(start);
   KubeletView kubelet(*this);
   WatchWait wait(*this);
-  bool lastLook = false;
+  bool lastLook = false, read = false;
   for (;;) {
     const auto seen = tracker.generation();
-    auto ids = tracker.preferred(resource, available, mustInclude, size);
-    if (!ids.empty()) return ids;
-    // The kubelet admits again a container the agent served (it lost its record of the
-    // devices): steer it to the IDs that container holds.
-    if (auto again = againHint(resource, available, mustInclude, size, kubelet)) return *again;
-    if (!wait.worthIt(kubelet) || std::chrono::steady_clock::now() >= deadline) {
+    auto admitting = admittingOf(resource, kubelet, wait);
+    const auto now = std::chrono::steady_clock::now();
+    // The kubelet admits a pod the watch has not shown and none it lists waits here yet.
+    const bool unseen = admitting && admitting->unknownPod && !tracker.awaitsListed(resource, size, *admitting);
+    if (!unseen || now >= deadline) {
+      auto ids = tracker.preferred(resource, available, mustInclude, size, admitting ? &*admitting : nullptr);
+      if (!ids.empty()) return ids;
+      // The kubelet admits again a container the agent served (it lost its record of the
+      // devices): steer it to the IDs that container holds.
+      if (auto again = againHint(resource, available, mustInclude, size, kubelet)) return *again;
+    }
+    if (!wait.worthIt(kubelet) || now >= deadline) {
       // The watch may have shown the pod since the look above (while PodResources was
       // asked): worthIt then finds it known and gives up. Look once more before an empty
       // hint sends the kubelet to other IDs than the assignment.
@@ -67,7 +75,12 @@ std::vector<std::string> Agent::Impl::preferred(const std::string& resource, con
       lastLook = true;
       continue;
     }
-    tracker.waitForChange(seen, deadline);
+    if (!read && now >= readAt) {
+      read = true;
+      readUnwatched(wait, deadline);
+      continue;
+    }
+    tracker.waitForChange(seen, read ? deadline : std::min(deadline, readAt));
   }
 }
 

@@ -148,6 +148,7 @@ void Agent::Impl::maintain(bool withCleanup) {
   std::lock_guard pass(maintainMu);
   const Listing listing = listHeld();
   if (listing.pods) {
+    forgetUnwatched(*listing.pods);
     attributeHandouts(*listing.pods);
     recordCorrections(corrections(*listing.pods));
   }

@@ -55,8 +55,10 @@ Result<ParsedOptions> parseAgentOptions(int argc, const char* const* argv, const
       ("rediscover-seconds", po::value(&rediscover),
        "ask backends that serve no devices again this often (a driver loaded late), 0 = only on SIGHUP")
       ("pod-wait-ms", po::value(&podWait), "how long Allocate waits for a pod the watch has not shown yet")
-      ("api-timeout-ms", po::value(&apiTimeout), "per apiserver request at shutdown; a pod's outcome gets max(this, 10 s) per attempt")
-      ("api-retries", po::value(&o.apiRetries), "retries of a request at shutdown")
+      ("api-timeout-ms", po::value(&apiTimeout),
+       "per apiserver request at shutdown and reading a pod the watch has not shown; a pod's outcome gets "
+       "max(this, 10 s) per attempt")
+      ("api-retries", po::value(&o.apiRetries), "retries of such a request")
       ("watchdog-interval-ms", po::value(&watchdogMs),
        "time between the watchdog's scans of per-process device memory, 0 = watchdog off")
       ("watchdog-tolerance-mib", po::value(&o.watchdog.toleranceMiB),

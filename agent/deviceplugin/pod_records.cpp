@@ -149,9 +149,9 @@ void Agent::Impl::recorderLoop() {
 }
 
 void Agent::Impl::noteHamiPod(const PodInfo& pod) {
-  if (pod.nodeName != options.nodeName || pod.annotations.contains(std::string(keys::kPodAssignment)) ||
-      hamiSeen.contains(pod.uid))
-    return;
+  if (pod.nodeName != options.nodeName || pod.annotations.contains(std::string(keys::kPodAssignment))) return;
+  std::lock_guard lock(hamiMu);
+  if (hamiSeen.contains(pod.uid)) return;
   for (const auto& [key, value] : pod.annotations)
     if (hami::isAllocatedKey(key)) {
       hamiSeen.insert(pod.uid);

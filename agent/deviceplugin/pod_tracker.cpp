@@ -198,12 +198,37 @@ std::vector<const TrackedPod*> PodTracker::waitingLocked() const {
   std::vector<const TrackedPod*> out;
   for (const auto& [uid, p] : pods_)
     if (waitingLocked(p)) out.push_back(&p);
-  // The kubelet admits pods in creation order; bind time and name break ties.
+  // Without the kubelet's view, the oldest first: the kubelet sorts the pods of one update
+  // by creation time (HandlePodAdditions); bind time and name break ties. Pods that reach it
+  // apart (bound apart) arrive in any order: candidatesLocked() asks its view first.
   std::sort(out.begin(), out.end(), [](const TrackedPod* a, const TrackedPod* b) {
     return std::tie(a->created, a->bindTime, a->info.podNamespace, a->info.name) <
            std::tie(b->created, b->bindTime, b->info.podNamespace, b->info.name);
   });
   return out;
+}
+
+std::vector<const TrackedPod*> PodTracker::candidatesLocked(const std::string& resource, std::size_t count,
+                                                            const KubeletAdmitting* admitting, bool* listed) const {
+  auto all = waitingLocked();
+  if (listed) *listed = false;
+  if (!admitting) return all;
+  std::vector<const TrackedPod*> mine;
+  for (const TrackedPod* p : all) {
+    if (!admitting->pods.contains(p->info.key())) continue;
+    auto c = nextContainerLocked(*p, resource);
+    if (c && limitOf(*c->container, resource) == static_cast<std::int64_t>(count)) mine.push_back(p);
+  }
+  if (mine.empty()) return all;
+  if (listed) *listed = true;
+  return mine;
+}
+
+bool PodTracker::awaitsListed(const std::string& resource, std::size_t count, const KubeletAdmitting& admitting) const {
+  std::lock_guard lock(mu_);
+  bool listed = false;
+  candidatesLocked(resource, count, &admitting, &listed);
+  return listed;
 }
 
 std::optional<PodTracker::Candidate> PodTracker::nextContainerLocked(const TrackedPod& pod,
@@ -221,7 +246,8 @@ std::optional<PodTracker::Candidate> PodTracker::nextContainerLocked(const Track
 }
 
 std::vector<std::string> PodTracker::preferred(const std::string& resource, const std::vector<std::string>& available,
-                                               const std::vector<std::string>& mustInclude, std::size_t size) const {
+                                               const std::vector<std::string>& mustInclude, std::size_t size,
+                                               const KubeletAdmitting* admitting) const {
   std::lock_guard lock(mu_);
   auto backend = resources_.find(resource);
   if (backend == resources_.end()) return {};
@@ -230,7 +256,11 @@ std::vector<std::string> PodTracker::preferred(const std::string& resource, cons
   bool foreignFirst = false;       // the oldest pod this call can be for has no assignment
   bool seenCandidate = false;
   std::vector<std::string> hint;
-  for (const TrackedPod* pod : waitingLocked()) {
+  bool listed = false;
+  const auto candidates = candidatesLocked(resource, size, admitting, &listed);
+  // The kubelet admits a pod the watch has not shown, and none it lists waits here.
+  if (admitting && admitting->unknownPod && !listed) foreignFirst = true;
+  for (const TrackedPod* pod : candidates) {
     auto c = nextContainerLocked(*pod, resource);
     if (!c) continue;
     const bool sized = limitOf(*c->container, resource) == static_cast<std::int64_t>(size);
@@ -293,7 +323,8 @@ std::optional<std::string> PodTracker::roomLocked(const std::string& uid, const 
   return std::nullopt;
 }
 
-std::variant<Claim, ClaimError> PodTracker::claim(const std::string& resource, const std::vector<std::string>& ids) {
+std::variant<Claim, ClaimError> PodTracker::claim(const std::string& resource, const std::vector<std::string>& ids,
+                                                  const KubeletAdmitting* admitting) {
   std::lock_guard lock(mu_);
   auto backendIt = resources_.find(resource);
   if (backendIt == resources_.end())
@@ -313,7 +344,7 @@ std::variant<Claim, ClaimError> PodTracker::claim(const std::string& resource, c
   std::optional<Candidate> exact, signature, unusable;
   std::string unusableWhy;
   bool unusableFirst = false;  // the oldest pod with this container signature cannot be served
-  for (const TrackedPod* pod : waitingLocked()) {
+  for (const TrackedPod* pod : candidatesLocked(resource, ids.size(), admitting)) {
     auto c = nextContainerLocked(*pod, resource);
     if (!c) continue;
     const bool countMatches = limitOf(*c->container, resource) == static_cast<std::int64_t>(ids.size());
@@ -352,9 +383,9 @@ std::variant<Claim, ClaimError> PodTracker::claim(const std::string& resource, c
     if (countMatches && !signature) signature = c;
   }
 
-  // Without its own IDs, the Allocate is for the oldest pod of its signature (the kubelet
-  // admits in creation order): when that pod cannot be served, it is refused, and a younger
-  // pod's promised slice is not handed to it.
+  // Without its own IDs, the Allocate is for the first candidate of its signature (one the
+  // kubelet lists, else the oldest): when that pod cannot be served, it is refused, and
+  // another pod's promised slice is not handed to it.
   std::optional<Candidate> chosen = exact ? exact : unusableFirst ? std::nullopt : signature;
   if (!chosen) {
     if (unusable) return ClaimError{ClaimFailure::kPodUnusable, unusableWhy, unusable->pod->info.uid};

@@ -65,6 +65,18 @@ struct ClaimError {
   std::string podUid;  ///< the pod to mark failed (kPodUnusable), else empty
 };
 
+/// What the kubelet's PodResources API says about the admission under way: the pods it lists
+/// ("namespace/name") with a container holding none of the resource asked for. The kubelet
+/// adds a pod to the pods it lists before admitting it and admits one pod at a time, in the
+/// order the pods reach it (not their creation order), so the container an Allocate or a
+/// GetPreferredAllocation is for belongs to one of these.
+struct KubeletAdmitting {
+  std::set<std::string> pods;
+  /// One of them (or another pod the kubelet lists) is not known to the watch yet: the
+  /// admission may be for a pod this tracker cannot see.
+  bool unknownPod = false;
+};
+
 /// One container of one pod, chosen for one Allocate call.
 struct Claim {
   std::string podUid;
@@ -108,11 +120,20 @@ class PodTracker {
   std::vector<TrackedPod> pods() const;
 
   /// Preferred IDs for a container of `size` devices of `resource`, or empty for no hint.
+  /// With `admitting`, only the pods the kubelet lists are candidates when one of them waits
+  /// for such a container; when none does and it lists a pod the watch has not shown, the
+  /// hint keeps off the IDs promised to waiting pods.
   std::vector<std::string> preferred(const std::string& resource, const std::vector<std::string>& available,
-                                     const std::vector<std::string>& mustInclude, std::size_t size) const;
+                                     const std::vector<std::string>& mustInclude, std::size_t size,
+                                     const KubeletAdmitting* admitting = nullptr) const;
+  /// Whether a pod in `admitting` waits for a container of `count` devices of `resource`.
+  bool awaitsListed(const std::string& resource, std::size_t count, const KubeletAdmitting& admitting) const;
 
   /// Picks the pod and container for an Allocate of `ids`; reserves it until commit/abort.
-  std::variant<Claim, ClaimError> claim(const std::string& resource, const std::vector<std::string>& ids);
+  /// With `admitting`, only the pods the kubelet lists are candidates when one of them waits
+  /// for a container of that many devices (whatever the pods' creation order).
+  std::variant<Claim, ClaimError> claim(const std::string& resource, const std::vector<std::string>& ids,
+                                        const KubeletAdmitting* admitting = nullptr);
   /// The container got its devices. Returns the pod's outcome when it was the pod's last.
   std::optional<PodOutcome> commit(const Claim& claim);
   /// The Allocate failed: the reservation is dropped; `failPod` keeps the pod from being
@@ -174,6 +195,10 @@ class PodTracker {
   };
 
   std::vector<const TrackedPod*> waitingLocked() const;
+  /// The waiting pods an admission of a container of `count` devices of `resource` can be
+  /// for: those `admitting` names when one of them waits for such a container, else all.
+  std::vector<const TrackedPod*> candidatesLocked(const std::string& resource, std::size_t count,
+                                                  const KubeletAdmitting* admitting, bool* listed = nullptr) const;
   bool waitingLocked(const TrackedPod& pod) const;
   std::optional<Candidate> nextContainerLocked(const TrackedPod& pod, const std::string& resource) const;
   bool podCompleteLocked(const TrackedPod& pod, const Progress& progress) const;

@@ -57,6 +57,7 @@ struct FakeKubelet::Impl {
   // uid -> container -> resource -> the plugin's answer, kept with the devices
   std::map<std::string, std::map<std::string, std::map<std::string, ContainerAllocation>>> answers;
   std::map<std::string, KubeletPod> active;  // uid -> admitted pod
+  bool podResourcesAnswering = true;
   std::mutex admitMu;
 
   std::unique_ptr<grpc::Service> registrationService;
@@ -94,12 +95,14 @@ class PodResourcesService final : public v1::PodResourcesLister::Service {
   grpc::Status List(grpc::ServerContext*, const v1::ListPodResourcesRequest*,
                     v1::ListPodResourcesResponse* resp) override {
     std::lock_guard lock(impl_.mu);
+    if (!impl_.podResourcesAnswering) return {grpc::StatusCode::UNAVAILABLE, "PodResources is not answering (test)"};
     for (const auto& [uid, pod] : impl_.active) impl_.fillPodResources(uid, *resp->add_pod_resources());
     return grpc::Status::OK;
   }
   grpc::Status Get(grpc::ServerContext*, const v1::GetPodResourcesRequest* req,
                    v1::GetPodResourcesResponse* resp) override {
     std::lock_guard lock(impl_.mu);
+    if (!impl_.podResourcesAnswering) return {grpc::StatusCode::UNAVAILABLE, "PodResources is not answering (test)"};
     for (const auto& [uid, pod] : impl_.active)
       if (pod.ns == req->pod_namespace() && pod.name == req->pod_name()) {
         impl_.fillPodResources(uid, *resp->mutable_pod_resources());
@@ -448,6 +451,11 @@ AdmitResult FakeKubelet::admit(const KubeletPod& given) {
   }
   result.admitted = true;
   return result;
+}
+
+void FakeKubelet::setPodResourcesAnswering(bool on) {
+  std::lock_guard lock(impl_->mu);
+  impl_->podResourcesAnswering = on;
 }
 
 void FakeKubelet::removePod(const std::string& uid) {

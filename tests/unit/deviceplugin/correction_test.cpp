@@ -3,8 +3,10 @@
 // holds it: a pod the watch did not show yet, or a multi-container pod the agent still
 // waits for. Otherwise the wrongly served pod's own Allocate finds no pod waiting and the
 // kubelet rejects it. A pod the kubelet lists part-way through its admission is not
-// recorded yet, but its remaining containers are matched to it. Against the kubelet and
-// apiserver doubles with the sim backend (and the NVIDIA one on the fake NVML).
+// recorded yet, but its remaining containers are matched to it. The agent serves a pod
+// wrongly only without the kubelet's view at Allocate time: here its PodResources does not
+// answer then. Against the kubelet and apiserver doubles with the sim backend (and the
+// NVIDIA one on the fake NVML).
 #include <gmock/gmock.h>
 
 #include "agent_fixture.h"
@@ -53,8 +55,12 @@ TEST_F(DevicePluginCorrection, APodListedBeforeTheWatchShowsItStillSetsTheWrongl
   PodSpec late{"late", {one("main", 1)}, true, "2026-01-01T00:00:01Z"};
   const std::string firstUid = createPod(first);
   ASSERT_TRUE(watched(1));
-  // The kubelet admits "late" before the agent's watch shows it: its Allocate serves "first".
+  // The kubelet admits "late" before the agent's watch shows it, and its PodResources does
+  // not answer in time (else the agent reads "late" or refuses it, never serves "first" for
+  // it: admission_order_test.cpp): its Allocate serves "first".
+  kubelet->setPodResourcesAnswering(false);
   auto l = kubelet->admit(kubeletPod(late, "uid-late"));
+  kubelet->setPodResourcesAnswering(true);
   ASSERT_TRUE(l.admitted) << l.error;
   ASSERT_EQ(l.allocations.at(0).deviceIds, (std::vector<std::string>{"sim-0::0"}));
   // PodResources lists "late", still unknown to the agent: no correction, but the handout's
@@ -79,8 +85,11 @@ TEST_F(DevicePluginCorrection, AMultiContainerPodListedMidAllocationStillSetsThe
   const std::string multiUid = createPod(multi);
   const std::string otherUid = createPod(other);
   ASSERT_TRUE(watched(3));
-  // The kubelet admits "multi" first: c1's Allocate serves "first", c2's serves multi's c1.
+  // The kubelet admits "multi" first while its PodResources does not answer (with it, the
+  // agent matches multi's own containers): c1's Allocate serves "first", c2's multi's c1.
+  kubelet->setPodResourcesAnswering(false);
   auto m = kubelet->admit(kubeletPod(multi, multiUid));
+  kubelet->setPodResourcesAnswering(true);
   ASSERT_TRUE(m.admitted) << m.error;
   ASSERT_EQ(m.allocations.at(0).deviceIds, (std::vector<std::string>{"sim-0::0"}));
   ASSERT_EQ(m.allocations.at(1).deviceIds, (std::vector<std::string>{"sim-0::1"}));
@@ -107,8 +116,11 @@ TEST_F(DevicePluginCorrection, APodListedPartWayWhoseContainerServedAnotherPodGe
   const std::string firstUid = createPod(first);
   const std::string multiUid = createPod(multi);
   ASSERT_TRUE(watched(2));
-  // The kubelet admits "multi" first: c1's Allocate serves "first" (the oldest waiting pod).
+  // The kubelet admits "multi" first while its PodResources does not answer: c1's Allocate
+  // serves "first" (the oldest waiting pod).
+  kubelet->setPodResourcesAnswering(false);
   auto c1 = kubelet->admit(containersOf(multi, multiUid, {"c1"}));
+  kubelet->setPodResourcesAnswering(true);
   ASSERT_TRUE(c1.admitted) << c1.error;
   ASSERT_EQ(c1.allocations.at(0).deviceIds, (std::vector<std::string>{"sim-0::0"}));
   // PodResources lists "multi" with c1 only: it is still being admitted, so nothing is
@@ -172,8 +184,11 @@ TEST_F(DevicePluginCorrectionTwoBackends, APodListedPartWayStillGetsItsRemaining
   const std::string firstUid = createPod(first);
   const std::string multiUid = createPod(multi);
   ASSERT_TRUE(waitFor([&] { return agent->tracker().pods().size() == 2; }));
-  // c1's Allocate serves "first"; PodResources then lists "multi" with c1 only.
+  // c1's Allocate serves "first" (PodResources not answering); it then lists "multi" with
+  // c1 only.
+  kubelet->setPodResourcesAnswering(false);
   auto c1 = kubelet->admit(containersOf(multi, multiUid, {"c1"}));
+  kubelet->setPodResourcesAnswering(true);
   ASSERT_TRUE(c1.admitted) << c1.error;
   ASSERT_EQ(c1.allocations.at(0).deviceIds, (std::vector<std::string>{"sim-0::0"}));
   agent->maintainNow();

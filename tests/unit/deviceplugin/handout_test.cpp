@@ -40,8 +40,10 @@ class DevicePluginHandouts : public AgentFixture {
     ASSERT_TRUE(waitFor([&] { return agent->podsSynced(); }));
   }
 
-  /// Two identical pods; the kubelet admits the younger first, so the agent attributes
-  /// its container to the older one (the oldest waiting pod) and the older one's to it.
+  /// Two identical pods; the kubelet admits the younger first while its PodResources does
+  /// not answer (with it, the agent matches each pod's own container), so the agent
+  /// attributes its container to the older one (the oldest waiting pod) and the older one's
+  /// to it.
   void admitIdenticalPodsOutOfOrder() {
     ASSERT_NO_FATAL_FAILURE(startNode());
 
@@ -56,9 +58,11 @@ class DevicePluginHandouts : public AgentFixture {
     olderUid = createPod(older);
     youngerUid = createPod(younger);
     ASSERT_TRUE(waitFor([&] { return agent->tracker().pods().size() == 2; }));
+    kubelet->setPodResourcesAnswering(false);
     auto y = kubelet->admit(kubeletPod(younger, youngerUid));
-    ASSERT_TRUE(y.admitted) << y.error;
     auto o2 = kubelet->admit(kubeletPod(older, olderUid));
+    kubelet->setPodResourcesAnswering(true);
+    ASSERT_TRUE(y.admitted) << y.error;
     ASSERT_TRUE(o2.admitted) << o2.error;
     youngerGot = y.allocations.at(0);
     olderGot = o2.allocations.at(0);
@@ -158,9 +162,12 @@ TEST_F(DevicePluginHandouts, ARestartedAgentCorrectsEachPodWithTheSliceItsContai
   const std::string smallUid = createPod(small);
   const std::string largeUid = createPod(large);
   ASSERT_TRUE(waitFor([&] { return agent->tracker().pods().size() == 2; }));
-  // The kubelet admits the younger first: it gets the older one's IDs and so its slice.
+  // The kubelet admits the younger first, its PodResources not answering (so the agent
+  // cannot tell which pod it admits): it gets the older one's IDs and so its slice.
+  kubelet->setPodResourcesAnswering(false);
   auto l = kubelet->admit(kubeletPod(large, largeUid));
   auto s = kubelet->admit(kubeletPod(small, smallUid));
+  kubelet->setPodResourcesAnswering(true);
   ASSERT_TRUE(l.admitted && s.admitted) << l.error << s.error;
   ASSERT_EQ(l.allocations.at(0).deviceIds, (std::vector<std::string>{"sim-0::0"}));
   ASSERT_EQ(l.allocations.at(0).response.env.at("VGPU_SIM_MEMORY_LIMIT_0"), "1000m");
@@ -300,9 +307,12 @@ TEST_F(DevicePluginCambricon, TheVendorAnnotationsFollowTheContainerToThePodThat
   const std::string olderUid = createSlicePod("older", 0, "2026-01-01T00:00:00Z");
   const std::string youngerUid = createSlicePod("younger", 1, "2026-01-01T00:00:01Z");
   ASSERT_TRUE(waitFor([&] { return agent->tracker().pods().size() == 2; }));
-  // The kubelet admits the younger first: the agent serves it under the older one's name.
+  // The kubelet admits the younger first, its PodResources not answering: the agent serves
+  // it under the older one's name.
+  kubelet->setPodResourcesAnswering(false);
   auto y = admitSlice("younger", youngerUid);
   auto o = admitSlice("older", olderUid);
+  kubelet->setPodResourcesAnswering(true);
   ASSERT_TRUE(y.admitted && o.admitted) << y.error << o.error;
   ASSERT_EQ(y.allocations.at(0).deviceIds.at(0), std::string("MLU-") + kMluUuid + "::0");
   const std::string yInstance = instanceIdOf(y.allocations.at(0));

@@ -87,6 +87,32 @@ TEST_F(DevicePluginTracker, PrefersTheAssignmentOfTheOldestWaitingPod) {
   EXPECT_EQ(tracker.preferred(kRes, {"d0::0", "d1::1"}, {}, 1), (std::vector<std::string>{"d1::1"}));
 }
 
+// Issue 43: the kubelet admits pods in the order they reach it. With its PodResources view
+// the pods it lists are the candidates, whatever
+// their age; without one waiting, the oldest is.
+TEST_F(DevicePluginTracker, ThePodTheKubeletListsComesFirstWhateverItsAge) {
+  tracker.upsert(pod("old", 1, {{g("d0", 2)}}));
+  tracker.upsert(pod("young", 5, {{g("d1", 1, 1000, 1)}}));
+  const std::vector<std::string> avail{"d0::0", "d0::2", "d1::1"};
+  const KubeletAdmitting young{{"default/young"}, false};
+  EXPECT_EQ(tracker.preferred(kRes, avail, {}, 1, &young), (std::vector<std::string>{"d1::1"}));
+  EXPECT_TRUE(tracker.awaitsListed(kRes, 1, young));
+  // The old pod's own IDs: the Allocate is still the young pod's, on those devices.
+  auto r = tracker.claim(kRes, {"d0::2"}, &young);
+  ASSERT_TRUE(std::holds_alternative<Claim>(r)) << std::get<ClaimError>(r).message;
+  EXPECT_EQ(std::get<Claim>(r).podName, "young");
+  EXPECT_FALSE(std::get<Claim>(r).exact);
+  tracker.abort(std::get<Claim>(r), false);
+
+  // The kubelet lists no waiting pod: the oldest first, as without its view.
+  const KubeletAdmitting other{{"default/other"}, false};
+  EXPECT_FALSE(tracker.awaitsListed(kRes, 1, other));
+  EXPECT_EQ(tracker.preferred(kRes, avail, {}, 1, &other), (std::vector<std::string>{"d0::2"}));
+  // ... unless it lists a pod the watch has not shown: then no waiting pod's share is named.
+  const KubeletAdmitting unseen{{"default/other"}, true};
+  EXPECT_EQ(tracker.preferred(kRes, avail, {}, 1, &unseen), (std::vector<std::string>{"d0::0"}));
+}
+
 TEST_F(DevicePluginTracker, ExactIdsWinOverAge) {
   tracker.upsert(pod("old", 1, {{g("d0", 2)}}));
   tracker.upsert(pod("young", 5, {{g("d1", 1, 1000, 1)}}));

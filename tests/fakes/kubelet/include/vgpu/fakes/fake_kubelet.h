@@ -123,6 +123,9 @@ class FakeKubelet {
   /// PreStartContainer when required. A failure rejects the pod and frees what it got.
   /// Admissions are serialized, as in the kubelet.
   AdmitResult admit(const KubeletPod& pod);
+  /// While off, PodResources List and Get answer UNAVAILABLE (a kubelet too busy to answer in
+  /// time): the plugin must do without the kubelet's view.
+  void setPodResourcesAnswering(bool on);
   /// The pod is gone (or finished): its devices become available again and PodResources
   /// stops listing it.
   void removePod(const std::string& uid);
