@@ -16,7 +16,7 @@ import sys
 import xml.etree.ElementTree as ET
 
 # Labels of tests that run only when asked for (ctest -L scale, ctest -L soak): the scale
-# benchmark and the 20-minute chaos soaks (the 5-minute ones are in the default run).
+# benchmark and the chaos soaks.
 OPT_IN = ("scale", "soak")
 
 
