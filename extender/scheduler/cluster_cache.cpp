@@ -338,6 +338,7 @@ void ClusterCache::addHolder(PodRecord record) {
   auto [it, inserted] = pods_.insert_or_assign(uid, std::move(record));
   (void)inserted;
   podsByNode_[nodeName].insert(uid);
+  if (it->second.inFlight) flying_.insert(uid);
   if (auto node = nodes_.find(nodeName); node != nodes_.end()) applyToNode(node->second, it->second, true);
   recountQuota(it->second);
 }
@@ -355,6 +356,7 @@ void ClusterCache::dropHolder(const std::string& uid) {
     byNode->second.erase(uid);
     if (byNode->second.empty()) podsByNode_.erase(byNode);
   }
+  flying_.erase(uid);
   pods_.erase(it);
 }
 
@@ -415,6 +417,8 @@ void ClusterCache::upsertPod(const json::object& obj) {
       existing->second.node == record->node &&
       (existing->second.hami == record->hami || (existing->second.hami && record->hami && existing->second.hami->devices == record->hami->devices))) {
     existing->second.inFlight = record->inFlight;  // still foreign on the same node: nothing to recount
+    if (record->inFlight) flying_.insert(uid);
+    else flying_.erase(uid);
     existing->second.keys = std::move(record->keys);
     changed_.notify_all();
     return;
@@ -435,6 +439,8 @@ void ClusterCache::upsertPod(const json::object& obj) {
   } else if (existing != pods_.end() && existing->second.node == record->node &&
              existing->second.assignment == record->assignment) {
     existing->second.inFlight = record->inFlight;
+    if (record->inFlight) flying_.insert(uid);
+    else flying_.erase(uid);
     existing->second.reservation = false;
     existing->second.boundAt = record->boundAt;
     existing->second.keys = record->keys;
@@ -569,7 +575,8 @@ Result<ClusterCache::Reserved> ClusterCache::reserve(const PodInfo& pod, const P
   const auto deadline = std::chrono::steady_clock::now() + holdTimeout;
   const AllocateKeys keys = allocateKeys(pod, backends_);
   std::unique_lock lock(mu_);
-  for (;;) {
+  bool waiting = false;  // a confusable pod is in flight there: reserve, then wait for it
+  {
     auto nodeIt = nodes_.find(nodeName);
     if (nodeIt == nodes_.end()) return makeError("node " + nodeName + " is not known to vgpu-scheduler");
     NodeEntry& node = nodeIt->second;
@@ -589,26 +596,12 @@ Result<ClusterCache::Reserved> ClusterCache::reserve(const PodInfo& pod, const P
     }
 
     // DESIGN.md 6a: hold back only a bind the node agent could confuse with one in flight.
-    const PodRecord* conflict = nullptr;
-    if (auto holders = podsByNode_.find(nodeName); holders != podsByNode_.end()) {
-      for (const auto& uid : holders->second) {
-        const PodRecord& r = pods_.at(uid);
-        // A foreign pod is never interchangeable with ours: serving it our slice is the harm.
-        if (inFlightNow(r, now) && confusable(r.keys, keys) && (r.foreign || !interchangeable(r.assignment, *assigned))) {
-          conflict = &r;
-          break;
-        }
-      }
+    if (const PodRecord* conflict = confusableInFlight(nodeName, pod.uid, keys, *assigned, now, UINT64_MAX)) {
+      if (std::chrono::steady_clock::now() >= deadline || holdTimeout.count() <= 0) return heldBack(*conflict, nodeName);
+      // Waits with its share reserved: filter and prioritize count it meanwhile, so the pods
+      // kube-scheduler places next are not sent to the room this one is about to take.
+      waiting = true;
     }
-    if (conflict) {
-      if (std::chrono::steady_clock::now() >= deadline)
-        return makeError("held back: pod " + conflict->key + ", which asks for devices in the same counts, is still waiting for "
-                         "its Allocate on node " + nodeName + " and the node agent could not tell the two apart; "
-                         "the scheduler will retry");
-      changed_.wait_until(lock, deadline);
-      continue;
-    }
-
     // The lowest free slot per device, so virtual device ids <id>::<slot> stay unique on the node.
     Assignment a = std::move(*assigned);
     std::map<int, std::vector<int>> mine;  // position -> slots this pod took
@@ -653,8 +646,68 @@ Result<ClusterCache::Reserved> ClusterCache::reserve(const PodInfo& pod, const P
     r.boundAt = now;
     const std::uint64_t id = r.reservationId;
     addHolder(std::move(r));
-    return Reserved{std::move(a), id};
+    if (!waiting) return Reserved{std::move(a), id};
+    // Only for pods that were in flight on the node before this one (FIFO): two waiting
+    // binds never wait for each other, and they leave in the order they came.
+    for (;;) {
+      auto mine = pods_.find(pod.uid);
+      if (mine == pods_.end() || !mine->second.reservation || mine->second.reservationId != id)
+        return makeError("pod " + pod.key() + " was deleted or replaced while its bind waited");
+      const auto t = options_.now();
+      auto nodeNow = nodes_.find(nodeName);
+      std::string unusable = nodeNow == nodes_.end() ? "is no longer known to vgpu-scheduler"
+                                                     : nodeUnusableReason(nodeNow->second, t, options_.scheduler.heartbeatTimeout);
+      if (!unusable.empty()) {
+        dropHolder(pod.uid);
+        changed_.notify_all();
+        return makeError("node " + nodeName + ": " + unusable);
+      }
+      const PodRecord* conflict = confusableInFlight(nodeName, pod.uid, keys, a, t, id);
+      if (!conflict) return Reserved{std::move(a), id};
+      if (std::chrono::steady_clock::now() >= deadline) {
+        std::string why = heldBack(*conflict, nodeName).message;
+        dropHolder(pod.uid);
+        changed_.notify_all();
+        return makeError(std::move(why));
+      }
+      changed_.wait_until(lock, deadline);
+    }
   }
+}
+
+std::unordered_set<std::string> ClusterCache::nodesWhereHeldBack(const AllocateKeys& keys) const {
+  std::unordered_set<std::string> out;
+  if (keys.empty()) return out;
+  std::shared_lock lock(mu_);
+  const auto now = options_.now();
+  for (const auto& uid : flying_) {
+    const PodRecord& r = pods_.at(uid);
+    if (inFlightNow(r, now) && confusable(r.keys, keys)) out.insert(r.node);
+  }
+  return out;
+}
+
+const ClusterCache::PodRecord* ClusterCache::confusableInFlight(const std::string& nodeName, const std::string& uid,
+                                                                const AllocateKeys& keys, const Assignment& assigned,
+                                                                Clock::time_point now, std::uint64_t before) const {
+  auto holders = podsByNode_.find(nodeName);
+  if (holders == podsByNode_.end()) return nullptr;
+  for (const auto& other : holders->second) {
+    if (other == uid) continue;
+    const PodRecord& r = pods_.at(other);
+    // Waiting binds wait only for the ones reserved before them (the informer's are older).
+    if (r.reservation && r.reservationId >= before) continue;
+    // A foreign pod is never interchangeable with ours: serving it our slice is the harm.
+    if (inFlightNow(r, now) && confusable(r.keys, keys) && (r.foreign || !interchangeable(r.assignment, assigned)))
+      return &r;
+  }
+  return nullptr;
+}
+
+Error ClusterCache::heldBack(const PodRecord& conflict, const std::string& nodeName) {
+  return makeError("held back: pod " + conflict.key + ", which asks for devices in the same counts, is still waiting for "
+                   "its Allocate on node " + nodeName + " and the node agent could not tell the two apart; "
+                   "the scheduler will retry");
 }
 
 void ClusterCache::release(const std::string& uid, std::uint64_t id) {

@@ -178,10 +178,16 @@ class ClusterCache {
   /// Re-checks that `pod` fits `node` now, chooses the lowest free slot per device and
   /// records the pod's usage as a reservation, atomically with respect to other binds. If
   /// a pod it is confusable with (allocateKeys) and not interchangeable with is in
-  /// flight on that node, waits up to `holdTimeout` for it to leave flight, then fails.
+  /// flight on that node, waits up to `holdTimeout` for it to leave flight, then fails; it
+  /// waits with its reservation made (filter and prioritize count it), dropped if it fails.
   /// Errors are words for the pod's events.
   Result<Reserved> reserve(const PodInfo& pod, const PreparedPod& prepared, const std::string& node,
                            const PlacementEngine& engine, std::chrono::milliseconds holdTimeout);
+  /// The nodes where a bind of a pod with these Allocate keys would be held back now (a
+  /// confusable pod in flight there; interchangeable assignments aside): prioritize ranks
+  /// them last, so consecutive pods of a shape bind on different nodes at once instead of
+  /// one after another behind the node agent's confirmations.
+  std::unordered_set<std::string> nodesWhereHeldBack(const AllocateKeys& keys) const;
   /// Drops reservation `id` of pod `uid`, whose bind failed: a no-op once the informer has
   /// confirmed the pod, or when the pod's record is no longer that reservation.
   void release(const std::string& uid, std::uint64_t id);
@@ -241,6 +247,12 @@ class ClusterCache {
                                          bool admitted) const;
   void rebuildNode(const std::string& name);
   bool inFlightNow(const PodRecord& r, std::chrono::system_clock::time_point now) const;
+  /// A pod in flight on `node` (not `uid`) that the agent could confuse with a pod of `keys`
+  /// given `assigned`, counting reservations only if made before reservation `before`; null if none.
+  const PodRecord* confusableInFlight(const std::string& node, const std::string& uid, const AllocateKeys& keys,
+                                      const Assignment& assigned, std::chrono::system_clock::time_point now,
+                                      std::uint64_t before) const;  // requires mu_
+  static Error heldBack(const PodRecord& conflict, const std::string& node);
   void freed(const std::string& node) const {
     if (options_.onCapacityFreed) options_.onCapacityFreed(node);
   }
@@ -280,6 +292,7 @@ class ClusterCache {
   std::uint32_t slots_ = 0;              // NodeEntry::slot values given so far
   std::vector<std::uint32_t> freeSlots_;  // of removed nodes, given again first
   std::unordered_map<std::string, PodRecord> pods_;  // by uid: pods holding devices
+  std::unordered_set<std::string> flying_;           // the uids of pods_ in flight (a few)
   std::uint64_t nextReservation_ = 1;
   std::unordered_map<std::string, std::unordered_set<std::string>> podsByNode_;  // also for nodes not (yet) known
 };

@@ -347,13 +347,20 @@ http::Response Extender::prioritize(const http::Request& request) {
   std::vector<std::int64_t> scores(names.size(), 0);
   // Before the cache is ready every node scores 0: no preference rather than a wrong one.
   if (pod.ours && pod.invalid.empty() && isReady()) {
+    // kube-scheduler places the next pod while this one's bind is still under way: a node
+    // where its bind would wait behind a confusable pod's Allocate scores 0, so consecutive
+    // pods of a shape go to different nodes and bind at once (binpack would send them all to
+    // the fullest node, to bind there one per agent confirmation).
+    const auto held = cache_.nodesWhereHeldBack(allocateKeys(pod.info, backends_));
     cache_.readNodes(names, [&](const std::vector<const NodeEntry*>& entries, std::chrono::system_clock::time_point now) {
       for (size_t i = 0; i < names.size(); ++i) {
         const NodeEntry* node = entries[i];
         if (!node || !nodeUsable(*node, now, heartbeatTimeout_)) continue;
+        if (!held.empty() && held.count(node->state.name)) continue;
         NodeEvaluation eval = engine_.evaluate(*pod.prepared, node->state);
-        // The engine's 0..1 (higher is better under the pod's node policy) to the API's 0..10.
-        if (eval.fits) scores[i] = std::clamp<std::int64_t>(std::llround(eval.score * 10), 0, 10);
+        // The engine's 0..1 (higher is better under the pod's node policy) to the API's 1..10:
+        // 0 is for the nodes above, below every node where the pod binds at once.
+        if (eval.fits) scores[i] = 1 + std::clamp<std::int64_t>(std::llround(eval.score * 9), 0, 9);
       }
     });
   }

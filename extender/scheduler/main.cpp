@@ -85,8 +85,8 @@ int main(int argc, char** argv) {
       "and alerts (docs/metrics.md)")(
       "threads", po::value<int>()->default_value(8),
       "HTTP threads of the extender verbs (filter and prioritize requests handled at once)")(
-      "bind-threads", po::value<int>()->default_value(8),
-      "workers for /bind, which waits on the apiserver (binds handled at once; 64 more may wait, then 503)")(
+      "bind-threads", po::value<int>()->default_value(32),
+      "workers for /bind, which waits on the apiserver and on confusable pods (binds handled at once; 64 more may wait, then 503)")(
       "bind-hold-timeout", po::value<int>()->default_value(3000),
       "ms a bind waits for a confusable pod on the same node to be allocated before failing (retried)")(
       "requeue-qps", po::value<double>()->default_value(20),

@@ -6,6 +6,7 @@
 //   VGPU_SCALE_DELAYS [0,0.5 s: the agent's confirmation after a bind, one vgpu phase each]
 //   VGPU_SCALE_IDLE_SECONDS [300: each of the agent test's two idle windows, as long as the
 //     agent's informers keep a watch open before they restart it]
+//   VGPU_SCALE_OTHER_PODS [10000: the pods beside the agent's node in its start-up test]
 //   VGPU_SCALE_OUT [unset: a file the figures are appended to]
 #include <gtest/gtest.h>
 
@@ -278,20 +279,15 @@ TEST(ScaleBench, KubeSchedulerWithVgpuSchedulerAgainstKubeSchedulerAlone) {
   EXPECT_EQ(publisher.renewalFailures(), 0u);
 }
 
-TEST(ScaleAgent, IdleAgentWithAFullNodeWritesNoNodeAndItsCostPerHour) {
-  const double idle = number("VGPU_SCALE_IDLE_SECONDS", 300);
-  ASSERT_GT(idle, 0);
-  RealCluster c({.release = gRelease, .startVgpu = true, .chartValues = suiteChartValues()});
-  const auto started = c.start();
-  ASSERT_TRUE(started.ok()) << started.error().message;
-  Figures fig(c);
-  const std::string node = "agent-node", ns = "agent";
+namespace {
+
+/// 110 pods on `node` (the kubelet's default maximum): every share of its 8 devices taken
+/// by 32 slice pods placed by kube-scheduler + vgpu-scheduler and admitted through the agent,
+/// and 78 pods without devices; the node is added (its agent started) and `ns` created first.
+/// A fatal failure when they do not all get there.
+void fillAgentNode(RealCluster& c, const std::string& ns, const std::string& node) {
   ASSERT_TRUE(c.addVgpuNode(node, {{kGroupLabel, "agent"}}).ok());
   ASSERT_TRUE(c.createNamespace(ns).ok());
-
-  // 110 pods on the node (the kubelet's default maximum): every share of its 8 devices taken
-  // by 32 slice pods placed by kube-scheduler + vgpu-scheduler and admitted through the agent,
-  // and 78 pods without devices.
   {
     Admitter admitter(c, ns);
     for (int i = 0; i < 32; ++i)
@@ -319,6 +315,21 @@ TEST(ScaleAgent, IdleAgentWithAFullNodeWritesNoNodeAndItsCostPerHour) {
         return true;
       },
       std::chrono::minutes(2)));
+}
+
+}  // namespace
+
+TEST(ScaleAgent, IdleAgentWithAFullNodeWritesNoNodeAndItsCostPerHour) {
+  const double idle = number("VGPU_SCALE_IDLE_SECONDS", 300);
+  ASSERT_GT(idle, 0);
+  RealCluster c({.release = gRelease, .startVgpu = true, .chartValues = suiteChartValues()});
+  const auto started = c.start();
+  ASSERT_TRUE(started.ok()) << started.error().message;
+  Figures fig(c);
+  const std::string node = "agent-node", ns = "agent";
+
+  fillAgentNode(c, ns, node);
+  if (::testing::Test::HasFatalFailure()) return;
   // kube-scheduler and vgpu-scheduler stop (an idle agent needs neither), so that the
   // apiserver's counters see the agent and the apiserver's own upkeep only: their
   // leader-election renewals and watch restarts made the difference below mostly noise.
@@ -368,6 +379,39 @@ TEST(ScaleAgent, IdleAgentWithAFullNodeWritesNoNodeAndItsCostPerHour) {
   fig.line("  with the agent: " + describe(withAgent, true));
   fig.line("  without it:     " + describe(without, true));
   EXPECT_EQ(nodeWrites, 0) << "an idle agent wrote its Node";
+}
+
+// Issue 42 item 1: an agent lists only its node's pods, so its start-up stays small however
+// many pods the cluster holds. Its node full (110 pods), VGPU_SCALE_OTHER_PODS [10000] other
+// pods in the cluster (pending: a schedulerName nobody serves), the agent restarted: the
+// peak RSS of its first sync.
+TEST(ScaleAgent, StartupPeakWithItsNodesPodsAmongManyOthers) {
+  const int others = static_cast<int>(number("VGPU_SCALE_OTHER_PODS", 10000));
+  RealCluster c({.release = gRelease, .startVgpu = true, .chartValues = suiteChartValues()});
+  const auto started = c.start();
+  ASSERT_TRUE(started.ok()) << started.error().message;
+  Figures fig(c);
+  const std::string node = "agent-node", ns = "agent";
+  ASSERT_TRUE(c.createNamespace("others").ok());
+  fillAgentNode(c, ns, node);
+  if (HasFatalFailure()) return;
+  const auto stream = createPodStream(c, "others", others, 300, 8, [](int i) {
+    return PodSpec{.name = "other-" + std::to_string(i), .schedulerName = "nobody"};
+  });
+  ASSERT_TRUE(stream.errors.empty()) << stream.errors.front();
+  ASSERT_TRUE(c.restartVgpuAgent(node).ok());
+  // Synced when the restarted agent has listed its pods and published; a minute is ample.
+  std::this_thread::sleep_for(std::chrono::seconds(60));
+  const int pid = c.pidOf("vgpu-device-plugin@" + node);
+  ASSERT_GT(pid, 0) << "the restarted agent is not running";
+  const auto sample = sampleProcess(pid);
+  ASSERT_TRUE(sample) << "no /proc reading of the agent";
+  const double peak = static_cast<double>(sample->peakRssKiB) / 1024.0;
+  fig.line("Kubernetes " + c.kubernetesVersion() + ": agent restarted with 110 pods on its node and " +
+           std::to_string(others) + " other pods in the cluster: RSS " +
+           fixed(static_cast<double>(sample->rssKiB) / 1024.0, 1) + " MiB a minute after its start, peak " +
+           fixed(peak, 1) + " MiB; load average " + loadAverage());
+  EXPECT_LE(peak, 30.0) << "issue 42: an agent's start-up peak is at most 30 MiB";
 }
 
 }  // namespace vgpu::realk8s

@@ -354,9 +354,22 @@ class Session : public SessionBase, public std::enable_shared_from_this<Session<
     bhttp::async_write(stream_, res_, [self = this->shared_from_this(), keepAlive, linger](ErrorCode ec, std::size_t) {
       self->busy_ = false;
       if (ec) return self->close();
-      if (keepAlive) return self->read();
+      if (keepAlive) return self->awaitNext();
       if (linger) return self->lingerClose();
       self->close();
+    });
+  }
+
+  /// Between requests on a kept-alive connection: waits up to idleTimeout for the next
+  /// one's first bytes, then gives its headers and body readTimeout as usual.
+  void awaitNext() {
+    if (server_.stopping) return close();
+    if (buffer_.size() > 0) return read();  // pipelined: already here
+    beast::get_lowest_layer(stream_).expires_after(server_.options.idleTimeout);
+    stream_.async_read_some(buffer_.prepare(kReadChunk), [self = this->shared_from_this()](ErrorCode ec, std::size_t n) {
+      if (ec) return self->close();
+      self->buffer_.commit(n);
+      self->read();
     });
   }
 

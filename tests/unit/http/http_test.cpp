@@ -154,6 +154,42 @@ TEST(HttpServer, SlowClientIsCutAfterReadTimeout) {
   EXPECT_LT(waited, std::chrono::seconds(4));
 }
 
+// Issue 42: kube-apiserver's webhook client (Go's http.Transport) keeps an idle connection
+// 90 s; the server closed it after its 10 s read timeout, and a POST the apiserver sent on
+// it just then failed ("broken pipe", the pod's create refused). A kept-alive connection
+// now waits idleTimeout (longer than 90 s by default) between requests, over TLS as in
+// plain HTTP, while a request that has begun still gets only readTimeout.
+TEST(HttpServer, KeptAliveConnectionOutlivesTheReadTimeoutAndGoClientsIdleLimit) {
+  EXPECT_GT(ServerOptions{}.idleTimeout, std::chrono::seconds(90));
+  TempDir dir;
+  const bool tls = kCanMakeCerts && makeSelfSignedCert(dir.path());
+  for (bool useTls : {false, tls}) {
+    ServerOptions options;
+    options.readTimeout = std::chrono::milliseconds(200);
+    options.idleTimeout = std::chrono::seconds(5);
+    if (useTls) {
+      options.certFile = (dir.path() / "tls.crt").string();
+      options.keyFile = (dir.path() / "tls.key").string();
+    }
+    auto server = startOrDie(echoRouter(), options);
+    ASSERT_TRUE(server);
+    TestHttpClient client(server->port(), useTls);
+    ASSERT_EQ(client.post("/echo", "first").status, 200);
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));  // idle past readTimeout
+    auto again = client.post("/echo", "second");
+    EXPECT_EQ(again.status, 200) << again.error << (useTls ? " (TLS)" : " (plain)");
+    EXPECT_EQ(server->stats().connections, 1u) << "the idle connection was closed" << (useTls ? " (TLS)" : " (plain)");
+    if (!useTls) {
+      // A request that has begun is still cut at readTimeout on a kept-alive connection.
+      const auto start = std::chrono::steady_clock::now();
+      std::string reply = rawExchange(server->port(), "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nPOST /echo HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc");
+      EXPECT_EQ(reply.rfind("HTTP/1.1 200", 0), 0u) << reply;
+      EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+    }
+    if (!tls) break;
+  }
+}
+
 TEST(HttpServer, ServesHttpsFromCertAndKeyFiles) {
   TempDir dir;
   if (!kCanMakeCerts) GTEST_SKIP() << kNoCertsReason;
@@ -476,7 +512,7 @@ TEST(TestHttpClient, RequestsWithinTheTimeoutSucceedOverPlainAndTls) {
 
 TEST(TestHttpClient, WithATimeoutReconnectsWhenTheServerClosedAnIdleConnection) {
   ServerOptions options;
-  options.readTimeout = std::chrono::milliseconds(100);  // also the keep-alive idle limit
+  options.idleTimeout = std::chrono::milliseconds(100);
   auto server = startOrDie(echoRouter(), options);
   ASSERT_TRUE(server);
   TestHttpClient client(server->port());

@@ -232,6 +232,39 @@ TEST_F(CacheFixture, SchedulerCacheHoldsBackOnlyConfusableBindsUntilTheFirstIsAl
   ASSERT_TRUE(granted.ok()) << granted.error().message;
 }
 
+// Issue 42: kube-scheduler places the next pod before the last one's bind is done. A bind
+// held back for a confusable pod waits with its share reserved, so the pods placed
+// meanwhile see the device as taken (and are not sent to the room it is about to take); a
+// bind that times out gives the share back, and waiting binds leave in the order they came.
+TEST_F(CacheFixture, SchedulerCacheHeldBindWaitsWithItsShareReserved) {
+  cache.upsertNode(nodeJson("n1", gpus("n1", 1, 8000), now));
+  cache.upsertPod(boundPod("a", "uid-a", "n1", "GPU-n1-0", 1000, 0, "Pending", "allocating"));
+  PodInfo b = info(gpuPod("b", 3000), "uid-b");
+  PreparedPod preparedB = prepare(b);
+  auto heldB = std::async(std::launch::async, [&] { return cache.reserve(b, preparedB, "n1", engine, std::chrono::seconds(10)); });
+  ASSERT_EQ(heldB.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  EXPECT_EQ(cache.deviceUsage("n1", "GPU-n1-0")->memoryMiB, 4000u) << "the waiting bind's share is not reserved";
+  // A pod placed meanwhile for the room b takes: refused at once for what it is, no fit.
+  PodInfo c = info(gpuPod("c", 5000), "uid-c");
+  auto late = cache.reserve(c, prepare(c), "n1", engine, std::chrono::milliseconds(0));
+  ASSERT_FALSE(late.ok());
+  EXPECT_NE(late.error().message.find("no longer fits"), std::string::npos) << late.error().message;
+  // d fits beside b and waits too, behind b (FIFO): a's confirmation lets b go, not d.
+  PodInfo d = info(gpuPod("d", 1000), "uid-d");
+  PreparedPod preparedD = prepare(d);
+  auto heldD = std::async(std::launch::async, [&] { return cache.reserve(d, preparedD, "n1", engine, std::chrono::milliseconds(400)); });
+  ASSERT_EQ(heldD.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  EXPECT_EQ(cache.deviceUsage("n1", "GPU-n1-0")->memoryMiB, 5000u);
+  cache.upsertPod(boundPod("a", "uid-a", "n1", "GPU-n1-0", 1000, 0, "Pending", "success"));
+  auto grantedB = heldB.get();
+  ASSERT_TRUE(grantedB.ok()) << grantedB.error().message;
+  // b is in flight now (its bind not yet confirmed): d times out and gives its share back.
+  auto refusedD = heldD.get();
+  ASSERT_FALSE(refusedD.ok());
+  EXPECT_EQ(refusedD.error().message.rfind("held back: pod default/b", 0), 0u) << refusedD.error().message;
+  EXPECT_EQ(cache.deviceUsage("n1", "GPU-n1-0")->memoryMiB, 4000u);
+}
+
 // Issue 26 item 4: anyone who may create pods can write vgpu.io/assignment. The kubelet
 // hands a container devices only for what it asks for, so a grant to a container that asks
 // nothing of that backend (or that the pod lacks) is forged and holds nothing.

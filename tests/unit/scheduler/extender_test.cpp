@@ -179,17 +179,35 @@ TEST_F(ExtenderFixture, SchedulerPrioritizeScoresZeroToTenByNodePolicy) {
   ASSERT_EQ(parse(http.post("/bind", bindingArgs(first, "big")).body).at("Error"), "");
   ASSERT_TRUE(eventually([&] { return h.service->cache().deviceUsage("big", "GPU-big-0")->memoryMiB +
                                           h.service->cache().deviceUsage("big", "GPU-big-1")->memoryMiB == 40000; }));
-  auto r = http.post("/prioritize", extenderArgs(gpuPod("p", 1000), {"big", "big2", "small", "ghost"}));
-  ASSERT_EQ(r.status, 200);
-  boost::system::error_code ec;
-  auto list = json::parse(r.body, ec).as_array();
-  ASSERT_EQ(list.size(), 4u);
-  std::map<std::string, std::int64_t> score;
-  for (const auto& e : list) score[std::string(e.at("Host").as_string())] = e.at("Score").as_int64();
-  for (const auto& [n, s] : score) {
-    EXPECT_GE(s, 0) << n;
-    EXPECT_LE(s, 10) << n;
-  }
+  auto scores = [&](const json::object& pod) {
+    auto r = http.post("/prioritize", extenderArgs(pod, {"big", "big2", "small", "ghost"}));
+    EXPECT_EQ(r.status, 200);
+    boost::system::error_code ec;
+    auto list = json::parse(r.body, ec).as_array();
+    EXPECT_EQ(list.size(), 4u);
+    std::map<std::string, std::int64_t> score;
+    for (const auto& e : list) score[std::string(e.at("Host").as_string())] = e.at("Score").as_int64();
+    for (const auto& [n, s] : score) {
+      EXPECT_GE(s, 0) << n;
+      EXPECT_LE(s, 10) << n;
+    }
+    EXPECT_EQ(score["small"] == 0, pod.at("metadata").at("name") == "two") << "a node the pod fits scores 1..10";
+    return score;
+  };
+  // Issue 42: while "first" waits for its Allocate on big, a pod the node agent could
+  // confuse with it would only bind there after it: big scores 0 for it, big2 is taken at
+  // once. A pod of two devices in one container (not confusable) still prefers big.
+  auto held = scores(gpuPod("p", 1000));
+  EXPECT_EQ(held["big"], 0);
+  EXPECT_GT(held["big2"], 0);  // idle, but the pod binds there at once: above big
+  auto other = scores(gpuPod("two", 1000, 0, 2));
+  EXPECT_GT(other["big"], other["big2"]);
+  // The agent confirmed: binpack prefers the node in use again.
+  k8s::MetadataPatch confirmed;
+  confirmed.annotations[std::string(keys::kPodBindPhase)] = "success";
+  ASSERT_TRUE(h.client->patchMetadata(k8s::kPods, "default", "first", confirmed).ok());
+  ASSERT_TRUE(eventually([&] { return h.service->cache().stats().inFlight == 0; }));
+  auto score = scores(gpuPod("p", 1000));
   EXPECT_GT(score["big"], score["big2"]);
   EXPECT_EQ(score["ghost"], 0);
 }

@@ -64,7 +64,13 @@ struct ServerOptions {
   /// served (the handshake fails otherwise). Empty: no client certificate asked for.
   std::string clientCaFile;
   std::size_t maxBodyBytes = 4u << 20;  ///< larger bodies are answered 413
-  std::chrono::milliseconds readTimeout{10000};   ///< a request's headers and body; also keep-alive idle
+  std::chrono::milliseconds readTimeout{10000};   ///< a request's headers and body
+  /// How long a kept-alive connection may sit idle between requests. Longer than clients
+  /// keep theirs (Go's http.Transport, and so kube-apiserver's webhook and kube-scheduler's
+  /// extender clients: 90 s), so the client always closes first: a server closing an idle
+  /// connection races a request the client is sending on it, which a Go client does not
+  /// send again when it is a POST (the admission review fails "broken pipe").
+  std::chrono::milliseconds idleTimeout{120000};
   std::chrono::milliseconds writeTimeout{10000};
   int threads = 4;  ///< I/O threads; the handlers of plain routes run on them
   /// Workers for the handlers of blocking routes (started only when there is one); < 1 is 1.
