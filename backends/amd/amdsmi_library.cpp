@@ -6,6 +6,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "vgpu/sdk/vendor_library.h"
+
 namespace vgpu::amd {
 namespace {
 
@@ -19,56 +21,48 @@ std::string text(const char* s, size_t cap) { return std::string(s, strnlen(s, c
 }  // namespace
 
 Result<std::unique_ptr<AmdSmiLibrary>> AmdSmiLibrary::open(const std::vector<std::string>& paths) {
-  std::string tried;
-  for (const auto& path : paths) {
-    void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!handle) {
-      const char* e = ::dlerror();
-      tried += (tried.empty() ? "" : "; ") + (e ? std::string(e) : path);
-      continue;
+  auto opened = sdk::openFirstLibrary(paths, "cannot load libamd_smi.so (ROCm's AMD SMI library)");
+  if (!opened.ok()) return opened.error();
+  void* handle = opened->handle;
+  const std::string path = opened->path;
+  std::unique_ptr<AmdSmiLibrary> lib(new AmdSmiLibrary());
+  lib->handle_ = handle;
+  lib->path_ = path;
+  auto sym = [&](auto& slot, const char* name) { sdk::lookUp(handle, slot, name); };
+  sym(lib->init_, "amdsmi_init");
+  sym(lib->shutDown_, "amdsmi_shut_down");
+  sym(lib->statusText_, "amdsmi_status_code_to_string");
+  sym(lib->sockets_, "amdsmi_get_socket_handles");
+  sym(lib->processors_, "amdsmi_get_processor_handles");
+  sym(lib->uuid_, "amdsmi_get_gpu_device_uuid");
+  sym(lib->bdf_, "amdsmi_get_gpu_device_bdf");
+  sym(lib->asic_, "amdsmi_get_gpu_asic_info");
+  sym(lib->memoryTotal_, "amdsmi_get_gpu_memory_total");
+  sym(lib->numa_, "amdsmi_get_gpu_topo_numa_affinity");
+  sym(lib->computePartition_, "amdsmi_get_gpu_compute_partition");
+  sym(lib->memoryPartition_, "amdsmi_get_gpu_memory_partition");
+  sym(lib->kfd_, "amdsmi_get_gpu_kfd_info");
+  sym(lib->enumeration_, "amdsmi_get_gpu_enumeration_info");  // ROCm 6.4+; render node from it
+  sym(lib->processList_, "amdsmi_get_gpu_process_list");
+  amdsmi_get_lib_version_fn version = nullptr;
+  sym(version, "amdsmi_get_lib_version");
+  if (!lib->init_ || !lib->sockets_ || !lib->processors_ || !lib->uuid_ || !lib->memoryTotal_)
+    return makeError(path + " lacks AMD SMI's discovery calls (amdsmi_init, amdsmi_get_socket_handles, "
+                            "amdsmi_get_processor_handles, amdsmi_get_gpu_device_uuid, "
+                            "amdsmi_get_gpu_memory_total): is it libamd_smi.so?");
+  if (const auto rc = lib->init_(AMDSMI_INIT_AMD_GPUS); rc != AMDSMI_STATUS_SUCCESS)
+    return makeError(path + ": " + lib->words("amdsmi_init", rc) + " (is the amdgpu driver loaded, and /dev/kfd there?)");
+  if (version) {
+    // amdsmi 24/25 start the struct with the year (24, 25); amdsmi 26 dropped it and starts
+    // with the major version (26): either way a first word of 26 or more is the new layout.
+    alignas(8) unsigned char buf[VGPU_AMDSMI_STRUCT_BYTES] = {};
+    if (version(buf) == AMDSMI_STATUS_SUCCESS) {
+      std::uint32_t first = 0;
+      std::memcpy(&first, buf, sizeof first);
+      lib->newProcLayout_ = first >= 26;
     }
-    std::unique_ptr<AmdSmiLibrary> lib(new AmdSmiLibrary());
-    lib->handle_ = handle;
-    lib->path_ = path;
-    auto sym = [&](auto& slot, const char* name) {
-      slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(::dlsym(handle, name));
-    };
-    sym(lib->init_, "amdsmi_init");
-    sym(lib->shutDown_, "amdsmi_shut_down");
-    sym(lib->statusText_, "amdsmi_status_code_to_string");
-    sym(lib->sockets_, "amdsmi_get_socket_handles");
-    sym(lib->processors_, "amdsmi_get_processor_handles");
-    sym(lib->uuid_, "amdsmi_get_gpu_device_uuid");
-    sym(lib->bdf_, "amdsmi_get_gpu_device_bdf");
-    sym(lib->asic_, "amdsmi_get_gpu_asic_info");
-    sym(lib->memoryTotal_, "amdsmi_get_gpu_memory_total");
-    sym(lib->numa_, "amdsmi_get_gpu_topo_numa_affinity");
-    sym(lib->computePartition_, "amdsmi_get_gpu_compute_partition");
-    sym(lib->memoryPartition_, "amdsmi_get_gpu_memory_partition");
-    sym(lib->kfd_, "amdsmi_get_gpu_kfd_info");
-    sym(lib->enumeration_, "amdsmi_get_gpu_enumeration_info");  // ROCm 6.4+; render node from it
-    sym(lib->processList_, "amdsmi_get_gpu_process_list");
-    amdsmi_get_lib_version_fn version = nullptr;
-    sym(version, "amdsmi_get_lib_version");
-    if (!lib->init_ || !lib->sockets_ || !lib->processors_ || !lib->uuid_ || !lib->memoryTotal_)
-      return makeError(path + " lacks AMD SMI's discovery calls (amdsmi_init, amdsmi_get_socket_handles, "
-                              "amdsmi_get_processor_handles, amdsmi_get_gpu_device_uuid, "
-                              "amdsmi_get_gpu_memory_total): is it libamd_smi.so?");
-    if (const auto rc = lib->init_(AMDSMI_INIT_AMD_GPUS); rc != AMDSMI_STATUS_SUCCESS)
-      return makeError(path + ": " + lib->words("amdsmi_init", rc) + " (is the amdgpu driver loaded, and /dev/kfd there?)");
-    if (version) {
-      // amdsmi 24/25 start the struct with the year (24, 25); amdsmi 26 dropped it and starts
-      // with the major version (26): either way a first word of 26 or more is the new layout.
-      alignas(8) unsigned char buf[VGPU_AMDSMI_STRUCT_BYTES] = {};
-      if (version(buf) == AMDSMI_STATUS_SUCCESS) {
-        std::uint32_t first = 0;
-        std::memcpy(&first, buf, sizeof first);
-        lib->newProcLayout_ = first >= 26;
-      }
-    }
-    return lib;
   }
-  return makeError("cannot load libamd_smi.so (ROCm's AMD SMI library): " + tried);
+  return lib;
 }
 
 AmdSmiLibrary::~AmdSmiLibrary() {

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <optional>
 
+#include "vgpu/sdk/vendor_library.h"
+
 namespace vgpu::ascend {
 namespace {
 
@@ -26,41 +28,35 @@ std::string text(const unsigned char* bytes, size_t size) {
 }  // namespace
 
 Result<std::unique_ptr<DcmiLibrary>> DcmiLibrary::open(const std::vector<std::string>& paths) {
-  std::string tried;
-  for (const auto& path : paths) {
-    void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!handle) {
-      const char* e = ::dlerror();
-      tried += (tried.empty() ? "" : "; ") + (e ? std::string(e) : path);
-      continue;
-    }
-    std::unique_ptr<DcmiLibrary> lib(new DcmiLibrary());
-    lib->handle_ = handle;
-    lib->path_ = path;
-    auto sym = [&](auto& slot, const char* name) { slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(::dlsym(handle, name)); };
-    sym(lib->init_, "dcmi_init");
-    sym(lib->cardList_, "dcmi_get_card_num_list");
-    sym(lib->deviceNum_, "dcmi_get_device_num_in_card");
-    sym(lib->logicId_, "dcmi_get_device_logic_id");
-    sym(lib->phyId_, "dcmi_get_device_phyid_from_logicid");
-    sym(lib->chipInfo_, "dcmi_get_device_chip_info");
-    sym(lib->hbmInfo_, "dcmi_get_device_hbm_info");
-    sym(lib->memoryInfo_, "dcmi_get_device_memory_info_v3");
-    sym(lib->die_, "dcmi_get_device_die_v2");
-    sym(lib->health_, "dcmi_get_device_health");
-    sym(lib->create_, "dcmi_create_vdevice");
-    sym(lib->destroy_, "dcmi_set_destroy_vdevice");
-    sym(lib->resources_, "dcmi_get_device_resource_info");
-    if (!lib->init_ || !lib->cardList_ || !lib->deviceNum_ || !lib->logicId_ || !lib->chipInfo_ || !lib->health_)
-      return makeError(path + " lacks DCMI's discovery calls (dcmi_init, dcmi_get_card_num_list, "
-                              "dcmi_get_device_num_in_card, dcmi_get_device_logic_id, dcmi_get_device_chip_info, "
-                              "dcmi_get_device_health): is it libdcmi.so?");
-    if (const int rc = lib->init_(); rc != 0)
-      return makeError(path + ": dcmi_init failed with DCMI error " + std::to_string(rc) +
-                       " (is the Ascend driver loaded, and /dev/davinci_manager there?)");
-    return lib;
-  }
-  return makeError("cannot load libdcmi.so (the Ascend driver's management library): " + tried);
+  auto opened = sdk::openFirstLibrary(paths, "cannot load libdcmi.so (the Ascend driver's management library)");
+  if (!opened.ok()) return opened.error();
+  void* handle = opened->handle;
+  const std::string path = opened->path;
+  std::unique_ptr<DcmiLibrary> lib(new DcmiLibrary());
+  lib->handle_ = handle;
+  lib->path_ = path;
+  auto sym = [&](auto& slot, const char* name) { sdk::lookUp(handle, slot, name); };
+  sym(lib->init_, "dcmi_init");
+  sym(lib->cardList_, "dcmi_get_card_num_list");
+  sym(lib->deviceNum_, "dcmi_get_device_num_in_card");
+  sym(lib->logicId_, "dcmi_get_device_logic_id");
+  sym(lib->phyId_, "dcmi_get_device_phyid_from_logicid");
+  sym(lib->chipInfo_, "dcmi_get_device_chip_info");
+  sym(lib->hbmInfo_, "dcmi_get_device_hbm_info");
+  sym(lib->memoryInfo_, "dcmi_get_device_memory_info_v3");
+  sym(lib->die_, "dcmi_get_device_die_v2");
+  sym(lib->health_, "dcmi_get_device_health");
+  sym(lib->create_, "dcmi_create_vdevice");
+  sym(lib->destroy_, "dcmi_set_destroy_vdevice");
+  sym(lib->resources_, "dcmi_get_device_resource_info");
+  if (!lib->init_ || !lib->cardList_ || !lib->deviceNum_ || !lib->logicId_ || !lib->chipInfo_ || !lib->health_)
+    return makeError(path + " lacks DCMI's discovery calls (dcmi_init, dcmi_get_card_num_list, "
+                            "dcmi_get_device_num_in_card, dcmi_get_device_logic_id, dcmi_get_device_chip_info, "
+                            "dcmi_get_device_health): is it libdcmi.so?");
+  if (const int rc = lib->init_(); rc != 0)
+    return makeError(path + ": dcmi_init failed with DCMI error " + std::to_string(rc) +
+                     " (is the Ascend driver loaded, and /dev/davinci_manager there?)");
+  return lib;
 }
 
 DcmiLibrary::~DcmiLibrary() {
