@@ -514,7 +514,7 @@ std::optional<PodOutcome> PodTracker::commit(const Claim& claim) {
   bumpLocked();
   if (pod == pods_.end() || !podCompleteLocked(pod->second, pr)) return std::nullopt;
   pr.done = true;
-  PodOutcome out{claim.podUid, claim.podNamespace, claim.podName, outcomeLocked(pod->second, pr), false};
+  PodOutcome out{claim.podUid, claim.podNamespace, claim.podName, outcomeLocked(pod->second, pr), false, {}};
   out.changed = !pod->second.assignment || out.assignment != *pod->second.assignment;
   written_[claim.podUid] = encodeAssignment(out.assignment);
   return out;
@@ -622,7 +622,7 @@ std::optional<PodOutcome> PodTracker::correction(
   }
   if (fixed == *base && recordedSuccess) return std::nullopt;
   Progress& p = progress_[uid];
-  if (!checkAssignment(fixed).ok()) {
+  if (auto valid = checkAssignment(fixed); !valid) {
     // What the kubelet holds cannot be an assignment (two slots of one device in one
     // container, handed out before claim refused that): nobody could read it, so it is not
     // written; the devices the pod runs on still count here, so no Allocate overfills them.
@@ -633,14 +633,16 @@ std::optional<PodOutcome> PodTracker::correction(
     p.failed = false;
     for (const auto& c : fixed.containers) p.given[c.name] = c.devices;
     bumpLocked();
-    return std::nullopt;
+    PodOutcome out{uid, pod->second.info.podNamespace, pod->second.info.name, std::move(fixed), false, {}};
+    out.unrecordable = valid.error().message;
+    return out;
   }
   written_[uid] = encodeAssignment(fixed);
   p.done = true;
   p.failed = false;
   for (const auto& c : fixed.containers) p.given[c.name] = c.devices;
   bumpLocked();
-  return PodOutcome{uid, pod->second.info.podNamespace, pod->second.info.name, std::move(fixed), true};
+  return PodOutcome{uid, pod->second.info.podNamespace, pod->second.info.name, std::move(fixed), true, {}};
 }
 
 std::optional<Assignment> PodTracker::recorded(const std::string& uid) const {
