@@ -68,6 +68,11 @@ std::vector<PodOutcome> Agent::Impl::corrections(const std::map<std::string, Hel
 void Agent::Impl::recordCorrections(const std::vector<PodOutcome>& outcomes) {
   for (const auto& outcome : outcomes) {
     const std::string key = outcome.podNamespace + "/" + outcome.podName;
+    if (!outcome.unrecordable.empty()) {
+      logLine("error", "pod " + key + ": the devices the kubelet gave it cannot be recorded (" + outcome.unrecordable +
+                           "); its assignment is left as it is, and the agent counts those devices as its");
+      continue;
+    }
     k8s::MetadataPatch patch;
     patch.annotations[std::string(keys::kPodAssignment)] = encodeAssignment(outcome.assignment);
     patch.annotations[std::string(keys::kPodBindPhase)] = "success";

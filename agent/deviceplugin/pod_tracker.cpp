@@ -55,6 +55,14 @@ void replaceDevices(Assignment& a, const std::string& container, const std::stri
   it->devices.insert(it->devices.end(), devices.begin(), devices.end());
 }
 
+/// The first device `devices` names twice, if any.
+std::optional<std::string> deviceTwice(const std::vector<DeviceGrant>& devices) {
+  std::set<std::string> seen;
+  for (const auto& d : devices)
+    if (!seen.insert(d.deviceId).second) return d.deviceId;
+  return std::nullopt;
+}
+
 /// "id1,id2" with the IDs sorted, for messages.
 std::string sortedList(std::vector<std::string> ids) {
   std::sort(ids.begin(), ids.end());
@@ -419,6 +427,18 @@ std::variant<Claim, ClaimError> PodTracker::claim(const std::string& resource, c
     devices[i].slot = parsed[i].slot;
     if (auto d = devices_.find(parsed[i].deviceId); d != devices_.end()) devices[i].deviceIndex = d->second.index;
   }
+  // A container sees a device once, so the assignment codec refuses two grants of one (issue
+  // 43 defect 5): two slots of one device handed to a container that asks for N devices
+  // (a kubelet without the hint) could be neither recorded nor accounted. Refused, the
+  // kubelet fails the pod (UnexpectedAdmissionError) and frees the IDs; its controller
+  // creates it again.
+  if (auto twice = deviceTwice(devices))
+    return ClaimError{ClaimFailure::kPodUnusable,
+                      "pod " + pod.info.key() + " container " + chosen->container->name + " asks for " +
+                          std::to_string(ids.size()) + " " + resource + " but the kubelet handed over two slots of device " +
+                          *twice + " (device IDs " + sortedList(ids) +
+                          "), and a container sees a device once: refused, so the pod can be created again",
+                      pod.info.uid};
   if (!exact) {
     if (auto why = roomLocked(pod.info.uid, devices))
       return ClaimError{ClaimFailure::kPodUnusable,
@@ -494,7 +514,7 @@ std::optional<PodOutcome> PodTracker::commit(const Claim& claim) {
   bumpLocked();
   if (pod == pods_.end() || !podCompleteLocked(pod->second, pr)) return std::nullopt;
   pr.done = true;
-  PodOutcome out{claim.podUid, claim.podNamespace, claim.podName, outcomeLocked(pod->second, pr), false};
+  PodOutcome out{claim.podUid, claim.podNamespace, claim.podName, outcomeLocked(pod->second, pr), false, {}};
   out.changed = !pod->second.assignment || out.assignment != *pod->second.assignment;
   written_[claim.podUid] = encodeAssignment(out.assignment);
   return out;
@@ -601,13 +621,28 @@ std::optional<PodOutcome> PodTracker::correction(
     return std::nullopt;
   }
   if (fixed == *base && recordedSuccess) return std::nullopt;
-  written_[uid] = encodeAssignment(fixed);
   Progress& p = progress_[uid];
+  if (auto valid = checkAssignment(fixed); !valid) {
+    // What the kubelet holds cannot be an assignment (two slots of one device in one
+    // container, handed out before claim refused that): nobody could read it, so it is not
+    // written; the devices the pod runs on still count here, so no Allocate overfills them.
+    bool counted = p.done && !p.failed;
+    for (const auto& c : fixed.containers) counted = counted && p.given[c.name] == c.devices;
+    if (counted) return std::nullopt;
+    p.done = true;
+    p.failed = false;
+    for (const auto& c : fixed.containers) p.given[c.name] = c.devices;
+    bumpLocked();
+    PodOutcome out{uid, pod->second.info.podNamespace, pod->second.info.name, std::move(fixed), false, {}};
+    out.unrecordable = valid.error().message;
+    return out;
+  }
+  written_[uid] = encodeAssignment(fixed);
   p.done = true;
   p.failed = false;
   for (const auto& c : fixed.containers) p.given[c.name] = c.devices;
   bumpLocked();
-  return PodOutcome{uid, pod->second.info.podNamespace, pod->second.info.name, std::move(fixed), true};
+  return PodOutcome{uid, pod->second.info.podNamespace, pod->second.info.name, std::move(fixed), true, {}};
 }
 
 std::optional<Assignment> PodTracker::recorded(const std::string& uid) const {

@@ -103,6 +103,9 @@ struct PodOutcome {
   std::string podName;
   Assignment assignment;  ///< the annotation's, with the devices actually given
   bool changed = false;   ///< differs from the annotation the scheduler wrote
+  /// Set by a correction whose assignment no reader could decode (why): it is not written,
+  /// the devices count as the pod's here all the same.
+  std::string unrecordable;
 };
 
 class PodTracker {
@@ -168,6 +171,8 @@ class PodTracker {
   /// Allocate matched to it is in flight, or some of its containers hold nothing yet: the
   /// kubelet is still admitting it, so what it holds counts as served (its remaining
   /// containers are matched to it) and it is corrected once every container is listed.
+  /// What no assignment can say (two slots of one device in one container) comes back
+  /// once, with `unrecordable` set, to be logged rather than written.
   /// Takes the store's lock inside the tracker's: the store must never call back into the
   /// tracker.
   std::optional<PodOutcome> correction(

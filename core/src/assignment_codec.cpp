@@ -59,24 +59,39 @@ Result<ContainerAssignment> decodeContainer(const json::value& value, const std:
   Status st;
   const json::array* devices = f.array("devices", Need::kRequired, st);
   if (devices == nullptr) return st.error();
-  std::set<std::pair<std::string, std::string>> seen;
   for (std::size_t i = 0; i < devices->size(); ++i) {
-    std::string grantPath = path + ".devices[" + std::to_string(i) + "]";
-    auto grant = decodeGrant((*devices)[i], grantPath);
+    auto grant = decodeGrant((*devices)[i], path + ".devices[" + std::to_string(i) + "]");
     if (!grant) return std::move(grant).error();
-    // A container sees a device once; two grants of it would double-count its usage.
-    if (!seen.emplace(grant->backend, grant->deviceId).second) {
-      return makeError(std::string(kDocument) + ": " + grantPath + ".id: device " +
-                       detail::quoteForMessage(grant->deviceId) + " of backend " +
-                       detail::quoteForMessage(grant->backend) + " is granted twice to container " +
-                       detail::quoteForMessage(c.name));
-    }
     c.devices.push_back(std::move(grant).value());
   }
   return c;
 }
 
 }  // namespace
+
+Status checkAssignment(const Assignment& assignment) {
+  std::set<std::string, std::less<>> names;
+  for (std::size_t i = 0; i < assignment.containers.size(); ++i) {
+    const ContainerAssignment& c = assignment.containers[i];
+    const std::string path = "containers[" + std::to_string(i) + "]";
+    // Names are unique in a pod (init containers included); lookups by name rely on it.
+    if (!names.insert(c.name).second) {
+      return makeError(std::string(kDocument) + ": " + path + ".name: duplicate container name " +
+                       detail::quoteForMessage(c.name));
+    }
+    // A container sees a device once; two grants of it would double-count its usage.
+    std::set<std::pair<std::string, std::string>> seen;
+    for (std::size_t j = 0; j < c.devices.size(); ++j) {
+      const DeviceGrant& g = c.devices[j];
+      if (!seen.emplace(g.backend, g.deviceId).second) {
+        return makeError(std::string(kDocument) + ": " + path + ".devices[" + std::to_string(j) + "].id: device " +
+                         detail::quoteForMessage(g.deviceId) + " of backend " + detail::quoteForMessage(g.backend) +
+                         " is granted twice to container " + detail::quoteForMessage(c.name));
+      }
+    }
+  }
+  return {};
+}
 
 std::string encodeAssignment(const Assignment& assignment) {
   json::array containers;
@@ -123,18 +138,12 @@ Result<Assignment> decodeAssignment(std::string_view text) {
   Status st;
   const json::array* containers = top.array("containers", Need::kRequired, st);
   if (containers == nullptr) return st.error();
-  std::set<std::string, std::less<>> names;
   for (std::size_t i = 0; i < containers->size(); ++i) {
-    std::string path = "containers[" + std::to_string(i) + "]";
-    auto c = decodeContainer((*containers)[i], path);
+    auto c = decodeContainer((*containers)[i], "containers[" + std::to_string(i) + "]");
     if (!c) return std::move(c).error();
-    // Names are unique in a pod (init containers included); lookups by name rely on it.
-    if (!names.insert(c->name).second) {
-      return makeError(std::string(kDocument) + ": " + path + ".name: duplicate container name " +
-                       detail::quoteForMessage(c->name));
-    }
     a.containers.push_back(std::move(c).value());
   }
+  if (auto valid = checkAssignment(a); !valid) return valid.error();
   return a;
 }
 

@@ -181,6 +181,10 @@ TEST(CodecAssignment, DuplicatesAreErrors) {
   a.containers[1].devices[1].deviceId = "GPU-aaa";
   expectError(encodeAssignment(a), "containers[1].devices[1].id: device \"GPU-aaa\" of backend \"nvidia\" is "
                                    "granted twice");
+  // Writers ask first (the agent: issue 43 defect 5), and get the decoder's words.
+  ASSERT_FALSE(checkAssignment(a).ok());
+  EXPECT_EQ(checkAssignment(a).error().message, errorOf(encodeAssignment(a)));
+  EXPECT_TRUE(checkAssignment(sample()).ok());
   // The same device in two containers is sharing, not a duplicate.
   a = sample();
   a.containers[2].devices.push_back(a.containers[1].devices[0]);

@@ -2,7 +2,8 @@
 // reach it, not their creation order, and the agent's watch may lag or be cut off. The agent
 // pairs a GetPreferredAllocation or an Allocate with a pod the kubelet lists (PodResources),
 // reads from the apiserver a listed pod its watch has not shown, and never hands one pod's
-// share to another. Against the kubelet and apiserver doubles with the sim backend.
+// share to another, nor records two slots of one device for one container. Against the
+// kubelet and apiserver doubles with the sim backend.
 #include "agent_fixture.h"
 
 namespace vgpu::deviceplugin::testing {
@@ -140,6 +141,32 @@ TEST_F(DevicePluginAdmissionOrder, AnAgentCutOffFromTheApiserverRefusesRatherTha
   api->clearFaults();
   api->releaseHangs();
   EXPECT_NE(annotationOf("older", keys::kPodBindPhase), "success");
+}
+
+// Defect 5 (1.37, seed 4312; 1.34, seed 4303): without the hint the kubelet gave a pod's
+// one container two slots of one GPU for its two devices; the agent recorded them as the
+// assignment, which nobody could read (a container sees a device once), and the pod ran
+// with its memory accounted nowhere. The Allocate is refused instead: the kubelet fails the
+// pod (UnexpectedAdmissionError), its controller creates it again, and the assignment the
+// pod keeps stays readable.
+TEST_F(DevicePluginAdmissionOrder, TwoSlotsOfOneDeviceForOneContainerAreRefusedNotRecorded) {
+  start(/*ignorePreferred=*/true);
+  PodSpec pair{"pair",
+               {{"main", {{kSimCount, 2}, {kSimMemory, 1000}},
+                 {grant("sim-0", 0, 1000, 0, 2), grant("sim-1", 1, 1000, 0, 2)}}},
+               true, "2026-01-01T00:00:00Z"};
+  const std::string uid = createPod(pair);
+  ASSERT_TRUE(watched(1));
+
+  auto r = kubelet->admit(kubeletPod(pair, uid));
+  EXPECT_FALSE(r.admitted);
+  EXPECT_NE(r.error.find("two slots of device sim-0"), std::string::npos) << r.error;
+  EXPECT_TRUE(waitFor([&] { return annotationOf("pair", keys::kPodBindPhase) == "failed"; }));
+  auto a = assignmentOf("pair");
+  ASSERT_TRUE(a) << annotationOf("pair", keys::kPodAssignment);
+  EXPECT_EQ(a->containers.at(0).devices.at(0).slot, 2);
+  // The kubelet freed the IDs it picked: nothing runs on sim-0 unaccounted.
+  EXPECT_TRUE(kubelet->allocations().empty());
 }
 
 }  // namespace

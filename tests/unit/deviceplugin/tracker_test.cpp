@@ -401,5 +401,21 @@ TEST_F(DevicePluginTracker, WithoutTheDevicesGivenACorrectionKeepsTheAnnotations
   EXPECT_EQ(fix->assignment.containers[0].devices, (std::vector<DeviceGrant>{g("d0", 0, 3000)}));
 }
 
+// Issue 43 defect 5: a kubelet that holds two slots of one device for one container (handed
+// out before the agent refused such Allocates) is not recorded as the pod's assignment, which
+// no reader could decode (the agent logs why); it still counts the memory there.
+TEST_F(DevicePluginTracker, ACorrectionToTwoSlotsOfOneDeviceIsNotRecordedButCounted) {
+  tracker.upsert(pod("pair", 1, {{g("d0", 2, 1000), g("d1", 2, 1000, 1)}}));
+  const std::map<std::string, std::map<std::string, std::vector<std::string>>> held{
+      {"c0", {{kRes, {"d0::0", "d0::1"}}}}};
+  auto fix = tracker.correction("uid-pair", held, handouts);
+  ASSERT_TRUE(fix);
+  EXPECT_THAT(fix->unrecordable, HasSubstr("device \"d0\" of backend \"sim\" is granted twice to container \"c0\""));
+  EXPECT_FALSE(tracker.recorded("uid-pair"));
+  EXPECT_EQ(tracker.usageByDevice()["d0"].first, 2000u);
+  // Said once: the next pass finds it counted.
+  EXPECT_FALSE(tracker.correction("uid-pair", held, handouts));
+}
+
 }  // namespace
 }  // namespace vgpu::deviceplugin
