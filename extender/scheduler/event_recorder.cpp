@@ -33,8 +33,9 @@ void EventRecorder::podEvent(const std::string& ns, const std::string& name, con
   e.message = message.size() > 1000 ? message.substr(0, 997) + "..." : message;
   e.component = component_;
   e.host = host_;
-  // The pod's uid keys the series: a pod re-created under its name starts its own.
-  const std::string key = ns + "/" + name + "/" + uid + "/" + type + "/" + reason;
+  // The pod's uid keys the series (first, for forgetPod): a pod re-created under its name
+  // starts its own.
+  const std::string key = uid + "/" + ns + "/" + name + "/" + type + "/" + reason;
   {
     std::lock_guard lock(mu_);
     if (stopping_) {
@@ -60,6 +61,20 @@ void EventRecorder::podEvent(const std::string& ns, const std::string& name, con
     }
   }
   cv_.notify_one();
+}
+
+void EventRecorder::forgetPod(const std::string& uid) {
+  if (uid.empty()) return;
+  const std::string prefix = uid + "/";
+  std::lock_guard lock(mu_);
+  for (auto it = series_.lower_bound(prefix); it != series_.end() && it->first.starts_with(prefix);) {
+    if (it->second.queued) {
+      it->second.podGone = true;
+      ++it;
+    } else {
+      it = series_.erase(it);
+    }
+  }
 }
 
 void EventRecorder::forgetOldest() {
@@ -123,8 +138,12 @@ void EventRecorder::run() {
     auto it = series_.find(key);
     if (it == series_.end()) continue;
     Series snapshot = it->second;
-    it->second.unsent = 0;
-    it->second.queued = false;
+    if (snapshot.podGone) {
+      series_.erase(it);  // sent once more, then forgotten: send() finds nothing to update
+    } else {
+      it->second.unsent = 0;
+      it->second.queued = false;
+    }
     sending_ = true;
     lock.unlock();
     send(key, std::move(snapshot));
@@ -137,6 +156,11 @@ void EventRecorder::run() {
 void EventRecorder::flush() {
   std::unique_lock lock(mu_);
   idle_.wait(lock, [this] { return (queue_.empty() && !sending_) || !thread_.joinable(); });
+}
+
+std::size_t EventRecorder::series() const {
+  std::lock_guard lock(mu_);
+  return series_.size();
 }
 
 void EventRecorder::stop() {

@@ -142,7 +142,9 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const DeviceCo
                             [cache, s, nominations](const k8s::ObjectPtr& p) {
                               cache->removePod(*p);
                               nominations->removePod(*p);
-                              if (s->requeuer) s->requeuer->forget(std::string(k8s::uid(*p)));
+                              const std::string uid(k8s::uid(*p));
+                              if (s->requeuer) s->requeuer->forget(uid);
+                              if (s->events) s->events->forgetPod(uid);  // else kept up to its cap
                             }});
   // ResourceQuotas on device memory and compute (namespace_quota.h): few and small objects.
   k8s::InformerOptions quotaOptions;

@@ -92,5 +92,44 @@ TEST(SchedulerEvents, AnEventTheApiserverNoLongerHasIsCreatedAgain) {
   EXPECT_EQ(countOf(again[0]), 1);
 }
 
+
+// Issue 43 defect 7: vgpu-scheduler's RSS grew ~1.9 KiB per pod created and deleted. Each
+// pod's event series (its DevicesAssigned, a refused pod's FilteringFailed) stayed
+// remembered after the pod was gone, up to 20,000 of them; a deleted pod's are forgotten.
+TEST(SchedulerEvents, TheSeriesOfDeletedPodsAreForgotten) {
+  SchedulerHarness h;
+  h.createNode(nodeJson("n", gpus("n", 4, 8000)));
+  ASSERT_TRUE(h.awaitNodes(1));
+  TestHttpClient http(h.service->extenderPort());
+  constexpr int kBatches = 100, kPerBatch = 20;  // 2,000 pods placed, 100 refused
+  for (int b = 0; b < kBatches; ++b) {
+    // One at a time: a bound pod is in flight until deleted (no agent answers its Allocate),
+    // and holds back the next one that asks alike.
+    for (int i = 0; i < kPerBatch; ++i) {
+      const std::string name = "p-" + std::to_string(b) + "-" + std::to_string(i);
+      const auto pod = h.createPod(gpuPod(name, 1000));
+      const auto bound = http.post("/bind", bindingArgs(pod, "n"));
+      ASSERT_EQ(bound.status, 200) << name;
+      ASSERT_EQ(json::parse(bound.body).at("Error"), "") << name;
+      ASSERT_TRUE(h.api->remove("pods", "default", name).ok()) << name;
+      ASSERT_TRUE(h.awaitPods(0)) << name;
+    }
+    const std::string big = "big-" + std::to_string(b);
+    const auto refused = h.createPod(gpuPod(big, 20000));
+    ASSERT_EQ(http.post("/filter", extenderArgs(refused, {"n"})).status, 200);
+    ASSERT_TRUE(h.api->remove("pods", "default", big).ok()) << big;
+  }
+  h.service->events().flush();
+  EXPECT_EQ(eventsOf(*h.api, "p-0-0", "DevicesAssigned").size(), 1u) << "the events were sent";
+  EXPECT_TRUE(eventually([&] { return h.service->events().series() == 0; }, std::chrono::seconds(10)))
+      << h.service->events().series() << " event series remembered for " << kBatches * (kPerBatch + 1)
+      << " deleted pods";
+  EXPECT_TRUE(eventually([&] { return h.service->requeuer().tracked() == 0; }, std::chrono::seconds(10)));
+  const auto stats = h.service->cache().stats();
+  EXPECT_EQ(stats.pods, 0u);
+  EXPECT_EQ(stats.reservations, 0u);
+  EXPECT_EQ(stats.inFlight, 0u);
+}
+
 }  // namespace
 }  // namespace vgpu::scheduler
