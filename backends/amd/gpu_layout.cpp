@@ -86,12 +86,7 @@ void fitPartition(const vgpu_device_request& q, const vgpu_device& d, const vgpu
     if (why) *why = words;
   };
   r = {};
-  if (!sdk::passesStandardFilters(q, d, r)) {
-    if (r.reason == VGPU_REASON_UNHEALTHY) say(id + " is unhealthy");
-    else if (r.reason == VGPU_REASON_MODEL_MISMATCH) say(std::string(d.model ? d.model : "") + " is not a model the pod asks for");
-    else say(id + " is not a GPU the pod asks for");
-    return;
-  }
+  if (!sdk::passesStandardFilters(q, d, r, why, "GPU")) return;
   const std::uint32_t parts = std::max<std::uint32_t>(d.split_count, 1);
   const std::uint64_t slice = d.memory_mib / parts;
   const std::string mode(attribute(d, kComputePartitionAttribute));

@@ -83,12 +83,7 @@ void fitChip(const vgpu_device_request& q, const vgpu_device& d, const vgpu_devi
   };
   // Health and the pod's model and id filters, as every backend reads them.
   r = {};
-  if (!sdk::passesStandardFilters(q, d, r)) {
-    if (r.reason == VGPU_REASON_UNHEALTHY) say(id + " is unhealthy");
-    else if (r.reason == VGPU_REASON_MODEL_MISMATCH) say(std::string(model) + " is not a model the pod asks for");
-    else say(id + " is not a chip the pod asks for");
-    return;
-  }
+  if (!sdk::passesStandardFilters(q, d, r, why, "chip")) return;
   const std::uint64_t memory = q.memory_mib ? q.memory_mib : d.memory_mib * (q.memory_percent ? q.memory_percent : 100) / 100;
   if (memory > d.memory_mib)
     return refuse(r, VGPU_REASON_REQUEST_TOO_LARGE, memory, d.memory_mib),

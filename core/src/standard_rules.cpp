@@ -187,14 +187,25 @@ std::uint64_t requestedMemoryMiB(const vgpu_device_request& request, const vgpu_
   return device.memory_mib * percent / 100;
 }
 
-bool passesStandardFilters(const vgpu_device_request& q, const vgpu_device& d, vgpu_fit_result& r) {
-  if (d.health != VGPU_HEALTHY) return refuse(r, VGPU_REASON_UNHEALTHY, 0, 0), false;
+bool passesStandardFilters(const vgpu_device_request& q, const vgpu_device& d, vgpu_fit_result& r, std::string* why,
+                           std::string_view noun) {
+  // The hot path (every device of every node): words only for a caller that asks for them.
+  auto refused = [&](vgpu_reason reason, std::uint64_t excluded) {
+    refuse(r, reason, excluded, 0);
+    if (why) {
+      const std::string id = d.id ? d.id : "";
+      *why = reason == VGPU_REASON_UNHEALTHY        ? id + " is unhealthy"
+             : reason == VGPU_REASON_MODEL_MISMATCH ? std::string(d.model ? d.model : "") + " is not a model the pod asks for"
+                                                    : id + " is not a " + std::string(noun) + " the pod asks for";
+    }
+    return false;
+  };
+  if (d.health != VGPU_HEALTHY) return refused(VGPU_REASON_UNHEALTHY, 0);
   if (q.include_models.count != 0 && !anyModelMatches(q.include_models, d.model))
-    return refuse(r, VGPU_REASON_MODEL_MISMATCH, 0, 0), false;
-  if (anyModelMatches(q.exclude_models, d.model)) return refuse(r, VGPU_REASON_MODEL_MISMATCH, 1, 0), false;
-  if (q.include_ids.count != 0 && !anyIdEquals(q.include_ids, d.id))
-    return refuse(r, VGPU_REASON_ID_MISMATCH, 0, 0), false;
-  if (anyIdEquals(q.exclude_ids, d.id)) return refuse(r, VGPU_REASON_ID_MISMATCH, 1, 0), false;
+    return refused(VGPU_REASON_MODEL_MISMATCH, 0);
+  if (anyModelMatches(q.exclude_models, d.model)) return refused(VGPU_REASON_MODEL_MISMATCH, 1);
+  if (q.include_ids.count != 0 && !anyIdEquals(q.include_ids, d.id)) return refused(VGPU_REASON_ID_MISMATCH, 0);
+  if (anyIdEquals(q.exclude_ids, d.id)) return refused(VGPU_REASON_ID_MISMATCH, 1);
   return true;
 }
 

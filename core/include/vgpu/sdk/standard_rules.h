@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "vgpu/backend_abi.h"
@@ -82,8 +83,9 @@ void standardFit(const vgpu_device_request& request, const vgpu_device& device,
 
 /// The first checks of standardFit alone (health, model filters, id filters), for a backend
 /// whose own rules judge the sizes: true when the device passes, else `result` holds the
-/// refusal.
-bool passesStandardFilters(const vgpu_device_request& request, const vgpu_device& device, vgpu_fit_result& result);
+/// refusal and, when `why` is set, its words ("<id> is not a <noun> the pod asks for").
+bool passesStandardFilters(const vgpu_device_request& request, const vgpu_device& device, vgpu_fit_result& result,
+                           std::string* why = nullptr, std::string_view noun = "device");
 /// What standardFit reads of the device (Allocator::fitReads): its id only against the
 /// request's id lists. A backend adds the fields its own checks read.
 inline constexpr std::uint32_t kStandardFitReads = VGPU_FIT_READS_MODEL | VGPU_FIT_READS_MEMORY |
